@@ -1,0 +1,40 @@
+/*
+** device.h -- which CUDA devices this build of shardq can use.
+**
+** Plain C, callable whether or not shardq was built with CUDA: without it
+** (src/backend/device_none.c) there are simply no devices. Nothing here
+** aborts or prints; a caller that finds no device asks why with
+** sq_device_unavailable_reason().
+*/
+#ifndef SQ_BACKEND_DEVICE_H
+#define SQ_BACKEND_DEVICE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of usable CUDA devices: 0 when there is none, when the driver is
+** missing or too old, or when shardq was built without CUDA. */
+int sq_device_count(void);
+
+/* Writes the name of device dev, NUL-terminated and truncated to len bytes,
+** into buf. Returns 0, or -1 when dev is out of range or CUDA fails. */
+int sq_device_name(int dev, char *buf, size_t len);
+
+/* Why sq_device_count() returned 0 (or why the last call above failed): a
+** static string such as "built without CUDA" or the CUDA runtime's own
+** message. Never NULL. */
+const char *sq_device_unavailable_reason(void);
+
+/* Copies a small buffer host -> device, transforms it with a kernel and
+** copies it back, which proves the binary holds code this GPU can run.
+** Returns 0 when the result is right, -1 otherwise. */
+int sq_device_selftest(int dev);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

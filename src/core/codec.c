@@ -1,0 +1,453 @@
+/*
+** codec.c -- the fused codec operations of the C reference.
+**
+** Every operation walks the buffer in tiles. A tile holds whole groups, whole
+** Hadamard blocks and whole bytes of packed codes (its length is a multiple of
+** lcm(group, 8, hadamard)), so tiles are independent: each thread takes whole
+** tiles, and what a tile computes depends only on its elements. That is why
+** the bytes never depend on the thread count.
+**
+** Inside a tile the work is done in passes over small buffers that stay in
+** cache: gather the values (x, x - ref, or a sum of decoded chunks) into
+** `val`, transform them, draw the uniforms, quantize group by group into
+** one-byte codes, pack. Decoding runs the same passes backwards.
+*/
+#include "shardq.h"
+#include "sq_hadamard.h"
+#include "sq_hd.h"
+#include "sq_internal.h"
+
+#include <stdlib.h>
+
+/* Aim for tiles of about this many elements: big enough to amortise the
+** per-tile work, small enough that the tile buffers stay in L2. */
+#define TILE_TARGET 16384u
+
+/* ------------------------------------------------------------------------ */
+/* Tiles                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static uint64_t lcm_u64(uint64_t a, uint64_t b) { return a / gcd_u64(a, b) * b; }
+
+/* Tile length for codecs that share groups/hadamard (c2 may be NULL). */
+static uint64_t tile_length(const sq_codec *c, const sq_codec *c2, uint64_t n)
+{
+    uint64_t l = lcm_u64(c->group, 8);
+    if (c->hadamard) l = lcm_u64(l, (uint64_t)c->hadamard);
+    if (c2) l = lcm_u64(l, c2->group);
+    if (l < TILE_TARGET) l *= (TILE_TARGET + l - 1) / l;
+    return l < n ? l : (n ? n : 1);
+}
+
+/* Scratch for one thread: values, uniforms, one-byte codes. */
+typedef struct scratch {
+    float *val;
+    float *tmp;
+    float *u;
+    uint8_t *code;
+} scratch;
+
+static int scratch_init(scratch *s, uint64_t t)
+{
+    s->val = malloc(t * sizeof(float));
+    s->tmp = malloc(t * sizeof(float));
+    s->u = malloc(t * sizeof(float));
+    s->code = malloc(t);
+    return s->val && s->tmp && s->u && s->code ? SQ_OK : SQ_ERR_NOMEM;
+}
+
+static void scratch_free(scratch *s)
+{
+    free(s->val);
+    free(s->tmp);
+    free(s->u);
+    free(s->code);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Metadata access                                                          */
+/* ------------------------------------------------------------------------ */
+
+static float load_meta(const void *arr, uint64_t gi, sq_scale_dtype dt)
+{
+    if (dt == SQ_SCALE_FP32) return ((const float *)arr)[gi];
+    uint16_t h = ((const uint16_t *)arr)[gi];
+    return dt == SQ_SCALE_BF16 ? sq_hd_bf16_to_f32(h) : sq_hd_f16_to_f32(h);
+}
+
+/* v is already representable in dt (sq_hd_round_scale), so this is exact. */
+static void store_meta(void *arr, uint64_t gi, sq_scale_dtype dt, float v)
+{
+    if (dt == SQ_SCALE_FP32)
+        ((float *)arr)[gi] = v;
+    else
+        ((uint16_t *)arr)[gi] = dt == SQ_SCALE_BF16 ? sq_hd_f32_to_bf16(v) : sq_hd_f32_to_f16(v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Quantizing one tile                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Code range of a codec: [qlo, qhi], and the symmetric multiplier numerator. */
+typedef struct levels {
+    float qm, qlo, qhi;
+} levels;
+
+static levels codec_levels(const sq_codec *c)
+{
+    levels l;
+    float half = (float)(1 << (c->bits - 1));
+    if (c->kind == SQ_KIND_MINMAX) {
+        l.qm = (float)((1 << c->bits) - 1);
+        l.qlo = 0.0f;
+        l.qhi = l.qm;
+    } else if (c->levels == SQ_LEVELS_DEEPSPEED) {
+        l.qm = half;
+        l.qlo = -half;
+        l.qhi = half - 1.0f;
+    } else {
+        l.qm = half - 1.0f;
+        l.qlo = -l.qm;
+        l.qhi = l.qm;
+    }
+    return l;
+}
+
+static int is_nonfinite(float x) { return (sq_bits_f32(x) & 0x7f800000u) == 0x7f800000u; }
+
+/* Group statistics. Both scans are integer max/min reductions over bit
+** patterns, which vectorise (float max reductions do not, because of NaN), and
+** report non-finite input on the way: |x| as bits is >= 0x7f800000 exactly
+** for +-Inf and NaN. */
+SQ_MULTIVERSION
+static int sym_absmax(const float *restrict x, uint64_t n, float *a)
+{
+    uint32_t m = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        uint32_t b = sq_bits_f32(x[j]) & 0x7fffffffu;
+        m = b > m ? b : m;
+    }
+    *a = sq_f32_bits(m);
+    return m >= 0x7f800000u;
+}
+
+SQ_MULTIVERSION
+static int minmax_scan(const float *restrict x, uint64_t n, float *lo, float *hi)
+{
+    uint32_t kmin = 0xffffffffu, kmax = 0, mag = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        uint32_t k = sq_hd_order_key(x[j]);
+        uint32_t b = sq_bits_f32(x[j]) & 0x7fffffffu;
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+        mag = b > mag ? b : mag;
+    }
+    *lo = sq_hd_order_value(kmin);
+    *hi = sq_hd_order_value(kmax);
+    return mag >= 0x7f800000u;
+}
+
+SQ_MULTIVERSION
+static void encode_group(const float *restrict x, uint64_t n, sq_group_params p, int sr,
+                         const float *restrict u, float qlo, float qhi, uint8_t *restrict code)
+{
+    if (sr)
+        for (uint64_t j = 0; j < n; j++)
+            code[j] = (uint8_t)sq_hd_code(x[j], &p, 1, u[j], qlo, qhi);
+    else
+        for (uint64_t j = 0; j < n; j++)
+            code[j] = (uint8_t)sq_hd_code(x[j], &p, 0, 0.0f, qlo, qhi);
+}
+
+/* Quantizes val[0..len), the elements [start, start + len) of the buffer,
+** into q. start is a multiple of the group and of 8. */
+static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, uint64_t len,
+                         const sq_rng_key *key, scratch *s, sq_qbuf *q)
+{
+    const levels lv = codec_levels(c);
+    const int sr = c->round == SQ_ROUND_SR;
+    if (sr)
+        sq_uniforms((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step,
+                    (key->worker << 8) | key->site, start / 4, len, s->u);
+    for (uint64_t g0 = 0; g0 < len; g0 += c->group) {
+        uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
+        const float *x = val + g0;
+        uint64_t gi = (start + g0) / c->group;
+        sq_group_params p;
+        if (c->kind == SQ_KIND_SYM) {
+            float a;
+            if (sym_absmax(x, gl, &a)) return SQ_ERR_NONFINITE;
+            p = sq_hd_sym_params(a, lv.qm, (int)c->scale);
+        } else {
+            float lo, hi;
+            if (minmax_scan(x, gl, &lo, &hi)) return SQ_ERR_NONFINITE;
+            if (sq_hd_minmax_params(lo, hi, lv.qm, (int)c->scale, &p) != 0) return SQ_ERR_RANGE;
+            store_meta(q->offsets, gi, c->scale, p.lo);
+        }
+        if (is_nonfinite(p.s)) return SQ_ERR_RANGE; /* a 16-bit scale overflowed */
+        store_meta(q->scales, gi, c->scale, p.s);
+        encode_group(x, gl, p, sr, s->u + g0, lv.qlo, lv.qhi, s->code + g0);
+    }
+    sq_pack(s->code, len, c->bits, q->codes + start / 8 * (uint64_t)c->bits);
+    return SQ_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decoding one tile                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* out[0..len) = D(q) over the elements [start, start + len), in the
+** quantized domain (no inverse Hadamard). */
+static void decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
+                        scratch *s, float *out)
+{
+    /* start is byte aligned, so the whole tile unpacks in one go */
+    const uint8_t *in = q->codes + start / 8 * (uint64_t)c->bits;
+    if (c->kind == SQ_KIND_SYM)
+        sq_unpack_signed(in, len, c->bits, (int8_t *)s->code);
+    else
+        sq_unpack_unsigned(in, len, c->bits, s->code);
+    for (uint64_t g0 = 0; g0 < len; g0 += c->group) {
+        uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
+        uint64_t gi = (start + g0) / c->group;
+        float sc = load_meta(q->scales, gi, c->scale);
+        if (c->kind == SQ_KIND_SYM) {
+            const int8_t *code = (const int8_t *)s->code + g0;
+            for (uint64_t j = 0; j < gl; j++) out[g0 + j] = sq_hd_decode_sym(code[j], sc);
+        } else {
+            float lo = load_meta(q->offsets, gi, c->scale);
+            const uint8_t *code = s->code + g0;
+            for (uint64_t j = 0; j < gl; j++) out[g0 + j] = sq_hd_decode(code[j], lo, sc);
+        }
+    }
+}
+
+/* out[0..len) = sum of the k decoded chunks, in chunk order. */
+static void sum_tile(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t start,
+                     uint64_t len, scratch *s, float *out)
+{
+    decode_tile(c, &chunks[0], start, len, s, out);
+    for (int i = 1; i < k; i++) {
+        decode_tile(c, &chunks[i], start, len, s, s->tmp);
+        for (uint64_t j = 0; j < len; j++) out[j] = out[j] + s->tmp[j];
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The operations                                                           */
+/* ------------------------------------------------------------------------ */
+
+enum op {
+    OP_QUANTIZE,
+    OP_QUANTIZE_DIFF,
+    OP_DEQUANTIZE,
+    OP_DEQUANTIZE_ADD,
+    OP_SUM_REQUANT,
+    OP_SUM
+};
+
+typedef struct job {
+    enum op op;
+    const sq_codec *c;      /* the codec of the input (or of the only buffer) */
+    const sq_codec *c_out;  /* OP_SUM_REQUANT: the codec of the output */
+    const float *x, *ref;   /* float inputs */
+    const sq_qbuf *in;      /* quantized inputs (k of them for the sums) */
+    int k;
+    const sq_rng_key *key;
+    sq_qbuf *qout;          /* quantized output */
+    float *out;             /* float output */
+} job;
+
+/* val = x (ref NULL) or x - ref, in fp32; returns whether any staged value is
+** a NaN or an Inf (a difference that overflows counts as non-finite). */
+SQ_MULTIVERSION
+static int stage_values(const float *restrict x, const float *restrict ref, uint64_t len,
+                        float *restrict val)
+{
+    uint32_t bad = 0;
+    for (uint64_t j = 0; j < len; j++) {
+        float v = ref ? x[j] - ref[j] : x[j];
+        val[j] = v;
+        bad |= (sq_bits_f32(v) & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad != 0;
+}
+
+static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
+{
+    const sq_codec *c = jb->c;
+    switch (jb->op) {
+    case OP_QUANTIZE:
+    case OP_QUANTIZE_DIFF:
+        if (jb->op == OP_QUANTIZE && !c->hadamard) /* nothing to stage */
+            return quantize_tile(c, jb->x + start, start, len, jb->key, s, jb->qout);
+        if (stage_values(jb->x + start, jb->op == OP_QUANTIZE_DIFF ? jb->ref + start : NULL,
+                         len, s->val))
+            return SQ_ERR_NONFINITE;
+        if (!c->hadamard) return quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
+        /* finite input that the transform takes beyond fp32 is a range
+        ** problem, not the caller's bad data */
+        sq_hadamard(s->val, len, c->hadamard);
+        int rc = quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
+        return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
+    case OP_DEQUANTIZE:
+        decode_tile(c, jb->in, start, len, s, jb->out + start);
+        if (c->hadamard) sq_hadamard_inverse(jb->out + start, len, c->hadamard);
+        return SQ_OK;
+    case OP_DEQUANTIZE_ADD:
+        decode_tile(c, jb->in, start, len, s, s->val);
+        if (c->hadamard) sq_hadamard_inverse(s->val, len, c->hadamard);
+        for (uint64_t j = 0; j < len; j++) jb->out[start + j] = jb->ref[start + j] + s->val[j];
+        return SQ_OK;
+    case OP_SUM_REQUANT:
+        sum_tile(c, jb->in, jb->k, start, len, s, s->val);
+        return quantize_tile(jb->c_out, s->val, start, len, jb->key, s, jb->qout);
+    case OP_SUM:
+        sum_tile(c, jb->in, jb->k, start, len, s, jb->out + start);
+        if (c->hadamard) sq_hadamard_inverse(jb->out + start, len, c->hadamard);
+        return SQ_OK;
+    }
+    return SQ_ERR_ARG;
+}
+
+/* Runs a job over all tiles, in parallel. Each tile's result depends only on
+** its own elements; the status is the minimum (most severe) over all tiles,
+** which is also independent of the thread count. */
+static int run_job(const job *jb, uint64_t n)
+{
+    if (n == 0) return SQ_OK;
+    uint64_t t = tile_length(jb->c, jb->c_out, n);
+    uint64_t ntiles = (n + t - 1) / t;
+    int rc = SQ_OK;
+    int nth = sq_get_threads();
+    if ((uint64_t)nth > ntiles) nth = (int)ntiles;
+#pragma omp parallel num_threads(nth) reduction(min : rc)
+    {
+        scratch s;
+        int mine = scratch_init(&s, t);
+        if (mine == SQ_OK) {
+#pragma omp for schedule(static)
+            for (uint64_t i = 0; i < ntiles; i++) {
+                uint64_t start = i * t;
+                uint64_t len = n - start < t ? n - start : t;
+                int r = run_tile(jb, start, len, &s);
+                if (r < mine) mine = r;
+            }
+        }
+        scratch_free(&s);
+        rc = mine;
+    }
+    return rc;
+}
+
+/* Checks shared by all entry points. */
+static int check_args(const sq_codec *c, uint64_t n)
+{
+    if (!c) return SQ_ERR_ARG;
+    if (sq_codec_validate(c) != SQ_OK) return SQ_ERR_SPEC;
+    if (n > (uint64_t)SIZE_MAX / sizeof(float)) return SQ_ERR_ARG;
+    return SQ_OK;
+}
+
+static int check_qbuf(const sq_codec *c, const sq_qbuf *q, uint64_t n)
+{
+    if (!q) return SQ_ERR_ARG;
+    if (n && (!q->codes || !q->scales || (c->kind == SQ_KIND_MINMAX && !q->offsets)))
+        return SQ_ERR_ARG;
+    return SQ_OK;
+}
+
+static int check_key(const sq_codec *c, const sq_rng_key *key)
+{
+    if (c->round == SQ_ROUND_SR && !key) return SQ_ERR_ARG;
+    if (key && (key->worker >= (1u << 24) || key->site > 0xffu)) return SQ_ERR_ARG;
+    return SQ_OK;
+}
+
+int sq_quantize(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key *key,
+                sq_qbuf *q)
+{
+    int rc;
+    if ((rc = check_args(c, n)) || (rc = check_qbuf(c, q, n)) || (rc = check_key(c, key)))
+        return rc;
+    if (n && !x) return SQ_ERR_ARG;
+    job jb = {.op = OP_QUANTIZE, .c = c, .x = x, .key = key, .qout = q};
+    return run_job(&jb, n);
+}
+
+int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64_t n,
+                     const sq_rng_key *key, sq_qbuf *q)
+{
+    int rc;
+    if ((rc = check_args(c, n)) || (rc = check_qbuf(c, q, n)) || (rc = check_key(c, key)))
+        return rc;
+    if (n && (!x || !ref)) return SQ_ERR_ARG;
+    job jb = {.op = OP_QUANTIZE_DIFF, .c = c, .x = x, .ref = ref, .key = key, .qout = q};
+    return run_job(&jb, n);
+}
+
+int sq_dequantize(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out)
+{
+    int rc;
+    if ((rc = check_args(c, n)) || (rc = check_qbuf(c, q, n))) return rc;
+    if (n && !out) return SQ_ERR_ARG;
+    job jb = {.op = OP_DEQUANTIZE, .c = c, .in = q, .out = out};
+    return run_job(&jb, n);
+}
+
+int sq_dequantize_add(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
+                      float *out)
+{
+    int rc;
+    if ((rc = check_args(c, n)) || (rc = check_qbuf(c, q, n))) return rc;
+    if (n && (!out || !ref)) return SQ_ERR_ARG;
+    job jb = {.op = OP_DEQUANTIZE_ADD, .c = c, .in = q, .ref = ref, .out = out};
+    return run_job(&jb, n);
+}
+
+static int check_chunks(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n)
+{
+    if (!chunks || k < 1) return SQ_ERR_ARG;
+    for (int i = 0; i < k; i++) {
+        int rc = check_qbuf(c, &chunks[i], n);
+        if (rc) return rc;
+    }
+    return SQ_OK;
+}
+
+int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
+                           const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out)
+{
+    int rc;
+    if ((rc = check_args(c_in, n)) || (rc = check_args(c_out, n)) ||
+        (rc = check_chunks(c_in, chunks, k, n)) || (rc = check_qbuf(c_out, out, n)) ||
+        (rc = check_key(c_out, key)))
+        return rc;
+    /* The Hadamard fields are ignored here; the tile length must not depend
+    ** on them, so use copies without. */
+    sq_codec ci = *c_in, co = *c_out;
+    ci.hadamard = 0;
+    co.hadamard = 0;
+    job jb = {.op = OP_SUM_REQUANT, .c = &ci, .c_out = &co, .in = chunks, .k = k,
+              .key = key, .qout = out};
+    return run_job(&jb, n);
+}
+
+int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out)
+{
+    int rc;
+    if ((rc = check_args(c, n)) || (rc = check_chunks(c, chunks, k, n))) return rc;
+    if (n && !out) return SQ_ERR_ARG;
+    job jb = {.op = OP_SUM, .c = c, .in = chunks, .k = k, .out = out};
+    return run_job(&jb, n);
+}

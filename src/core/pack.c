@@ -1,0 +1,79 @@
+/*
+** pack.c -- codes of b bits in one dense most-significant-bit-first stream.
+**
+** Element 0 occupies the top b bits of byte 0 and later elements follow in
+** the bits below, crossing byte boundaries when b does not divide 8; the last
+** byte is padded with zero bits. For b = 4 this is the SDP4Bit nibble order
+** (element 2i high, 2i+1 low), for b = 8 one byte per code. Any run of 8
+** elements fills exactly b bytes, which is what lets the fused operations
+** pack disjoint parts of a buffer in parallel.
+*/
+#include "shardq.h"
+#include "sq_hd.h"
+#include "sq_internal.h"
+
+SQ_MULTIVERSION
+void sq_pack(const uint8_t *codes, uint64_t n, int bits, uint8_t *out)
+{
+    if (bits == 8) {
+        for (uint64_t i = 0; i < n; i++) out[i] = codes[i];
+        return;
+    }
+    const uint32_t mask = (1u << bits) - 1u;
+    if (bits == 4) {
+        uint64_t i = 0;
+        for (; i + 1 < n; i += 2)
+            out[i / 2] = (uint8_t)(((codes[i] & mask) << 4) | (codes[i + 1] & mask));
+        if (i < n) out[i / 2] = (uint8_t)((codes[i] & mask) << 4);
+        return;
+    }
+    uint64_t acc = 0; /* pending bits, right-aligned */
+    int have = 0;
+    uint64_t o = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        acc = (acc << bits) | (codes[i] & mask);
+        have += bits;
+        if (have >= 8) {
+            have -= 8;
+            out[o++] = (uint8_t)(acc >> have);
+        }
+    }
+    if (have > 0) out[o] = (uint8_t)(acc << (8 - have));
+}
+
+/* Field i of the stream, unsigned. */
+static inline uint32_t field(const uint8_t *in, uint64_t i, int bits)
+{
+    uint64_t bit = i * (uint64_t)bits;
+    uint64_t byte = bit / 8;
+    int off = (int)(bit % 8);
+    /* The field spans at most two bytes since bits <= 8. */
+    uint32_t two = (uint32_t)in[byte] << 8;
+    if (off + bits > 8) two |= in[byte + 1];
+    return (two >> (16 - off - bits)) & ((1u << bits) - 1u);
+}
+
+SQ_MULTIVERSION
+void sq_unpack_unsigned(const uint8_t *in, uint64_t n, int bits, uint8_t *codes)
+{
+    if (bits == 8) {
+        for (uint64_t i = 0; i < n; i++) codes[i] = in[i];
+        return;
+    }
+    if (bits == 4) {
+        for (uint64_t i = 0; i < n / 2; i++) {
+            codes[2 * i] = (uint8_t)(in[i] >> 4);
+            codes[2 * i + 1] = (uint8_t)(in[i] & 0xf);
+        }
+        if (n & 1) codes[n - 1] = (uint8_t)(in[n / 2] >> 4);
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++) codes[i] = (uint8_t)field(in, i, bits);
+}
+
+SQ_MULTIVERSION
+void sq_unpack_signed(const uint8_t *in, uint64_t n, int bits, int8_t *codes)
+{
+    sq_unpack_unsigned(in, n, bits, (uint8_t *)codes);
+    for (uint64_t i = 0; i < n; i++) codes[i] = (int8_t)sq_hd_sign_extend((uint8_t)codes[i], bits);
+}

@@ -1,0 +1,253 @@
+/*
+** shardq.h -- the shardq codec core: one public header for the C reference.
+**
+** The core quantizes flat fp32 buffers the way the communication of sharded
+** data-parallel training does (SDP4Bit, ZeRO++, QSDP): groups of consecutive
+** elements share a scale, codes of 1 to 8 bits are packed into one dense bit
+** stream, rounding is to nearest-even or stochastic (Philox), and an optional
+** Hadamard transform spreads outliers before quantization.
+**
+** Every function here is pure C over host memory and depends on nothing but
+** libc and the Random123 headers. The CUDA backend implements the same calls
+** over device memory and produces the same bytes: the per-element arithmetic
+** of both lives in "sq_hd.h". The conventions (what a code, a scale, a random
+** number and a packed byte are) are documented in README.md, "Formats".
+**
+** Errors: functions that can fail return an sq_status; SQ_OK is zero and every
+** failure is negative. sq_strerror() turns a status into a sentence. On
+** failure the contents of output buffers are unspecified.
+*/
+#ifndef SHARDQ_H
+#define SHARDQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHARDQ_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum sq_status {
+    SQ_OK = 0,
+    SQ_ERR_ARG = -1,        /* a NULL pointer, a size that overflows, k = 0 ... */
+    SQ_ERR_SPEC = -2,       /* a codec spec that is out of range */
+    SQ_ERR_NONFINITE = -3,  /* the input holds NaN or +-Inf */
+    SQ_ERR_RANGE = -4,      /* a group's range or scale does not fit its dtype */
+    SQ_ERR_NOMEM = -5,      /* an allocation failed */
+    SQ_ERR_UNSUPPORTED = -6 /* the operation is not available on this backend */
+} sq_status;
+
+const char *sq_strerror(int status);
+
+/* ------------------------------------------------------------------------ */
+/* Scalar dtypes                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* fp32 -> bf16 and fp32 -> fp16 round to nearest, ties to even. NaN stays a
+** (quiet) NaN with its sign; values beyond the target's range become +-Inf;
+** fp16 subnormals are produced exactly. The reverse conversions are exact. */
+uint16_t sq_f32_to_bf16(float x);
+float    sq_bf16_to_f32(uint16_t h);
+uint16_t sq_f32_to_f16(float x);
+float    sq_f16_to_f32(uint16_t h);
+
+void sq_f32_to_bf16_n(const float *x, uint16_t *out, size_t n);
+void sq_bf16_to_f32_n(const uint16_t *h, float *out, size_t n);
+void sq_f32_to_f16_n(const float *x, uint16_t *out, size_t n);
+void sq_f16_to_f32_n(const uint16_t *h, float *out, size_t n);
+
+/* Index of the first NaN or +-Inf in x[0..n), or n when all are finite. */
+size_t sq_find_nonfinite(const float *x, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Random numbers: Philox4x32-10                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Where in the training step a quantization happens. The site is part of the
+** Philox counter, so two quantization points never share random bits. Values
+** up to 255 are allowed; these are the ones shardq itself uses. */
+enum sq_site {
+    SQ_SITE_WEIGHT = 0,     /* weight (or weight-difference) all-gather */
+    SQ_SITE_GRAD_INTRA = 1, /* first hop of a two-level reduce-scatter */
+    SQ_SITE_GRAD_INTER = 2, /* second hop of a two-level reduce-scatter */
+    SQ_SITE_GRAD_SINGLE = 3 /* a single-level gradient collective */
+};
+
+/* Everything a random bit depends on besides the element index. */
+typedef struct sq_rng_key {
+    uint64_t seed;   /* the run's seed: key = { low 32 bits, high 32 bits } */
+    uint32_t step;   /* training step (counter word 2) */
+    uint32_t worker; /* emulated worker, < 2^24 (counter word 3, bits 8..31) */
+    uint32_t site;   /* an sq_site, < 256 (counter word 3, bits 0..7) */
+} sq_rng_key;
+
+/* The raw generator: out = Philox4x32-10(ctr, key), as Random123 defines it. */
+void sq_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+/* The uniform in [0, 1) that element i of a buffer uses for stochastic
+** rounding: counter = { i/4 low 32 bits, i/4 high 32 bits, step,
+** (worker << 8) | site }, output word i % 4, u = (word >> 8) * 2^-24. */
+float sq_uniform(const sq_rng_key *key, uint64_t i);
+
+/* ------------------------------------------------------------------------ */
+/* Codec specs                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef enum sq_kind { SQ_KIND_SYM = 0, SQ_KIND_MINMAX = 1 } sq_kind;
+typedef enum sq_round { SQ_ROUND_RTN = 0, SQ_ROUND_SR = 1 } sq_round;
+/* Level conventions of symmetric quantization:
+**   SDP4BIT:   m = (2^(b-1) - 1) / absmax, q in [-(2^(b-1) - 1), 2^(b-1) - 1]
+**   DEEPSPEED: m = 2^(b-1) / absmax,       q in [-2^(b-1), 2^(b-1) - 1]     */
+typedef enum sq_levels { SQ_LEVELS_SDP4BIT = 0, SQ_LEVELS_DEEPSPEED = 1 } sq_levels;
+/* The dtype in which scales (and min-max offsets) travel. */
+typedef enum sq_scale_dtype { SQ_SCALE_FP32 = 0, SQ_SCALE_BF16 = 1, SQ_SCALE_FP16 = 2 } sq_scale_dtype;
+
+/* A codec: how one flat buffer is turned into codes and metadata. */
+typedef struct sq_codec {
+    sq_kind kind;         /* sym (absmax) or minmax (asymmetric) */
+    int bits;             /* 1..8; sym with sdp4bit levels needs >= 2 */
+    uint64_t group;       /* elements per scale, >= 1; the last group may be short */
+    sq_round round;       /* rtn (half to even) or sr (stochastic) */
+    int hadamard;         /* 0 (off) or the transform size, a power of two 2..1024 */
+    sq_levels levels;     /* sym only; minmax specs always carry sdp4bit */
+    sq_scale_dtype scale; /* dtype of scales and offsets */
+} sq_codec;
+
+#define SQ_GROUP_MAX ((uint64_t)1 << 40)
+#define SQ_HADAMARD_MAX 1024
+
+/* The defaults: kind=sym,bits=4,group=128,round=sr,hadamard=0,levels=sdp4bit,scale=fp32 */
+sq_codec sq_codec_default(void);
+
+/* SQ_OK if c is a valid codec, else SQ_ERR_SPEC. */
+int sq_codec_validate(const sq_codec *c);
+
+/* Parses "key=value,key=value" into *out, starting from the defaults; every
+** key is optional. On failure returns SQ_ERR_SPEC and, when err is not NULL,
+** writes a sentence naming the key or value at fault into err[0..errlen). */
+int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen);
+
+/* Writes the canonical form (every key, fixed order) into buf and returns the
+** length it needs, like snprintf. 128 bytes always suffice. */
+int sq_codec_format(const sq_codec *c, char *buf, size_t len);
+#define SQ_CODEC_STRLEN 128
+
+/* Exact sizes for n elements. Codes form one dense stream of n * bits bits
+** padded to a byte; metadata is one scale per group (sym) or one offset and
+** one scale per group (minmax), each 4 (fp32) or 2 (bf16, fp16) bytes. */
+uint64_t sq_codec_groups(const sq_codec *c, uint64_t n);
+uint64_t sq_codec_code_bytes(const sq_codec *c, uint64_t n);
+uint64_t sq_codec_scale_bytes(const sq_codec *c, uint64_t n);  /* scales alone */
+uint64_t sq_codec_offset_bytes(const sq_codec *c, uint64_t n); /* 0 for sym */
+uint64_t sq_codec_bytes(const sq_codec *c, uint64_t n);        /* everything */
+double   sq_codec_bits_per_element(const sq_codec *c, uint64_t n); /* 0 for n = 0 */
+
+/* ------------------------------------------------------------------------ */
+/* Quantized buffers                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* One quantized buffer of n elements under a codec. scales and offsets hold
+** sq_codec_groups() values of the codec's scale dtype (float or uint16_t bit
+** patterns, little-endian in memory on the machines we support). offsets is
+** used by minmax only (the group minima) and may be NULL for sym. */
+typedef struct sq_qbuf {
+    uint8_t *codes;
+    void *scales;
+    void *offsets;
+} sq_qbuf;
+
+/* Allocates the three arrays for n elements (zeroed; sizes from the codec);
+** sq_qbuf_free releases them and is safe on a zeroed struct. */
+int  sq_qbuf_alloc(const sq_codec *c, uint64_t n, sq_qbuf *q);
+void sq_qbuf_free(sq_qbuf *q);
+
+/* ------------------------------------------------------------------------ */
+/* Packing                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Packs n codes of b bits (b = 1..8) into one MSB-first bit stream: element 0
+** takes the top b bits of byte 0, the next element the bits below, crossing
+** byte boundaries when b does not divide 8; the last byte is padded with zero
+** bits. Signed codes are stored as b-bit two's complement; only the low b bits
+** of each input byte are used. out holds ceil(n * b / 8) bytes. */
+void sq_pack(const uint8_t *codes, uint64_t n, int bits, uint8_t *out);
+/* Unpacks to unsigned fields (0 .. 2^b - 1) or sign-extended ones. */
+void sq_unpack_unsigned(const uint8_t *in, uint64_t n, int bits, uint8_t *codes);
+void sq_unpack_signed(const uint8_t *in, uint64_t n, int bits, int8_t *codes);
+
+/* ------------------------------------------------------------------------ */
+/* Hadamard transform                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* In place, over the consecutive aligned blocks of h elements of x[0..n)
+** (h a power of two, 2..1024; a final partial block is left as it is):
+** the unnormalised Sylvester transform, butterfly stages of stride 1, 2, ...,
+** h/2, each (a, b) -> (a + b, a - b). The inverse is the same transform
+** followed by a multiplication by 1/h. */
+int sq_hadamard(float *x, uint64_t n, int h);
+int sq_hadamard_inverse(float *x, uint64_t n, int h);
+
+/* ------------------------------------------------------------------------ */
+/* Fused codec operations                                                   */
+/* ------------------------------------------------------------------------ */
+/*
+** Each works over a flat buffer of n elements and runs in parallel over
+** groups (OpenMP); the bytes never depend on the thread count. key is used by
+** stochastic rounding only and may be NULL for RTN codecs. Non-finite input
+** gives SQ_ERR_NONFINITE; a min-max group whose range overflows fp32, or a
+** scale that overflows a 16-bit scale dtype, gives SQ_ERR_RANGE.
+**
+** Hadamard: when c->hadamard is set, quantize and quantize_diff transform the
+** values before quantizing, dequantize, dequantize_add and dequant_sum apply
+** the inverse after decoding, and dequant_sum_requant stays in the transformed
+** domain (the middle hop of a two-level reduce-scatter: the transform commutes
+** with the sum, so it is applied at the first quantization and undone after
+** the last reduction only).
+*/
+
+/* q = Q(x) */
+int sq_quantize(const sq_codec *c, const float *x, uint64_t n,
+                const sq_rng_key *key, sq_qbuf *q);
+
+/* out = D(q) */
+int sq_dequantize(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out);
+
+/* q = Q(x - ref), the difference taken in fp32 (SDP4Bit qWD sender). */
+int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64_t n,
+                     const sq_rng_key *key, sq_qbuf *q);
+
+/* out = ref + D(q), the sum taken in fp32 (qWD receiver). out may equal ref. */
+int sq_dequantize_add(const sq_codec *c, const sq_qbuf *q, const float *ref,
+                      uint64_t n, float *out);
+
+/* out = Q_out(D(chunks[0]) + D(chunks[1]) + ... + D(chunks[k-1])): each
+** chunk is a quantized buffer of n elements under c_in; the sum runs in fp32
+** in chunk order. The Hadamard fields of both codecs are ignored here. */
+int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                           uint64_t n, const sq_codec *c_out,
+                           const sq_rng_key *key, sq_qbuf *out);
+
+/* out = D(chunks[0]) + ... + D(chunks[k-1]), in fp32 in chunk order, followed
+** by the inverse Hadamard when c->hadamard is set (last hop). */
+int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
+                   float *out);
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Threads the fused operations use (OpenMP); n <= 0 restores the default.
+** Returns the number in force. Without OpenMP it is always 1. */
+int sq_set_threads(int n);
+int sq_get_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHARDQ_H */

@@ -1,0 +1,243 @@
+/*
+** sq_hd.h -- the per-element arithmetic shared by the C reference and the CUDA
+** kernels.
+**
+** Everything that decides a bit of output (dtype rounding, the Philox
+** uniform, a group's multiplier and scale, a code, a decoded value) is written
+** once here as SQ_HD functions. The C files and the .cu files both include
+** this header, so the two backends run the same source and differ only in how
+** they map loops to threads. Build rules that keep the bytes equal: no FMA
+** contraction (-ffp-contract=off for C, -fmad=false for nvcc), no fast-math.
+** Only +, -, *, / and comparisons appear below: those are correctly rounded
+** on both sides, unlike library functions such as expf.
+*/
+#ifndef SQ_HD_H
+#define SQ_HD_H
+
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define SQ_HD __host__ __device__ __forceinline__
+#else
+#define SQ_HD static inline
+#endif
+
+#include <Random123/philox.h>
+
+/* ------------------------------------------------------------------------ */
+/* Bit casts                                                                */
+/* ------------------------------------------------------------------------ */
+
+SQ_HD uint32_t sq_bits_f32(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+SQ_HD float sq_f32_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+
+/* A key whose unsigned order is IEEE totalOrder on the float (-0 < +0). The
+** min-max codec takes a group's extremes in this order, so that which zero a
+** group minimum is does not depend on the order of the scan. */
+SQ_HD uint32_t sq_hd_order_key(float x)
+{
+    uint32_t u = sq_bits_f32(x);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+SQ_HD float sq_hd_order_value(uint32_t k)
+{
+    return sq_f32_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* ------------------------------------------------------------------------ */
+/* bf16 and fp16                                                            */
+/* ------------------------------------------------------------------------ */
+
+SQ_HD uint16_t sq_hd_f32_to_bf16(float x)
+{
+    uint32_t u = sq_bits_f32(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)          /* NaN: keep sign, make quiet */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    /* Round to nearest even on the 16 dropped bits; a carry into the
+    ** exponent is the correct rounding, up to Inf. */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+SQ_HD float sq_hd_bf16_to_f32(uint16_t h) { return sq_f32_bits((uint32_t)h << 16); }
+
+SQ_HD uint16_t sq_hd_f32_to_f16(float x)
+{
+    uint32_t u = sq_bits_f32(x);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)                          /* NaN: keep top payload, quiet */
+        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u)                         /* >= 65520: rounds to Inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a >= 0x38800000u) {                       /* normal fp16 (>= 2^-14) */
+        uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);
+        return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+    }
+    if (a < 0x33000000u)                          /* < 2^-25: rounds to zero */
+        return sign;
+    /* Subnormal fp16: value = mant * 2^-24 with mant = a * 2^24 rounded to
+    ** nearest even. shift is how many low bits of the 24-bit significand go. */
+    uint32_t e = a >> 23;
+    uint32_t sig = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e;                    /* 14 .. 24 */
+    uint32_t half = 1u << (shift - 1);
+    uint32_t rest = sig & ((1u << shift) - 1u);
+    uint32_t mant = sig >> shift;
+    if (rest > half || (rest == half && (mant & 1u)))
+        mant++;
+    return (uint16_t)(sign | mant);
+}
+
+SQ_HD float sq_hd_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    if (e == 0x1fu)
+        return sq_f32_bits(sign | 0x7f800000u | (m << 13));
+    if (e != 0)
+        return sq_f32_bits(sign | ((e + 112u) << 23) | (m << 13));
+    /* zero or subnormal: m * 2^-24 is exact in fp32 */
+    float v = (float)m * 5.9604644775390625e-08f;
+    return sq_f32_bits(sign | sq_bits_f32(v));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Philox uniforms                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* The four uniforms of counter block i/4: elements 4*blk .. 4*blk+3. */
+SQ_HD void sq_hd_uniform4(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws,
+                          uint64_t blk, float u[4])
+{
+    philox4x32_ctr_t c = {{(uint32_t)blk, (uint32_t)(blk >> 32), step, ws}};
+    philox4x32_key_t k = {{key_lo, key_hi}};
+    philox4x32_ctr_t r = philox4x32_R(10, c, k);
+    for (int j = 0; j < 4; j++)
+        u[j] = (float)(r.v[j] >> 8) * 5.9604644775390625e-08f; /* 2^-24, exact */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Group parameters                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* A group whose absmax (or range) is below 2^-64 is quantized after scaling
+** both the values and the absmax by 2^64. Scaling by a power of two is exact,
+** so the codes equal those of the plain convention wherever its multiplier is
+** finite, and the multiplier cannot overflow for denormal groups. */
+#define SQ_TINY 5.421010862427522e-20f  /* 2^-64 */
+#define SQ_LIFT 1.8446744073709552e+19f /* 2^64 */
+
+/* What quantizing one group needs: v = (x - lo) * lift * m. */
+typedef struct sq_group_params {
+    float m;    /* multiplier (already divided by lift) */
+    float lift; /* 1 or 2^64 */
+    float lo;   /* min-max offset as stored (0 for symmetric) */
+    float s;    /* scale as stored, i.e. after rounding to the scale dtype */
+} sq_group_params;
+
+/* Scale dtypes: 0 fp32, 1 bf16, 2 fp16 (the values of sq_scale_dtype). */
+SQ_HD float sq_hd_round_scale(float s, int dtype)
+{
+    if (dtype == 1) return sq_hd_bf16_to_f32(sq_hd_f32_to_bf16(s));
+    if (dtype == 2) return sq_hd_f16_to_f32(sq_hd_f32_to_f16(s));
+    return s;
+}
+
+/* Symmetric group: qm is qmax (sdp4bit levels) or 2^(b-1) (deepspeed).
+** a = max |x| must be finite. */
+SQ_HD sq_group_params sq_hd_sym_params(float a, float qm, int dtype)
+{
+    sq_group_params p;
+    p.lo = 0.0f;
+    if (a == 0.0f) {
+        p.m = 1.0f; p.lift = 1.0f; p.s = 1.0f;
+        return p;
+    }
+    p.lift = a < SQ_TINY ? SQ_LIFT : 1.0f;
+    p.m = qm / (a * p.lift);
+    p.s = sq_hd_round_scale(a / qm, dtype);
+    return p;
+}
+
+/* Min-max group: lo, hi finite; L = 2^b - 1. The offset is rounded to the
+** scale dtype first so that codes are measured from the value that travels.
+** Returns 0, or -1 when the range overflows fp32. */
+SQ_HD int sq_hd_minmax_params(float lo, float hi, float L, int dtype, sq_group_params *p)
+{
+    p->lo = sq_hd_round_scale(lo, dtype);
+    float r = hi - p->lo;
+    if (r - r != 0.0f)                            /* Inf: the range overflows */
+        return -1;
+    if (r <= 0.0f) {  /* hi = lo (or lo rounded above hi): one level */
+        p->m = 1.0f; p->lift = 1.0f; p->s = 1.0f;
+        return 0;
+    }
+    p->lift = r < SQ_TINY ? SQ_LIFT : 1.0f;
+    p->m = L / (r * p->lift);
+    p->s = sq_hd_round_scale(r / L, dtype);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* One element                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* floorf for |v| < 2^31, from a truncating conversion (which vectorises on
+** every SIMD ISA, unlike a call to floorf). */
+SQ_HD float sq_hd_floor_small(float v)
+{
+    float t = (float)(int)v;
+    return t - (t > v ? 1.0f : 0.0f);
+}
+
+/* The code of one value: v = ((x - lo) * lift) * m, rounded half to even
+** (RTN, the result of rintf) or stochastically with the uniform u (SR: up iff
+** u < v - floor(v)), clamped to [qlo, qhi]. v is first clamped to
+** [qlo - 1, qhi + 1], which cannot change the clamped code and keeps v in the
+** range where sq_hd_floor_small is exact. Everything is a select or an add of
+** 0 or 1, never a float operation done on one branch only (which the
+** compiler may not speculate, since it could trap), so the loops over a group
+** vectorise. */
+SQ_HD int sq_hd_code(float x, const sq_group_params *p, int sr, float u, float qlo, float qhi)
+{
+    float v = ((x - p->lo) * p->lift) * p->m;
+    float vlo = qlo - 1.0f, vhi = qhi + 1.0f; /* (unconditional: see below) */
+    v = v < vlo ? vlo : v;
+    v = v > vhi ? vhi : v;
+    float q;
+    if (sr) {
+        float f = sq_hd_floor_small(v);
+        q = f + (u < v - f ? 1.0f : 0.0f); /* v - f is exact */
+    } else {
+        /* rintf: adding and subtracting 1.5 * 2^23 leaves v rounded to an
+        ** integer, half to even, for |v| < 2^22 */
+        q = (v + 12582912.0f) - 12582912.0f;
+    }
+    q = q < qlo ? qlo : q;
+    q = q > qhi ? qhi : q;
+    return (int)q;
+}
+
+SQ_HD float sq_hd_decode(int q, float lo, float s)
+{
+    return lo + (float)q * s;
+}
+
+/* For symmetric codes lo is 0 and lo + q*s equals q*s exactly (0 + y = y for
+** every y but -0, which becomes +0: a harmless difference we avoid anyway). */
+SQ_HD float sq_hd_decode_sym(int q, float s)
+{
+    return (float)q * s;
+}
+
+/* A b-bit two's complement field as a signed integer. */
+SQ_HD int sq_hd_sign_extend(uint32_t field, int bits)
+{
+    return (int)(field ^ (1u << (bits - 1))) - (1 << (bits - 1));
+}
+
+#endif /* SQ_HD_H */

@@ -1,0 +1,24 @@
+/*
+** threads.c -- how many OpenMP threads the fused operations use.
+*/
+#include "shardq.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int sq_threads_wanted; /* 0: OpenMP's default */
+
+int sq_set_threads(int n)
+{
+    sq_threads_wanted = n > 0 ? n : 0;
+    return sq_get_threads();
+}
+
+int sq_get_threads(void)
+{
+#ifdef _OPENMP
+    return sq_threads_wanted > 0 ? sq_threads_wanted : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}

@@ -1,0 +1,87 @@
+# tests/lib.sh -- helpers for the shell tests. Source it, run checks, finish:
+#
+#   . "$SHARDQ_SRCDIR/tests/lib.sh"
+#   ok "round trip" "$SHARDQ" codec ...
+#   expect_fail_with 2 "unknown codec" "$SHARDQ" codec --spec nonsense
+#   finish
+#
+# Each check prints one TAP-like line, `ok N - DESC` or `not ok N - DESC`,
+# which .ci/run counts. A command's own output goes to a file and is shown,
+# as `# ` lines, only when its check fails, so it can never fake a result.
+# The environment comes from AM_TESTS_ENVIRONMENT (Makefile.am): SHARDQ is the
+# binary, SHARDQ_SRCDIR the source tree, GOLDEN_DIR tests/golden.
+
+sq_n=0
+sq_failed=0
+sq_tmp=$(mktemp -d "${TMPDIR:-/tmp}/shardq-test.XXXXXX") || exit 99
+trap 'rm -rf "$sq_tmp"' EXIT
+
+# A scratch directory that is removed when the test exits.
+TEST_TMPDIR=$sq_tmp
+
+sq_report() { # PASSED(0|1) DESC
+  sq_n=$((sq_n + 1))
+  if test "$1" -eq 0; then
+    echo "ok $sq_n - $2"
+  else
+    sq_failed=$((sq_failed + 1))
+    echo "not ok $sq_n - $2"
+    for f in "$sq_tmp/out" "$sq_tmp/err"; do
+      test -s "$f" && sed 's/^/# /' "$f"
+    done
+  fi
+  return 0
+}
+
+# ok DESC CMD...: CMD must exit 0.
+ok() {
+  sq_desc=$1
+  shift
+  if "$@" >"$sq_tmp/out" 2>"$sq_tmp/err"; then
+    sq_report 0 "$sq_desc"
+  else
+    echo "exit status $?" >>"$sq_tmp/err"
+    sq_report 1 "$sq_desc"
+  fi
+}
+
+# expect_fail_with STATUS PATTERN CMD...: CMD must exit with STATUS (a number,
+# or `nonzero` for any failure) and its stderr must contain PATTERN (a fixed
+# string, not a regex). A crash (status > 128) never passes.
+expect_fail_with() {
+  sq_want=$1
+  sq_pat=$2
+  shift 2
+  sq_desc="fails ($sq_want) with '$sq_pat': $*"
+  "$@" >"$sq_tmp/out" 2>"$sq_tmp/err"
+  sq_got=$?
+  if test "$sq_got" -eq 0 || test "$sq_got" -gt 128; then
+    echo "exit status $sq_got" >>"$sq_tmp/err"
+    sq_report 1 "$sq_desc"
+  elif test "$sq_want" != nonzero && test "$sq_got" -ne "$sq_want"; then
+    echo "exit status $sq_got, expected $sq_want" >>"$sq_tmp/err"
+    sq_report 1 "$sq_desc"
+  elif ! grep -F -e "$sq_pat" "$sq_tmp/err" >/dev/null; then
+    echo "stderr lacks: $sq_pat" >>"$sq_tmp/err"
+    sq_report 1 "$sq_desc"
+  else
+    sq_report 0 "$sq_desc"
+  fi
+}
+
+# skip_all REASON: the whole test does not apply here (automake's SKIP).
+skip_all() {
+  echo "SKIP: $*"
+  exit 77
+}
+
+# finish: the plan line, then the exit status automake's harness reads.
+finish() {
+  echo "1..$sq_n"
+  if test "$sq_n" -eq 0; then
+    echo "# no checks ran"
+    exit 1
+  fi
+  test "$sq_failed" -eq 0 || exit 1
+  exit 0
+}
