@@ -152,8 +152,8 @@ static int op_hadamard(void *arg)
     return sq_hadamard(b->out, b->n, 32);
 }
 
-/* The uniforms alone: what stochastic rounding cannot go below. Threads take
-** disjoint slices, as the fused operations do. */
+/* The uniforms alone, as stochastic rounding draws them: what SR cannot go
+** below. Threads take disjoint slices, as the fused operations do. */
 static int op_rng(void *arg)
 {
     bench_ctx *b = arg;
@@ -161,17 +161,9 @@ static int op_rng(void *arg)
     uint64_t per = (b->n / (uint64_t)nth + 3) / 4 * 4;
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int t = 0; t < nth; t++) {
-        uint64_t lo = per * (uint64_t)t;
+        uint64_t lo = per * (uint64_t)t < b->n ? per * (uint64_t)t : b->n;
         uint64_t hi = lo + per < b->n ? lo + per : b->n;
-        for (uint64_t i = lo; i < hi; i += 4) {
-            uint32_t ctr[4] = {(uint32_t)(i / 4), (uint32_t)(i / 4 >> 32), b->key.step,
-                               (b->key.worker << 8) | b->key.site};
-            uint32_t key[2] = {(uint32_t)b->key.seed, (uint32_t)(b->key.seed >> 32)};
-            uint32_t w[4];
-            sq_philox4x32_10(ctr, key, w);
-            for (int j = 0; j < 4 && i + (uint64_t)j < hi; j++)
-                b->out[i + (uint64_t)j] = (float)(w[j] >> 8) * 5.9604644775390625e-08f;
-        }
+        sq_uniform_n(&b->key, lo, hi - lo, b->out + lo);
     }
     return SQ_OK;
 }

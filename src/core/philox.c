@@ -92,3 +92,13 @@ void sq_uniforms(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, u
         for (uint64_t t = 0; j + t < len; t++) u[j + t] = tail[t];
     }
 }
+
+void sq_uniform_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u)
+{
+    uint32_t klo = (uint32_t)key->seed, khi = (uint32_t)(key->seed >> 32);
+    uint32_t ws = (key->worker << 8) | (key->site & 0xffu);
+    uint64_t head = (4 - first % 4) % 4; /* elements before the first whole block */
+    if (head > n) head = n;
+    for (uint64_t j = 0; j < head; j++) u[j] = sq_uniform(key, first + j);
+    if (n > head) sq_uniforms(klo, khi, key->step, ws, (first + head) / 4, n - head, u + head);
+}

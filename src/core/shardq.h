@@ -95,6 +95,10 @@ void sq_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
 ** (worker << 8) | site }, output word i % 4, u = (word >> 8) * 2^-24. */
 float sq_uniform(const sq_rng_key *key, uint64_t i);
 
+/* u[j] = sq_uniform(key, first + j) for j < n, many blocks at a time (this
+** is what stochastic rounding uses, and what bounds its speed). */
+void sq_uniform_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u);
+
 /* ------------------------------------------------------------------------ */
 /* Codec specs                                                              */
 /* ------------------------------------------------------------------------ */
