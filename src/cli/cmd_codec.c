@@ -1,0 +1,835 @@
+/*
+** cmd_codec.c -- `shardq codec encode|decode|stats|info`: the codec of the
+** C reference applied to files.
+**
+** encode writes a safetensors file (README, "Formats"): tensors "codes"
+** (U8), "scales" and, for min-max codecs, "offsets" (F32, BF16 or F16 as the
+** codec's scale dtype), and __metadata__ with everything decode needs: the
+** canonical codec, n and the original shape, plus the random-number key.
+*/
+#include "cli.h"
+#include "progress.h"
+#include "shardq.h"
+#include "trace/npy.h"
+#include "trace/safetensors.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FORMAT_ID "shardq.codec/1"
+#define DEFAULT_INFO_N ((uint64_t)1 << 20)
+#define MAX_INFO_N ((uint64_t)1 << 60)
+
+#define SPEC_HELP                                                                       \
+    "  --codec SPEC     the codec: comma-separated key=value pairs, every key optional\n" \
+    "                   (default kind=sym,bits=4,group=128,round=sr,hadamard=0,\n"        \
+    "                   levels=sdp4bit,scale=fp32). Keys: kind=sym|minmax, bits=1..8,\n"  \
+    "                   group=1..2^40, round=rtn|sr, hadamard=0|2|4|...|1024,\n"          \
+    "                   levels=sdp4bit|deepspeed, scale=fp32|bf16|fp16\n"
+
+#define KEY_HELP                                                                        \
+    "  --seed S         seed of stochastic rounding, 0 to 2^64-1, decimal or 0x hex\n"    \
+    "                   (default 0)\n"                                                    \
+    "  --step T         training step, 0 to 2^32-1 (default 0)\n"                         \
+    "  --worker W       emulated worker, 0 to 2^24-1 (default 0)\n"                       \
+    "  --site X         quantization site: weight, grad-intra, grad-inter, grad-single\n" \
+    "                   or a number 0..255 (default weight)\n"                            \
+    "  --raw            IN is raw little-endian float32 (size a multiple of 4), not .npy\n"
+
+static const char codec_usage[] =
+    "usage: shardq codec SUBCOMMAND [options] ARGS...\n"
+    "\n"
+    "The codecs of the C reference applied to files.\n"
+    "\n"
+    "subcommands:\n"
+    "  encode [options] IN.npy OUT.safetensors   quantize into a safetensors file\n"
+    "  decode IN.safetensors OUT.npy             dequantize back into float32 .npy\n"
+    "  stats [options] IN.npy                    error of a quantize/dequantize round trip\n"
+    "  info [options]                            sizes of a codec for n elements\n"
+    "\n"
+    "'shardq codec SUBCOMMAND --help' shows the options of each.\n";
+
+static const char encode_usage[] =
+    "usage: shardq codec encode [options] IN.npy OUT.safetensors\n"
+    "\n"
+    "Quantizes the values of IN (a .npy file of <f4, or <f8 / <f2 converted to\n"
+    "float32, C order, any shape) with a codec and writes the codes, scales and\n"
+    "offsets to OUT in safetensors format, with the codec, n, the shape and the\n"
+    "random-number key in its metadata. NaN or Inf in the input is an error.\n"
+    "IN and OUT may be '-' for standard input and output.\n"
+    "\n"
+    "options:\n" SPEC_HELP KEY_HELP "  -h, --help       this text\n";
+
+static const char decode_usage[] =
+    "usage: shardq codec decode IN.safetensors OUT.npy\n"
+    "\n"
+    "Checks that IN is a file written by 'shardq codec encode' (metadata, tensor\n"
+    "names, dtypes and sizes against its codec and n), dequantizes it and writes\n"
+    "the float32 values to OUT with the original shape. IN and OUT may be '-'\n"
+    "for standard input and output.\n"
+    "\n"
+    "options:\n"
+    "  -h, --help       this text\n";
+
+static const char stats_usage[] =
+    "usage: shardq codec stats [options] IN.npy\n"
+    "\n"
+    "Quantizes and dequantizes the values of IN and prints the error of the round\n"
+    "trip x -> x', computed in double precision against the float32 input:\n"
+    "relative L2 error ||x'-x|| / ||x||, MSE, max |x'-x|, SNR in dB\n"
+    "10 log10(sum x^2 / sum (x'-x)^2), cosine similarity, mean signed error\n"
+    "mean(x'-x), and the size of the encoding (bytes, bits per element).\n"
+    "An exact round trip has infinite SNR; a zero input has relative error 0\n"
+    "(inf if the round trip is not exact) and cosine 1. --json prints null for\n"
+    "an infinite value. IN may be '-' for standard input.\n"
+    "\n"
+    "options:\n" SPEC_HELP KEY_HELP
+    "  --json           one JSON object instead of the table\n"
+    "  -h, --help       this text\n";
+
+static const char info_usage[] =
+    "usage: shardq codec info [options]\n"
+    "\n"
+    "Prints the canonical form of a codec and its exact sizes for n elements:\n"
+    "groups, code bytes, metadata bytes (scales and offsets), total bytes, bits\n"
+    "per element and the ratio to float32.\n"
+    "\n"
+    "options:\n" SPEC_HELP
+    "  --n N            number of elements, 0 to 2^60 (default 1048576)\n"
+    "  --json           one JSON object instead of the table\n"
+    "  -h, --help       this text\n";
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                  */
+/* ------------------------------------------------------------------------ */
+
+enum {
+    O_CODEC = 1u << 0,
+    O_SEED = 1u << 1,
+    O_STEP = 1u << 2,
+    O_WORKER = 1u << 3,
+    O_SITE = 1u << 4,
+    O_RAW = 1u << 5,
+    O_JSON = 1u << 6,
+    O_N = 1u << 7,
+};
+#define O_KEY (O_SEED | O_STEP | O_WORKER | O_SITE)
+
+static const struct {
+    const char *name;
+    int has_arg;
+    unsigned flag;
+} all_options[] = {
+    {"codec", required_argument, O_CODEC}, {"seed", required_argument, O_SEED},
+    {"step", required_argument, O_STEP},   {"worker", required_argument, O_WORKER},
+    {"site", required_argument, O_SITE},   {"raw", no_argument, O_RAW},
+    {"json", no_argument, O_JSON},         {"n", required_argument, O_N},
+};
+#define NALL (sizeof all_options / sizeof all_options[0])
+
+typedef struct opts {
+    sq_codec codec;
+    uint64_t seed, step, worker, site, n;
+    int raw, json;
+    char **pos; /* positional arguments */
+    int npos;
+} opts;
+
+static const char *const site_names[] = {"weight", "grad-intra", "grad-inter", "grad-single"};
+
+static int parse_site(const char *cmd, const char *text, uint64_t *out)
+{
+    for (size_t i = 0; i < sizeof site_names / sizeof *site_names; i++)
+        if (strcmp(text, site_names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    if (text[0] >= '0' && text[0] <= '9') return cli_parse_u64(cmd, "--site", text, 255, out);
+    const char *s = cli_suggest(text, site_names, sizeof site_names / sizeof *site_names);
+    fprintf(stderr,
+            "shardq %s: --site: unknown site '%s'%s%s%s (weight, grad-intra, grad-inter, "
+            "grad-single or 0..255)\n",
+            cmd, text, s ? ", did you mean '" : "", s ? s : "", s ? "'?" : "");
+    return -1;
+}
+
+/* Parses argv (argv[0] is the subcommand) with the options in `allowed`.
+** Returns -1 to go on, or the exit status when done (help, usage error). */
+static int parse_opts(const char *cmd, int argc, char **argv, unsigned allowed, const char *usage,
+                      int npos, const char *pos_desc, opts *o)
+{
+    struct option longopts[NALL + 2];
+    const char *names[NALL + 2];
+    size_t k = 0;
+    for (size_t i = 0; i < NALL; i++)
+        if (allowed & all_options[i].flag) {
+            longopts[k] = (struct option){all_options[i].name, all_options[i].has_arg, NULL,
+                                          (int)all_options[i].flag};
+            names[k++] = all_options[i].name;
+        }
+    longopts[k] = (struct option){"help", no_argument, NULL, 'h'};
+    names[k++] = "help";
+    longopts[k] = (struct option){NULL, 0, NULL, 0};
+    names[k] = NULL;
+
+    memset(o, 0, sizeof *o);
+    o->codec = sq_codec_default();
+    o->n = DEFAULT_INFO_N;
+    opterr = 0;
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'h': fputs(usage, stdout); return CLI_OK;
+        case ':':
+            fprintf(stderr, "shardq %s: option '%s' needs a value\nTry 'shardq %s --help'.\n",
+                    cmd, argv[optind - 1], cmd);
+            return CLI_USAGE;
+        case '?':
+            if (optopt) {
+                char s[3] = {'-', (char)optopt, '\0'};
+                cli_unknown_option(cmd, s, names);
+            } else {
+                cli_unknown_option(cmd, argv[optind - 1], names);
+            }
+            return CLI_USAGE;
+        case O_CODEC: {
+            char err[256];
+            if (sq_codec_parse(optarg, &o->codec, err, sizeof err) != SQ_OK) {
+                fprintf(stderr, "shardq %s: --codec: %s\n", cmd, err);
+                return CLI_USAGE;
+            }
+            break;
+        }
+        case O_SEED:
+            if (cli_parse_u64(cmd, "--seed", optarg, UINT64_MAX, &o->seed)) return CLI_USAGE;
+            break;
+        case O_STEP:
+            if (cli_parse_u64(cmd, "--step", optarg, UINT32_MAX, &o->step)) return CLI_USAGE;
+            break;
+        case O_WORKER:
+            if (cli_parse_u64(cmd, "--worker", optarg, (1u << 24) - 1, &o->worker))
+                return CLI_USAGE;
+            break;
+        case O_SITE:
+            if (parse_site(cmd, optarg, &o->site)) return CLI_USAGE;
+            break;
+        case O_N:
+            if (cli_parse_u64(cmd, "--n", optarg, MAX_INFO_N, &o->n)) return CLI_USAGE;
+            break;
+        case O_RAW: o->raw = 1; break;
+        case O_JSON: o->json = 1; break;
+        default: return CLI_USAGE;
+        }
+    }
+    o->pos = argv + optind;
+    o->npos = argc - optind;
+    if (o->npos != npos) {
+        if (o->npos > npos)
+            fprintf(stderr, "shardq %s: unexpected argument '%s'", cmd, o->pos[npos]);
+        else
+            fprintf(stderr, "shardq %s: missing argument", cmd);
+        fprintf(stderr, " (expected %s)\nTry 'shardq %s --help'.\n", pos_desc, cmd);
+        return CLI_USAGE;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Shared pieces                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* "-" is standard input or output. */
+static const char *io_path(const char *p, int output)
+{
+    if (strcmp(p, "-") != 0) return p;
+    return output ? "/dev/stdout" : "/dev/stdin";
+}
+
+/* Reads IN and refuses non-finite values. */
+static int load_input(const char *cmd, const opts *o, const char *path, sq_npy *a)
+{
+    char err[512];
+    int rc = o->raw ? sq_npy_read_raw(path, a, err, sizeof err)
+                    : sq_npy_read(path, a, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+        return -1;
+    }
+    size_t bad = sq_find_nonfinite(a->data, (size_t)a->n);
+    if (bad < a->n) {
+        float v = a->data[bad];
+        fprintf(stderr,
+                "shardq %s: %s: element %zu is %s%s (non-finite input is not quantized)\n", cmd,
+                path, bad, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
+                a->dtype == SQ_NPY_F8 && !isnan(v) ? " as float32" : "");
+        sq_npy_free(a);
+        return -1;
+    }
+    return 0;
+}
+
+static sq_st_dtype scale_st_dtype(const sq_codec *c)
+{
+    return c->scale == SQ_SCALE_FP32 ? SQ_ST_F32 : c->scale == SQ_SCALE_BF16 ? SQ_ST_BF16
+                                                                             : SQ_ST_F16;
+}
+
+static int quantize(const char *cmd, const char *path, const opts *o, const sq_npy *a,
+                    sq_qbuf *q)
+{
+    memset(q, 0, sizeof *q);
+    sq_rng_key key = {o->seed, (uint32_t)o->step, (uint32_t)o->worker, (uint32_t)o->site};
+    int st = sq_qbuf_alloc(&o->codec, a->n, q);
+    if (st == SQ_OK) st = sq_quantize(&o->codec, a->data, a->n, &key, q);
+    if (st != SQ_OK) {
+        fprintf(stderr, "shardq %s: %s: cannot quantize: %s\n", cmd, path, sq_strerror(st));
+        sq_qbuf_free(q);
+        return -1;
+    }
+    return 0;
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static void json_num(double v)
+{
+    if (isfinite(v)) {
+        /* The shortest of %.15g .. %.17g that reads back as v. */
+        char buf[32];
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(buf, sizeof buf, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+        fputs(buf, stdout);
+    }
+    else
+        fputs("null", stdout);
+}
+
+/* ------------------------------------------------------------------------ */
+/* encode                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int codec_encode(int argc, char **argv)
+{
+    const char *cmd = "codec encode";
+    opts o;
+    int rc = parse_opts(cmd, argc, argv, O_CODEC | O_KEY | O_RAW, encode_usage, 2,
+                        "IN.npy OUT.safetensors", &o);
+    if (rc >= 0) return rc;
+    const char *in = io_path(o.pos[0], 0), *out = io_path(o.pos[1], 1);
+
+    sq_npy a;
+    if (load_input(cmd, &o, in, &a)) return CLI_RUNTIME;
+    sq_qbuf q;
+    if (quantize(cmd, in, &o, &a, &q)) {
+        sq_npy_free(&a);
+        return CLI_RUNTIME;
+    }
+    uint64_t n = a.n;
+    char shape[SQ_NPY_MAXDIM * 24 + 8];
+    sq_npy_shape_str(a.shape, a.ndim, shape, sizeof shape);
+    sq_npy_free(&a);
+
+    const sq_codec *c = &o.codec;
+    sq_st_tensor t[3];
+    memset(t, 0, sizeof t);
+    t[0].name = "codes";
+    t[0].dtype = SQ_ST_U8;
+    t[0].ndim = 1;
+    t[0].shape[0] = sq_codec_code_bytes(c, n);
+    t[0].data = q.codes;
+    t[1].name = "scales";
+    t[1].dtype = scale_st_dtype(c);
+    t[1].ndim = 1;
+    t[1].shape[0] = sq_codec_groups(c, n);
+    t[1].data = q.scales;
+    size_t nt = 2;
+    if (c->kind == SQ_KIND_MINMAX) {
+        t[2] = t[1];
+        t[2].name = "offsets";
+        t[2].data = q.offsets;
+        nt = 3;
+    }
+    char spec[SQ_CODEC_STRLEN], sn[24], sseed[24], sstep[24], sworker[24], ssite[24];
+    sq_codec_format(c, spec, sizeof spec);
+    snprintf(sn, sizeof sn, "%llu", (unsigned long long)n);
+    snprintf(sseed, sizeof sseed, "%llu", (unsigned long long)o.seed);
+    snprintf(sstep, sizeof sstep, "%llu", (unsigned long long)o.step);
+    snprintf(sworker, sizeof sworker, "%llu", (unsigned long long)o.worker);
+    snprintf(ssite, sizeof ssite, "%llu", (unsigned long long)o.site);
+    const sq_st_kv meta[] = {
+        {"format", FORMAT_ID}, {"codec", spec},     {"n", sn},
+        {"shape", shape},      {"seed", sseed},     {"step", sstep},
+        {"worker", sworker},   {"site", ssite},     {"shardq_version", SHARDQ_VERSION_STRING},
+    };
+    char err[512];
+    rc = sq_st_write(out, t, nt, meta, sizeof meta / sizeof *meta, err, sizeof err);
+    sq_qbuf_free(&q);
+    if (rc) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+        return CLI_RUNTIME;
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* decode                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A metadata value that is a plain decimal unsigned integer. */
+static int meta_u64(const char *s, uint64_t *out)
+{
+    if (!s || !(*s >= '0' && *s <= '9') || (s[0] == '0' && s[1])) return -1;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = 10 * v + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* "[3, 4]" -> shape; "[]" is a scalar. */
+static int parse_shape_meta(const char *s, uint64_t *shape, int *ndim)
+{
+    int nd = 0;
+    while (*s == ' ') s++;
+    if (*s++ != '[') return -1;
+    while (*s == ' ') s++;
+    if (*s == ']') {
+        s++;
+    } else {
+        for (;;) {
+            if (nd == SQ_NPY_MAXDIM || !(*s >= '0' && *s <= '9')) return -1;
+            uint64_t v = 0;
+            while (*s >= '0' && *s <= '9') {
+                unsigned d = (unsigned)(*s - '0');
+                if (v > (UINT64_MAX - d) / 10) return -1;
+                v = 10 * v + d;
+                s++;
+            }
+            shape[nd++] = v;
+            while (*s == ' ') s++;
+            if (*s == ']') {
+                s++;
+                break;
+            }
+            if (*s++ != ',') return -1;
+            while (*s == ' ') s++;
+        }
+    }
+    while (*s == ' ') s++;
+    if (*s) return -1;
+    *ndim = nd;
+    return 0;
+}
+
+/* Checks one tensor of the encoded file against the codec. */
+static int check_tensor(const char *cmd, const char *path, const sq_st_file *f, const char *name,
+                        sq_st_dtype want_dtype, uint64_t want_n, const char *spec, uint64_t n,
+                        const sq_st_entry **out)
+{
+    const sq_st_entry *e = sq_st_find(f, name);
+    if (!e) {
+        fprintf(stderr, "shardq %s: %s: tensor '%s': missing (codec %s needs it)\n", cmd, path,
+                name, spec);
+        return -1;
+    }
+    if (e->dtype != want_dtype) {
+        fprintf(stderr, "shardq %s: %s: tensor '%s': dtype %s, codec %s needs %s\n", cmd, path,
+                name, sq_st_dtype_name(e->dtype), spec, sq_st_dtype_name(want_dtype));
+        return -1;
+    }
+    if (e->ndim != 1) {
+        fprintf(stderr, "shardq %s: %s: tensor '%s': %d dimensions, expected 1\n", cmd, path,
+                name, e->ndim);
+        return -1;
+    }
+    if (e->nelem != want_n) {
+        fprintf(stderr, "shardq %s: %s: tensor '%s': %llu values, codec %s for n=%llu needs %llu\n",
+                cmd, path, name, (unsigned long long)e->nelem, spec, (unsigned long long)n,
+                (unsigned long long)want_n);
+        return -1;
+    }
+    *out = e;
+    return 0;
+}
+
+static int codec_decode(int argc, char **argv)
+{
+    const char *cmd = "codec decode";
+    opts o;
+    int rc = parse_opts(cmd, argc, argv, 0, decode_usage, 2, "IN.safetensors OUT.npy", &o);
+    if (rc >= 0) return rc;
+    const char *in = io_path(o.pos[0], 0), *out = io_path(o.pos[1], 1);
+
+    char err[512];
+    sq_st_file f;
+    if (sq_st_read(in, &f, err, sizeof err)) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+        return CLI_RUNTIME;
+    }
+    rc = CLI_RUNTIME;
+    float *x = NULL;
+    sq_qbuf q = {0};
+    const char *v;
+    const char *keys[] = {"format", "codec", "n", "shape"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (!sq_st_meta_get(&f, keys[i])) {
+            fprintf(stderr,
+                    "shardq %s: %s: __metadata__ '%s': missing (not written by 'shardq codec "
+                    "encode'?)\n",
+                    cmd, in, keys[i]);
+            goto done;
+        }
+    v = sq_st_meta_get(&f, "format");
+    if (strcmp(v, FORMAT_ID) != 0) {
+        fprintf(stderr, "shardq %s: %s: __metadata__ 'format': '%s', expected '%s'\n", cmd, in, v,
+                FORMAT_ID);
+        goto done;
+    }
+    sq_codec c;
+    char cerr[256];
+    v = sq_st_meta_get(&f, "codec");
+    if (sq_codec_parse(v, &c, cerr, sizeof cerr) != SQ_OK) {
+        fprintf(stderr, "shardq %s: %s: __metadata__ 'codec': %s\n", cmd, in, cerr);
+        goto done;
+    }
+    uint64_t n;
+    v = sq_st_meta_get(&f, "n");
+    if (meta_u64(v, &n)) {
+        fprintf(stderr, "shardq %s: %s: __metadata__ 'n': '%s' is not an unsigned integer\n", cmd,
+                in, v);
+        goto done;
+    }
+    uint64_t shape[SQ_NPY_MAXDIM];
+    int ndim;
+    v = sq_st_meta_get(&f, "shape");
+    if (parse_shape_meta(v, shape, &ndim)) {
+        fprintf(stderr,
+                "shardq %s: %s: __metadata__ 'shape': '%s' is not a list like [1024, 3]\n", cmd,
+                in, v);
+        goto done;
+    }
+    uint64_t prod = 1;
+    int zero = 0, ovf = 0;
+    for (int d = 0; d < ndim; d++) zero |= shape[d] == 0;
+    for (int d = 0; d < ndim && !zero; d++) {
+        if (prod > UINT64_MAX / shape[d]) ovf = 1;
+        prod *= shape[d];
+    }
+    if (zero) prod = 0;
+    if (ovf || prod != n) {
+        char held[32];
+        snprintf(held, sizeof held, "%llu", (unsigned long long)prod);
+        fprintf(stderr, "shardq %s: %s: __metadata__ 'shape': %s holds %s elements, 'n' says %llu\n",
+                cmd, in, v, ovf ? "more than 2^64" : held, (unsigned long long)n);
+        goto done;
+    }
+    char spec[SQ_CODEC_STRLEN];
+    sq_codec_format(&c, spec, sizeof spec);
+    for (size_t i = 0; i < f.ntensors; i++) {
+        const char *name = f.tensors[i].name;
+        if (strcmp(name, "codes") && strcmp(name, "scales") &&
+            (c.kind != SQ_KIND_MINMAX || strcmp(name, "offsets"))) {
+            fprintf(stderr, "shardq %s: %s: tensor '%s': unexpected (codec %s has %s)\n", cmd, in,
+                    name, spec,
+                    c.kind == SQ_KIND_MINMAX ? "codes, scales, offsets" : "codes, scales");
+            goto done;
+        }
+    }
+    const sq_st_entry *codes, *scales, *offsets = NULL;
+    uint64_t groups = sq_codec_groups(&c, n);
+    if (check_tensor(cmd, in, &f, "codes", SQ_ST_U8, sq_codec_code_bytes(&c, n), spec, n,
+                     &codes) ||
+        check_tensor(cmd, in, &f, "scales", scale_st_dtype(&c), groups, spec, n, &scales) ||
+        (c.kind == SQ_KIND_MINMAX && check_tensor(cmd, in, &f, "offsets", scale_st_dtype(&c),
+                                                  groups, spec, n, &offsets)))
+        goto done;
+    if (n > (uint64_t)SIZE_MAX / sizeof(float) || sq_qbuf_alloc(&c, n, &q) != SQ_OK ||
+        !(x = malloc(n ? (size_t)n * sizeof(float) : 1))) {
+        fprintf(stderr, "shardq %s: %s: out of memory for n=%llu\n", cmd, in,
+                (unsigned long long)n);
+        goto done;
+    }
+    memcpy(q.codes, codes->data, (size_t)(codes->end - codes->begin));
+    memcpy(q.scales, scales->data, (size_t)(scales->end - scales->begin));
+    if (offsets) memcpy(q.offsets, offsets->data, (size_t)(offsets->end - offsets->begin));
+    sq_st_free(&f);
+    int st = sq_dequantize(&c, &q, n, x);
+    if (st != SQ_OK) {
+        fprintf(stderr, "shardq %s: %s: cannot dequantize: %s\n", cmd, in, sq_strerror(st));
+        goto done;
+    }
+    if (sq_npy_write_f32(out, x, shape, ndim, err, sizeof err)) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+        goto done;
+    }
+    rc = CLI_OK;
+done:
+    sq_st_free(&f);
+    sq_qbuf_free(&q);
+    free(x);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* stats                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Sums over fixed blocks, added up in block order: the figures do not depend
+** on the thread count. */
+#define STAT_BLOCK ((uint64_t)1 << 16)
+#define STAT_BATCH 256 /* blocks between progress updates */
+
+typedef struct block_sums {
+    double sxx, see, sxy, syy, se, maxe;
+} block_sums;
+
+static void block_stats(const float *x, const float *y, uint64_t n, block_sums *b)
+{
+    double sxx = 0, see = 0, sxy = 0, syy = 0, se = 0, maxe = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double xi = x[i], yi = y[i], e = yi - xi;
+        sxx += xi * xi;
+        see += e * e;
+        sxy += xi * yi;
+        syy += yi * yi;
+        se += e;
+        if (fabs(e) > maxe) maxe = fabs(e);
+    }
+    *b = (block_sums){sxx, see, sxy, syy, se, maxe};
+}
+
+static int codec_stats(int argc, char **argv)
+{
+    const char *cmd = "codec stats";
+    opts o;
+    int rc = parse_opts(cmd, argc, argv, O_CODEC | O_KEY | O_RAW | O_JSON, stats_usage, 1,
+                        "IN.npy", &o);
+    if (rc >= 0) return rc;
+    const char *in = io_path(o.pos[0], 0);
+    const sq_codec *c = &o.codec;
+
+    sq_npy a;
+    if (load_input(cmd, &o, in, &a)) return CLI_RUNTIME;
+    sq_qbuf q;
+    if (quantize(cmd, in, &o, &a, &q)) {
+        sq_npy_free(&a);
+        return CLI_RUNTIME;
+    }
+    uint64_t n = a.n;
+    float *y = malloc(n ? (size_t)n * sizeof(float) : 1);
+    if (!y) {
+        fprintf(stderr, "shardq %s: out of memory for n=%llu\n", cmd, (unsigned long long)n);
+        sq_qbuf_free(&q);
+        sq_npy_free(&a);
+        return CLI_RUNTIME;
+    }
+    int st = sq_dequantize(c, &q, n, y);
+    sq_qbuf_free(&q);
+    if (st != SQ_OK) {
+        fprintf(stderr, "shardq %s: %s: cannot dequantize: %s\n", cmd, in, sq_strerror(st));
+        free(y);
+        sq_npy_free(&a);
+        return CLI_RUNTIME;
+    }
+
+    uint64_t nblocks = (n + STAT_BLOCK - 1) / STAT_BLOCK;
+    block_sums tot = {0, 0, 0, 0, 0, 0};
+    sq_progress *bar = sq_progress_start("stats", (size_t)nblocks);
+    for (uint64_t b0 = 0; b0 < nblocks; b0 += STAT_BATCH) {
+        uint64_t b1 = b0 + STAT_BATCH < nblocks ? b0 + STAT_BATCH : nblocks;
+        block_sums part[STAT_BATCH];
+#pragma omp parallel for schedule(static)
+        for (int64_t b = (int64_t)b0; b < (int64_t)b1; b++) {
+            uint64_t i0 = (uint64_t)b * STAT_BLOCK;
+            uint64_t len = n - i0 < STAT_BLOCK ? n - i0 : STAT_BLOCK;
+            block_stats(a.data + i0, y + i0, len, &part[b - (int64_t)b0]);
+        }
+        for (uint64_t b = 0; b < b1 - b0; b++) {
+            tot.sxx += part[b].sxx;
+            tot.see += part[b].see;
+            tot.sxy += part[b].sxy;
+            tot.syy += part[b].syy;
+            tot.se += part[b].se;
+            if (part[b].maxe > tot.maxe) tot.maxe = part[b].maxe;
+        }
+        sq_progress_update(bar, (size_t)b1);
+    }
+    sq_progress_finish(bar);
+    free(y);
+
+    /* The degenerate cases (README-cli, "codec stats"): an exact round trip
+    ** has infinite SNR; a zero signal has relative error 0 when exact, inf
+    ** otherwise; cosine is 1 when both are zero, 0 when only one is. */
+    double rel = tot.sxx > 0 ? sqrt(tot.see) / sqrt(tot.sxx) : tot.see > 0 ? INFINITY : 0.0;
+    double mse = n ? tot.see / (double)n : 0.0;
+    double snr = tot.see > 0 ? (tot.sxx > 0 ? 10.0 * log10(tot.sxx / tot.see) : -INFINITY)
+                             : INFINITY;
+    double cosv = tot.sxx > 0 && tot.syy > 0 ? tot.sxy / (sqrt(tot.sxx) * sqrt(tot.syy))
+                  : tot.sxx == 0 && tot.syy == 0 ? 1.0
+                                                 : 0.0;
+    double mean = n ? tot.se / (double)n : 0.0;
+    double bpe = sq_codec_bits_per_element(c, n);
+    uint64_t bytes = sq_codec_bytes(c, n), groups = sq_codec_groups(c, n);
+    uint64_t cbytes = sq_codec_code_bytes(c, n);
+    char spec[SQ_CODEC_STRLEN], shape[SQ_NPY_MAXDIM * 24 + 8];
+    sq_codec_format(c, spec, sizeof spec);
+    sq_npy_shape_str(a.shape, a.ndim, shape, sizeof shape);
+    const char *dtype = sq_npy_dtype_name(a.dtype);
+    sq_npy_free(&a);
+
+    if (o.json) {
+        fputs("{\"input\":", stdout);
+        json_str(in);
+        printf(",\"dtype\":\"%s\",\"shape\":%s,\"codec\":\"%s\",\"seed\":%llu,\"step\":%llu,"
+               "\"worker\":%llu,\"site\":%llu,\"n\":%llu,\"groups\":%llu,\"bytes\":%llu,"
+               "\"bits_per_element\":",
+               dtype, shape, spec, (unsigned long long)o.seed, (unsigned long long)o.step,
+               (unsigned long long)o.worker, (unsigned long long)o.site, (unsigned long long)n,
+               (unsigned long long)groups, (unsigned long long)bytes);
+        json_num(bpe);
+        fputs(",\"rel_l2\":", stdout);
+        json_num(rel);
+        fputs(",\"mse\":", stdout);
+        json_num(mse);
+        fputs(",\"max_abs_error\":", stdout);
+        json_num(tot.maxe);
+        fputs(",\"snr_db\":", stdout);
+        json_num(snr);
+        fputs(",\"cosine\":", stdout);
+        json_num(cosv);
+        fputs(",\"mean_error\":", stdout);
+        json_num(mean);
+        fputs("}\n", stdout);
+    } else {
+        printf("%-19s %s (%s %s)\n", "input", in, dtype, shape);
+        printf("%-19s %s\n", "codec", spec);
+        printf("%-19s %llu\n", "n", (unsigned long long)n);
+        printf("%-19s %llu\n", "groups", (unsigned long long)groups);
+        printf("%-19s %llu (codes %llu, metadata %llu)\n", "bytes", (unsigned long long)bytes,
+               (unsigned long long)cbytes, (unsigned long long)(bytes - cbytes));
+        printf("%-19s %.6g\n", "bits per element", bpe);
+        printf("%-19s %.6g\n", "relative L2 error", rel);
+        printf("%-19s %.6g\n", "MSE", mse);
+        printf("%-19s %.6g\n", "max abs error", tot.maxe);
+        printf("%-19s %.6g dB\n", "SNR", snr);
+        printf("%-19s %.9g\n", "cosine similarity", cosv);
+        printf("%-19s %.6g\n", "mean signed error", mean);
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "shardq %s: cannot write the output\n", cmd);
+        return CLI_RUNTIME;
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* info                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static int codec_info(int argc, char **argv)
+{
+    const char *cmd = "codec info";
+    opts o;
+    int rc = parse_opts(cmd, argc, argv, O_CODEC | O_N | O_JSON, info_usage, 0, "no arguments",
+                        &o);
+    if (rc >= 0) return rc;
+    const sq_codec *c = &o.codec;
+    uint64_t n = o.n;
+    char spec[SQ_CODEC_STRLEN];
+    sq_codec_format(c, spec, sizeof spec);
+    uint64_t groups = sq_codec_groups(c, n), cb = sq_codec_code_bytes(c, n);
+    uint64_t sb = sq_codec_scale_bytes(c, n), ob = sq_codec_offset_bytes(c, n);
+    uint64_t tb = sq_codec_bytes(c, n);
+    double bpe = sq_codec_bits_per_element(c, n);
+    double ratio = tb ? 4.0 * (double)n / (double)tb : 0.0;
+    if (o.json) {
+        printf("{\"codec\":\"%s\",\"n\":%llu,\"groups\":%llu,\"code_bytes\":%llu,"
+               "\"scale_bytes\":%llu,\"offset_bytes\":%llu,\"metadata_bytes\":%llu,"
+               "\"bytes\":%llu,\"bits_per_element\":",
+               spec, (unsigned long long)n, (unsigned long long)groups, (unsigned long long)cb,
+               (unsigned long long)sb, (unsigned long long)ob, (unsigned long long)(sb + ob),
+               (unsigned long long)tb);
+        json_num(bpe);
+        fputs(",\"ratio_to_fp32\":", stdout);
+        json_num(ratio);
+        fputs("}\n", stdout);
+    } else {
+        printf("%-17s %s\n", "codec", spec);
+        printf("%-17s %llu\n", "n", (unsigned long long)n);
+        printf("%-17s %llu\n", "groups", (unsigned long long)groups);
+        printf("%-17s %llu\n", "code bytes", (unsigned long long)cb);
+        printf("%-17s %llu (scales %llu, offsets %llu)\n", "metadata bytes",
+               (unsigned long long)(sb + ob), (unsigned long long)sb, (unsigned long long)ob);
+        printf("%-17s %llu\n", "total bytes", (unsigned long long)tb);
+        printf("%-17s %.6g\n", "bits per element", bpe);
+        if (tb)
+            printf("%-17s %.4g x smaller than fp32\n", "ratio", ratio);
+        else
+            printf("%-17s -\n", "ratio");
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch                                                                 */
+/* ------------------------------------------------------------------------ */
+
+int cmd_codec(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } subs[] = {
+        {"encode", codec_encode},
+        {"decode", codec_decode},
+        {"stats", codec_stats},
+        {"info", codec_info},
+    };
+    static const char *const names[] = {"encode", "decode", "stats", "info"};
+    if (argc < 2) {
+        fputs(codec_usage, stderr);
+        return CLI_USAGE;
+    }
+    const char *s = argv[1];
+    if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0 || strcmp(s, "help") == 0) {
+        fputs(codec_usage, stdout);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
+        if (strcmp(s, subs[i].name) == 0) return subs[i].fn(argc - 1, argv + 1);
+    if (s[0] == '-') {
+        fprintf(stderr, "shardq codec: expected a subcommand before options, found '%s'\n", s);
+    } else {
+        const char *hint = cli_suggest(s, names, 4);
+        if (hint)
+            fprintf(stderr, "shardq codec: unknown subcommand '%s' (did you mean '%s'?)\n", s,
+                    hint);
+        else
+            fprintf(stderr,
+                    "shardq codec: unknown subcommand '%s' (encode, decode, stats, info)\n", s);
+    }
+    fputs("Try 'shardq codec --help'.\n", stderr);
+    return CLI_USAGE;
+}

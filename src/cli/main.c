@@ -1,0 +1,250 @@
+/*
+** main.c -- the `shardq` command: dispatch to subcommands, help, version,
+** and the option helpers the subcommands share (cli.h).
+*/
+#include "cli.h"
+#include "backend/device.h"
+#include "shardq.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+    "usage: shardq COMMAND [ARGS...]\n"
+    "\n"
+    "Communication quantization for sharded data-parallel training: the codecs\n"
+    "of the shardq C reference on files, and their speed.\n"
+    "\n"
+    "commands:\n"
+    "  codec encode     quantize a .npy (or raw float32) file into a safetensors file\n"
+    "  codec decode     dequantize such a safetensors file back into a .npy file\n"
+    "  codec stats      quantization error of a codec on a .npy file\n"
+    "  codec info       sizes of a codec for n elements\n"
+    "  bench            throughput of the codec operations beside memcpy\n"
+    "  help [COMMAND]   this text, or the help of a command\n"
+    "\n"
+    "options:\n"
+    "  -h, --help       this text\n"
+    "  --version        version and build facts\n"
+    "\n"
+    "'shardq COMMAND --help' shows the options of a command. Exit status: 0 on\n"
+    "success, 1 on a runtime error (unreadable or malformed input, failed write),\n"
+    "2 on a usage error (unknown command or option, malformed value).\n";
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int, char **);
+} command;
+
+static const command commands[] = {
+    {"codec", cmd_codec},
+    {"bench", cmd_bench},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+static const char *const command_names[] = {"codec", "bench", "help"};
+
+/* ------------------------------------------------------------------------ */
+/* Helpers shared by the subcommands                                        */
+/* ------------------------------------------------------------------------ */
+
+int cli_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max,
+                  uint64_t *out)
+{
+    const char *digits = text;
+    int base = 10;
+    if (text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+        digits = text + 2;
+        base = 16;
+    }
+    /* strtoull accepts leading blanks and a sign; we want digits only. */
+    int ok = (base == 10 ? (*digits >= '0' && *digits <= '9')
+                         : ((*digits >= '0' && *digits <= '9') ||
+                            (*digits >= 'a' && *digits <= 'f') ||
+                            (*digits >= 'A' && *digits <= 'F')));
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = ok ? strtoull(digits, &end, base) : 0;
+    if (!ok || *end != '\0') {
+        fprintf(stderr, "shardq %s: %s: '%s' is not an unsigned integer\n", cmd, opt, text);
+        return -1;
+    }
+    if (errno == ERANGE || v > max) {
+        fprintf(stderr, "shardq %s: %s: '%s' is larger than %llu\n", cmd, opt, text,
+                (unsigned long long)max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *cli_suggest(const char *word, const char *const *choices, size_t n)
+{
+    const char *best = NULL;
+    size_t bestd = 3, wl = strlen(word);
+    if (wl == 0) return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(choices[i], word, wl) == 0) return choices[i];
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(word, choices[i]);
+        if (d < bestd && d < wl) {
+            bestd = d;
+            best = choices[i];
+        }
+    }
+    return best;
+}
+
+void cli_unknown_option(const char *cmd, const char *opt, const char *const *longnames)
+{
+    char name[64];
+    /* "--sed=5" -> "sed" */
+    const char *o = opt;
+    while (*o == '-') o++;
+    size_t k = strcspn(o, "=");
+    if (k >= sizeof name) k = sizeof name - 1;
+    memcpy(name, o, k);
+    name[k] = '\0';
+    size_t n = 0;
+    while (longnames && longnames[n]) n++;
+    const char *s = opt[0] == '-' && opt[1] == '-' ? cli_suggest(name, longnames, n) : NULL;
+    const char *sp = *cmd ? " " : "";
+    size_t matches = 0;
+    for (size_t i = 0; i < n && opt[0] == '-' && opt[1] == '-' && k; i++)
+        matches += strncmp(longnames[i], name, k) == 0;
+    if (matches > 1) {
+        /* getopt_long accepts unique prefixes; this one is not unique. */
+        fprintf(stderr, "shardq%s%s: ambiguous option '--%s' (could be", sp, cmd, name);
+        for (size_t i = 0, j = 0; i < n; i++)
+            if (strncmp(longnames[i], name, k) == 0)
+                fprintf(stderr, "%s --%s", j++ ? "," : "", longnames[i]);
+        fprintf(stderr, ")\n");
+    } else if (s)
+        fprintf(stderr, "shardq%s%s: unknown option '%.*s' (did you mean '--%s'?)\n", sp, cmd,
+                (int)strcspn(opt, "="), opt, s);
+    else
+        fprintf(stderr, "shardq%s%s: unknown option '%.*s'\n", sp, cmd, (int)strcspn(opt, "="),
+                opt);
+    fprintf(stderr, "Try 'shardq%s%s --help'.\n", sp, cmd);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int print_version(void)
+{
+    printf("shardq %s\n", SHARDQ_VERSION_STRING);
+    int threads = sq_get_threads();
+#ifdef _OPENMP
+    printf("build: OpenMP yes (%d thread%s available); ", threads, threads == 1 ? "" : "s");
+#else
+    (void)threads;
+    printf("build: OpenMP no (1 thread); ");
+#endif
+#ifdef SHARDQ_HAVE_CUDA
+    int dev = sq_device_count();
+    if (dev > 0)
+        printf("CUDA yes (%d device%s)\n", dev, dev == 1 ? "" : "s");
+    else
+        printf("CUDA yes (0 devices: %s)\n", sq_device_unavailable_reason());
+#else
+    printf("CUDA no (%s)\n", sq_device_unavailable_reason());
+#endif
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+static int unknown_command(const char *name)
+{
+    const char *s = cli_suggest(name, command_names, sizeof command_names / sizeof *command_names);
+    if (s)
+        fprintf(stderr, "shardq: unknown command '%s' (did you mean '%s'?)\n", name, s);
+    else
+        fprintf(stderr, "shardq: unknown command '%s' (commands: codec, bench, help)\n", name);
+    fputs("Try 'shardq --help'.\n", stderr);
+    return CLI_USAGE;
+}
+
+/* shardq help [COMMAND [SUBCOMMAND]]: runs COMMAND [SUBCOMMAND] --help. */
+static int help(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "help") == 0 && argc == 2) {
+        fputs(usage_text, stdout);
+        return CLI_OK;
+    }
+    const command *c = find_command(argv[1]);
+    if (!c) return unknown_command(argv[1]);
+    if (argc > 3) {
+        fprintf(stderr, "shardq help: too many arguments\nTry 'shardq --help'.\n");
+        return CLI_USAGE;
+    }
+    char help_opt[] = "--help";
+    char *args[4] = {argv[1], argc == 3 ? argv[2] : help_opt, argc == 3 ? help_opt : NULL, NULL};
+    return c->fn(argc == 3 ? 3 : 2, args);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return CLI_USAGE;
+    }
+    const char *a = argv[1];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        fputs(usage_text, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(a, "--version") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "shardq: --version takes no arguments\n");
+            return CLI_USAGE;
+        }
+        return print_version();
+    }
+    if (strcmp(a, "help") == 0) return help(argc - 1, argv + 1);
+    if (a[0] == '-') {
+        static const char *const top[] = {"help", "version", NULL};
+        cli_unknown_option("", a, top);
+        return CLI_USAGE;
+    }
+    const command *c = find_command(a);
+    if (!c) return unknown_command(a);
+    return c->fn(argc - 1, argv + 1);
+}

@@ -1,0 +1,907 @@
+/*
+** npy.c -- the .npy reader and writer, raw float32 input, and the safe file
+** replacement that the writers share. See npy.h.
+**
+** The .npy format (NumPy's numpy/lib/format.py documents it): the magic
+** "\x93NUMPY", a major and a minor version byte, the header length (2 bytes
+** little-endian in version 1.0, 4 bytes in 2.0 and 3.0), then the header: a
+** Python dict literal {'descr': ..., 'fortran_order': ..., 'shape': (...)}
+** padded with spaces and ended by a newline, then the raw data.
+*/
+#include "trace/npy.h"
+#include "shardq.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define SQ_BIG_ENDIAN 1
+#else
+#define SQ_BIG_ENDIAN 0
+#endif
+
+/* The longest header we accept: NumPy itself refuses more than 10000 bytes by
+** default; a header of 64 dimensions takes under 1.5 kB. */
+#define NPY_HEADER_MAX ((uint32_t)1 << 20)
+/* Bytes read and converted at a time. */
+#define CHUNK_BYTES ((size_t)1 << 20)
+
+static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+const char *sq_npy_dtype_name(sq_npy_dtype d)
+{
+    switch (d) {
+    case SQ_NPY_F4: return "<f4";
+    case SQ_NPY_F8: return "<f8";
+    case SQ_NPY_F2: return "<f2";
+    case SQ_NPY_RAW_F4: return "raw-f32";
+    }
+    return "?";
+}
+
+static size_t dtype_size(sq_npy_dtype d)
+{
+    return d == SQ_NPY_F8 ? 8 : d == SQ_NPY_F2 ? 2 : 4;
+}
+
+void sq_npy_free(sq_npy *a)
+{
+    if (!a) return;
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+int sq_npy_shape_str(const uint64_t *shape, int ndim, char *buf, size_t len)
+{
+    size_t used = 0;
+    int total = 0;
+    for (int d = -1; d <= ndim; d++) {
+        char piece[32];
+        int k;
+        if (d < 0)
+            k = snprintf(piece, sizeof piece, "[");
+        else if (d == ndim)
+            k = snprintf(piece, sizeof piece, "]");
+        else
+            k = snprintf(piece, sizeof piece, "%s%llu", d ? ", " : "",
+                         (unsigned long long)shape[d]);
+        total += k;
+        if (buf && len && used + 1 < len) {
+            size_t room = len - 1 - used, take = (size_t)k < room ? (size_t)k : room;
+            memcpy(buf + used, piece, take);
+            used += take;
+        }
+    }
+    if (buf && len) buf[used] = '\0';
+    return total;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Little-endian loads                                                      */
+/* ------------------------------------------------------------------------ */
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Converts count elements of dtype d (little-endian bytes) to float32. */
+static void convert_chunk(sq_npy_dtype d, const unsigned char *in, size_t count, float *out)
+{
+    if (d == SQ_NPY_F4 || d == SQ_NPY_RAW_F4) {
+        if (!SQ_BIG_ENDIAN) {
+            memcpy(out, in, count * 4);
+            return;
+        }
+        for (size_t i = 0; i < count; i++) {
+            uint32_t u = le32(in + 4 * i);
+            memcpy(&out[i], &u, 4);
+        }
+    } else if (d == SQ_NPY_F8) {
+        for (size_t i = 0; i < count; i++) {
+            uint64_t u = (uint64_t)le32(in + 8 * i) | (uint64_t)le32(in + 8 * i + 4) << 32;
+            double v;
+            memcpy(&v, &u, 8);
+            /* float32 overflow made explicit (round to nearest even): from
+            ** FLT_MAX + half an ulp on, the value rounds to infinity. */
+            if (fabs(v) >= 0x1.ffffffp+127)
+                out[i] = v > 0 ? INFINITY : -INFINITY;
+            else
+                out[i] = (float)v; /* NaN stays NaN */
+        }
+    } else {
+        for (size_t i = 0; i < count; i++)
+            out[i] = sq_f16_to_f32((uint16_t)(in[2 * i] | in[2 * i + 1] << 8));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The header dictionary                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct hparser {
+    const char *s;
+    size_t i, len;
+    const char *path;
+    char *err;
+    size_t errlen;
+} hparser;
+
+static void skip_ws(hparser *p)
+{
+    while (p->i < p->len &&
+           (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r'))
+        p->i++;
+}
+
+/* A printable excerpt of the header from position i, for error messages. */
+static const char *excerpt(const hparser *p, size_t i, char *buf, size_t len)
+{
+    size_t k = 0;
+    if (i >= p->len) return "end of header";
+    buf[k++] = '\'';
+    while (i < p->len && k + 5 < len && k < 24) {
+        unsigned char c = (unsigned char)p->s[i++];
+        buf[k++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    if (i < p->len) {
+        buf[k++] = '.';
+        buf[k++] = '.';
+        buf[k++] = '.';
+    }
+    buf[k++] = '\'';
+    buf[k] = '\0';
+    return buf;
+}
+
+/* A quoted string (single or double quotes, no escapes) into out[0..cap). */
+static int parse_string(hparser *p, const char *what, char *out, size_t cap)
+{
+    char ex[40];
+    if (p->i >= p->len || (p->s[p->i] != '\'' && p->s[p->i] != '"')) {
+        set_err(p->err, p->errlen, "%s: %s: expected a quoted string, found %s", p->path, what,
+                excerpt(p, p->i, ex, sizeof ex));
+        return -1;
+    }
+    char q = p->s[p->i++];
+    size_t k = 0;
+    while (p->i < p->len && p->s[p->i] != q) {
+        unsigned char c = (unsigned char)p->s[p->i];
+        if (c == '\\' || c < 0x20 || c >= 0x7f) {
+            set_err(p->err, p->errlen,
+                    "%s: %s: unsupported character in a string (escape or non-ASCII)", p->path,
+                    what);
+            return -1;
+        }
+        if (k + 1 >= cap) {
+            set_err(p->err, p->errlen, "%s: %s: string too long", p->path, what);
+            return -1;
+        }
+        out[k++] = (char)c;
+        p->i++;
+    }
+    if (p->i >= p->len) {
+        set_err(p->err, p->errlen, "%s: %s: unterminated string", p->path, what);
+        return -1;
+    }
+    p->i++;
+    out[k] = '\0';
+    return 0;
+}
+
+static int is_ident_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+static int parse_bool(hparser *p, int *out)
+{
+    char ex[40];
+    size_t start = p->i;
+    while (p->i < p->len && is_ident_char(p->s[p->i])) p->i++;
+    size_t k = p->i - start;
+    if (k == 4 && memcmp(p->s + start, "True", 4) == 0) {
+        *out = 1;
+        return 0;
+    }
+    if (k == 5 && memcmp(p->s + start, "False", 5) == 0) {
+        *out = 0;
+        return 0;
+    }
+    set_err(p->err, p->errlen, "%s: header field 'fortran_order': expected True or False, found %s",
+            p->path, excerpt(p, start, ex, sizeof ex));
+    return -1;
+}
+
+/* A tuple of non-negative integers: (), (5,), (3, 4), (3, 4,). */
+static int parse_shape(hparser *p, uint64_t *shape, int *ndim)
+{
+    char ex[40];
+    size_t start = p->i;
+    if (p->i >= p->len || p->s[p->i] != '(') {
+        set_err(p->err, p->errlen,
+                "%s: header field 'shape': expected a tuple of non-negative integers, found %s",
+                p->path, excerpt(p, start, ex, sizeof ex));
+        return -1;
+    }
+    p->i++;
+    int nd = 0, commas = 0;
+    skip_ws(p);
+    while (p->i < p->len && p->s[p->i] != ')') {
+        if (p->s[p->i] == '-') {
+            set_err(p->err, p->errlen, "%s: header field 'shape': negative dimension %s", p->path,
+                    excerpt(p, p->i, ex, sizeof ex));
+            return -1;
+        }
+        if (p->s[p->i] < '0' || p->s[p->i] > '9') {
+            set_err(p->err, p->errlen,
+                    "%s: header field 'shape': expected an integer, found %s", p->path,
+                    excerpt(p, p->i, ex, sizeof ex));
+            return -1;
+        }
+        if (p->s[p->i] == '0' && p->i + 1 < p->len && p->s[p->i + 1] >= '0' &&
+            p->s[p->i + 1] <= '9') {
+            set_err(p->err, p->errlen, "%s: header field 'shape': integer with a leading zero %s",
+                    p->path, excerpt(p, p->i, ex, sizeof ex));
+            return -1;
+        }
+        uint64_t v = 0;
+        while (p->i < p->len && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
+            unsigned dgt = (unsigned)(p->s[p->i] - '0');
+            if (v > (UINT64_MAX - dgt) / 10) {
+                set_err(p->err, p->errlen,
+                        "%s: header field 'shape': dimension %d does not fit 64 bits", p->path,
+                        nd);
+                return -1;
+            }
+            v = 10 * v + dgt;
+            p->i++;
+        }
+        if (p->i < p->len && p->s[p->i] == 'L') p->i++; /* Python 2 long */
+        if (nd == SQ_NPY_MAXDIM) {
+            set_err(p->err, p->errlen, "%s: header field 'shape': more than %d dimensions",
+                    p->path, SQ_NPY_MAXDIM);
+            return -1;
+        }
+        shape[nd++] = v;
+        skip_ws(p);
+        if (p->i < p->len && p->s[p->i] == ',') {
+            commas++;
+            p->i++;
+            skip_ws(p);
+        } else if (p->i < p->len && p->s[p->i] != ')') {
+            set_err(p->err, p->errlen, "%s: header field 'shape': expected ',' or ')', found %s",
+                    p->path, excerpt(p, p->i, ex, sizeof ex));
+            return -1;
+        }
+    }
+    if (p->i >= p->len) {
+        set_err(p->err, p->errlen, "%s: header field 'shape': unterminated tuple", p->path);
+        return -1;
+    }
+    p->i++; /* ')' */
+    if (nd == 1 && commas == 0) {
+        set_err(p->err, p->errlen,
+                "%s: header field 'shape': (%llu) is not a tuple (a 1-d shape is written (%llu,))",
+                p->path, (unsigned long long)shape[0], (unsigned long long)shape[0]);
+        return -1;
+    }
+    *ndim = nd;
+    return 0;
+}
+
+static int parse_header(hparser *p, sq_npy *out)
+{
+    char ex[40];
+    int have_descr = 0, have_fortran = 0, have_shape = 0, fortran = 0;
+    char descr[64] = "";
+    skip_ws(p);
+    if (p->i >= p->len || p->s[p->i] != '{') {
+        set_err(p->err, p->errlen, "%s: header: expected a dictionary '{...}', found %s", p->path,
+                excerpt(p, p->i, ex, sizeof ex));
+        return -1;
+    }
+    p->i++;
+    for (;;) {
+        skip_ws(p);
+        if (p->i < p->len && p->s[p->i] == '}') break;
+        char key[64];
+        if (parse_string(p, "header key", key, sizeof key)) return -1;
+        skip_ws(p);
+        if (p->i >= p->len || p->s[p->i] != ':') {
+            set_err(p->err, p->errlen, "%s: header field '%s': expected ':', found %s", p->path,
+                    key, excerpt(p, p->i, ex, sizeof ex));
+            return -1;
+        }
+        p->i++;
+        skip_ws(p);
+        int *seen;
+        if (strcmp(key, "descr") == 0)
+            seen = &have_descr;
+        else if (strcmp(key, "fortran_order") == 0)
+            seen = &have_fortran;
+        else if (strcmp(key, "shape") == 0)
+            seen = &have_shape;
+        else {
+            set_err(p->err, p->errlen,
+                    "%s: header: unknown key '%s' (expected 'descr', 'fortran_order', 'shape')",
+                    p->path, key);
+            return -1;
+        }
+        if (*seen) {
+            set_err(p->err, p->errlen, "%s: header field '%s': given twice", p->path, key);
+            return -1;
+        }
+        *seen = 1;
+        if (seen == &have_descr) {
+            if (parse_string(p, "header field 'descr'", descr, sizeof descr)) return -1;
+        } else if (seen == &have_fortran) {
+            if (parse_bool(p, &fortran)) return -1;
+        } else {
+            if (parse_shape(p, out->shape, &out->ndim)) return -1;
+        }
+        skip_ws(p);
+        if (p->i < p->len && p->s[p->i] == ',') {
+            p->i++;
+            continue;
+        }
+        if (p->i < p->len && p->s[p->i] == '}') break;
+        set_err(p->err, p->errlen, "%s: header field '%s': expected ',' or '}' after it, found %s",
+                p->path, key, excerpt(p, p->i, ex, sizeof ex));
+        return -1;
+    }
+    p->i++; /* '}' */
+    skip_ws(p);
+    if (p->i < p->len) {
+        set_err(p->err, p->errlen, "%s: header: unexpected text after the dictionary: %s",
+                p->path, excerpt(p, p->i, ex, sizeof ex));
+        return -1;
+    }
+    const char *missing = !have_descr ? "descr" : !have_fortran ? "fortran_order"
+                          : !have_shape ? "shape" : NULL;
+    if (missing) {
+        set_err(p->err, p->errlen, "%s: header field '%s': missing", p->path, missing);
+        return -1;
+    }
+    if (strcmp(descr, "<f4") == 0)
+        out->dtype = SQ_NPY_F4;
+    else if (strcmp(descr, "<f8") == 0)
+        out->dtype = SQ_NPY_F8;
+    else if (strcmp(descr, "<f2") == 0)
+        out->dtype = SQ_NPY_F2;
+    else {
+        set_err(p->err, p->errlen,
+                "%s: header field 'descr': unsupported dtype '%s' (shardq reads <f4, <f8, <f2)",
+                p->path, descr);
+        return -1;
+    }
+    if (fortran) {
+        set_err(p->err, p->errlen,
+                "%s: header field 'fortran_order': True is not supported (write the array in "
+                "C order, e.g. numpy.ascontiguousarray)",
+                p->path);
+        return -1;
+    }
+    /* n = product of the shape, and n * 8 bytes must stay addressable. */
+    uint64_t n = 1;
+    int zero = 0;
+    for (int d = 0; d < out->ndim; d++) zero |= out->shape[d] == 0;
+    if (zero)
+        n = 0;
+    else
+        for (int d = 0; d < out->ndim; d++) {
+            if (n > UINT64_MAX / out->shape[d]) {
+                set_err(p->err, p->errlen, "%s: header field 'shape': product overflows",
+                        p->path);
+                return -1;
+            }
+            n *= out->shape[d];
+        }
+    uint64_t limit = (uint64_t)(SIZE_MAX < UINT64_MAX ? SIZE_MAX : UINT64_MAX) / 8;
+    if (n > limit) {
+        set_err(p->err, p->errlen, "%s: header field 'shape': product overflows", p->path);
+        return -1;
+    }
+    out->n = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Reads up to len bytes; returns how many (short only at EOF or on error). */
+static size_t read_some(FILE *f, void *buf, size_t len)
+{
+    return len ? fread(buf, 1, len, f) : 0;
+}
+
+typedef struct src {
+    FILE *f;
+    int sized;      /* a regular file, whose size is known */
+    uint64_t size;  /* the file size when sized */
+} src;
+
+static int open_src(const char *path, src *s, char *err, size_t errlen)
+{
+    s->f = fopen(path, "rb");
+    if (!s->f) {
+        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    s->sized = 0;
+    s->size = 0;
+    if (fstat(fileno(s->f), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            set_err(err, errlen, "%s: is a directory", path);
+            fclose(s->f);
+            return -1;
+        }
+        if (S_ISREG(st.st_mode)) {
+            s->sized = 1;
+            s->size = (uint64_t)st.st_size;
+        }
+    }
+    return 0;
+}
+
+static int read_error(FILE *f, const char *path, char *err, size_t errlen)
+{
+    if (ferror(f)) {
+        set_err(err, errlen, "%s: read error: %s", path, strerror(errno ? errno : EIO));
+        return 1;
+    }
+    return 0;
+}
+
+/* Reads n elements of dtype d from s into a new out->data, then checks that
+** the file ends there. `offset` is where the data starts (for messages). */
+static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, char *err,
+                     size_t errlen)
+{
+    size_t isz = dtype_size(out->dtype);
+    uint64_t want = out->n * isz;
+    const char *dname = sq_npy_dtype_name(out->dtype);
+    if (s->sized) {
+        uint64_t have = s->size > offset ? s->size - offset : 0;
+        if (have < want) {
+            set_err(err, errlen, "%s: data truncated: header promises %llu bytes of %s, file has %llu",
+                    path, (unsigned long long)want, dname, (unsigned long long)have);
+            return -1;
+        }
+        if (have > want) {
+            set_err(err, errlen,
+                    "%s: %llu bytes of trailing data after the %llu bytes of %s the header promises",
+                    path, (unsigned long long)(have - want), (unsigned long long)want, dname);
+            return -1;
+        }
+    }
+    out->data = malloc(out->n ? (size_t)out->n * sizeof(float) : 1);
+    if (!out->data) {
+        set_err(err, errlen, "%s: out of memory for %llu values", path,
+                (unsigned long long)out->n);
+        return -1;
+    }
+    unsigned char *chunk = NULL;
+    if (out->dtype != SQ_NPY_F4 || SQ_BIG_ENDIAN) {
+        chunk = malloc(CHUNK_BYTES);
+        if (!chunk) {
+            set_err(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+    }
+    uint64_t done = 0; /* elements */
+    size_t per = CHUNK_BYTES / isz;
+    while (done < out->n) {
+        size_t count = out->n - done < per ? (size_t)(out->n - done) : per;
+        size_t got;
+        if (chunk) {
+            got = read_some(s->f, chunk, count * isz);
+            convert_chunk(out->dtype, chunk, got / isz, out->data + done);
+        } else {
+            got = read_some(s->f, out->data + done, count * isz);
+        }
+        if (got != count * isz) {
+            free(chunk);
+            if (read_error(s->f, path, err, errlen)) return -1;
+            set_err(err, errlen, "%s: data truncated: header promises %llu bytes of %s, file has %llu",
+                    path, (unsigned long long)want, dname,
+                    (unsigned long long)(done * isz + got));
+            return -1;
+        }
+        done += count;
+    }
+    free(chunk);
+    if (!s->sized) {
+        /* A pipe or device: the size was unknown, so look for more bytes. */
+        unsigned char extra[4096];
+        uint64_t more = 0;
+        size_t got;
+        while ((got = read_some(s->f, extra, sizeof extra)) > 0) more += got;
+        if (read_error(s->f, path, err, errlen)) return -1;
+        if (more) {
+            set_err(err, errlen,
+                    "%s: %llu bytes of trailing data after the %llu bytes of %s the header promises",
+                    path, (unsigned long long)more, (unsigned long long)want, dname);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
+{
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    if (!path) {
+        set_err(err, errlen, "(null): no file name");
+        return -1;
+    }
+    src s;
+    if (open_src(path, &s, err, errlen)) return -1;
+    unsigned char pre[12];
+    int rc = -1;
+    char *header = NULL;
+    size_t got = read_some(s.f, pre, 8);
+    if (read_error(s.f, path, err, errlen)) goto done;
+    if (got == 0) {
+        set_err(err, errlen, "%s: not a .npy file: the file is empty", path);
+        goto done;
+    }
+    if (got < 6 ? memcmp(pre, npy_magic, got) != 0 : memcmp(pre, npy_magic, 6) != 0) {
+        set_err(err, errlen, "%s: not a .npy file: bad magic string (expected \\x93NUMPY)", path);
+        goto done;
+    }
+    if (got < 8) {
+        set_err(err, errlen, "%s: truncated header: the file ends after %zu bytes", path, got);
+        goto done;
+    }
+    int major = pre[6], minor = pre[7];
+    if (major < 1 || major > 3 || minor != 0) {
+        set_err(err, errlen,
+                "%s: header field 'version': unsupported format version %d.%d (shardq reads 1.0, "
+                "2.0 and 3.0)",
+                path, major, minor);
+        goto done;
+    }
+    size_t lenbytes = major == 1 ? 2 : 4;
+    got = read_some(s.f, pre + 8, lenbytes);
+    if (got != lenbytes) {
+        if (read_error(s.f, path, err, errlen)) goto done;
+        set_err(err, errlen, "%s: truncated header: the file ends in the header length field",
+                path);
+        goto done;
+    }
+    uint32_t hlen = major == 1 ? (uint32_t)(pre[8] | pre[9] << 8) : le32(pre + 8);
+    uint64_t prefix = 8 + lenbytes;
+    if (s.sized && prefix + hlen > s.size) {
+        set_err(err, errlen,
+                "%s: header field 'header_len': %u bytes go beyond the end of the file "
+                "(%llu bytes)",
+                path, hlen, (unsigned long long)s.size);
+        goto done;
+    }
+    if (hlen > NPY_HEADER_MAX) {
+        set_err(err, errlen, "%s: header field 'header_len': %u bytes is absurd (limit %u)", path,
+                hlen, NPY_HEADER_MAX);
+        goto done;
+    }
+    header = malloc((size_t)hlen + 1);
+    if (!header) {
+        set_err(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    got = read_some(s.f, header, hlen);
+    if (got != hlen) {
+        if (read_error(s.f, path, err, errlen)) goto done;
+        set_err(err, errlen,
+                "%s: truncated header: header length says %u bytes, the file ends after %zu",
+                path, hlen, got);
+        goto done;
+    }
+    header[hlen] = '\0';
+    hparser p = {header, 0, hlen, path, err, errlen};
+    if (parse_header(&p, out)) goto done;
+    out->version = major;
+    if (read_data(&s, path, prefix + hlen, out, err, errlen)) goto done;
+    rc = 0;
+done:
+    free(header);
+    fclose(s.f);
+    if (rc) sq_npy_free(out);
+    return rc;
+}
+
+int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
+{
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    if (!path) {
+        set_err(err, errlen, "(null): no file name");
+        return -1;
+    }
+    src s;
+    if (open_src(path, &s, err, errlen)) return -1;
+    out->dtype = SQ_NPY_RAW_F4;
+    out->ndim = 1;
+    int rc = -1;
+    if (s.sized) {
+        if (s.size % 4) {
+            set_err(err, errlen,
+                    "%s: raw float32 input: file size %llu is not a multiple of 4 bytes", path,
+                    (unsigned long long)s.size);
+            goto done;
+        }
+        if (s.size / 4 > (uint64_t)SIZE_MAX / sizeof(float)) {
+            set_err(err, errlen, "%s: raw float32 input: too large", path);
+            goto done;
+        }
+        out->n = s.size / 4;
+        out->shape[0] = out->n;
+        rc = read_data(&s, path, 0, out, err, errlen);
+    } else {
+        /* A stream: grow a buffer until EOF. */
+        size_t cap = 1 << 16, len = 0;
+        unsigned char *buf = malloc(cap);
+        for (;;) {
+            if (!buf) {
+                set_err(err, errlen, "%s: out of memory", path);
+                goto done;
+            }
+            size_t got = read_some(s.f, buf + len, cap - len);
+            len += got;
+            if (len < cap) break;
+            unsigned char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+            if (!nb) free(buf);
+            buf = nb;
+            cap *= 2;
+        }
+        if (read_error(s.f, path, err, errlen) || len % 4) {
+            if (len % 4 && !ferror(s.f))
+                set_err(err, errlen,
+                        "%s: raw float32 input: size %zu is not a multiple of 4 bytes", path, len);
+            free(buf);
+            goto done;
+        }
+        out->n = len / 4;
+        out->shape[0] = out->n;
+        out->data = malloc(len ? len : 1);
+        if (!out->data) {
+            free(buf);
+            set_err(err, errlen, "%s: out of memory", path);
+            goto done;
+        }
+        convert_chunk(SQ_NPY_RAW_F4, buf, len / 4, out->data);
+        free(buf);
+        rc = 0;
+    }
+done:
+    fclose(s.f);
+    if (rc) sq_npy_free(out);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Safe replacement of a file                                               */
+/* ------------------------------------------------------------------------ */
+
+int sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    if (!path || !*path) {
+        set_err(err, errlen, "empty output file name");
+        return -1;
+    }
+    w->path = strdup(path);
+    if (!w->path) {
+        set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    struct stat st, lst;
+    int exists = stat(path, &st) == 0;
+    int link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    if (exists && S_ISDIR(st.st_mode)) {
+        set_err(err, errlen, "%s: is a directory", path);
+        goto fail;
+    }
+    if (link || (exists && !S_ISREG(st.st_mode))) {
+        /* A device or a pipe cannot be replaced by rename, and a symbolic
+        ** link (/dev/stdout, a link into a data store) must stay one: write
+        ** through it, in place. */
+        w->f = fopen(path, "wb");
+        if (!w->f) {
+            set_err(err, errlen, "%s: cannot open for writing: %s", path, strerror(errno));
+            goto fail;
+        }
+        return 0;
+    }
+    size_t tlen = strlen(path) + 48;
+    w->tmp = malloc(tlen);
+    if (!w->tmp) {
+        set_err(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
+    static unsigned counter;
+    int fd = -1;
+    for (int tries = 0; tries < 100 && fd < 0; tries++) {
+        snprintf(w->tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+        fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        goto fail;
+    }
+    /* Keep the permissions of the file we replace. */
+    if (exists) (void)fchmod(fd, st.st_mode & 07777);
+    w->f = fdopen(fd, "wb");
+    if (!w->f) {
+        set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        close(fd);
+        unlink(w->tmp);
+        goto fail;
+    }
+    return 0;
+fail:
+    free(w->tmp);
+    free(w->path);
+    memset(w, 0, sizeof *w);
+    return -1;
+}
+
+void sq_wfile_write(sq_wfile *w, const void *buf, size_t len)
+{
+    if (!w->f || w->err_no || !len) return;
+    errno = 0;
+    if (fwrite(buf, 1, len, w->f) != len) w->err_no = errno ? errno : EIO;
+}
+
+static void wfile_release(sq_wfile *w)
+{
+    free(w->tmp);
+    free(w->path);
+    memset(w, 0, sizeof *w);
+}
+
+void sq_wfile_abort(sq_wfile *w)
+{
+    if (!w || !w->path) return;
+    if (w->f) fclose(w->f);
+    if (w->tmp) unlink(w->tmp);
+    wfile_release(w);
+}
+
+int sq_wfile_commit(sq_wfile *w, char *err, size_t errlen)
+{
+    if (!w || !w->path || !w->f) {
+        set_err(err, errlen, "internal error: output file not open");
+        return -1;
+    }
+    int e = w->err_no;
+    errno = 0;
+    if (fflush(w->f) != 0 && !e) e = errno ? errno : EIO;
+    if (w->tmp && !e && fsync(fileno(w->f)) != 0) e = errno;
+    errno = 0;
+    if (fclose(w->f) != 0 && !e) e = errno ? errno : EIO;
+    w->f = NULL;
+    if (e) {
+        set_err(err, errlen, "%s: write failed: %s", w->path, strerror(e));
+        if (w->tmp) unlink(w->tmp);
+        wfile_release(w);
+        return -1;
+    }
+    if (w->tmp && rename(w->tmp, w->path) != 0) {
+        set_err(err, errlen, "%s: cannot replace it: %s", w->path, strerror(errno));
+        unlink(w->tmp);
+        wfile_release(w);
+        return -1;
+    }
+    wfile_release(w);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                  */
+/* ------------------------------------------------------------------------ */
+
+int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, int ndim,
+                     char *err, size_t errlen)
+{
+    const char *name = path ? path : "(null)";
+    if (ndim < 0 || ndim > SQ_NPY_MAXDIM || (ndim > 0 && !shape)) {
+        set_err(err, errlen, "%s: shape: %d dimensions (0 to %d allowed)", name, ndim,
+                SQ_NPY_MAXDIM);
+        return -1;
+    }
+    uint64_t n = 1;
+    int zero = 0;
+    for (int d = 0; d < ndim; d++) zero |= shape[d] == 0;
+    for (int d = 0; d < ndim && !zero; d++) {
+        if (n > UINT64_MAX / shape[d]) {
+            set_err(err, errlen, "%s: shape: product overflows", name);
+            return -1;
+        }
+        n *= shape[d];
+    }
+    if (zero) n = 0;
+    if (n > (uint64_t)SIZE_MAX / sizeof(float)) {
+        set_err(err, errlen, "%s: shape: product overflows", name);
+        return -1;
+    }
+    if (n && !x) {
+        set_err(err, errlen, "%s: no data", name);
+        return -1;
+    }
+    /* The header: magic, version 1.0, length, dict, spaces, newline; the
+    ** whole preamble a multiple of 64 bytes. */
+    char dict[64 * 24 + 128];
+    int k = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    for (int d = 0; d < ndim; d++)
+        k += snprintf(dict + k, sizeof dict - (size_t)k, "%s%llu", d ? ", " : "",
+                      (unsigned long long)shape[d]);
+    k += snprintf(dict + k, sizeof dict - (size_t)k, "%s), }", ndim == 1 ? "," : "");
+    size_t total = 10 + (size_t)k + 1;
+    total = (total + 63) / 64 * 64;
+    size_t hlen = total - 10;
+    unsigned char *head = malloc(total);
+    if (!head) {
+        set_err(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    memcpy(head, npy_magic, 6);
+    head[6] = 1;
+    head[7] = 0;
+    head[8] = (unsigned char)(hlen & 0xff);
+    head[9] = (unsigned char)(hlen >> 8);
+    memcpy(head + 10, dict, (size_t)k);
+    memset(head + 10 + k, ' ', total - 10 - (size_t)k - 1);
+    head[total - 1] = '\n';
+
+    sq_wfile w;
+    if (sq_wfile_open(&w, path, err, errlen)) {
+        free(head);
+        return -1;
+    }
+    sq_wfile_write(&w, head, total);
+    free(head);
+    if (!SQ_BIG_ENDIAN) {
+        sq_wfile_write(&w, x, (size_t)n * sizeof(float));
+    } else {
+        unsigned char buf[4096];
+        for (uint64_t i = 0; i < n;) {
+            size_t m = 0;
+            for (; m < sizeof buf / 4 && i < n; m++, i++) {
+                uint32_t u;
+                memcpy(&u, &x[i], 4);
+                buf[4 * m] = (unsigned char)u;
+                buf[4 * m + 1] = (unsigned char)(u >> 8);
+                buf[4 * m + 2] = (unsigned char)(u >> 16);
+                buf[4 * m + 3] = (unsigned char)(u >> 24);
+            }
+            sq_wfile_write(&w, buf, 4 * m);
+        }
+    }
+    return sq_wfile_commit(&w, err, errlen);
+}

@@ -1,0 +1,100 @@
+/*
+** npy.h -- NumPy .npy files (and raw little-endian float32) in and out.
+**
+** The reader takes format versions 1.0, 2.0 and 3.0, C order only, dtypes
+** '<f4', '<f8' and '<f2', and hands back float32 (wider or narrower data is
+** converted: '<f8' rounds to nearest, values beyond float32 become +-Inf).
+** The header dictionary is parsed strictly: exactly the keys 'descr',
+** 'fortran_order' and 'shape', the file size must equal header + n * itemsize.
+** The writer writes version 1.0 '<f4'.
+**
+** Errors: every function returns 0 on success or -1 on failure, in which case
+** a sentence naming the file and the field at fault is written into
+** err[0..errlen) (when err is not NULL), e.g.
+**   "x.npy: header field 'shape': product overflows"
+**   "x.npy: data truncated: header promises 4000 bytes of <f4, file has 3990"
+**
+** Writes go to a temporary file beside the target that is renamed over it
+** only once everything is written and synced, so a failed write never leaves
+** a half-written file behind nor damages an existing one. A target that exists
+** and is not a regular file (a device, a pipe), or is a symbolic link
+** (/dev/stdout), is written directly, in place.
+*/
+#ifndef SQ_TRACE_NPY_H
+#define SQ_TRACE_NPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most dimensions a file may have (NumPy 2 allows 64). */
+#define SQ_NPY_MAXDIM 64
+
+/* The element type a file held before conversion to float32. */
+typedef enum sq_npy_dtype {
+    SQ_NPY_F4 = 0,    /* '<f4' */
+    SQ_NPY_F8 = 1,    /* '<f8' */
+    SQ_NPY_F2 = 2,    /* '<f2' */
+    SQ_NPY_RAW_F4 = 3 /* a raw little-endian float32 file (no header) */
+} sq_npy_dtype;
+
+/* "<f4", "<f8", "<f2" or "raw-f32". */
+const char *sq_npy_dtype_name(sq_npy_dtype d);
+
+typedef struct sq_npy {
+    float *data;     /* n values in C order (malloc'd; not NULL on success, even for n = 0) */
+    uint64_t n;      /* number of elements: the product of shape (1 for ndim = 0) */
+    int ndim;        /* 0 for a scalar */
+    uint64_t shape[SQ_NPY_MAXDIM];
+    sq_npy_dtype dtype; /* what the file held */
+    int version;     /* format major version 1, 2 or 3; 0 for raw */
+} sq_npy;
+
+/* Reads a .npy file into *out (which sq_npy_free releases). */
+int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen);
+
+/* Reads a raw little-endian float32 file (its size must be a multiple of 4)
+** into *out as a 1-d array. */
+int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen);
+
+/* Frees out->data and zeroes *out; safe on a zeroed struct. */
+void sq_npy_free(sq_npy *a);
+
+/* Writes x (product of shape[0..ndim) values; ndim 0 is a scalar) as a
+** version 1.0 '<f4' file whose header is padded with spaces to a multiple of
+** 64 bytes and ends in a newline. x may be NULL when the product is 0. */
+int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, int ndim,
+                     char *err, size_t errlen);
+
+/* Formats a shape as "[1024, 3]" ("[]" for a scalar) into buf, like snprintf. */
+int sq_npy_shape_str(const uint64_t *shape, int ndim, char *buf, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* Safe replacement of a file (used by the .npy and safetensors writers)    */
+/* ------------------------------------------------------------------------ */
+
+/* sq_wfile_open creates a temporary file beside path (or opens path itself
+** when it exists and is not a regular file, or is a symbolic link); sq_wfile_write appends bytes
+** (a failure is remembered and reported by commit); sq_wfile_commit flushes,
+** syncs, closes and renames it over path; sq_wfile_abort throws it away.
+** After open succeeds, exactly one of commit or abort must be called. */
+typedef struct sq_wfile {
+    FILE *f;
+    char *path;   /* the target */
+    char *tmp;    /* the temporary file, NULL when writing directly */
+    int err_no;   /* the first errno of a failed write, 0 when none */
+} sq_wfile;
+
+int  sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen);
+void sq_wfile_write(sq_wfile *w, const void *buf, size_t len);
+int  sq_wfile_commit(sq_wfile *w, char *err, size_t errlen);
+void sq_wfile_abort(sq_wfile *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SQ_TRACE_NPY_H */

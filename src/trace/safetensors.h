@@ -1,0 +1,105 @@
+/*
+** safetensors.h -- a writer and a validating reader of safetensors files.
+**
+** Layout: 8 bytes little-endian N, N bytes of JSON, then the data section.
+** The JSON object maps each tensor name to
+**   {"dtype": "F32", "shape": [d0, d1, ...], "data_offsets": [begin, end]}
+** with offsets relative to the start of the data section, and may hold one
+** "__metadata__" object of string values. The writer puts tensors in the
+** order given, back to back, and pads the JSON with spaces to a multiple of 8
+** bytes. The reader checks everything: header length against the file size,
+** the JSON, every dtype, shape and offset, that shape and dtype account for
+** exactly end - begin bytes, and that the tensors cover the data section
+** without overlap or gap.
+**
+** Errors: 0 on success, -1 on failure with a sentence naming the file, the
+** tensor and the field in err[0..errlen), e.g.
+**   "x.safetensors: tensor 'codes': field 'data_offsets': end 100 beyond the
+**    data section (96 bytes)"
+** Writes go through a temporary file renamed over the target (npy.h).
+*/
+#ifndef SQ_TRACE_SAFETENSORS_H
+#define SQ_TRACE_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SQ_ST_MAXDIM 64
+/* The largest JSON header the reader accepts (the Rust reference's limit). */
+#define SQ_ST_HEADER_MAX ((uint64_t)100000000)
+
+typedef enum sq_st_dtype {
+    SQ_ST_BOOL, SQ_ST_U8, SQ_ST_I8, SQ_ST_F8_E5M2, SQ_ST_F8_E4M3,
+    SQ_ST_I16, SQ_ST_U16, SQ_ST_F16, SQ_ST_BF16,
+    SQ_ST_I32, SQ_ST_U32, SQ_ST_F32,
+    SQ_ST_I64, SQ_ST_U64, SQ_ST_F64,
+    SQ_ST_NDTYPES
+} sq_st_dtype;
+
+/* "F32", ... ; NULL for an out-of-range value. */
+const char *sq_st_dtype_name(sq_st_dtype d);
+/* Bytes per element (1, 2, 4 or 8); 0 for an out-of-range value. */
+size_t sq_st_dtype_size(sq_st_dtype d);
+/* The dtype of a name ("F32"), or -1 when unknown. */
+int sq_st_dtype_parse(const char *name);
+
+/* One tensor to write: product(shape) * itemsize bytes at data (which may be
+** NULL when that is 0), little-endian. */
+typedef struct sq_st_tensor {
+    const char *name;
+    sq_st_dtype dtype;
+    int ndim;
+    uint64_t shape[SQ_ST_MAXDIM];
+    const void *data;
+} sq_st_tensor;
+
+/* One __metadata__ entry (both strings, any UTF-8). */
+typedef struct sq_st_kv {
+    const char *key;
+    const char *value;
+} sq_st_kv;
+
+/* Writes the tensors t[0..nt) in that order with the metadata m[0..nm)
+** (no "__metadata__" object when nm = 0). Names must be unique, non-empty
+** and not "__metadata__". */
+int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
+                size_t nm, char *err, size_t errlen);
+
+/* A tensor of a file that was read. */
+typedef struct sq_st_entry {
+    char *name;
+    sq_st_dtype dtype;
+    int ndim;
+    uint64_t shape[SQ_ST_MAXDIM];
+    uint64_t nelem;        /* product of shape */
+    uint64_t begin, end;   /* byte offsets into the data section */
+    const unsigned char *data; /* = file->data + begin; not aligned: memcpy it out */
+} sq_st_entry;
+
+typedef struct sq_st_file {
+    sq_st_entry *tensors;  /* in file order of their offsets */
+    size_t ntensors;
+    sq_st_kv *meta;        /* __metadata__, strings owned by the struct */
+    size_t nmeta;
+    unsigned char *data;   /* the whole data section (malloc'd) */
+    uint64_t data_len;
+    uint64_t header_len;   /* N */
+} sq_st_file;
+
+/* Reads and validates a whole file into *out (which sq_st_free releases). */
+int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen);
+void sq_st_free(sq_st_file *f);
+
+/* The tensor called name, or NULL. */
+const sq_st_entry *sq_st_find(const sq_st_file *f, const char *name);
+/* The value of metadata key, or NULL. */
+const char *sq_st_meta_get(const sq_st_file *f, const char *key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SQ_TRACE_SAFETENSORS_H */
