@@ -386,10 +386,9 @@ END_TEST
 
 /* Sym groups with absmax FLT_MAX/2 (and FLT_MAX itself where
 ** fl(qmax * fl(FLT_MAX / qmax)) is finite): the decode is finite and within
-** the usual bound. NOT asserted: absmax = FLT_MAX with qmax = 31 or 127
-** (bits 6, 8): there the documented decode q * s rounds to Inf for the top
-** code, finite input giving an infinite decode: an open convention
-** question, deliberately not pinned here. */
+** the usual bound. Where that product is Inf (absmax = FLT_MAX with qmax = 31
+** or 127, bits 6 and 8), the top code would decode to Inf: quantize must
+** refuse the group with SQ_ERR_RANGE (shardq.h, "Non-finite values"). */
 START_TEST(test_near_flt_max_sym)
 {
     const uint64_t n = 64;
@@ -408,12 +407,19 @@ START_TEST(test_near_flt_max_sym)
                     if (sq_codec_validate(&c) != SQ_OK) continue;
                     const sqt_levels lv = sqt_levels_of(&c);
                     float a = top ? FLT_MAX : FLT_MAX / 2;
-                    volatile float s0 = a / lv.qm, top_decode = lv.qhi * s0;
-                    if (!isfinite(top_decode)) continue; /* the open case above */
+                    volatile float s0 = a / lv.qm, top_decode = lv.qhi * s0,
+                                   bottom_decode = lv.qlo * s0;
                     for (uint64_t i = 0; i < n; i++) x[i] = a * sqt_sym(&r);
                     x[0] = variant ? -a : a;
                     x[1] = -a;
                     sq_qbuf q;
+                    if (!isfinite(top_decode) || !isfinite(bottom_decode)) {
+                        ck_assert_int_eq(sq_qbuf_alloc(&c, n, &q), SQ_OK);
+                        SQT_CHECK(sq_quantize(&c, x, n, &KEY, &q) == SQ_ERR_RANGE,
+                                  "bits %d levels %d: grid past FLT_MAX not refused", bits, variant);
+                        sq_qbuf_free(&q);
+                        continue;
+                    }
                     ck_assert_int_eq(run(&c, x, n, &q, codes, out), SQ_OK);
                     assert_codes_ref(&c, x, n, codes, "near FLT_MAX");
                     float s = sqt_meta(q.scales, 0, c.scale);
@@ -490,13 +496,13 @@ START_TEST(test_nonfinite)
                 SQT_CHECK(sq_quantize_diff(&c, ref, x, n, &KEY, &q) == SQ_ERR_NONFINITE,
                           "%s: diff, %a in ref", all_kinds[t], (double)bad[b]);
             }
-        /* finite x and ref whose fp32 difference overflows: the quantized
-        ** value x - ref is Inf, i.e. non-finite input */
+        /* finite x and ref whose fp32 difference overflows: the input was
+        ** fine, the result does not fit */
         sqt_fill(x, n, 1);
         sqt_fill(ref, n, 2);
         x[77] = FLT_MAX;
         ref[77] = -FLT_MAX;
-        ck_assert_int_eq(sq_quantize_diff(&c, x, ref, n, &KEY, &q), SQ_ERR_NONFINITE);
+        ck_assert_int_eq(sq_quantize_diff(&c, x, ref, n, &KEY, &q), SQ_ERR_RANGE);
         sq_qbuf_free(&q);
     }
 }
@@ -565,10 +571,72 @@ START_TEST(test_sum_overflow)
         ck_assert_int_eq(sq_quantize(&c, x, 8, NULL, &chunks[i]), SQ_OK);
     }
     ck_assert_int_eq(sq_qbuf_alloc(&c, 8, &out), SQ_OK);
-    int rc = sq_dequant_sum_requant(&c, chunks, 2, 8, &c, NULL, &out);
-    ck_assert_msg(rc == SQ_ERR_NONFINITE || rc == SQ_ERR_RANGE, "overflowing sum gave %d", rc);
+    ck_assert_int_eq(sq_dequant_sum_requant(&c, chunks, 2, 8, &c, NULL, &out), SQ_ERR_RANGE);
+    float y[8], big[8];
+    ck_assert_int_eq(sq_dequant_sum(&c, chunks, 2, 8, y), SQ_ERR_RANGE);
+    ck_assert(isinf(y[0]) && isfinite(y[1])); /* every value written all the same */
+    /* ref + D(q) past fp32 */
+    for (int i = 0; i < 8; i++) big[i] = FLT_MAX;
+    ck_assert_int_eq(sq_dequantize_add(&c, &chunks[0], big, 8, y), SQ_ERR_RANGE);
     for (int i = 0; i < 2; i++) sq_qbuf_free(&chunks[i]);
     sq_qbuf_free(&out);
+}
+END_TEST
+
+/* Min-max groups spanning [0, FLT_MAX]: the range fits, but the rounded
+** scale times 2^b - 1 may not; exactly those cases are SQ_ERR_RANGE, the
+** others decode finitely. */
+START_TEST(test_minmax_grid_past_flt_max)
+{
+    float x[4] = {0.0f, FLT_MAX, FLT_MAX / 3, FLT_MAX / 7}, out[4];
+    int refused = 0;
+    for (int bits = 1; bits <= 8; bits++) {
+        sq_codec c = codec("kind=minmax,group=4,round=rtn");
+        c.bits = bits;
+        volatile float L = (float)((1 << bits) - 1), s = FLT_MAX / L, top = L * s;
+        sq_qbuf q;
+        ck_assert_int_eq(sq_qbuf_alloc(&c, 4, &q), SQ_OK);
+        int rc = sq_quantize(&c, x, 4, NULL, &q);
+        if (isfinite(top)) {
+            ck_assert_int_eq(rc, SQ_OK);
+            ck_assert_int_eq(sq_dequantize(&c, &q, 4, out), SQ_OK);
+            for (int i = 0; i < 4; i++) ck_assert(isfinite(out[i]));
+        } else {
+            ck_assert_int_eq(rc, SQ_ERR_RANGE);
+            refused++;
+        }
+        sq_qbuf_free(&q);
+    }
+    ck_assert_msg(refused > 0, "no bit width exercised the refusal"); /* 3, 5, 6, 7 do */
+}
+END_TEST
+
+/* The exact case that first showed the problem: {FLT_MAX, 1}, sym 6-bit. */
+START_TEST(test_sym_grid_past_flt_max)
+{
+    sq_codec c = codec("kind=sym,bits=6,group=2,round=rtn");
+    float x[2] = {FLT_MAX, 1.0f};
+    sq_qbuf q;
+    ck_assert_int_eq(sq_qbuf_alloc(&c, 2, &q), SQ_OK);
+    ck_assert_int_eq(sq_quantize(&c, x, 2, NULL, &q), SQ_ERR_RANGE);
+    sq_qbuf_free(&q);
+}
+END_TEST
+
+/* Decoding metadata that is not finite (a damaged file) reports it. */
+START_TEST(test_decode_bad_metadata)
+{
+    sq_codec c = codec("kind=sym,bits=4,group=4,round=rtn");
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
+    sq_qbuf q;
+    ck_assert_int_eq(sq_qbuf_alloc(&c, 8, &q), SQ_OK);
+    ck_assert_int_eq(sq_quantize(&c, x, 8, NULL, &q), SQ_OK);
+    ck_assert_int_eq(sq_dequantize(&c, &q, 8, out), SQ_OK);
+    ((float *)q.scales)[1] = NAN;
+    ck_assert_int_eq(sq_dequantize(&c, &q, 8, out), SQ_ERR_RANGE);
+    ((float *)q.scales)[1] = FLT_MAX;
+    ck_assert_int_eq(sq_dequantize(&c, &q, 8, out), SQ_ERR_RANGE);
+    sq_qbuf_free(&q);
 }
 END_TEST
 
@@ -724,6 +792,9 @@ int main(void)
     tcase_add_test(tv, test_nonfinite);
     tcase_add_test(tv, test_range_errors);
     tcase_add_test(tv, test_sum_overflow);
+    tcase_add_test(tv, test_minmax_grid_past_flt_max);
+    tcase_add_test(tv, test_sym_grid_past_flt_max);
+    tcase_add_test(tv, test_decode_bad_metadata);
     suite_add_tcase(s, tv);
     TCase *ta = tcase_create("arguments");
     tcase_add_test(ta, test_null_and_bad_args);

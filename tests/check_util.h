@@ -223,24 +223,14 @@ typedef struct sqt_levels {
     float qhi; /* largest code */
 } sqt_levels;
 
+/* Straight from the README's table of level conventions, independently of
+** sq_hd_code_range (which the code under test uses). */
 static inline sqt_levels sqt_levels_of(const sq_codec *c)
 {
-    sqt_levels l;
-    float half = (float)(1 << (c->bits - 1));
-    if (c->kind == SQ_KIND_MINMAX) {
-        l.qm = (float)((1 << c->bits) - 1);
-        l.qlo = 0.0f;
-        l.qhi = l.qm;
-    } else if (c->levels == SQ_LEVELS_DEEPSPEED) {
-        l.qm = half;
-        l.qlo = -half;
-        l.qhi = half - 1.0f;
-    } else {
-        l.qm = half - 1.0f;
-        l.qlo = -l.qm;
-        l.qhi = l.qm;
-    }
-    return l;
+    const double p = ldexp(1.0, c->bits - 1); /* 2^(b-1) */
+    if (c->kind == SQ_KIND_MINMAX) return (sqt_levels){(float)(2 * p - 1), 0.0f, (float)(2 * p - 1)};
+    if (c->levels == SQ_LEVELS_DEEPSPEED) return (sqt_levels){(float)p, (float)-p, (float)(p - 1)};
+    return (sqt_levels){(float)(p - 1), (float)(1 - p), (float)(p - 1)};
 }
 
 /* v rounded (nearest even) to the scale dtype, back as a float. */

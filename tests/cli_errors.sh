@@ -228,6 +228,15 @@ mkst "$T/json.st" "{\"__metadata__\":{$META},$CODES,$SCALES" 2176
 expect_fail_with 1 "$T/json.st: header: invalid JSON" "$S" codec decode "$T/json.st" "$T/o.npy"
 mkst "$T/ovl.st" "{\"__metadata__\":{$META},$CODES,\"scales\":{\"dtype\":\"F32\",\"shape\":[32],\"data_offsets\":[2000,2128]}}" 2128
 expect_fail_with 1 "$T/ovl.st: tensor 'scales': field 'data_offsets': [2000, 2128] overlaps tensor 'codes'" "$S" codec decode "$T/ovl.st" "$T/o.npy"
+# Metadata that is not finite, or that decodes past fp32: refused, by name.
+hdr=$((8 + $(head -c 8 "$T/ok.st" | od -An -tu8 | tr -d ' ')))
+cp "$T/ok.st" "$T/nan.st"
+printf '\000\000\300\177' | dd of="$T/nan.st" bs=1 seek=$((hdr + 2048 + 4 * 5)) conv=notrunc 2>/dev/null
+expect_fail_with 1 "$T/nan.st: tensor 'scales': group 5 is NaN" "$S" codec decode "$T/nan.st" "$T/o.npy"
+cp "$T/ok.st" "$T/big.st"
+printf '\167' | dd of="$T/big.st" bs=1 seek=$((hdr + 3)) conv=notrunc 2>/dev/null
+printf '\377\377\177\177' | dd of="$T/big.st" bs=1 seek=$((hdr + 2048)) conv=notrunc 2>/dev/null
+expect_fail_with 1 "$T/big.st: cannot dequantize: " "$S" codec decode "$T/big.st" "$T/o.npy"
 ok "no output file after failed decodes" test ! -e "$T/o.npy"
 
 finish

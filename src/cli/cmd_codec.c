@@ -474,6 +474,30 @@ static int check_tensor(const char *cmd, const char *path, const sq_st_file *f, 
     return 0;
 }
 
+/* Refuses a scales or offsets tensor holding NaN or Inf (a damaged or
+** hand-edited file), naming the tensor and the group: decoding it would
+** only produce non-finite output. */
+static int check_meta_finite(const char *cmd, const char *path, const char *name,
+                             const sq_codec *c, const void *data, uint64_t groups)
+{
+    for (uint64_t g = 0; g < groups; g++) {
+        float v;
+        if (c->scale == SQ_SCALE_FP32) {
+            memcpy(&v, (const uint8_t *)data + 4 * g, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, (const uint8_t *)data + 2 * g, 2);
+            v = c->scale == SQ_SCALE_BF16 ? sq_bf16_to_f32(h) : sq_f16_to_f32(h);
+        }
+        if (!isfinite(v)) {
+            fprintf(stderr, "shardq %s: %s: tensor '%s': group %llu is %s\n", cmd, path, name,
+                    (unsigned long long)g, isnan(v) ? "NaN" : "infinite");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int codec_decode(int argc, char **argv)
 {
     const char *cmd = "codec decode";
@@ -564,6 +588,9 @@ static int codec_decode(int argc, char **argv)
         check_tensor(cmd, in, &f, "scales", scale_st_dtype(&c), groups, spec, n, &scales) ||
         (c.kind == SQ_KIND_MINMAX && check_tensor(cmd, in, &f, "offsets", scale_st_dtype(&c),
                                                   groups, spec, n, &offsets)))
+        goto done;
+    if (check_meta_finite(cmd, in, "scales", &c, scales->data, groups) ||
+        (offsets && check_meta_finite(cmd, in, "offsets", &c, offsets->data, groups)))
         goto done;
     if (n > (uint64_t)SIZE_MAX / sizeof(float) || sq_qbuf_alloc(&c, n, &q) != SQ_OK ||
         !(x = malloc(n ? (size_t)n * sizeof(float) : 1))) {
@@ -679,7 +706,7 @@ static int codec_stats(int argc, char **argv)
     sq_progress_finish(bar);
     free(y);
 
-    /* The degenerate cases (README-cli, "codec stats"): an exact round trip
+    /* The degenerate cases (README.md, "shardq codec stats"): an exact round trip
     ** has infinite SNR; a zero signal has relative error 0 when exact, inf
     ** otherwise; cosine is 1 when both are zero, 0 when only one is. */
     double rel = tot.sxx > 0 ? sqrt(tot.see) / sqrt(tot.sxx) : tot.see > 0 ? INFINITY : 0.0;

@@ -98,32 +98,11 @@ static void store_meta(void *arr, uint64_t gi, sq_scale_dtype dt, float v)
 /* Quantizing one tile                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Code range of a codec: [qlo, qhi], and the symmetric multiplier numerator. */
-typedef struct levels {
-    float qm, qlo, qhi;
-} levels;
-
-static levels codec_levels(const sq_codec *c)
+static sq_code_range codec_levels(const sq_codec *c)
 {
-    levels l;
-    float half = (float)(1 << (c->bits - 1));
-    if (c->kind == SQ_KIND_MINMAX) {
-        l.qm = (float)((1 << c->bits) - 1);
-        l.qlo = 0.0f;
-        l.qhi = l.qm;
-    } else if (c->levels == SQ_LEVELS_DEEPSPEED) {
-        l.qm = half;
-        l.qlo = -half;
-        l.qhi = half - 1.0f;
-    } else {
-        l.qm = half - 1.0f;
-        l.qlo = -l.qm;
-        l.qhi = l.qm;
-    }
-    return l;
+    return sq_hd_code_range(c->kind == SQ_KIND_MINMAX, c->bits, c->levels == SQ_LEVELS_DEEPSPEED);
 }
 
-static int is_nonfinite(float x) { return (sq_bits_f32(x) & 0x7f800000u) == 0x7f800000u; }
 
 /* Group statistics. Both scans are integer max/min reductions over bit
 ** patterns, which vectorise (float max reductions do not, because of NaN), and
@@ -174,7 +153,7 @@ static void encode_group(const float *restrict x, uint64_t n, sq_group_params p,
 static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, uint64_t len,
                          const sq_rng_key *key, scratch *s, sq_qbuf *q)
 {
-    const levels lv = codec_levels(c);
+    const sq_code_range lv = codec_levels(c);
     const int sr = c->round == SQ_ROUND_SR;
     if (sr)
         sq_uniforms((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step,
@@ -194,7 +173,8 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
             if (sq_hd_minmax_params(lo, hi, lv.qm, (int)c->scale, &p) != 0) return SQ_ERR_RANGE;
             store_meta(q->offsets, gi, c->scale, p.lo);
         }
-        if (is_nonfinite(p.s)) return SQ_ERR_RANGE; /* a 16-bit scale overflowed */
+        /* a 16-bit scale that overflowed, or a grid that reaches past fp32 */
+        if (!sq_hd_grid_finite(&p, lv.qlo, lv.qhi)) return SQ_ERR_RANGE;
         store_meta(q->scales, gi, c->scale, p.s);
         encode_group(x, gl, p, sr, s->u + g0, lv.qlo, lv.qhi, s->code + g0);
     }
@@ -268,6 +248,16 @@ typedef struct job {
     float *out;             /* float output */
 } job;
 
+/* Whether any of x[0..len) is a NaN or an Inf. */
+SQ_MULTIVERSION
+static int any_nonfinite(const float *restrict x, uint64_t len)
+{
+    uint32_t bad = 0;
+    for (uint64_t j = 0; j < len; j++)
+        bad |= (sq_bits_f32(x[j]) & 0x7f800000u) == 0x7f800000u;
+    return bad != 0;
+}
+
 /* val = x (ref NULL) or x - ref, in fp32; returns whether any staged value is
 ** a NaN or an Inf (a difference that overflows counts as non-finite). */
 SQ_MULTIVERSION
@@ -292,30 +282,39 @@ static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
         if (jb->op == OP_QUANTIZE && !c->hadamard) /* nothing to stage */
             return quantize_tile(c, jb->x + start, start, len, jb->key, s, jb->qout);
         if (stage_values(jb->x + start, jb->op == OP_QUANTIZE_DIFF ? jb->ref + start : NULL,
-                         len, s->val))
+                         len, s->val)) {
+            /* finite x and ref whose difference overflows: a range problem */
+            if (jb->op == OP_QUANTIZE_DIFF && !any_nonfinite(jb->x + start, len) &&
+                !any_nonfinite(jb->ref + start, len))
+                return SQ_ERR_RANGE;
             return SQ_ERR_NONFINITE;
+        }
         if (!c->hadamard) return quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
         /* finite input that the transform takes beyond fp32 is a range
         ** problem, not the caller's bad data */
         sq_hadamard(s->val, len, c->hadamard);
         int rc = quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
         return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
+    /* The decoding operations write every value, then report any that is
+    ** not finite: metadata from a damaged file, or a sum past fp32. */
     case OP_DEQUANTIZE:
         decode_tile(c, jb->in, start, len, s, jb->out + start);
         if (c->hadamard) sq_hadamard_inverse(jb->out + start, len, c->hadamard);
-        return SQ_OK;
+        return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
     case OP_DEQUANTIZE_ADD:
         decode_tile(c, jb->in, start, len, s, s->val);
         if (c->hadamard) sq_hadamard_inverse(s->val, len, c->hadamard);
         for (uint64_t j = 0; j < len; j++) jb->out[start + j] = jb->ref[start + j] + s->val[j];
-        return SQ_OK;
-    case OP_SUM_REQUANT:
+        return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
+    case OP_SUM_REQUANT: {
         sum_tile(c, jb->in, jb->k, start, len, s, s->val);
-        return quantize_tile(jb->c_out, s->val, start, len, jb->key, s, jb->qout);
+        int rc = quantize_tile(jb->c_out, s->val, start, len, jb->key, s, jb->qout);
+        return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
+    }
     case OP_SUM:
         sum_tile(c, jb->in, jb->k, start, len, s, jb->out + start);
         if (c->hadamard) sq_hadamard_inverse(jb->out + start, len, c->hadamard);
-        return SQ_OK;
+        return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
     }
     return SQ_ERR_ARG;
 }

@@ -10,7 +10,7 @@ const char *sq_strerror(int status)
     case SQ_ERR_ARG: return "invalid argument (NULL buffer, k = 0 or a size that overflows)";
     case SQ_ERR_SPEC: return "invalid codec spec";
     case SQ_ERR_NONFINITE: return "non-finite input (NaN or Inf) cannot be quantized";
-    case SQ_ERR_RANGE: return "a group's range or scale does not fit its dtype";
+    case SQ_ERR_RANGE: return "a result does not fit fp32 (or a scale its 16-bit dtype)";
     case SQ_ERR_NOMEM: return "out of memory";
     case SQ_ERR_UNSUPPORTED: return "operation not supported by this backend";
     default: return "unknown error";

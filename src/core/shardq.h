@@ -38,7 +38,9 @@ typedef enum sq_status {
     SQ_ERR_ARG = -1,        /* a NULL pointer, a size that overflows, k = 0 ... */
     SQ_ERR_SPEC = -2,       /* a codec spec that is out of range */
     SQ_ERR_NONFINITE = -3,  /* the input holds NaN or +-Inf */
-    SQ_ERR_RANGE = -4,      /* a group's range or scale does not fit its dtype */
+    SQ_ERR_RANGE = -4,      /* finite values whose result does not fit fp32 (or
+                            ** a scale its 16-bit dtype), or decoded output that
+                            ** is not finite */
     SQ_ERR_NOMEM = -5,      /* an allocation failed */
     SQ_ERR_UNSUPPORTED = -6 /* the operation is not available on this backend */
 } sq_status;
@@ -133,8 +135,11 @@ sq_codec sq_codec_default(void);
 int sq_codec_validate(const sq_codec *c);
 
 /* Parses "key=value,key=value" into *out, starting from the defaults; every
-** key is optional. On failure returns SQ_ERR_SPEC and, when err is not NULL,
-** writes a sentence naming the key or value at fault into err[0..errlen). */
+** key is optional (so "" is the default codec) and may appear once. On
+** failure returns SQ_ERR_SPEC (unknown key, value out of range, a repeated
+** key, an invalid combination such as kind=minmax,levels=deepspeed) and, when
+** err is not NULL, writes a sentence naming the key or value at fault into
+** err[0..errlen). text == NULL or out == NULL gives SQ_ERR_ARG. */
 int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen);
 
 /* Writes the canonical form (every key, fixed order) into buf and returns the
@@ -193,7 +198,7 @@ void sq_unpack_signed(const uint8_t *in, uint64_t n, int bits, int8_t *codes);
 ** (h a power of two, 2..1024; a final partial block is left as it is):
 ** the unnormalised Sylvester transform, butterfly stages of stride 1, 2, ...,
 ** h/2, each (a, b) -> (a + b, a - b). The inverse is the same transform
-** followed by a multiplication by 1/h. */
+** followed by a multiplication by 1/h. Any other h gives SQ_ERR_ARG. */
 int sq_hadamard(float *x, uint64_t n, int h);
 int sq_hadamard_inverse(float *x, uint64_t n, int h);
 
@@ -203,9 +208,22 @@ int sq_hadamard_inverse(float *x, uint64_t n, int h);
 /*
 ** Each works over a flat buffer of n elements and runs in parallel over
 ** groups (OpenMP); the bytes never depend on the thread count. key is used by
-** stochastic rounding only and may be NULL for RTN codecs. Non-finite input
-** gives SQ_ERR_NONFINITE; a min-max group whose range overflows fp32, or a
-** scale that overflows a 16-bit scale dtype, gives SQ_ERR_RANGE.
+** stochastic rounding only and may be NULL for RTN codecs; an SR codec with
+** key NULL, or a key with worker >= 2^24 or site > 255, gives SQ_ERR_ARG.
+**
+** Non-finite values are never quantized and never produced silently:
+**   - NaN or +-Inf in x (or ref) gives SQ_ERR_NONFINITE;
+**   - finite input whose result leaves fp32 gives SQ_ERR_RANGE: x - ref or the
+**     Hadamard transform overflows, a min-max range hi - lo overflows, a scale
+**     or offset overflows its 16-bit dtype, or a group near FLT_MAX whose
+**     rounded scale would decode its extreme code to +-Inf;
+**   - the decoding operations write every value and then give SQ_ERR_RANGE if
+**     any is not finite (metadata from a damaged file, a sum past fp32).
+** A scale that underflows to 0 in fp16 is not an error: its group decodes to
+** zeros. An all-zero group has scale 1 and decodes to zeros; a min-max
+** group with max = min has scale 1 and decodes to its offset (exactly, with
+** fp32 offsets), as does one whose offset, rounded to a 16-bit dtype, lies
+** above its maximum.
 **
 ** Hadamard: when c->hadamard is set, quantize and quantize_diff transform the
 ** values before quantizing, dequantize, dequantize_add and dequant_sum apply

@@ -131,6 +131,32 @@ SQ_HD void sq_hd_uniform4(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint3
 #define SQ_TINY 5.421010862427522e-20f  /* 2^-64 */
 #define SQ_LIFT 1.8446744073709552e+19f /* 2^64 */
 
+/* The codes of a codec: [qlo, qhi], and qm, the numerator of the group
+** multiplier (m = qm / absmax for sym, qm / (hi - lo) for minmax). */
+typedef struct sq_code_range {
+    float qm, qlo, qhi;
+} sq_code_range;
+
+SQ_HD sq_code_range sq_hd_code_range(int minmax, int bits, int deepspeed)
+{
+    sq_code_range l;
+    float half = (float)(1 << (bits - 1));
+    if (minmax) {         /* L = 2^b - 1, codes 0..L */
+        l.qm = 2.0f * half - 1.0f;
+        l.qlo = 0.0f;
+        l.qhi = l.qm;
+    } else if (deepspeed) { /* 2^(b-1), codes -2^(b-1)..2^(b-1) - 1 */
+        l.qm = half;
+        l.qlo = -half;
+        l.qhi = half - 1.0f;
+    } else {              /* qmax = 2^(b-1) - 1, codes -qmax..qmax */
+        l.qm = half - 1.0f;
+        l.qlo = -l.qm;
+        l.qhi = l.qm;
+    }
+    return l;
+}
+
 /* What quantizing one group needs: v = (x - lo) * lift * m. */
 typedef struct sq_group_params {
     float m;    /* multiplier (already divided by lift) */
@@ -180,6 +206,15 @@ SQ_HD int sq_hd_minmax_params(float lo, float hi, float L, int dtype, sq_group_p
     p->m = L / (r * p->lift);
     p->s = sq_hd_round_scale(r / L, dtype);
     return 0;
+}
+
+/* Whether every value the group can decode to is finite: a finite group
+** near FLT_MAX can have a rounded-up scale with qhi * s (or lo + L * s) past
+** fp32, and such a group is refused rather than decoded to an infinity. */
+SQ_HD int sq_hd_grid_finite(const sq_group_params *p, float qlo, float qhi)
+{
+    float a = p->lo + qlo * p->s, b = p->lo + qhi * p->s;
+    return a - a == 0.0f && b - b == 0.0f;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1,6 +1,5 @@
 /*
-** npy.c -- the .npy reader and writer, raw float32 input, and the safe file
-** replacement that the writers share. See npy.h.
+** npy.c -- the .npy reader and writer, and raw float32 input. See npy.h.
 **
 ** The .npy format (NumPy's numpy/lib/format.py documents it): the magic
 ** "\x93NUMPY", a major and a minor version byte, the header length (2 bytes
@@ -9,18 +8,16 @@
 ** padded with spaces and ended by a newline, then the raw data.
 */
 #include "trace/npy.h"
+#include "trace/wfile.h"
 #include "shardq.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -36,18 +33,6 @@
 #define CHUNK_BYTES ((size_t)1 << 20)
 
 static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *sq_npy_dtype_name(sq_npy_dtype d)
 {
@@ -180,7 +165,7 @@ static int parse_string(hparser *p, const char *what, char *out, size_t cap)
 {
     char ex[40];
     if (p->i >= p->len || (p->s[p->i] != '\'' && p->s[p->i] != '"')) {
-        set_err(p->err, p->errlen, "%s: %s: expected a quoted string, found %s", p->path, what,
+        sq_set_err(p->err, p->errlen, "%s: %s: expected a quoted string, found %s", p->path, what,
                 excerpt(p, p->i, ex, sizeof ex));
         return -1;
     }
@@ -189,20 +174,20 @@ static int parse_string(hparser *p, const char *what, char *out, size_t cap)
     while (p->i < p->len && p->s[p->i] != q) {
         unsigned char c = (unsigned char)p->s[p->i];
         if (c == '\\' || c < 0x20 || c >= 0x7f) {
-            set_err(p->err, p->errlen,
+            sq_set_err(p->err, p->errlen,
                     "%s: %s: unsupported character in a string (escape or non-ASCII)", p->path,
                     what);
             return -1;
         }
         if (k + 1 >= cap) {
-            set_err(p->err, p->errlen, "%s: %s: string too long", p->path, what);
+            sq_set_err(p->err, p->errlen, "%s: %s: string too long", p->path, what);
             return -1;
         }
         out[k++] = (char)c;
         p->i++;
     }
     if (p->i >= p->len) {
-        set_err(p->err, p->errlen, "%s: %s: unterminated string", p->path, what);
+        sq_set_err(p->err, p->errlen, "%s: %s: unterminated string", p->path, what);
         return -1;
     }
     p->i++;
@@ -229,7 +214,7 @@ static int parse_bool(hparser *p, int *out)
         *out = 0;
         return 0;
     }
-    set_err(p->err, p->errlen, "%s: header field 'fortran_order': expected True or False, found %s",
+    sq_set_err(p->err, p->errlen, "%s: header field 'fortran_order': expected True or False, found %s",
             p->path, excerpt(p, start, ex, sizeof ex));
     return -1;
 }
@@ -240,7 +225,7 @@ static int parse_shape(hparser *p, uint64_t *shape, int *ndim)
     char ex[40];
     size_t start = p->i;
     if (p->i >= p->len || p->s[p->i] != '(') {
-        set_err(p->err, p->errlen,
+        sq_set_err(p->err, p->errlen,
                 "%s: header field 'shape': expected a tuple of non-negative integers, found %s",
                 p->path, excerpt(p, start, ex, sizeof ex));
         return -1;
@@ -250,19 +235,19 @@ static int parse_shape(hparser *p, uint64_t *shape, int *ndim)
     skip_ws(p);
     while (p->i < p->len && p->s[p->i] != ')') {
         if (p->s[p->i] == '-') {
-            set_err(p->err, p->errlen, "%s: header field 'shape': negative dimension %s", p->path,
+            sq_set_err(p->err, p->errlen, "%s: header field 'shape': negative dimension %s", p->path,
                     excerpt(p, p->i, ex, sizeof ex));
             return -1;
         }
         if (p->s[p->i] < '0' || p->s[p->i] > '9') {
-            set_err(p->err, p->errlen,
+            sq_set_err(p->err, p->errlen,
                     "%s: header field 'shape': expected an integer, found %s", p->path,
                     excerpt(p, p->i, ex, sizeof ex));
             return -1;
         }
         if (p->s[p->i] == '0' && p->i + 1 < p->len && p->s[p->i + 1] >= '0' &&
             p->s[p->i + 1] <= '9') {
-            set_err(p->err, p->errlen, "%s: header field 'shape': integer with a leading zero %s",
+            sq_set_err(p->err, p->errlen, "%s: header field 'shape': integer with a leading zero %s",
                     p->path, excerpt(p, p->i, ex, sizeof ex));
             return -1;
         }
@@ -270,7 +255,7 @@ static int parse_shape(hparser *p, uint64_t *shape, int *ndim)
         while (p->i < p->len && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
             unsigned dgt = (unsigned)(p->s[p->i] - '0');
             if (v > (UINT64_MAX - dgt) / 10) {
-                set_err(p->err, p->errlen,
+                sq_set_err(p->err, p->errlen,
                         "%s: header field 'shape': dimension %d does not fit 64 bits", p->path,
                         nd);
                 return -1;
@@ -280,7 +265,7 @@ static int parse_shape(hparser *p, uint64_t *shape, int *ndim)
         }
         if (p->i < p->len && p->s[p->i] == 'L') p->i++; /* Python 2 long */
         if (nd == SQ_NPY_MAXDIM) {
-            set_err(p->err, p->errlen, "%s: header field 'shape': more than %d dimensions",
+            sq_set_err(p->err, p->errlen, "%s: header field 'shape': more than %d dimensions",
                     p->path, SQ_NPY_MAXDIM);
             return -1;
         }
@@ -291,18 +276,18 @@ static int parse_shape(hparser *p, uint64_t *shape, int *ndim)
             p->i++;
             skip_ws(p);
         } else if (p->i < p->len && p->s[p->i] != ')') {
-            set_err(p->err, p->errlen, "%s: header field 'shape': expected ',' or ')', found %s",
+            sq_set_err(p->err, p->errlen, "%s: header field 'shape': expected ',' or ')', found %s",
                     p->path, excerpt(p, p->i, ex, sizeof ex));
             return -1;
         }
     }
     if (p->i >= p->len) {
-        set_err(p->err, p->errlen, "%s: header field 'shape': unterminated tuple", p->path);
+        sq_set_err(p->err, p->errlen, "%s: header field 'shape': unterminated tuple", p->path);
         return -1;
     }
     p->i++; /* ')' */
     if (nd == 1 && commas == 0) {
-        set_err(p->err, p->errlen,
+        sq_set_err(p->err, p->errlen,
                 "%s: header field 'shape': (%llu) is not a tuple (a 1-d shape is written (%llu,))",
                 p->path, (unsigned long long)shape[0], (unsigned long long)shape[0]);
         return -1;
@@ -318,7 +303,7 @@ static int parse_header(hparser *p, sq_npy *out)
     char descr[64] = "";
     skip_ws(p);
     if (p->i >= p->len || p->s[p->i] != '{') {
-        set_err(p->err, p->errlen, "%s: header: expected a dictionary '{...}', found %s", p->path,
+        sq_set_err(p->err, p->errlen, "%s: header: expected a dictionary '{...}', found %s", p->path,
                 excerpt(p, p->i, ex, sizeof ex));
         return -1;
     }
@@ -330,7 +315,7 @@ static int parse_header(hparser *p, sq_npy *out)
         if (parse_string(p, "header key", key, sizeof key)) return -1;
         skip_ws(p);
         if (p->i >= p->len || p->s[p->i] != ':') {
-            set_err(p->err, p->errlen, "%s: header field '%s': expected ':', found %s", p->path,
+            sq_set_err(p->err, p->errlen, "%s: header field '%s': expected ':', found %s", p->path,
                     key, excerpt(p, p->i, ex, sizeof ex));
             return -1;
         }
@@ -344,13 +329,13 @@ static int parse_header(hparser *p, sq_npy *out)
         else if (strcmp(key, "shape") == 0)
             seen = &have_shape;
         else {
-            set_err(p->err, p->errlen,
+            sq_set_err(p->err, p->errlen,
                     "%s: header: unknown key '%s' (expected 'descr', 'fortran_order', 'shape')",
                     p->path, key);
             return -1;
         }
         if (*seen) {
-            set_err(p->err, p->errlen, "%s: header field '%s': given twice", p->path, key);
+            sq_set_err(p->err, p->errlen, "%s: header field '%s': given twice", p->path, key);
             return -1;
         }
         *seen = 1;
@@ -367,21 +352,21 @@ static int parse_header(hparser *p, sq_npy *out)
             continue;
         }
         if (p->i < p->len && p->s[p->i] == '}') break;
-        set_err(p->err, p->errlen, "%s: header field '%s': expected ',' or '}' after it, found %s",
+        sq_set_err(p->err, p->errlen, "%s: header field '%s': expected ',' or '}' after it, found %s",
                 p->path, key, excerpt(p, p->i, ex, sizeof ex));
         return -1;
     }
     p->i++; /* '}' */
     skip_ws(p);
     if (p->i < p->len) {
-        set_err(p->err, p->errlen, "%s: header: unexpected text after the dictionary: %s",
+        sq_set_err(p->err, p->errlen, "%s: header: unexpected text after the dictionary: %s",
                 p->path, excerpt(p, p->i, ex, sizeof ex));
         return -1;
     }
     const char *missing = !have_descr ? "descr" : !have_fortran ? "fortran_order"
                           : !have_shape ? "shape" : NULL;
     if (missing) {
-        set_err(p->err, p->errlen, "%s: header field '%s': missing", p->path, missing);
+        sq_set_err(p->err, p->errlen, "%s: header field '%s': missing", p->path, missing);
         return -1;
     }
     if (strcmp(descr, "<f4") == 0)
@@ -391,13 +376,13 @@ static int parse_header(hparser *p, sq_npy *out)
     else if (strcmp(descr, "<f2") == 0)
         out->dtype = SQ_NPY_F2;
     else {
-        set_err(p->err, p->errlen,
+        sq_set_err(p->err, p->errlen,
                 "%s: header field 'descr': unsupported dtype '%s' (shardq reads <f4, <f8, <f2)",
                 p->path, descr);
         return -1;
     }
     if (fortran) {
-        set_err(p->err, p->errlen,
+        sq_set_err(p->err, p->errlen,
                 "%s: header field 'fortran_order': True is not supported (write the array in "
                 "C order, e.g. numpy.ascontiguousarray)",
                 p->path);
@@ -412,7 +397,7 @@ static int parse_header(hparser *p, sq_npy *out)
     else
         for (int d = 0; d < out->ndim; d++) {
             if (n > UINT64_MAX / out->shape[d]) {
-                set_err(p->err, p->errlen, "%s: header field 'shape': product overflows",
+                sq_set_err(p->err, p->errlen, "%s: header field 'shape': product overflows",
                         p->path);
                 return -1;
             }
@@ -420,7 +405,7 @@ static int parse_header(hparser *p, sq_npy *out)
         }
     uint64_t limit = (uint64_t)(SIZE_MAX < UINT64_MAX ? SIZE_MAX : UINT64_MAX) / 8;
     if (n > limit) {
-        set_err(p->err, p->errlen, "%s: header field 'shape': product overflows", p->path);
+        sq_set_err(p->err, p->errlen, "%s: header field 'shape': product overflows", p->path);
         return -1;
     }
     out->n = n;
@@ -447,7 +432,7 @@ static int open_src(const char *path, src *s, char *err, size_t errlen)
 {
     s->f = fopen(path, "rb");
     if (!s->f) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
@@ -455,7 +440,7 @@ static int open_src(const char *path, src *s, char *err, size_t errlen)
     s->size = 0;
     if (fstat(fileno(s->f), &st) == 0) {
         if (S_ISDIR(st.st_mode)) {
-            set_err(err, errlen, "%s: is a directory", path);
+            sq_set_err(err, errlen, "%s: is a directory", path);
             fclose(s->f);
             return -1;
         }
@@ -470,7 +455,7 @@ static int open_src(const char *path, src *s, char *err, size_t errlen)
 static int read_error(FILE *f, const char *path, char *err, size_t errlen)
 {
     if (ferror(f)) {
-        set_err(err, errlen, "%s: read error: %s", path, strerror(errno ? errno : EIO));
+        sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno ? errno : EIO));
         return 1;
     }
     return 0;
@@ -487,12 +472,12 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
     if (s->sized) {
         uint64_t have = s->size > offset ? s->size - offset : 0;
         if (have < want) {
-            set_err(err, errlen, "%s: data truncated: header promises %llu bytes of %s, file has %llu",
+            sq_set_err(err, errlen, "%s: data truncated: header promises %llu bytes of %s, file has %llu",
                     path, (unsigned long long)want, dname, (unsigned long long)have);
             return -1;
         }
         if (have > want) {
-            set_err(err, errlen,
+            sq_set_err(err, errlen,
                     "%s: %llu bytes of trailing data after the %llu bytes of %s the header promises",
                     path, (unsigned long long)(have - want), (unsigned long long)want, dname);
             return -1;
@@ -500,7 +485,7 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
     }
     out->data = malloc(out->n ? (size_t)out->n * sizeof(float) : 1);
     if (!out->data) {
-        set_err(err, errlen, "%s: out of memory for %llu values", path,
+        sq_set_err(err, errlen, "%s: out of memory for %llu values", path,
                 (unsigned long long)out->n);
         return -1;
     }
@@ -508,7 +493,7 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
     if (out->dtype != SQ_NPY_F4 || SQ_BIG_ENDIAN) {
         chunk = malloc(CHUNK_BYTES);
         if (!chunk) {
-            set_err(err, errlen, "%s: out of memory", path);
+            sq_set_err(err, errlen, "%s: out of memory", path);
             return -1;
         }
     }
@@ -526,7 +511,7 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
         if (got != count * isz) {
             free(chunk);
             if (read_error(s->f, path, err, errlen)) return -1;
-            set_err(err, errlen, "%s: data truncated: header promises %llu bytes of %s, file has %llu",
+            sq_set_err(err, errlen, "%s: data truncated: header promises %llu bytes of %s, file has %llu",
                     path, (unsigned long long)want, dname,
                     (unsigned long long)(done * isz + got));
             return -1;
@@ -542,7 +527,7 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
         while ((got = read_some(s->f, extra, sizeof extra)) > 0) more += got;
         if (read_error(s->f, path, err, errlen)) return -1;
         if (more) {
-            set_err(err, errlen,
+            sq_set_err(err, errlen,
                     "%s: %llu bytes of trailing data after the %llu bytes of %s the header promises",
                     path, (unsigned long long)more, (unsigned long long)want, dname);
             return -1;
@@ -556,7 +541,7 @@ int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
     if (!out) return -1;
     memset(out, 0, sizeof *out);
     if (!path) {
-        set_err(err, errlen, "(null): no file name");
+        sq_set_err(err, errlen, "(null): no file name");
         return -1;
     }
     src s;
@@ -567,20 +552,20 @@ int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
     size_t got = read_some(s.f, pre, 8);
     if (read_error(s.f, path, err, errlen)) goto done;
     if (got == 0) {
-        set_err(err, errlen, "%s: not a .npy file: the file is empty", path);
+        sq_set_err(err, errlen, "%s: not a .npy file: the file is empty", path);
         goto done;
     }
     if (got < 6 ? memcmp(pre, npy_magic, got) != 0 : memcmp(pre, npy_magic, 6) != 0) {
-        set_err(err, errlen, "%s: not a .npy file: bad magic string (expected \\x93NUMPY)", path);
+        sq_set_err(err, errlen, "%s: not a .npy file: bad magic string (expected \\x93NUMPY)", path);
         goto done;
     }
     if (got < 8) {
-        set_err(err, errlen, "%s: truncated header: the file ends after %zu bytes", path, got);
+        sq_set_err(err, errlen, "%s: truncated header: the file ends after %zu bytes", path, got);
         goto done;
     }
     int major = pre[6], minor = pre[7];
     if (major < 1 || major > 3 || minor != 0) {
-        set_err(err, errlen,
+        sq_set_err(err, errlen,
                 "%s: header field 'version': unsupported format version %d.%d (shardq reads 1.0, "
                 "2.0 and 3.0)",
                 path, major, minor);
@@ -590,33 +575,33 @@ int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
     got = read_some(s.f, pre + 8, lenbytes);
     if (got != lenbytes) {
         if (read_error(s.f, path, err, errlen)) goto done;
-        set_err(err, errlen, "%s: truncated header: the file ends in the header length field",
+        sq_set_err(err, errlen, "%s: truncated header: the file ends in the header length field",
                 path);
         goto done;
     }
     uint32_t hlen = major == 1 ? (uint32_t)(pre[8] | pre[9] << 8) : le32(pre + 8);
     uint64_t prefix = 8 + lenbytes;
     if (s.sized && prefix + hlen > s.size) {
-        set_err(err, errlen,
+        sq_set_err(err, errlen,
                 "%s: header field 'header_len': %u bytes go beyond the end of the file "
                 "(%llu bytes)",
                 path, hlen, (unsigned long long)s.size);
         goto done;
     }
     if (hlen > NPY_HEADER_MAX) {
-        set_err(err, errlen, "%s: header field 'header_len': %u bytes is absurd (limit %u)", path,
+        sq_set_err(err, errlen, "%s: header field 'header_len': %u bytes is absurd (limit %u)", path,
                 hlen, NPY_HEADER_MAX);
         goto done;
     }
     header = malloc((size_t)hlen + 1);
     if (!header) {
-        set_err(err, errlen, "%s: out of memory", path);
+        sq_set_err(err, errlen, "%s: out of memory", path);
         goto done;
     }
     got = read_some(s.f, header, hlen);
     if (got != hlen) {
         if (read_error(s.f, path, err, errlen)) goto done;
-        set_err(err, errlen,
+        sq_set_err(err, errlen,
                 "%s: truncated header: header length says %u bytes, the file ends after %zu",
                 path, hlen, got);
         goto done;
@@ -639,7 +624,7 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
     if (!out) return -1;
     memset(out, 0, sizeof *out);
     if (!path) {
-        set_err(err, errlen, "(null): no file name");
+        sq_set_err(err, errlen, "(null): no file name");
         return -1;
     }
     src s;
@@ -649,13 +634,13 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
     int rc = -1;
     if (s.sized) {
         if (s.size % 4) {
-            set_err(err, errlen,
+            sq_set_err(err, errlen,
                     "%s: raw float32 input: file size %llu is not a multiple of 4 bytes", path,
                     (unsigned long long)s.size);
             goto done;
         }
         if (s.size / 4 > (uint64_t)SIZE_MAX / sizeof(float)) {
-            set_err(err, errlen, "%s: raw float32 input: too large", path);
+            sq_set_err(err, errlen, "%s: raw float32 input: too large", path);
             goto done;
         }
         out->n = s.size / 4;
@@ -667,7 +652,7 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
         unsigned char *buf = malloc(cap);
         for (;;) {
             if (!buf) {
-                set_err(err, errlen, "%s: out of memory", path);
+                sq_set_err(err, errlen, "%s: out of memory", path);
                 goto done;
             }
             size_t got = read_some(s.f, buf + len, cap - len);
@@ -680,7 +665,7 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
         }
         if (read_error(s.f, path, err, errlen) || len % 4) {
             if (len % 4 && !ferror(s.f))
-                set_err(err, errlen,
+                sq_set_err(err, errlen,
                         "%s: raw float32 input: size %zu is not a multiple of 4 bytes", path, len);
             free(buf);
             goto done;
@@ -690,7 +675,7 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
         out->data = malloc(len ? len : 1);
         if (!out->data) {
             free(buf);
-            set_err(err, errlen, "%s: out of memory", path);
+            sq_set_err(err, errlen, "%s: out of memory", path);
             goto done;
         }
         convert_chunk(SQ_NPY_RAW_F4, buf, len / 4, out->data);
@@ -704,125 +689,6 @@ done:
 }
 
 /* ------------------------------------------------------------------------ */
-/* Safe replacement of a file                                               */
-/* ------------------------------------------------------------------------ */
-
-int sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen)
-{
-    memset(w, 0, sizeof *w);
-    if (!path || !*path) {
-        set_err(err, errlen, "empty output file name");
-        return -1;
-    }
-    w->path = strdup(path);
-    if (!w->path) {
-        set_err(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    struct stat st, lst;
-    int exists = stat(path, &st) == 0;
-    int link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
-    if (exists && S_ISDIR(st.st_mode)) {
-        set_err(err, errlen, "%s: is a directory", path);
-        goto fail;
-    }
-    if (link || (exists && !S_ISREG(st.st_mode))) {
-        /* A device or a pipe cannot be replaced by rename, and a symbolic
-        ** link (/dev/stdout, a link into a data store) must stay one: write
-        ** through it, in place. */
-        w->f = fopen(path, "wb");
-        if (!w->f) {
-            set_err(err, errlen, "%s: cannot open for writing: %s", path, strerror(errno));
-            goto fail;
-        }
-        return 0;
-    }
-    size_t tlen = strlen(path) + 48;
-    w->tmp = malloc(tlen);
-    if (!w->tmp) {
-        set_err(err, errlen, "%s: out of memory", path);
-        goto fail;
-    }
-    static unsigned counter;
-    int fd = -1;
-    for (int tries = 0; tries < 100 && fd < 0; tries++) {
-        snprintf(w->tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-        fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-        goto fail;
-    }
-    /* Keep the permissions of the file we replace. */
-    if (exists) (void)fchmod(fd, st.st_mode & 07777);
-    w->f = fdopen(fd, "wb");
-    if (!w->f) {
-        set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-        close(fd);
-        unlink(w->tmp);
-        goto fail;
-    }
-    return 0;
-fail:
-    free(w->tmp);
-    free(w->path);
-    memset(w, 0, sizeof *w);
-    return -1;
-}
-
-void sq_wfile_write(sq_wfile *w, const void *buf, size_t len)
-{
-    if (!w->f || w->err_no || !len) return;
-    errno = 0;
-    if (fwrite(buf, 1, len, w->f) != len) w->err_no = errno ? errno : EIO;
-}
-
-static void wfile_release(sq_wfile *w)
-{
-    free(w->tmp);
-    free(w->path);
-    memset(w, 0, sizeof *w);
-}
-
-void sq_wfile_abort(sq_wfile *w)
-{
-    if (!w || !w->path) return;
-    if (w->f) fclose(w->f);
-    if (w->tmp) unlink(w->tmp);
-    wfile_release(w);
-}
-
-int sq_wfile_commit(sq_wfile *w, char *err, size_t errlen)
-{
-    if (!w || !w->path || !w->f) {
-        set_err(err, errlen, "internal error: output file not open");
-        return -1;
-    }
-    int e = w->err_no;
-    errno = 0;
-    if (fflush(w->f) != 0 && !e) e = errno ? errno : EIO;
-    if (w->tmp && !e && fsync(fileno(w->f)) != 0) e = errno;
-    errno = 0;
-    if (fclose(w->f) != 0 && !e) e = errno ? errno : EIO;
-    w->f = NULL;
-    if (e) {
-        set_err(err, errlen, "%s: write failed: %s", w->path, strerror(e));
-        if (w->tmp) unlink(w->tmp);
-        wfile_release(w);
-        return -1;
-    }
-    if (w->tmp && rename(w->tmp, w->path) != 0) {
-        set_err(err, errlen, "%s: cannot replace it: %s", w->path, strerror(errno));
-        unlink(w->tmp);
-        wfile_release(w);
-        return -1;
-    }
-    wfile_release(w);
-    return 0;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Writing                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -831,7 +697,7 @@ int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, in
 {
     const char *name = path ? path : "(null)";
     if (ndim < 0 || ndim > SQ_NPY_MAXDIM || (ndim > 0 && !shape)) {
-        set_err(err, errlen, "%s: shape: %d dimensions (0 to %d allowed)", name, ndim,
+        sq_set_err(err, errlen, "%s: shape: %d dimensions (0 to %d allowed)", name, ndim,
                 SQ_NPY_MAXDIM);
         return -1;
     }
@@ -840,18 +706,18 @@ int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, in
     for (int d = 0; d < ndim; d++) zero |= shape[d] == 0;
     for (int d = 0; d < ndim && !zero; d++) {
         if (n > UINT64_MAX / shape[d]) {
-            set_err(err, errlen, "%s: shape: product overflows", name);
+            sq_set_err(err, errlen, "%s: shape: product overflows", name);
             return -1;
         }
         n *= shape[d];
     }
     if (zero) n = 0;
     if (n > (uint64_t)SIZE_MAX / sizeof(float)) {
-        set_err(err, errlen, "%s: shape: product overflows", name);
+        sq_set_err(err, errlen, "%s: shape: product overflows", name);
         return -1;
     }
     if (n && !x) {
-        set_err(err, errlen, "%s: no data", name);
+        sq_set_err(err, errlen, "%s: no data", name);
         return -1;
     }
     /* The header: magic, version 1.0, length, dict, spaces, newline; the
@@ -867,7 +733,7 @@ int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, in
     size_t hlen = total - 10;
     unsigned char *head = malloc(total);
     if (!head) {
-        set_err(err, errlen, "%s: out of memory", name);
+        sq_set_err(err, errlen, "%s: out of memory", name);
         return -1;
     }
     memcpy(head, npy_magic, 6);

@@ -14,11 +14,8 @@
 **   "x.npy: header field 'shape': product overflows"
 **   "x.npy: data truncated: header promises 4000 bytes of <f4, file has 3990"
 **
-** Writes go to a temporary file beside the target that is renamed over it
-** only once everything is written and synced, so a failed write never leaves
-** a half-written file behind nor damages an existing one. A target that exists
-** and is not a regular file (a device, a pipe), or is a symbolic link
-** (/dev/stdout), is written directly, in place.
+** Writes go through sq_wfile (wfile.h): a failed write never leaves a
+** half-written file behind nor damages an existing one.
 */
 #ifndef SQ_TRACE_NPY_H
 #define SQ_TRACE_NPY_H
@@ -72,27 +69,6 @@ int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, in
 
 /* Formats a shape as "[1024, 3]" ("[]" for a scalar) into buf, like snprintf. */
 int sq_npy_shape_str(const uint64_t *shape, int ndim, char *buf, size_t len);
-
-/* ------------------------------------------------------------------------ */
-/* Safe replacement of a file (used by the .npy and safetensors writers)    */
-/* ------------------------------------------------------------------------ */
-
-/* sq_wfile_open creates a temporary file beside path (or opens path itself
-** when it exists and is not a regular file, or is a symbolic link); sq_wfile_write appends bytes
-** (a failure is remembered and reported by commit); sq_wfile_commit flushes,
-** syncs, closes and renames it over path; sq_wfile_abort throws it away.
-** After open succeeds, exactly one of commit or abort must be called. */
-typedef struct sq_wfile {
-    FILE *f;
-    char *path;   /* the target */
-    char *tmp;    /* the temporary file, NULL when writing directly */
-    int err_no;   /* the first errno of a failed write, 0 when none */
-} sq_wfile;
-
-int  sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen);
-void sq_wfile_write(sq_wfile *w, const void *buf, size_t len);
-int  sq_wfile_commit(sq_wfile *w, char *err, size_t errlen);
-void sq_wfile_abort(sq_wfile *w);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 */
 #include "trace/safetensors.h"
 #include "trace/npy.h"
+#include "trace/wfile.h"
 
 #include <cjson/cJSON.h>
 
@@ -14,18 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static const struct {
     const char *name;
@@ -143,13 +132,13 @@ int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_
 {
     const char *fname = path ? path : "(null)";
     if ((nt && !t) || (nm && !m)) {
-        set_err(err, errlen, "%s: no tensors or metadata given", fname);
+        sq_set_err(err, errlen, "%s: no tensors or metadata given", fname);
         return -1;
     }
     uint64_t *bytes = malloc((nt ? nt : 1) * sizeof *bytes);
     sbuf b = {0};
     if (!bytes) {
-        set_err(err, errlen, "%s: out of memory", fname);
+        sq_set_err(err, errlen, "%s: out of memory", fname);
         return -1;
     }
     sb_puts(&b, "{");
@@ -157,12 +146,12 @@ int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_
         sb_puts(&b, "\"__metadata__\":{");
         for (size_t i = 0; i < nm; i++) {
             if (!m[i].key || !m[i].value) {
-                set_err(err, errlen, "%s: __metadata__ entry %zu: NULL key or value", fname, i);
+                sq_set_err(err, errlen, "%s: __metadata__ entry %zu: NULL key or value", fname, i);
                 goto fail;
             }
             for (size_t j = 0; j < i; j++)
                 if (strcmp(m[i].key, m[j].key) == 0) {
-                    set_err(err, errlen, "%s: __metadata__ '%s': given twice", fname, m[i].key);
+                    sq_set_err(err, errlen, "%s: __metadata__ '%s': given twice", fname, m[i].key);
                     goto fail;
                 }
             if (i) sb_puts(&b, ",");
@@ -176,35 +165,35 @@ int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_
     for (size_t i = 0; i < nt; i++) {
         const char *name = t[i].name;
         if (!name || !*name || strcmp(name, "__metadata__") == 0) {
-            set_err(err, errlen, "%s: tensor %zu: invalid name '%s'", fname, i,
+            sq_set_err(err, errlen, "%s: tensor %zu: invalid name '%s'", fname, i,
                     name ? name : "(null)");
             goto fail;
         }
         for (size_t j = 0; j < i; j++)
             if (strcmp(name, t[j].name) == 0) {
-                set_err(err, errlen, "%s: tensor '%s': name given twice", fname, name);
+                sq_set_err(err, errlen, "%s: tensor '%s': name given twice", fname, name);
                 goto fail;
             }
         size_t isz = sq_st_dtype_size(t[i].dtype);
         if (!isz) {
-            set_err(err, errlen, "%s: tensor '%s': field 'dtype': unknown dtype %d", fname, name,
+            sq_set_err(err, errlen, "%s: tensor '%s': field 'dtype': unknown dtype %d", fname, name,
                     (int)t[i].dtype);
             goto fail;
         }
         if (t[i].ndim < 0 || t[i].ndim > SQ_ST_MAXDIM) {
-            set_err(err, errlen, "%s: tensor '%s': field 'shape': %d dimensions", fname, name,
+            sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': %d dimensions", fname, name,
                     t[i].ndim);
             goto fail;
         }
         uint64_t nelem;
         if (tensor_bytes(t[i].shape, t[i].ndim, isz, &nelem, &bytes[i]) ||
             bytes[i] > UINT64_MAX - off || bytes[i] > SIZE_MAX) {
-            set_err(err, errlen, "%s: tensor '%s': field 'shape': product overflows", fname,
+            sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': product overflows", fname,
                     name);
             goto fail;
         }
         if (bytes[i] && !t[i].data) {
-            set_err(err, errlen, "%s: tensor '%s': no data", fname, name);
+            sq_set_err(err, errlen, "%s: tensor '%s': no data", fname, name);
             goto fail;
         }
         sb_puts(&b, b.len > 1 ? "," : "");
@@ -219,7 +208,7 @@ int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_
     sb_puts(&b, "}");
     while (!b.oom && b.len % 8) sb_puts(&b, " ");
     if (b.oom) {
-        set_err(err, errlen, "%s: out of memory", fname);
+        sq_set_err(err, errlen, "%s: out of memory", fname);
         goto fail;
     }
     unsigned char len8[8];
@@ -303,7 +292,7 @@ static int parse_tensor(const char *path, const cJSON *item, sq_st_entry *e, cha
 {
     const char *name = item->string;
     if (!cJSON_IsObject(item)) {
-        set_err(err, errlen, "%s: tensor '%s': expected an object with dtype, shape, data_offsets",
+        sq_set_err(err, errlen, "%s: tensor '%s': expected an object with dtype, shape, data_offsets",
                 path, name);
         return -1;
     }
@@ -314,13 +303,13 @@ static int parse_tensor(const char *path, const cJSON *item, sq_st_entry *e, cha
                              : strcmp(f->string, "data_offsets") == 0 ? &offs
                                                                        : NULL;
         if (!slot) {
-            set_err(err, errlen,
+            sq_set_err(err, errlen,
                     "%s: tensor '%s': unknown field '%s' (expected dtype, shape, data_offsets)",
                     path, name, f->string);
             return -1;
         }
         if (*slot) {
-            set_err(err, errlen, "%s: tensor '%s': field '%s': given twice", path, name,
+            sq_set_err(err, errlen, "%s: tensor '%s': field '%s': given twice", path, name,
                     f->string);
             return -1;
         }
@@ -328,12 +317,12 @@ static int parse_tensor(const char *path, const cJSON *item, sq_st_entry *e, cha
     }
     const char *missing = !dtype ? "dtype" : !shape ? "shape" : !offs ? "data_offsets" : NULL;
     if (missing) {
-        set_err(err, errlen, "%s: tensor '%s': field '%s': missing", path, name, missing);
+        sq_set_err(err, errlen, "%s: tensor '%s': field '%s': missing", path, name, missing);
         return -1;
     }
     int dt = cJSON_IsString(dtype) ? sq_st_dtype_parse(dtype->valuestring) : -1;
     if (dt < 0) {
-        set_err(err, errlen, "%s: tensor '%s': field 'dtype': unknown dtype %s%s%s", path, name,
+        sq_set_err(err, errlen, "%s: tensor '%s': field 'dtype': unknown dtype %s%s%s", path, name,
                 cJSON_IsString(dtype) ? "'" : "(not a string)",
                 cJSON_IsString(dtype) ? dtype->valuestring : "",
                 cJSON_IsString(dtype) ? "'" : "");
@@ -341,19 +330,19 @@ static int parse_tensor(const char *path, const cJSON *item, sq_st_entry *e, cha
     }
     e->dtype = (sq_st_dtype)dt;
     if (!cJSON_IsArray(shape)) {
-        set_err(err, errlen, "%s: tensor '%s': field 'shape': expected an array of integers",
+        sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': expected an array of integers",
                 path, name);
         return -1;
     }
     int nd = 0;
     for (const cJSON *d = shape->child; d; d = d->next, nd++) {
         if (nd == SQ_ST_MAXDIM) {
-            set_err(err, errlen, "%s: tensor '%s': field 'shape': more than %d dimensions", path,
+            sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': more than %d dimensions", path,
                     name, SQ_ST_MAXDIM);
             return -1;
         }
         if (json_uint(d, &e->shape[nd])) {
-            set_err(err, errlen,
+            sq_set_err(err, errlen,
                     "%s: tensor '%s': field 'shape': entry %d is not a non-negative integer",
                     path, name, nd);
             return -1;
@@ -362,26 +351,26 @@ static int parse_tensor(const char *path, const cJSON *item, sq_st_entry *e, cha
     e->ndim = nd;
     uint64_t bytes;
     if (tensor_bytes(e->shape, nd, sq_st_dtype_size(e->dtype), &e->nelem, &bytes)) {
-        set_err(err, errlen, "%s: tensor '%s': field 'shape': product overflows", path, name);
+        sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': product overflows", path, name);
         return -1;
     }
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
         json_uint(offs->child, &e->begin) || json_uint(offs->child->next, &e->end)) {
-        set_err(err, errlen,
+        sq_set_err(err, errlen,
                 "%s: tensor '%s': field 'data_offsets': expected [begin, end], two non-negative "
                 "integers",
                 path, name);
         return -1;
     }
     if (e->begin > e->end) {
-        set_err(err, errlen, "%s: tensor '%s': field 'data_offsets': begin %llu > end %llu", path,
+        sq_set_err(err, errlen, "%s: tensor '%s': field 'data_offsets': begin %llu > end %llu", path,
                 name, (unsigned long long)e->begin, (unsigned long long)e->end);
         return -1;
     }
     if (bytes != e->end - e->begin) {
         char sh[96];
         sq_npy_shape_str(e->shape, e->ndim, sh, sizeof sh);
-        set_err(err, errlen,
+        sq_set_err(err, errlen,
                 "%s: tensor '%s': field 'shape': %s of %s is %llu bytes, but data_offsets "
                 "[%llu, %llu] span %llu",
                 path, name, sh, sq_st_dtype_name(e->dtype), (unsigned long long)bytes,
@@ -401,25 +390,25 @@ static int parse_header(const char *path, const char *hdr, sq_st_file *f, char *
     cJSON *root = cJSON_ParseWithOpts(hdr, &end, 1);
     if (!root) {
         size_t at = end && end >= hdr ? (size_t)(end - hdr) : 0;
-        set_err(err, errlen, "%s: header: invalid JSON near byte %zu of the header", path, at);
+        sq_set_err(err, errlen, "%s: header: invalid JSON near byte %zu of the header", path, at);
         return -1;
     }
     int rc = -1;
     if (!cJSON_IsObject(root)) {
-        set_err(err, errlen, "%s: header: the JSON is not an object", path);
+        sq_set_err(err, errlen, "%s: header: the JSON is not an object", path);
         goto done;
     }
     size_t count = (size_t)cJSON_GetArraySize(root);
     f->tensors = calloc(count ? count : 1, sizeof *f->tensors);
     if (!f->tensors) {
-        set_err(err, errlen, "%s: out of memory", path);
+        sq_set_err(err, errlen, "%s: out of memory", path);
         goto done;
     }
     const cJSON *meta = NULL;
     for (const cJSON *it = root->child; it; it = it->next) {
         if (strcmp(it->string, "__metadata__") == 0) {
             if (meta) {
-                set_err(err, errlen, "%s: __metadata__: given twice", path);
+                sq_set_err(err, errlen, "%s: __metadata__: given twice", path);
                 goto done;
             }
             meta = it;
@@ -428,7 +417,7 @@ static int parse_header(const char *path, const char *hdr, sq_st_file *f, char *
         sq_st_entry *e = &f->tensors[f->ntensors];
         e->name = strdup(it->string);
         if (!e->name) {
-            set_err(err, errlen, "%s: out of memory", path);
+            sq_set_err(err, errlen, "%s: out of memory", path);
             goto done;
         }
         f->ntensors++;
@@ -436,30 +425,30 @@ static int parse_header(const char *path, const char *hdr, sq_st_file *f, char *
     }
     if (meta) {
         if (!cJSON_IsObject(meta)) {
-            set_err(err, errlen, "%s: __metadata__: expected an object of strings", path);
+            sq_set_err(err, errlen, "%s: __metadata__: expected an object of strings", path);
             goto done;
         }
         size_t nm = (size_t)cJSON_GetArraySize(meta);
         f->meta = calloc(nm ? nm : 1, sizeof *f->meta);
         if (!f->meta) {
-            set_err(err, errlen, "%s: out of memory", path);
+            sq_set_err(err, errlen, "%s: out of memory", path);
             goto done;
         }
         for (const cJSON *kv = meta->child; kv; kv = kv->next) {
             if (!cJSON_IsString(kv)) {
-                set_err(err, errlen, "%s: __metadata__ '%s': value is not a string", path,
+                sq_set_err(err, errlen, "%s: __metadata__ '%s': value is not a string", path,
                         kv->string);
                 goto done;
             }
             if (sq_st_meta_get(f, kv->string)) {
-                set_err(err, errlen, "%s: __metadata__ '%s': given twice", path, kv->string);
+                sq_set_err(err, errlen, "%s: __metadata__ '%s': given twice", path, kv->string);
                 goto done;
             }
             char *k = strdup(kv->string), *v = strdup(kv->valuestring);
             if (!k || !v) {
                 free(k);
                 free(v);
-                set_err(err, errlen, "%s: out of memory", path);
+                sq_set_err(err, errlen, "%s: out of memory", path);
                 goto done;
             }
             f->meta[f->nmeta].key = k;
@@ -471,14 +460,14 @@ static int parse_header(const char *path, const char *hdr, sq_st_file *f, char *
     if (f->ntensors > 1) {
         const sq_st_entry **byname = malloc(f->ntensors * sizeof *byname);
         if (!byname) {
-            set_err(err, errlen, "%s: out of memory", path);
+            sq_set_err(err, errlen, "%s: out of memory", path);
             goto done;
         }
         for (size_t i = 0; i < f->ntensors; i++) byname[i] = &f->tensors[i];
         qsort(byname, f->ntensors, sizeof *byname, cmp_entry_names);
         for (size_t i = 1; i < f->ntensors; i++)
             if (strcmp(byname[i]->name, byname[i - 1]->name) == 0) {
-                set_err(err, errlen, "%s: tensor '%s': given twice", path, byname[i]->name);
+                sq_set_err(err, errlen, "%s: tensor '%s': given twice", path, byname[i]->name);
                 free(byname);
                 goto done;
             }
@@ -498,7 +487,7 @@ static int check_layout(const char *path, sq_st_file *f, char *err, size_t errle
     for (size_t i = 0; i < f->ntensors; i++) {
         sq_st_entry *e = &f->tensors[i];
         if (e->end > f->data_len) {
-            set_err(err, errlen,
+            sq_set_err(err, errlen,
                     "%s: tensor '%s': field 'data_offsets': end %llu beyond the data section "
                     "(%llu bytes)",
                     path, e->name, (unsigned long long)e->end, (unsigned long long)f->data_len);
@@ -509,7 +498,7 @@ static int check_layout(const char *path, sq_st_file *f, char *err, size_t errle
         sq_st_entry *e = &f->tensors[i];
         if (e->begin < pos) {
             const sq_st_entry *p = &f->tensors[i - 1];
-            set_err(err, errlen,
+            sq_set_err(err, errlen,
                     "%s: tensor '%s': field 'data_offsets': [%llu, %llu] overlaps tensor '%s' "
                     "[%llu, %llu]",
                     path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
@@ -517,7 +506,7 @@ static int check_layout(const char *path, sq_st_file *f, char *err, size_t errle
             return -1;
         }
         if (e->begin > pos) {
-            set_err(err, errlen,
+            sq_set_err(err, errlen,
                     "%s: data section: bytes [%llu, %llu) belong to no tensor (before tensor "
                     "'%s')",
                     path, (unsigned long long)pos, (unsigned long long)e->begin, e->name);
@@ -526,7 +515,7 @@ static int check_layout(const char *path, sq_st_file *f, char *err, size_t errle
         pos = e->end;
     }
     if (pos != f->data_len) {
-        set_err(err, errlen,
+        sq_set_err(err, errlen,
                 "%s: data section: bytes [%llu, %llu) at its end belong to no tensor", path,
                 (unsigned long long)pos, (unsigned long long)f->data_len);
         return -1;
@@ -541,12 +530,12 @@ int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
     if (!out) return -1;
     memset(out, 0, sizeof *out);
     if (!path) {
-        set_err(err, errlen, "(null): no file name");
+        sq_set_err(err, errlen, "(null): no file name");
         return -1;
     }
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     int rc = -1, sized = 0;
@@ -555,7 +544,7 @@ int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
     struct stat st;
     if (fstat(fileno(fp), &st) == 0) {
         if (S_ISDIR(st.st_mode)) {
-            set_err(err, errlen, "%s: is a directory", path);
+            sq_set_err(err, errlen, "%s: is a directory", path);
             goto done;
         }
         if (S_ISREG(st.st_mode)) {
@@ -567,9 +556,9 @@ int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
     size_t got = fread(len8, 1, 8, fp);
     if (got != 8) {
         if (ferror(fp))
-            set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+            sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
         else
-            set_err(err, errlen,
+            sq_set_err(err, errlen,
                     "%s: not a safetensors file: %zu bytes, too short for the header length",
                     path, got);
         goto done;
@@ -577,43 +566,43 @@ int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
     uint64_t n = 0;
     for (int k = 0; k < 8; k++) n |= (uint64_t)len8[k] << (8 * k);
     if (sized && n > fsize - 8) {
-        set_err(err, errlen,
+        sq_set_err(err, errlen,
                 "%s: header length %llu goes beyond the end of the file (%llu bytes)", path,
                 (unsigned long long)n, (unsigned long long)fsize);
         goto done;
     }
     if (n > SQ_ST_HEADER_MAX) {
-        set_err(err, errlen, "%s: header length %llu exceeds the limit of %llu bytes", path,
+        sq_set_err(err, errlen, "%s: header length %llu exceeds the limit of %llu bytes", path,
                 (unsigned long long)n, (unsigned long long)SQ_ST_HEADER_MAX);
         goto done;
     }
     if (n < 2) {
-        set_err(err, errlen, "%s: header length %llu: too short for a JSON object", path,
+        sq_set_err(err, errlen, "%s: header length %llu: too short for a JSON object", path,
                 (unsigned long long)n);
         goto done;
     }
     out->header_len = n;
     hdr = malloc((size_t)n + 1);
     if (!hdr) {
-        set_err(err, errlen, "%s: out of memory", path);
+        sq_set_err(err, errlen, "%s: out of memory", path);
         goto done;
     }
     got = fread(hdr, 1, (size_t)n, fp);
     if (got != n) {
         if (ferror(fp))
-            set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+            sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
         else
-            set_err(err, errlen, "%s: header length %llu goes beyond the end of the file", path,
+            sq_set_err(err, errlen, "%s: header length %llu goes beyond the end of the file", path,
                     (unsigned long long)n);
         goto done;
     }
     hdr[n] = '\0';
     if (strlen(hdr) != n) {
-        set_err(err, errlen, "%s: header: NUL byte at byte %zu of the JSON", path, strlen(hdr));
+        sq_set_err(err, errlen, "%s: header: NUL byte at byte %zu of the JSON", path, strlen(hdr));
         goto done;
     }
     if (hdr[0] != '{') {
-        set_err(err, errlen, "%s: header: does not start with '{'", path);
+        sq_set_err(err, errlen, "%s: header: does not start with '{'", path);
         goto done;
     }
     if (parse_header(path, hdr, out, err, errlen)) goto done;
@@ -621,18 +610,18 @@ int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
     if (sized) {
         out->data_len = fsize - 8 - n;
         if (out->data_len > SIZE_MAX) {
-            set_err(err, errlen, "%s: data section too large for memory", path);
+            sq_set_err(err, errlen, "%s: data section too large for memory", path);
             goto done;
         }
         out->data = malloc(out->data_len ? (size_t)out->data_len : 1);
         if (!out->data) {
-            set_err(err, errlen, "%s: out of memory for %llu bytes of data", path,
+            sq_set_err(err, errlen, "%s: out of memory for %llu bytes of data", path,
                     (unsigned long long)out->data_len);
             goto done;
         }
         got = out->data_len ? fread(out->data, 1, (size_t)out->data_len, fp) : 0;
         if (got != out->data_len) {
-            set_err(err, errlen, "%s: %s", path,
+            sq_set_err(err, errlen, "%s: %s", path,
                     ferror(fp) ? strerror(errno) : "file shrank while being read");
             goto done;
         }
@@ -641,7 +630,7 @@ int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
         out->data = malloc(cap);
         for (;;) {
             if (!out->data) {
-                set_err(err, errlen, "%s: out of memory", path);
+                sq_set_err(err, errlen, "%s: out of memory", path);
                 goto done;
             }
             len += fread(out->data + len, 1, cap - len, fp);
@@ -652,7 +641,7 @@ int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
             cap *= 2;
         }
         if (ferror(fp)) {
-            set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+            sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
             goto done;
         }
         out->data_len = len;

@@ -16,7 +16,7 @@
 ** tensor and the field in err[0..errlen), e.g.
 **   "x.safetensors: tensor 'codes': field 'data_offsets': end 100 beyond the
 **    data section (96 bytes)"
-** Writes go through a temporary file renamed over the target (npy.h).
+** Writes go through a temporary file renamed over the target (wfile.h).
 */
 #ifndef SQ_TRACE_SAFETENSORS_H
 #define SQ_TRACE_SAFETENSORS_H

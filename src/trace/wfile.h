@@ -1,0 +1,49 @@
+/*
+** wfile.h -- safe replacement of a file, and the error sentences of the
+** trace readers and writers.
+**
+** Writes go to a temporary file beside the target that is renamed over it
+** only once everything is written and synced, so a failed write (a full
+** disk) never leaves a half-written file behind nor damages an existing one.
+** A target that exists and is not a regular file (a device, a pipe), or is a
+** symbolic link (/dev/stdout), is written directly, in place.
+*/
+#ifndef SQ_TRACE_WFILE_H
+#define SQ_TRACE_WFILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Safe replacement of a file (used by the .npy and safetensors writers)    */
+/* ------------------------------------------------------------------------ */
+
+/* sq_wfile_open creates a temporary file beside path (or opens path itself
+** when it exists and is not a regular file, or is a symbolic link); sq_wfile_write appends bytes
+** (a failure is remembered and reported by commit); sq_wfile_commit flushes,
+** syncs, closes and renames it over path; sq_wfile_abort throws it away.
+** After open succeeds, exactly one of commit or abort must be called. */
+typedef struct sq_wfile {
+    FILE *f;
+    char *path;   /* the target */
+    char *tmp;    /* the temporary file, NULL when writing directly */
+    int err_no;   /* the first errno of a failed write, 0 when none */
+} sq_wfile;
+
+int  sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen);
+void sq_wfile_write(sq_wfile *w, const void *buf, size_t len);
+int  sq_wfile_commit(sq_wfile *w, char *err, size_t errlen);
+void sq_wfile_abort(sq_wfile *w);
+
+/* Formats an error sentence into err[0..errlen), when err is not NULL. */
+void sq_set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SQ_TRACE_WFILE_H */
