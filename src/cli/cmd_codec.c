@@ -293,6 +293,19 @@ static int quantize(const char *cmd, const char *path, const opts *o, const sq_n
     return 0;
 }
 
+/* Reads IN (refusing non-finite values) and quantizes it under the options;
+** on failure nothing is left to free. */
+static int load_and_quantize(const char *cmd, const opts *o, const char *path, sq_npy *a,
+                             sq_qbuf *q)
+{
+    if (load_input(cmd, o, path, a)) return -1;
+    if (quantize(cmd, path, o, a, q)) {
+        sq_npy_free(a);
+        return -1;
+    }
+    return 0;
+}
+
 static void json_str(const char *s)
 {
     putchar('"');
@@ -336,12 +349,8 @@ static int codec_encode(int argc, char **argv)
     const char *in = io_path(o.pos[0], 0), *out = io_path(o.pos[1], 1);
 
     sq_npy a;
-    if (load_input(cmd, &o, in, &a)) return CLI_RUNTIME;
     sq_qbuf q;
-    if (quantize(cmd, in, &o, &a, &q)) {
-        sq_npy_free(&a);
-        return CLI_RUNTIME;
-    }
+    if (load_and_quantize(cmd, &o, in, &a, &q)) return CLI_RUNTIME;
     uint64_t n = a.n;
     char shape[SQ_NPY_MAXDIM * 24 + 8];
     sq_npy_shape_str(a.shape, a.ndim, shape, sizeof shape);
@@ -658,12 +667,8 @@ static int codec_stats(int argc, char **argv)
     const sq_codec *c = &o.codec;
 
     sq_npy a;
-    if (load_input(cmd, &o, in, &a)) return CLI_RUNTIME;
     sq_qbuf q;
-    if (quantize(cmd, in, &o, &a, &q)) {
-        sq_npy_free(&a);
-        return CLI_RUNTIME;
-    }
+    if (load_and_quantize(cmd, &o, in, &a, &q)) return CLI_RUNTIME;
     uint64_t n = a.n;
     float *y = malloc(n ? (size_t)n * sizeof(float) : 1);
     if (!y) {

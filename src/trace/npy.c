@@ -536,7 +536,8 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
     return 0;
 }
 
-int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
+/* What both readers do first: clear *out and open path. */
+static int begin_read(const char *path, sq_npy *out, src *s, char *err, size_t errlen)
 {
     if (!out) return -1;
     memset(out, 0, sizeof *out);
@@ -544,8 +545,13 @@ int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
         sq_set_err(err, errlen, "(null): no file name");
         return -1;
     }
+    return open_src(path, s, err, errlen);
+}
+
+int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
+{
     src s;
-    if (open_src(path, &s, err, errlen)) return -1;
+    if (begin_read(path, out, &s, err, errlen)) return -1;
     unsigned char pre[12];
     int rc = -1;
     char *header = NULL;
@@ -621,14 +627,8 @@ done:
 
 int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
 {
-    if (!out) return -1;
-    memset(out, 0, sizeof *out);
-    if (!path) {
-        sq_set_err(err, errlen, "(null): no file name");
-        return -1;
-    }
     src s;
-    if (open_src(path, &s, err, errlen)) return -1;
+    if (begin_read(path, out, &s, err, errlen)) return -1;
     out->dtype = SQ_NPY_RAW_F4;
     out->ndim = 1;
     int rc = -1;
