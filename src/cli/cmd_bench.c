@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -46,13 +45,6 @@ static const char bench_usage[] =
 /* Timing                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -67,12 +59,12 @@ static double time_median(int (*fn)(void *), void *arg, double min_time, int *rc
 {
     double t[MAX_REPS];
     int n = 0;
-    double start = now_s();
+    double start = sq_clock_s();
     *rc = fn(arg);
-    while (*rc == SQ_OK && n < MAX_REPS && (n < 3 || now_s() - start < min_time)) {
-        double t0 = now_s();
+    while (*rc == SQ_OK && n < MAX_REPS && (n < 3 || sq_clock_s() - start < min_time)) {
+        double t0 = sq_clock_s();
         *rc = fn(arg);
-        t[n++] = now_s() - t0;
+        t[n++] = sq_clock_s() - t0;
     }
     if (n == 0) return 0.0;
     qsort(t, (size_t)n, sizeof(double), cmp_double);

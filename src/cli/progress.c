@@ -20,7 +20,7 @@ struct sq_progress {
     int width; /* characters of the line on screen, 0 when none */
 };
 
-static double now_s(void)
+double sq_clock_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -36,7 +36,7 @@ sq_progress *sq_progress_start(const char *label, size_t total)
     if (!p) return NULL;
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
     p->total = total;
-    p->t0 = now_s();
+    p->t0 = sq_clock_s();
     return p;
 }
 
@@ -113,7 +113,7 @@ void sq_progress_update(sq_progress *p, size_t done)
 {
     if (!p) return;
     p->done = done;
-    double now = now_s();
+    double now = sq_clock_s();
     if (now - p->t0 < FIRST_DRAW_S) return;
     if (p->width && now - p->last < REDRAW_S) return;
     draw(p, now);

@@ -254,7 +254,7 @@ static int any_nonfinite(const float *restrict x, uint64_t len)
 {
     uint32_t bad = 0;
     for (uint64_t j = 0; j < len; j++)
-        bad |= (sq_bits_f32(x[j]) & 0x7f800000u) == 0x7f800000u;
+        bad |= sq_hd_nonfinite(x[j]);
     return bad != 0;
 }
 
@@ -268,7 +268,7 @@ static int stage_values(const float *restrict x, const float *restrict ref, uint
     for (uint64_t j = 0; j < len; j++) {
         float v = ref ? x[j] - ref[j] : x[j];
         val[j] = v;
-        bad |= (sq_bits_f32(v) & 0x7f800000u) == 0x7f800000u;
+        bad |= sq_hd_nonfinite(v);
     }
     return bad != 0;
 }

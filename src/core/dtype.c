@@ -34,6 +34,6 @@ void sq_f16_to_f32_n(const uint16_t *h, float *out, size_t n)
 size_t sq_find_nonfinite(const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if ((sq_bits_f32(x[i]) & 0x7f800000u) == 0x7f800000u) return i;
+        if (sq_hd_nonfinite(x[i])) return i;
     return n;
 }

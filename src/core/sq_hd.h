@@ -32,6 +32,10 @@
 SQ_HD uint32_t sq_bits_f32(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 SQ_HD float sq_f32_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
+/* NaN or +-Inf: all exponent bits set. An integer test, so loops that OR it
+** over many values vectorise. */
+SQ_HD int sq_hd_nonfinite(float x) { return (sq_bits_f32(x) & 0x7f800000u) == 0x7f800000u; }
+
 /* A key whose unsigned order is IEEE totalOrder on the float (-0 < +0). The
 ** min-max codec takes a group's extremes in this order, so that which zero a
 ** group minimum is does not depend on the order of the scan. */
