@@ -762,8 +762,8 @@ END_TEST
 START_TEST(test_strerror)
 {
     const int codes[] = {SQ_OK, SQ_ERR_ARG, SQ_ERR_SPEC, SQ_ERR_NONFINITE, SQ_ERR_RANGE,
-                         SQ_ERR_NOMEM, SQ_ERR_UNSUPPORTED};
-    for (size_t i = 0; i < 7; i++) {
+                         SQ_ERR_NOMEM, SQ_ERR_UNSUPPORTED, SQ_ERR_DEVICE};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *s = sq_strerror(codes[i]);
         ck_assert(s && *s);
         for (size_t j = 0; j < i; j++) ck_assert_str_ne(s, sq_strerror(codes[j]));

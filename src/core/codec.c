@@ -75,26 +75,6 @@ static void scratch_free(scratch *s)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Metadata access                                                          */
-/* ------------------------------------------------------------------------ */
-
-static float load_meta(const void *arr, uint64_t gi, sq_scale_dtype dt)
-{
-    if (dt == SQ_SCALE_FP32) return ((const float *)arr)[gi];
-    uint16_t h = ((const uint16_t *)arr)[gi];
-    return dt == SQ_SCALE_BF16 ? sq_hd_bf16_to_f32(h) : sq_hd_f16_to_f32(h);
-}
-
-/* v is already representable in dt (sq_hd_round_scale), so this is exact. */
-static void store_meta(void *arr, uint64_t gi, sq_scale_dtype dt, float v)
-{
-    if (dt == SQ_SCALE_FP32)
-        ((float *)arr)[gi] = v;
-    else
-        ((uint16_t *)arr)[gi] = dt == SQ_SCALE_BF16 ? sq_hd_f32_to_bf16(v) : sq_hd_f32_to_f16(v);
-}
-
-/* ------------------------------------------------------------------------ */
 /* Quantizing one tile                                                      */
 /* ------------------------------------------------------------------------ */
 
@@ -171,11 +151,11 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
             float lo, hi;
             if (minmax_scan(x, gl, &lo, &hi)) return SQ_ERR_NONFINITE;
             if (sq_hd_minmax_params(lo, hi, lv.qm, (int)c->scale, &p) != 0) return SQ_ERR_RANGE;
-            store_meta(q->offsets, gi, c->scale, p.lo);
+            sq_hd_store_meta(q->offsets, gi, (int)c->scale, p.lo);
         }
         /* a 16-bit scale that overflowed, or a grid that reaches past fp32 */
         if (!sq_hd_grid_finite(&p, lv.qlo, lv.qhi)) return SQ_ERR_RANGE;
-        store_meta(q->scales, gi, c->scale, p.s);
+        sq_hd_store_meta(q->scales, gi, (int)c->scale, p.s);
         encode_group(x, gl, p, sr, s->u + g0, lv.qlo, lv.qhi, s->code + g0);
     }
     sq_pack(s->code, len, c->bits, q->codes + start / 8 * (uint64_t)c->bits);
@@ -200,12 +180,12 @@ static void decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uin
     for (uint64_t g0 = 0; g0 < len; g0 += c->group) {
         uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
         uint64_t gi = (start + g0) / c->group;
-        float sc = load_meta(q->scales, gi, c->scale);
+        float sc = sq_hd_load_meta(q->scales, gi, (int)c->scale);
         if (c->kind == SQ_KIND_SYM) {
             const int8_t *code = (const int8_t *)s->code + g0;
             for (uint64_t j = 0; j < gl; j++) out[g0 + j] = sq_hd_decode_sym(code[j], sc);
         } else {
-            float lo = load_meta(q->offsets, gi, c->scale);
+            float lo = sq_hd_load_meta(q->offsets, gi, (int)c->scale);
             const uint8_t *code = s->code + g0;
             for (uint64_t j = 0; j < gl; j++) out[g0 + j] = sq_hd_decode(code[j], lo, sc);
         }

@@ -13,6 +13,7 @@ const char *sq_strerror(int status)
     case SQ_ERR_RANGE: return "a result does not fit fp32 (or a scale its 16-bit dtype)";
     case SQ_ERR_NOMEM: return "out of memory";
     case SQ_ERR_UNSUPPORTED: return "operation not supported by this backend";
+    case SQ_ERR_DEVICE: return "a CUDA device call failed";
     default: return "unknown error";
     }
 }

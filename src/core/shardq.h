@@ -42,7 +42,9 @@ typedef enum sq_status {
                             ** a scale its 16-bit dtype), or decoded output that
                             ** is not finite */
     SQ_ERR_NOMEM = -5,      /* an allocation failed */
-    SQ_ERR_UNSUPPORTED = -6 /* the operation is not available on this backend */
+    SQ_ERR_UNSUPPORTED = -6, /* the operation is not available on this backend */
+    SQ_ERR_DEVICE = -7      /* a CUDA call failed (the backend's error message
+                            ** names the call) */
 } sq_status;
 
 const char *sq_strerror(int status);

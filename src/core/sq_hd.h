@@ -177,6 +177,24 @@ SQ_HD float sq_hd_round_scale(float s, int dtype)
     return s;
 }
 
+/* Scales and offsets as stored: fp32, or the bf16/fp16 bit patterns of a
+** value already rounded to that dtype (sq_hd_round_scale), so that storing
+** is exact and loading gives back the value the codes were computed with. */
+SQ_HD float sq_hd_load_meta(const void *arr, uint64_t gi, int dtype)
+{
+    if (dtype == 0) return ((const float *)arr)[gi];
+    uint16_t h = ((const uint16_t *)arr)[gi];
+    return dtype == 1 ? sq_hd_bf16_to_f32(h) : sq_hd_f16_to_f32(h);
+}
+
+SQ_HD void sq_hd_store_meta(void *arr, uint64_t gi, int dtype, float v)
+{
+    if (dtype == 0)
+        ((float *)arr)[gi] = v;
+    else
+        ((uint16_t *)arr)[gi] = dtype == 1 ? sq_hd_f32_to_bf16(v) : sq_hd_f32_to_f16(v);
+}
+
 /* Symmetric group: qm is qmax (sdp4bit levels) or 2^(b-1) (deepspeed).
 ** a = max |x| must be finite. */
 SQ_HD sq_group_params sq_hd_sym_params(float a, float qm, int dtype)

@@ -1,0 +1,401 @@
+/*
+** quantize.cu -- the quantizing kernels: quantize, quantize the difference
+** x - ref, and dequantize k chunks + sum + requantize. C reference:
+** quantize_tile() and run_tile() in src/core/codec.c.
+**
+** One kernel does it all when a tile of the block can hold whole groups:
+** each thread gathers its 8 values (x, x - ref, or a sum of decoded chunks),
+** the block applies the Hadamard transform, reduces each group's keys
+** (sq_tile.cuh), and every thread quantizes and packs its own elements. The
+** values cross device memory once, which is what lets the kernel run near
+** the copy bandwidth. How a group's keys are reduced depends on its size:
+**
+**   group = 8 x 2^k <= 256  shuffles inside a warp, no shared memory
+**   group = 256 x m         a warp reduces, then one atomic per warp into
+**                           a shared slot per group
+**   anything else           each thread folds its elements into shared
+**                           slots, one atomic per group it touches
+**
+** Groups too large for a block (or whose shape would need a block past 1024
+** threads) take two passes: the first reduces the keys of every group into
+** device scratch with atomics, the second gathers the values again and
+** quantizes. Integer max and min give the same keys in any order, so both
+** paths give the C reference's bytes.
+*/
+#include "sq_launch.cuh"
+
+namespace sqk {
+
+enum Src { SRC_X, SRC_DIFF, SRC_SUM };
+enum Phase { PH_FUSED, PH_STATS, PH_ENCODE };
+enum Red { RED_SHFL, RED_WARP, RED_SLOTS };
+
+struct QuantArgs {
+    const float *x, *ref;   /* SRC_X, SRC_DIFF */
+    Chunks in;              /* SRC_SUM: chunks under cin */
+    KCodec cin;
+    KCodec c;               /* the codec quantized to */
+    uint64_t n, ntiles, ngroups;
+    uint32_t key_lo, key_hi, step, ws; /* the Philox key and counter words */
+    uint8_t *codes;
+    void *scales, *offsets;
+    uint32_t *gkeys_hi, *gkeys_lo; /* two passes: per-group keys */
+    uint32_t *flags;
+    uint32_t nf_flag;       /* what a non-finite value is: bad input, or for
+                            ** sums a result beyond fp32 */
+    unsigned slots;         /* per-group key slots in shared memory */
+    int red;                /* PH_FUSED: how keys are reduced (Red) */
+    int tpg;                /* RED_SHFL: threads per group */
+};
+
+/* The thread's 8 values: x, x - ref (in fp32), or the sum of the chunks. */
+template <int SRC>
+SQK_DEV void gather(const QuantArgs &a, uint64_t e0, float v[EPT])
+{
+    if (SRC == SRC_SUM) {
+        sum8(a.cin, a.in, nullptr, e0, a.n, v);
+        if (any_nonfinite(v, e0, a.n)) set_flag(a.flags, a.nf_flag);
+        return;
+    }
+    load8(a.x, e0, a.n, v);
+    bool bad = any_nonfinite(v, e0, a.n);
+    if (SRC == SRC_DIFF) {
+        float r[EPT];
+        load8(a.ref, e0, a.n, r);
+        bad |= any_nonfinite(r, e0, a.n);
+SQK_UNROLL
+        for (int j = 0; j < EPT; j++) v[j] = v[j] - r[j];
+        /* finite x and ref whose difference overflows */
+        if (!bad && any_nonfinite(v, e0, a.n)) set_flag(a.flags, SQK_FLAG_RANGE);
+    }
+    if (bad) set_flag(a.flags, a.nf_flag);
+}
+
+SQK_DEV uint32_t umax(uint32_t a, uint32_t b) { return a > b ? a : b; }
+SQK_DEV uint32_t umin(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+/* Folds the thread's elements into the shared slots of their groups (slot =
+** group - g_first), one atomic per group touched. */
+SQK_DEV void fold_into_slots(const QuantArgs &a, const float v[EPT], uint64_t e0,
+                             uint64_t g_first, uint32_t *slot_hi, uint32_t *slot_lo)
+{
+    const KCodec &c = a.c;
+    if (e0 >= a.n) return;
+    uint64_t gi = group_of(c, e0);
+    uint64_t left = (gi + 1) * c.group - e0;
+    uint32_t hi = KEY_HI_NONE, lo = KEY_LO_NONE;
+SQK_UNROLL
+    for (int j = 0; j < EPT; j++) {
+        if (e0 + j < a.n) {
+            if (left == 0) {
+                atomicMax(&slot_hi[gi - g_first], hi);
+                if (c.minmax) atomicMin(&slot_lo[gi - g_first], lo);
+                gi++;
+                left = c.group;
+                hi = KEY_HI_NONE;
+                lo = KEY_LO_NONE;
+            }
+            hi = umax(hi, key_hi(c, v[j]));
+            if (c.minmax) lo = umin(lo, sq_hd_order_key(v[j]));
+            left--;
+        }
+    }
+    atomicMax(&slot_hi[gi - g_first], hi);
+    if (c.minmax) atomicMin(&slot_lo[gi - g_first], lo);
+}
+
+template <int SRC, int PHASE>
+__global__ void __launch_bounds__(BLOCK_MAX) quantize_kernel(const __grid_constant__ QuantArgs a)
+{
+    SQK_DYN_SMEM(smem);
+    const KCodec &c = a.c;
+    const unsigned t = threadIdx.x, nt = blockDim.x;
+    const uint64_t T = (uint64_t)EPT * nt;
+    float *xbuf = reinterpret_cast<float *>(smem);
+    uint32_t *slot_hi = smem + (c.h >= XBUF_MIN_H ? EPT * nt : 0);
+    uint32_t *slot_lo = slot_hi + a.slots;
+    const bool in_slots = PHASE == PH_STATS || (PHASE == PH_FUSED && a.red != RED_SHFL);
+
+    for (uint64_t tile = blockIdx.x; tile < a.ntiles; tile += gridDim.x) {
+        const uint64_t t0 = tile * T, e0 = t0 + (uint64_t)EPT * t;
+        const uint64_t g_first = group_of(c, t0);
+        float v[EPT];
+        gather<SRC>(a, e0, v);
+        if (c.h && transform(v, c.h, false, e0, a.n, xbuf))
+            set_flag(a.flags, SQK_FLAG_TRANSFORM);
+
+        /* 1. The keys of the groups. RED_SHFL and RED_WARP: the thread's
+        ** elements lie in one group, whose keys end up in khi, klo. */
+        uint32_t khi = KEY_HI_NONE, klo = KEY_LO_NONE;
+        if (in_slots) {
+            for (unsigned s = t; s < a.slots; s += nt) {
+                slot_hi[s] = KEY_HI_NONE;
+                if (c.minmax) slot_lo[s] = KEY_LO_NONE;
+            }
+            __syncthreads();
+        }
+        if (PHASE == PH_FUSED && a.red != RED_SLOTS) {
+SQK_UNROLL
+            for (int j = 0; j < EPT; j++) {
+                if (e0 + j < a.n) {
+                    khi = umax(khi, key_hi(c, v[j]));
+                    if (c.minmax) klo = umin(klo, sq_hd_order_key(v[j]));
+                }
+            }
+            const int width = a.red == RED_SHFL ? a.tpg : 32;
+            for (int m = 1; m < width; m <<= 1) {
+                khi = umax(khi, __shfl_xor_sync(FULL_MASK, khi, m));
+                if (c.minmax) klo = umin(klo, __shfl_xor_sync(FULL_MASK, klo, m));
+            }
+            if (a.red == RED_WARP) {
+                if ((t & 31u) == 0 && e0 < a.n) {
+                    atomicMax(&slot_hi[group_of(c, e0) - g_first], khi);
+                    if (c.minmax) atomicMin(&slot_lo[group_of(c, e0) - g_first], klo);
+                }
+                __syncthreads();
+                if (e0 < a.n) {
+                    khi = slot_hi[group_of(c, e0) - g_first];
+                    if (c.minmax) klo = slot_lo[group_of(c, e0) - g_first];
+                }
+            }
+        } else if (PHASE != PH_ENCODE) {
+            fold_into_slots(a, v, e0, g_first, slot_hi, slot_lo);
+            __syncthreads();
+            if (PHASE == PH_STATS) {
+                for (unsigned s = t; s < a.slots; s += nt) {
+                    const uint64_t gi = g_first + s;
+                    if (gi < a.ngroups) {
+                        atomicMax(&a.gkeys_hi[gi], slot_hi[s]);
+                        if (c.minmax) atomicMin(&a.gkeys_lo[gi], slot_lo[s]);
+                    }
+                }
+                __syncthreads();
+                continue;
+            }
+        }
+
+        /* 2. Group parameters, codes, packing. */
+        if (e0 < a.n) {
+            float u[EPT];
+            if (c.sr) {
+                sq_hd_uniform4(a.key_lo, a.key_hi, a.step, a.ws, e0 / 4, u);
+                sq_hd_uniform4(a.key_lo, a.key_hi, a.step, a.ws, e0 / 4 + 1, u + 4);
+            } else {
+SQK_UNROLL
+                for (int j = 0; j < EPT; j++) u[j] = 0.0f;
+            }
+            uint64_t gi = group_of(c, e0);
+            uint64_t left = (gi + 1) * c.group - e0;
+            sq_group_params p = {1.0f, 1.0f, 0.0f, 1.0f};
+            bool ok = false;
+            bool need = true; /* parameters of group gi still to be set up */
+            uint64_t acc = 0;
+            const uint32_t mask = (1u << c.bits) - 1u;
+SQK_UNROLL
+            for (int j = 0; j < EPT; j++) {
+                uint32_t code = 0;
+                if (e0 + j < a.n) {
+                    if (left == 0) {
+                        gi++;
+                        left = c.group;
+                        need = true;
+                    }
+                    if (need) {
+                        if (PHASE == PH_ENCODE) {
+                            khi = a.gkeys_hi[gi];
+                            if (c.minmax) klo = a.gkeys_lo[gi];
+                        } else if (a.red == RED_SLOTS) {
+                            khi = slot_hi[gi - g_first];
+                            if (c.minmax) klo = slot_lo[gi - g_first];
+                        }
+                        ok = group_setup(c, gi, khi, klo, e0, a.scales, a.offsets, a.flags, &p);
+                        need = false;
+                    }
+                    if (ok) code = (uint32_t)sq_hd_code(v[j], &p, c.sr, u[j], c.qlo, c.qhi) & mask;
+                    left--;
+                }
+                acc = (acc << c.bits) | code;
+            }
+            store_code_bytes(a.codes, e0, c.bits, code_bytes(c, a.n), acc);
+        }
+        if (in_slots) __syncthreads(); /* the slots are reset for the next tile */
+    }
+}
+
+/* Sets the per-group keys of the two-pass path to their neutral values. */
+__global__ void __launch_bounds__(BLOCK) fill_keys_kernel(uint32_t *hi, uint32_t *lo,
+                                                          uint64_t ngroups)
+{
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < ngroups;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        hi[i] = KEY_HI_NONE;
+        if (lo) lo[i] = KEY_LO_NONE;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host side                                                                */
+/* ------------------------------------------------------------------------ */
+
+struct QPlan {
+    bool fused;
+    unsigned block;
+    unsigned slots;
+    int red, tpg;
+    uint64_t smem;
+};
+
+/* The block that quantizes c: the fused kernel when a tile of at most 1024
+** threads, a whole number of warps, can hold whole groups, whole Hadamard
+** blocks and whole bytes; two passes otherwise. */
+static QPlan plan_quantize(const KCodec &c)
+{
+    QPlan p = {};
+    const uint64_t keys = c.minmax ? 2 : 1;
+    uint64_t whole = lcm_u64(c.group, EPT); /* elements a tile must be a multiple of */
+    if (c.h) whole = lcm_u64(whole, (uint64_t)c.h);
+    if (whole / EPT <= BLOCK_MAX) {
+        const uint64_t b0 = lcm_u64(whole / EPT, 32);
+        if (b0 <= BLOCK_MAX) {
+            const uint64_t b = b0 <= BLOCK ? b0 * (BLOCK / b0) : b0;
+            const uint64_t tile = EPT * b;
+            p.block = (unsigned)b;
+            p.red = RED_SLOTS;
+            p.slots = (unsigned)(tile / c.group);
+            if (c.group % EPT == 0) {
+                const uint64_t tpg = c.group / EPT;
+                if (tpg <= 32 && (tpg & (tpg - 1)) == 0) {
+                    p.red = RED_SHFL;
+                    p.tpg = (int)tpg;
+                    p.slots = 0;
+                } else if (tpg % 32 == 0) {
+                    p.red = RED_WARP;
+                }
+            }
+            p.smem = (c.h >= XBUF_MIN_H ? EPT * b * 4 : 0) + (uint64_t)p.slots * 4 * keys;
+            p.fused = p.smem <= SMEM_MAX;
+            if (p.fused) return p;
+        }
+    }
+    p = QPlan();
+    p.block = BLOCK;
+    const uint64_t tile = EPT * BLOCK;
+    p.slots = (unsigned)(tile / c.group + 2 < tile ? tile / c.group + 2 : tile);
+    p.smem = (c.h >= XBUF_MIN_H ? EPT * BLOCK * 4 : 0) + (uint64_t)p.slots * 4 * keys;
+    return p;
+}
+
+static uint64_t key_scratch(const KCodec &c, uint64_t n)
+{
+    if (plan_quantize(c).fused) return 0;
+    const uint64_t groups = (n + c.group - 1) / c.group;
+    return (groups * 4 * (c.minmax ? 2 : 1) + 255) / 256 * 256;
+}
+
+template <int SRC>
+static int run_quantize(sqk_env *env, QuantArgs &a, void *scratch)
+{
+    const QPlan p = plan_quantize(a.c);
+    const uint64_t tile = (uint64_t)EPT * p.block;
+    a.ntiles = (a.n + tile - 1) / tile;
+    a.ngroups = (a.n + a.c.group - 1) / a.c.group;
+    a.slots = p.slots;
+    a.red = p.red;
+    a.tpg = p.tpg;
+    const unsigned grid = grid_for(env, a.ntiles, p.block);
+    if (p.fused) {
+        auto kernel = quantize_kernel<SRC, PH_FUSED>;
+        SQK_LAUNCH(env, "quantize_kernel (fused)", kernel, grid, p.block, p.smem, a);
+        return SQ_OK;
+    }
+    a.gkeys_hi = static_cast<uint32_t *>(scratch);
+    a.gkeys_lo = a.c.minmax ? a.gkeys_hi + a.ngroups : nullptr;
+    const unsigned fill_grid = grid_for(env, (a.ngroups + BLOCK - 1) / BLOCK, BLOCK);
+    SQK_LAUNCH(env, "fill_keys_kernel", fill_keys_kernel, fill_grid, BLOCK, 0,
+               a.gkeys_hi, a.gkeys_lo, a.ngroups);
+    auto stats = quantize_kernel<SRC, PH_STATS>;
+    SQK_LAUNCH(env, "quantize_kernel (group keys)", stats, grid, p.block, p.smem, a);
+    auto encode = quantize_kernel<SRC, PH_ENCODE>;
+    const uint64_t encode_smem = a.c.h >= XBUF_MIN_H ? (uint64_t)EPT * p.block * 4 : 0;
+    SQK_LAUNCH(env, "quantize_kernel (encode)", encode, grid, p.block, encode_smem, a);
+    return SQ_OK;
+}
+
+static QuantArgs quant_args(sqk_env *env, const sq_codec *c, uint64_t n, const sq_rng_key *key,
+                            const sq_qbuf *q)
+{
+    QuantArgs a = QuantArgs();
+    a.c = kcodec(c);
+    a.n = n;
+    if (key) {
+        a.key_lo = (uint32_t)key->seed;
+        a.key_hi = (uint32_t)(key->seed >> 32);
+        a.step = key->step;
+        a.ws = (key->worker << 8) | key->site;
+    }
+    a.codes = q->codes;
+    a.scales = q->scales;
+    a.offsets = q->offsets;
+    a.flags = env->flags;
+    a.nf_flag = SQK_FLAG_NONFINITE;
+    return a;
+}
+
+} /* namespace sqk */
+
+using namespace sqk;
+
+extern "C" uint64_t sqk_quantize_scratch(const sq_codec *c, uint64_t n)
+{
+    return key_scratch(kcodec(c), n);
+}
+
+extern "C" int sqk_quantize(sqk_env *env, const sq_codec *c, const float *x, const float *ref,
+                            uint64_t n, const sq_rng_key *key, const sq_qbuf *q)
+{
+    if (n == 0) return SQ_OK;
+    QuantArgs a = quant_args(env, c, n, key, q);
+    a.x = x;
+    a.ref = ref;
+    return ref ? run_quantize<SRC_DIFF>(env, a, env->scratch)
+               : run_quantize<SRC_X>(env, a, env->scratch);
+}
+
+/* More chunks than a kernel argument holds are first summed into an fp32
+** scratch buffer (in batches, in order), which is then quantized. */
+static uint64_t sum_scratch(int k, uint64_t n)
+{
+    return k > SQK_MAX_CHUNKS ? (n * 4 + 255) / 256 * 256 : 0;
+}
+
+extern "C" uint64_t sqk_sum_requant_scratch(const sq_codec *c_in, int k, uint64_t n,
+                                            const sq_codec *c_out)
+{
+    (void)c_in;
+    KCodec co = kcodec(c_out);
+    co.h = 0;
+    return sum_scratch(k, n) + key_scratch(co, n);
+}
+
+extern "C" int sqk_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                               uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                               const sq_qbuf *out)
+{
+    if (n == 0) return SQ_OK;
+    /* the middle hop stays in the transformed domain */
+    KCodec ci = kcodec(c_in);
+    ci.h = 0;
+    QuantArgs a = quant_args(env, c_out, n, key, out);
+    a.c.h = 0;
+    a.nf_flag = SQK_FLAG_RANGE; /* a sum past fp32 */
+    if (k <= SQK_MAX_CHUNKS) {
+        a.in = chunk_table(chunks, 0, k);
+        a.cin = ci;
+        return run_quantize<SRC_SUM>(env, a, env->scratch);
+    }
+    float *sum = static_cast<float *>(env->scratch);
+    int rc = sum_chunks_batched(env, ci, chunks, k, n, sum, false);
+    if (rc != SQ_OK) return rc;
+    a.x = sum;
+    return run_quantize<SRC_X>(env, a, static_cast<char *>(env->scratch) + sum_scratch(k, n));
+}

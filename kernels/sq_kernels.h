@@ -1,0 +1,82 @@
+/*
+** sq_kernels.h -- the CUDA codec kernels, as the backend calls them.
+**
+** Each sqk_* function enqueues the kernels of one codec operation on a
+** stream and returns at once: it does not wait, allocate or copy. Pointers
+** are device pointers (host pointers when the tests run the kernels under
+** their CPU emulation, tests/sim). The caller (src/backend) has validated
+** the arguments as the C reference does; what the kernels find in the data
+** (NaN, overflow) is ORed into the device word *env->flags, which
+** sqk_status() turns into the status the C reference returns.
+**
+** The kernels compute exactly what src/core/codec.c computes, from the same
+** per-element source (sq_hd.h); the tests compare the bytes.
+*/
+#ifndef SQ_KERNELS_H
+#define SQ_KERNELS_H
+
+#include "shardq.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Chunks that one kernel sums, passed by value as a kernel argument; more
+** are summed in batches of this many, in the same order. */
+#define SQK_MAX_CHUNKS 64
+
+/* What the kernels report through *env->flags. */
+enum {
+    SQK_FLAG_NONFINITE = 1u, /* NaN or Inf in the input */
+    SQK_FLAG_RANGE = 2u,     /* finite input, result beyond fp32 (or a scale
+                             ** beyond its dtype), non-finite decoded output */
+    SQK_FLAG_TRANSFORM = 4u  /* the Hadamard transform made a value non-finite */
+};
+
+typedef struct sqk_env {
+    void *stream;        /* cudaStream_t the kernels are enqueued on */
+    int sms;             /* multiprocessors of the device: sizes the grids */
+    uint32_t *flags;     /* device word the kernels OR their findings into */
+    void *scratch;       /* device memory of at least sqk_*_scratch() bytes */
+    const char *failed;  /* set when a launch fails: the kernel's name */
+    int error;           /* and the cudaError_t it returned */
+} sqk_env;
+
+/* Device scratch an operation needs (0 for most: large or irregular groups
+** need per-group keys, more than SQK_MAX_CHUNKS chunks an fp32 sum). */
+uint64_t sqk_quantize_scratch(const sq_codec *c, uint64_t n);
+uint64_t sqk_sum_requant_scratch(const sq_codec *c_in, int k, uint64_t n,
+                                 const sq_codec *c_out);
+
+/* The six operations of shardq.h; ref NULL gives quantize / dequantize,
+** non-NULL quantize_diff / dequantize_add. Return SQ_OK, or SQ_ERR_DEVICE
+** with env->failed and env->error set when a launch fails. */
+int sqk_quantize(sqk_env *env, const sq_codec *c, const float *x, const float *ref,
+                 uint64_t n, const sq_rng_key *key, const sq_qbuf *q);
+int sqk_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q, const float *ref,
+                   uint64_t n, float *out);
+int sqk_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                    uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                    const sq_qbuf *out);
+int sqk_sum(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
+            float *out);
+
+/* The status for the flags of one or more operations. A range problem
+** outranks non-finite input, which outranks a transform that overflowed
+** (non-finite input makes the transform's output non-finite too). For an
+** input with one kind of problem this is the C reference's status; when
+** one input has several, the two backends may name different ones. */
+static inline int sqk_status(uint32_t flags)
+{
+    if (flags & SQK_FLAG_RANGE) return SQ_ERR_RANGE;
+    if (flags & SQK_FLAG_NONFINITE) return SQ_ERR_NONFINITE;
+    if (flags & SQK_FLAG_TRANSFORM) return SQ_ERR_RANGE;
+    return SQ_OK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

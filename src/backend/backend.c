@@ -1,0 +1,472 @@
+/*
+** backend.c -- one API over the C reference and the CUDA kernels.
+**
+** The CPU backend is the core itself over host memory. The CUDA backend
+** checks the arguments as the core checks them (so that both backends
+** refuse the same calls with the same status) and hands the rest to
+** kernels/cuda_backend.cu.
+*/
+#include "backend/backend.h"
+#include "backend/cuda.h"
+#include "backend/device.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct sq_backend {
+    sq_backend_kind kind;
+    int device;
+    sq_cuda *cuda;
+    double t0;
+    char name[32];
+    char description[288];
+    char error[512];
+};
+
+static void set_error(sq_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_error(sq_backend *be, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(be->error, sizeof be->error, fmt, ap);
+    va_end(ap);
+}
+
+/* A CUDA call failed: its sentence becomes the backend's. */
+static int cuda_status(sq_backend *be, int rc)
+{
+    if (rc == SQ_ERR_DEVICE || rc == SQ_ERR_NOMEM)
+        snprintf(be->error, sizeof be->error, "%s", sq_cuda_error(be->cuda));
+    return rc;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Opening                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* "cuda:N" -> N; -1 for anything but digits. */
+static int parse_ordinal(const char *s)
+{
+    if (!*s || strlen(s) > 6) return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9') return -1;
+    return atoi(s);
+}
+
+static int open_cuda(int dev, sq_backend *be, char *err, size_t errlen)
+{
+    int count = sq_device_count();
+    if (count == 0) {
+        snprintf(err, errlen, "%s: no CUDA device: %s", be->name, sq_device_unavailable_reason());
+        return SQ_ERR_UNSUPPORTED;
+    }
+    if (dev >= count) {
+        snprintf(err, errlen, "%s: no such device, %d visible (cuda:0 to cuda:%d)", be->name, count,
+                 count - 1);
+        return SQ_ERR_ARG;
+    }
+    char why[512];
+    int rc = sq_cuda_open(dev, &be->cuda, why, sizeof why);
+    if (rc != SQ_OK) {
+        snprintf(err, errlen, "%s", why);
+        return rc;
+    }
+    snprintf(be->description, sizeof be->description, "%s", sq_cuda_description(be->cuda));
+    return SQ_OK;
+}
+
+int sq_backend_open(const char *name, sq_backend **out, char *err, size_t errlen)
+{
+    char dummy[8];
+    if (!err || !errlen) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (!out || !name) {
+        snprintf(err, errlen, "no backend name");
+        return SQ_ERR_ARG;
+    }
+    *out = NULL;
+    sq_backend *be = calloc(1, sizeof *be);
+    if (!be) {
+        snprintf(err, errlen, "out of host memory");
+        return SQ_ERR_NOMEM;
+    }
+    int rc = SQ_OK;
+    if (strcmp(name, "cpu") == 0) {
+        be->kind = SQ_BACKEND_CPU;
+        be->device = -1;
+        snprintf(be->name, sizeof be->name, "cpu");
+        snprintf(be->description, sizeof be->description, "cpu (%d threads)", sq_get_threads());
+    } else if (strcmp(name, "cuda") == 0 || strncmp(name, "cuda:", 5) == 0) {
+        int dev = name[4] ? parse_ordinal(name + 5) : 0;
+        be->kind = SQ_BACKEND_CUDA;
+        be->device = dev;
+        if (dev < 0) {
+            snprintf(err, errlen, "%s: '%s' is not a device number (use cuda:0, cuda:1, ...)", name,
+                     name + 5);
+            rc = SQ_ERR_ARG;
+        } else {
+            snprintf(be->name, sizeof be->name, "cuda:%d", dev);
+            rc = open_cuda(dev, be, err, errlen);
+        }
+    } else {
+        snprintf(err, errlen, "'%s' is not a backend (use cpu, cuda or cuda:N)", name);
+        rc = SQ_ERR_ARG;
+    }
+    if (rc != SQ_OK) {
+        free(be);
+        return rc;
+    }
+    *out = be;
+    return SQ_OK;
+}
+
+void sq_backend_close(sq_backend *be)
+{
+    if (!be) return;
+    sq_cuda_close(be->cuda);
+    free(be);
+}
+
+sq_backend_kind sq_backend_kind_of(const sq_backend *be) { return be->kind; }
+int sq_backend_device(const sq_backend *be) { return be->device; }
+const char *sq_backend_name(const sq_backend *be) { return be->name; }
+const char *sq_backend_description(const sq_backend *be) { return be->description; }
+const char *sq_backend_error(const sq_backend *be) { return be->error; }
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                   */
+/* ------------------------------------------------------------------------ */
+
+int sq_backend_alloc(sq_backend *be, size_t bytes, void **p)
+{
+    if (!p) return SQ_ERR_ARG;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_alloc(be->cuda, bytes, p));
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p) {
+        set_error(be, "malloc(%zu bytes): %s", bytes, strerror(errno));
+        return SQ_ERR_NOMEM;
+    }
+    return SQ_OK;
+}
+
+void sq_backend_free(sq_backend *be, void *p)
+{
+    if (be->kind == SQ_BACKEND_CUDA)
+        sq_cuda_free(be->cuda, p);
+    else
+        free(p);
+}
+
+int sq_backend_put(sq_backend *be, void *dst, const void *host_src, size_t bytes)
+{
+    if (bytes && (!dst || !host_src)) return SQ_ERR_ARG;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_put(be->cuda, dst, host_src, bytes));
+    if (bytes) memcpy(dst, host_src, bytes);
+    return SQ_OK;
+}
+
+int sq_backend_get(sq_backend *be, void *host_dst, const void *src, size_t bytes)
+{
+    if (bytes && (!host_dst || !src)) return SQ_ERR_ARG;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_get(be->cuda, host_dst, src, bytes));
+    if (bytes) memcpy(host_dst, src, bytes);
+    return SQ_OK;
+}
+
+int sq_backend_fill(sq_backend *be, void *dst, int byte, size_t bytes)
+{
+    if (bytes && !dst) return SQ_ERR_ARG;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_fill(be->cuda, dst, byte, bytes));
+    if (bytes) memset(dst, byte, bytes);
+    return SQ_OK;
+}
+
+int sq_backend_copy(sq_backend *dst_be, void *dst, sq_backend *src_be, const void *src,
+                    size_t bytes)
+{
+    if (!dst_be || !src_be || (bytes && (!dst || !src))) return SQ_ERR_ARG;
+    if (bytes == 0) return SQ_OK;
+    if (dst_be->kind == SQ_BACKEND_CPU && src_be->kind == SQ_BACKEND_CPU) {
+        memmove(dst, src, bytes);
+        return SQ_OK;
+    }
+    if (dst_be->kind == SQ_BACKEND_CPU) return sq_backend_get(src_be, dst, src, bytes);
+    if (src_be->kind == SQ_BACKEND_CPU) return sq_backend_put(dst_be, dst, src, bytes);
+    int rc = sq_cuda_copy(dst_be->cuda, dst, src_be->cuda, src, bytes);
+    if (rc == SQ_ERR_DEVICE || rc == SQ_ERR_NOMEM) {
+        /* the sentence lives in whichever device failed */
+        const char *a = sq_cuda_error(dst_be->cuda), *b = sq_cuda_error(src_be->cuda);
+        set_error(dst_be, "%s", *a ? a : b);
+        if (src_be != dst_be) set_error(src_be, "%s", dst_be->error);
+    }
+    return rc;
+}
+
+int sq_backend_qbuf_alloc(sq_backend *be, const sq_codec *c, uint64_t n, sq_qbuf *q)
+{
+    if (!q || !c || sq_codec_validate(c) != SQ_OK) return SQ_ERR_ARG;
+    if (be->kind == SQ_BACKEND_CPU) return sq_qbuf_alloc(c, n, q);
+    const uint64_t sizes[3] = {sq_codec_code_bytes(c, n), sq_codec_scale_bytes(c, n),
+                               c->kind == SQ_KIND_MINMAX ? sq_codec_offset_bytes(c, n) : 0};
+    void *p[3] = {NULL, NULL, NULL};
+    int rc = SQ_OK;
+    for (int i = 0; i < 3 && rc == SQ_OK; i++) {
+        if (i == 2 && c->kind != SQ_KIND_MINMAX) break;
+        if (sizes[i] > SIZE_MAX) rc = SQ_ERR_ARG;
+        if (rc == SQ_OK) rc = sq_backend_alloc(be, (size_t)sizes[i], &p[i]);
+        if (rc == SQ_OK) rc = sq_backend_fill(be, p[i], 0, (size_t)sizes[i]);
+    }
+    q->codes = p[0];
+    q->scales = p[1];
+    q->offsets = p[2];
+    if (rc != SQ_OK) sq_backend_qbuf_free(be, q);
+    return rc;
+}
+
+void sq_backend_qbuf_free(sq_backend *be, sq_qbuf *q)
+{
+    if (!q) return;
+    if (be->kind == SQ_BACKEND_CPU) {
+        sq_qbuf_free(q);
+        return;
+    }
+    sq_backend_free(be, q->codes);
+    sq_backend_free(be, q->scales);
+    sq_backend_free(be, q->offsets);
+    q->codes = NULL;
+    q->scales = NULL;
+    q->offsets = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Argument checks: the core's, so that a call both backends refuse gets    */
+/* the same status from each                                                */
+/* ------------------------------------------------------------------------ */
+
+static int check_codec(const sq_codec *c, uint64_t n)
+{
+    if (!c) return SQ_ERR_ARG;
+    if (sq_codec_validate(c) != SQ_OK) return SQ_ERR_SPEC;
+    if (n > (uint64_t)SIZE_MAX / sizeof(float)) return SQ_ERR_ARG;
+    return SQ_OK;
+}
+
+static int check_qbuf(const sq_codec *c, const sq_qbuf *q, uint64_t n)
+{
+    if (!q) return SQ_ERR_ARG;
+    if (n && (!q->codes || !q->scales || (c->kind == SQ_KIND_MINMAX && !q->offsets)))
+        return SQ_ERR_ARG;
+    return SQ_OK;
+}
+
+static int check_key(const sq_codec *c, const sq_rng_key *key)
+{
+    if (c->round == SQ_ROUND_SR && !key) return SQ_ERR_ARG;
+    if (key && (key->worker >= (1u << 24) || key->site > 0xffu)) return SQ_ERR_ARG;
+    return SQ_OK;
+}
+
+static int check_chunks(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n)
+{
+    if (!chunks || k < 1) return SQ_ERR_ARG;
+    for (int i = 0; i < k; i++) {
+        int rc = check_qbuf(c, &chunks[i], n);
+        if (rc) return rc;
+    }
+    return SQ_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The codec operations                                                     */
+/* ------------------------------------------------------------------------ */
+
+int sq_backend_quantize(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
+                        const sq_rng_key *key, sq_qbuf *q)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_quantize(c, x, n, key, q);
+    int rc;
+    if ((rc = check_codec(c, n)) || (rc = check_qbuf(c, q, n)) || (rc = check_key(c, key)))
+        return rc;
+    if (n && !x) return SQ_ERR_ARG;
+    return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, NULL, n, key, q));
+}
+
+int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
+                             const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_quantize_diff(c, x, ref, n, key, q);
+    int rc;
+    if ((rc = check_codec(c, n)) || (rc = check_qbuf(c, q, n)) || (rc = check_key(c, key)))
+        return rc;
+    if (n && (!x || !ref)) return SQ_ERR_ARG;
+    return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, ref, n, key, q));
+}
+
+int sq_backend_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
+                          float *out)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize(c, q, n, out);
+    int rc;
+    if ((rc = check_codec(c, n)) || (rc = check_qbuf(c, q, n))) return rc;
+    if (n && !out) return SQ_ERR_ARG;
+    return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, NULL, n, out));
+}
+
+int sq_backend_dequantize_add(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
+                              const float *ref, uint64_t n, float *out)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_add(c, q, ref, n, out);
+    int rc;
+    if ((rc = check_codec(c, n)) || (rc = check_qbuf(c, q, n))) return rc;
+    if (n && (!out || !ref)) return SQ_ERR_ARG;
+    return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, ref, n, out));
+}
+
+int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const sq_qbuf *chunks,
+                                   int k, uint64_t n, const sq_codec *c_out,
+                                   const sq_rng_key *key, sq_qbuf *out)
+{
+    if (be->kind == SQ_BACKEND_CPU)
+        return sq_dequant_sum_requant(c_in, chunks, k, n, c_out, key, out);
+    int rc;
+    if ((rc = check_codec(c_in, n)) || (rc = check_codec(c_out, n)) ||
+        (rc = check_chunks(c_in, chunks, k, n)) || (rc = check_qbuf(c_out, out, n)) ||
+        (rc = check_key(c_out, key)))
+        return rc;
+    return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out));
+}
+
+int sq_backend_dequant_sum(sq_backend *be, const sq_codec *c, const sq_qbuf *chunks, int k,
+                           uint64_t n, float *out)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_dequant_sum(c, chunks, k, n, out);
+    int rc;
+    if ((rc = check_codec(c, n)) || (rc = check_chunks(c, chunks, k, n))) return rc;
+    if (n && !out) return SQ_ERR_ARG;
+    return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Asynchronous use and timing                                              */
+/* ------------------------------------------------------------------------ */
+
+int sq_backend_set_deferred(sq_backend *be, int on)
+{
+    return be->kind == SQ_BACKEND_CUDA ? cuda_status(be, sq_cuda_set_deferred(be->cuda, on)) : SQ_OK;
+}
+
+int sq_backend_sync(sq_backend *be)
+{
+    return be->kind == SQ_BACKEND_CUDA ? cuda_status(be, sq_cuda_sync(be->cuda)) : SQ_OK;
+}
+
+int sq_backend_timer_start(sq_backend *be)
+{
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_timer_start(be->cuda));
+    be->t0 = now_s();
+    return SQ_OK;
+}
+
+int sq_backend_timer_stop(sq_backend *be, double *seconds)
+{
+    if (!seconds) return SQ_ERR_ARG;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_timer_stop(be->cuda, seconds));
+    *seconds = now_s() - be->t0;
+    return SQ_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Placement                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int placement_add(sq_placement *pl, const char *name, char *err, size_t errlen)
+{
+    sq_backend **grown = realloc(pl->be, (size_t)(pl->count + 1) * sizeof *grown);
+    if (!grown) {
+        snprintf(err, errlen, "out of host memory");
+        return SQ_ERR_NOMEM;
+    }
+    pl->be = grown;
+    int rc = sq_backend_open(name, &pl->be[pl->count], err, errlen);
+    if (rc == SQ_OK) pl->count++;
+    return rc;
+}
+
+int sq_placement_open(const char *spec, sq_placement *pl, char *err, size_t errlen)
+{
+    char dummy[8];
+    if (!err || !errlen) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    if (!pl || !spec) return SQ_ERR_ARG;
+    pl->count = 0;
+    pl->be = NULL;
+    int rc = SQ_OK;
+    if (strcmp(spec, "cpu") == 0) {
+        rc = placement_add(pl, "cpu", err, errlen);
+    } else if (strcmp(spec, "cuda") == 0) {
+        int n = sq_device_count();
+        if (n == 0) {
+            snprintf(err, errlen, "cuda: no CUDA device: %s", sq_device_unavailable_reason());
+            rc = SQ_ERR_UNSUPPORTED;
+        }
+        for (int d = 0; d < n && rc == SQ_OK; d++) {
+            char name[32];
+            snprintf(name, sizeof name, "cuda:%d", d);
+            rc = placement_add(pl, name, err, errlen);
+        }
+    } else if (strncmp(spec, "cuda:", 5) == 0) {
+        char *list = strdup(spec + 5), *save = NULL;
+        if (!list) rc = SQ_ERR_NOMEM;
+        for (char *tok = list ? strtok_r(list, ",", &save) : NULL; tok && rc == SQ_OK;
+             tok = strtok_r(NULL, ",", &save)) {
+            char name[32];
+            snprintf(name, sizeof name, "cuda:%.20s", tok);
+            for (int i = 0; i < pl->count && rc == SQ_OK; i++)
+                if (strcmp(sq_backend_name(pl->be[i]), name) == 0) {
+                    snprintf(err, errlen, "%s: %s is named twice", spec, name);
+                    rc = SQ_ERR_ARG;
+                }
+            if (rc == SQ_OK) rc = placement_add(pl, name, err, errlen);
+        }
+        free(list);
+        if (rc == SQ_OK && pl->count == 0) {
+            snprintf(err, errlen, "%s: no device named", spec);
+            rc = SQ_ERR_ARG;
+        }
+    } else {
+        snprintf(err, errlen, "'%s' is not a placement (use cpu, cuda or cuda:0,1,...)", spec);
+        rc = SQ_ERR_ARG;
+    }
+    if (rc != SQ_OK) sq_placement_close(pl);
+    return rc;
+}
+
+sq_backend *sq_placement_worker(const sq_placement *pl, uint64_t worker)
+{
+    return pl && pl->count ? pl->be[worker % (uint64_t)pl->count] : NULL;
+}
+
+void sq_placement_close(sq_placement *pl)
+{
+    if (!pl) return;
+    for (int i = 0; i < pl->count; i++) sq_backend_close(pl->be[i]);
+    free(pl->be);
+    pl->be = NULL;
+    pl->count = 0;
+}

@@ -1,0 +1,433 @@
+/*
+** check_gpu_codec.c -- the CUDA backend writes the C reference's bytes.
+**
+** For inputs from several distributions, sizes from 1 to about 1e7, bits 1
+** to 8, groups 1 to 4096, Hadamard sizes 0 to 1024, both roundings and both
+** level conventions, every operation runs on the GPU through the backend
+** and on the CPU through the reference, and every output byte and status
+** must agree (tests/equiv.h). Also: pointers that are not 16-byte aligned,
+** deferred batches, device errors named by their call, and workers placed
+** round-robin over all visible GPUs with peer copies between them.
+**
+** Without a CUDA device (or without a CUDA build) it exits 77, automake's
+** SKIP, and says why.
+*/
+#include "backend/backend.h"
+#include "backend/device.h"
+#include "equiv.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+static sq_backend *g_be;   /* cuda:0 */
+static int g_misalign;     /* put every buffer off its natural alignment */
+
+/* ------------------------------------------------------------------------ */
+/* The eq_backend of equiv.h: host buffers in, device buffers, host out     */
+/* ------------------------------------------------------------------------ */
+
+#define ARENA_MAX 512
+static struct {
+    void *base[ARENA_MAX];
+    int n;
+} g_arena;
+
+/* Device memory for bytes, shifted by `shift` bytes when misaligning (so
+** that vector loads and stores must fall back to narrower ones). */
+static void *dev_alloc(size_t bytes, size_t shift)
+{
+    void *p = NULL;
+    if (!g_misalign) shift = 0;
+    ck_assert_int_lt(g_arena.n, ARENA_MAX);
+    int rc = sq_backend_alloc(g_be, bytes + shift + 1, &p);
+    ck_assert_msg(rc == SQ_OK, "%s", sq_backend_error(g_be));
+    g_arena.base[g_arena.n++] = p;
+    return (char *)p + shift;
+}
+
+static void *dev_put(const void *host, size_t bytes, size_t shift)
+{
+    void *d = dev_alloc(bytes, shift);
+    int rc = sq_backend_put(g_be, d, host, bytes);
+    ck_assert_msg(rc == SQ_OK, "%s", sq_backend_error(g_be));
+    return d;
+}
+
+static void dev_get(void *host, const void *d, size_t bytes)
+{
+    int rc = sq_backend_get(g_be, host, d, bytes);
+    ck_assert_msg(rc == SQ_OK, "%s", sq_backend_error(g_be));
+}
+
+static void arena_free(void)
+{
+    for (int i = 0; i < g_arena.n; i++) sq_backend_free(g_be, g_arena.base[i]);
+    g_arena.n = 0;
+}
+
+static size_t scale_unit(const sq_codec *c) { return c->scale == SQ_SCALE_FP32 ? 4 : 2; }
+
+/* A host qbuf copied to the device (outputs carry equiv.h's pattern in). */
+static sq_qbuf qbuf_put(const sq_codec *c, const sq_qbuf *h, uint64_t n)
+{
+    sq_qbuf d;
+    d.codes = dev_put(h->codes, sq_codec_code_bytes(c, n), 1);
+    d.scales = dev_put(h->scales, sq_codec_scale_bytes(c, n), scale_unit(c));
+    d.offsets = c->kind == SQ_KIND_MINMAX
+                    ? dev_put(h->offsets, sq_codec_offset_bytes(c, n), scale_unit(c))
+                    : NULL;
+    return d;
+}
+
+static void qbuf_get(const sq_codec *c, sq_qbuf *h, const sq_qbuf *d, uint64_t n)
+{
+    dev_get(h->codes, d->codes, sq_codec_code_bytes(c, n));
+    dev_get(h->scales, d->scales, sq_codec_scale_bytes(c, n));
+    if (c->kind == SQ_KIND_MINMAX) dev_get(h->offsets, d->offsets, sq_codec_offset_bytes(c, n));
+}
+
+static int gpu_quantize(const sq_codec *c, const float *x, const float *ref, uint64_t n,
+                        const sq_rng_key *key, sq_qbuf *q)
+{
+    float *dx = dev_put(x, n * 4, 4), *dref = ref ? dev_put(ref, n * 4, 4) : NULL;
+    sq_qbuf dq = qbuf_put(c, q, n);
+    int rc = ref ? sq_backend_quantize_diff(g_be, c, dx, dref, n, key, &dq)
+                 : sq_backend_quantize(g_be, c, dx, n, key, &dq);
+    ck_assert_msg(rc != SQ_ERR_DEVICE && rc != SQ_ERR_NOMEM, "%s", sq_backend_error(g_be));
+    qbuf_get(c, q, &dq, n);
+    arena_free();
+    return rc;
+}
+
+static int gpu_dequantize(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
+                          float *out)
+{
+    sq_qbuf dq = qbuf_put(c, q, n);
+    float *dref = ref ? dev_put(ref, n * 4, 4) : NULL, *dout = dev_put(out, n * 4, 4);
+    int rc = ref ? sq_backend_dequantize_add(g_be, c, &dq, dref, n, dout)
+                 : sq_backend_dequantize(g_be, c, &dq, n, dout);
+    ck_assert_msg(rc != SQ_ERR_DEVICE && rc != SQ_ERR_NOMEM, "%s", sq_backend_error(g_be));
+    dev_get(out, dout, n * 4);
+    arena_free();
+    return rc;
+}
+
+static int gpu_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
+                           const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out)
+{
+    sq_qbuf *dc = calloc((size_t)k, sizeof *dc);
+    for (int i = 0; i < k; i++) dc[i] = qbuf_put(c_in, &chunks[i], n);
+    sq_qbuf dout = qbuf_put(c_out, out, n);
+    int rc = sq_backend_dequant_sum_requant(g_be, c_in, dc, k, n, c_out, key, &dout);
+    ck_assert_msg(rc != SQ_ERR_DEVICE && rc != SQ_ERR_NOMEM, "%s", sq_backend_error(g_be));
+    qbuf_get(c_out, out, &dout, n);
+    arena_free();
+    free(dc);
+    return rc;
+}
+
+static int gpu_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out)
+{
+    sq_qbuf *dc = calloc((size_t)k, sizeof *dc);
+    for (int i = 0; i < k; i++) dc[i] = qbuf_put(c, &chunks[i], n);
+    float *dout = dev_put(out, n * 4, 4);
+    int rc = sq_backend_dequant_sum(g_be, c, dc, k, n, dout);
+    ck_assert_msg(rc != SQ_ERR_DEVICE && rc != SQ_ERR_NOMEM, "%s", sq_backend_error(g_be));
+    dev_get(out, dout, n * 4);
+    arena_free();
+    free(dc);
+    return rc;
+}
+
+static const eq_backend gpu = {"cuda:0", gpu_quantize, gpu_dequantize, gpu_sum_requant, gpu_sum};
+
+static sq_codec codec(const char *spec)
+{
+    sq_codec c;
+    char err[256];
+    ck_assert_msg(sq_codec_parse(spec, &c, err, sizeof err) == SQ_OK, "%s: %s", spec, err);
+    return c;
+}
+
+static int run(eq_op op, const char *spec, uint64_t n, eq_dist dist, uint64_t seed, int k,
+               const char *spec_out)
+{
+    eq_case t;
+    memset(&t, 0, sizeof t);
+    t.op = op;
+    t.c = codec(spec);
+    t.c_out = codec(spec_out ? spec_out : spec);
+    t.k = k;
+    t.n = n;
+    t.dist = dist;
+    t.seed = seed;
+    return eq_run(&gpu, &t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The matrix at several sizes                                              */
+/* ------------------------------------------------------------------------ */
+
+/* 1; odd; not a multiple of the group; a few million */
+static const uint64_t matrix_sizes[] = {1, 7, 4099, 1000003};
+
+START_TEST(test_matrix)
+{
+    eq_op op = (eq_op)(_i % EQ_NOPS);
+    uint64_t n = matrix_sizes[_i / EQ_NOPS];
+    int failures = eq_run_matrix(&gpu, op, n, op == EQ_SUM ? 4 : 2, 7000u + (unsigned)_i);
+    ck_assert_msg(failures == 0, "%s at n=%llu: %d cases differ (see stderr)", eq_op_names[op],
+                  (unsigned long long)n, failures);
+}
+END_TEST
+
+/* Around 1e7 elements: every distribution, every operation, for the codecs
+** of the published schemes, and a sample of the matrix. */
+START_TEST(test_large)
+{
+    const uint64_t n = 10000019;
+    const char *specs[] = {
+        "bits=4,group=128,round=sr,hadamard=32",      "bits=8,group=128,round=sr,hadamard=32",
+        "bits=4,group=2048,round=sr",                 "bits=4,group=128,round=rtn,levels=deepspeed",
+        "bits=8,group=4096,round=rtn,levels=deepspeed", "kind=minmax,bits=8,group=1024,round=sr",
+        "bits=3,group=7,round=sr,hadamard=1024",
+    };
+    int failures = 0;
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+        for (int d = 0; d < EQ_NDIST; d++)
+            for (int op = 0; op < EQ_NOPS; op++)
+                failures += run((eq_op)op, specs[s], n, (eq_dist)d, 100 * s + (uint64_t)d,
+                                op == EQ_SUM ? 4 : 2,
+                                op == EQ_SUM_REQUANT ? "bits=4,group=128,round=sr" : NULL);
+    for (int i = 0; i < (int)EQ_MATRIX_SIZE; i += 37) {
+        eq_case t;
+        memset(&t, 0, sizeof t);
+        if (eq_matrix_codec(i, &t.c) != 0) continue;
+        t.op = (eq_op)(i % EQ_NOPS);
+        t.n = n;
+        t.k = 3;
+        t.dist = (eq_dist)(i % EQ_NDIST);
+        t.seed = 900 + (uint64_t)i;
+        t.c_out = t.c;
+        failures += eq_run(&gpu, &t);
+    }
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* Buffers 4 bytes (floats) or 1 byte (codes) off their alignment take the
+** scalar paths of the kernels. */
+START_TEST(test_misaligned)
+{
+    g_misalign = 1;
+    int failures = 0;
+    for (int op = 0; op < EQ_NOPS; op++) {
+        failures += run((eq_op)op, "bits=4,group=128,round=sr,hadamard=32", 100003, EQ_GRADIENT,
+                        1, 3, NULL);
+        failures += run((eq_op)op, "bits=8,group=2048,round=rtn,scale=bf16", 100003, EQ_NORMAL, 2,
+                        3, NULL);
+    }
+    g_misalign = 0;
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* Group shapes of every reduction path, and more chunks than a kernel takes. */
+START_TEST(test_paths)
+{
+    const uint64_t groups[] = {1, 3, 8, 16, 24, 512, 1000, 8192, 12288, 1u << 20};
+    int failures = 0;
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        for (int minmax = 0; minmax < 2; minmax++)
+            for (int h = 0; h <= 512; h += 512) {
+                char spec[128];
+                snprintf(spec, sizeof spec, "kind=%s,bits=6,group=%llu,round=sr,hadamard=%d",
+                         minmax ? "minmax" : "sym", (unsigned long long)groups[g], h);
+                uint64_t n = 3 * groups[g] + 1000003;
+                failures += run(EQ_QUANTIZE, spec, n, (eq_dist)(g % EQ_NDIST), 70 + g, 1, NULL);
+                failures += run(EQ_QUANTIZE_DIFF, spec, n, (eq_dist)(g % EQ_NDIST), 80 + g, 1, NULL);
+                failures += run(EQ_SUM_REQUANT, "bits=8,group=32,round=sr", n,
+                                (eq_dist)(g % EQ_NDIST), 90 + g, 2, spec);
+            }
+    failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 300007, EQ_GRADIENT, 3, 150,
+                    "bits=4,group=128,round=sr");
+    failures += run(EQ_SUM, "bits=4,group=128,round=sr,hadamard=1024", 300007, EQ_OUTLIERS, 4,
+                    130, NULL);
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Statuses, deferred batches, device errors                                */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_status)
+{
+    const uint64_t n = 100000;
+    float *x = malloc(n * 4);
+    eq_fill(x, n, EQ_NORMAL, 9);
+    sq_codec c = codec("bits=4,group=128,round=sr,hadamard=32");
+    sq_rng_key key = eq_key(1, 0);
+    sq_qbuf hq;
+    eq_qbuf(&c, n, 0, &hq);
+    x[54321] = NAN;
+    ck_assert_int_eq(gpu_quantize(&c, x, NULL, n, &key, &hq), SQ_ERR_NONFINITE);
+    for (int j = 0; j < 32; j++) x[640 + j] = 3e38f;
+    x[54321] = 1.0f;
+    ck_assert_int_eq(gpu_quantize(&c, x, NULL, n, &key, &hq), SQ_ERR_RANGE);
+    /* arguments the core refuses, refused the same way before any launch */
+    ck_assert_int_eq(sq_backend_quantize(g_be, &c, x, n, NULL, &hq), SQ_ERR_ARG);
+    sq_codec bad = c;
+    bad.bits = 9;
+    ck_assert_int_eq(sq_backend_quantize(g_be, &bad, x, n, &key, &hq), SQ_ERR_SPEC);
+    eq_qbuf_free(&hq);
+    free(x);
+}
+END_TEST
+
+/* Deferred: three operations enqueued, one sync; the worst status wins and
+** the good results are still right. */
+START_TEST(test_deferred)
+{
+    const uint64_t n = 1 << 20;
+    sq_codec c = codec("bits=4,group=128,round=sr");
+    sq_rng_key key = eq_key(3, 0);
+    float *x = malloc(n * 4), *y = malloc(n * 4), *want = malloc(n * 4);
+    eq_fill(x, n, EQ_GRADIENT, 3);
+    float *dx = dev_put(x, n * 4, 0), *dy = dev_alloc(n * 4, 0);
+    x[5] = INFINITY;
+    float *dbad = dev_put(x, n * 4, 0);
+    sq_qbuf dq;
+    ck_assert_int_eq(sq_backend_qbuf_alloc(g_be, &c, n, &dq), SQ_OK);
+    ck_assert_int_eq(sq_backend_set_deferred(g_be, 1), SQ_OK);
+    ck_assert_int_eq(sq_backend_quantize(g_be, &c, dx, n, &key, &dq), SQ_OK);
+    ck_assert_int_eq(sq_backend_dequantize(g_be, &c, &dq, n, dy), SQ_OK);
+    ck_assert_int_eq(sq_backend_sync(g_be), SQ_OK);
+    dev_get(y, dy, n * 4);
+    ck_assert_int_eq(sq_backend_quantize(g_be, &c, dbad, n, &key, &dq), SQ_OK); /* not yet known */
+    ck_assert_int_eq(sq_backend_set_deferred(g_be, 0), SQ_ERR_NONFINITE);
+    ck_assert_int_eq(sq_backend_sync(g_be), SQ_OK); /* reported once */
+
+    x[5] = 0.0f;
+    eq_fill(x, n, EQ_GRADIENT, 3);
+    sq_qbuf hq;
+    sq_qbuf_alloc(&c, n, &hq);
+    ck_assert_int_eq(sq_quantize(&c, x, n, &key, &hq), SQ_OK);
+    ck_assert_int_eq(sq_dequantize(&c, &hq, n, want), SQ_OK);
+    ck_assert_mem_eq(y, want, n * 4);
+    sq_qbuf_free(&hq);
+    sq_backend_qbuf_free(g_be, &dq);
+    arena_free();
+    free(x);
+    free(y);
+    free(want);
+}
+END_TEST
+
+/* A device failure is a status and a sentence naming the call. */
+START_TEST(test_device_errors)
+{
+    void *p = NULL;
+    int rc = sq_backend_alloc(g_be, (size_t)1 << 50, &p);
+    ck_assert_int_eq(rc, SQ_ERR_NOMEM);
+    const char *e = sq_backend_error(g_be);
+    ck_assert_msg(strstr(e, "cudaMalloc(") && strstr(e, "cuda:0"), "%s", e);
+    /* and the backend still works after it */
+    ck_assert_int_eq(sq_backend_alloc(g_be, 64, &p), SQ_OK);
+    sq_backend_free(g_be, p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Placement over all GPUs                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Eight emulated workers round-robin over the visible GPUs: each quantizes
+** its own input on its device, the codes travel to device 0 by peer copy
+** (or device-to-device copy), are decoded there, and equal the C
+** reference's decode of the reference's codes. */
+START_TEST(test_placement)
+{
+    sq_placement pl;
+    char err[256];
+    ck_assert_msg(sq_placement_open("cuda", &pl, err, sizeof err) == SQ_OK, "%s", err);
+    ck_assert_int_eq(pl.count, sq_device_count());
+    const uint64_t n = 300007;
+    sq_codec c = codec("bits=4,group=128,round=sr,hadamard=32");
+    float *x = malloc(n * 4), *got = malloc(n * 4), *want = malloc(n * 4);
+    sq_backend *home = pl.be[0];
+    for (uint32_t w = 0; w < 8; w++) {
+        sq_backend *be = sq_placement_worker(&pl, w);
+        ck_assert_int_eq(sq_backend_device(be), (int)(w % (uint32_t)pl.count));
+        sq_rng_key key = eq_key(11, w);
+        eq_fill(x, n, EQ_GRADIENT, 40 + w);
+        void *dx;
+        sq_qbuf dq, hq, dq0;
+        ck_assert_int_eq(sq_backend_alloc(be, n * 4, &dx), SQ_OK);
+        ck_assert_int_eq(sq_backend_put(be, dx, x, n * 4), SQ_OK);
+        ck_assert_int_eq(sq_backend_qbuf_alloc(be, &c, n, &dq), SQ_OK);
+        ck_assert_int_eq(sq_backend_quantize(be, &c, dx, n, &key, &dq), SQ_OK);
+        ck_assert_int_eq(sq_backend_qbuf_alloc(home, &c, n, &dq0), SQ_OK);
+        ck_assert_msg(sq_backend_copy(home, dq0.codes, be, dq.codes, sq_codec_code_bytes(&c, n)) ==
+                          SQ_OK, "%s", sq_backend_error(home));
+        ck_assert_int_eq(sq_backend_copy(home, dq0.scales, be, dq.scales,
+                                         sq_codec_scale_bytes(&c, n)), SQ_OK);
+        void *dout;
+        ck_assert_int_eq(sq_backend_alloc(home, n * 4, &dout), SQ_OK);
+        ck_assert_int_eq(sq_backend_dequantize(home, &c, &dq0, n, dout), SQ_OK);
+        ck_assert_int_eq(sq_backend_get(home, got, dout, n * 4), SQ_OK);
+        sq_qbuf_alloc(&c, n, &hq);
+        ck_assert_int_eq(sq_quantize(&c, x, n, &key, &hq), SQ_OK);
+        ck_assert_int_eq(sq_dequantize(&c, &hq, n, want), SQ_OK);
+        ck_assert_mem_eq(got, want, n * 4);
+        sq_qbuf_free(&hq);
+        sq_backend_qbuf_free(be, &dq);
+        sq_backend_qbuf_free(home, &dq0);
+        sq_backend_free(be, dx);
+        sq_backend_free(home, dout);
+    }
+    free(x);
+    free(got);
+    free(want);
+    sq_placement_close(&pl);
+}
+END_TEST
+
+int main(void)
+{
+    int n = sq_device_count();
+    if (n <= 0) {
+        printf("SKIP: no CUDA device (shardq built without CUDA / no GPU visible): %s\n",
+               sq_device_unavailable_reason());
+        return 77;
+    }
+    char err[256];
+    if (sq_backend_open("cuda:0", &g_be, err, sizeof err) != SQ_OK) {
+        fprintf(stderr, "cannot open cuda:0: %s\n", err);
+        return EXIT_FAILURE;
+    }
+    printf("%s\n", sq_backend_description(g_be));
+
+    Suite *s = suite_create("gpu_codec");
+    TCase *tm = tcase_create("matrix");
+    tcase_add_loop_test(tm, test_matrix, 0,
+                        EQ_NOPS * (int)(sizeof matrix_sizes / sizeof matrix_sizes[0]));
+    suite_add_tcase(s, tm);
+    TCase *tc = tcase_create("device");
+    tcase_add_test(tc, test_large);
+    tcase_add_test(tc, test_misaligned);
+    tcase_add_test(tc, test_paths);
+    tcase_add_test(tc, test_status);
+    tcase_add_test(tc, test_deferred);
+    tcase_add_test(tc, test_device_errors);
+    tcase_add_test(tc, test_placement);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    sq_backend_close(g_be);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
