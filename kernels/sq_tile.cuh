@@ -112,9 +112,10 @@ SQK_UNROLL
 SQK_DEV void store8(float *p, uint64_t e0, uint64_t n, const float v[EPT])
 {
     if (e0 + EPT <= n && aligned(p, 16)) {
+        /* streaming stores: written once, not read again by this kernel */
         float4 *q = reinterpret_cast<float4 *>(p + e0);
-        q[0] = make_float4(v[0], v[1], v[2], v[3]);
-        q[1] = make_float4(v[4], v[5], v[6], v[7]);
+        __stcs(q, make_float4(v[0], v[1], v[2], v[3]));
+        __stcs(q + 1, make_float4(v[4], v[5], v[6], v[7]));
         return;
     }
 SQK_UNROLL
@@ -173,11 +174,11 @@ SQK_DEV void store_code_bytes(uint8_t *codes, uint64_t e0, int bits, uint64_t nb
     uint8_t *p = codes + off;
     if (off + (uint64_t)bits <= nbytes) {
         if (bits == 8 && aligned(p, 8)) {
-            *reinterpret_cast<uint64_t *>(p) = bswap64(acc);
+            __stcs(reinterpret_cast<unsigned long long *>(p), (unsigned long long)bswap64(acc));
             return;
         }
         if (bits == 4 && aligned(p, 4)) {
-            *reinterpret_cast<uint32_t *>(p) = bswap32((uint32_t)acc);
+            __stcs(reinterpret_cast<unsigned int *>(p), bswap32((uint32_t)acc));
             return;
         }
     }

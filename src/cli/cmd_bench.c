@@ -1,13 +1,22 @@
 /*
 ** cmd_bench.c -- `shardq bench`: throughput of the codec operations beside
-** the memory bandwidth of the same machine, measured in the same run.
+** the copy bandwidth of the same machine, measured in the same run.
 **
 ** A throughput figure means little alone: a quantizer at 5 GB/s is fast on a
-** laptop and slow on a server. So every row is printed beside memcpy of the
-** same number of bytes with the same number of threads, and the ratio is the
-** figure to compare across machines. Bytes are counted as read + written,
-** metadata included, exactly as the codec sizes them.
+** laptop and slow on a server. So every row is printed beside a plain copy
+** of the same number of bytes on the same device (memcpy with the same
+** thread count on the CPU, a device-to-device copy on a GPU), and the ratio
+** is the figure to compare across machines. Bytes are counted as read +
+** written, metadata included, exactly as the codec sizes them. Kernels with
+** a fused Hadamard transform are also printed as a fraction of their twin
+** without it, which is the cost of the transform.
+**
+** Every operation runs through the backend layer, so the CPU and a GPU are
+** measured by the same code; a GPU is timed with CUDA events over batches of
+** calls enqueued back to back.
 */
+#include "backend/backend.h"
+#include "backend/device.h"
 #include "cli.h"
 #include "progress.h"
 #include "shardq.h"
@@ -16,60 +25,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static const char bench_usage[] =
     "usage: shardq bench [options]\n"
     "\n"
-    "Measures every codec operation of the C reference on sizes from 1 MB to\n"
-    "256 MB of fp32 input, with one thread and with all threads, and prints the\n"
-    "throughput in GB/s (bytes read + written) beside memcpy of the same size.\n"
+    "Measures the codec operations on a device and prints their throughput in\n"
+    "GB/s (bytes read + written, metadata included) beside a plain copy of the\n"
+    "same size measured in the same run: memcpy with the same thread count on\n"
+    "the CPU, a device-to-device copy on a GPU.\n"
     "\n"
     "options:\n"
-    "  --sizes LIST      input sizes in MB (default 1,4,16,64,256)\n"
-    "  --threads LIST    thread counts; 'all' is every core (default 1,all)\n"
-    "  --ops LIST        operations to run (default: all of them):\n"
-    "                    quantize, quantize-rtn, quantize-8, dequantize,\n"
-    "                    quantize-diff, dequantize-add, sum-requant, sum,\n"
-    "                    hadamard, rng\n"
-    "  --codec SPEC      replace the default codecs of the quantize and\n"
-    "                    dequantize rows by SPEC\n"
+    "  --device DEV      cpu (default: the C reference), cuda (device 0) or\n"
+    "                    cuda:N (the CUDA kernels on device N)\n"
+    "  --sizes LIST      input sizes in MB of fp32 (default 1,4,16,64,256 on the\n"
+    "                    CPU, 8,32,128,512,2048 on a GPU)\n"
+    "  --threads LIST    CPU thread counts; 'all' is every core (default 1,all)\n"
+    "  --ops LIST        operations to run (default: all that the device has):\n"
+    "                    quantize, quantize-nh, quantize-rtn, quantize-8,\n"
+    "                    quantize-8-nh, quantize-8-rtn, quantize-h1024,\n"
+    "                    dequantize, dequantize-nh, dequantize-8,\n"
+    "                    dequantize-8-nh, quantize-diff, dequantize-add,\n"
+    "                    sum-requant, sum, sum-nh, and on the CPU hadamard, rng\n"
+    "  --codec SPEC      replace the codec of every quantize and dequantize row\n"
+    "                    by SPEC\n"
     "  --min-time SEC    time each figure over at least SEC seconds (default 0.2)\n"
-    "  --device DEV      cpu (default); cuda[:N] needs the CUDA codec backend\n"
     "  --json            one JSON object per line instead of the table\n"
-    "  -h, --help        this text\n";
-
-/* ------------------------------------------------------------------------ */
-/* Timing                                                                   */
-/* ------------------------------------------------------------------------ */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median seconds of one call of fn(arg): one warm-up call, then at least three
-** timed calls and at least min_time seconds in all. The median rather than the
-** best, so that a figure is what a user can expect, not a lucky run. */
-#define MAX_REPS 256
-static double time_median(int (*fn)(void *), void *arg, double min_time, int *rc)
-{
-    double t[MAX_REPS];
-    int n = 0;
-    double start = sq_clock_s();
-    *rc = fn(arg);
-    while (*rc == SQ_OK && n < MAX_REPS && (n < 3 || sq_clock_s() - start < min_time)) {
-        double t0 = sq_clock_s();
-        *rc = fn(arg);
-        t[n++] = sq_clock_s() - t0;
-    }
-    if (n == 0) return 0.0;
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    return t[n / 2];
-}
+    "  -h, --help        this text\n"
+    "\n"
+    "A row with a Hadamard transform also shows its throughput relative to the\n"
+    "same kernel without it (the -nh rows), when both run.\n";
 
 /* ------------------------------------------------------------------------ */
 /* The operations                                                           */
@@ -77,22 +61,24 @@ static double time_median(int (*fn)(void *), void *arg, double min_time, int *rc
 
 #define K_CHUNKS 4 /* workers per node summed by the reduce-scatter hops */
 
+/* Buffers of one input size, on the benchmarked backend. */
 typedef struct bench_ctx {
+    sq_backend *be;
     uint64_t n;
-    float *x, *ref, *out;
+    float *x, *ref, *out;    /* backend memory */
     sq_codec c, c_out;
     sq_qbuf q, qout;
     sq_qbuf chunks[K_CHUNKS];
     sq_rng_key key;
-    float *u;
 } bench_ctx;
 
-static int op_memcpy(void *arg)
+static int op_copy(bench_ctx *b)
 {
-    bench_ctx *b = arg;
     size_t bytes = (size_t)b->n * sizeof(float);
-    int nth = sq_get_threads();
+    if (sq_backend_kind_of(b->be) == SQ_BACKEND_CUDA)
+        return sq_backend_copy(b->be, b->out, b->be, b->x, bytes);
     /* each thread copies its own contiguous slice */
+    int nth = sq_get_threads();
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int t = 0; t < nth; t++) {
         size_t lo = bytes / (size_t)nth * (size_t)t;
@@ -102,53 +88,46 @@ static int op_memcpy(void *arg)
     return SQ_OK;
 }
 
-static int op_quantize(void *arg)
+static int op_quantize(bench_ctx *b)
 {
-    bench_ctx *b = arg;
-    return sq_quantize(&b->c, b->x, b->n, &b->key, &b->q);
+    return sq_backend_quantize(b->be, &b->c, b->x, b->n, &b->key, &b->q);
 }
 
-static int op_dequantize(void *arg)
+static int op_dequantize(bench_ctx *b)
 {
-    bench_ctx *b = arg;
-    return sq_dequantize(&b->c, &b->q, b->n, b->out);
+    return sq_backend_dequantize(b->be, &b->c, &b->q, b->n, b->out);
 }
 
-static int op_quantize_diff(void *arg)
+static int op_quantize_diff(bench_ctx *b)
 {
-    bench_ctx *b = arg;
-    return sq_quantize_diff(&b->c, b->x, b->ref, b->n, &b->key, &b->q);
+    return sq_backend_quantize_diff(b->be, &b->c, b->x, b->ref, b->n, &b->key, &b->q);
 }
 
-static int op_dequantize_add(void *arg)
+static int op_dequantize_add(bench_ctx *b)
 {
-    bench_ctx *b = arg;
-    return sq_dequantize_add(&b->c, &b->q, b->ref, b->n, b->out);
+    return sq_backend_dequantize_add(b->be, &b->c, &b->q, b->ref, b->n, b->out);
 }
 
-static int op_sum_requant(void *arg)
+static int op_sum_requant(bench_ctx *b)
 {
-    bench_ctx *b = arg;
-    return sq_dequant_sum_requant(&b->c, b->chunks, K_CHUNKS, b->n, &b->c_out, &b->key, &b->qout);
+    return sq_backend_dequant_sum_requant(b->be, &b->c, b->chunks, K_CHUNKS, b->n, &b->c_out,
+                                          &b->key, &b->qout);
 }
 
-static int op_sum(void *arg)
+static int op_sum(bench_ctx *b)
 {
-    bench_ctx *b = arg;
-    return sq_dequant_sum(&b->c, b->chunks, K_CHUNKS, b->n, b->out);
+    return sq_backend_dequant_sum(b->be, &b->c, b->chunks, K_CHUNKS, b->n, b->out);
 }
 
-static int op_hadamard(void *arg)
+/* CPU only: the transform alone, and the uniforms alone, as stochastic
+** rounding draws them (what SR cannot go below). */
+static int op_hadamard(bench_ctx *b)
 {
-    bench_ctx *b = arg;
     return sq_hadamard(b->out, b->n, 32);
 }
 
-/* The uniforms alone, as stochastic rounding draws them: what SR cannot go
-** below. Threads take disjoint slices, as the fused operations do. */
-static int op_rng(void *arg)
+static int op_rng(bench_ctx *b)
 {
-    bench_ctx *b = arg;
     int nth = sq_get_threads();
     uint64_t per = (b->n / (uint64_t)nth + 3) / 4 * 4;
 #pragma omp parallel for num_threads(nth) schedule(static)
@@ -166,32 +145,58 @@ typedef struct op_desc {
     const char *name;
     const char *codec;     /* default codec of the input */
     const char *codec_out; /* sum-requant: codec of the output */
-    int (*fn)(void *);
+    int (*fn)(bench_ctx *);
     input_kind input;
+    int cpu_only;
+    const char *twin;      /* the same kernel without the Hadamard transform */
     const char *what;      /* one line for the table */
 } op_desc;
 
+#define TLQHS4 "kind=sym,bits=4,group=128,round=sr,hadamard=32"
+#define TLQHS8 "kind=sym,bits=8,group=128,round=sr,hadamard=32"
+
 static const op_desc ops[] = {
-    {"quantize", "kind=sym,bits=4,group=128,round=sr,hadamard=32", NULL, op_quantize, IN_FLOAT,
+    {"quantize-nh", "kind=sym,bits=4,group=128,round=sr", NULL, op_quantize, IN_FLOAT, 0, NULL,
+     "fp32 -> 4-bit SR, group 128"},
+    {"quantize", TLQHS4, NULL, op_quantize, IN_FLOAT, 0, "quantize-nh",
      "fp32 -> 4-bit SR with a 32-point Hadamard (TLq-HS)"},
-    {"quantize-rtn", "kind=sym,bits=4,group=128,round=rtn", NULL, op_quantize, IN_FLOAT,
+    {"quantize-h1024", "kind=sym,bits=4,group=1024,round=sr,hadamard=1024", NULL, op_quantize,
+     IN_FLOAT, 0, NULL, "fp32 -> 4-bit SR, group 1024, 1024-point Hadamard"},
+    {"quantize-rtn", "kind=sym,bits=4,group=128,round=rtn", NULL, op_quantize, IN_FLOAT, 0, NULL,
      "fp32 -> 4-bit RTN (ZeRO++ qgZ)"},
-    {"quantize-8", "kind=sym,bits=8,group=128,round=sr,hadamard=32", NULL, op_quantize, IN_FLOAT,
+    {"quantize-8-nh", "kind=sym,bits=8,group=128,round=sr", NULL, op_quantize, IN_FLOAT, 0, NULL,
+     "fp32 -> 8-bit SR, group 128"},
+    {"quantize-8", TLQHS8, NULL, op_quantize, IN_FLOAT, 0, "quantize-8-nh",
      "fp32 -> 8-bit SR with Hadamard (TLq-HS intra hop)"},
-    {"dequantize", "kind=sym,bits=4,group=128,round=sr,hadamard=32", NULL, op_dequantize,
-     IN_QUANT, "4-bit -> fp32 with inverse Hadamard"},
-    {"quantize-diff", "kind=sym,bits=4,group=2048,round=sr", NULL, op_quantize_diff, IN_FLOAT,
-     "Q(w - w_ref), 4-bit SR, group 2048 (qWD send)"},
+    {"quantize-8-rtn", "kind=sym,bits=8,group=128,round=rtn", NULL, op_quantize, IN_FLOAT, 0,
+     NULL, "fp32 -> 8-bit RTN"},
+    {"dequantize-nh", "kind=sym,bits=4,group=128,round=sr", NULL, op_dequantize, IN_QUANT, 0,
+     NULL, "4-bit -> fp32"},
+    {"dequantize", TLQHS4, NULL, op_dequantize, IN_QUANT, 0, "dequantize-nh",
+     "4-bit -> fp32 with inverse Hadamard"},
+    {"dequantize-8-nh", "kind=sym,bits=8,group=128,round=sr", NULL, op_dequantize, IN_QUANT, 0,
+     NULL, "8-bit -> fp32"},
+    {"dequantize-8", TLQHS8, NULL, op_dequantize, IN_QUANT, 0, "dequantize-8-nh",
+     "8-bit -> fp32 with inverse Hadamard"},
+    {"quantize-diff", "kind=sym,bits=4,group=2048,round=sr", NULL, op_quantize_diff, IN_FLOAT, 0,
+     NULL, "Q(w - w_ref), 4-bit SR, group 2048 (qWD send)"},
     {"dequantize-add", "kind=sym,bits=4,group=2048,round=sr", NULL, op_dequantize_add, IN_QUANT,
-     "w_ref + D(q) (qWD receive)"},
+     0, NULL, "w_ref + D(q) (qWD receive)"},
     {"sum-requant", "kind=sym,bits=8,group=128,round=sr", "kind=sym,bits=4,group=128,round=sr",
-     op_sum_requant, IN_CHUNKS, "4 x 8-bit -> sum -> 4-bit SR (middle hop)"},
-    {"sum", "kind=sym,bits=4,group=128,round=sr,hadamard=32", NULL, op_sum, IN_CHUNKS,
+     op_sum_requant, IN_CHUNKS, 0, NULL, "4 x 8-bit -> sum -> 4-bit SR (middle hop)"},
+    {"sum-nh", "kind=sym,bits=4,group=128,round=sr", NULL, op_sum, IN_CHUNKS, 0, NULL,
+     "4 x 4-bit -> sum"},
+    {"sum", TLQHS4, NULL, op_sum, IN_CHUNKS, 0, "sum-nh",
      "4 x 4-bit -> sum -> inverse Hadamard (last hop)"},
-    {"hadamard", NULL, NULL, op_hadamard, IN_FLOAT, "32-point Hadamard, in place"},
-    {"rng", NULL, NULL, op_rng, IN_FLOAT, "Philox4x32-10 uniforms alone (SR's floor)"},
+    {"hadamard", NULL, NULL, op_hadamard, IN_FLOAT, 1, NULL, "32-point Hadamard, in place"},
+    {"rng", NULL, NULL, op_rng, IN_FLOAT, 1, NULL, "Philox4x32-10 uniforms alone (SR's floor)"},
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
+
+/* The CPU's default rows (what the C reference's figures in README are). */
+static const char *const cpu_default_ops[] = {
+    "quantize", "quantize-rtn", "quantize-8", "dequantize", "quantize-diff",
+    "dequantize-add", "sum-requant", "sum", "hadamard", "rng"};
 
 /* Bytes read + written by one call. */
 static double op_bytes(const op_desc *o, const bench_ctx *b)
@@ -204,8 +209,59 @@ static double op_bytes(const op_desc *o, const bench_ctx *b)
     if (o->fn == op_dequantize_add) return q + 2 * f;
     if (o->fn == op_sum_requant) return K_CHUNKS * q + (double)sq_codec_bytes(&b->c_out, b->n);
     if (o->fn == op_sum) return K_CHUNKS * q + f;
-    if (o->fn == op_hadamard) return 2 * f;
+    if (o->fn == op_hadamard || o->fn == op_copy) return 2 * f;
     return f; /* rng: the uniforms written */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Timing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median seconds of one call of fn: a warm-up call, then batches of calls
+** enqueued back to back (deferred, so a GPU never waits for the host between
+** them), each batch timed on the backend's clock, at least three batches
+** and min_time seconds in all. The median rather than the best, so that a
+** figure is what a user can expect. */
+#define MAX_BATCHES 64
+static double time_op(bench_ctx *b, int (*fn)(bench_ctx *), double min_time, int *rc)
+{
+    double t[MAX_BATCHES], one = 0.0;
+    int n = 0;
+    *rc = fn(b);
+    if (*rc == SQ_OK) *rc = sq_backend_sync(b->be);
+    if (*rc == SQ_OK) *rc = sq_backend_timer_start(b->be);
+    if (*rc == SQ_OK) *rc = fn(b);
+    if (*rc == SQ_OK) *rc = sq_backend_timer_stop(b->be, &one);
+    if (*rc != SQ_OK) return 0.0;
+    /* batches of about a tenth of min_time, at least 1 ms on a GPU */
+    double want = min_time / 10 > 1e-3 ? min_time / 10 : 1e-3;
+    long reps = one > 0 ? (long)(want / one) + 1 : 1;
+    if (reps > 100000) reps = 100000;
+    if ((*rc = sq_backend_set_deferred(b->be, 1)) != SQ_OK) return 0.0;
+    double spent = 0.0;
+    while (n < MAX_BATCHES && (n < 3 || spent < min_time)) {
+        double s = 0.0;
+        int r = sq_backend_timer_start(b->be);
+        for (long i = 0; i < reps && r == SQ_OK; i++) r = fn(b);
+        if (r == SQ_OK) r = sq_backend_timer_stop(b->be, &s);
+        if (r != SQ_OK) {
+            *rc = r;
+            break;
+        }
+        t[n++] = s / (double)reps;
+        spent += s;
+    }
+    int r = sq_backend_set_deferred(b->be, 0); /* waits, and reports the batch */
+    if (*rc == SQ_OK) *rc = r;
+    if (n == 0 || *rc != SQ_OK) return 0.0;
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    return t[n / 2];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -224,47 +280,64 @@ static void fill_input(float *x, uint64_t n, uint32_t salt)
     }
 }
 
-static void ctx_free(bench_ctx *b)
+static void free_codec_buffers(bench_ctx *b)
 {
-    free(b->x);
-    free(b->ref);
-    free(b->out);
-    sq_qbuf_free(&b->q);
-    sq_qbuf_free(&b->qout);
-    for (int k = 0; k < K_CHUNKS; k++) sq_qbuf_free(&b->chunks[k]);
-    memset(b, 0, sizeof *b);
+    sq_backend_qbuf_free(b->be, &b->q);
+    sq_backend_qbuf_free(b->be, &b->qout);
+    for (int k = 0; k < K_CHUNKS; k++) sq_backend_qbuf_free(b->be, &b->chunks[k]);
 }
 
-/* Prepares the buffers one operation reads and writes. */
-static int ctx_setup(bench_ctx *b, const op_desc *o, const char *codec_override, uint64_t n)
+static void ctx_free(bench_ctx *b)
 {
-    char err[256];
+    free_codec_buffers(b);
+    sq_backend_free(b->be, b->x);
+    sq_backend_free(b->be, b->ref);
+    sq_backend_free(b->be, b->out);
+    b->x = b->ref = b->out = NULL;
+}
+
+/* The float buffers of one size, filled on the host and put on the backend. */
+static int ctx_setup(bench_ctx *b, sq_backend *be, uint64_t n)
+{
     memset(b, 0, sizeof *b);
+    b->be = be;
     b->n = n;
     b->key = (sq_rng_key){.seed = 0x5eed, .step = 1, .worker = 0, .site = SQ_SITE_GRAD_INTRA};
-    b->x = malloc(n * sizeof(float));
-    b->ref = malloc(n * sizeof(float));
-    b->out = malloc(n * sizeof(float));
-    if (!b->x || !b->ref || !b->out) return SQ_ERR_NOMEM;
-    fill_input(b->x, n, 1);
-    fill_input(b->ref, n, 2);
-    memcpy(b->out, b->x, n * sizeof(float));
-    if (!o || !o->codec) return SQ_OK;
+    size_t bytes = (size_t)n * sizeof(float);
+    int rc = sq_backend_alloc(be, bytes, (void **)&b->x);
+    if (rc == SQ_OK) rc = sq_backend_alloc(be, bytes, (void **)&b->ref);
+    if (rc == SQ_OK) rc = sq_backend_alloc(be, bytes, (void **)&b->out);
+    if (rc != SQ_OK) return rc;
+    float *host = sq_backend_kind_of(be) == SQ_BACKEND_CPU ? b->x : malloc(bytes);
+    if (!host) return SQ_ERR_NOMEM;
+    fill_input(host, n, 1);
+    rc = sq_backend_put(be, b->x, host, bytes);
+    fill_input(host, n, 2);
+    if (rc == SQ_OK) rc = sq_backend_put(be, b->ref, host, bytes);
+    if (host != b->x) free(host);
+    if (rc == SQ_OK) rc = sq_backend_copy(be, b->out, be, b->x, bytes);
+    return rc;
+}
+
+/* The codec buffers one operation reads and writes. */
+static int op_setup(bench_ctx *b, const op_desc *o, const char *codec_override)
+{
+    char err[256];
+    free_codec_buffers(b);
+    if (!o->codec) return SQ_OK;
     const char *spec = codec_override && o->fn != op_sum_requant ? codec_override : o->codec;
-    if (sq_codec_parse(spec, &b->c, err, sizeof err) != SQ_OK) {
-        fprintf(stderr, "shardq bench: --codec: %s\n", err);
-        return SQ_ERR_SPEC;
-    }
+    if (sq_codec_parse(spec, &b->c, err, sizeof err) != SQ_OK) return SQ_ERR_SPEC;
     if (o->codec_out && sq_codec_parse(o->codec_out, &b->c_out, err, sizeof err) != SQ_OK)
         return SQ_ERR_SPEC;
-    int rc = sq_qbuf_alloc(&b->c, n, &b->q);
-    if (rc == SQ_OK && o->codec_out) rc = sq_qbuf_alloc(&b->c_out, n, &b->qout);
-    if (rc == SQ_OK && o->input == IN_QUANT) rc = sq_quantize(&b->c, b->x, n, &b->key, &b->q);
+    int rc = sq_backend_qbuf_alloc(b->be, &b->c, b->n, &b->q);
+    if (rc == SQ_OK && o->codec_out) rc = sq_backend_qbuf_alloc(b->be, &b->c_out, b->n, &b->qout);
+    if (rc == SQ_OK && o->input == IN_QUANT)
+        rc = sq_backend_quantize(b->be, &b->c, b->x, b->n, &b->key, &b->q);
     for (int k = 0; rc == SQ_OK && o->input == IN_CHUNKS && k < K_CHUNKS; k++) {
         sq_rng_key kk = b->key;
         kk.worker = (uint32_t)k;
-        rc = sq_qbuf_alloc(&b->c, n, &b->chunks[k]);
-        if (rc == SQ_OK) rc = sq_quantize(&b->c, b->x, n, &kk, &b->chunks[k]);
+        rc = sq_backend_qbuf_alloc(b->be, &b->c, b->n, &b->chunks[k]);
+        if (rc == SQ_OK) rc = sq_backend_quantize(b->be, &b->c, b->x, b->n, &kk, &b->chunks[k]);
     }
     return rc;
 }
@@ -331,9 +404,51 @@ static void cpu_name(char *buf, size_t len)
     fclose(f);
 }
 
+/* A device name is checked before anything is measured: a typo is a usage
+** error (2), a GPU that is not there a runtime one (1). */
+static int check_device_name(const char *name)
+{
+    if (strcmp(name, "cpu") == 0 || strcmp(name, "cuda") == 0) return CLI_OK;
+    if (strncmp(name, "cuda:", 5) == 0 && name[5]) {
+        for (const char *p = name + 5; *p; p++)
+            if (*p < '0' || *p > '9') break;
+            else if (!p[1]) return CLI_OK;
+    }
+    fprintf(stderr, "shardq bench: --device: '%s' is not a device (use cpu, cuda or cuda:N)\n",
+            name);
+    return CLI_USAGE;
+}
+
 /* ------------------------------------------------------------------------ */
 /* The command                                                              */
 /* ------------------------------------------------------------------------ */
+
+typedef struct row {
+    const op_desc *o;
+    int size_mb, threads;
+    double gbs, copy_gbs, twin_ratio; /* twin_ratio < 0: no twin measured */
+    char codec[SQ_CODEC_STRLEN];
+} row;
+
+static void print_row(const row *r, const char *device, int json)
+{
+    if (json) {
+        printf("{\"op\":\"%s\",\"codec\":\"%s\",\"bytes_in\":%llu,\"threads\":%d,"
+               "\"gbps\":%.4f,\"copy_gbps\":%.4f,\"percent_of_copy\":%.2f,",
+               r->o->name, r->codec, (unsigned long long)r->size_mb << 20, r->threads, r->gbs,
+               r->copy_gbs, 100.0 * r->gbs / r->copy_gbs);
+        if (r->twin_ratio >= 0)
+            printf("\"vs_without_hadamard\":%.4f,", r->twin_ratio);
+        printf("\"device\":\"%s\"}\n", device);
+    } else {
+        char twin[16] = "", th[16] = "-";
+        if (r->twin_ratio >= 0) snprintf(twin, sizeof twin, "%.1f%%", 100.0 * r->twin_ratio);
+        if (r->threads > 0) snprintf(th, sizeof th, "%d", r->threads);
+        printf("%-15s %8d %7s %9.2f %10.2f %7.1f%% %8s  %s\n", r->o->name, r->size_mb, th, r->gbs,
+               r->copy_gbs, 100.0 * r->gbs / r->copy_gbs, twin, r->o->what);
+    }
+    fflush(stdout);
+}
 
 int cmd_bench(int argc, char **argv)
 {
@@ -343,24 +458,24 @@ int cmd_bench(int argc, char **argv)
         {"min-time", required_argument, NULL, 'm'}, {"device", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    int sizes[16] = {1, 4, 16, 64, 256}, nsizes = 5;
+    int sizes[16], nsizes = 0;
     int all = sq_get_threads();
-    int threads[16] = {1, all}, nthreads = all > 1 ? 2 : 1;
+    int threads[16] = {1, all}, nthreads = all > 1 ? 2 : 1, threads_given = 0;
     int opsel[N_OPS], nops = 0;
-    const char *codec_override = NULL;
+    const char *codec_override = NULL, *device = "cpu";
     double min_time = 0.2;
     int json = 0;
-    for (size_t i = 0; i < N_OPS; i++) opsel[nops++] = (int)i;
 
     optind = 1;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
         case 's':
-            if ((nsizes = parse_list("--sizes", optarg, sizes, 16, 0)) < 0) return 2;
+            if ((nsizes = parse_list("--sizes", optarg, sizes, 16, 0)) < 0) return CLI_USAGE;
             break;
         case 't':
-            if ((nthreads = parse_list("--threads", optarg, threads, 16, all)) < 0) return 2;
+            if ((nthreads = parse_list("--threads", optarg, threads, 16, all)) < 0) return CLI_USAGE;
+            threads_given = 1;
             break;
         case 'o': {
             nops = 0;
@@ -371,14 +486,14 @@ int cmd_bench(int argc, char **argv)
                     fprintf(stderr, "shardq bench: --ops: unknown operation '%s' (see --help)\n",
                             tok);
                     free(copy);
-                    return 2;
+                    return CLI_USAGE;
                 }
                 opsel[nops++] = k;
             }
             free(copy);
             if (nops == 0) {
                 fprintf(stderr, "shardq bench: --ops: empty list\n");
-                return 2;
+                return CLI_USAGE;
             }
             break;
         }
@@ -387,7 +502,7 @@ int cmd_bench(int argc, char **argv)
             char err[256];
             if (sq_codec_parse(optarg, &c, err, sizeof err) != SQ_OK) {
                 fprintf(stderr, "shardq bench: --codec: %s\n", err);
-                return 2;
+                return CLI_USAGE;
             }
             codec_override = optarg;
             break;
@@ -398,87 +513,134 @@ int cmd_bench(int argc, char **argv)
             if (*end || !(min_time >= 0.0 && min_time <= 3600.0)) {
                 fprintf(stderr, "shardq bench: --min-time: '%s' is not a number of seconds "
                                 "from 0 to 3600\n", optarg);
-                return 2;
+                return CLI_USAGE;
             }
             break;
         }
         case 'd':
-            if (strcmp(optarg, "cpu") != 0) {
-                fprintf(stderr,
-                        "shardq bench: --device %s: this version has the C reference only; "
-                        "the CUDA codec backend is not built into it yet (use --device cpu)\n",
-                        optarg);
-                return 2;
-            }
+            if (check_device_name(optarg) != CLI_OK) return CLI_USAGE;
+            device = optarg;
             break;
         case 'j': json = 1; break;
-        case 'h': fputs(bench_usage, stdout); return 0;
-        default: fputs("Try 'shardq bench --help'.\n", stderr); return 2;
+        case 'h': fputs(bench_usage, stdout); return CLI_OK;
+        default: fputs("Try 'shardq bench --help'.\n", stderr); return CLI_USAGE;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "shardq bench: unexpected argument '%s'\n", argv[optind]);
-        return 2;
+        return CLI_USAGE;
     }
 
-    char cpu[256];
-    cpu_name(cpu, sizeof cpu);
-    if (!json) {
-        printf("shardq bench: C reference on %s, %d threads available\n", cpu, all);
-        printf("GB/s = (bytes read + bytes written) / time, median of repeats; memcpy moves the\n"
-               "input size with the same thread count in the same run.\n\n");
-        printf("%-15s %8s %7s %9s %10s %8s  %s\n", "op", "size MB", "threads", "GB/s",
-               "memcpy", "% copy", "what");
+    const int gpu = strcmp(device, "cpu") != 0;
+    if (gpu && threads_given) {
+        fprintf(stderr, "shardq bench: --threads: a GPU has no thread count to set\n");
+        return CLI_USAGE;
     }
+    for (int i = 0; i < nops; i++)
+        if (gpu && ops[opsel[i]].cpu_only) {
+            fprintf(stderr, "shardq bench: --ops: '%s' is measured on the CPU only\n",
+                    ops[opsel[i]].name);
+            return CLI_USAGE;
+        }
+    if (nops == 0) {
+        if (gpu) {
+            for (size_t i = 0; i < N_OPS; i++)
+                if (!ops[i].cpu_only) opsel[nops++] = (int)i;
+        } else {
+            for (size_t i = 0; i < sizeof cpu_default_ops / sizeof *cpu_default_ops; i++)
+                opsel[nops++] = find_op(cpu_default_ops[i]);
+        }
+    }
+    if (nsizes == 0) {
+        static const int cpu_sizes[] = {1, 4, 16, 64, 256}, gpu_sizes[] = {8, 32, 128, 512, 2048};
+        nsizes = 5;
+        memcpy(sizes, gpu ? gpu_sizes : cpu_sizes, sizeof cpu_sizes);
+    }
+    if (gpu) {
+        threads[0] = 0; /* printed as 0: not applicable */
+        nthreads = 1;
+    }
+
+    sq_backend *be = NULL;
+    char err[512];
+    if (sq_backend_open(device, &be, err, sizeof err) != SQ_OK) {
+        fprintf(stderr, "shardq bench: --device %s: %s\n", device, err);
+        return CLI_RUNTIME;
+    }
+    char where[320];
+    if (gpu) {
+        snprintf(where, sizeof where, "%s", sq_backend_description(be));
+    } else {
+        cpu_name(where, sizeof where);
+    }
+    if (!json) {
+        if (gpu)
+            printf("shardq bench: CUDA kernels on %s\n", where);
+        else
+            printf("shardq bench: C reference on %s, %d threads available\n", where, all);
+        printf("GB/s = (bytes read + bytes written) / time, the median of timed batches.\n"
+               "copy: the input size copied %s,\n"
+               "measured in the same run. vs no-H: a Hadamard kernel's throughput as a\n"
+               "fraction of the same kernel without the transform.\n\n",
+               gpu ? "device to device (cudaMemcpyAsync)" : "by memcpy with the same threads");
+        printf("%-15s %8s %7s %9s %10s %8s %8s  %s\n", "op", "size MB", "threads", "GB/s", "copy",
+               "% copy", "vs no-H", "what");
+    }
+
     size_t total = (size_t)nsizes * (size_t)nthreads * (size_t)(nops + 1), done = 0;
     sq_progress *bar = sq_progress_start("bench", total);
-    int status = 0;
+    int status = CLI_OK;
+    row *rows = calloc((size_t)nops, sizeof *rows);
+    if (!rows) {
+        fprintf(stderr, "shardq bench: out of memory\n");
+        sq_backend_close(be);
+        return CLI_RUNTIME;
+    }
     for (int si = 0; si < nsizes && !status; si++) {
         uint64_t n = (uint64_t)sizes[si] * (1u << 20) / 4;
         for (int ti = 0; ti < nthreads && !status; ti++) {
-            sq_set_threads(threads[ti]);
+            if (!gpu) sq_set_threads(threads[ti]);
             bench_ctx b;
-            int rc = ctx_setup(&b, NULL, NULL, n);
-            double tcopy = rc == SQ_OK ? time_median(op_memcpy, &b, min_time, &rc) : 0.0;
+            const char *failed = "copy";
+            int rc = ctx_setup(&b, be, n);
+            double tcopy = rc == SQ_OK ? time_op(&b, op_copy, min_time, &rc) : 0.0;
             double copy_gbs = tcopy > 0 ? 2.0 * 4.0 * (double)n / tcopy / 1e9 : 0.0;
-            ctx_free(&b);
             sq_progress_update(bar, ++done);
             for (int oi = 0; oi < nops && rc == SQ_OK; oi++) {
                 const op_desc *o = &ops[opsel[oi]];
-                rc = ctx_setup(&b, o, codec_override, n);
-                double t = rc == SQ_OK ? time_median(o->fn, &b, min_time, &rc) : 0.0;
-                if (rc != SQ_OK) {
-                    sq_progress_finish(bar);
-                    bar = NULL;
-                    fprintf(stderr, "shardq bench: %s: %s\n", o->name, sq_strerror(rc));
-                    status = 1;
-                    ctx_free(&b);
-                    break;
-                }
-                double gbs = op_bytes(o, &b) / t / 1e9;
-                char spec[SQ_CODEC_STRLEN] = "-";
-                if (o->codec) sq_codec_format(&b.c, spec, sizeof spec);
+                failed = o->name;
+                rc = op_setup(&b, o, codec_override);
+                double t = rc == SQ_OK ? time_op(&b, o->fn, min_time, &rc) : 0.0;
+                if (rc != SQ_OK) break;
+                row *r = &rows[oi];
+                r->o = o;
+                r->size_mb = sizes[si];
+                r->threads = threads[ti];
+                r->gbs = op_bytes(o, &b) / t / 1e9;
+                r->copy_gbs = copy_gbs;
+                r->twin_ratio = -1.0;
+                strcpy(r->codec, "-");
+                if (o->codec) sq_codec_format(&b.c, r->codec, sizeof r->codec);
+                for (int j = 0; j < oi && o->twin && !codec_override; j++)
+                    if (strcmp(rows[j].o->name, o->twin) == 0) r->twin_ratio = r->gbs / rows[j].gbs;
                 sq_progress_pause(bar);
-                if (json)
-                    printf("{\"op\":\"%s\",\"codec\":\"%s\",\"bytes_in\":%llu,\"threads\":%d,"
-                           "\"seconds\":%.6g,\"gbps\":%.4f,\"memcpy_gbps\":%.4f,"
-                           "\"cpu\":\"%s\"}\n",
-                           o->name, spec, (unsigned long long)(4 * n), threads[ti], t, gbs,
-                           copy_gbs, cpu);
-                else
-                    printf("%-15s %8d %7d %9.2f %10.2f %7.1f%%  %s\n", o->name, sizes[si],
-                           threads[ti], gbs, copy_gbs, 100.0 * gbs / copy_gbs, o->what);
-                fflush(stdout);
-                ctx_free(&b);
+                print_row(r, where, json);
                 sq_progress_update(bar, ++done);
             }
-            if (rc == SQ_ERR_NOMEM && !status) {
-                fprintf(stderr, "shardq bench: out of memory at %d MB\n", sizes[si]);
-                status = 1;
+            if (rc != SQ_OK) {
+                sq_progress_finish(bar);
+                bar = NULL;
+                fprintf(stderr, "shardq bench: %s at %d MB on %s: %s%s%s\n", failed, sizes[si],
+                        sq_backend_name(be), sq_strerror(rc), *sq_backend_error(be) ? ": " : "",
+                        sq_backend_error(be));
+                status = CLI_RUNTIME;
             }
+            ctx_free(&b);
         }
     }
+    free(rows);
     sq_progress_finish(bar);
     sq_set_threads(0);
+    sq_backend_close(be);
     return status;
 }

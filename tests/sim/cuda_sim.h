@@ -292,6 +292,9 @@ inline unsigned atomicMin(unsigned *p, unsigned v)
     return old;
 }
 
+/* Stores with a cache hint: on the CPU, plain stores. */
+template <class T> inline void __stcs(T *p, T v) { *p = v; }
+
 inline void *sqk_sim_dynamic_smem() { return sqk_sim::rt.smem.data(); }
 
 /* kernel<<<grid, block, smem>>>: runs body for every thread of every block. */

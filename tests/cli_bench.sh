@@ -1,0 +1,74 @@
+# cli_bench.sh -- `shardq bench`: it measures what it is asked to, prints
+# every row beside the copy bandwidth of the same run, and refuses bad
+# options and missing devices with the reason. On a machine with a CUDA GPU
+# it also runs the device path (the kernels on small sizes); elsewhere it
+# checks that asking for one fails cleanly. No check looks at a speed.
+
+: "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
+: "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
+. "$SHARDQ_SRCDIR/tests/lib.sh"
+if ! test -x "$SHARDQ"; then
+  echo "error: no shardq binary at $SHARDQ (set SHARDQ)" >&2
+  exit 99
+fi
+T=$TEST_TMPDIR
+export SHARDQ_PROGRESS=0
+
+# json_rows FILE OP: the number of JSON rows of FILE for operation OP that
+# carry a positive throughput and copy bandwidth.
+json_rows() {
+  grep -c "^{\"op\":\"$2\",.*\"gbps\":[0-9]*\.[0-9]*[1-9][0-9]*,\"copy_gbps\":[0-9]*\.[0-9]*[1-9]" "$1"
+}
+
+# ---------------------------------------------------------------------------
+# The CPU: rows, fields, the Hadamard twin column
+# ---------------------------------------------------------------------------
+
+ok "cpu bench runs" sh -c '"$0" bench --sizes 1,2 --threads 1 --ops quantize-nh,quantize,dequantize-add --min-time 0 --json >"$1/cpu.json"' "$SHARDQ" "$T"
+ok "one row per size and op" test "$(wc -l <"$T/cpu.json")" -eq 6
+ok "quantize rows have GB/s beside the copy" test "$(json_rows "$T/cpu.json" quantize)" -eq 2
+ok "dequantize-add rows too" test "$(json_rows "$T/cpu.json" dequantize-add)" -eq 2
+ok "a Hadamard row is compared with its twin" \
+  test "$(grep -c '"op":"quantize",.*"vs_without_hadamard":[0-9]' "$T/cpu.json")" -eq 2
+ok "a row without a twin has no comparison" \
+  test "$(grep -c '"op":"quantize-nh",.*vs_without_hadamard' "$T/cpu.json")" -eq 0
+ok "the codec is named in full" grep -q '"codec":"kind=sym,bits=4,group=128,round=sr,hadamard=32,levels=sdp4bit,scale=fp32"' "$T/cpu.json"
+ok "sizes are input bytes" grep -q '"bytes_in":2097152' "$T/cpu.json"
+
+ok "the table names the machine and the copy" sh -c '"$0" bench --sizes 1 --threads 1 --ops rng --min-time 0 >"$1/cpu.txt"' "$SHARDQ" "$T"
+ok "table header" grep -q "^shardq bench: C reference on" "$T/cpu.txt"
+ok "table row" grep -q "^rng  *1  *1  *[0-9.]*  *[0-9.]*  *[0-9.]*%" "$T/cpu.txt"
+ok "--codec replaces the codec" sh -c '"$0" bench --sizes 1 --threads 1 --ops dequantize --codec bits=2,group=64 --min-time 0 --json | grep -q "\"codec\":\"kind=sym,bits=2,group=64,"' "$SHARDQ"
+
+# ---------------------------------------------------------------------------
+# Usage errors (2) and a device that is not there (1)
+# ---------------------------------------------------------------------------
+
+expect_fail_with 2 "'gpu' is not a device" "$SHARDQ" bench --device gpu
+expect_fail_with 2 "'cuda:x' is not a device" "$SHARDQ" bench --device cuda:x
+expect_fail_with 2 "'cuda:' is not a device" "$SHARDQ" bench --device cuda:
+expect_fail_with 2 "unknown operation 'quantise'" "$SHARDQ" bench --ops quantise
+expect_fail_with 2 "'0' is not a positive integer" "$SHARDQ" bench --sizes 0
+expect_fail_with 2 "--min-time: 'soon'" "$SHARDQ" bench --min-time soon
+expect_fail_with 2 "bits=9" "$SHARDQ" bench --codec bits=9
+expect_fail_with 2 "a GPU has no thread count" "$SHARDQ" bench --device cuda --threads 2
+expect_fail_with 2 "'rng' is measured on the CPU only" "$SHARDQ" bench --device cuda --ops rng
+expect_fail_with 2 "unexpected argument 'extra'" "$SHARDQ" bench extra
+
+devices=$("$SHARDQ" --version | sed -n 's/.*CUDA yes (\([0-9]*\) device.*/\1/p')
+if test "${devices:-0}" -eq 0; then
+  expect_fail_with 1 "--device cuda: cuda:0: no CUDA device" "$SHARDQ" bench --device cuda --sizes 8
+  expect_fail_with 1 "no CUDA device" "$SHARDQ" bench --device cuda:3 --sizes 8
+else
+  # -----------------------------------------------------------------------
+  # A GPU: the device path end to end, on small sizes
+  # -----------------------------------------------------------------------
+  ok "gpu bench runs" sh -c '"$0" bench --device cuda --sizes 8 --ops quantize-nh,quantize,dequantize,sum-requant,sum --min-time 0 --json >"$1/gpu.json"' "$SHARDQ" "$T"
+  ok "gpu rows" test "$(wc -l <"$T/gpu.json")" -eq 5
+  ok "gpu rows name the device" test "$(grep -c '"device":"cuda:0 (' "$T/gpu.json")" -eq 5
+  ok "gpu quantize beside the copy" test "$(json_rows "$T/gpu.json" quantize)" -eq 1
+  ok "gpu twin" grep -q '"op":"quantize",.*"vs_without_hadamard":[0-9]' "$T/gpu.json"
+  expect_fail_with 1 "no such device" "$SHARDQ" bench --device "cuda:$devices" --sizes 8
+fi
+
+finish
