@@ -16,18 +16,6 @@ constexpr unsigned BLOCK_MAX = 1024;
 /* Static + dynamic shared memory a block may use without opting in. */
 constexpr uint64_t SMEM_MAX = 48 * 1024;
 
-inline uint64_t gcd_u64(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-inline uint64_t lcm_u64(uint64_t a, uint64_t b) { return a / gcd_u64(a, b) * b; }
-
 inline KCodec kcodec(const sq_codec *c)
 {
     KCodec k;

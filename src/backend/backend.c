@@ -2,13 +2,14 @@
 ** backend.c -- one API over the C reference and the CUDA kernels.
 **
 ** The CPU backend is the core itself over host memory. The CUDA backend
-** checks the arguments as the core checks them (so that both backends
-** refuse the same calls with the same status) and hands the rest to
-** kernels/cuda_backend.cu.
+** checks the arguments with the core's own checks (sq_check.h), so that both
+** backends refuse the same calls with the same status, and hands the rest
+** to kernels/cuda_backend.cu.
 */
 #include "backend/backend.h"
 #include "backend/cuda.h"
 #include "backend/device.h"
+#include "sq_check.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -253,44 +254,6 @@ void sq_backend_qbuf_free(sq_backend *be, sq_qbuf *q)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Argument checks: the core's, so that a call both backends refuse gets    */
-/* the same status from each                                                */
-/* ------------------------------------------------------------------------ */
-
-static int check_codec(const sq_codec *c, uint64_t n)
-{
-    if (!c) return SQ_ERR_ARG;
-    if (sq_codec_validate(c) != SQ_OK) return SQ_ERR_SPEC;
-    if (n > (uint64_t)SIZE_MAX / sizeof(float)) return SQ_ERR_ARG;
-    return SQ_OK;
-}
-
-static int check_qbuf(const sq_codec *c, const sq_qbuf *q, uint64_t n)
-{
-    if (!q) return SQ_ERR_ARG;
-    if (n && (!q->codes || !q->scales || (c->kind == SQ_KIND_MINMAX && !q->offsets)))
-        return SQ_ERR_ARG;
-    return SQ_OK;
-}
-
-static int check_key(const sq_codec *c, const sq_rng_key *key)
-{
-    if (c->round == SQ_ROUND_SR && !key) return SQ_ERR_ARG;
-    if (key && (key->worker >= (1u << 24) || key->site > 0xffu)) return SQ_ERR_ARG;
-    return SQ_OK;
-}
-
-static int check_chunks(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n)
-{
-    if (!chunks || k < 1) return SQ_ERR_ARG;
-    for (int i = 0; i < k; i++) {
-        int rc = check_qbuf(c, &chunks[i], n);
-        if (rc) return rc;
-    }
-    return SQ_OK;
-}
-
-/* ------------------------------------------------------------------------ */
 /* The codec operations                                                     */
 /* ------------------------------------------------------------------------ */
 
@@ -299,7 +262,7 @@ int sq_backend_quantize(sq_backend *be, const sq_codec *c, const float *x, uint6
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_quantize(c, x, n, key, q);
     int rc;
-    if ((rc = check_codec(c, n)) || (rc = check_qbuf(c, q, n)) || (rc = check_key(c, key)))
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) || (rc = sq_check_key(c, key)))
         return rc;
     if (n && !x) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, NULL, n, key, q));
@@ -310,7 +273,7 @@ int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_quantize_diff(c, x, ref, n, key, q);
     int rc;
-    if ((rc = check_codec(c, n)) || (rc = check_qbuf(c, q, n)) || (rc = check_key(c, key)))
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) || (rc = sq_check_key(c, key)))
         return rc;
     if (n && (!x || !ref)) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, ref, n, key, q));
@@ -321,7 +284,7 @@ int sq_backend_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, u
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_dequantize(c, q, n, out);
     int rc;
-    if ((rc = check_codec(c, n)) || (rc = check_qbuf(c, q, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, NULL, n, out));
 }
@@ -331,7 +294,7 @@ int sq_backend_dequantize_add(sq_backend *be, const sq_codec *c, const sq_qbuf *
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_add(c, q, ref, n, out);
     int rc;
-    if ((rc = check_codec(c, n)) || (rc = check_qbuf(c, q, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
     if (n && (!out || !ref)) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, ref, n, out));
 }
@@ -343,9 +306,9 @@ int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const s
     if (be->kind == SQ_BACKEND_CPU)
         return sq_dequant_sum_requant(c_in, chunks, k, n, c_out, key, out);
     int rc;
-    if ((rc = check_codec(c_in, n)) || (rc = check_codec(c_out, n)) ||
-        (rc = check_chunks(c_in, chunks, k, n)) || (rc = check_qbuf(c_out, out, n)) ||
-        (rc = check_key(c_out, key)))
+    if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
+        (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
+        (rc = sq_check_key(c_out, key)))
         return rc;
     return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out));
 }
@@ -355,7 +318,7 @@ int sq_backend_dequant_sum(sq_backend *be, const sq_codec *c, const sq_qbuf *chu
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_dequant_sum(c, chunks, k, n, out);
     int rc;
-    if ((rc = check_codec(c, n)) || (rc = check_chunks(c, chunks, k, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out));
 }

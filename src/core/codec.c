@@ -15,6 +15,7 @@
 #include "shardq.h"
 #include "sq_hadamard.h"
 #include "sq_hd.h"
+#include "sq_check.h"
 #include "sq_internal.h"
 
 #include <stdlib.h>
@@ -27,24 +28,12 @@
 /* Tiles                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static uint64_t gcd_u64(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-static uint64_t lcm_u64(uint64_t a, uint64_t b) { return a / gcd_u64(a, b) * b; }
-
 /* Tile length for codecs that share groups/hadamard (c2 may be NULL). */
 static uint64_t tile_length(const sq_codec *c, const sq_codec *c2, uint64_t n)
 {
-    uint64_t l = lcm_u64(c->group, 8);
-    if (c->hadamard) l = lcm_u64(l, (uint64_t)c->hadamard);
-    if (c2) l = lcm_u64(l, c2->group);
+    uint64_t l = sq_hd_lcm_u64(c->group, 8);
+    if (c->hadamard) l = sq_hd_lcm_u64(l, (uint64_t)c->hadamard);
+    if (c2) l = sq_hd_lcm_u64(l, c2->group);
     if (l < TILE_TARGET) l *= (TILE_TARGET + l - 1) / l;
     return l < n ? l : (n ? n : 1);
 }
@@ -329,35 +318,11 @@ static int run_job(const job *jb, uint64_t n)
     return rc;
 }
 
-/* Checks shared by all entry points. */
-static int check_args(const sq_codec *c, uint64_t n)
-{
-    if (!c) return SQ_ERR_ARG;
-    if (sq_codec_validate(c) != SQ_OK) return SQ_ERR_SPEC;
-    if (n > (uint64_t)SIZE_MAX / sizeof(float)) return SQ_ERR_ARG;
-    return SQ_OK;
-}
-
-static int check_qbuf(const sq_codec *c, const sq_qbuf *q, uint64_t n)
-{
-    if (!q) return SQ_ERR_ARG;
-    if (n && (!q->codes || !q->scales || (c->kind == SQ_KIND_MINMAX && !q->offsets)))
-        return SQ_ERR_ARG;
-    return SQ_OK;
-}
-
-static int check_key(const sq_codec *c, const sq_rng_key *key)
-{
-    if (c->round == SQ_ROUND_SR && !key) return SQ_ERR_ARG;
-    if (key && (key->worker >= (1u << 24) || key->site > 0xffu)) return SQ_ERR_ARG;
-    return SQ_OK;
-}
-
 int sq_quantize(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key *key,
                 sq_qbuf *q)
 {
     int rc;
-    if ((rc = check_args(c, n)) || (rc = check_qbuf(c, q, n)) || (rc = check_key(c, key)))
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) || (rc = sq_check_key(c, key)))
         return rc;
     if (n && !x) return SQ_ERR_ARG;
     job jb = {.op = OP_QUANTIZE, .c = c, .x = x, .key = key, .qout = q};
@@ -368,7 +333,7 @@ int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64
                      const sq_rng_key *key, sq_qbuf *q)
 {
     int rc;
-    if ((rc = check_args(c, n)) || (rc = check_qbuf(c, q, n)) || (rc = check_key(c, key)))
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) || (rc = sq_check_key(c, key)))
         return rc;
     if (n && (!x || !ref)) return SQ_ERR_ARG;
     job jb = {.op = OP_QUANTIZE_DIFF, .c = c, .x = x, .ref = ref, .key = key, .qout = q};
@@ -378,7 +343,7 @@ int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64
 int sq_dequantize(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out)
 {
     int rc;
-    if ((rc = check_args(c, n)) || (rc = check_qbuf(c, q, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
     job jb = {.op = OP_DEQUANTIZE, .c = c, .in = q, .out = out};
     return run_job(&jb, n);
@@ -388,29 +353,19 @@ int sq_dequantize_add(const sq_codec *c, const sq_qbuf *q, const float *ref, uin
                       float *out)
 {
     int rc;
-    if ((rc = check_args(c, n)) || (rc = check_qbuf(c, q, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
     if (n && (!out || !ref)) return SQ_ERR_ARG;
     job jb = {.op = OP_DEQUANTIZE_ADD, .c = c, .in = q, .ref = ref, .out = out};
     return run_job(&jb, n);
-}
-
-static int check_chunks(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n)
-{
-    if (!chunks || k < 1) return SQ_ERR_ARG;
-    for (int i = 0; i < k; i++) {
-        int rc = check_qbuf(c, &chunks[i], n);
-        if (rc) return rc;
-    }
-    return SQ_OK;
 }
 
 int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
                            const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out)
 {
     int rc;
-    if ((rc = check_args(c_in, n)) || (rc = check_args(c_out, n)) ||
-        (rc = check_chunks(c_in, chunks, k, n)) || (rc = check_qbuf(c_out, out, n)) ||
-        (rc = check_key(c_out, key)))
+    if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
+        (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
+        (rc = sq_check_key(c_out, key)))
         return rc;
     /* The Hadamard fields are ignored here; the tile length must not depend
     ** on them, so use copies without. */
@@ -425,7 +380,7 @@ int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, u
 int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out)
 {
     int rc;
-    if ((rc = check_args(c, n)) || (rc = check_chunks(c, chunks, k, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
     job jb = {.op = OP_SUM, .c = c, .in = chunks, .k = k, .out = out};
     return run_job(&jb, n);

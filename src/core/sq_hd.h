@@ -50,6 +50,19 @@ SQ_HD float sq_hd_order_value(uint32_t k)
     return sq_f32_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
+/* Tile lengths are multiples of several sizes (a group, 8, a Hadamard
+** block): the C reference's tiles and the kernels' blocks use this. */
+SQ_HD uint64_t sq_hd_lcm_u64(uint64_t a, uint64_t b)
+{
+    uint64_t x = a, y = b;
+    while (y) {
+        uint64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return a / x * b;
+}
+
 /* ------------------------------------------------------------------------ */
 /* bf16 and fp16                                                            */
 /* ------------------------------------------------------------------------ */

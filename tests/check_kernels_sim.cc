@@ -1,0 +1,423 @@
+/*
+** check_kernels_sim.cc -- the CUDA kernels, run on the CPU, against the C
+** reference.
+**
+** The kernel sources of kernels/ are compiled here a second time, by the
+** C++ compiler with the emulation of tests/sim/cuda_sim.h, and their
+** launchers are called on host memory exactly as the CUDA backend calls
+** them on device memory. So every machine, GPU or not, checks that the
+** kernels' thread layout, reductions, Hadamard stages, packing and
+** two-pass paths give the reference's bytes. Sizes are kept to what an
+** emulation can run in seconds; tests/check_gpu_codec.c runs the full
+** sizes on a GPU.
+*/
+#define SQK_SIM 1
+#include "../kernels/quantize.cu"
+#include "../kernels/dequantize.cu"
+
+#include "equiv.h"
+
+#include <check.h>
+
+#include <vector>
+
+/* ------------------------------------------------------------------------ */
+/* The emulated device: host memory, a host flags word, scratch on demand   */
+/* ------------------------------------------------------------------------ */
+
+namespace {
+
+struct SimDevice {
+    uint32_t flags = 0;
+    std::vector<unsigned char> scratch;
+    sqk_env env() {
+        sqk_env e = {};
+        e.stream = nullptr;
+        e.sms = 2; /* a small grid, so that grid-stride loops run several times */
+        e.flags = &flags;
+        e.scratch = scratch.empty() ? nullptr : scratch.data();
+        return e;
+    }
+    void reserve(uint64_t bytes) {
+        /* filled with garbage: the kernels must initialise what they use */
+        scratch.assign((size_t)bytes, 0xa5);
+    }
+};
+
+int finish(SimDevice &d, sqk_env &e, int rc)
+{
+    if (rc != SQ_OK) {
+        fprintf(stderr, "launch of %s failed\n", e.failed ? e.failed : "?");
+        return rc;
+    }
+    return sqk_status(d.flags);
+}
+
+/* When set, every buffer the kernels see is shifted off its alignment (4
+** bytes for floats and fp32 scales, 2 for 16-bit ones, 1 for codes), so
+** that the vector loads and stores fall back to their narrow forms. */
+bool g_misalign = false;
+
+/* Host memory at a shifted address, holding a copy of src; freed with the
+** Staging that made it. */
+struct Staging {
+    std::vector<std::vector<unsigned char>> blocks;
+    template <class T> T *put(const T *src, uint64_t bytes, size_t shift)
+    {
+        if (!g_misalign) return const_cast<T *>(src);
+        blocks.emplace_back((size_t)bytes + 16);
+        unsigned char *p = blocks.back().data() + shift;
+        if (src && bytes) memcpy(p, src, (size_t)bytes);
+        return reinterpret_cast<T *>(p);
+    }
+    template <class T> void back(T *dst, const T *staged, uint64_t bytes)
+    {
+        if (g_misalign && bytes) memcpy(dst, staged, (size_t)bytes);
+    }
+    sq_qbuf qbuf(const sq_codec *c, const sq_qbuf *q, uint64_t n)
+    {
+        size_t su = c->scale == SQ_SCALE_FP32 ? 4 : 2;
+        sq_qbuf s;
+        s.codes = put(q->codes, sq_codec_code_bytes(c, n), 1);
+        s.scales = put(static_cast<unsigned char *>(q->scales), sq_codec_scale_bytes(c, n), su);
+        s.offsets = q->offsets ? put(static_cast<unsigned char *>(q->offsets),
+                                     sq_codec_offset_bytes(c, n), su)
+                               : nullptr;
+        return s;
+    }
+    void qbuf_back(const sq_codec *c, sq_qbuf *q, const sq_qbuf *s, uint64_t n)
+    {
+        back(q->codes, s->codes, sq_codec_code_bytes(c, n));
+        back(static_cast<unsigned char *>(q->scales), static_cast<unsigned char *>(s->scales),
+             sq_codec_scale_bytes(c, n));
+        if (q->offsets)
+            back(static_cast<unsigned char *>(q->offsets),
+                 static_cast<unsigned char *>(s->offsets), sq_codec_offset_bytes(c, n));
+    }
+};
+
+int sim_quantize(const sq_codec *c, const float *x, const float *ref, uint64_t n,
+                 const sq_rng_key *key, sq_qbuf *q)
+{
+    SimDevice d;
+    Staging st;
+    d.reserve(sqk_quantize_scratch(c, n));
+    sqk_env e = d.env();
+    sq_qbuf sq = st.qbuf(c, q, n);
+    int rc = finish(d, e, sqk_quantize(&e, c, st.put(x, n * 4, 4), ref ? st.put(ref, n * 4, 4) : ref,
+                                       n, key, &sq));
+    st.qbuf_back(c, q, &sq, n);
+    return rc;
+}
+
+int sim_dequantize(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n, float *out)
+{
+    SimDevice d;
+    Staging st;
+    sqk_env e = d.env();
+    sq_qbuf sq = st.qbuf(c, q, n);
+    float *so = st.put(out, n * 4, 4);
+    int rc = finish(d, e, sqk_dequantize(&e, c, &sq, ref ? st.put(ref, n * 4, 4) : ref, n, so));
+    st.back(out, so, n * 4);
+    return rc;
+}
+
+int sim_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
+                    const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out)
+{
+    SimDevice d;
+    Staging st;
+    d.reserve(sqk_sum_requant_scratch(c_in, k, n, c_out));
+    sqk_env e = d.env();
+    std::vector<sq_qbuf> sc((size_t)k);
+    for (int i = 0; i < k; i++) sc[(size_t)i] = st.qbuf(c_in, &chunks[i], n);
+    sq_qbuf so = st.qbuf(c_out, out, n);
+    int rc = finish(d, e, sqk_sum_requant(&e, c_in, sc.data(), k, n, c_out, key, &so));
+    st.qbuf_back(c_out, out, &so, n);
+    return rc;
+}
+
+int sim_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out)
+{
+    SimDevice d;
+    Staging st;
+    sqk_env e = d.env();
+    std::vector<sq_qbuf> sc((size_t)k);
+    for (int i = 0; i < k; i++) sc[(size_t)i] = st.qbuf(c, &chunks[i], n);
+    float *so = st.put(out, n * 4, 4);
+    int rc = finish(d, e, sqk_sum(&e, c, sc.data(), k, n, so));
+    st.back(out, so, n * 4);
+    return rc;
+}
+
+const eq_backend sim = {"cuda-sim", sim_quantize, sim_dequantize, sim_sum_requant, sim_sum};
+
+sq_codec codec(const char *spec)
+{
+    sq_codec c;
+    char err[256];
+    if (sq_codec_parse(spec, &c, err, sizeof err) != SQ_OK) {
+        fprintf(stderr, "bad spec in the test: %s: %s\n", spec, err);
+        abort();
+    }
+    return c;
+}
+
+int run(eq_op op, const char *spec, uint64_t n, eq_dist dist, uint64_t seed, int k = 1,
+        const char *spec_out = nullptr)
+{
+    eq_case t;
+    memset(&t, 0, sizeof t);
+    t.op = op;
+    t.c = codec(spec);
+    t.c_out = codec(spec_out ? spec_out : spec);
+    t.k = k;
+    t.n = n;
+    t.dist = dist;
+    t.seed = seed;
+    return eq_run(&sim, &t);
+}
+
+} /* namespace */
+
+/* ------------------------------------------------------------------------ */
+/* The matrix: bits 1..8 x groups x Hadamard x rounding x levels, per op    */
+/* ------------------------------------------------------------------------ */
+
+/* 4099 elements: not a multiple of any group but 1, a partial Hadamard
+** block for every size, a partial last byte for odd bit widths. */
+static const uint64_t MATRIX_N = 4099;
+
+START_TEST(test_matrix)
+{
+    eq_op op = (eq_op)_i;
+    int k = op == EQ_SUM ? 3 : 2;
+    int failures = eq_run_matrix(&sim, op, MATRIX_N, k, 1000u * (unsigned)_i);
+    ck_assert_msg(failures == 0, "%s: %d cases differ (see stderr)", eq_op_names[op], failures);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Sizes                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static const uint64_t sizes[] = {1, 2, 7, 8, 9, 31, 1001, 2048, 2049, 65537};
+
+START_TEST(test_sizes)
+{
+    const char *specs[] = {
+        "bits=4,group=128,round=sr,hadamard=32",            /* TLq-HS first hop */
+        "bits=8,group=128,round=sr",                         /* TLq intra */
+        "bits=4,group=2048,round=sr",                        /* qWD */
+        "bits=4,group=128,round=rtn,levels=deepspeed",       /* ZeRO++ */
+        "bits=3,group=7,round=sr,hadamard=1024",             /* irregular everything */
+        "kind=minmax,bits=8,group=4096,round=sr,scale=bf16", /* QSDP-like */
+    };
+    int failures = 0;
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            for (int op = 0; op < EQ_NOPS; op++)
+                failures += run((eq_op)op, specs[s], sizes[i], (eq_dist)((s + i) % EQ_NDIST),
+                                s * 100 + i, op == EQ_SUM ? 4 : 2,
+                                op == EQ_SUM_REQUANT ? "bits=4,group=128,round=sr" : nullptr);
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* Several grid strides and the first tile boundary of the large groups. */
+START_TEST(test_larger)
+{
+    int failures = 0;
+    failures += run(EQ_QUANTIZE, "bits=4,group=128,round=sr,hadamard=32", 300007, EQ_GRADIENT, 1);
+    failures += run(EQ_QUANTIZE_DIFF, "bits=4,group=2048,round=sr", 200003, EQ_NORMAL, 2);
+    failures += run(EQ_DEQUANTIZE, "bits=4,group=128,round=sr,hadamard=1024", 300007,
+                    EQ_OUTLIERS, 3);
+    failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 150001, EQ_HEAVY, 4, 4,
+                    "bits=4,group=128,round=sr");
+    failures += run(EQ_SUM, "bits=4,group=128,round=sr,hadamard=32", 150001, EQ_GRADIENT, 5, 4);
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Kinds, scale dtypes, group shapes of every reduction path               */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_kinds_and_scales)
+{
+    const char *kinds[] = {"kind=sym", "kind=sym,levels=deepspeed", "kind=minmax"};
+    const char *scales[] = {"fp32", "bf16", "fp16"};
+    int failures = 0, i = 0;
+    for (const char *kind : kinds)
+        for (const char *scale : scales)
+            for (int bits : {1, 2, 4, 5, 8})
+                for (const char *round : {"rtn", "sr"}) {
+                    char spec[160];
+                    snprintf(spec, sizeof spec, "%s,bits=%d,group=64,round=%s,scale=%s,hadamard=%d",
+                             kind, bits, round, scale, i % 3 ? 0 : 128);
+                    sq_codec c;
+                    if (sq_codec_parse(spec, &c, nullptr, 0) != SQ_OK) continue;
+                    for (int op = 0; op < EQ_NOPS; op++)
+                        failures += run((eq_op)op, spec, 3001, (eq_dist)(i % EQ_NDIST), 50 + i, 3);
+                    i++;
+                }
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* Groups that take each way of reducing keys: 8 (one thread), 16..256
+** (shuffles), 512 and 8192 (a warp, then shared memory), 24 and 1000
+** (shared slots; 1000 takes the two-pass path), 2^20 (two passes, groups
+** spanning many blocks), 1 and 3 (many groups per thread). */
+START_TEST(test_group_paths)
+{
+    const uint64_t groups[] = {1, 3, 8, 16, 24, 64, 256, 512, 1000, 8192, 12288, 1u << 20};
+    int failures = 0;
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        for (const char *kind : {"sym", "minmax"})
+            for (int h : {0, 512}) {
+                char spec[128];
+                snprintf(spec, sizeof spec, "kind=%s,bits=6,group=%llu,round=sr,hadamard=%d", kind,
+                         (unsigned long long)groups[g], h);
+                uint64_t n = groups[g] >= 8192 ? 3 * groups[g] / 2 + 5 : 20011;
+                if (n > 300000) n = 300011;
+                failures += run(EQ_QUANTIZE, spec, n, (eq_dist)(g % EQ_NDIST), 70 + g);
+                failures += run(EQ_QUANTIZE_DIFF, spec, n, (eq_dist)(g % EQ_NDIST), 80 + g);
+                failures += run(EQ_SUM_REQUANT, "bits=8,group=32,round=sr", n,
+                                (eq_dist)(g % EQ_NDIST), 90 + g, 2, spec);
+            }
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* Input and output groups that differ, and more chunks than one kernel
+** takes (SQK_MAX_CHUNKS), which go in batches. */
+START_TEST(test_chunks)
+{
+    int failures = 0;
+    failures += run(EQ_SUM_REQUANT, "bits=8,group=7,round=sr", 5003, EQ_NORMAL, 1, 3,
+                    "bits=4,group=32,round=sr");
+    failures += run(EQ_SUM_REQUANT, "kind=minmax,bits=5,group=4096,round=rtn", 9001, EQ_HEAVY, 2,
+                    5, "bits=3,group=1,round=sr,levels=deepspeed");
+    failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 3001, EQ_GRADIENT, 3,
+                    SQK_MAX_CHUNKS + 7, "bits=4,group=128,round=sr");
+    failures += run(EQ_SUM, "bits=4,group=128,round=sr,hadamard=1024", 5001, EQ_OUTLIERS, 4,
+                    2 * SQK_MAX_CHUNKS + 1);
+    failures += run(EQ_SUM, "bits=4,group=128,round=sr", 1001, EQ_NORMAL, 5, 1);
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* Buffers off their natural alignment take the scalar paths. */
+START_TEST(test_misaligned)
+{
+    g_misalign = true;
+    int failures = 0;
+    for (int op = 0; op < EQ_NOPS; op++) {
+        failures += run((eq_op)op, "bits=4,group=128,round=sr,hadamard=32", 20011, EQ_GRADIENT, 1,
+                        3);
+        failures += run((eq_op)op, "bits=8,group=2048,round=rtn,scale=bf16", 20011, EQ_NORMAL, 2,
+                        3);
+        failures += run((eq_op)op, "kind=minmax,bits=8,group=64,round=sr,scale=fp16", 4099,
+                        EQ_HEAVY, 3, 2);
+    }
+    g_misalign = false;
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Statuses                                                                 */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_status)
+{
+    const uint64_t n = 5000;
+    std::vector<float> x(n), ref(n), out(n);
+    eq_fill(x.data(), n, EQ_NORMAL, 9);
+    sq_codec c = codec("bits=4,group=128,round=sr,hadamard=32");
+    sq_rng_key key = eq_key(1, 0);
+    sq_qbuf q;
+    sq_qbuf_alloc(&c, n, &q);
+
+    x[4321] = NAN; /* non-finite input */
+    ck_assert_int_eq(sim_quantize(&c, x.data(), nullptr, n, &key, &q), SQ_ERR_NONFINITE);
+    ck_assert_int_eq(sq_quantize(&c, x.data(), n, &key, &q), SQ_ERR_NONFINITE);
+    x[4321] = -INFINITY;
+    ck_assert_int_eq(sim_quantize(&c, x.data(), nullptr, n, &key, &q), SQ_ERR_NONFINITE);
+
+    /* finite values the transform takes past fp32 */
+    for (int j = 0; j < 32; j++) x[64 + j] = 3e38f;
+    x[4321] = 1.0f;
+    ck_assert_int_eq(sq_quantize(&c, x.data(), n, &key, &q), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&c, x.data(), nullptr, n, &key, &q), SQ_ERR_RANGE);
+
+    /* a difference that overflows */
+    sq_codec d = codec("bits=4,group=2048,round=sr");
+    sq_qbuf qd;
+    sq_qbuf_alloc(&d, n, &qd);
+    eq_fill(x.data(), n, EQ_NORMAL, 10);
+    eq_fill(ref.data(), n, EQ_NORMAL, 11);
+    x[17] = 3e38f;
+    ref[17] = -3e38f;
+    ck_assert_int_eq(sq_quantize_diff(&d, x.data(), ref.data(), n, &key, &qd), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&d, x.data(), ref.data(), n, &key, &qd), SQ_ERR_RANGE);
+    ref[17] = NAN;
+    ck_assert_int_eq(sim_quantize(&d, x.data(), ref.data(), n, &key, &qd), SQ_ERR_NONFINITE);
+
+    /* a grid past fp32 (README: sym bits=6 on {FLT_MAX, 1}) */
+    sq_codec g = codec("bits=6,group=2,round=rtn");
+    sq_qbuf qg;
+    sq_qbuf_alloc(&g, 2, &qg);
+    float big[2] = {3.4028234663852886e38f, 1.0f};
+    ck_assert_int_eq(sq_quantize(&g, big, 2, nullptr, &qg), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&g, big, nullptr, 2, nullptr, &qg), SQ_ERR_RANGE);
+
+    /* damaged metadata decodes to Inf: every value written, then RANGE */
+    eq_fill(x.data(), n, EQ_NORMAL, 12);
+    ck_assert_int_eq(sq_quantize(&c, x.data(), n, &key, &q), SQ_OK);
+    ((float *)q.scales)[3] = INFINITY;
+    ck_assert_int_eq(sim_dequantize(&c, &q, nullptr, n, out.data()), SQ_ERR_RANGE);
+    ck_assert_int_eq(sq_dequantize(&c, &q, n, out.data()), SQ_ERR_RANGE);
+
+    sq_qbuf_free(&q);
+    sq_qbuf_free(&qd);
+    sq_qbuf_free(&qg);
+}
+END_TEST
+
+/* n = 0 launches nothing and touches nothing. */
+START_TEST(test_empty)
+{
+    sq_codec c = codec("bits=4,group=128");
+    sq_qbuf none = {nullptr, nullptr, nullptr};
+    sq_rng_key key = eq_key(1, 0);
+    ck_assert_int_eq(sim_quantize(&c, nullptr, nullptr, 0, &key, &none), SQ_OK);
+    ck_assert_int_eq(sim_dequantize(&c, &none, nullptr, 0, nullptr), SQ_OK);
+    ck_assert_int_eq(sim_sum(&c, &none, 1, 0, nullptr), SQ_OK);
+    ck_assert_int_eq(sim_sum_requant(&c, &none, 1, 0, &c, &key, &none), SQ_OK);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("kernels_sim");
+    TCase *tm = tcase_create("matrix");
+    tcase_add_loop_test(tm, test_matrix, 0, EQ_NOPS);
+    suite_add_tcase(s, tm);
+    TCase *tc = tcase_create("shapes");
+    tcase_add_test(tc, test_sizes);
+    tcase_add_test(tc, test_larger);
+    tcase_add_test(tc, test_kinds_and_scales);
+    tcase_add_test(tc, test_group_paths);
+    tcase_add_test(tc, test_chunks);
+    tcase_add_test(tc, test_misaligned);
+    tcase_add_test(tc, test_status);
+    tcase_add_test(tc, test_empty);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
