@@ -65,9 +65,10 @@ struct Staging {
     template <class T> T *put(const T *src, uint64_t bytes, size_t shift)
     {
         if (!g_misalign) return const_cast<T *>(src);
-        blocks.emplace_back((size_t)bytes + 16);
-        unsigned char *p = blocks.back().data() + shift;
-        if (src && bytes) memcpy(p, src, (size_t)bytes);
+        std::vector<unsigned char> &block = blocks.emplace_back((size_t)bytes + 16);
+        unsigned char *p = block.data() + shift;
+        const size_t room = block.size() - shift;
+        if (src) memcpy(p, src, (size_t)bytes < room ? (size_t)bytes : room);
         return reinterpret_cast<T *>(p);
     }
     template <class T> void back(T *dst, const T *staged, uint64_t bytes)

@@ -17,7 +17,7 @@ export SHARDQ_PROGRESS=0
 # json_rows FILE OP: the number of JSON rows of FILE for operation OP that
 # carry a positive throughput and copy bandwidth.
 json_rows() {
-  grep -c "^{\"op\":\"$2\",.*\"gbps\":[0-9]*\.[0-9]*[1-9][0-9]*,\"copy_gbps\":[0-9]*\.[0-9]*[1-9]" "$1"
+  grep -c "^{\"op\":\"$2\",.*\"gbps\":[0-9]*\.[0-9]*[1-9][0-9]*,\"gbps_std\":[0-9.]*,\"copy_gbps\":[0-9]*\.[0-9]*[1-9]" "$1"
 }
 
 # ---------------------------------------------------------------------------
@@ -38,6 +38,11 @@ ok "sizes are input bytes" grep -q '"bytes_in":2097152' "$T/cpu.json"
 ok "the table names the machine and the copy" sh -c '"$0" bench --sizes 1 --threads 1 --ops rng --min-time 0 >"$1/cpu.txt"' "$SHARDQ" "$T"
 ok "table header" grep -q "^shardq bench: C reference on" "$T/cpu.txt"
 ok "table row" grep -q "^rng  *1  *1  *[0-9.]*  *[0-9.]*  *[0-9.]*%" "$T/cpu.txt"
+ok "the Table 5 summary" sh -c '"$0" bench --sizes 1,2 --threads 1 --ops quantize-nh,quantize,dequantize-nh,dequantize --min-time 0 >"$1/t5.txt"' "$SHARDQ" "$T"
+ok "Table 5 heading" grep -q "^SDP4Bit Table 5 form, 4-bit" "$T/t5.txt"
+ok "Table 5 has one line per size" test "$(grep -c '^ *[12] *[0-9.]*+-[0-9.]* *[0-9.]*+-' "$T/t5.txt")" -eq 2
+ok "no 8-bit summary without its rows" sh -c '! grep -q "8-bit" "$0"' "$T/t5.txt"
+ok "json rows carry the spread" grep -q '"gbps_std":[0-9]' "$T/cpu.json"
 ok "--codec replaces the codec" sh -c '"$0" bench --sizes 1 --threads 1 --ops dequantize --codec bits=2,group=64 --min-time 0 --json | grep -q "\"codec\":\"kind=sym,bits=2,group=64,"' "$SHARDQ"
 
 # ---------------------------------------------------------------------------
@@ -68,6 +73,7 @@ else
   ok "gpu rows name the device" test "$(grep -c '"device":"cuda:0 (' "$T/gpu.json")" -eq 5
   ok "gpu quantize beside the copy" test "$(json_rows "$T/gpu.json" quantize)" -eq 1
   ok "gpu twin" grep -q '"op":"quantize",.*"vs_without_hadamard":[0-9]' "$T/gpu.json"
+  ok "gpu Table 5" sh -c '"$0" bench --device cuda --sizes 8 --ops quantize-nh,quantize,dequantize-nh,dequantize --min-time 0 | grep -q "^SDP4Bit Table 5 form"' "$SHARDQ"
   expect_fail_with 1 "no such device" "$SHARDQ" bench --device "cuda:$devices" --sizes 8
 fi
 

@@ -22,6 +22,7 @@
 #include "shardq.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ static const char bench_usage[] =
     "  --device DEV      cpu (default: the C reference), cuda (device 0) or\n"
     "                    cuda:N (the CUDA kernels on device N)\n"
     "  --sizes LIST      input sizes in MB of fp32 (default 1,4,16,64,256 on the\n"
-    "                    CPU, 8,32,128,512,2048 on a GPU)\n"
+    "                    CPU, 8,16,64,512,1024,2048 on a GPU)\n"
     "  --threads LIST    CPU thread counts; 'all' is every core (default 1,all)\n"
     "  --ops LIST        operations to run (default: all that the device has):\n"
     "                    quantize, quantize-nh, quantize-rtn, quantize-8,\n"
@@ -53,7 +54,9 @@ static const char bench_usage[] =
     "  -h, --help        this text\n"
     "\n"
     "A row with a Hadamard transform also shows its throughput relative to the\n"
-    "same kernel without it (the -nh rows), when both run.\n";
+    "same kernel without it (the -nh rows), when both run; when the quantize and\n"
+    "dequantize rows of a bit width ran with and without it, a summary in the\n"
+    "form of SDP4Bit's Table 5 follows (GB/s +- std beside the copy).\n";
 
 /* ------------------------------------------------------------------------ */
 /* The operations                                                           */
@@ -223,27 +226,28 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median seconds of one call of fn: a warm-up call, then batches of calls
-** enqueued back to back (deferred, so a GPU never waits for the host between
-** them), each batch timed on the backend's clock, at least three batches
-** and min_time seconds in all. The median rather than the best, so that a
-** figure is what a user can expect. */
+/* Seconds of one call of fn, one figure per batch: a warm-up call, then
+** batches of calls enqueued back to back (deferred, so a GPU never waits for
+** the host between them), each batch timed on the backend's clock, at least
+** three batches and min_time seconds in all. Returns the number of batches
+** in t[] (0 on failure, with *rc set). */
 #define MAX_BATCHES 64
-static double time_op(bench_ctx *b, int (*fn)(bench_ctx *), double min_time, int *rc)
+static int time_op(bench_ctx *b, int (*fn)(bench_ctx *), double min_time, double t[MAX_BATCHES],
+                   int *rc)
 {
-    double t[MAX_BATCHES], one = 0.0;
+    double one = 0.0;
     int n = 0;
     *rc = fn(b);
     if (*rc == SQ_OK) *rc = sq_backend_sync(b->be);
     if (*rc == SQ_OK) *rc = sq_backend_timer_start(b->be);
     if (*rc == SQ_OK) *rc = fn(b);
     if (*rc == SQ_OK) *rc = sq_backend_timer_stop(b->be, &one);
-    if (*rc != SQ_OK) return 0.0;
+    if (*rc != SQ_OK) return 0;
     /* batches of about a tenth of min_time, at least 1 ms on a GPU */
     double want = min_time / 10 > 1e-3 ? min_time / 10 : 1e-3;
     long reps = one > 0 ? (long)(want / one) + 1 : 1;
     if (reps > 100000) reps = 100000;
-    if ((*rc = sq_backend_set_deferred(b->be, 1)) != SQ_OK) return 0.0;
+    if ((*rc = sq_backend_set_deferred(b->be, 1)) != SQ_OK) return 0;
     double spent = 0.0;
     while (n < MAX_BATCHES && (n < 3 || spent < min_time)) {
         double s = 0.0;
@@ -259,9 +263,22 @@ static double time_op(bench_ctx *b, int (*fn)(bench_ctx *), double min_time, int
     }
     int r = sq_backend_set_deferred(b->be, 0); /* waits, and reports the batch */
     if (*rc == SQ_OK) *rc = r;
-    if (n == 0 || *rc != SQ_OK) return 0.0;
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    return t[n / 2];
+    return *rc == SQ_OK ? n : 0;
+}
+
+/* GB/s of each batch: the median (what a user can expect, not a lucky run)
+** and the standard deviation. */
+static void throughput(double bytes, const double *t, int n, double *median, double *std)
+{
+    double g[MAX_BATCHES], sum = 0.0, sq = 0.0;
+    for (int i = 0; i < n; i++) {
+        g[i] = bytes / t[i] / 1e9;
+        sum += g[i];
+    }
+    qsort(g, (size_t)n, sizeof(double), cmp_double);
+    *median = n % 2 ? g[n / 2] : 0.5 * (g[n / 2 - 1] + g[n / 2]);
+    for (int i = 0; i < n; i++) sq += (g[i] - sum / n) * (g[i] - sum / n);
+    *std = n > 1 ? sqrt(sq / (n - 1)) : 0.0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -424,9 +441,10 @@ static int check_device_name(const char *name)
 /* ------------------------------------------------------------------------ */
 
 typedef struct row {
-    const op_desc *o;
+    const op_desc *o;     /* NULL: not measured */
     int size_mb, threads;
-    double gbs, copy_gbs, twin_ratio; /* twin_ratio < 0: no twin measured */
+    double gbs, gbs_std, copy_gbs, copy_std;
+    double twin_ratio;    /* < 0: no twin measured */
     char codec[SQ_CODEC_STRLEN];
 } row;
 
@@ -434,9 +452,9 @@ static void print_row(const row *r, const char *device, int json)
 {
     if (json) {
         printf("{\"op\":\"%s\",\"codec\":\"%s\",\"bytes_in\":%llu,\"threads\":%d,"
-               "\"gbps\":%.4f,\"copy_gbps\":%.4f,\"percent_of_copy\":%.2f,",
+               "\"gbps\":%.4f,\"gbps_std\":%.4f,\"copy_gbps\":%.4f,\"percent_of_copy\":%.2f,",
                r->o->name, r->codec, (unsigned long long)r->size_mb << 20, r->threads, r->gbs,
-               r->copy_gbs, 100.0 * r->gbs / r->copy_gbs);
+               r->gbs_std, r->copy_gbs, 100.0 * r->gbs / r->copy_gbs);
         if (r->twin_ratio >= 0)
             printf("\"vs_without_hadamard\":%.4f,", r->twin_ratio);
         printf("\"device\":\"%s\"}\n", device);
@@ -448,6 +466,42 @@ static void print_row(const row *r, const char *device, int json)
                r->copy_gbs, 100.0 * r->gbs / r->copy_gbs, twin, r->o->what);
     }
     fflush(stdout);
+}
+
+/* SDP4Bit's Table 5 form: one line per input size, quantize and dequantize
+** without and with the fused Hadamard, GB/s +- std, here beside the copy.
+** Printed for each bit width whose four rows ran at every size. */
+static void print_table5(const row *rows, int nsizes, int nops, const int *sizes)
+{
+    static const char *const cols[2][4] = {
+        {"quantize-nh", "quantize", "dequantize-nh", "dequantize"},
+        {"quantize-8-nh", "quantize-8", "dequantize-8-nh", "dequantize-8"}};
+    for (int w = 0; w < 2; w++) {
+        const row *cell[16][4];
+        int complete = 1;
+        for (int si = 0; si < nsizes; si++)
+            for (int c = 0; c < 4; c++) {
+                cell[si][c] = NULL;
+                for (int oi = 0; oi < nops; oi++) {
+                    const row *r = &rows[si * nops + oi];
+                    if (r->o && strcmp(r->o->name, cols[w][c]) == 0) cell[si][c] = r;
+                }
+                complete &= cell[si][c] != NULL;
+            }
+        if (!complete) continue;
+        printf("\nSDP4Bit Table 5 form, %d-bit, group 128, SR, Hadamard 32 (GB/s, median +- std):\n",
+               w ? 8 : 4);
+        printf("%9s %16s %16s %16s %16s %16s\n", "input MB", "copy", "quant w/o HT", "quant w/ HT",
+               "dequant w/o HT", "dequant w/ HT");
+        for (int si = 0; si < nsizes; si++) {
+            char f[5][32];
+            snprintf(f[0], sizeof f[0], "%.1f+-%.1f", cell[si][0]->copy_gbs, cell[si][0]->copy_std);
+            for (int c = 0; c < 4; c++)
+                snprintf(f[c + 1], sizeof f[c + 1], "%.1f+-%.1f", cell[si][c]->gbs,
+                         cell[si][c]->gbs_std);
+            printf("%9d %16s %16s %16s %16s %16s\n", sizes[si], f[0], f[1], f[2], f[3], f[4]);
+        }
+    }
 }
 
 int cmd_bench(int argc, char **argv)
@@ -552,9 +606,15 @@ int cmd_bench(int argc, char **argv)
         }
     }
     if (nsizes == 0) {
-        static const int cpu_sizes[] = {1, 4, 16, 64, 256}, gpu_sizes[] = {8, 32, 128, 512, 2048};
-        nsizes = 5;
-        memcpy(sizes, gpu ? gpu_sizes : cpu_sizes, sizeof cpu_sizes);
+        /* on a GPU, the sizes of SDP4Bit's Table 5 */
+        static const int cpu_sizes[] = {1, 4, 16, 64, 256}, gpu_sizes[] = {8, 16, 64, 512, 1024, 2048};
+        if (gpu) {
+            nsizes = 6;
+            memcpy(sizes, gpu_sizes, sizeof gpu_sizes);
+        } else {
+            nsizes = 5;
+            memcpy(sizes, cpu_sizes, sizeof cpu_sizes);
+        }
     }
     if (gpu) {
         threads[0] = 0; /* printed as 0: not applicable */
@@ -590,39 +650,43 @@ int cmd_bench(int argc, char **argv)
     size_t total = (size_t)nsizes * (size_t)nthreads * (size_t)(nops + 1), done = 0;
     sq_progress *bar = sq_progress_start("bench", total);
     int status = CLI_OK;
-    row *rows = calloc((size_t)nops, sizeof *rows);
+    row *rows = calloc((size_t)nsizes * (size_t)nops, sizeof *rows);
     if (!rows) {
         fprintf(stderr, "shardq bench: out of memory\n");
         sq_backend_close(be);
         return CLI_RUNTIME;
     }
-    for (int si = 0; si < nsizes && !status; si++) {
-        uint64_t n = (uint64_t)sizes[si] * (1u << 20) / 4;
-        for (int ti = 0; ti < nthreads && !status; ti++) {
-            if (!gpu) sq_set_threads(threads[ti]);
+    for (int ti = 0; ti < nthreads && !status; ti++) {
+        memset(rows, 0, (size_t)nsizes * (size_t)nops * sizeof *rows);
+        if (!gpu) sq_set_threads(threads[ti]);
+        for (int si = 0; si < nsizes && !status; si++) {
+            uint64_t n = (uint64_t)sizes[si] * (1u << 20) / 4;
             bench_ctx b;
+            double t[MAX_BATCHES], copy_gbs = 0.0, copy_std = 0.0;
             const char *failed = "copy";
             int rc = ctx_setup(&b, be, n);
-            double tcopy = rc == SQ_OK ? time_op(&b, op_copy, min_time, &rc) : 0.0;
-            double copy_gbs = tcopy > 0 ? 2.0 * 4.0 * (double)n / tcopy / 1e9 : 0.0;
+            int nt = rc == SQ_OK ? time_op(&b, op_copy, min_time, t, &rc) : 0;
+            if (nt) throughput(2.0 * 4.0 * (double)n, t, nt, &copy_gbs, &copy_std);
             sq_progress_update(bar, ++done);
             for (int oi = 0; oi < nops && rc == SQ_OK; oi++) {
                 const op_desc *o = &ops[opsel[oi]];
+                row *r = &rows[si * nops + oi];
                 failed = o->name;
                 rc = op_setup(&b, o, codec_override);
-                double t = rc == SQ_OK ? time_op(&b, o->fn, min_time, &rc) : 0.0;
+                nt = rc == SQ_OK ? time_op(&b, o->fn, min_time, t, &rc) : 0;
                 if (rc != SQ_OK) break;
-                row *r = &rows[oi];
                 r->o = o;
                 r->size_mb = sizes[si];
                 r->threads = threads[ti];
-                r->gbs = op_bytes(o, &b) / t / 1e9;
+                throughput(op_bytes(o, &b), t, nt, &r->gbs, &r->gbs_std);
                 r->copy_gbs = copy_gbs;
+                r->copy_std = copy_std;
                 r->twin_ratio = -1.0;
                 strcpy(r->codec, "-");
                 if (o->codec) sq_codec_format(&b.c, r->codec, sizeof r->codec);
                 for (int j = 0; j < oi && o->twin && !codec_override; j++)
-                    if (strcmp(rows[j].o->name, o->twin) == 0) r->twin_ratio = r->gbs / rows[j].gbs;
+                    if (strcmp(rows[si * nops + j].o->name, o->twin) == 0)
+                        r->twin_ratio = r->gbs / rows[si * nops + j].gbs;
                 sq_progress_pause(bar);
                 print_row(r, where, json);
                 sq_progress_update(bar, ++done);
@@ -636,6 +700,10 @@ int cmd_bench(int argc, char **argv)
                 status = CLI_RUNTIME;
             }
             ctx_free(&b);
+        }
+        if (!status && !json && !codec_override) {
+            sq_progress_pause(bar);
+            print_table5(rows, nsizes, nops, sizes);
         }
     }
     free(rows);
