@@ -169,8 +169,8 @@ static int run(eq_op op, const char *spec, uint64_t n, eq_dist dist, uint64_t se
 /* The matrix at several sizes                                              */
 /* ------------------------------------------------------------------------ */
 
-/* 1; odd; not a multiple of the group; a few million */
-static const uint64_t matrix_sizes[] = {1, 7, 4099, 1000003};
+/* 1; odd; not a multiple of the group; many tiles and grid strides */
+static const uint64_t matrix_sizes[] = {1, 7, 4099, 65537};
 
 START_TEST(test_matrix)
 {
@@ -182,24 +182,33 @@ START_TEST(test_matrix)
 }
 END_TEST
 
-/* Around 1e7 elements: every distribution, every operation, for the codecs
-** of the published schemes, and a sample of the matrix. */
+/* Around 1e7 elements: every distribution and every operation for the
+** codecs of the published schemes, one distribution for the others, and a
+** sample of the matrix. */
 START_TEST(test_large)
 {
     const uint64_t n = 10000019;
-    const char *specs[] = {
-        "bits=4,group=128,round=sr,hadamard=32",      "bits=8,group=128,round=sr,hadamard=32",
-        "bits=4,group=2048,round=sr",                 "bits=4,group=128,round=rtn,levels=deepspeed",
-        "bits=8,group=4096,round=rtn,levels=deepspeed", "kind=minmax,bits=8,group=1024,round=sr",
-        "bits=3,group=7,round=sr,hadamard=1024",
+    const char *schemes[] = {
+        "bits=4,group=128,round=sr,hadamard=32", /* TLq-HS inter hop */
+        "bits=8,group=128,round=sr,hadamard=32", /* TLq-HS intra hop */
+        "bits=4,group=2048,round=sr",            /* qWD */
+    };
+    const char *others[] = {
+        "bits=4,group=128,round=rtn,levels=deepspeed",    /* ZeRO++ qgZ */
+        "bits=8,group=4096,round=rtn,levels=deepspeed",   /* ZeRO++ qwZ-like */
+        "kind=minmax,bits=8,group=1024,round=sr",         /* QSDP-like */
+        "bits=3,group=7,round=sr,hadamard=1024",          /* irregular everything */
     };
     int failures = 0;
-    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+    for (size_t s = 0; s < sizeof schemes / sizeof schemes[0]; s++)
         for (int d = 0; d < EQ_NDIST; d++)
             for (int op = 0; op < EQ_NOPS; op++)
-                failures += run((eq_op)op, specs[s], n, (eq_dist)d, 100 * s + (uint64_t)d,
+                failures += run((eq_op)op, schemes[s], n, (eq_dist)d, 100 * s + (uint64_t)d,
                                 op == EQ_SUM ? 4 : 2,
                                 op == EQ_SUM_REQUANT ? "bits=4,group=128,round=sr" : NULL);
+    for (size_t s = 0; s < sizeof others / sizeof others[0]; s++)
+        for (int op = 0; op < EQ_NOPS; op++)
+            failures += run((eq_op)op, others[s], n, (eq_dist)(s % EQ_NDIST), 500 + s, 3, NULL);
     for (int i = 0; i < (int)EQ_MATRIX_SIZE; i += 37) {
         eq_case t;
         memset(&t, 0, sizeof t);
