@@ -167,16 +167,7 @@ sq_codec codec(const char *spec)
 int run(eq_op op, const char *spec, uint64_t n, eq_dist dist, uint64_t seed, int k = 1,
         const char *spec_out = nullptr)
 {
-    eq_case t;
-    memset(&t, 0, sizeof t);
-    t.op = op;
-    t.c = codec(spec);
-    t.c_out = codec(spec_out ? spec_out : spec);
-    t.k = k;
-    t.n = n;
-    t.dist = dist;
-    t.seed = seed;
-    return eq_run(&sim, &t);
+    return eq_run_spec(&sim, op, spec, n, dist, seed, k, spec_out);
 }
 
 } /* namespace */

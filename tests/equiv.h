@@ -326,6 +326,29 @@ static inline int eq_run(const eq_backend *be, const eq_case *t)
     return bad;
 }
 
+/* Runs op on codecs given as specs (spec_out NULL: the same as spec). A
+** malformed spec is a bug in the test: it stops the program (exit 99). */
+static inline int eq_run_spec(const eq_backend *be, eq_op op, const char *spec, uint64_t n,
+                              eq_dist dist, uint64_t seed, int k, const char *spec_out)
+{
+    eq_case t;
+    char err[256];
+    memset(&t, 0, sizeof t);
+    const char *bad = sq_codec_parse(spec, &t.c, err, sizeof err) != SQ_OK ? spec : NULL;
+    if (!bad && sq_codec_parse(spec_out ? spec_out : spec, &t.c_out, err, sizeof err) != SQ_OK)
+        bad = spec_out;
+    if (bad) {
+        fprintf(stderr, "equiv: bad spec in the test: %s: %s\n", bad, err);
+        exit(99);
+    }
+    t.op = op;
+    t.k = k;
+    t.n = n;
+    t.dist = dist;
+    t.seed = seed;
+    return eq_run(be, &t);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The matrix of the issue: bits 1..8, groups, Hadamard sizes, rounding,    */
 /* level conventions                                                         */
