@@ -64,11 +64,6 @@ static DecodeArgs decode_args(sqk_env *env, const KCodec &c, uint64_t n, float *
     return a;
 }
 
-static uint64_t decode_smem(const KCodec &c)
-{
-    return c.h >= XBUF_MIN_H ? (uint64_t)EPT * BLOCK * 4 : 0;
-}
-
 int sum_chunks_batched(sqk_env *env, const KCodec &c, const sq_qbuf *chunks, int k, uint64_t n,
                        float *out, bool finish)
 {
@@ -81,7 +76,7 @@ int sum_chunks_batched(sqk_env *env, const KCodec &c, const sq_qbuf *chunks, int
         a.in = chunk_table(chunks, first, count);
         a.acc = first ? out : nullptr;
         a.finish = finish && first + count == k;
-        SQK_LAUNCH(env, "decode_kernel (sum)", kernel, grid, BLOCK, decode_smem(c), a);
+        SQK_LAUNCH(env, "decode_kernel (sum)", kernel, grid, BLOCK, xbuf_bytes(c.h, BLOCK), a);
     }
     return SQ_OK;
 }
@@ -94,16 +89,16 @@ extern "C" int sqk_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q,
                               uint64_t n, float *out)
 {
     if (n == 0) return SQ_OK;
-    DecodeArgs a = decode_args(env, kcodec(c), n, out);
+    DecodeArgs a = decode_args(env, kcodec(c, n), n, out);
     a.in = chunk_table(q, 0, 1);
     a.ref = ref;
     const unsigned grid = grid_for(env, a.ntiles, BLOCK);
     if (ref) {
         auto kernel = decode_kernel<DEC_ADD>;
-        SQK_LAUNCH(env, "decode_kernel (add)", kernel, grid, BLOCK, decode_smem(a.c), a);
+        SQK_LAUNCH(env, "decode_kernel (add)", kernel, grid, BLOCK, xbuf_bytes(a.c.h, BLOCK), a);
     } else {
         auto kernel = decode_kernel<DEC_PLAIN>;
-        SQK_LAUNCH(env, "decode_kernel", kernel, grid, BLOCK, decode_smem(a.c), a);
+        SQK_LAUNCH(env, "decode_kernel", kernel, grid, BLOCK, xbuf_bytes(a.c.h, BLOCK), a);
     }
     return SQ_OK;
 }
@@ -111,5 +106,5 @@ extern "C" int sqk_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q,
 extern "C" int sqk_sum(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
                        float *out)
 {
-    return sum_chunks_batched(env, kcodec(c), chunks, k, n, out, true);
+    return sum_chunks_batched(env, kcodec(c, n), chunks, k, n, out, true);
 }

@@ -216,7 +216,7 @@ SQK_UNROLL
                 }
                 acc = (acc << c.bits) | code;
             }
-            store_code_bytes(a.codes, e0, c.bits, code_bytes(c, a.n), acc);
+            store_code_bytes(a.codes, e0, c.bits, c.nbytes, acc);
         }
         if (in_slots) __syncthreads(); /* the slots are reset for the next tile */
     }
@@ -272,7 +272,7 @@ static QPlan plan_quantize(const KCodec &c)
                     p.red = RED_WARP;
                 }
             }
-            p.smem = (c.h >= XBUF_MIN_H ? EPT * b * 4 : 0) + (uint64_t)p.slots * 4 * keys;
+            p.smem = xbuf_bytes(c.h, p.block) + (uint64_t)p.slots * 4 * keys;
             p.fused = p.smem <= SMEM_MAX;
             if (p.fused) return p;
         }
@@ -281,7 +281,7 @@ static QPlan plan_quantize(const KCodec &c)
     p.block = BLOCK;
     const uint64_t tile = EPT * BLOCK;
     p.slots = (unsigned)(tile / c.group + 2 < tile ? tile / c.group + 2 : tile);
-    p.smem = (c.h >= XBUF_MIN_H ? EPT * BLOCK * 4 : 0) + (uint64_t)p.slots * 4 * keys;
+    p.smem = xbuf_bytes(c.h, BLOCK) + (uint64_t)p.slots * 4 * keys;
     return p;
 }
 
@@ -316,8 +316,8 @@ static int run_quantize(sqk_env *env, QuantArgs &a, void *scratch)
     auto stats = quantize_kernel<SRC, PH_STATS>;
     SQK_LAUNCH(env, "quantize_kernel (group keys)", stats, grid, p.block, p.smem, a);
     auto encode = quantize_kernel<SRC, PH_ENCODE>;
-    const uint64_t encode_smem = a.c.h >= XBUF_MIN_H ? (uint64_t)EPT * p.block * 4 : 0;
-    SQK_LAUNCH(env, "quantize_kernel (encode)", encode, grid, p.block, encode_smem, a);
+    SQK_LAUNCH(env, "quantize_kernel (encode)", encode, grid, p.block, xbuf_bytes(a.c.h, p.block),
+               a);
     return SQ_OK;
 }
 
@@ -325,7 +325,7 @@ static QuantArgs quant_args(sqk_env *env, const sq_codec *c, uint64_t n, const s
                             const sq_qbuf *q)
 {
     QuantArgs a = QuantArgs();
-    a.c = kcodec(c);
+    a.c = kcodec(c, n);
     a.n = n;
     if (key) {
         a.key_lo = (uint32_t)key->seed;
@@ -347,7 +347,7 @@ using namespace sqk;
 
 extern "C" uint64_t sqk_quantize_scratch(const sq_codec *c, uint64_t n)
 {
-    return key_scratch(kcodec(c), n);
+    return key_scratch(kcodec(c, n), n);
 }
 
 extern "C" int sqk_quantize(sqk_env *env, const sq_codec *c, const float *x, const float *ref,
@@ -372,7 +372,7 @@ extern "C" uint64_t sqk_sum_requant_scratch(const sq_codec *c_in, int k, uint64_
                                             const sq_codec *c_out)
 {
     (void)c_in;
-    KCodec co = kcodec(c_out);
+    KCodec co = kcodec(c_out, n);
     co.h = 0;
     return sum_scratch(k, n) + key_scratch(co, n);
 }
@@ -383,7 +383,7 @@ extern "C" int sqk_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf
 {
     if (n == 0) return SQ_OK;
     /* the middle hop stays in the transformed domain */
-    KCodec ci = kcodec(c_in);
+    KCodec ci = kcodec(c_in, n);
     ci.h = 0;
     QuantArgs a = quant_args(env, c_out, n, key, out);
     a.c.h = 0;

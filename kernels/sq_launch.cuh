@@ -16,10 +16,12 @@ constexpr unsigned BLOCK_MAX = 1024;
 /* Static + dynamic shared memory a block may use without opting in. */
 constexpr uint64_t SMEM_MAX = 48 * 1024;
 
-inline KCodec kcodec(const sq_codec *c)
+/* c as the kernels see it, for a buffer of n elements. */
+inline KCodec kcodec(const sq_codec *c, uint64_t n)
 {
     KCodec k;
     k.group = c->group;
+    k.nbytes = sq_codec_code_bytes(c, n);
     k.gshift = -1;
     if ((c->group & (c->group - 1)) == 0)
         for (k.gshift = 0; ((uint64_t)1 << k.gshift) < c->group; k.gshift++) {
@@ -47,6 +49,13 @@ inline Chunks chunk_table(const sq_qbuf *q, int first, int count)
         t.offsets[i] = q[first + i].offsets;
     }
     return t;
+}
+
+/* Shared memory of the Hadamard exchange between warps (8 floats a thread),
+** which only sizes of 512 and up use. */
+inline uint64_t xbuf_bytes(int h, unsigned block)
+{
+    return h >= XBUF_MIN_H ? (uint64_t)EPT * block * sizeof(float) : 0;
 }
 
 /* A grid that keeps every multiprocessor full (2048 resident threads each)

@@ -60,6 +60,7 @@ constexpr int XBUF_MIN_H = 512;        /* Hadamard sizes that pair warps */
 /* A codec with its level table and group divisor worked out on the host. */
 struct KCodec {
     uint64_t group;
+    uint64_t nbytes; /* bytes of the packed code stream of the buffer */
     int gshift;     /* log2(group) when group is a power of two, else -1 */
     int bits;
     int minmax;     /* kind=minmax */
@@ -80,11 +81,6 @@ struct Chunks {
 SQK_DEV uint64_t group_of(const KCodec &c, uint64_t e)
 {
     return c.gshift >= 0 ? e >> c.gshift : e / c.group;
-}
-
-SQK_DEV uint64_t code_bytes(const KCodec &c, uint64_t n)
-{
-    return (n / 8) * (uint64_t)c.bits + ((n % 8) * (uint64_t)c.bits + 7) / 8;
 }
 
 SQK_DEV void set_flag(uint32_t *flags, uint32_t f) { atomicOr(flags, f); }
@@ -193,7 +189,7 @@ SQK_DEV void decode8(const KCodec &c, const uint8_t *codes, const void *scales,
 SQK_UNROLL
     for (int j = 0; j < EPT; j++) v[j] = 0.0f;
     if (e0 >= n) return;
-    const uint64_t acc = load_code_bytes(codes, e0, c.bits, code_bytes(c, n));
+    const uint64_t acc = load_code_bytes(codes, e0, c.bits, c.nbytes);
     const uint32_t mask = (1u << c.bits) - 1u;
     uint64_t gi = group_of(c, e0);
     uint64_t left = (gi + 1) * c.group - e0; /* elements of group gi from e0 on */

@@ -150,6 +150,12 @@ static sq_codec codec(const char *spec)
     return c;
 }
 
+static int run(eq_op op, const char *spec, uint64_t n, eq_dist dist, uint64_t seed, int k,
+               const char *spec_out)
+{
+    return eq_run_spec(&gpu, op, spec, n, dist, seed, k, spec_out);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The matrix at several sizes                                              */
 /* ------------------------------------------------------------------------ */
@@ -188,12 +194,12 @@ START_TEST(test_large)
     for (size_t s = 0; s < sizeof schemes / sizeof schemes[0]; s++)
         for (int d = 0; d < EQ_NDIST; d++)
             for (int op = 0; op < EQ_NOPS; op++)
-                failures += eq_run_spec(&gpu, (eq_op)op, schemes[s], n, (eq_dist)d, 100 * s + (uint64_t)d,
+                failures += run((eq_op)op, schemes[s], n, (eq_dist)d, 100 * s + (uint64_t)d,
                                 op == EQ_SUM ? 4 : 2,
                                 op == EQ_SUM_REQUANT ? "bits=4,group=128,round=sr" : NULL);
     for (size_t s = 0; s < sizeof others / sizeof others[0]; s++)
         for (int op = 0; op < EQ_NOPS; op++)
-            failures += eq_run_spec(&gpu, (eq_op)op, others[s], n, (eq_dist)(s % EQ_NDIST), 500 + s, 3, NULL);
+            failures += run((eq_op)op, others[s], n, (eq_dist)(s % EQ_NDIST), 500 + s, 3, NULL);
     for (int i = 0; i < (int)EQ_MATRIX_SIZE; i += 37) {
         eq_case t;
         memset(&t, 0, sizeof t);
@@ -217,9 +223,9 @@ START_TEST(test_misaligned)
     g_misalign = 1;
     int failures = 0;
     for (int op = 0; op < EQ_NOPS; op++) {
-        failures += eq_run_spec(&gpu, (eq_op)op, "bits=4,group=128,round=sr,hadamard=32", 100003, EQ_GRADIENT,
+        failures += run((eq_op)op, "bits=4,group=128,round=sr,hadamard=32", 100003, EQ_GRADIENT,
                         1, 3, NULL);
-        failures += eq_run_spec(&gpu, (eq_op)op, "bits=8,group=2048,round=rtn,scale=bf16", 100003, EQ_NORMAL, 2,
+        failures += run((eq_op)op, "bits=8,group=2048,round=rtn,scale=bf16", 100003, EQ_NORMAL, 2,
                         3, NULL);
     }
     g_misalign = 0;
@@ -239,14 +245,15 @@ START_TEST(test_paths)
                 snprintf(spec, sizeof spec, "kind=%s,bits=6,group=%llu,round=sr,hadamard=%d",
                          minmax ? "minmax" : "sym", (unsigned long long)groups[g], h);
                 uint64_t n = 3 * groups[g] + 1000003;
-                failures += eq_run_spec(&gpu, EQ_QUANTIZE, spec, n, (eq_dist)(g % EQ_NDIST), 70 + g, 1, NULL);
-                failures += eq_run_spec(&gpu, EQ_QUANTIZE_DIFF, spec, n, (eq_dist)(g % EQ_NDIST), 80 + g, 1, NULL);
-                failures += eq_run_spec(&gpu, EQ_SUM_REQUANT, "bits=8,group=32,round=sr", n,
+                failures += run(EQ_QUANTIZE, spec, n, (eq_dist)(g % EQ_NDIST), 70 + g, 1, NULL);
+                failures +=
+                    run(EQ_QUANTIZE_DIFF, spec, n, (eq_dist)(g % EQ_NDIST), 80 + g, 1, NULL);
+                failures += run(EQ_SUM_REQUANT, "bits=8,group=32,round=sr", n,
                                 (eq_dist)(g % EQ_NDIST), 90 + g, 2, spec);
             }
-    failures += eq_run_spec(&gpu, EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 300007, EQ_GRADIENT, 3, 150,
+    failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 300007, EQ_GRADIENT, 3, 150,
                     "bits=4,group=128,round=sr");
-    failures += eq_run_spec(&gpu, EQ_SUM, "bits=4,group=128,round=sr,hadamard=1024", 300007, EQ_OUTLIERS, 4,
+    failures += run(EQ_SUM, "bits=4,group=128,round=sr,hadamard=1024", 300007, EQ_OUTLIERS, 4,
                     130, NULL);
     ck_assert_int_eq(failures, 0);
 }
@@ -275,7 +282,7 @@ START_TEST(test_status)
     sq_codec bad = c;
     bad.bits = 9;
     ck_assert_int_eq(sq_backend_quantize(g_be, &bad, x, n, &key, &hq), SQ_ERR_SPEC);
-    eq_qbuf_free(&hq);
+    sq_qbuf_free(&hq);
     free(x);
 }
 END_TEST

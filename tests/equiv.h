@@ -112,22 +112,17 @@ static inline void *eq_alloc(uint64_t bytes, int fill)
     return p;
 }
 
-/* A host qbuf of n elements with every byte set to fill. */
+/* A host qbuf of n elements (sq_qbuf_alloc) with every byte set to fill. */
 static inline void eq_qbuf(const sq_codec *c, uint64_t n, int fill, sq_qbuf *q)
 {
-    q->codes = (uint8_t *)eq_alloc(sq_codec_code_bytes(c, n), fill);
-    q->scales = eq_alloc(sq_codec_scale_bytes(c, n), fill);
-    q->offsets = c->kind == SQ_KIND_MINMAX ? eq_alloc(sq_codec_offset_bytes(c, n), fill) : NULL;
-}
-
-static inline void eq_qbuf_free(sq_qbuf *q)
-{
-    free(q->codes);
-    free(q->scales);
-    free(q->offsets);
-    q->codes = NULL;
-    q->scales = NULL;
-    q->offsets = NULL;
+    if (sq_qbuf_alloc(c, n, q) != SQ_OK) {
+        fprintf(stderr, "equiv: out of memory for a qbuf of %llu elements\n",
+                (unsigned long long)n);
+        exit(99);
+    }
+    memset(q->codes, fill, (size_t)sq_codec_code_bytes(c, n));
+    memset(q->scales, fill, (size_t)sq_codec_scale_bytes(c, n));
+    if (q->offsets) memset(q->offsets, fill, (size_t)sq_codec_offset_bytes(c, n));
 }
 
 /* Index of the first differing byte, or -1. */
@@ -270,7 +265,7 @@ static inline int eq_run(const eq_backend *be, const eq_case *t)
         bad = eq_compare_status(t, rw, rg);
         if (!bad && rw == SQ_OK) bad = eq_compare_qbuf(t, &t->c, &want, &got);
         sq_qbuf_free(&want);
-        eq_qbuf_free(&got);
+        sq_qbuf_free(&got);
         free(x);
         free(ref);
         break;
@@ -318,7 +313,7 @@ static inline int eq_run(const eq_backend *be, const eq_case *t)
         for (int i = 0; i < t->k; i++) sq_qbuf_free(&chunks[i]);
         free(chunks);
         sq_qbuf_free(&want);
-        eq_qbuf_free(&got);
+        sq_qbuf_free(&got);
         break;
     }
     default: break;

@@ -222,11 +222,11 @@ int sq_backend_qbuf_alloc(sq_backend *be, const sq_codec *c, uint64_t n, sq_qbuf
     if (!q || !c || sq_codec_validate(c) != SQ_OK) return SQ_ERR_ARG;
     if (be->kind == SQ_BACKEND_CPU) return sq_qbuf_alloc(c, n, q);
     const uint64_t sizes[3] = {sq_codec_code_bytes(c, n), sq_codec_scale_bytes(c, n),
-                               c->kind == SQ_KIND_MINMAX ? sq_codec_offset_bytes(c, n) : 0};
+                               sq_codec_offset_bytes(c, n)};
+    const int parts = c->kind == SQ_KIND_MINMAX ? 3 : 2; /* codes, scales[, offsets] */
     void *p[3] = {NULL, NULL, NULL};
     int rc = SQ_OK;
-    for (int i = 0; i < 3 && rc == SQ_OK; i++) {
-        if (i == 2 && c->kind != SQ_KIND_MINMAX) break;
+    for (int i = 0; i < parts && rc == SQ_OK; i++) {
         if (sizes[i] > SIZE_MAX) rc = SQ_ERR_ARG;
         if (rc == SQ_OK) rc = sq_backend_alloc(be, (size_t)sizes[i], &p[i]);
         if (rc == SQ_OK) rc = sq_backend_fill(be, p[i], 0, (size_t)sizes[i]);
@@ -262,7 +262,8 @@ int sq_backend_quantize(sq_backend *be, const sq_codec *c, const float *x, uint6
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_quantize(c, x, n, key, q);
     int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) || (rc = sq_check_key(c, key)))
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
+        (rc = sq_check_key(c, key)))
         return rc;
     if (n && !x) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, NULL, n, key, q));
@@ -273,7 +274,8 @@ int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_quantize_diff(c, x, ref, n, key, q);
     int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) || (rc = sq_check_key(c, key)))
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
+        (rc = sq_check_key(c, key)))
         return rc;
     if (n && (!x || !ref)) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, ref, n, key, q));

@@ -322,7 +322,8 @@ int sq_quantize(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key 
                 sq_qbuf *q)
 {
     int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) || (rc = sq_check_key(c, key)))
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
+        (rc = sq_check_key(c, key)))
         return rc;
     if (n && !x) return SQ_ERR_ARG;
     job jb = {.op = OP_QUANTIZE, .c = c, .x = x, .key = key, .qout = q};
@@ -333,7 +334,8 @@ int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64
                      const sq_rng_key *key, sq_qbuf *q)
 {
     int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) || (rc = sq_check_key(c, key)))
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
+        (rc = sq_check_key(c, key)))
         return rc;
     if (n && (!x || !ref)) return SQ_ERR_ARG;
     job jb = {.op = OP_QUANTIZE_DIFF, .c = c, .x = x, .ref = ref, .key = key, .qout = q};
