@@ -1,6 +1,7 @@
 /*
 ** cuda_backend.cu -- one CUDA device as a shardq backend: its memory, its
-** stream, and the codec kernels enqueued on it (src/backend/cuda.h).
+** stream, and the codec and elementwise kernels enqueued on it
+** (src/backend/cuda.h).
 **
 ** Every CUDA call is checked; a failure becomes a status and a sentence
 ** that names the call, the device and CUDA's reason, never an abort. An
@@ -317,6 +318,31 @@ extern "C" int sq_cuda_sum(sq_cuda *d, const sq_codec *c, const sq_qbuf *chunks,
     int rc = begin(d, 0, &env);
     if (rc != SQ_OK) return rc;
     return end(d, &env, sqk_sum(&env, c, chunks, k, n, out));
+}
+
+/* The elementwise operations: n > 0 (backend.c returns before for n = 0). */
+extern "C" int sq_cuda_add(sq_cuda *d, const float *a, const float *b, uint64_t n, float *out)
+{
+    sqk_env env;
+    int rc = begin(d, 0, &env);
+    if (rc != SQ_OK) return rc;
+    return end(d, &env, sqk_add(&env, a, b, n, out));
+}
+
+extern "C" int sq_cuda_to_bf16(sq_cuda *d, const float *x, uint64_t n, uint16_t *out)
+{
+    sqk_env env;
+    int rc = begin(d, 0, &env);
+    if (rc != SQ_OK) return rc;
+    return end(d, &env, sqk_to_bf16(&env, x, n, out));
+}
+
+extern "C" int sq_cuda_from_bf16(sq_cuda *d, const uint16_t *h, uint64_t n, float *out)
+{
+    sqk_env env;
+    int rc = begin(d, 0, &env);
+    if (rc != SQ_OK) return rc;
+    return end(d, &env, sqk_from_bf16(&env, h, n, out));
 }
 
 /* ------------------------------------------------------------------------ */

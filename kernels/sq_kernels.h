@@ -7,7 +7,9 @@
 ** their CPU emulation, tests/sim). The caller (src/backend) has validated
 ** the arguments as the C reference does; what the kernels find in the data
 ** (NaN, overflow) is ORed into the device word *env->flags, which
-** sqk_status() turns into the status the C reference returns.
+** sqk_status() turns into the status the C reference returns. The
+** elementwise operations of backend.h (fp32 add, bf16 conversions) follow
+** the same rules.
 **
 ** The kernels compute exactly what src/core/codec.c computes, from the same
 ** per-element source (sq_hd.h); the tests compare the bytes.
@@ -32,7 +34,10 @@ enum {
     SQK_FLAG_NONFINITE = 1u, /* NaN or Inf in the input */
     SQK_FLAG_RANGE = 2u,     /* finite input, result beyond fp32 (or a scale
                              ** beyond its dtype), non-finite decoded output */
-    SQK_FLAG_TRANSFORM = 4u  /* the Hadamard transform made a value non-finite */
+    SQK_FLAG_TRANSFORM = 4u, /* the Hadamard transform made a value non-finite */
+    SQK_FLAG_OUTPUT = 8u     /* an elementwise operation made finite input
+                             ** non-finite (non-finite input anywhere
+                             ** outranks it, as in sq_hd.h) */
 };
 
 typedef struct sqk_env {
@@ -63,16 +68,24 @@ int sqk_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, i
 int sqk_sum(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
             float *out);
 
+/* The elementwise operations of backend.h (elementwise.cu); out may equal
+** an input. Non-finite input sets SQK_FLAG_NONFINITE, a non-finite result
+** of finite input SQK_FLAG_OUTPUT. */
+int sqk_add(sqk_env *env, const float *a, const float *b, uint64_t n, float *out);
+int sqk_to_bf16(sqk_env *env, const float *x, uint64_t n, uint16_t *out);
+int sqk_from_bf16(sqk_env *env, const uint16_t *h, uint64_t n, float *out);
+
 /* The status for the flags of one or more operations. A range problem
-** outranks non-finite input, which outranks a transform that overflowed
-** (non-finite input makes the transform's output non-finite too). For an
-** input with one kind of problem this is the C reference's status; when
-** one input has several, the two backends may name different ones. */
+** outranks non-finite input, which outranks a transform or an elementwise
+** result that overflowed (non-finite input makes those non-finite too).
+** For an input with one kind of problem this is the C reference's status;
+** when one input has several, the two backends may name different ones
+** (never for the elementwise operations, whose rule is this order). */
 static inline int sqk_status(uint32_t flags)
 {
     if (flags & SQK_FLAG_RANGE) return SQ_ERR_RANGE;
     if (flags & SQK_FLAG_NONFINITE) return SQ_ERR_NONFINITE;
-    if (flags & SQK_FLAG_TRANSFORM) return SQ_ERR_RANGE;
+    if (flags & (SQK_FLAG_TRANSFORM | SQK_FLAG_OUTPUT)) return SQ_ERR_RANGE;
     return SQ_OK;
 }
 

@@ -1,7 +1,8 @@
 /*
 ** check_backend.c -- the backend layer on every machine: the CPU backend is
-** the C reference, names are parsed and refused with reasons, memory moves
-** between backends, workers are placed round-robin. (The CUDA backend's
+** the C reference, its elementwise operations write the values and
+** statuses backend.h promises, names are parsed and refused with reasons,
+** memory moves between backends, workers are placed round-robin. (The CUDA backend's
 ** own tests are tests/check_gpu_codec.c.)
 */
 #include "backend/backend.h"
@@ -9,6 +10,7 @@
 #include "equiv.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +160,141 @@ START_TEST(test_cpu_ops)
 }
 END_TEST
 
+static uint32_t bits_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static float from_bits(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* The elementwise operations: values bit for bit, every element written,
+** the statuses of backend.h. */
+START_TEST(test_cpu_elementwise)
+{
+    sq_backend *be = open_ok("cpu");
+    const float fmax = 3.4028234663852886e38f;
+    const float tiny = from_bits(1); /* the smallest subnormal */
+
+    /* add: rounding to even, signed zeros, subnormals, aliasing */
+    float a[6] = {1.0f, -0.0f, -0.0f, tiny, 0.1f, 1e30f};
+    float b[6] = {5.9604644775390625e-08f, -0.0f, 0.0f, tiny, 0.2f, -1e30f};
+    float out[6];
+    ck_assert_int_eq(sq_backend_add(be, a, b, 6, out), SQ_OK);
+    ck_assert_uint_eq(bits_of(out[0]), bits_of(1.0f)); /* 1 + 2^-24: a tie, to even */
+    ck_assert_uint_eq(bits_of(out[1]), 0x80000000u);   /* -0 + -0 = -0 */
+    ck_assert_uint_eq(bits_of(out[2]), 0);             /* -0 + 0 = +0 */
+    ck_assert_uint_eq(bits_of(out[3]), 2);             /* no flush to zero */
+    volatile float x01 = 0.1f, x02 = 0.2f;
+    ck_assert_uint_eq(bits_of(out[4]), bits_of(x01 + x02));
+    ck_assert_uint_eq(bits_of(out[5]), 0);
+    ck_assert_int_eq(sq_backend_add(be, a, b, 6, a), SQ_OK); /* out = a */
+    ck_assert_mem_eq(a, out, sizeof out);
+
+    /* add: overflow is RANGE, and everything is written */
+    float c[3] = {fmax, -fmax, 2.0f}, d[3] = {fmax, -fmax, 3.0f};
+    memset(out, 0x5a, sizeof out);
+    ck_assert_int_eq(sq_backend_add(be, c, d, 3, out), SQ_ERR_RANGE);
+    ck_assert_uint_eq(bits_of(out[0]), 0x7f800000u);
+    ck_assert_uint_eq(bits_of(out[1]), 0xff800000u);
+    ck_assert_uint_eq(bits_of(out[2]), bits_of(5.0f));
+    /* non-finite input outranks an overflow elsewhere; which NaN comes out
+    ** is fixed: the first NaN operand quieted, else +qNaN for Inf - Inf */
+    float e[4] = {fmax, from_bits(0x7f800001u), 1.0f, INFINITY};
+    float f[4] = {fmax, 1.0f, from_bits(0xffc12345u), -INFINITY};
+    ck_assert_int_eq(sq_backend_add(be, e, f, 4, out), SQ_ERR_NONFINITE);
+    ck_assert_uint_eq(bits_of(out[0]), 0x7f800000u);
+    ck_assert_uint_eq(bits_of(out[1]), 0x7fc00001u);
+    ck_assert_uint_eq(bits_of(out[2]), 0xffc12345u);
+    ck_assert_uint_eq(bits_of(out[3]), 0x7fc00000u);
+
+    /* to_bf16: ties to even (normal and subnormal), -0, past bf16's range */
+    const uint32_t xs[8] = {0x3f800000u, 0x3f808000u, 0x3f818000u, 0x80000000u,
+                            0x00008000u, 0x00018000u, 0x7f7f7fffu, 0xbf7fffffu};
+    const uint16_t hs[8] = {0x3f80, 0x3f80, 0x3f82, 0x8000, 0x0000, 0x0002, 0x7f7f, 0xbf80};
+    float x[8];
+    uint16_t h[8];
+    for (int i = 0; i < 8; i++) x[i] = from_bits(xs[i]);
+    ck_assert_int_eq(sq_backend_to_bf16(be, x, 8, h), SQ_OK);
+    for (int i = 0; i < 8; i++) ck_assert_uint_eq(h[i], hs[i]);
+    x[1] = 3.4e38f;                 /* finite, rounds to Inf */
+    x[2] = from_bits(0x7f7f8000u);  /* the tie at the top: to Inf */
+    memset(h, 0x5a, sizeof h);
+    ck_assert_int_eq(sq_backend_to_bf16(be, x, 8, h), SQ_ERR_RANGE);
+    ck_assert_uint_eq(h[0], 0x3f80);
+    ck_assert_uint_eq(h[1], 0x7f80);
+    ck_assert_uint_eq(h[2], 0x7f80);
+    ck_assert_uint_eq(h[7], 0xbf80);
+    x[5] = from_bits(0x7f800001u);  /* a NaN whose payload is all in the dropped bits */
+    ck_assert_int_eq(sq_backend_to_bf16(be, x, 8, h), SQ_ERR_NONFINITE);
+    ck_assert_uint_eq(h[5], 0x7fc0);
+    ck_assert_uint_eq(h[1], 0x7f80);
+
+    /* from_bf16: exact; only non-finite input is refused */
+    const uint16_t in[6] = {0x3f80, 0x8000, 0x0001, 0x7f7f, 0xc2f7, 0x0080};
+    float back[6];
+    ck_assert_int_eq(sq_backend_from_bf16(be, in, 6, back), SQ_OK);
+    for (int i = 0; i < 6; i++) ck_assert_uint_eq(bits_of(back[i]), (uint32_t)in[i] << 16);
+    const uint16_t bad[3] = {0x3f80, 0x7f80, 0xffc1};
+    memset(back, 0x5a, sizeof back);
+    ck_assert_int_eq(sq_backend_from_bf16(be, bad, 3, back), SQ_ERR_NONFINITE);
+    ck_assert_uint_eq(bits_of(back[1]), 0x7f800000u);
+    ck_assert_uint_eq(bits_of(back[2]), 0xffc10000u);
+
+    /* n = 0 does nothing, NULL included; NULL with n > 0 is refused */
+    ck_assert_int_eq(sq_backend_add(be, NULL, NULL, 0, NULL), SQ_OK);
+    ck_assert_int_eq(sq_backend_to_bf16(be, NULL, 0, NULL), SQ_OK);
+    ck_assert_int_eq(sq_backend_from_bf16(be, NULL, 0, NULL), SQ_OK);
+    ck_assert_int_eq(sq_backend_add(be, NULL, b, 1, out), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_backend_add(be, a, NULL, 1, out), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_backend_add(be, a, b, 1, NULL), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_backend_to_bf16(be, NULL, 1, h), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_backend_to_bf16(be, x, 1, NULL), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_backend_from_bf16(be, NULL, 1, back), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_backend_from_bf16(be, in, 1, NULL), SQ_ERR_ARG);
+
+    sq_backend_close(be);
+}
+END_TEST
+
+/* Sizes that take the OpenMP loops: the same bytes as a plain loop, and
+** the same status whichever thread meets the NaN or the overflow. */
+START_TEST(test_cpu_elementwise_large)
+{
+    sq_backend *be = open_ok("cpu");
+    const uint64_t n = 300007;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *out = malloc(n * 4), *want = malloc(n * 4);
+    uint16_t *h = malloc(n * 2), *hw = malloc(n * 2);
+    for (int kind = 0; kind < EQ_EW_NKINDS; kind++) {
+        int st[3];
+        eq_ew_fill(a, b, h, n, (eq_ew_kind)kind, 40 + (uint64_t)kind);
+        eq_ew_want((eq_ew_kind)kind, st);
+        ck_assert_int_eq(sq_backend_add(be, a, b, n, out), st[0]);
+        for (uint64_t i = 0; i < n; i++) want[i] = a[i] + b[i];
+        for (uint64_t i = 0; i < n; i++)
+            if (want[i] == want[i]) /* NaN payloads: see test_cpu_elementwise */
+                ck_assert_uint_eq(bits_of(out[i]), bits_of(want[i]));
+        ck_assert_int_eq(sq_backend_to_bf16(be, a, n, hw), st[1]);
+        for (uint64_t i = 0; i < n; i++) ck_assert_uint_eq(hw[i], sq_f32_to_bf16(a[i]));
+        ck_assert_int_eq(sq_backend_from_bf16(be, h, n, out), st[2]);
+        for (uint64_t i = 0; i < n; i++) ck_assert_uint_eq(bits_of(out[i]), (uint32_t)h[i] << 16);
+    }
+    free(a);
+    free(b);
+    free(out);
+    free(want);
+    free(h);
+    free(hw);
+    sq_backend_close(be);
+}
+END_TEST
+
 START_TEST(test_memory)
 {
     sq_backend *a = open_ok("cpu"), *b = open_ok("cpu");
@@ -242,6 +379,8 @@ int main(void)
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_open_cuda);
     tcase_add_test(tc, test_cpu_ops);
+    tcase_add_test(tc, test_cpu_elementwise);
+    tcase_add_test(tc, test_cpu_elementwise_large);
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_deferred_and_timer);
     tcase_add_test(tc, test_placement);

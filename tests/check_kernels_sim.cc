@@ -7,14 +7,16 @@
 ** launchers are called on host memory exactly as the CUDA backend calls
 ** them on device memory. So every machine, GPU or not, checks that the
 ** kernels' thread layout, reductions, Hadamard stages, packing and
-** two-pass paths give the reference's bytes. Sizes are kept to what an
-** emulation can run in seconds; tests/check_gpu_codec.c runs the full
-** sizes on a GPU.
+** two-pass paths give the reference's bytes, and the elementwise kernels
+** the CPU backend's. Sizes are kept to what an emulation can run in
+** seconds; tests/check_gpu_codec.c runs the full sizes on a GPU.
 */
 #define SQK_SIM 1
 #include "../kernels/quantize.cu"
 #include "../kernels/dequantize.cu"
+#include "../kernels/elementwise.cu"
 
+#include "backend/backend.h"
 #include "equiv.h"
 
 #include <check.h>
@@ -391,6 +393,161 @@ START_TEST(test_empty)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* The elementwise operations against the CPU backend                       */
+/* ------------------------------------------------------------------------ */
+
+namespace {
+
+/* Host memory for the emulated device: one element more than n (a guard
+** that must keep its pattern), shifted off the 16-byte alignment by one
+** element when misaligned, so that the vector loads and stores are not
+** taken. */
+template <class T> struct SimBuf {
+    std::vector<T> v;
+    T *p;
+    SimBuf(uint64_t n, bool misalign, const T *src)
+        : v((size_t)n + 2)
+    {
+        memset(v.data(), EQ_PATTERN, v.size() * sizeof(T));
+        p = v.data() + (misalign ? 1 : 0);
+        if (src && n) memcpy(p, src, (size_t)n * sizeof(T));
+    }
+};
+
+/* Compares the bytes of n elements and the guard after them, and the
+** status, printing the first difference. Returns 0 or 1. */
+int ew_compare(const char *what, const void *want, const void *got, uint64_t bytes, int rw,
+               int rg)
+{
+    int64_t at = eq_first_diff(want, got, bytes);
+    if (at < 0 && rw == rg) return 0;
+    fprintf(stderr, "MISMATCH %s: ", what);
+    if (at >= 0)
+        fprintf(stderr, "byte %lld: 0x%02x from the CPU, 0x%02x from the kernel; ", (long long)at,
+                ((const unsigned char *)want)[at], ((const unsigned char *)got)[at]);
+    fprintf(stderr, "status %d (%s) from the CPU, %d (%s) from the kernel\n", rw, sq_strerror(rw),
+            rg, sq_strerror(rg));
+    return 1;
+}
+
+/* The three operations on one input, through the CPU backend and the
+** kernels; out is a (for add and to_bf16's input, x) when aliased. Also
+** checks the CPU's statuses against the rule of backend.h. Returns the
+** number of differences. */
+int ew_case(sq_backend *cpu, uint64_t n, eq_ew_kind kind, bool misalign, bool alias,
+            uint64_t seed)
+{
+    std::vector<float> a((size_t)n + 1), b((size_t)n + 1);
+    std::vector<uint16_t> h((size_t)n + 1);
+    eq_ew_fill(a.data(), b.data(), h.data(), n, kind, seed);
+    int want[3];
+    eq_ew_want(kind, want);
+    if (n == 0) want[0] = want[1] = want[2] = SQ_OK;
+    char what[160];
+    int failures = 0;
+
+    /* add: out = a + b, or a = a + b */
+    {
+        SimBuf<float> ca(n, false, a.data()), co(n, false, nullptr);
+        float *cout = alias ? ca.p : co.p;
+        int rw = sq_backend_add(cpu, ca.p, b.data(), n, cout);
+        SimBuf<float> sa(n, misalign, a.data()), sb(n, misalign, b.data());
+        SimBuf<float> so(n, misalign, nullptr);
+        float *sout = alias ? sa.p : so.p;
+        SimDevice d;
+        sqk_env e = d.env();
+        int rg = finish(d, e, sqk_add(&e, sa.p, sb.p, n, sout));
+        snprintf(what, sizeof what, "add, n=%llu, %s%s%s", (unsigned long long)n,
+                 eq_ew_kind_names[kind], misalign ? ", misaligned" : "", alias ? ", out = a" : "");
+        failures += ew_compare(what, cout, sout, (n + 1) * 4, rw, rg);
+        if (rw != want[0]) {
+            fprintf(stderr, "%s: status %d from the CPU, %d wanted\n", what, rw, want[0]);
+            failures++;
+        }
+    }
+
+    /* to_bf16 (aliasing x and out is no contract: different types) */
+    {
+        SimBuf<uint16_t> co(n, false, nullptr);
+        int rw = sq_backend_to_bf16(cpu, a.data(), n, co.p);
+        SimBuf<float> sx(n, misalign, a.data());
+        SimBuf<uint16_t> so(n, misalign, nullptr);
+        SimDevice d;
+        sqk_env e = d.env();
+        int rg = finish(d, e, sqk_to_bf16(&e, sx.p, n, so.p));
+        snprintf(what, sizeof what, "to_bf16, n=%llu, %s%s", (unsigned long long)n,
+                 eq_ew_kind_names[kind], misalign ? ", misaligned" : "");
+        failures += ew_compare(what, co.p, so.p, (n + 1) * 2, rw, rg);
+        if (rw != want[1]) {
+            fprintf(stderr, "%s: status %d from the CPU, %d wanted\n", what, rw, want[1]);
+            failures++;
+        }
+        /* and every value is sq_f32_to_bf16's */
+        for (uint64_t i = 0; i < n; i++)
+            if (co.p[i] != sq_f32_to_bf16(a[(size_t)i])) {
+                fprintf(stderr, "%s: element %llu is not sq_f32_to_bf16's\n", what,
+                        (unsigned long long)i);
+                failures++;
+                break;
+            }
+    }
+
+    /* from_bf16 */
+    {
+        SimBuf<float> co(n, false, nullptr);
+        int rw = sq_backend_from_bf16(cpu, h.data(), n, co.p);
+        SimBuf<uint16_t> sh(n, misalign, h.data());
+        SimBuf<float> so(n, misalign, nullptr);
+        SimDevice d;
+        sqk_env e = d.env();
+        int rg = finish(d, e, sqk_from_bf16(&e, sh.p, n, so.p));
+        snprintf(what, sizeof what, "from_bf16, n=%llu, %s%s", (unsigned long long)n,
+                 eq_ew_kind_names[kind], misalign ? ", misaligned" : "");
+        failures += ew_compare(what, co.p, so.p, (n + 1) * 4, rw, rg);
+        if (rw != want[2]) {
+            fprintf(stderr, "%s: status %d from the CPU, %d wanted\n", what, rw, want[2]);
+            failures++;
+        }
+    }
+    return failures;
+}
+
+} /* namespace */
+
+/* 0; 1; odd; a partial tile; past one grid stride (2 SMs x 8 blocks x 2048)
+** with a partial last vector */
+static const uint64_t ew_sizes[] = {0, 1, 7, 4099, 65537 + 3};
+
+START_TEST(test_elementwise)
+{
+    sq_backend *cpu = nullptr;
+    char err[256];
+    ck_assert_msg(sq_backend_open("cpu", &cpu, err, sizeof err) == SQ_OK, "%s", err);
+    int failures = 0;
+    uint64_t seed = 1;
+    for (uint64_t n : ew_sizes)
+        for (int kind = 0; kind < EQ_EW_NKINDS; kind++)
+            for (bool misalign : {false, true})
+                for (bool alias : {false, true})
+                    failures += ew_case(cpu, n, (eq_ew_kind)kind, misalign, alias, seed++);
+    sq_backend_close(cpu);
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* n = 0 launches nothing and touches nothing, NULL pointers included. */
+START_TEST(test_elementwise_empty)
+{
+    SimDevice d;
+    sqk_env e = d.env();
+    ck_assert_int_eq(finish(d, e, sqk_add(&e, nullptr, nullptr, 0, nullptr)), SQ_OK);
+    ck_assert_int_eq(finish(d, e, sqk_to_bf16(&e, nullptr, 0, nullptr)), SQ_OK);
+    ck_assert_int_eq(finish(d, e, sqk_from_bf16(&e, nullptr, 0, nullptr)), SQ_OK);
+    ck_assert_uint_eq(d.flags, 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kernels_sim");
@@ -407,6 +564,10 @@ int main(void)
     tcase_add_test(tc, test_status);
     tcase_add_test(tc, test_empty);
     suite_add_tcase(s, tc);
+    TCase *te = tcase_create("elementwise");
+    tcase_add_test(te, test_elementwise);
+    tcase_add_test(te, test_elementwise_empty);
+    suite_add_tcase(s, te);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

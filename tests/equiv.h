@@ -398,4 +398,98 @@ static inline int eq_run_matrix(const eq_backend *be, eq_op op, uint64_t n, int 
     return failures;
 }
 
+/* ------------------------------------------------------------------------ */
+/* The elementwise operations of backend.h                                  */
+/* ------------------------------------------------------------------------ */
+
+/* What the inputs of an elementwise case hold besides ordinary values. */
+typedef enum eq_ew_kind {
+    EQ_EW_FINITE,    /* finite, no sum past fp32, nothing past bf16's range */
+    EQ_EW_RANGE,     /* also sums past fp32 and values that round to Inf in bf16 */
+    EQ_EW_NONFINITE, /* also NaN (quiet, signalling) and Inf in a, b and h */
+    EQ_EW_NKINDS
+} eq_ew_kind;
+
+static const char *const eq_ew_kind_names[EQ_EW_NKINDS] = {"finite", "range", "nonfinite"};
+
+static inline float eq_f32_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Random sign and mantissa, the exponent field in [elo, ehi]. */
+static inline uint32_t eq_ew_bits(uint64_t *s, uint32_t elo, uint32_t ehi)
+{
+    uint64_t r = eq_next(s);
+    uint32_t e = elo + (uint32_t)((r >> 32) % (ehi - elo + 1));
+    return ((uint32_t)r & 0x807fffffu) | e << 23;
+}
+
+/* Element i of category c (i % 16 for a, shifted for b, so that the large
+** categories 13 and 14 never meet each other or category 8 in one sum). */
+static inline uint32_t eq_ew_value(uint64_t *s, unsigned c)
+{
+    switch (c) {
+    case 8: return (eq_ew_bits(s, 1, 200) & 0xffff0000u) | 0x8000u; /* a bf16 tie */
+    case 9: return 0x80000000u;                                    /* -0 */
+    case 10: return 0;
+    case 11: return eq_ew_bits(s, 0, 0);                           /* subnormal */
+    case 12: return (eq_ew_bits(s, 0, 0) & 0xffff0000u) | 0x8000u; /* subnormal tie */
+    case 13: return (eq_next(s) & 1 ? 0x80000000u : 0) | 0x7f7f7fffu; /* bf16's last finite */
+    case 14: return eq_ew_bits(s, 1, 253);
+    case 15: return eq_ew_bits(s, 97, 157);
+    default: return eq_ew_bits(s, 100, 160);
+    }
+}
+
+/* Inputs of n elements: a and b for add (and a for to_bf16), h for
+** from_bf16. */
+static inline void eq_ew_fill(float *a, float *b, uint16_t *h, uint64_t n, eq_ew_kind kind,
+                              uint64_t seed)
+{
+    uint64_t s = seed * 0x2545f4914f6cdd1dull + 17u * (uint64_t)kind;
+    for (uint64_t i = 0; i < n; i++) {
+        a[i] = eq_f32_bits(eq_ew_value(&s, (unsigned)(i % 16)));
+        b[i] = eq_f32_bits(eq_ew_value(&s, (unsigned)((i + 5) % 16)));
+        if (i % 23 == 0) b[i] = -a[i]; /* an exact cancellation: +0 */
+        if (i % 48 == 11) b[i] = eq_f32_bits(eq_ew_bits(&s, 0, 0)); /* two subnormals */
+        uint16_t r = (uint16_t)eq_next(&s);
+        switch (i % 16) {
+        case 9: r = 0x8000u; break;
+        case 10: r = 0; break;
+        case 11: r &= 0x807fu; break; /* subnormal */
+        default: break;
+        }
+        if ((r & 0x7f80u) == 0x7f80u) r ^= 0x4000u; /* keep it finite */
+        h[i] = r;
+    }
+    if (n == 0 || kind == EQ_EW_FINITE) return;
+    const float big = 3.4028234663852886e38f; /* FLT_MAX */
+    a[n / 2] = 3.4e38f;                         /* rounds to Inf in bf16 */
+    a[n - 1] = eq_f32_bits(0x7f7f8000u);        /* the tie at the top: to Inf */
+    a[0] = b[0] = big;                          /* a sum past fp32; Inf in bf16 */
+    a[n / 3] = b[n / 3] = -big;                 /* and to -Inf (last: n = 1 too) */
+    if (kind == EQ_EW_RANGE) return;
+    a[n - 1] = eq_f32_bits(0x7fc12345u);        /* NaN with a payload */
+    b[n / 2] = eq_f32_bits(0xff800000u);        /* -Inf */
+    b[n / 3] = eq_f32_bits(0x7f800001u);        /* signalling NaN */
+    a[2 * n / 3] = eq_f32_bits(0x7f800000u);    /* Inf - Inf */
+    b[2 * n / 3] = eq_f32_bits(0xff800000u);
+    h[n / 2] = 0x7f80u;
+    h[n / 3] = 0x7f81u;
+    h[n - 1] = 0xffc1u;
+}
+
+/* The statuses the inputs of kind must give (n > 0): add, to_bf16,
+** from_bf16. */
+static inline void eq_ew_want(eq_ew_kind kind, int want[3])
+{
+    want[0] = want[1] = kind == EQ_EW_FINITE ? SQ_OK
+                        : kind == EQ_EW_RANGE ? SQ_ERR_RANGE
+                                              : SQ_ERR_NONFINITE;
+    want[2] = kind == EQ_EW_NONFINITE ? SQ_ERR_NONFINITE : SQ_OK;
+}
+
 #endif

@@ -10,6 +10,7 @@
 #include "backend/cuda.h"
 #include "backend/device.h"
 #include "sq_check.h"
+#include "sq_hd.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -323,6 +324,58 @@ int sq_backend_dequant_sum(sq_backend *be, const sq_codec *c, const sq_qbuf *chu
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise operations                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The CPU loops run on OpenMP threads from this many elements on. */
+#define EW_PAR_MIN ((uint64_t)1 << 16)
+
+/* The findings of sq_hd.h, ORed over all elements (so in any order and any
+** number of threads), as a status: the kernels' flags rank them alike. */
+static int ew_status(int found)
+{
+    if (found & SQ_HD_EW_INPUT) return SQ_ERR_NONFINITE;
+    if (found & SQ_HD_EW_OUTPUT) return SQ_ERR_RANGE;
+    return SQ_OK;
+}
+
+int sq_backend_add(sq_backend *be, const float *a, const float *b, uint64_t n, float *out)
+{
+    if (n && (!a || !b || !out)) return SQ_ERR_ARG;
+    if (n == 0) return SQ_OK;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_add(be->cuda, a, b, n, out));
+    int found = 0;
+#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
+    reduction(| : found)
+    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_add(a[i], b[i], &out[i]);
+    return ew_status(found);
+}
+
+int sq_backend_to_bf16(sq_backend *be, const float *x, uint64_t n, uint16_t *out)
+{
+    if (n && (!x || !out)) return SQ_ERR_ARG;
+    if (n == 0) return SQ_OK;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_to_bf16(be->cuda, x, n, out));
+    int found = 0;
+#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
+    reduction(| : found)
+    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_to_bf16(x[i], &out[i]);
+    return ew_status(found);
+}
+
+int sq_backend_from_bf16(sq_backend *be, const uint16_t *h, uint64_t n, float *out)
+{
+    if (n && (!h || !out)) return SQ_ERR_ARG;
+    if (n == 0) return SQ_OK;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_from_bf16(be->cuda, h, n, out));
+    int found = 0;
+#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
+    reduction(| : found)
+    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_from_bf16(h[i], &out[i]);
+    return ew_status(found);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -42,6 +42,10 @@ int sq_cuda_sum_requant(sq_cuda *d, const sq_codec *c_in, const sq_qbuf *chunks,
                         const sq_qbuf *out);
 int sq_cuda_sum(sq_cuda *d, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
                 float *out);
+/* the elementwise operations of backend.h; n > 0 */
+int sq_cuda_add(sq_cuda *d, const float *a, const float *b, uint64_t n, float *out);
+int sq_cuda_to_bf16(sq_cuda *d, const float *x, uint64_t n, uint16_t *out);
+int sq_cuda_from_bf16(sq_cuda *d, const uint16_t *h, uint64_t n, float *out);
 
 int sq_cuda_set_deferred(sq_cuda *d, int on);
 int sq_cuda_sync(sq_cuda *d);

@@ -106,6 +106,24 @@ int sq_cuda_sum(sq_cuda *d, const sq_codec *c, const sq_qbuf *chunks, int k, uin
     return SQ_ERR_UNSUPPORTED;
 }
 
+int sq_cuda_add(sq_cuda *d, const float *a, const float *b, uint64_t n, float *out)
+{
+    (void)d; (void)a; (void)b; (void)n; (void)out;
+    return SQ_ERR_UNSUPPORTED;
+}
+
+int sq_cuda_to_bf16(sq_cuda *d, const float *x, uint64_t n, uint16_t *out)
+{
+    (void)d; (void)x; (void)n; (void)out;
+    return SQ_ERR_UNSUPPORTED;
+}
+
+int sq_cuda_from_bf16(sq_cuda *d, const uint16_t *h, uint64_t n, float *out)
+{
+    (void)d; (void)h; (void)n; (void)out;
+    return SQ_ERR_UNSUPPORTED;
+}
+
 int sq_cuda_set_deferred(sq_cuda *d, int on) { (void)d; (void)on; return SQ_ERR_UNSUPPORTED; }
 int sq_cuda_sync(sq_cuda *d) { (void)d; return SQ_ERR_UNSUPPORTED; }
 int sq_cuda_timer_start(sq_cuda *d) { (void)d; return SQ_ERR_UNSUPPORTED; }

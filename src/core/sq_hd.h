@@ -310,4 +310,52 @@ SQ_HD int sq_hd_sign_extend(uint32_t field, int bits)
     return (int)(field ^ (1u << (bits - 1))) - (1 << (bits - 1));
 }
 
+/* ------------------------------------------------------------------------ */
+/* Elementwise operations (backend.h)                                       */
+/* ------------------------------------------------------------------------ */
+
+/* What one element of an elementwise operation found. Non-finite input
+** outranks a non-finite result: OR the findings over all elements and test
+** SQ_HD_EW_INPUT first, and the status does not depend on the order. */
+#define SQ_HD_EW_INPUT 1  /* NaN or Inf among the inputs */
+#define SQ_HD_EW_OUTPUT 2 /* finite inputs, non-finite result */
+
+/* Selects, not branches, so that the loops over them vectorise. */
+SQ_HD int sq_hd_ew_finding(int bad_in, int bad_out)
+{
+    return bad_in ? SQ_HD_EW_INPUT : (bad_out ? SQ_HD_EW_OUTPUT : 0);
+}
+
+/* *out = a + b in fp32 (the one rounding of IEEE addition on both sides).
+** Which NaN an add returns is not IEEE's to say: x86 quiets the first NaN
+** operand (and gives -NaN for Inf - Inf), a GPU returns 0x7fffffff. So a
+** NaN result is chosen here: a quieted, else b quieted (as x86 and
+** sq_hd_f32_to_bf16 keep sign and payload), else (Inf - Inf) +qNaN. */
+SQ_HD int sq_hd_ew_add(float a, float b, float *out)
+{
+    uint32_t ua = sq_bits_f32(a), ub = sq_bits_f32(b);
+    int nan_a = (ua & 0x7fffffffu) > 0x7f800000u, nan_b = (ub & 0x7fffffffu) > 0x7f800000u;
+    float s = a + b;
+    uint32_t nan = nan_a ? ua | 0x00400000u : (nan_b ? ub | 0x00400000u : 0x7fc00000u);
+    s = (sq_bits_f32(s) & 0x7fffffffu) > 0x7f800000u ? sq_f32_bits(nan) : s;
+    *out = s;
+    return sq_hd_ew_finding(sq_hd_nonfinite(a) | sq_hd_nonfinite(b), sq_hd_nonfinite(s));
+}
+
+/* A finite x past bf16's largest finite value (plus half an ulp) rounds to
+** Inf: that is the range finding. */
+SQ_HD int sq_hd_ew_to_bf16(float x, uint16_t *out)
+{
+    uint16_t h = sq_hd_f32_to_bf16(x);
+    *out = h;
+    return sq_hd_ew_finding(sq_hd_nonfinite(x), (h & 0x7f80u) == 0x7f80u);
+}
+
+/* Exact: only a non-finite input is a finding. */
+SQ_HD int sq_hd_ew_from_bf16(uint16_t h, float *out)
+{
+    *out = sq_hd_bf16_to_f32(h);
+    return sq_hd_ew_finding((h & 0x7f80u) == 0x7f80u, 0);
+}
+
 #endif /* SQ_HD_H */

@@ -54,6 +54,15 @@ struct float4 {
 
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
+struct uint4 {
+    unsigned x, y, z, w;
+};
+
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
+{
+    return uint4{x, y, z, w};
+}
+
 /* The built-in variables: one set, updated at every switch of fibers. */
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 
