@@ -20,6 +20,8 @@
 
 int cmd_codec(int argc, char **argv);  /* cmd_codec.c */
 int cmd_bench(int argc, char **argv);  /* cmd_bench.c */
+int cmd_world(int argc, char **argv);  /* cmd_world.c */
+int cmd_schemes(int argc, char **argv); /* cmd_world.c */
 
 /* Parses text as an unsigned decimal integer (or 0x-prefixed hexadecimal)
 ** no larger than max, consuming all of it. On failure prints

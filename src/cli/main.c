@@ -15,7 +15,8 @@ static const char usage_text[] =
     "usage: shardq COMMAND [ARGS...]\n"
     "\n"
     "Communication quantization for sharded data-parallel training: the codecs\n"
-    "of the shardq C reference on files, and their speed on the CPU or a GPU.\n"
+    "on files, their speed on the CPU or a GPU, and the schemes (SDP4Bit, ZeRO++,\n"
+    "QSDP) run between K x G emulated workers with exact byte accounting.\n"
     "\n"
     "commands:\n"
     "  codec encode     quantize a .npy (or raw float32) file into a safetensors file\n"
@@ -23,6 +24,8 @@ static const char usage_text[] =
     "  codec stats      quantization error of a codec on a .npy file\n"
     "  codec info       sizes of a codec for n elements\n"
     "  bench            throughput of the codec operations beside the copy bandwidth\n"
+    "  world            bytes (and, with --run, errors) of a scheme on K x G workers\n"
+    "  schemes          the scheme presets and their knobs\n"
     "  help [COMMAND]   this text, or the help of a command\n"
     "\n"
     "options:\n"
@@ -41,9 +44,11 @@ typedef struct command {
 static const command commands[] = {
     {"codec", cmd_codec},
     {"bench", cmd_bench},
+    {"world", cmd_world},
+    {"schemes", cmd_schemes},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-static const char *const command_names[] = {"codec", "bench", "help"};
+static const char *const command_names[] = {"codec", "bench", "world", "schemes", "help"};
 
 /* ------------------------------------------------------------------------ */
 /* Helpers shared by the subcommands                                        */
@@ -193,7 +198,7 @@ static int unknown_command(const char *name)
     if (s)
         fprintf(stderr, "shardq: unknown command '%s' (did you mean '%s'?)\n", name, s);
     else
-        fprintf(stderr, "shardq: unknown command '%s' (commands: codec, bench, help)\n", name);
+        fprintf(stderr, "shardq: unknown command '%s' (commands: codec, bench, world, schemes, help)\n", name);
     fputs("Try 'shardq --help'.\n", stderr);
     return CLI_USAGE;
 }

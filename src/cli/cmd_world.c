@@ -1,0 +1,595 @@
+/*
+** cmd_world.c -- `shardq world`: the traffic of one training iteration
+** under a scheme on any topology and model size, and, with --run, the
+** collectives run for real on synthetic data with their error statistics;
+** `shardq schemes`: the presets and their knobs.
+*/
+#include "backend/backend.h"
+#include "cli.h"
+#include "metrics/errstats.h"
+#include "progress.h"
+#include "shardq.h"
+#include "world/world.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char world_usage[] =
+    "usage: shardq world [options]\n"
+    "\n"
+    "Emulates K nodes x G workers of sharded data-parallel training under a\n"
+    "quantization scheme and prints the bytes of one iteration (the weight\n"
+    "all-gather and the gradient reduce-scatter) sent per worker and link level,\n"
+    "codes and metadata apart. Without --run no data moves and any size is\n"
+    "fine (e.g. --elements 1300000000). With --run the collectives move real\n"
+    "bytes between the workers' buffers for a few steps of synthetic training\n"
+    "(Gaussian gradients, SGD on the master shards) and the error of each\n"
+    "collective against the exact fp64 result is printed too.\n"
+    "\n"
+    "options:\n"
+    "  --workers KxG     nodes x workers per node (default 2x4)\n"
+    "  --scheme NAME     a preset of 'shardq schemes' (default sdp4bit)\n"
+    "  --set KEY=VALUE   override one knob of the preset (repeatable), e.g.\n"
+    "                    --set grad.inter.bits=3 --set weight.group=512\n"
+    "  --elements N      parameters of the model (default 16777216)\n"
+    "  --run             move data: run --steps steps on synthetic data\n"
+    "  --steps S         steps of --run (default 3)\n"
+    "  --seed S          Philox seed of the data and the rounding (default 1)\n"
+    "  --data KIND       gradients of --run: normal, heavy (Student-t, 6 dof)\n"
+    "                    or outliers (1 in 1000 elements x100) (default normal)\n"
+    "  --lr X            SGD step of --run (default 1)\n"
+    "  --device DEV      where the workers live: cpu (default), cuda (every\n"
+    "                    GPU, round-robin) or cuda:0,1,...\n"
+    "  --json            one JSON object instead of the table\n"
+    "  -h, --help        this text\n"
+    "\n"
+    "Bytes are counted per worker as it sends them; a link is intra-node when\n"
+    "both workers sit on one node. bits/elem = 8 x bytes / elements carried.\n";
+
+static const char schemes_usage[] =
+    "usage: shardq schemes [--json]\n"
+    "\n"
+    "Lists the scheme presets with the value of every knob, then the knobs,\n"
+    "what they accept and what they mean. Any knob can be overridden with\n"
+    "--set KEY=VALUE wherever a scheme is taken (shardq world).\n";
+
+static const char *const preset_help[] = {
+    "bf16 weight all-gather, fp32 ring reduce-scatter (Megatron, FSDP)",
+    "4-bit weights (group 2048, SR), baseline gradients (SDP4Bit's qW)",
+    "4-bit weight differences (group 2048, SR), baseline gradients (SDP4Bit qWD)",
+    "baseline weights, 4/4-bit two-level all-to-all, RTN (ZeRO++ qgZ, ULq)",
+    "baseline weights, 8-bit intra / 4-bit inter, group 128, SR (SDP4Bit TLq)",
+    "as tlq with a 32-point Hadamard (SDP4Bit TLq-HS)",
+    "qwd weights and tlqhs gradients (SDP4Bit)",
+    "qw weights and ulq gradients (the paper's ZeRO++ baseline)",
+    "int8 RTN weight blocks of 4096 and ulq gradients (DeepSpeed qwZ + qgZ)",
+    "8-bit stochastic min-max per bucket of 1024, both paths (QSDP)",
+};
+
+static const char *path_name(sq_grad_mode m)
+{
+    switch (m) {
+    case SQ_GRAD_RING: return "ring";
+    case SQ_GRAD_A2A: return "a2a";
+    case SQ_GRAD_TWOLEVEL: return "twolevel";
+    default: return "none";
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* shardq schemes                                                           */
+/* ------------------------------------------------------------------------ */
+
+int cmd_schemes(int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(schemes_usage, stdout);
+            return CLI_OK;
+        } else {
+            static const char *const names[] = {"json", "help", NULL};
+            cli_unknown_option("schemes", argv[i], names);
+            return CLI_USAGE;
+        }
+    }
+    sq_scheme s;
+    char buf[SQ_SCHEME_STRLEN];
+    if (json) {
+        printf("{\"presets\":[");
+        for (size_t p = 0; p < sq_scheme_npresets; p++) {
+            sq_scheme_preset(sq_scheme_presets[p], &s, NULL, 0);
+            printf("%s{\"name\":\"%s\",\"help\":\"%s\",\"knobs\":{", p ? "," : "",
+                   sq_scheme_presets[p], preset_help[p]);
+            for (size_t k = 0; k < sq_scheme_nknobs; k++) {
+                sq_scheme_get(&s, sq_scheme_knobs[k].key, buf, sizeof buf);
+                printf("%s\"%s\":\"%s\"", k ? "," : "", sq_scheme_knobs[k].key, buf);
+            }
+            printf("}}");
+        }
+        printf("],\"knobs\":[");
+        for (size_t k = 0; k < sq_scheme_nknobs; k++)
+            printf("%s{\"key\":\"%s\",\"values\":\"%s\",\"help\":\"%s\"}", k ? "," : "",
+                   sq_scheme_knobs[k].key, sq_scheme_knobs[k].values, sq_scheme_knobs[k].help);
+        printf("]}\n");
+        return CLI_OK;
+    }
+    printf("presets:\n");
+    for (size_t p = 0; p < sq_scheme_npresets; p++)
+        printf("  %-9s %s\n", sq_scheme_presets[p], preset_help[p]);
+    printf("\nknob values of each preset (- : the value of baseline):\n%-20s", "");
+    for (size_t p = 0; p < sq_scheme_npresets; p++) printf(" %-9s", sq_scheme_presets[p]);
+    printf("\n");
+    sq_scheme base;
+    sq_scheme_preset("baseline", &base, NULL, 0);
+    for (size_t k = 0; k < sq_scheme_nknobs; k++) {
+        printf("%-20s", sq_scheme_knobs[k].key);
+        char b0[64];
+        sq_scheme_get(&base, sq_scheme_knobs[k].key, b0, sizeof b0);
+        for (size_t p = 0; p < sq_scheme_npresets; p++) {
+            sq_scheme_preset(sq_scheme_presets[p], &s, NULL, 0);
+            sq_scheme_get(&s, sq_scheme_knobs[k].key, buf, sizeof buf);
+            printf(" %-9s", p && !strcmp(buf, b0) ? "-" : buf);
+        }
+        printf("\n");
+    }
+    printf("\nknobs (grad.KEY sets grad.intra.KEY and grad.inter.KEY at once):\n");
+    for (size_t k = 0; k < sq_scheme_nknobs; k++)
+        printf("  %-20s %-28s %s\n", sq_scheme_knobs[k].key, sq_scheme_knobs[k].values,
+               sq_scheme_knobs[k].help);
+    printf("\nA wire of 16 or 32 bits is unquantized bf16 or fp32; the other knobs of\n"
+           "that wire are then ignored. On one node (K = 1) or one worker per node\n"
+           "(G = 1) the two-level path falls back to one all-to-all with the intra\n"
+           "(K = 1) or inter (G = 1) wire, as SDP4Bit does; one worker communicates\n"
+           "nothing.\n");
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Synthetic data                                                           */
+/* ------------------------------------------------------------------------ */
+
+enum { DATA_NORMAL, DATA_HEAVY, DATA_OUTLIERS };
+#define SITE_SYNTH_WEIGHTS 200 /* Philox sites of the synthetic data */
+#define SITE_SYNTH_GRADS 201
+
+/* n standard normals (Box-Muller over pairs of Philox uniforms). */
+static void normals(uint64_t seed, uint32_t step, uint32_t worker, uint32_t site, float *out,
+                    uint64_t n, float *u)
+{
+    sq_rng_key key = {seed, step, worker, site};
+    sq_uniform_n(&key, 0, 2 * n, u);
+    for (uint64_t i = 0; i < n; i++) {
+        double r = sqrt(-2.0 * log(1.0 - (double)u[2 * i]));
+        out[i] = (float)(r * cos(6.283185307179586 * (double)u[2 * i + 1]));
+    }
+}
+
+/* Worker r's gradient at a step: a component shared by all workers plus
+** its own noise, so the mean is not zero; heavy tails or outliers on top. */
+static void make_grad(uint64_t seed, uint32_t step, int r, int kind, uint64_t n, float *g,
+                      float *tmp, float *u)
+{
+    normals(seed, step, 0xffffff, SITE_SYNTH_GRADS, g, n, u);
+    normals(seed, step, (uint32_t)r, SITE_SYNTH_GRADS, tmp, n, u);
+    for (uint64_t i = 0; i < n; i++) g[i] = 1e-3f * (g[i] + tmp[i]);
+    if (kind == DATA_HEAVY) {
+        /* Student's t with 6 degrees of freedom: z / sqrt(chi2_6 / 6) */
+        sq_rng_key key = {seed, step, (uint32_t)r, SITE_SYNTH_GRADS + 1};
+        sq_uniform_n(&key, 0, 3 * n, u);
+        for (uint64_t i = 0; i < n; i++) {
+            double chi = 0; /* -2 ln u is chi-squared with 2 dof: three make 6 */
+            for (int j = 0; j < 3; j++) chi += -2.0 * log(1.0 - (double)u[3 * i + (uint64_t)j]);
+            g[i] = (float)((double)g[i] / sqrt(chi / 6.0 + 1e-12));
+        }
+    } else if (kind == DATA_OUTLIERS) {
+        for (uint64_t i = 0; i < n; i++)
+            if (u[2 * i] < 1e-3f) g[i] *= 100.0f;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Printing                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct level_sum {
+    uint64_t codes, meta, recv, elems, max_sent, messages;
+} level_sum;
+
+static level_sum sum_level(const sq_world *w, int coll, int link)
+{
+    level_sum s = {0, 0, 0, 0, 0, 0};
+    for (int r = 0; r < sq_world_workers(w); r++) {
+        const sq_link_traffic *t = &sq_world_traffic(w, r)->t[coll][link];
+        s.codes += t->sent_codes;
+        s.meta += t->sent_meta;
+        s.recv += t->recv_codes + t->recv_meta;
+        s.elems += t->sent_elems;
+        s.messages += t->messages;
+        if (t->sent_codes + t->sent_meta > s.max_sent) s.max_sent = t->sent_codes + t->sent_meta;
+    }
+    return s;
+}
+
+static double bits_per_elem(const level_sum *s)
+{
+    return s->elems ? 8.0 * (double)(s->codes + s->meta) / (double)s->elems : 0.0;
+}
+
+static const char *human(double bytes, char *buf, size_t len)
+{
+    const char *u[] = {"B", "KB", "MB", "GB", "TB"};
+    int i = 0;
+    while (bytes >= 1000 && i < 4) bytes /= 1000, i++;
+    snprintf(buf, len, i ? "%.3g %s" : "%.0f %s", bytes, u[i]);
+    return buf;
+}
+
+static void json_stats(const char *name, const sq_errstats *s, double clipped, int last)
+{
+    printf("\"%s\":{\"n\":%llu,\"rel_l2\":%.9g,\"mse\":%.9g,\"max_abs\":%.9g,\"snr_db\":%.6g,"
+           "\"cosine\":%.12g,\"mean_signed\":%.9g,\"frac_zeroed\":%.9g,\"frac_clipped\":%.9g}%s",
+           name, (unsigned long long)s->n, s->rel_l2, s->mse, s->max_abs,
+           isfinite(s->snr_db) ? s->snr_db : 999.0, s->cosine, s->mean_signed, s->frac_zeroed,
+           clipped, last ? "" : ",");
+}
+
+static void print_traffic_json(const sq_world *w)
+{
+    printf("\"traffic\":{");
+    for (int c = 0; c < SQ_NCOLL; c++) {
+        printf("%s\"%s\":{", c ? "," : "", sq_coll_name(c));
+        for (int l = 0; l < SQ_NLINK; l++) {
+            level_sum s = sum_level(w, c, l);
+            printf("%s\"%s\":{\"sent_codes\":%llu,\"sent_meta\":%llu,\"sent_bytes\":%llu,"
+                   "\"recv_bytes\":%llu,\"max_sent_per_worker\":%llu,\"elements\":%llu,"
+                   "\"messages\":%llu,\"bits_per_element\":%.6f}",
+                   l ? "," : "", sq_link_name(l), (unsigned long long)s.codes,
+                   (unsigned long long)s.meta, (unsigned long long)(s.codes + s.meta),
+                   (unsigned long long)s.recv, (unsigned long long)s.max_sent,
+                   (unsigned long long)s.elems, (unsigned long long)s.messages, bits_per_elem(&s));
+        }
+        printf("}");
+    }
+    printf("},\"per_worker\":[");
+    for (int r = 0; r < sq_world_workers(w); r++) {
+        const sq_traffic *t = sq_world_traffic(w, r);
+        printf("%s{\"worker\":%d,\"node\":%d", r ? "," : "", r, r / sq_world_topo(w)->per_node);
+        for (int c = 0; c < SQ_NCOLL; c++) {
+            printf(",\"%s\":{", sq_coll_name(c));
+            for (int l = 0; l < SQ_NLINK; l++) {
+                const sq_link_traffic *x = &t->t[c][l];
+                printf("%s\"%s\":{\"sent_codes\":%llu,\"sent_meta\":%llu,\"recv_codes\":%llu,"
+                       "\"recv_meta\":%llu}",
+                       l ? "," : "", sq_link_name(l), (unsigned long long)x->sent_codes,
+                       (unsigned long long)x->sent_meta, (unsigned long long)x->recv_codes,
+                       (unsigned long long)x->recv_meta);
+            }
+            printf("}");
+        }
+        printf("}");
+    }
+    printf("]");
+}
+
+static void print_traffic_table(const sq_world *w)
+{
+    char a[32], b[32], c[32], d[32];
+    printf("\nbytes of one iteration, sent, all workers together:\n");
+    printf("  %-19s %-6s %11s %11s %11s %14s %10s\n", "collective", "link", "codes", "meta",
+           "total", "max per worker", "bits/elem");
+    for (int col = 0; col < SQ_NCOLL; col++)
+        for (int l = 0; l < SQ_NLINK; l++) {
+            level_sum s = sum_level(w, col, l);
+            printf("  %-19s %-6s %11s %11s %11s %14s %10.4f\n", sq_coll_name(col), sq_link_name(l),
+                   human((double)s.codes, a, sizeof a), human((double)s.meta, b, sizeof b),
+                   human((double)(s.codes + s.meta), c, sizeof c),
+                   human((double)s.max_sent, d, sizeof d), bits_per_elem(&s));
+        }
+    level_sum inter = sum_level(w, 0, SQ_LINK_INTER), ginter = sum_level(w, 1, SQ_LINK_INTER);
+    int K = sq_world_topo(w)->nodes;
+    printf("  inter-node bytes per node: %s\n",
+           human((double)(inter.codes + inter.meta + ginter.codes + ginter.meta) / K, a, sizeof a));
+}
+
+/* ------------------------------------------------------------------------ */
+/* shardq world                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct run_opts {
+    int steps, data;
+    double lr;
+} run_opts;
+
+/* Synthetic training: at each step every worker's gradient is reduced,
+** the master shards take an SGD step, and the weights are gathered; the
+** error of both collectives against fp64 goes to stats (per step). */
+static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
+{
+    const int N = sq_world_workers(w);
+    const uint64_t n = sq_world_elements(w), S = sq_world_shard(w), Pad = sq_world_padded(w);
+    const sq_scheme *sc = sq_world_scheme(w);
+    float *g = malloc(n * sizeof *g), *tmp = malloc(n * sizeof *tmp);
+    float *u = malloc(3 * n * sizeof *u), *shard = malloc(S * sizeof *shard);
+    float *what = malloc(n * sizeof *what), *what0 = malloc(n * sizeof *what0);
+    double *exact = calloc(Pad, sizeof *exact);
+    int rc = CLI_RUNTIME;
+    if (!g || !tmp || !u || !shard || !what || !what0 || !exact) {
+        fprintf(stderr, "shardq world: out of memory for %llu elements\n", (unsigned long long)n);
+        goto done;
+    }
+    normals(seed, 0, 0, SITE_SYNTH_WEIGHTS, g, n, u);
+    for (uint64_t i = 0; i < n; i++) g[i] *= 0.02f;
+    if (sq_world_init_weights(w, g)) goto fail;
+
+    const sq_wire *gw = sq_world_grad_path(w) == SQ_GRAD_TWOLEVEL ? &sc->grad_intra
+                                                                   : sq_world_single_wire(w);
+    sq_progress *bar = json ? NULL : sq_progress_start("steps", (size_t)o->steps);
+    if (json) printf(",\"steps\":[");
+    for (int t = 0; t < o->steps; t++) {
+        uint32_t step = (uint32_t)t + 1;
+        sq_world_reset_traffic(w);
+        memset(exact, 0, Pad * sizeof *exact);
+        uint64_t clipped_g = 0, clipped_w = 0;
+        for (int r = 0; r < N; r++) {
+            make_grad(seed, step, r, o->data, n, g, tmp, u);
+            for (uint64_t i = 0; i < n; i++) exact[i] += (double)g[i];
+            if (sq_world_put_grad(w, r, g)) goto fail;
+            if (!sq_wire_raw(gw) && sq_world_grad_path(w) != SQ_GRAD_NONE) {
+                float div = sc->grad_mean ? (float)N : 1.0f;
+                for (uint64_t i = 0; i < n; i++) tmp[i] = g[i] / div;
+                clipped_g += sq_count_clipped(&gw->codec, tmp, n);
+            }
+        }
+        if (sc->grad_mean)
+            for (uint64_t i = 0; i < n; i++) exact[i] /= (double)N;
+        if (sq_world_reduce_grads(w, step)) goto fail;
+
+        sq_erracc ge, we;
+        sq_erracc_init(&ge);
+        sq_erracc_init(&we);
+        if (sq_world_get_weights(w, 0, what0)) goto fail;
+        for (int r = 0; r < N; r++) {
+            if (sq_world_get_grad_shard(w, r, shard)) goto fail;
+            uint64_t first = (uint64_t)r * S, len = first >= n ? 0 : (n - first < S ? n - first : S);
+            sq_erracc_add(&ge, shard, exact + first, len);
+            /* SGD on the master shard, at the reduced gradient */
+            float *m = tmp;
+            if (sq_world_get_master(w, r, m)) goto fail;
+            for (uint64_t i = 0; i < len; i++) m[i] -= (float)o->lr * shard[i];
+            if (!sq_wire_raw(&sc->weight) && N > 1) {
+                if (sc->weight_mode == SQ_WEIGHT_DIFF)
+                    for (uint64_t i = 0; i < len; i++) u[i] = m[i] - what0[first + i];
+                else
+                    memcpy(u, m, len * sizeof *u);
+                clipped_w += sq_count_clipped(&sc->weight.codec, u, len);
+            }
+            for (uint64_t i = 0; i < len; i++) exact[first + i] = (double)m[i];
+            if (sq_world_put_master(w, r, m)) goto fail;
+        }
+        if (sq_world_gather_weights(w, step)) goto fail;
+        /* every replica must hold the same bytes */
+        int identical = 1;
+        for (int r = 0; r < N; r++) {
+            if (sq_world_get_weights(w, r, what)) goto fail;
+            if (memcmp(what, r ? what0 : what, n * sizeof *what) != 0 && r) identical = 0;
+            if (!r) memcpy(what0, what, n * sizeof *what);
+        }
+        sq_erracc_add(&we, what0, exact, n);
+        sq_errstats gs = sq_erracc_finish(&ge), ws = sq_erracc_finish(&we);
+        if (json) {
+            printf("%s{\"step\":%u,\"replicas_identical\":%s,", t ? "," : "", step,
+                   identical ? "true" : "false");
+            json_stats("grad", &gs, (double)clipped_g / ((double)n * N), 0);
+            json_stats("weight", &ws, (double)clipped_w / (double)n, 1);
+            printf("}");
+        } else {
+            sq_progress_pause(bar);
+            printf("step %u  grad: rel_l2 %.4g  snr %.2f dB  cos %.6f  bias %.3g  max %.3g  "
+                   "zeroed %.3g  clipped %.3g\n"
+                   "        weight: rel_l2 %.4g  snr %.2f dB  max %.3g  replicas %s\n",
+                   step, gs.rel_l2, gs.snr_db, gs.cosine, gs.mean_signed, gs.max_abs,
+                   gs.frac_zeroed, (double)clipped_g / ((double)n * N), ws.rel_l2, ws.snr_db,
+                   ws.max_abs, identical ? "identical" : "DIFFER");
+            sq_progress_update(bar, (size_t)t + 1);
+        }
+        if (!identical) {
+            fprintf(stderr, "shardq world: step %u: the replicas of w-hat differ\n", step);
+            goto done;
+        }
+    }
+    sq_progress_finish(bar);
+    if (json) printf("]");
+    rc = CLI_OK;
+    goto done;
+fail:
+    fprintf(stderr, "shardq world: %s\n", sq_world_error(w));
+done:
+    free(g), free(tmp), free(u), free(shard), free(what), free(what0), free(exact);
+    return rc;
+}
+
+int cmd_world(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"workers", required_argument, NULL, 'w'}, {"scheme", required_argument, NULL, 's'},
+        {"set", required_argument, NULL, 'S'},     {"elements", required_argument, NULL, 'n'},
+        {"run", no_argument, NULL, 'r'},           {"steps", required_argument, NULL, 't'},
+        {"seed", required_argument, NULL, 'e'},    {"data", required_argument, NULL, 'D'},
+        {"lr", required_argument, NULL, 'l'},      {"device", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *workers = "2x4", *scheme = "sdp4bit", *device = "cpu";
+    const char *sets[64];
+    int nsets = 0, run = 0, json = 0;
+    uint64_t elements = 16777216, seed = 1, steps = 3;
+    run_opts o = {3, DATA_NORMAL, 1.0};
+    char err[768] = "";
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'w': workers = optarg; break;
+        case 's': scheme = optarg; break;
+        case 'S':
+            if (nsets == 64) {
+                fprintf(stderr, "shardq world: --set: at most 64\n");
+                return CLI_USAGE;
+            }
+            sets[nsets++] = optarg;
+            break;
+        case 'n':
+            if (cli_parse_u64("world", "--elements", optarg, (uint64_t)1 << 50, &elements))
+                return CLI_USAGE;
+            break;
+        case 'r': run = 1; break;
+        case 't':
+            if (cli_parse_u64("world", "--steps", optarg, 1000000, &steps)) return CLI_USAGE;
+            break;
+        case 'e':
+            if (cli_parse_u64("world", "--seed", optarg, UINT64_MAX, &seed)) return CLI_USAGE;
+            break;
+        case 'D':
+            if (!strcmp(optarg, "normal")) o.data = DATA_NORMAL;
+            else if (!strcmp(optarg, "heavy")) o.data = DATA_HEAVY;
+            else if (!strcmp(optarg, "outliers")) o.data = DATA_OUTLIERS;
+            else {
+                fprintf(stderr, "shardq world: --data: '%s': expected normal, heavy or outliers\n",
+                        optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case 'l': {
+            char *end;
+            o.lr = strtod(optarg, &end);
+            if (*end || !isfinite(o.lr)) {
+                fprintf(stderr, "shardq world: --lr: '%s' is not a number\n", optarg);
+                return CLI_USAGE;
+            }
+            break;
+        }
+        case 'd': {
+            /* cpu, cuda, or cuda:N,N,... */
+            const char *p = optarg + 5;
+            int ok = !strcmp(optarg, "cpu") || !strcmp(optarg, "cuda");
+            if (!ok && !strncmp(optarg, "cuda:", 5) && *p) {
+                ok = 1;
+                for (; *p; p++)
+                    if (!(*p >= '0' && *p <= '9') && !(*p == ',' && p[1] && p[-1] != ',' && p[-1] != ':'))
+                        ok = 0;
+            }
+            if (!ok) {
+                fprintf(stderr, "shardq world: --device: '%s': expected cpu, cuda or cuda:N[,N...]\n",
+                        optarg);
+                return CLI_USAGE;
+            }
+            device = optarg;
+            break;
+        }
+        case 'j': json = 1; break;
+        case 'h': fputs(world_usage, stdout); return CLI_OK;
+        default: fputs("Try 'shardq world --help'.\n", stderr); return CLI_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "shardq world: unexpected argument '%s'\n", argv[optind]);
+        return CLI_USAGE;
+    }
+    o.steps = (int)steps;
+    sq_world_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (sq_topo_parse(workers, &cfg.topo, err, sizeof err)) {
+        fprintf(stderr, "shardq world: --workers: %s\n", err);
+        return CLI_USAGE;
+    }
+    if (sq_scheme_preset(scheme, &cfg.scheme, err, sizeof err)) {
+        fprintf(stderr, "shardq world: --scheme: %s\nTry 'shardq schemes'.\n", err);
+        return CLI_USAGE;
+    }
+    for (int i = 0; i < nsets; i++)
+        if (sq_scheme_set(&cfg.scheme, sets[i], err, sizeof err)) {
+            fprintf(stderr, "shardq world: --set: %s\n", err);
+            return CLI_USAGE;
+        }
+    if (sq_scheme_validate(&cfg.scheme, err, sizeof err)) {
+        fprintf(stderr, "shardq world: scheme %s: %s\n", scheme, err);
+        return CLI_USAGE;
+    }
+    if (elements == 0) {
+        fprintf(stderr, "shardq world: --elements: a model of 0 elements has nothing to send\n");
+        return CLI_USAGE;
+    }
+    if (run && elements > ((uint64_t)1 << 31)) {
+        fprintf(stderr, "shardq world: --elements %llu: --run keeps a few copies per worker in "
+                "memory; use at most 2^31 (sizes alone need no --run)\n",
+                (unsigned long long)elements);
+        return CLI_USAGE;
+    }
+    cfg.elements = elements;
+    cfg.seed = seed;
+    cfg.device = device;
+    cfg.dry = !run;
+
+    sq_world *w;
+    int rc = sq_world_open(&cfg, &w, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "shardq world: %s\n", err);
+        return rc == SQ_ERR_SPEC || rc == SQ_ERR_ARG ? CLI_USAGE : CLI_RUNTIME;
+    }
+    char canon[SQ_SCHEME_STRLEN];
+    sq_scheme_format(&cfg.scheme, canon, sizeof canon);
+    const sq_topo *tp = sq_world_topo(w);
+    if (!run) {
+        /* one iteration, sizes only */
+        if ((rc = sq_world_reduce_grads(w, 1)) == SQ_OK) rc = sq_world_gather_weights(w, 1);
+        if (rc) {
+            fprintf(stderr, "shardq world: %s\n", sq_world_error(w));
+            sq_world_close(w);
+            return CLI_RUNTIME;
+        }
+    }
+    if (json)
+        printf("{\"topology\":{\"nodes\":%d,\"per_node\":%d,\"workers\":%d},"
+               "\"scheme\":{\"preset\":\"%s\",\"canonical\":\"%s\"},\"grad_path\":\"%s\","
+               "\"elements\":%llu,\"padded\":%llu,\"pad_unit\":%llu,\"shard\":%llu,"
+               "\"data_moved\":%s,\"seed\":%llu,\"device\":\"%s\"",
+               tp->nodes, tp->per_node, sq_world_workers(w), scheme, canon,
+               path_name(sq_world_grad_path(w)), (unsigned long long)elements,
+               (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
+               (unsigned long long)sq_world_shard(w), run ? "true" : "false",
+               (unsigned long long)seed, run ? device : "none");
+    else
+        printf("world %dx%d (%d workers), scheme %s, gradient path %s\n  %s\n"
+               "elements %llu, padded to %llu (unit %llu), shard %llu per worker\n",
+               tp->nodes, tp->per_node, sq_world_workers(w), scheme,
+               path_name(sq_world_grad_path(w)), canon, (unsigned long long)elements,
+               (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
+               (unsigned long long)sq_world_shard(w));
+    if (run) {
+        if (!json) {
+            sq_backend *be = sq_world_backend(w, 0);
+            printf("running %d steps on %s, %s gradients, seed %llu\n", o.steps,
+                   sq_backend_description(be), o.data == DATA_NORMAL ? "normal"
+                   : o.data == DATA_HEAVY ? "heavy-tailed" : "outlier", (unsigned long long)seed);
+        }
+        rc = run_steps(w, &o, seed, json);
+        if (rc) {
+            if (json) printf("]}\n");
+            sq_world_close(w);
+            return rc;
+        }
+    }
+    if (json) {
+        printf(",");
+        print_traffic_json(w);
+        printf("}\n");
+    } else {
+        print_traffic_table(w);
+    }
+    sq_world_close(w);
+    return CLI_OK;
+}

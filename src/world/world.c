@@ -1,0 +1,469 @@
+/*
+** world.c -- the workers, their buffers, the padding rule, the transfers
+** and their accounting. The collectives themselves are in collectives.c.
+*/
+#include "world/world_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sq_world_set_error(sq_world *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->err, sizeof w->err, fmt, ap);
+    va_end(ap);
+}
+
+int sq_world_fail(sq_world *w, int r, int rc, const char *what)
+{
+    sq_backend *be = w->workers ? w->workers[r].be : NULL;
+    const char *why = be ? sq_backend_error(be) : "";
+    sq_world_set_error(w, "worker %d (%s): %s: %s%s%s", r, be ? sq_backend_name(be) : "-", what,
+                       sq_strerror(rc), *why ? ": " : "", why);
+    return rc;
+}
+
+const char *sq_world_error(const sq_world *w) { return w ? w->err : "no world"; }
+
+const char *sq_coll_name(int coll)
+{
+    return coll == SQ_COLL_WEIGHT ? "weight_allgather" : "grad_reducescatter";
+}
+
+const char *sq_link_name(int link) { return link == SQ_LINK_INTRA ? "intra" : "inter"; }
+
+/* ------------------------------------------------------------------------ */
+/* Topology                                                                 */
+/* ------------------------------------------------------------------------ */
+
+int sq_topo_parse(const char *text, sq_topo *t, char *err, size_t errlen)
+{
+    unsigned long k = 0, g = 0;
+    const char *p = text ? text : "";
+    char *end;
+    int ok = *p >= '0' && *p <= '9';
+    if (ok) k = strtoul(p, &end, 10), ok = *end == 'x' && end[1] >= '0' && end[1] <= '9';
+    if (ok) g = strtoul(end + 1, &end, 10), ok = *end == '\0';
+    if (!ok) {
+        snprintf(err, errlen, "'%s': expected NODESxPER_NODE, e.g. 16x4", p);
+        return SQ_ERR_ARG;
+    }
+    if (k < 1 || g < 1 || k > SQ_WORLD_MAX_WORKERS || g > SQ_WORLD_MAX_WORKERS ||
+        k * g > SQ_WORLD_MAX_WORKERS) {
+        snprintf(err, errlen, "'%s': nodes and workers per node must be at least 1, and at most %d "
+                 "workers in all", p, SQ_WORLD_MAX_WORKERS);
+        return SQ_ERR_ARG;
+    }
+    t->nodes = (int)k;
+    t->per_node = (int)g;
+    return SQ_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Padding                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t lcm(uint64_t a, uint64_t b, int *overflow)
+{
+    uint64_t x = a, y = b;
+    while (y) {
+        uint64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    uint64_t r;
+    if (__builtin_mul_overflow(a / x, b, &r)) *overflow = 1;
+    return r;
+}
+
+/* Elements one unit of a wire needs: whole groups, whole transform blocks,
+** and whole bytes of codes whatever the bit width (8 elements). */
+static uint64_t wire_unit(const sq_wire *wr, int *ov)
+{
+    uint64_t u = lcm(8, sq_wire_group(wr), ov);
+    if (!sq_wire_raw(wr) && wr->codec.hadamard) u = lcm(u, (uint64_t)wr->codec.hadamard, ov);
+    return u;
+}
+
+/* The padding rule (README, "Padding"): every weight shard holds whole
+** weight groups; every gradient partition -- and, on the two-level path,
+** every pipeline slice of it -- holds whole groups of both hops. */
+static int pad_unit(sq_world *w, uint64_t *unit)
+{
+    int ov = 0;
+    uint64_t N = (uint64_t)w->N;
+    if (N == 1) {
+        *unit = 1;
+        return SQ_OK;
+    }
+    uint64_t uw = lcm(wire_unit(&w->scheme.weight, &ov) * N, 1, &ov);
+    uint64_t ug;
+    if (w->grad_path == SQ_GRAD_TWOLEVEL) {
+        ug = lcm(wire_unit(&w->scheme.grad_intra, &ov), wire_unit(&w->scheme.grad_inter, &ov), &ov);
+        ug = lcm(ug * N * (uint64_t)w->scheme.pipe, 1, &ov);
+    } else if (w->grad_path == SQ_GRAD_A2A) {
+        ug = wire_unit(w->single_wire, &ov) * N;
+    } else {
+        ug = 8 * N;
+    }
+    uint64_t u = lcm(uw, ug, &ov);
+    if (ov || u > ((uint64_t)1 << 50)) {
+        sq_world_set_error(w, "the padding unit (lcm of the groups, Hadamard sizes, pipe and N) "
+                              "overflows: choose smaller or rounder group sizes");
+        return SQ_ERR_SPEC;
+    }
+    *unit = u;
+    return SQ_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Opening and closing                                                      */
+/* ------------------------------------------------------------------------ */
+
+static int alloc_floats(sq_world *w, int r, uint64_t n, float **p, const char *what)
+{
+    void *q = NULL;
+    int rc = sq_backend_alloc(w->workers[r].be, (size_t)n * sizeof(float), &q);
+    if (rc) return sq_world_fail(w, r, rc, what);
+    rc = sq_backend_fill(w->workers[r].be, q, 0, (size_t)n * sizeof(float));
+    *p = q;
+    return rc ? sq_world_fail(w, r, rc, what) : SQ_OK;
+}
+
+static int alloc_wire(sq_world *w, int r, const sq_wire *wr, uint64_t n, sq_qbuf *q,
+                      const char *what)
+{
+    int rc = sq_wire_alloc(w->workers[r].be, wr, n, q);
+    return rc ? sq_world_fail(w, r, rc, what) : SQ_OK;
+}
+
+/* Each worker gets the buffers of the paths the scheme runs on this
+** topology, and nothing else. */
+static int alloc_worker(sq_world *w, int r)
+{
+    sq_worker *k = &w->workers[r];
+    const sq_scheme *s = &w->scheme;
+    uint64_t P = w->padded, S = w->shard;
+    int rc;
+    if ((rc = alloc_floats(w, r, P, &k->grad, "allocating the gradient")) ||
+        (rc = alloc_floats(w, r, S, &k->gout, "allocating the reduced shard")) ||
+        (rc = alloc_floats(w, r, P, &k->what, "allocating the model weights")) ||
+        (rc = alloc_floats(w, r, S, &k->master, "allocating the master shard")))
+        return rc;
+    if (w->N > 1 && (rc = alloc_wire(w, r, &s->weight, P, &k->wrecv, "allocating the weight wire")))
+        return rc;
+    switch (w->grad_path) {
+    case SQ_GRAD_RING:
+        if ((rc = alloc_wire(w, r, w->single_wire, S, &k->rsend, "allocating the ring buffers")) ||
+            (rc = alloc_wire(w, r, w->single_wire, S, &k->rrecv, "allocating the ring buffers")) ||
+            (rc = alloc_floats(w, r, S, &k->tmp, "allocating scratch")))
+            return rc;
+        break;
+    case SQ_GRAD_A2A:
+        if ((rc = alloc_wire(w, r, w->single_wire, P, &k->genc, "allocating the gradient wire")) ||
+            (rc = alloc_wire(w, r, w->single_wire, P, &k->grecv, "allocating the receive buffer")) ||
+            (rc = alloc_floats(w, r, S, &k->tmp, "allocating scratch")))
+            return rc;
+        break;
+    case SQ_GRAD_TWOLEVEL: {
+        uint64_t Q = P / (uint64_t)w->topo.per_node;
+        if ((rc = alloc_wire(w, r, &s->grad_intra, P, &k->genc, "allocating the gradient wire")) ||
+            (rc = alloc_wire(w, r, &s->grad_intra, P, &k->gswz, "allocating the swizzle buffer")) ||
+            (rc = alloc_wire(w, r, &s->grad_intra, P, &k->grecv, "allocating the intra receive buffer")) ||
+            (rc = alloc_wire(w, r, &s->grad_inter, Q, &k->greq, "allocating the requantized sum")) ||
+            (rc = alloc_wire(w, r, &s->grad_inter, Q, &k->grecv2, "allocating the inter receive buffer")) ||
+            (rc = alloc_floats(w, r, Q, &k->tmp, "allocating scratch")) ||
+            (rc = alloc_floats(w, r, Q, &k->tmp2, "allocating scratch")))
+            return rc;
+        break;
+    }
+    default:
+        break;
+    }
+    return SQ_OK;
+}
+
+static void free_worker(sq_world *w, int r)
+{
+    sq_worker *k = &w->workers[r];
+    sq_backend *be = k->be;
+    if (!be) return;
+    const sq_scheme *s = &w->scheme;
+    float *floats[] = {k->grad, k->gout, k->what, k->master, k->tmp, k->tmp2};
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) sq_backend_free(be, floats[i]);
+    sq_wire_free(be, &s->weight, &k->wrecv);
+    const sq_wire *first = w->grad_path == SQ_GRAD_TWOLEVEL ? &s->grad_intra : w->single_wire;
+    sq_wire_free(be, first, &k->genc);
+    sq_wire_free(be, first, &k->gswz);
+    sq_wire_free(be, first, &k->grecv);
+    sq_wire_free(be, &s->grad_inter, &k->greq);
+    sq_wire_free(be, &s->grad_inter, &k->grecv2);
+    sq_wire_free(be, w->single_wire, &k->rsend);
+    sq_wire_free(be, w->single_wire, &k->rrecv);
+}
+
+int sq_world_open(const sq_world_config *cfg, sq_world **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int N = sq_topo_workers(&cfg->topo);
+    if (cfg->topo.nodes < 1 || cfg->topo.per_node < 1 || N > SQ_WORLD_MAX_WORKERS) {
+        snprintf(err, errlen, "topology %dx%d: need at least one node and worker, at most %d "
+                 "workers", cfg->topo.nodes, cfg->topo.per_node, SQ_WORLD_MAX_WORKERS);
+        return SQ_ERR_ARG;
+    }
+    int rc = sq_scheme_validate(&cfg->scheme, err, errlen);
+    if (rc) return rc;
+    if (cfg->elements == 0) {
+        snprintf(err, errlen, "elements: the model has no elements (0)");
+        return SQ_ERR_ARG;
+    }
+    sq_world *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "out of memory");
+        return SQ_ERR_NOMEM;
+    }
+    w->topo = cfg->topo;
+    w->N = N;
+    w->scheme = cfg->scheme;
+    w->n = cfg->elements;
+    w->seed = cfg->seed;
+    w->dry = cfg->dry;
+
+    /* SDP4Bit's fallbacks: one node or one worker per node leaves one
+    ** level, quantized as that level would be; one worker, nothing. */
+    const sq_scheme *s = &w->scheme;
+    w->single_wire = w->topo.nodes > 1 ? &s->grad_inter : &s->grad_intra;
+    w->grad_path = s->grad_mode;
+    if (N == 1)
+        w->grad_path = SQ_GRAD_NONE;
+    else if (s->grad_mode == SQ_GRAD_TWOLEVEL && (w->topo.nodes == 1 || w->topo.per_node == 1))
+        w->grad_path = SQ_GRAD_A2A;
+
+    if ((rc = pad_unit(w, &w->unit)) != SQ_OK) goto fail;
+    uint64_t P = (w->n + w->unit - 1) / w->unit * w->unit;
+    if (P < w->n || P > ((uint64_t)1 << 52)) {
+        sq_world_set_error(w, "elements %llu: too many once padded", (unsigned long long)w->n);
+        rc = SQ_ERR_ARG;
+        goto fail;
+    }
+    w->padded = P;
+    w->shard = P / (uint64_t)N;
+    w->traffic = calloc((size_t)N, sizeof *w->traffic);
+    w->workers = calloc((size_t)N, sizeof *w->workers);
+    if (!w->traffic || !w->workers) {
+        sq_world_set_error(w, "out of memory");
+        rc = SQ_ERR_NOMEM;
+        goto fail;
+    }
+    if (!w->dry) {
+        if ((rc = sq_placement_open(cfg->device ? cfg->device : "cpu", &w->pl, w->err,
+                                    sizeof w->err)))
+            goto fail;
+        w->have_placement = 1;
+        w->stage = malloc((size_t)P * sizeof(float));
+        if (!w->stage) {
+            sq_world_set_error(w, "out of memory: %llu elements of host staging",
+                               (unsigned long long)P);
+            rc = SQ_ERR_NOMEM;
+            goto fail;
+        }
+        for (int r = 0; r < N; r++) {
+            w->workers[r].be = sq_placement_worker(&w->pl, (uint64_t)r);
+            if ((rc = alloc_worker(w, r)) != SQ_OK) goto fail;
+        }
+    }
+    *out = w;
+    return SQ_OK;
+fail:
+    snprintf(err, errlen, "%s", w->err);
+    sq_world_close(w);
+    return rc;
+}
+
+void sq_world_close(sq_world *w)
+{
+    if (!w) return;
+    if (w->workers)
+        for (int r = 0; r < w->N; r++) free_worker(w, r);
+    if (w->have_placement) sq_placement_close(&w->pl);
+    free(w->workers);
+    free(w->traffic);
+    free(w->stage);
+    free(w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Accessors                                                                */
+/* ------------------------------------------------------------------------ */
+
+const sq_topo *sq_world_topo(const sq_world *w) { return &w->topo; }
+const sq_scheme *sq_world_scheme(const sq_world *w) { return &w->scheme; }
+int sq_world_workers(const sq_world *w) { return w->N; }
+uint64_t sq_world_elements(const sq_world *w) { return w->n; }
+uint64_t sq_world_padded(const sq_world *w) { return w->padded; }
+uint64_t sq_world_shard(const sq_world *w) { return w->shard; }
+uint64_t sq_world_pad_unit(const sq_world *w) { return w->unit; }
+sq_grad_mode sq_world_grad_path(const sq_world *w) { return w->grad_path; }
+const sq_wire *sq_world_single_wire(const sq_world *w) { return w->single_wire; }
+struct sq_backend *sq_world_backend(const sq_world *w, int r)
+{
+    return (r >= 0 && r < w->N && w->workers) ? w->workers[r].be : NULL;
+}
+
+const sq_traffic *sq_world_traffic(const sq_world *w, int r)
+{
+    return (r >= 0 && r < w->N) ? &w->traffic[r] : NULL;
+}
+
+void sq_world_reset_traffic(sq_world *w) { memset(w->traffic, 0, (size_t)w->N * sizeof *w->traffic); }
+
+/* ------------------------------------------------------------------------ */
+/* Host data in and out                                                     */
+/* ------------------------------------------------------------------------ */
+
+static int check_worker(sq_world *w, int r, const void *p)
+{
+    if (w->dry) {
+        sq_world_set_error(w, "a dry world (sizes only) holds no data");
+        return SQ_ERR_UNSUPPORTED;
+    }
+    if (r < 0 || r >= w->N || !p) {
+        sq_world_set_error(w, "worker %d: no such worker (0 to %d) or no buffer", r, w->N - 1);
+        return SQ_ERR_ARG;
+    }
+    return SQ_OK;
+}
+
+static int check_finite(sq_world *w, const float *x, uint64_t n, int r, const char *what)
+{
+    size_t i = sq_find_nonfinite(x, (size_t)n);
+    if (i == n) return SQ_OK;
+    sq_world_set_error(w, "worker %d: %s, element %zu: %s", r, what, i,
+                       x[i] != x[i] ? "NaN" : "infinite");
+    return SQ_ERR_NONFINITE;
+}
+
+static int put(sq_world *w, int r, void *dst, const void *src, uint64_t bytes, const char *what)
+{
+    int rc = sq_backend_put(w->workers[r].be, dst, src, (size_t)bytes);
+    return rc ? sq_world_fail(w, r, rc, what) : SQ_OK;
+}
+
+static int get(sq_world *w, int r, void *dst, const void *src, uint64_t bytes, const char *what)
+{
+    int rc = sq_backend_get(w->workers[r].be, dst, src, (size_t)bytes);
+    return rc ? sq_world_fail(w, r, rc, what) : SQ_OK;
+}
+
+int sq_world_init_weights(sq_world *w, const float *host_w0)
+{
+    int rc;
+    if ((rc = check_worker(w, 0, host_w0)) || (rc = check_finite(w, host_w0, w->n, 0, "initial weights")))
+        return rc;
+    memcpy(w->stage, host_w0, (size_t)w->n * sizeof(float));
+    memset(w->stage + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
+    for (int r = 0; r < w->N; r++) {
+        sq_worker *k = &w->workers[r];
+        if ((rc = put(w, r, k->what, w->stage, w->padded * 4, "writing the initial weights")) ||
+            (rc = put(w, r, k->master, w->stage + (uint64_t)r * w->shard, w->shard * 4,
+                      "writing the initial master shard")))
+            return rc;
+    }
+    return SQ_OK;
+}
+
+int sq_world_put_master(sq_world *w, int r, const float *host_shard)
+{
+    int rc;
+    if ((rc = check_worker(w, r, host_shard)) ||
+        (rc = check_finite(w, host_shard, w->shard, r, "master shard")))
+        return rc;
+    /* the padding past n is part of no parameter and must stay zero */
+    uint64_t first = (uint64_t)r * w->shard;
+    for (uint64_t i = first < w->n ? w->n - first : 0; i < w->shard; i++)
+        if (host_shard[i] != 0.0f || 1.0f / host_shard[i] < 0) {
+            sq_world_set_error(w, "worker %d: master shard, element %llu: padding (past the %llu "
+                               "elements of the model) must stay +0", r,
+                               (unsigned long long)i, (unsigned long long)w->n);
+            return SQ_ERR_ARG;
+        }
+    return put(w, r, w->workers[r].master, host_shard, w->shard * 4, "writing the master shard");
+}
+
+int sq_world_get_master(sq_world *w, int r, float *host_shard)
+{
+    int rc = check_worker(w, r, host_shard);
+    return rc ? rc : get(w, r, host_shard, w->workers[r].master, w->shard * 4, "reading the master shard");
+}
+
+int sq_world_get_weights(sq_world *w, int r, float *host_out)
+{
+    int rc = check_worker(w, r, host_out);
+    return rc ? rc : get(w, r, host_out, w->workers[r].what, w->n * 4, "reading the model weights");
+}
+
+int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
+{
+    int rc;
+    if ((rc = check_worker(w, r, host_grad)) || (rc = check_finite(w, host_grad, w->n, r, "gradient")))
+        return rc;
+    /* Megatron divides the fp32 gradient buffer by N before reducing, so
+    ** that the sum is the mean; we do the same division, in fp32. */
+    float div = (float)w->N;
+    if (w->scheme.grad_mean && w->N > 1)
+        for (uint64_t i = 0; i < w->n; i++) w->stage[i] = host_grad[i] / div;
+    else
+        memcpy(w->stage, host_grad, (size_t)w->n * sizeof(float));
+    memset(w->stage + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
+    return put(w, r, w->workers[r].grad, w->stage, w->padded * 4, "writing the gradient");
+}
+
+int sq_world_get_grad_shard(sq_world *w, int r, float *host_out)
+{
+    int rc = check_worker(w, r, host_out);
+    return rc ? rc : get(w, r, host_out, w->workers[r].gout, w->shard * 4, "reading the reduced shard");
+}
+
+int sq_world_gather_weights(sq_world *w, uint32_t step) { return sq_world_run_gather(w, step); }
+int sq_world_reduce_grads(sq_world *w, uint32_t step) { return sq_world_run_reduce(w, step); }
+
+/* ------------------------------------------------------------------------ */
+/* Transfers                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void count(sq_world *w, int coll, int src, int dst, uint64_t codes, uint64_t meta,
+                  uint64_t n)
+{
+    int link = sq_node_of(w, src) == sq_node_of(w, dst) ? SQ_LINK_INTRA : SQ_LINK_INTER;
+    sq_link_traffic *s = &w->traffic[src].t[coll][link], *d = &w->traffic[dst].t[coll][link];
+    s->sent_codes += codes;
+    s->sent_meta += meta;
+    s->sent_elems += n;
+    s->messages++;
+    d->recv_codes += codes;
+    d->recv_meta += meta;
+}
+
+int sq_world_xfer(sq_world *w, int coll, const sq_wire *wr, int src, const sq_qbuf *from,
+                  int dst, sq_qbuf *to, uint64_t n)
+{
+    uint64_t codes = sq_wire_code_bytes(wr, n), meta = sq_wire_meta_bytes(wr, n);
+    if (src != dst) count(w, coll, src, dst, codes, meta, n);
+    if (w->dry) return SQ_OK;
+    sq_backend *sb = w->workers[src].be, *db = w->workers[dst].be;
+    int rc = sq_backend_copy(db, to->codes, sb, from->codes, (size_t)codes);
+    if (rc == SQ_OK && !sq_wire_raw(wr)) {
+        uint64_t sc = sq_codec_scale_bytes(&wr->codec, n), of = sq_codec_offset_bytes(&wr->codec, n);
+        rc = sq_backend_copy(db, to->scales, sb, from->scales, (size_t)sc);
+        if (rc == SQ_OK && of) rc = sq_backend_copy(db, to->offsets, sb, from->offsets, (size_t)of);
+    }
+    if (rc) {
+        char what[96];
+        snprintf(what, sizeof what, "sending %llu elements to worker %d", (unsigned long long)n, dst);
+        return sq_world_fail(w, src, rc, what);
+    }
+    return SQ_OK;
+}

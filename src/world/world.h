@@ -1,0 +1,211 @@
+/*
+** world.h -- the emulated sharded world: K nodes x G workers, each with its
+** own buffers on a backend, and the two collectives of sharded
+** data-parallel training between them, under a quantization scheme.
+**
+** One training step moves data twice (README, "The sharded world"):
+**
+**   weight all-gather      every worker owns 1/N of the fp32 master weights;
+**                          afterwards every worker holds the full model
+**                          weights (w-hat), reconstructed from what travelled;
+**   gradient reduce-scatter every worker holds a full gradient; afterwards
+**                          worker r holds partition r of the mean (or sum).
+**
+** Both run for real: payloads are encoded on the sending worker, copied
+** between the workers' buffers (sq_backend_copy), and decoded and summed on
+** the receiving one. Every copy is counted: bytes sent and received per
+** worker, per collective, per link level (intra-node, inter-node), codes
+** and metadata apart. A "dry" world allocates nothing and moves nothing but
+** counts the same bytes, so the traffic of any size can be read off.
+**
+** Worker r = k * G + l sits on node k at local index l. Buffers hold
+** sq_world_padded() elements: the tail past the user's n is zero, and the
+** padding makes every shard, partition and pipeline slice hold whole
+** groups (README, "Padding").
+**
+** Errors: functions return an sq_status of shardq.h; sq_world_error()
+** holds a sentence naming the worker, buffer or knob at fault.
+*/
+#ifndef SQ_WORLD_H
+#define SQ_WORLD_H
+
+#include "shardq.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Topology                                                                 */
+/* ------------------------------------------------------------------------ */
+
+#define SQ_WORLD_MAX_WORKERS 4096
+
+typedef struct sq_topo {
+    int nodes;    /* K */
+    int per_node; /* G */
+} sq_topo;
+
+/* "KxG" (e.g. "16x4"), K, G >= 1, K * G <= SQ_WORLD_MAX_WORKERS. */
+int sq_topo_parse(const char *text, sq_topo *t, char *err, size_t errlen);
+static inline int sq_topo_workers(const sq_topo *t) { return t->nodes * t->per_node; }
+
+/* ------------------------------------------------------------------------ */
+/* Wires: what one hop carries                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A wire is a codec (bits 1..8) or an unquantized dtype: bits 16 is bf16,
+** bits 32 is fp32 (then the codec's other fields are ignored). */
+typedef struct sq_wire {
+    int bits;
+    sq_codec codec; /* codec.bits == bits when bits <= 8 */
+} sq_wire;
+
+static inline int sq_wire_raw(const sq_wire *w) { return w->bits > 8; }
+/* Elements per group: the codec's group, 1 for a raw wire. */
+uint64_t sq_wire_group(const sq_wire *w);
+uint64_t sq_wire_code_bytes(const sq_wire *w, uint64_t n); /* codes or raw values */
+uint64_t sq_wire_meta_bytes(const sq_wire *w, uint64_t n); /* scales + offsets */
+
+/* ------------------------------------------------------------------------ */
+/* Schemes                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum sq_weight_mode {
+    SQ_WEIGHT_DIRECT = 0, /* the weights themselves travel (baseline, qW) */
+    SQ_WEIGHT_DIFF = 1    /* w - w-hat travels, w-hat += D(q) everywhere (qWD) */
+} sq_weight_mode;
+
+typedef enum sq_grad_mode {
+    SQ_GRAD_RING = 0,    /* ring reduce-scatter, unquantized partial sums */
+    SQ_GRAD_A2A = 1,     /* single-level all-to-all, dequantize-sum */
+    SQ_GRAD_TWOLEVEL = 2, /* intra all-to-all, dequant-sum-requant, inter all-to-all */
+    SQ_GRAD_NONE = 3      /* one worker: no communication (never a knob's value) */
+} sq_grad_mode;
+
+typedef struct sq_scheme {
+    char preset[16];         /* the preset it started from */
+    sq_weight_mode weight_mode;
+    sq_wire weight;          /* the weight all-gather's wire */
+    sq_grad_mode grad_mode;
+    sq_wire grad_intra;      /* first hop of twolevel; the wire when K = 1 */
+    sq_wire grad_inter;      /* second hop of twolevel; the wire when K > 1 */
+    int pipe;                /* pipeline slices of twolevel, >= 1 */
+    int grad_mean;           /* 1: gradients pre-divided by N (a mean), 0: a sum */
+} sq_scheme;
+
+/* The presets of DESIGN.md section 1, in the order `shardq schemes` lists. */
+extern const char *const sq_scheme_presets[];
+extern const size_t sq_scheme_npresets;
+
+/* Loads a preset by name. */
+int sq_scheme_preset(const char *name, sq_scheme *s, char *err, size_t errlen);
+/* Applies one "key=value" knob (sq_scheme_knobs lists the keys). */
+int sq_scheme_set(sq_scheme *s, const char *assignment, char *err, size_t errlen);
+/* SQ_OK if the knobs form a scheme the world can run, else SQ_ERR_SPEC
+** with the reason (ring over a quantized wire, a Hadamard size that the
+** groups do not hold, ...). */
+int sq_scheme_validate(const sq_scheme *s, char *err, size_t errlen);
+/* Canonical "key=value,..." text of every knob, fixed order. */
+int sq_scheme_format(const sq_scheme *s, char *buf, size_t len);
+#define SQ_SCHEME_STRLEN 1024
+
+typedef struct sq_knob {
+    const char *key;
+    const char *values; /* what it accepts */
+    const char *help;
+} sq_knob;
+extern const sq_knob sq_scheme_knobs[];
+extern const size_t sq_scheme_nknobs;
+/* The value of knob key in s, as text (for `shardq schemes`). */
+int sq_scheme_get(const sq_scheme *s, const char *key, char *buf, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* Traffic                                                                  */
+/* ------------------------------------------------------------------------ */
+
+enum { SQ_COLL_WEIGHT = 0, SQ_COLL_GRAD = 1, SQ_NCOLL = 2 };
+enum { SQ_LINK_INTRA = 0, SQ_LINK_INTER = 1, SQ_NLINK = 2 };
+
+/* One worker's traffic on one link level of one collective. */
+typedef struct sq_link_traffic {
+    uint64_t sent_codes, sent_meta; /* bytes; raw values count as codes */
+    uint64_t recv_codes, recv_meta;
+    uint64_t sent_elems;            /* elements those sent bytes encode */
+    uint64_t messages;              /* copies sent */
+} sq_link_traffic;
+
+typedef struct sq_traffic {
+    sq_link_traffic t[SQ_NCOLL][SQ_NLINK];
+} sq_traffic;
+
+const char *sq_coll_name(int coll); /* "weight_allgather", "grad_reducescatter" */
+const char *sq_link_name(int link); /* "intra", "inter" */
+
+/* ------------------------------------------------------------------------ */
+/* The world                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sq_world sq_world;
+
+typedef struct sq_world_config {
+    sq_topo topo;
+    sq_scheme scheme;
+    uint64_t elements;  /* n: elements of the model (and of each gradient) */
+    uint64_t seed;      /* Philox key of every stochastic rounding */
+    const char *device; /* placement: "cpu" (NULL), "cuda", "cuda:0,1" */
+    int dry;            /* 1: count bytes only, no buffers */
+} sq_world_config;
+
+int sq_world_open(const sq_world_config *cfg, sq_world **out, char *err, size_t errlen);
+void sq_world_close(sq_world *w);
+const char *sq_world_error(const sq_world *w);
+
+const sq_topo *sq_world_topo(const sq_world *w);
+const sq_scheme *sq_world_scheme(const sq_world *w);
+int sq_world_workers(const sq_world *w);
+uint64_t sq_world_elements(const sq_world *w); /* n */
+uint64_t sq_world_padded(const sq_world *w);   /* n rounded up by the padding rule */
+uint64_t sq_world_shard(const sq_world *w);    /* padded / N */
+/* The unit the padding rounds to, so that tests can check the rule. */
+uint64_t sq_world_pad_unit(const sq_world *w);
+/* The backend that holds worker r's buffers (NULL in a dry world). */
+struct sq_backend *sq_world_backend(const sq_world *w, int r);
+
+/* Weights. init: every worker's w-hat := w0 and its master shard := its
+** slice of w0 (the identical initialisation of every replica; no traffic).
+** put_master/get_master: worker r's fp32 master shard (shard elements;
+** the part past n must stay zero and put_master rejects anything else). */
+int sq_world_init_weights(sq_world *w, const float *host_w0);
+int sq_world_put_master(sq_world *w, int r, const float *host_shard);
+int sq_world_get_master(sq_world *w, int r, float *host_shard);
+/* The weight all-gather of training step `step`. */
+int sq_world_gather_weights(sq_world *w, uint32_t step);
+/* Worker r's w-hat: n elements (the padding is not returned). */
+int sq_world_get_weights(sq_world *w, int r, float *host_out);
+
+/* Gradients. put_grad: worker r's gradient (n elements, finite; divided by N
+** on the way in when the scheme averages). reduce: the gradient
+** reduce-scatter of step `step`. get_grad_shard: worker r's partition of
+** the result, shard elements. */
+int sq_world_put_grad(sq_world *w, int r, const float *host_grad);
+int sq_world_reduce_grads(sq_world *w, uint32_t step);
+int sq_world_get_grad_shard(sq_world *w, int r, float *host_out);
+
+/* What each worker sent and received since the last reset (r < N). */
+const sq_traffic *sq_world_traffic(const sq_world *w, int r);
+void sq_world_reset_traffic(sq_world *w);
+
+/* The collective the gradient path really runs on this topology (the
+** degenerate fallbacks of SDP4Bit: K = 1 or G = 1 turn twolevel into a2a,
+** N = 1 into no communication), and the wire of that single level. */
+sq_grad_mode sq_world_grad_path(const sq_world *w);
+const sq_wire *sq_world_single_wire(const sq_world *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

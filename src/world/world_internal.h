@@ -1,0 +1,91 @@
+/*
+** world_internal.h -- what the files of src/world share: the world's
+** state, the per-worker buffers, and the wire and transfer helpers the
+** collectives are written with.
+*/
+#ifndef SQ_WORLD_INTERNAL_H
+#define SQ_WORLD_INTERNAL_H
+
+#include "backend/backend.h"
+#include "world/world.h"
+
+/* One emulated worker: its backend and its buffers (all in the backend's
+** memory; NULL when the path does not need them or the world is dry). */
+typedef struct sq_worker {
+    sq_backend *be;
+    float *grad;   /* padded: this worker's gradient (divided by N if a mean) */
+    float *gout;   /* shard: its partition of the reduced gradient */
+    float *what;   /* padded: w-hat, the model weights it computes with */
+    float *master; /* shard: its fp32 master weights */
+    float *tmp;    /* padded: scratch of unquantized sums */
+    float *tmp2;   /* padded: scratch of bf16 decoding inside those sums */
+    sq_qbuf wrecv; /* weight wire, padded: the all-gather's receive buffer */
+    sq_qbuf genc;  /* first gradient wire, padded: its encoded gradient */
+    sq_qbuf gswz;  /* the same, swizzled (two-level) */
+    sq_qbuf grecv; /* padded: what the (first) all-to-all brings */
+    sq_qbuf greq;  /* padded / G, inter wire: the requantized intra sum */
+    sq_qbuf grecv2; /* padded / G, inter wire: what the inter all-to-all brings */
+    sq_qbuf rsend, rrecv; /* shard: the ring's send and receive buffers */
+} sq_worker;
+
+struct sq_world {
+    sq_topo topo;
+    int N;
+    sq_scheme scheme;
+    uint64_t n, padded, shard, unit;
+    uint64_t seed;
+    int dry;
+    sq_grad_mode grad_path;     /* after the degenerate fallbacks */
+    const sq_wire *single_wire; /* the wire of a single-level path */
+    sq_placement pl;
+    int have_placement;
+    sq_worker *workers;
+    sq_traffic *traffic;
+    float *stage; /* host, padded: staging of puts */
+    char err[768];
+};
+
+void sq_world_set_error(sq_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A failed backend call of worker r: records "worker r (be): what: status:
+** backend's reason" and returns rc. */
+int sq_world_fail(sq_world *w, int r, int rc, const char *what);
+
+static inline int sq_node_of(const sq_world *w, int r) { return r / w->topo.per_node; }
+
+/* ------------------------------------------------------------------------ */
+/* Wires (wire.c)                                                           */
+/* ------------------------------------------------------------------------ */
+
+int sq_wire_alloc(sq_backend *be, const sq_wire *wr, uint64_t n, sq_qbuf *q);
+void sq_wire_free(sq_backend *be, const sq_wire *wr, sq_qbuf *q);
+/* The view of q from element e on (e a multiple of 8 and of the group). */
+sq_qbuf sq_wire_at(const sq_wire *wr, const sq_qbuf *q, uint64_t e);
+
+int sq_wire_encode(sq_backend *be, const sq_wire *wr, const float *x, uint64_t n,
+                   const sq_rng_key *key, sq_qbuf *out);
+int sq_wire_decode(sq_backend *be, const sq_wire *wr, const sq_qbuf *q, uint64_t n, float *out);
+/* out = D(chunks[0]) + ... + D(chunks[k-1]) in fp32, in chunk order; a
+** codec's inverse Hadamard follows. tmp: n floats, used by bf16 wires. */
+int sq_wire_sum(sq_backend *be, const sq_wire *wr, const sq_qbuf *chunks, int k, uint64_t n,
+                float *out, float *tmp);
+/* out = E_out(sum of the chunks), staying in the transformed domain; tmp
+** and tmp2: n floats each, used unless both wires are codecs. */
+int sq_wire_sum_requant(sq_backend *be, const sq_wire *in, const sq_qbuf *chunks, int k,
+                        uint64_t n, const sq_wire *wout, const sq_rng_key *key, sq_qbuf *out,
+                        float *tmp, float *tmp2);
+
+/* ------------------------------------------------------------------------ */
+/* Transfers (world.c)                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Copies n elements of wire wr from worker src's src to worker dst's dst
+** and counts them against collective coll (nothing counted when src ==
+** dst; only counted in a dry world). */
+int sq_world_xfer(sq_world *w, int coll, const sq_wire *wr, int src, const sq_qbuf *from,
+                  int dst, sq_qbuf *to, uint64_t n);
+
+/* The two collectives of a step (collectives.c). */
+int sq_world_run_gather(sq_world *w, uint32_t step);
+int sq_world_run_reduce(sq_world *w, uint32_t step);
+
+#endif

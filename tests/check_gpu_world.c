@@ -1,0 +1,101 @@
+/*
+** check_gpu_world.c -- the sharded world on GPUs gives the bytes it gives
+** on the CPU: every preset on several topologies, workers on one GPU and
+** spread over every visible GPU (peer copies), several steps so that qWD's
+** w-hat carries over. Skips (exit 77) without a GPU, and says why.
+*/
+#include "backend/device.h"
+#include "check_util.h"
+#include "shardq.h"
+#include "world/world.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Runs `steps` steps of reduce, SGD, gather on one placement; returns the
+** reduced gradients and w-hat of every step, concatenated. */
+static float *run(const char *device, const char *preset, int K, int G, uint64_t n, int steps,
+                  size_t *len)
+{
+    sq_world_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.topo.nodes = K;
+    cfg.topo.per_node = G;
+    char err[768];
+    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, err, sizeof err), SQ_OK);
+    if (K > 1 && G > 1) ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.pipe=2", err, sizeof err), SQ_OK);
+    cfg.elements = n;
+    cfg.seed = 12345;
+    cfg.device = device;
+    sq_world *w;
+    ck_assert_msg(sq_world_open(&cfg, &w, err, sizeof err) == SQ_OK, "%s: %s", device, err);
+    int N = K * G;
+    uint64_t S = sq_world_shard(w), P = sq_world_padded(w);
+    *len = (size_t)steps * (P + (size_t)N * n);
+    float *out = malloc(*len * sizeof *out), *o = out;
+    float *x = malloc(n * sizeof *x), *m = calloc(P, sizeof *m);
+    sqt_fill(x, n, 1);
+    for (uint64_t i = 0; i < n; i++) x[i] *= 0.01f;
+    ck_assert_int_eq(sq_world_init_weights(w, x), SQ_OK);
+    memcpy(m, x, n * sizeof *m);
+    for (int t = 1; t <= steps; t++) {
+        for (int r = 0; r < N; r++) {
+            sqt_fill(x, n, (uint64_t)(t * 100 + r));
+            ck_assert_msg(sq_world_put_grad(w, r, x) == SQ_OK, "%s", sq_world_error(w));
+        }
+        ck_assert_msg(sq_world_reduce_grads(w, (uint32_t)t) == SQ_OK, "%s", sq_world_error(w));
+        for (int r = 0; r < N; r++) {
+            ck_assert_int_eq(sq_world_get_grad_shard(w, r, o + (uint64_t)r * S), SQ_OK);
+            for (uint64_t i = 0; i < S && (uint64_t)r * S + i < n; i++)
+                m[(uint64_t)r * S + i] -= 1e-3f * o[(uint64_t)r * S + i];
+            ck_assert_int_eq(sq_world_put_master(w, r, m + (uint64_t)r * S), SQ_OK);
+        }
+        o += P;
+        ck_assert_msg(sq_world_gather_weights(w, (uint32_t)t) == SQ_OK, "%s", sq_world_error(w));
+        for (int r = 0; r < N; r++, o += n) ck_assert_int_eq(sq_world_get_weights(w, r, o), SQ_OK);
+    }
+    free(x), free(m);
+    sq_world_close(w);
+    return out;
+}
+
+START_TEST(test_world_cpu_equals_gpu)
+{
+    static const int kg[][2] = {{2, 4}, {3, 2}, {1, 4}, {4, 1}};
+    for (size_t p = 0; p < sq_scheme_npresets; p++)
+        for (size_t t = 0; t < 4; t++) {
+            const char *preset = sq_scheme_presets[p];
+            size_t la, lb, lc;
+            float *a = run("cpu", preset, kg[t][0], kg[t][1], 100003, 3, &la);
+            float *b = run("cuda:0", preset, kg[t][0], kg[t][1], 100003, 3, &lb);
+            float *c = run("cuda", preset, kg[t][0], kg[t][1], 100003, 3, &lc);
+            char msg[256];
+            ck_assert_uint_eq(la, lb);
+            ck_assert_msg(sqt_bytes_equal(a, b, la * sizeof(float), msg, sizeof msg),
+                          "%s %dx%d cpu vs cuda:0: %s", preset, kg[t][0], kg[t][1], msg);
+            ck_assert_msg(sqt_bytes_equal(a, c, la * sizeof(float), msg, sizeof msg),
+                          "%s %dx%d cpu vs all GPUs: %s", preset, kg[t][0], kg[t][1], msg);
+            free(a), free(b), free(c);
+        }
+}
+END_TEST
+
+int main(void)
+{
+    if (sq_device_count() == 0) {
+        printf("SKIP: no CUDA device: %s\n", sq_device_unavailable_reason());
+        return 77;
+    }
+    Suite *s = suite_create("gpu_world");
+    TCase *tc = tcase_create("equal");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_world_cpu_equals_gpu);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,756 @@
+/*
+** check_world.c -- the emulated sharded world: exact collectives with
+** quantization off, byte-for-byte agreement with straight-line references
+** of the quantized paths, the closed-form traffic of SDP4Bit's section 2.4,
+** qWD's identical replicas, and the same bytes whatever the thread count.
+**
+** The references here are written from the algorithm's description (spec
+** section 2.3, README "The sharded world") with the core's codec calls and
+** loops over single groups; they share no code with src/world.
+*/
+#include "check_util.h"
+#include "shardq.h"
+#include "world/world.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Fixtures                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct topo3 {
+    int K, G, pipe;
+} topo3;
+
+/* The topologies the issue names; (1,4), (4,1) and (1,1) exercise the
+** fallbacks. */
+static const topo3 topos[] = {{2, 4, 1}, {2, 4, 2}, {3, 2, 4}, {2, 8, 8},
+                              {1, 4, 1}, {4, 1, 2}, {1, 1, 1}};
+#define NTOPOS (sizeof topos / sizeof topos[0])
+
+static sq_world *open_world(int K, int G, const char *preset, const char *const *sets,
+                            uint64_t n, uint64_t seed, int dry)
+{
+    sq_world_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.topo.nodes = K;
+    cfg.topo.per_node = G;
+    char err[768];
+    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, err, sizeof err), SQ_OK);
+    for (int i = 0; sets && sets[i]; i++)
+        ck_assert_msg(sq_scheme_set(&cfg.scheme, sets[i], err, sizeof err) == SQ_OK, "%s", err);
+    cfg.elements = n;
+    cfg.seed = seed;
+    cfg.dry = dry;
+    sq_world *w = NULL;
+    int rc = sq_world_open(&cfg, &w, err, sizeof err);
+    ck_assert_msg(rc == SQ_OK, "open %dx%d %s: %s", K, G, preset, err);
+    return w;
+}
+
+/* Worker r's test gradient: structured values of very different scales. */
+static float *make_grads(int N, uint64_t n, uint64_t seed)
+{
+    float *x = malloc((size_t)N * n * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (int r = 0; r < N; r++) sqt_fill(x + (size_t)r * n, n, seed * 1000 + (uint64_t)r);
+    return x;
+}
+
+/* x divided by N in fp32 and padded with zeros to P elements, per worker:
+** what the world's workers hold after put_grad with a mean. */
+static float *scaled_padded(const float *x, int N, uint64_t n, uint64_t P, int mean)
+{
+    float *y = calloc((size_t)N * P, sizeof *y);
+    ck_assert_ptr_nonnull(y);
+    for (int r = 0; r < N; r++)
+        for (uint64_t i = 0; i < n; i++)
+            y[(size_t)r * P + i] = mean && N > 1 ? x[(size_t)r * n + i] / (float)N : x[(size_t)r * n + i];
+    return y;
+}
+
+static void put_all(sq_world *w, const float *x, uint64_t n)
+{
+    for (int r = 0; r < sq_world_workers(w); r++)
+        ck_assert_msg(sq_world_put_grad(w, r, x + (size_t)r * n) == SQ_OK, "%s", sq_world_error(w));
+}
+
+/* Every worker's reduced shard, concatenated: the padded result. */
+static float *get_all(sq_world *w)
+{
+    int N = sq_world_workers(w);
+    uint64_t S = sq_world_shard(w);
+    float *out = malloc((size_t)N * S * sizeof *out);
+    ck_assert_ptr_nonnull(out);
+    for (int r = 0; r < N; r++)
+        ck_assert_msg(sq_world_get_grad_shard(w, r, out + (size_t)r * S) == SQ_OK, "%s",
+                      sq_world_error(w));
+    return out;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Quantization off: the exact result, in the documented order              */
+/* ------------------------------------------------------------------------ */
+
+/* The fp32 sum of element i in the order the path documents. */
+static float ordered_sum(const float *y, int K, int G, uint64_t P, uint64_t S, uint64_t i,
+                         sq_grad_mode path)
+{
+    int N = K * G;
+    if (path == SQ_GRAD_NONE) return y[i];
+    if (path == SQ_GRAD_A2A) {
+        float s = y[i];
+        for (int r = 1; r < N; r++) s = s + y[(size_t)r * P + i];
+        return s;
+    }
+    if (path == SQ_GRAD_RING) {
+        int c = (int)(i / S);
+        float s = y[(size_t)((c + 1) % N) * P + i];
+        for (int j = 2; j <= N; j++) s = s + y[(size_t)((c + j) % N) * P + i];
+        return s;
+    }
+    /* two levels: each node sums its local workers, then the nodes are summed */
+    float total = 0;
+    for (int k = 0; k < K; k++) {
+        float s = y[(size_t)(k * G) * P + i];
+        for (int l = 1; l < G; l++) s = s + y[(size_t)(k * G + l) * P + i];
+        total = k ? total + s : s;
+    }
+    return total;
+}
+
+static void check_exact(const char *preset, const char *const *sets, sq_grad_mode want_mode)
+{
+    const uint64_t n = 30011; /* prime: every topology pads */
+    for (size_t t = 0; t < NTOPOS; t++) {
+        int K = topos[t].K, G = topos[t].G, N = K * G;
+        char pipe[32];
+        snprintf(pipe, sizeof pipe, "grad.pipe=%d", topos[t].pipe);
+        const char *all[8];
+        int m = 0;
+        for (; sets && sets[m]; m++) all[m] = sets[m];
+        all[m++] = pipe;
+        all[m] = NULL;
+        sq_world *w = open_world(K, G, preset, all, n, 7, 0);
+        uint64_t P = sq_world_padded(w), S = sq_world_shard(w);
+        sq_grad_mode path = sq_world_grad_path(w);
+        if (N == 1) ck_assert_int_eq(path, SQ_GRAD_NONE);
+        else if (want_mode == SQ_GRAD_TWOLEVEL && (K == 1 || G == 1)) ck_assert_int_eq(path, SQ_GRAD_A2A);
+        else ck_assert_int_eq(path, want_mode);
+        ck_assert_uint_eq(P % (uint64_t)N, 0);
+        ck_assert_uint_ge(P, n);
+
+        float *x = make_grads(N, n, 3 + t);
+        put_all(w, x, n);
+        ck_assert_msg(sq_world_reduce_grads(w, 1) == SQ_OK, "%s", sq_world_error(w));
+        float *got = get_all(w);
+        float *y = scaled_padded(x, N, n, P, 1);
+        int bf16 = sq_world_single_wire(w)->bits == 16 && path == SQ_GRAD_RING;
+        for (uint64_t i = 0; i < P; i++) {
+            float want;
+            if (bf16) {
+                /* every partial sum crosses the wire as bf16 */
+                int c = (int)(i / S);
+                float s = y[(size_t)((c + 1) % N) * P + i];
+                for (int j = 2; j <= N; j++)
+                    s = sq_bf16_to_f32(sq_f32_to_bf16(s)) + y[(size_t)((c + j) % N) * P + i];
+                want = s;
+            } else {
+                want = ordered_sum(y, K, G, P, S, i, path);
+            }
+            SQT_CHECK(sqt_bits(got[i]) == sqt_bits(want),
+                      "%s %dx%d pipe %d: element %llu: got %a, want %a", preset, K, G,
+                      topos[t].pipe, (unsigned long long)i, got[i], want);
+            /* and against fp64: a sum of N fp32 terms is within N ulps */
+            double exact = 0;
+            for (int r = 0; r < N; r++) exact += i < n ? (double)x[(size_t)r * n + i] : 0.0;
+            exact /= N;
+            double mag = 0;
+            for (int r = 0; r < N; r++) mag += i < n ? fabs((double)x[(size_t)r * n + i]) / N : 0;
+            /* N fp32 roundings of partial sums, each within half an ulp of the
+            ** magnitude sum; bf16 partial sums: 2^-9 each */
+            double tol = (N + 1) * (bf16 ? 0x1p-8 : 0x1p-23) * mag + 1e-38;
+            SQT_CHECK(fabs((double)got[i] - exact) <= tol,
+                      "%s %dx%d: element %llu: %.9g vs fp64 %.9g", preset, K, G,
+                      (unsigned long long)i, got[i], exact);
+            SQT_CHECK(i < n || got[i] == 0.0f, "padding element %llu is %g", (unsigned long long)i,
+                      got[i]);
+        }
+        free(x), free(y), free(got);
+        sq_world_close(w);
+    }
+}
+
+START_TEST(test_exact_ring)
+{
+    check_exact("baseline", NULL, SQ_GRAD_RING);
+}
+END_TEST
+
+START_TEST(test_exact_ring_bf16)
+{
+    static const char *const sets[] = {"grad.bits=16", NULL};
+    check_exact("baseline", sets, SQ_GRAD_RING);
+}
+END_TEST
+
+START_TEST(test_exact_a2a)
+{
+    static const char *const sets[] = {"grad.mode=a2a", "grad.bits=32", NULL};
+    check_exact("baseline", sets, SQ_GRAD_A2A);
+}
+END_TEST
+
+START_TEST(test_exact_twolevel)
+{
+    static const char *const sets[] = {"grad.bits=32", NULL};
+    check_exact("tlq", sets, SQ_GRAD_TWOLEVEL);
+}
+END_TEST
+
+/* With fp32 weights on the wire the all-gather is a copy: every worker ends
+** with the master weights bit for bit; with bf16, with their bf16 rounding. */
+START_TEST(test_exact_gather)
+{
+    const uint64_t n = 20011;
+    for (int bits = 16; bits <= 32; bits += 16)
+        for (size_t t = 0; t < NTOPOS; t++) {
+            int K = topos[t].K, G = topos[t].G, N = K * G;
+            char set[32];
+            snprintf(set, sizeof set, "weight.bits=%d", bits);
+            const char *sets[] = {set, NULL};
+            sq_world *w = open_world(K, G, "baseline", sets, n, 1, 0);
+            uint64_t S = sq_world_shard(w), P = sq_world_padded(w);
+            float *w0 = make_grads(1, n, 11), *m = calloc(P, sizeof *m), *got = malloc(n * sizeof *got);
+            ck_assert_int_eq(sq_world_init_weights(w, w0), SQ_OK);
+            for (uint64_t i = 0; i < n; i++) m[i] = w0[i] * 0.5f + 1.0f;
+            for (int r = 0; r < N; r++)
+                ck_assert_msg(sq_world_put_master(w, r, m + (uint64_t)r * S) == SQ_OK, "%s",
+                              sq_world_error(w));
+            ck_assert_int_eq(sq_world_gather_weights(w, 1), SQ_OK);
+            for (int r = 0; r < N; r++) {
+                ck_assert_int_eq(sq_world_get_weights(w, r, got), SQ_OK);
+                for (uint64_t i = 0; i < n; i++) {
+                    /* one worker communicates nothing: w-hat is the master copy */
+                    float want = bits == 32 || N == 1 ? m[i] : sq_bf16_to_f32(sq_f32_to_bf16(m[i]));
+                    SQT_CHECK(sqt_bits(got[i]) == sqt_bits(want), "bits %d %dx%d worker %d elem %llu",
+                              bits, K, G, r, (unsigned long long)i);
+                }
+            }
+            free(w0), free(m), free(got);
+            sq_world_close(w);
+        }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Quantization on: straight-line references                                */
+/* ------------------------------------------------------------------------ */
+
+/* A quantized buffer on the host, with group-granular copies. */
+typedef struct hq {
+    sq_codec c;
+    uint64_t n;
+    sq_qbuf q;
+} hq;
+
+static void hq_alloc(hq *h, const sq_codec *c, uint64_t n)
+{
+    h->c = *c;
+    h->n = n;
+    ck_assert_int_eq(sq_qbuf_alloc(c, n, &h->q), SQ_OK);
+}
+
+static size_t meta_size(const sq_codec *c) { return c->scale == SQ_SCALE_FP32 ? 4 : 2; }
+
+/* Copies group gs of src to group gd of dst (codes, scale, offset). */
+static void copy_group(hq *dst, uint64_t gd, const hq *src, uint64_t gs)
+{
+    uint64_t g = src->c.group, cb = g * (uint64_t)src->c.bits / 8; /* whole bytes in these tests */
+    memcpy(dst->q.codes + gd * cb, src->q.codes + gs * cb, cb);
+    size_t ms = meta_size(&src->c);
+    memcpy((char *)dst->q.scales + gd * ms, (char *)src->q.scales + gs * ms, ms);
+    if (src->c.kind == SQ_KIND_MINMAX)
+        memcpy((char *)dst->q.offsets + gd * ms, (char *)src->q.offsets + gs * ms, ms);
+}
+
+/* SDP4Bit's two-level reduce-scatter, written straight from spec section
+** 2.3, one group at a time; returns the padded result (all partitions). */
+static float *ref_twolevel(const sq_scheme *s, int K, int G, const float *y, uint64_t P,
+                           uint64_t seed, uint32_t step)
+{
+    int N = K * G, pipe = s->pipe;
+    const sq_codec *ci = &s->grad_intra.codec, *co = &s->grad_inter.codec;
+    uint64_t g = ci->group, X = P / (g * (uint64_t)N * (uint64_t)pipe), Q = P / (uint64_t)G;
+    hq *enc = calloc((size_t)N, sizeof *enc), *swz = calloc((size_t)N, sizeof *swz);
+    hq *req = calloc((size_t)N, sizeof *req);
+    for (int r = 0; r < N; r++) {
+        hq_alloc(&enc[r], ci, P);
+        hq_alloc(&swz[r], ci, P);
+        sq_rng_key key = {seed, step, (uint32_t)r, SQ_SITE_GRAD_INTRA};
+        ck_assert_int_eq(sq_quantize(ci, y + (size_t)r * P, P, &key, &enc[r].q), SQ_OK);
+        for (int z = 0; z < N; z++)
+            for (int yy = 0; yy < pipe; yy++)
+                for (uint64_t x = 0; x < X; x++) {
+                    uint64_t in = (uint64_t)z * pipe * X + (uint64_t)yy * X + x;
+                    uint64_t out = ((uint64_t)yy * G * K + (uint64_t)(z % G) * K + (uint64_t)(z / G)) * X + x;
+                    copy_group(&swz[r], out, &enc[r], in);
+                }
+    }
+    /* receiver (k, l): chunk j = what local peer (k, j) sent, slice after slice */
+    hq chunk;
+    sq_qbuf *chunks = calloc((size_t)(G > K ? G : K), sizeof *chunks);
+    hq *parts = calloc((size_t)(G > K ? G : K), sizeof *parts);
+    for (int r = 0; r < N; r++) {
+        int k = r / G, l = r % G;
+        for (int j = 0; j < G; j++) {
+            hq_alloc(&parts[j], ci, Q);
+            uint64_t d = 0;
+            for (int yy = 0; yy < pipe; yy++)
+                for (uint64_t x = 0; x < (uint64_t)K * X; x++)
+                    copy_group(&parts[j], d++, &swz[k * G + j],
+                               ((uint64_t)yy * G * K + (uint64_t)l * K) * X + x);
+            chunks[j] = parts[j].q;
+        }
+        hq_alloc(&req[r], co, Q);
+        sq_rng_key key = {seed, step, (uint32_t)r, SQ_SITE_GRAD_INTER};
+        ck_assert_int_eq(sq_dequant_sum_requant(ci, chunks, G, Q, co, &key, &req[r].q), SQ_OK);
+        for (int j = 0; j < G; j++) sq_qbuf_free(&parts[j].q);
+    }
+    (void)chunk;
+    /* receiver (k, l): chunk from node k2 = piece k of (k2, l)'s requantized sum */
+    uint64_t S = P / (uint64_t)N;
+    float *out = malloc(P * sizeof *out);
+    for (int r = 0; r < N; r++) {
+        int k = r / G, l = r % G;
+        for (int k2 = 0; k2 < K; k2++) {
+            hq_alloc(&parts[k2], co, S);
+            uint64_t d = 0;
+            for (int yy = 0; yy < pipe; yy++)
+                for (uint64_t x = 0; x < X; x++)
+                    copy_group(&parts[k2], d++, &req[k2 * G + l], ((uint64_t)yy * K + (uint64_t)k) * X + x);
+            chunks[k2] = parts[k2].q;
+        }
+        ck_assert_int_eq(sq_dequant_sum(co, chunks, K, S, out + (size_t)r * S), SQ_OK);
+        for (int k2 = 0; k2 < K; k2++) sq_qbuf_free(&parts[k2].q);
+    }
+    for (int r = 0; r < N; r++) {
+        sq_qbuf_free(&enc[r].q);
+        sq_qbuf_free(&swz[r].q);
+        sq_qbuf_free(&req[r].q);
+    }
+    free(enc), free(swz), free(req), free(chunks), free(parts);
+    return out;
+}
+
+START_TEST(test_twolevel_reference)
+{
+    static const topo3 tl[] = {{2, 4, 1}, {2, 4, 2}, {3, 2, 4}, {2, 8, 8}, {4, 2, 1}};
+    static const char *const presets[] = {"sdp4bit", "tlq", "ulq"};
+    const uint64_t n = 40009;
+    for (size_t p = 0; p < 3; p++)
+        for (size_t t = 0; t < sizeof tl / sizeof tl[0]; t++) {
+            int K = tl[t].K, G = tl[t].G, N = K * G;
+            char pipe[32];
+            snprintf(pipe, sizeof pipe, "grad.pipe=%d", tl[t].pipe);
+            const char *sets[] = {pipe, NULL};
+            sq_world *w = open_world(K, G, presets[p], sets, n, 99, 0);
+            ck_assert_int_eq(sq_world_grad_path(w), SQ_GRAD_TWOLEVEL);
+            uint64_t P = sq_world_padded(w);
+            float *x = make_grads(N, n, 5 + t);
+            float *y = scaled_padded(x, N, n, P, 1);
+            for (uint32_t step = 1; step <= 2; step++) {
+                put_all(w, x, n);
+                ck_assert_msg(sq_world_reduce_grads(w, step) == SQ_OK, "%s", sq_world_error(w));
+                float *got = get_all(w);
+                float *want = ref_twolevel(sq_world_scheme(w), K, G, y, P, 99, step);
+                char msg[256];
+                ck_assert_msg(sqt_bytes_equal(got, want, P * sizeof(float), msg, sizeof msg),
+                              "%s %dx%d pipe %d step %u: %s", presets[p], K, G, tl[t].pipe, step, msg);
+                free(got), free(want);
+            }
+            free(x), free(y);
+            sq_world_close(w);
+        }
+}
+END_TEST
+
+/* QSDP's single level (and the fallbacks of the two-level presets): the
+** whole gradient quantized once, partition z dequantized and summed by
+** worker z in worker order. */
+START_TEST(test_a2a_reference)
+{
+    static const struct {
+        int K, G;
+        const char *preset;
+    } cases[] = {{2, 4, "qsdp"}, {3, 1, "qsdp"}, {1, 4, "sdp4bit"}, {4, 1, "sdp4bit"}, {1, 8, "ulq"}};
+    const uint64_t n = 25013;
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int K = cases[t].K, G = cases[t].G, N = K * G;
+        sq_world *w = open_world(K, G, cases[t].preset, NULL, n, 5, 0);
+        ck_assert_int_eq(sq_world_grad_path(w), SQ_GRAD_A2A);
+        const sq_scheme *s = sq_world_scheme(w);
+        /* SDP4Bit: one node keeps the 8-bit intra level, one worker per
+        ** node the 4-bit inter level */
+        const sq_codec *c = K > 1 ? &s->grad_inter.codec : &s->grad_intra.codec;
+        ck_assert_ptr_eq(sq_world_single_wire(w), K > 1 ? &s->grad_inter : &s->grad_intra);
+        uint64_t P = sq_world_padded(w), S = sq_world_shard(w);
+        float *x = make_grads(N, n, 17 + t), *y = scaled_padded(x, N, n, P, 1);
+        put_all(w, x, n);
+        ck_assert_int_eq(sq_world_reduce_grads(w, 3), SQ_OK);
+        float *got = get_all(w), *want = malloc(P * sizeof *want);
+        hq *enc = calloc((size_t)N, sizeof *enc);
+        for (int r = 0; r < N; r++) {
+            hq_alloc(&enc[r], c, P);
+            sq_rng_key key = {5, 3, (uint32_t)r, SQ_SITE_GRAD_SINGLE};
+            ck_assert_int_eq(sq_quantize(c, y + (size_t)r * P, P, &key, &enc[r].q), SQ_OK);
+        }
+        sq_qbuf *chunks = calloc((size_t)N, sizeof *chunks);
+        hq *parts = calloc((size_t)N, sizeof *parts);
+        for (int z = 0; z < N; z++) {
+            for (int r = 0; r < N; r++) {
+                hq_alloc(&parts[r], c, S);
+                for (uint64_t gi = 0; gi < S / c->group; gi++)
+                    copy_group(&parts[r], gi, &enc[r], (uint64_t)z * (S / c->group) + gi);
+                chunks[r] = parts[r].q;
+            }
+            ck_assert_int_eq(sq_dequant_sum(c, chunks, N, S, want + (size_t)z * S), SQ_OK);
+            for (int r = 0; r < N; r++) sq_qbuf_free(&parts[r].q);
+        }
+        char msg[256];
+        ck_assert_msg(sqt_bytes_equal(got, want, P * sizeof(float), msg, sizeof msg), "%s %dx%d: %s",
+                      cases[t].preset, K, G, msg);
+        for (int r = 0; r < N; r++) sq_qbuf_free(&enc[r].q);
+        free(enc), free(chunks), free(parts), free(x), free(y), free(got), free(want);
+        sq_world_close(w);
+    }
+}
+END_TEST
+
+/* The weight path of qW and qWD: each shard quantized by its owner (Philox
+** index = place in the shard), w-hat rebuilt from the gathered bytes. */
+START_TEST(test_weight_reference)
+{
+    static const char *const presets[] = {"qw", "qwd", "zeropp8", "qsdp"};
+    const uint64_t n = 50021;
+    for (size_t p = 0; p < 4; p++) {
+        int K = 2, G = 3, N = 6;
+        sq_world *w = open_world(K, G, presets[p], NULL, n, 21, 0);
+        const sq_scheme *s = sq_world_scheme(w);
+        const sq_codec *c = &s->weight.codec;
+        uint64_t P = sq_world_padded(w), S = sq_world_shard(w);
+        ck_assert_uint_eq(S % c->group, 0);
+        float *w0 = make_grads(1, n, 31), *m = calloc(P, sizeof *m), *ref = calloc(P, sizeof *ref);
+        float *got = malloc(n * sizeof *got);
+        memcpy(ref, w0, n * sizeof *ref);
+        ck_assert_int_eq(sq_world_init_weights(w, w0), SQ_OK);
+        hq all;
+        hq_alloc(&all, c, P);
+        for (uint32_t step = 1; step <= 3; step++) {
+            for (uint64_t i = 0; i < n; i++) m[i] = w0[i] * (1.0f + 0.01f * (float)step);
+            for (int r = 0; r < N; r++) {
+                ck_assert_int_eq(sq_world_put_master(w, r, m + (uint64_t)r * S), SQ_OK);
+                hq one;
+                hq_alloc(&one, c, S);
+                sq_rng_key key = {21, step, (uint32_t)r, SQ_SITE_WEIGHT};
+                if (s->weight_mode == SQ_WEIGHT_DIFF)
+                    ck_assert_int_eq(sq_quantize_diff(c, m + (uint64_t)r * S, ref + (uint64_t)r * S, S,
+                                                      &key, &one.q), SQ_OK);
+                else
+                    ck_assert_int_eq(sq_quantize(c, m + (uint64_t)r * S, S, &key, &one.q), SQ_OK);
+                for (uint64_t gi = 0; gi < S / c->group; gi++)
+                    copy_group(&all, (uint64_t)r * (S / c->group) + gi, &one, gi);
+                sq_qbuf_free(&one.q);
+            }
+            if (s->weight_mode == SQ_WEIGHT_DIFF)
+                ck_assert_int_eq(sq_dequantize_add(c, &all.q, ref, P, ref), SQ_OK);
+            else
+                ck_assert_int_eq(sq_dequantize(c, &all.q, P, ref), SQ_OK);
+            ck_assert_int_eq(sq_world_gather_weights(w, step), SQ_OK);
+            for (int r = 0; r < N; r++) {
+                ck_assert_int_eq(sq_world_get_weights(w, r, got), SQ_OK);
+                char msg[256];
+                ck_assert_msg(sqt_bytes_equal(got, ref, n * sizeof(float), msg, sizeof msg),
+                              "%s step %u worker %d: %s", presets[p], step, r, msg);
+            }
+        }
+        sq_qbuf_free(&all.q);
+        free(w0), free(m), free(ref), free(got);
+        sq_world_close(w);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* qWD over many steps                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Training-like use: reduce, SGD on the master shards, gather. The replicas
+** of w-hat must stay bit for bit identical, and w-hat must keep tracking
+** the master weights (the error of one step is folded into the next
+** difference, so it does not accumulate). */
+START_TEST(test_qwd_many_steps)
+{
+    const int K = 2, G = 4, N = 8, steps = 60;
+    const uint64_t n = 12007;
+    sq_world *w = open_world(K, G, "sdp4bit", NULL, n, 4, 0);
+    uint64_t S = sq_world_shard(w), P = sq_world_padded(w);
+    float *w0 = make_grads(1, n, 41), *x = make_grads(N, n, 42);
+    float *m = calloc(P, sizeof *m), *shard = malloc(S * sizeof *shard);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    for (uint64_t i = 0; i < n; i++) w0[i] *= 1e-2f;
+    for (size_t i = 0; i < (size_t)N * n; i++) x[i] *= 1e-3f;
+    ck_assert_int_eq(sq_world_init_weights(w, w0), SQ_OK);
+    memcpy(m, w0, n * sizeof *m);
+    double err_early = 0;
+    for (int t = 1; t <= steps; t++) {
+        /* a gradient that changes from step to step */
+        for (int r = 0; r < N; r++)
+            for (uint64_t i = 0; i < n; i++)
+                x[(size_t)r * n + i] = -x[(size_t)r * n + i] * 0.99f + 1e-5f * (float)(t % 7);
+        put_all(w, x, n);
+        ck_assert_int_eq(sq_world_reduce_grads(w, (uint32_t)t), SQ_OK);
+        for (int r = 0; r < N; r++) {
+            ck_assert_int_eq(sq_world_get_grad_shard(w, r, shard), SQ_OK);
+            for (uint64_t i = 0; i < S && (uint64_t)r * S + i < n; i++) m[(uint64_t)r * S + i] -= 0.5f * shard[i];
+            ck_assert_int_eq(sq_world_put_master(w, r, m + (uint64_t)r * S), SQ_OK);
+        }
+        ck_assert_int_eq(sq_world_gather_weights(w, (uint32_t)t), SQ_OK);
+        ck_assert_int_eq(sq_world_get_weights(w, 0, a), SQ_OK);
+        for (int r = 1; r < N; r++) {
+            ck_assert_int_eq(sq_world_get_weights(w, r, b), SQ_OK);
+            ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "step %d: worker %d's w-hat differs", t, r);
+        }
+        double e2 = 0, m2 = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            e2 += ((double)a[i] - m[i]) * ((double)a[i] - m[i]);
+            m2 += (double)m[i] * m[i];
+        }
+        double rel = sqrt(e2 / m2);
+        if (t == 10) err_early = rel;
+        if (t > 10)
+            ck_assert_msg(rel < 3 * err_early + 1e-6, "step %d: w-hat error %g grew from %g", t, rel,
+                          err_early);
+        ck_assert_msg(rel < 0.05, "step %d: w-hat drifted from the master weights (%g)", t, rel);
+    }
+    free(w0), free(x), free(m), free(shard), free(a), free(b);
+    sq_world_close(w);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Traffic: SDP4Bit's closed forms (spec section 2.4)                       */
+/* ------------------------------------------------------------------------ */
+
+static void check_sdp4bit_bytes(int K, int G, uint64_t n)
+{
+    int N = K * G;
+    sq_world *w = open_world(K, G, "sdp4bit", NULL, n, 1, 1);
+    ck_assert_int_eq(sq_world_reduce_grads(w, 1), SQ_OK);
+    ck_assert_int_eq(sq_world_gather_weights(w, 1), SQ_OK);
+    uint64_t P = sq_world_padded(w), S = P / (uint64_t)N;
+    ck_assert_uint_eq(P % (2048ull * (uint64_t)N), 0); /* shards of whole weight groups */
+    for (int r = 0; r < N; r++) {
+        const sq_traffic *t = sq_world_traffic(w, r);
+        /* weights: (N-1)/N * P * (0.5 + 4/2048) bytes, on the link to the next worker */
+        uint64_t wc = (uint64_t)(N - 1) * S / 2, wm = (uint64_t)(N - 1) * (S / 2048) * 4;
+        int next_inter = (r % G == G - 1) && K > 1;
+        const sq_link_traffic *wl = &t->t[SQ_COLL_WEIGHT][next_inter], *wo = &t->t[SQ_COLL_WEIGHT][!next_inter];
+        ck_assert_uint_eq(wl->sent_codes, wc);
+        ck_assert_uint_eq(wl->sent_meta, wm);
+        ck_assert_uint_eq(wo->sent_codes + wo->sent_meta, 0);
+        /* gradients, hop 1: (G-1)/G * P * (1 + 4/128); hop 2: (K-1)/K * P/G * (0.5 + 4/128);
+        ** one node: only hop 1 at 8 bits over all N; one worker per node: hop 2 at 4 bits */
+        const sq_link_traffic *gi = &t->t[SQ_COLL_GRAD][SQ_LINK_INTRA], *ge = &t->t[SQ_COLL_GRAD][SQ_LINK_INTER];
+        uint64_t ic = (uint64_t)(G - 1) * (P / (uint64_t)G), im = (uint64_t)(G - 1) * (P / (uint64_t)G / 128) * 4;
+        uint64_t ec = (uint64_t)(K - 1) * (P / (uint64_t)N) / 2, em = (uint64_t)(K - 1) * (P / (uint64_t)N / 128) * 4;
+        ck_assert_uint_eq(gi->sent_codes, ic);
+        ck_assert_uint_eq(gi->sent_meta, im);
+        ck_assert_uint_eq(ge->sent_codes, ec);
+        ck_assert_uint_eq(ge->sent_meta, em);
+        /* what is sent is received: symmetric patterns */
+        ck_assert_uint_eq(gi->recv_codes, ic);
+        ck_assert_uint_eq(ge->recv_meta, em);
+        ck_assert_uint_eq(gi->sent_elems, (uint64_t)(G - 1) * (P / (uint64_t)G));
+    }
+    sq_world_close(w);
+}
+
+START_TEST(test_bytes_closed_forms)
+{
+    static const int kg[][2] = {{16, 4}, {16, 8}, {2, 4}, {4, 1}, {1, 8}};
+    for (size_t i = 0; i < 5; i++) {
+        check_sdp4bit_bytes(kg[i][0], kg[i][1], 1300000000ull);
+        check_sdp4bit_bytes(kg[i][0], kg[i][1], 1000003ull);
+    }
+}
+END_TEST
+
+/* The baseline: (N-1)/N * 2P for bf16 weights and (N-1)/N * 4P for the
+** fp32 ring; a dry world counts exactly what a world that moves data does. */
+START_TEST(test_bytes_baseline_and_dry)
+{
+    static const int kg[][2] = {{16, 4}, {2, 4}, {4, 1}, {1, 8}, {3, 2}};
+    for (size_t i = 0; i < 5; i++) {
+        int K = kg[i][0], G = kg[i][1], N = K * G;
+        sq_world *w = open_world(K, G, "baseline", NULL, 100003, 1, 1);
+        ck_assert_int_eq(sq_world_reduce_grads(w, 1), SQ_OK);
+        ck_assert_int_eq(sq_world_gather_weights(w, 1), SQ_OK);
+        uint64_t S = sq_world_shard(w);
+        for (int r = 0; r < N; r++) {
+            const sq_traffic *t = sq_world_traffic(w, r);
+            uint64_t wsent = 0, gsent = 0, meta = 0;
+            for (int l = 0; l < 2; l++) {
+                wsent += t->t[SQ_COLL_WEIGHT][l].sent_codes;
+                gsent += t->t[SQ_COLL_GRAD][l].sent_codes;
+                meta += t->t[SQ_COLL_WEIGHT][l].sent_meta + t->t[SQ_COLL_GRAD][l].sent_meta;
+            }
+            ck_assert_uint_eq(wsent, (uint64_t)(N - 1) * S * 2);
+            ck_assert_uint_eq(gsent, (uint64_t)(N - 1) * S * 4);
+            ck_assert_uint_eq(meta, 0);
+        }
+        sq_world_close(w);
+    }
+    /* dry versus real, for every preset on 2x2 */
+    for (size_t p = 0; p < sq_scheme_npresets; p++) {
+        sq_world *d = open_world(2, 2, sq_scheme_presets[p], NULL, 9001, 3, 1);
+        sq_world *w = open_world(2, 2, sq_scheme_presets[p], NULL, 9001, 3, 0);
+        float *x = make_grads(4, 9001, 2);
+        put_all(w, x, 9001);
+        ck_assert_int_eq(sq_world_init_weights(w, x), SQ_OK);
+        ck_assert_int_eq(sq_world_reduce_grads(d, 1), SQ_OK);
+        ck_assert_int_eq(sq_world_gather_weights(d, 1), SQ_OK);
+        ck_assert_int_eq(sq_world_reduce_grads(w, 1), SQ_OK);
+        ck_assert_int_eq(sq_world_gather_weights(w, 1), SQ_OK);
+        for (int r = 0; r < 4; r++)
+            ck_assert_msg(memcmp(sq_world_traffic(d, r), sq_world_traffic(w, r), sizeof(sq_traffic)) == 0,
+                          "%s: dry and real traffic differ at worker %d", sq_scheme_presets[p], r);
+        free(x);
+        sq_world_close(d);
+        sq_world_close(w);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Determinism and bad input                                                */
+/* ------------------------------------------------------------------------ */
+
+static float *run_once(const char *preset, int threads, uint64_t seed)
+{
+    sq_set_threads(threads);
+    const uint64_t n = 70001;
+    sq_world *w = open_world(2, 4, preset, NULL, n, seed, 0);
+    float *x = make_grads(8, n, 77);
+    ck_assert_int_eq(sq_world_init_weights(w, x), SQ_OK);
+    put_all(w, x, n);
+    ck_assert_int_eq(sq_world_reduce_grads(w, 1), SQ_OK);
+    float *g = get_all(w);
+    uint64_t S = sq_world_shard(w), P = sq_world_padded(w);
+    float *m = calloc(P, sizeof *m);
+    for (uint64_t i = 0; i < n; i++) m[i] = x[i] - g[i];
+    for (int r = 0; r < 8; r++) ck_assert_int_eq(sq_world_put_master(w, r, m + (uint64_t)r * S), SQ_OK);
+    ck_assert_int_eq(sq_world_gather_weights(w, 1), SQ_OK);
+    float *out = malloc((P + n) * sizeof *out);
+    memcpy(out, g, P * sizeof *out);
+    ck_assert_int_eq(sq_world_get_weights(w, 5, out + P), SQ_OK);
+    free(x), free(g), free(m);
+    sq_world_close(w);
+    sq_set_threads(0);
+    return out;
+}
+
+START_TEST(test_threads_same_bytes)
+{
+    static const char *const presets[] = {"sdp4bit", "zeropp", "qsdp"};
+    for (size_t p = 0; p < 3; p++) {
+        float *a = run_once(presets[p], 1, 9), *b = run_once(presets[p], 4, 9);
+        float *c = run_once(presets[p], 1, 10);
+        size_t bytes = 0;
+        { /* the padded size of that world */
+            sq_world *w = open_world(2, 4, presets[p], NULL, 70001, 9, 1);
+            bytes = (sq_world_padded(w) + 70001) * sizeof(float);
+            sq_world_close(w);
+        }
+        ck_assert_msg(memcmp(a, b, bytes) == 0, "%s: 1 and 4 threads differ", presets[p]);
+        ck_assert_msg(memcmp(a, c, bytes) != 0, "%s: seeds 9 and 10 gave the same bytes", presets[p]);
+        free(a), free(b), free(c);
+    }
+}
+END_TEST
+
+START_TEST(test_bad_input)
+{
+    const uint64_t n = 10000; /* padded to 16384: shard 0 is all model, shard 3 all padding */
+    sq_world *w = open_world(2, 2, "sdp4bit", NULL, n, 1, 0);
+    float *x = calloc(n, sizeof *x);
+    x[417] = NAN;
+    ck_assert_int_eq(sq_world_put_grad(w, 3, x), SQ_ERR_NONFINITE);
+    ck_assert_msg(strstr(sq_world_error(w), "worker 3") && strstr(sq_world_error(w), "417"), "%s",
+                  sq_world_error(w));
+    x[417] = INFINITY;
+    ck_assert_int_eq(sq_world_init_weights(w, x), SQ_ERR_NONFINITE);
+    x[417] = 0;
+    ck_assert_int_eq(sq_world_put_grad(w, 4, x), SQ_ERR_ARG);
+    /* the padding of the last shard must stay zero */
+    uint64_t S = sq_world_shard(w);
+    float *s = calloc(S, sizeof *s);
+    s[S - 1] = 1.0f;
+    ck_assert_int_eq(sq_world_put_master(w, 3, s), SQ_ERR_ARG);
+    ck_assert_msg(strstr(sq_world_error(w), "padding"), "%s", sq_world_error(w));
+    ck_assert_int_eq(sq_world_put_master(w, 0, s), SQ_OK); /* shard 0 holds no padding */
+    sq_world_close(w);
+    /* a dry world holds no data */
+    w = open_world(2, 2, "sdp4bit", NULL, n, 1, 1);
+    ck_assert_int_eq(sq_world_put_grad(w, 0, x), SQ_ERR_UNSUPPORTED);
+    sq_world_close(w);
+    /* schemes the world cannot run, and empty models */
+    sq_world_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.topo.nodes = 2;
+    cfg.topo.per_node = 2;
+    char err[768];
+    ck_assert_int_eq(sq_scheme_preset("baseline", &cfg.scheme, err, sizeof err), SQ_OK);
+    cfg.elements = 0;
+    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_ARG);
+    cfg.elements = 10;
+    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.bits=4", err, sizeof err), SQ_OK);
+    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err, "ring"), "%s", err);
+    free(x), free(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("world");
+    TCase *tc = tcase_create("exact");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_exact_ring);
+    tcase_add_test(tc, test_exact_ring_bf16);
+    tcase_add_test(tc, test_exact_a2a);
+    tcase_add_test(tc, test_exact_twolevel);
+    tcase_add_test(tc, test_exact_gather);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("reference");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_twolevel_reference);
+    tcase_add_test(tc, test_a2a_reference);
+    tcase_add_test(tc, test_weight_reference);
+    tcase_add_test(tc, test_qwd_many_steps);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("traffic");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_bytes_closed_forms);
+    tcase_add_test(tc, test_bytes_baseline_and_dry);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("determinism");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_threads_same_bytes);
+    tcase_add_test(tc, test_bad_input);
+    suite_add_tcase(s, tc);
+    return sqt_run(s);
+}

@@ -1,0 +1,289 @@
+# cli_world.sh -- `shardq world` and `shardq schemes`: the presets and their
+# knobs are listed, the dry traffic of a scheme equals its closed form byte
+# for byte, the ring splits its bytes between the links as a ring does, a
+# short --run moves data and reports errors reproducibly, the degenerate
+# topologies fall back as SDP4Bit does, and bad options are refused with the
+# reason. No check looks at a time.
+
+: "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
+: "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
+. "$SHARDQ_SRCDIR/tests/lib.sh"
+if ! test -x "$SHARDQ"; then
+  echo "error: no shardq binary at $SHARDQ (set SHARDQ)" >&2
+  exit 99
+fi
+T=$TEST_TMPDIR
+export SHARDQ_PROGRESS=0
+
+# The JSON checks need python3 (present on the build machines); without it
+# they are left out and say so.
+PY=
+if command -v python3 >/dev/null 2>&1; then PY=python3; fi
+
+# pycheck DESC FILE CODE: CODE runs with d = the JSON object of FILE and
+# must not raise (assert with the values, so a failure shows them).
+pycheck() {
+  if test -z "$PY"; then
+    echo "# skipped without python3: $1"
+    return 0
+  fi
+  ok "$1" "$PY" -c "import json, sys
+d = json.load(open(sys.argv[1]))
+$3" "$2"
+}
+
+# world FILE ARGS...: runs `shardq world ARGS` into FILE (stdout only).
+world() {
+  sq_out=$1
+  shift
+  "$SHARDQ" world "$@" >"$sq_out"
+}
+
+PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
+KNOBS="weight.mode weight.bits weight.kind weight.group weight.round weight.hadamard
+weight.levels weight.scale grad.mode grad.intra.bits grad.intra.kind grad.intra.group
+grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale grad.inter.bits
+grad.inter.kind grad.inter.group grad.inter.round grad.inter.hadamard grad.inter.levels
+grad.inter.scale grad.pipe grad.mean"
+
+# ---------------------------------------------------------------------------
+# Help
+# ---------------------------------------------------------------------------
+
+ok "world --help" sh -c '"$0" world --help >"$1/wh.txt"' "$SHARDQ" "$T"
+ok "world --help prints the usage" grep -q "^usage: shardq world" "$T/wh.txt"
+ok "world --help lists --workers and --set" sh -c 'grep -q -- "--workers KxG" "$0" && grep -q -- "--set KEY=VALUE" "$0"' "$T/wh.txt"
+ok "schemes --help" sh -c '"$0" schemes --help >"$1/sh.txt"' "$SHARDQ" "$T"
+ok "schemes --help prints the usage" grep -q "^usage: shardq schemes" "$T/sh.txt"
+ok "help world" sh -c '"$0" help world >"$1/hw.txt"' "$SHARDQ" "$T"
+ok "help world prints the usage" grep -q "^usage: shardq world" "$T/hw.txt"
+ok "help schemes prints the usage" sh -c '"$0" help schemes | grep -q "^usage: shardq schemes"' "$SHARDQ"
+
+# ---------------------------------------------------------------------------
+# shardq schemes
+# ---------------------------------------------------------------------------
+
+ok "schemes runs" sh -c '"$0" schemes >"$1/schemes.txt"' "$SHARDQ" "$T"
+for p in $PRESETS; do
+  ok "schemes lists preset $p" grep -q "^  $p  *[a-zA-Z0-9]" "$T/schemes.txt"
+done
+ok "the table heads one column per preset" \
+  grep -q "^  *baseline  *qw  *qwd  *ulq  *tlq  *tlqhs  *sdp4bit  *zeropp  *zeropp8  *qsdp *$" "$T/schemes.txt"
+for k in $KNOBS; do
+  ok "schemes has a row and a description for $k" \
+    sh -c 'grep -q "^$0 " "$1" && grep -q "^  $0  *[^ ]" "$1"' "$k" "$T/schemes.txt"
+done
+ok "the sdp4bit column: 4-bit diff weights" grep -q "^weight.mode  *direct  *-  *diff  *-  *-  *-  *diff " "$T/schemes.txt"
+
+ok "schemes --json runs" sh -c '"$0" schemes --json >"$1/schemes.json"' "$SHARDQ" "$T"
+pycheck "schemes --json is valid JSON with the 10 presets in order" "$T/schemes.json" '
+names = [p["name"] for p in d["presets"]]
+assert names == "'"$PRESETS"'".split(), names'
+pycheck "schemes --json: every preset has every knob, and the knob list" "$T/schemes.json" '
+keys = "'"$(echo $KNOBS)"'".split()
+assert [k["key"] for k in d["knobs"]] == keys, d["knobs"]
+for p in d["presets"]:
+    assert list(p["knobs"]) == keys, (p["name"], list(p["knobs"]))
+    assert p["help"], p["name"]'
+pycheck "schemes --json: the values of sdp4bit and baseline" "$T/schemes.json" '
+P = {p["name"]: p["knobs"] for p in d["presets"]}
+s, b = P["sdp4bit"], P["baseline"]
+want = {"weight.mode": "diff", "weight.bits": "4", "weight.group": "2048", "grad.mode": "twolevel",
+        "grad.intra.bits": "8", "grad.inter.bits": "4", "grad.inter.hadamard": "32", "grad.pipe": "1"}
+for k, v in want.items():
+    assert s[k] == v, (k, s[k], v)
+assert (b["weight.bits"], b["grad.mode"], b["grad.intra.bits"], b["grad.mean"]) == ("16", "ring", "32", "1"), b'
+
+# ---------------------------------------------------------------------------
+# Dry traffic: SDP4Bit on 16x4 at 1.3 billion parameters, the closed forms
+# ---------------------------------------------------------------------------
+
+ok "dry sdp4bit 16x4 runs" world "$T/sdp.json" --workers 16x4 --scheme sdp4bit --elements 1300000000 --json
+pycheck "dry sdp4bit: valid JSON, nothing moved, the topology and path" "$T/sdp.json" '
+assert d["data_moved"] is False, d["data_moved"]
+assert d["topology"] == {"nodes": 16, "per_node": 4, "workers": 64}, d["topology"]
+assert d["grad_path"] == "twolevel", d["grad_path"]
+assert d["elements"] == 1300000000 and d["padded"] >= d["elements"], (d["elements"], d["padded"])
+assert d["padded"] == 64 * d["shard"], (d["padded"], d["shard"])
+assert d["scheme"]["preset"] == "sdp4bit"
+assert len(d["per_worker"]) == 64'
+pycheck "dry sdp4bit: the weight all-gather equals N(N-1)(P/N)(1/2 + 4/2048)" "$T/sdp.json" '
+N, G, K, P = 64, 4, 16, d["padded"]
+assert P % N == 0 and (P // N) % 2048 == 0, P
+w = d["traffic"]["weight_allgather"]
+codes = w["intra"]["sent_codes"] + w["inter"]["sent_codes"]
+meta = w["intra"]["sent_meta"] + w["inter"]["sent_meta"]
+assert codes == N * (N - 1) * (P // N) // 2, (codes, N * (N - 1) * (P // N) // 2)
+assert meta == N * (N - 1) * (P // N // 2048) * 4, (meta, N * (N - 1) * (P // N // 2048) * 4)
+total = w["intra"]["sent_bytes"] + w["inter"]["sent_bytes"]
+assert total * 2048 == N * (N - 1) * (P // N) * (1024 + 4), total'
+pycheck "dry sdp4bit: the intra hop equals N(G-1)(P/G)(1 + 4/128)" "$T/sdp.json" '
+N, G, K, P = 64, 4, 16, d["padded"]
+assert P % G == 0 and (P // G) % 128 == 0, P
+g = d["traffic"]["grad_reducescatter"]["intra"]
+assert g["sent_codes"] == N * (G - 1) * (P // G), (g["sent_codes"], N * (G - 1) * (P // G))
+assert g["sent_meta"] == N * (G - 1) * (P // G // 128) * 4, (g["sent_meta"], N * (G - 1) * (P // G // 128) * 4)
+assert g["sent_bytes"] * 128 == N * (G - 1) * (P // G) * 132, g["sent_bytes"]'
+pycheck "dry sdp4bit: the inter hop equals N(K-1)(P/N)(1/2 + 4/128)" "$T/sdp.json" '
+N, G, K, P = 64, 4, 16, d["padded"]
+assert (P // N) % 128 == 0, P
+g = d["traffic"]["grad_reducescatter"]["inter"]
+assert g["sent_codes"] == N * (K - 1) * (P // N) // 2, (g["sent_codes"], N * (K - 1) * (P // N) // 2)
+assert g["sent_meta"] == N * (K - 1) * (P // N // 128) * 4, (g["sent_meta"], N * (K - 1) * (P // N // 128) * 4)
+assert g["sent_bytes"] * 128 == N * (K - 1) * (P // N) * 68, g["sent_bytes"]'
+pycheck "dry sdp4bit: bits per element 4.015625, 8.25, 4.25" "$T/sdp.json" '
+t = d["traffic"]
+for c, l, want in (("weight_allgather", "intra", 4.015625), ("weight_allgather", "inter", 4.015625),
+                   ("grad_reducescatter", "intra", 8.25), ("grad_reducescatter", "inter", 4.25)):
+    got = t[c][l]["bits_per_element"]
+    assert abs(got - want) < 1e-6, (c, l, got, want)'
+pycheck "dry sdp4bit: received equals sent, per-worker sums equal the totals" "$T/sdp.json" '
+t = d["traffic"]
+for c in ("weight_allgather", "grad_reducescatter"):
+    for l in ("intra", "inter"):
+        x = t[c][l]
+        assert x["recv_bytes"] == x["sent_bytes"] == x["sent_codes"] + x["sent_meta"], (c, l, x)
+        for f in ("sent_codes", "sent_meta"):
+            s = sum(w[c][l][f] for w in d["per_worker"])
+            assert s == x[f], (c, l, f, s, x[f])
+        r = sum(w[c][l]["recv_codes"] + w[c][l]["recv_meta"] for w in d["per_worker"])
+        assert r == x["recv_bytes"], (c, l, r)'
+
+# ---------------------------------------------------------------------------
+# The baseline ring on 2x4: fp32/bf16 bytes, and only the last worker of a
+# node sends across nodes
+# ---------------------------------------------------------------------------
+
+ok "dry baseline 2x4 runs" world "$T/base.json" --workers 2x4 --scheme baseline --elements 1048576 --json
+pycheck "baseline: bf16 weights N(N-1)(P/N)2, fp32 ring N(N-1)(P/N)4, no metadata" "$T/base.json" '
+N, P = 8, d["padded"]
+assert d["grad_path"] == "ring", d["grad_path"]
+assert P % N == 0 and P >= 1048576, P
+t = d["traffic"]
+w = t["weight_allgather"]["intra"]["sent_bytes"] + t["weight_allgather"]["inter"]["sent_bytes"]
+g = t["grad_reducescatter"]["intra"]["sent_bytes"] + t["grad_reducescatter"]["inter"]["sent_bytes"]
+assert w == N * (N - 1) * (P // N) * 2, (w, N * (N - 1) * (P // N) * 2)
+assert g == N * (N - 1) * (P // N) * 4, (g, N * (N - 1) * (P // N) * 4)
+for c in t:
+    for l in t[c]:
+        assert t[c][l]["sent_meta"] == 0, (c, l, t[c][l])
+assert abs(t["weight_allgather"]["inter"]["bits_per_element"] - 16) < 1e-6
+assert abs(t["grad_reducescatter"]["intra"]["bits_per_element"] - 32) < 1e-6'
+pycheck "baseline: workers 3 and 7 send only inter-node, the others only intra-node" "$T/base.json" '
+N, P = 8, d["padded"]
+S = P // N
+for w in d["per_worker"]:
+    r = w["worker"]
+    assert w["node"] == r // 4, w
+    for c, b in (("weight_allgather", 2), ("grad_reducescatter", 4)):
+        intra = w[c]["intra"]["sent_codes"] + w[c]["intra"]["sent_meta"]
+        inter = w[c]["inter"]["sent_codes"] + w[c]["inter"]["sent_meta"]
+        want = (N - 1) * S * b
+        if r in (3, 7):
+            assert (intra, inter) == (0, want), (r, c, intra, inter, want)
+        else:
+            assert (intra, inter) == (want, 0), (r, c, intra, inter, want)
+        rin = w[c]["inter"]["recv_codes"]
+        assert rin == (want if r in (0, 4) else 0), (r, c, "recv inter", rin)'
+
+# ---------------------------------------------------------------------------
+# --run: data moves, replicas agree, errors are plausible and reproducible
+# ---------------------------------------------------------------------------
+
+RUN="--workers 2x2 --elements 5000 --run --steps 2 --json"
+ok "run sdp4bit 2x2" world "$T/run1.json" $RUN --scheme sdp4bit
+pycheck "run sdp4bit: two steps, replicas identical, 0 < rel_l2 < 1" "$T/run1.json" '
+assert d["data_moved"] is True, d["data_moved"]
+assert d["device"] == "cpu", d["device"]
+st = d["steps"]
+assert [s["step"] for s in st] == [1, 2], st
+for s in st:
+    assert s["replicas_identical"] is True, s
+    assert 0 < s["grad"]["rel_l2"] < 1, s["grad"]
+    assert 0 < s["weight"]["rel_l2"] < 1, s["weight"]
+    assert s["grad"]["n"] == 5000 and s["weight"]["n"] == 5000, s
+    assert 0 < s["grad"]["cosine"] <= 1, s["grad"]'
+pycheck "run sdp4bit: the traffic of the last step is the dry traffic" "$T/run1.json" '
+P, N, G, K = d["padded"], 4, 2, 2
+g = d["traffic"]["grad_reducescatter"]
+assert g["intra"]["sent_codes"] == N * (G - 1) * (P // G), g["intra"]
+assert g["inter"]["sent_codes"] == N * (K - 1) * (P // N) // 2, g["inter"]'
+ok "run sdp4bit again" world "$T/run2.json" $RUN --scheme sdp4bit
+ok "the same seed gives the same bytes" cmp "$T/run1.json" "$T/run2.json"
+ok "run sdp4bit, another seed" world "$T/run3.json" $RUN --scheme sdp4bit --seed 7
+ok "another seed gives another output" sh -c '! cmp -s "$0" "$1"' "$T/run1.json" "$T/run3.json"
+if test -n "$PY"; then
+  ok "another seed gives other errors, not just another seed field" "$PY" -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert b["seed"] == 7 and a["seed"] == 1
+assert [s["grad"]["rel_l2"] for s in a["steps"]] != [s["grad"]["rel_l2"] for s in b["steps"]], (a["steps"], b["steps"])' "$T/run1.json" "$T/run3.json"
+fi
+ok "run fp32 everywhere" world "$T/run32.json" $RUN --scheme baseline --set weight.bits=32
+pycheck "run fp32: the gradient almost exact, the weights exact" "$T/run32.json" '
+st = d["steps"]
+assert len(st) == 2, st
+for s in st:
+    assert s["replicas_identical"] is True, s
+    assert s["grad"]["rel_l2"] < 1e-6, s["grad"]
+    assert s["weight"]["rel_l2"] == 0, s["weight"]
+    assert s["weight"]["max_abs"] == 0, s["weight"]
+assert "weight.bits=32" in d["scheme"]["canonical"], d["scheme"]'
+ok "run without --json prints a table" sh -c '"$0" world --workers 2x2 --elements 5000 --run --steps 1 >"$1/run.txt"' "$SHARDQ" "$T"
+ok "the table has the step and identical replicas" grep -q "replicas identical" "$T/run.txt"
+
+# ---------------------------------------------------------------------------
+# Degenerate topologies
+# ---------------------------------------------------------------------------
+
+ok "1x4 runs" world "$T/k1.json" --workers 1x4 --scheme sdp4bit --elements 100000 --json
+pycheck "1x4: a2a over the intra wire, no inter-node bytes" "$T/k1.json" '
+assert d["grad_path"] == "a2a", d["grad_path"]
+t = d["traffic"]
+assert t["grad_reducescatter"]["inter"]["sent_bytes"] == 0, t["grad_reducescatter"]
+assert t["weight_allgather"]["inter"]["sent_bytes"] == 0, t["weight_allgather"]
+assert t["grad_reducescatter"]["intra"]["sent_bytes"] > 0, t["grad_reducescatter"]
+assert abs(t["grad_reducescatter"]["intra"]["bits_per_element"] - 8.25) < 1e-6, t["grad_reducescatter"]'
+ok "4x1 runs" world "$T/g1.json" --workers 4x1 --scheme sdp4bit --elements 100000 --json
+pycheck "4x1: a2a over the inter wire, no intra-node bytes" "$T/g1.json" '
+assert d["grad_path"] == "a2a", d["grad_path"]
+t = d["traffic"]
+assert t["grad_reducescatter"]["intra"]["sent_bytes"] == 0, t["grad_reducescatter"]
+assert t["weight_allgather"]["intra"]["sent_bytes"] == 0, t["weight_allgather"]
+assert t["grad_reducescatter"]["inter"]["sent_bytes"] > 0, t["grad_reducescatter"]
+assert abs(t["grad_reducescatter"]["inter"]["bits_per_element"] - 4.25) < 1e-6, t["grad_reducescatter"]'
+ok "1x1 runs" world "$T/n1.json" --workers 1x1 --scheme sdp4bit --elements 100000 --json
+pycheck "1x1: no communication at all" "$T/n1.json" '
+assert d["grad_path"] == "none", d["grad_path"]
+for c, x in d["traffic"].items():
+    for l, y in x.items():
+        assert all(v == 0 for v in y.values()), (c, l, y)
+assert len(d["per_worker"]) == 1'
+ok "1x1 --run" world "$T/n1run.json" --workers 1x1 --scheme sdp4bit --elements 1000 --run --steps 1 --json
+pycheck "1x1 --run: nothing quantized, nothing sent" "$T/n1run.json" '
+s = d["steps"][0]
+assert s["replicas_identical"] is True and s["grad"]["rel_l2"] == 0, s
+assert all(v == 0 for x in d["traffic"].values() for y in x.values() for v in y.values()), d["traffic"]'
+
+# ---------------------------------------------------------------------------
+# Usage errors (2) and a device that is not there (1)
+# ---------------------------------------------------------------------------
+
+expect_fail_with 2 "--workers: '4'" "$SHARDQ" world --workers 4
+expect_fail_with 2 "unknown scheme 'nope'" "$SHARDQ" world --scheme nope
+expect_fail_with 2 "unknown knob 'grad.foo'" "$SHARDQ" world --set grad.foo=1
+expect_fail_with 2 "weight.bits=9" "$SHARDQ" world --set weight.bits=9
+expect_fail_with 2 "grad.round=up" "$SHARDQ" world --set grad.round=up
+expect_fail_with 2 "grad.mode=ring" "$SHARDQ" world --scheme baseline --set grad.bits=4
+expect_fail_with 2 "--elements" "$SHARDQ" world --elements 0
+expect_fail_with 2 "'abc'" "$SHARDQ" world --elements abc
+expect_fail_with 2 "--frobnicate" "$SHARDQ" world --frobnicate
+expect_fail_with 2 "unexpected argument 'extra'" "$SHARDQ" world extra
+expect_fail_with 2 "--frobnicate" "$SHARDQ" schemes --frobnicate
+if nvidia-smi -L >/dev/null 2>&1; then
+  echo "# a GPU is present: the missing-device check is left out"
+else
+  expect_fail_with 1 "cuda" "$SHARDQ" world --workers 1x2 --elements 1000 --run --steps 1 --device cuda
+fi
+
+finish
