@@ -301,7 +301,6 @@ static float *ref_twolevel(const sq_scheme *s, int K, int G, const float *y, uin
                 }
     }
     /* receiver (k, l): chunk j = what local peer (k, j) sent, slice after slice */
-    hq chunk;
     sq_qbuf *chunks = calloc((size_t)(G > K ? G : K), sizeof *chunks);
     hq *parts = calloc((size_t)(G > K ? G : K), sizeof *parts);
     for (int r = 0; r < N; r++) {
@@ -320,7 +319,6 @@ static float *ref_twolevel(const sq_scheme *s, int K, int G, const float *y, uin
         ck_assert_int_eq(sq_dequant_sum_requant(ci, chunks, G, Q, co, &key, &req[r].q), SQ_OK);
         for (int j = 0; j < G; j++) sq_qbuf_free(&parts[j].q);
     }
-    (void)chunk;
     /* receiver (k, l): chunk from node k2 = piece k of (k2, l)'s requantized sum */
     uint64_t S = P / (uint64_t)N;
     float *out = malloc(P * sizeof *out);

@@ -374,10 +374,10 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
         if (sq_world_gather_weights(w, step)) goto fail;
         /* every replica must hold the same bytes */
         int identical = 1;
-        for (int r = 0; r < N; r++) {
+        if (sq_world_get_weights(w, 0, what0)) goto fail;
+        for (int r = 1; r < N; r++) {
             if (sq_world_get_weights(w, r, what)) goto fail;
-            if (memcmp(what, r ? what0 : what, n * sizeof *what) != 0 && r) identical = 0;
-            if (!r) memcpy(what0, what, n * sizeof *what);
+            if (memcmp(what, what0, n * sizeof *what) != 0) identical = 0;
         }
         sq_erracc_add(&we, what0, exact, n);
         sq_errstats gs = sq_erracc_finish(&ge), ws = sq_erracc_finish(&we);

@@ -66,7 +66,8 @@ uint64_t sq_count_clipped(const sq_codec *c, const float *x, uint64_t n)
         for (uint64_t i = 0; i < len; i++) {
             float v = c->kind == SQ_KIND_MINMAX ? (hi > lo ? (buf[i] - lo) * (l.qm / (hi - lo)) : 0)
                                                 : (a > 0 ? buf[i] * (l.qm / a) : 0);
-            if (rintf(v) > l.qhi || rintf(v) < l.qlo) clipped++;
+            float q = rintf(v);
+            if (q > l.qhi || q < l.qlo) clipped++;
         }
     }
     free(buf);

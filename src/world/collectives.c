@@ -48,7 +48,7 @@ static int copy_floats(sq_world *w, int r, float *dst, const float *src, uint64_
 ** its own slot of the receive buffer; a ring forwards every slot around;
 ** every worker, the owner of a slot included, rebuilds w-hat from the
 ** encoded bytes alone, so all replicas stay bit for bit identical. */
-int sq_world_run_gather(sq_world *w, uint32_t step)
+int sq_world_gather_weights(sq_world *w, uint32_t step)
 {
     const int N = w->N;
     const uint64_t S = w->shard, P = w->padded;
@@ -246,7 +246,7 @@ static int twolevel_reduce(sq_world *w, uint32_t step, sq_qbuf *chunks)
     return SQ_OK;
 }
 
-int sq_world_run_reduce(sq_world *w, uint32_t step)
+int sq_world_reduce_grads(sq_world *w, uint32_t step)
 {
     if (w->grad_path == SQ_GRAD_NONE)
         return w->dry ? SQ_OK : copy_floats(w, 0, w->workers[0].gout, w->workers[0].grad, w->padded);

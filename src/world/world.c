@@ -66,6 +66,13 @@ int sq_topo_parse(const char *text, sq_topo *t, char *err, size_t errlen)
 /* Padding                                                                  */
 /* ------------------------------------------------------------------------ */
 
+static uint64_t mul(uint64_t a, uint64_t b, int *overflow)
+{
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) *overflow = 1;
+    return r;
+}
+
 static uint64_t lcm(uint64_t a, uint64_t b, int *overflow)
 {
     uint64_t x = a, y = b;
@@ -74,9 +81,7 @@ static uint64_t lcm(uint64_t a, uint64_t b, int *overflow)
         x = y;
         y = t;
     }
-    uint64_t r;
-    if (__builtin_mul_overflow(a / x, b, &r)) *overflow = 1;
-    return r;
+    return mul(a / x, b, overflow);
 }
 
 /* Elements one unit of a wire needs: whole groups, whole transform blocks,
@@ -99,13 +104,13 @@ static int pad_unit(sq_world *w, uint64_t *unit)
         *unit = 1;
         return SQ_OK;
     }
-    uint64_t uw = lcm(wire_unit(&w->scheme.weight, &ov) * N, 1, &ov);
+    uint64_t uw = mul(wire_unit(&w->scheme.weight, &ov), N, &ov);
     uint64_t ug;
     if (w->grad_path == SQ_GRAD_TWOLEVEL) {
         ug = lcm(wire_unit(&w->scheme.grad_intra, &ov), wire_unit(&w->scheme.grad_inter, &ov), &ov);
-        ug = lcm(ug * N * (uint64_t)w->scheme.pipe, 1, &ov);
+        ug = mul(mul(ug, N, &ov), (uint64_t)w->scheme.pipe, &ov);
     } else if (w->grad_path == SQ_GRAD_A2A) {
-        ug = wire_unit(w->single_wire, &ov) * N;
+        ug = mul(wire_unit(w->single_wire, &ov), N, &ov);
     } else {
         ug = 8 * N;
     }
@@ -426,9 +431,6 @@ int sq_world_get_grad_shard(sq_world *w, int r, float *host_out)
     int rc = check_worker(w, r, host_out);
     return rc ? rc : get(w, r, host_out, w->workers[r].gout, w->shard * 4, "reading the reduced shard");
 }
-
-int sq_world_gather_weights(sq_world *w, uint32_t step) { return sq_world_run_gather(w, step); }
-int sq_world_reduce_grads(sq_world *w, uint32_t step) { return sq_world_run_reduce(w, step); }
 
 /* ------------------------------------------------------------------------ */
 /* Transfers                                                                */

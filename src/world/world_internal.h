@@ -84,8 +84,4 @@ int sq_wire_sum_requant(sq_backend *be, const sq_wire *in, const sq_qbuf *chunks
 int sq_world_xfer(sq_world *w, int coll, const sq_wire *wr, int src, const sq_qbuf *from,
                   int dst, sq_qbuf *to, uint64_t n);
 
-/* The two collectives of a step (collectives.c). */
-int sq_world_run_gather(sq_world *w, uint32_t step);
-int sq_world_run_reduce(sq_world *w, uint32_t step);
-
 #endif
