@@ -7,10 +7,6 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-if ! test -x "$SHARDQ"; then
-  echo "error: no shardq binary at $SHARDQ (set SHARDQ)" >&2
-  exit 99
-fi
 T=$TEST_TMPDIR
 export SHARDQ_PROGRESS=0
 

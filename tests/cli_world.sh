@@ -8,29 +8,8 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-if ! test -x "$SHARDQ"; then
-  echo "error: no shardq binary at $SHARDQ (set SHARDQ)" >&2
-  exit 99
-fi
 T=$TEST_TMPDIR
 export SHARDQ_PROGRESS=0
-
-# The JSON checks need python3 (present on the build machines); without it
-# they are left out and say so.
-PY=
-if command -v python3 >/dev/null 2>&1; then PY=python3; fi
-
-# pycheck DESC FILE CODE: CODE runs with d = the JSON object of FILE and
-# must not raise (assert with the values, so a failure shows them).
-pycheck() {
-  if test -z "$PY"; then
-    echo "# skipped without python3: $1"
-    return 0
-  fi
-  ok "$1" "$PY" -c "import json, sys
-d = json.load(open(sys.argv[1]))
-$3" "$2"
-}
 
 # world FILE ARGS...: runs `shardq world ARGS` into FILE (stdout only).
 world() {
@@ -76,16 +55,16 @@ done
 ok "the sdp4bit column: 4-bit diff weights" grep -q "^weight.mode  *direct  *-  *diff  *-  *-  *-  *diff " "$T/schemes.txt"
 
 ok "schemes --json runs" sh -c '"$0" schemes --json >"$1/schemes.json"' "$SHARDQ" "$T"
-pycheck "schemes --json is valid JSON with the 10 presets in order" "$T/schemes.json" '
+pyjson "schemes --json is valid JSON with the 10 presets in order" "$T/schemes.json" '
 names = [p["name"] for p in d["presets"]]
 assert names == "'"$PRESETS"'".split(), names'
-pycheck "schemes --json: every preset has every knob, and the knob list" "$T/schemes.json" '
+pyjson "schemes --json: every preset has every knob, and the knob list" "$T/schemes.json" '
 keys = "'"$(echo $KNOBS)"'".split()
 assert [k["key"] for k in d["knobs"]] == keys, d["knobs"]
 for p in d["presets"]:
     assert list(p["knobs"]) == keys, (p["name"], list(p["knobs"]))
     assert p["help"], p["name"]'
-pycheck "schemes --json: the values of sdp4bit and baseline" "$T/schemes.json" '
+pyjson "schemes --json: the values of sdp4bit and baseline" "$T/schemes.json" '
 P = {p["name"]: p["knobs"] for p in d["presets"]}
 s, b = P["sdp4bit"], P["baseline"]
 want = {"weight.mode": "diff", "weight.bits": "4", "weight.group": "2048", "grad.mode": "twolevel",
@@ -99,7 +78,7 @@ assert (b["weight.bits"], b["grad.mode"], b["grad.intra.bits"], b["grad.mean"]) 
 # ---------------------------------------------------------------------------
 
 ok "dry sdp4bit 16x4 runs" world "$T/sdp.json" --workers 16x4 --scheme sdp4bit --elements 1300000000 --json
-pycheck "dry sdp4bit: valid JSON, nothing moved, the topology and path" "$T/sdp.json" '
+pyjson "dry sdp4bit: valid JSON, nothing moved, the topology and path" "$T/sdp.json" '
 assert d["data_moved"] is False, d["data_moved"]
 assert d["topology"] == {"nodes": 16, "per_node": 4, "workers": 64}, d["topology"]
 assert d["grad_path"] == "twolevel", d["grad_path"]
@@ -107,7 +86,7 @@ assert d["elements"] == 1300000000 and d["padded"] >= d["elements"], (d["element
 assert d["padded"] == 64 * d["shard"], (d["padded"], d["shard"])
 assert d["scheme"]["preset"] == "sdp4bit"
 assert len(d["per_worker"]) == 64'
-pycheck "dry sdp4bit: the weight all-gather equals N(N-1)(P/N)(1/2 + 4/2048)" "$T/sdp.json" '
+pyjson "dry sdp4bit: the weight all-gather equals N(N-1)(P/N)(1/2 + 4/2048)" "$T/sdp.json" '
 N, G, K, P = 64, 4, 16, d["padded"]
 assert P % N == 0 and (P // N) % 2048 == 0, P
 w = d["traffic"]["weight_allgather"]
@@ -117,27 +96,27 @@ assert codes == N * (N - 1) * (P // N) // 2, (codes, N * (N - 1) * (P // N) // 2
 assert meta == N * (N - 1) * (P // N // 2048) * 4, (meta, N * (N - 1) * (P // N // 2048) * 4)
 total = w["intra"]["sent_bytes"] + w["inter"]["sent_bytes"]
 assert total * 2048 == N * (N - 1) * (P // N) * (1024 + 4), total'
-pycheck "dry sdp4bit: the intra hop equals N(G-1)(P/G)(1 + 4/128)" "$T/sdp.json" '
+pyjson "dry sdp4bit: the intra hop equals N(G-1)(P/G)(1 + 4/128)" "$T/sdp.json" '
 N, G, K, P = 64, 4, 16, d["padded"]
 assert P % G == 0 and (P // G) % 128 == 0, P
 g = d["traffic"]["grad_reducescatter"]["intra"]
 assert g["sent_codes"] == N * (G - 1) * (P // G), (g["sent_codes"], N * (G - 1) * (P // G))
 assert g["sent_meta"] == N * (G - 1) * (P // G // 128) * 4, (g["sent_meta"], N * (G - 1) * (P // G // 128) * 4)
 assert g["sent_bytes"] * 128 == N * (G - 1) * (P // G) * 132, g["sent_bytes"]'
-pycheck "dry sdp4bit: the inter hop equals N(K-1)(P/N)(1/2 + 4/128)" "$T/sdp.json" '
+pyjson "dry sdp4bit: the inter hop equals N(K-1)(P/N)(1/2 + 4/128)" "$T/sdp.json" '
 N, G, K, P = 64, 4, 16, d["padded"]
 assert (P // N) % 128 == 0, P
 g = d["traffic"]["grad_reducescatter"]["inter"]
 assert g["sent_codes"] == N * (K - 1) * (P // N) // 2, (g["sent_codes"], N * (K - 1) * (P // N) // 2)
 assert g["sent_meta"] == N * (K - 1) * (P // N // 128) * 4, (g["sent_meta"], N * (K - 1) * (P // N // 128) * 4)
 assert g["sent_bytes"] * 128 == N * (K - 1) * (P // N) * 68, g["sent_bytes"]'
-pycheck "dry sdp4bit: bits per element 4.015625, 8.25, 4.25" "$T/sdp.json" '
+pyjson "dry sdp4bit: bits per element 4.015625, 8.25, 4.25" "$T/sdp.json" '
 t = d["traffic"]
 for c, l, want in (("weight_allgather", "intra", 4.015625), ("weight_allgather", "inter", 4.015625),
                    ("grad_reducescatter", "intra", 8.25), ("grad_reducescatter", "inter", 4.25)):
     got = t[c][l]["bits_per_element"]
     assert abs(got - want) < 1e-6, (c, l, got, want)'
-pycheck "dry sdp4bit: received equals sent, per-worker sums equal the totals" "$T/sdp.json" '
+pyjson "dry sdp4bit: received equals sent, per-worker sums equal the totals" "$T/sdp.json" '
 t = d["traffic"]
 for c in ("weight_allgather", "grad_reducescatter"):
     for l in ("intra", "inter"):
@@ -155,7 +134,7 @@ for c in ("weight_allgather", "grad_reducescatter"):
 # ---------------------------------------------------------------------------
 
 ok "dry baseline 2x4 runs" world "$T/base.json" --workers 2x4 --scheme baseline --elements 1048576 --json
-pycheck "baseline: bf16 weights N(N-1)(P/N)2, fp32 ring N(N-1)(P/N)4, no metadata" "$T/base.json" '
+pyjson "baseline: bf16 weights N(N-1)(P/N)2, fp32 ring N(N-1)(P/N)4, no metadata" "$T/base.json" '
 N, P = 8, d["padded"]
 assert d["grad_path"] == "ring", d["grad_path"]
 assert P % N == 0 and P >= 1048576, P
@@ -169,7 +148,7 @@ for c in t:
         assert t[c][l]["sent_meta"] == 0, (c, l, t[c][l])
 assert abs(t["weight_allgather"]["inter"]["bits_per_element"] - 16) < 1e-6
 assert abs(t["grad_reducescatter"]["intra"]["bits_per_element"] - 32) < 1e-6'
-pycheck "baseline: workers 3 and 7 send only inter-node, the others only intra-node" "$T/base.json" '
+pyjson "baseline: workers 3 and 7 send only inter-node, the others only intra-node" "$T/base.json" '
 N, P = 8, d["padded"]
 S = P // N
 for w in d["per_worker"]:
@@ -192,7 +171,7 @@ for w in d["per_worker"]:
 
 RUN="--workers 2x2 --elements 5000 --run --steps 2 --json"
 ok "run sdp4bit 2x2" world "$T/run1.json" $RUN --scheme sdp4bit
-pycheck "run sdp4bit: two steps, replicas identical, 0 < rel_l2 < 1" "$T/run1.json" '
+pyjson "run sdp4bit: two steps, replicas identical, 0 < rel_l2 < 1" "$T/run1.json" '
 assert d["data_moved"] is True, d["data_moved"]
 assert d["device"] == "cpu", d["device"]
 st = d["steps"]
@@ -203,7 +182,7 @@ for s in st:
     assert 0 < s["weight"]["rel_l2"] < 1, s["weight"]
     assert s["grad"]["n"] == 5000 and s["weight"]["n"] == 5000, s
     assert 0 < s["grad"]["cosine"] <= 1, s["grad"]'
-pycheck "run sdp4bit: the traffic of the last step is the dry traffic" "$T/run1.json" '
+pyjson "run sdp4bit: the traffic of the last step is the dry traffic" "$T/run1.json" '
 P, N, G, K = d["padded"], 4, 2, 2
 g = d["traffic"]["grad_reducescatter"]
 assert g["intra"]["sent_codes"] == N * (G - 1) * (P // G), g["intra"]
@@ -212,15 +191,13 @@ ok "run sdp4bit again" world "$T/run2.json" $RUN --scheme sdp4bit
 ok "the same seed gives the same bytes" cmp "$T/run1.json" "$T/run2.json"
 ok "run sdp4bit, another seed" world "$T/run3.json" $RUN --scheme sdp4bit --seed 7
 ok "another seed gives another output" sh -c '! cmp -s "$0" "$1"' "$T/run1.json" "$T/run3.json"
-if test -n "$PY"; then
-  ok "another seed gives other errors, not just another seed field" "$PY" -c '
+ok "another seed gives other errors, not just another seed field" python3 -c '
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 assert b["seed"] == 7 and a["seed"] == 1
 assert [s["grad"]["rel_l2"] for s in a["steps"]] != [s["grad"]["rel_l2"] for s in b["steps"]], (a["steps"], b["steps"])' "$T/run1.json" "$T/run3.json"
-fi
 ok "run fp32 everywhere" world "$T/run32.json" $RUN --scheme baseline --set weight.bits=32
-pycheck "run fp32: the gradient almost exact, the weights exact" "$T/run32.json" '
+pyjson "run fp32: the gradient almost exact, the weights exact" "$T/run32.json" '
 st = d["steps"]
 assert len(st) == 2, st
 for s in st:
@@ -237,7 +214,7 @@ ok "the table has the step and identical replicas" grep -q "replicas identical" 
 # ---------------------------------------------------------------------------
 
 ok "1x4 runs" world "$T/k1.json" --workers 1x4 --scheme sdp4bit --elements 100000 --json
-pycheck "1x4: a2a over the intra wire, no inter-node bytes" "$T/k1.json" '
+pyjson "1x4: a2a over the intra wire, no inter-node bytes" "$T/k1.json" '
 assert d["grad_path"] == "a2a", d["grad_path"]
 t = d["traffic"]
 assert t["grad_reducescatter"]["inter"]["sent_bytes"] == 0, t["grad_reducescatter"]
@@ -245,7 +222,7 @@ assert t["weight_allgather"]["inter"]["sent_bytes"] == 0, t["weight_allgather"]
 assert t["grad_reducescatter"]["intra"]["sent_bytes"] > 0, t["grad_reducescatter"]
 assert abs(t["grad_reducescatter"]["intra"]["bits_per_element"] - 8.25) < 1e-6, t["grad_reducescatter"]'
 ok "4x1 runs" world "$T/g1.json" --workers 4x1 --scheme sdp4bit --elements 100000 --json
-pycheck "4x1: a2a over the inter wire, no intra-node bytes" "$T/g1.json" '
+pyjson "4x1: a2a over the inter wire, no intra-node bytes" "$T/g1.json" '
 assert d["grad_path"] == "a2a", d["grad_path"]
 t = d["traffic"]
 assert t["grad_reducescatter"]["intra"]["sent_bytes"] == 0, t["grad_reducescatter"]
@@ -253,14 +230,14 @@ assert t["weight_allgather"]["intra"]["sent_bytes"] == 0, t["weight_allgather"]
 assert t["grad_reducescatter"]["inter"]["sent_bytes"] > 0, t["grad_reducescatter"]
 assert abs(t["grad_reducescatter"]["inter"]["bits_per_element"] - 4.25) < 1e-6, t["grad_reducescatter"]'
 ok "1x1 runs" world "$T/n1.json" --workers 1x1 --scheme sdp4bit --elements 100000 --json
-pycheck "1x1: no communication at all" "$T/n1.json" '
+pyjson "1x1: no communication at all" "$T/n1.json" '
 assert d["grad_path"] == "none", d["grad_path"]
 for c, x in d["traffic"].items():
     for l, y in x.items():
         assert all(v == 0 for v in y.values()), (c, l, y)
 assert len(d["per_worker"]) == 1'
 ok "1x1 --run" world "$T/n1run.json" --workers 1x1 --scheme sdp4bit --elements 1000 --run --steps 1 --json
-pycheck "1x1 --run: nothing quantized, nothing sent" "$T/n1run.json" '
+pyjson "1x1 --run: nothing quantized, nothing sent" "$T/n1run.json" '
 s = d["steps"][0]
 assert s["replicas_identical"] is True and s["grad"]["rel_l2"] == 0, s
 assert all(v == 0 for x in d["traffic"].values() for y in x.values() for v in y.values()), d["traffic"]'

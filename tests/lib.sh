@@ -75,6 +75,24 @@ skip_all() {
   exit 77
 }
 
+# pyjson DESC FILE CODE: CODE (python3) runs with d = the JSON object of
+# FILE and must not raise (assert with the values, so a failure shows them).
+pyjson() {
+  ok "$1" python3 -c "import json, math, sys
+d = json.load(open(sys.argv[1]))
+$3" "$2"
+}
+
+# pyrun DESC CODE ARGS...: CODE (python3, with csv, io, json, math, sqlite3
+# and sys imported) runs with sys.argv[1:] = ARGS and must not raise.
+pyrun() {
+  sq_d=$1
+  sq_code=$2
+  shift 2
+  ok "$sq_d" python3 -c "import csv, io, json, math, sqlite3, sys
+$sq_code" "$@"
+}
+
 # finish: the plan line, then the exit status automake's harness reads.
 finish() {
   echo "1..$sq_n"
@@ -85,3 +103,15 @@ finish() {
   test "$sq_failed" -eq 0 || exit 1
   exit 0
 }
+
+# Every test runs the shardq binary and reads JSON with python3 (which
+# ./bootstrap --deps installs): without them it cannot run at all (exit 99,
+# automake's hard error), rather than pass or skip.
+if test -n "${SHARDQ:-}" && ! test -x "$SHARDQ"; then
+  echo "error: no shardq binary at $SHARDQ (set SHARDQ)" >&2
+  exit 99
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "error: python3 is needed (apt-get install python3)" >&2
+  exit 99
+fi

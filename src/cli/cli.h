@@ -22,6 +22,10 @@ int cmd_codec(int argc, char **argv);  /* cmd_codec.c */
 int cmd_bench(int argc, char **argv);  /* cmd_bench.c */
 int cmd_world(int argc, char **argv);  /* cmd_world.c */
 int cmd_schemes(int argc, char **argv); /* cmd_world.c */
+int cmd_trace(int argc, char **argv);  /* cmd_trace.c */
+int cmd_replay(int argc, char **argv); /* cmd_replay.c */
+int cmd_sweep(int argc, char **argv);  /* cmd_sweep.c */
+int cmd_db(int argc, char **argv);     /* cmd_db.c */
 
 /* Parses text as an unsigned decimal integer (or 0x-prefixed hexadecimal)
 ** no larger than max, consuming all of it. On failure prints
@@ -37,5 +41,30 @@ const char *cli_suggest(const char *word, const char *const *choices, size_t n);
 /* Prints "shardq CMD: unknown option 'OPT'" with a suggestion from the long
 ** options (NULL-terminated names) and "Try 'shardq CMD --help'.". */
 void cli_unknown_option(const char *cmd, const char *opt, const char *const *longnames);
+
+/* What getopt_long reported with opterr = 0 and a leading ':' in the short
+** options: ch ':' (a missing value) or '?' (an unknown option, named with a
+** suggestion). Prints the message and returns CLI_USAGE. */
+int cli_option_error(const char *cmd, int ch, char **argv, const char *const *longnames);
+
+/* Checks a --device value: cpu, cuda or cuda:N[,N...]; prints the error
+** ("shardq CMD: --device: ...") and returns -1 when malformed. */
+int cli_check_device(const char *cmd, const char *text);
+
+/* The scheme of a preset with --set overrides, validated; prints the error
+** and returns -1 (a usage error) on failure. */
+struct sq_scheme;
+int cli_scheme(const char *cmd, const char *preset, const char *const *sets, int nsets,
+               struct sq_scheme *out);
+
+/* JSON output on stdout: a string literal with escapes; a number in the
+** shortest form that reads back exactly, or null when it is NaN or +-Inf
+** (which JSON cannot say). */
+void cli_json_str(const char *s);
+void cli_json_num(double v);
+
+/* The database a command uses when --db is not given: $SHARDQ_DB, else
+** shardq.db in the current directory. */
+const char *cli_default_db(void);
 
 #endif

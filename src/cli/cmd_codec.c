@@ -185,17 +185,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, unsigned allowed, 
         switch (ch) {
         case 'h': fputs(usage, stdout); return CLI_OK;
         case ':':
-            fprintf(stderr, "shardq %s: option '%s' needs a value\nTry 'shardq %s --help'.\n",
-                    cmd, argv[optind - 1], cmd);
-            return CLI_USAGE;
-        case '?':
-            if (optopt) {
-                char s[3] = {'-', (char)optopt, '\0'};
-                cli_unknown_option(cmd, s, names);
-            } else {
-                cli_unknown_option(cmd, argv[optind - 1], names);
-            }
-            return CLI_USAGE;
+        case '?': return cli_option_error(cmd, ch, argv, names);
         case O_CODEC: {
             char err[256];
             if (sq_codec_parse(optarg, &o->codec, err, sizeof err) != SQ_OK) {
@@ -304,35 +294,6 @@ static int load_and_quantize(const char *cmd, const opts *o, const char *path, s
         return -1;
     }
     return 0;
-}
-
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
-static void json_num(double v)
-{
-    if (isfinite(v)) {
-        /* The shortest of %.15g .. %.17g that reads back as v. */
-        char buf[32];
-        for (int prec = 15; prec <= 17; prec++) {
-            snprintf(buf, sizeof buf, "%.*g", prec, v);
-            if (strtod(buf, NULL) == v) break;
-        }
-        fputs(buf, stdout);
-    }
-    else
-        fputs("null", stdout);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -733,26 +694,26 @@ static int codec_stats(int argc, char **argv)
 
     if (o.json) {
         fputs("{\"input\":", stdout);
-        json_str(in);
+        cli_json_str(in);
         printf(",\"dtype\":\"%s\",\"shape\":%s,\"codec\":\"%s\",\"seed\":%llu,\"step\":%llu,"
                "\"worker\":%llu,\"site\":%llu,\"n\":%llu,\"groups\":%llu,\"bytes\":%llu,"
                "\"bits_per_element\":",
                dtype, shape, spec, (unsigned long long)o.seed, (unsigned long long)o.step,
                (unsigned long long)o.worker, (unsigned long long)o.site, (unsigned long long)n,
                (unsigned long long)groups, (unsigned long long)bytes);
-        json_num(bpe);
+        cli_json_num(bpe);
         fputs(",\"rel_l2\":", stdout);
-        json_num(rel);
+        cli_json_num(rel);
         fputs(",\"mse\":", stdout);
-        json_num(mse);
+        cli_json_num(mse);
         fputs(",\"max_abs_error\":", stdout);
-        json_num(tot.maxe);
+        cli_json_num(tot.maxe);
         fputs(",\"snr_db\":", stdout);
-        json_num(snr);
+        cli_json_num(snr);
         fputs(",\"cosine\":", stdout);
-        json_num(cosv);
+        cli_json_num(cosv);
         fputs(",\"mean_error\":", stdout);
-        json_num(mean);
+        cli_json_num(mean);
         fputs("}\n", stdout);
     } else {
         printf("%-19s %s (%s %s)\n", "input", in, dtype, shape);
@@ -803,9 +764,9 @@ static int codec_info(int argc, char **argv)
                spec, (unsigned long long)n, (unsigned long long)groups, (unsigned long long)cb,
                (unsigned long long)sb, (unsigned long long)ob, (unsigned long long)(sb + ob),
                (unsigned long long)tb);
-        json_num(bpe);
+        cli_json_num(bpe);
         fputs(",\"ratio_to_fp32\":", stdout);
-        json_num(ratio);
+        cli_json_num(ratio);
         fputs("}\n", stdout);
     } else {
         printf("%-17s %s\n", "codec", spec);

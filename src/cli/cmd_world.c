@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "metrics/errstats.h"
 #include "progress.h"
+#include "synth.h"
 #include "shardq.h"
 #include "world/world.h"
 
@@ -153,44 +154,6 @@ int cmd_schemes(int argc, char **argv)
 /* Synthetic data                                                           */
 /* ------------------------------------------------------------------------ */
 
-enum { DATA_NORMAL, DATA_HEAVY, DATA_OUTLIERS };
-#define SITE_SYNTH_WEIGHTS 200 /* Philox sites of the synthetic data */
-#define SITE_SYNTH_GRADS 201
-
-/* n standard normals (Box-Muller over pairs of Philox uniforms). */
-static void normals(uint64_t seed, uint32_t step, uint32_t worker, uint32_t site, float *out,
-                    uint64_t n, float *u)
-{
-    sq_rng_key key = {seed, step, worker, site};
-    sq_uniform_n(&key, 0, 2 * n, u);
-    for (uint64_t i = 0; i < n; i++) {
-        double r = sqrt(-2.0 * log(1.0 - (double)u[2 * i]));
-        out[i] = (float)(r * cos(6.283185307179586 * (double)u[2 * i + 1]));
-    }
-}
-
-/* Worker r's gradient at a step: a component shared by all workers plus
-** its own noise, so the mean is not zero; heavy tails or outliers on top. */
-static void make_grad(uint64_t seed, uint32_t step, int r, int kind, uint64_t n, float *g,
-                      float *tmp, float *u)
-{
-    normals(seed, step, 0xffffff, SITE_SYNTH_GRADS, g, n, u);
-    normals(seed, step, (uint32_t)r, SITE_SYNTH_GRADS, tmp, n, u);
-    for (uint64_t i = 0; i < n; i++) g[i] = 1e-3f * (g[i] + tmp[i]);
-    if (kind == DATA_HEAVY) {
-        /* Student's t with 6 degrees of freedom: z / sqrt(chi2_6 / 6) */
-        sq_rng_key key = {seed, step, (uint32_t)r, SITE_SYNTH_GRADS + 1};
-        sq_uniform_n(&key, 0, 3 * n, u);
-        for (uint64_t i = 0; i < n; i++) {
-            double chi = 0; /* -2 ln u is chi-squared with 2 dof: three make 6 */
-            for (int j = 0; j < 3; j++) chi += -2.0 * log(1.0 - (double)u[3 * i + (uint64_t)j]);
-            g[i] = (float)((double)g[i] / sqrt(chi / 6.0 + 1e-12));
-        }
-    } else if (kind == DATA_OUTLIERS) {
-        for (uint64_t i = 0; i < n; i++)
-            if (u[2 * i] < 1e-3f) g[i] *= 100.0f;
-    }
-}
 
 /* ------------------------------------------------------------------------ */
 /* Printing                                                                 */
@@ -322,8 +285,8 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
         fprintf(stderr, "shardq world: out of memory for %llu elements\n", (unsigned long long)n);
         goto done;
     }
-    normals(seed, 0, 0, SITE_SYNTH_WEIGHTS, g, n, u);
-    for (uint64_t i = 0; i < n; i++) g[i] *= 0.02f;
+    synth_weights(seed, g, n, u);
+    (void)tmp;
     if (sq_world_init_weights(w, g)) goto fail;
 
     const sq_wire *gw = sq_world_grad_path(w) == SQ_GRAD_TWOLEVEL ? &sc->grad_intra
@@ -336,7 +299,7 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
         memset(exact, 0, Pad * sizeof *exact);
         uint64_t clipped_g = 0, clipped_w = 0;
         for (int r = 0; r < N; r++) {
-            make_grad(seed, step, r, o->data, n, g, tmp, u);
+            synth_grad(seed, step, r, o->data, n, g, tmp, u);
             for (uint64_t i = 0; i < n; i++) exact[i] += (double)g[i];
             if (sq_world_put_grad(w, r, g)) goto fail;
             if (!sq_wire_raw(gw) && sq_world_grad_path(w) != SQ_GRAD_NONE) {
@@ -427,7 +390,7 @@ int cmd_world(int argc, char **argv)
     const char *sets[64];
     int nsets = 0, run = 0, json = 0;
     uint64_t elements = 16777216, seed = 1, steps = 3;
-    run_opts o = {3, DATA_NORMAL, 1.0};
+    run_opts o = {3, SYNTH_NORMAL, 1.0};
     char err[768] = "";
     int ch;
     optind = 1;
@@ -454,10 +417,7 @@ int cmd_world(int argc, char **argv)
             if (cli_parse_u64("world", "--seed", optarg, UINT64_MAX, &seed)) return CLI_USAGE;
             break;
         case 'D':
-            if (!strcmp(optarg, "normal")) o.data = DATA_NORMAL;
-            else if (!strcmp(optarg, "heavy")) o.data = DATA_HEAVY;
-            else if (!strcmp(optarg, "outliers")) o.data = DATA_OUTLIERS;
-            else {
+            if ((o.data = synth_parse_kind(optarg)) < 0) {
                 fprintf(stderr, "shardq world: --data: '%s': expected normal, heavy or outliers\n",
                         optarg);
                 return CLI_USAGE;
@@ -472,24 +432,10 @@ int cmd_world(int argc, char **argv)
             }
             break;
         }
-        case 'd': {
-            /* cpu, cuda, or cuda:N,N,... */
-            const char *p = optarg + 5;
-            int ok = !strcmp(optarg, "cpu") || !strcmp(optarg, "cuda");
-            if (!ok && !strncmp(optarg, "cuda:", 5) && *p) {
-                ok = 1;
-                for (; *p; p++)
-                    if (!(*p >= '0' && *p <= '9') && !(*p == ',' && p[1] && p[-1] != ',' && p[-1] != ':'))
-                        ok = 0;
-            }
-            if (!ok) {
-                fprintf(stderr, "shardq world: --device: '%s': expected cpu, cuda or cuda:N[,N...]\n",
-                        optarg);
-                return CLI_USAGE;
-            }
+        case 'd':
+            if (cli_check_device("world", optarg)) return CLI_USAGE;
             device = optarg;
             break;
-        }
         case 'j': json = 1; break;
         case 'h': fputs(world_usage, stdout); return CLI_OK;
         default: fputs("Try 'shardq world --help'.\n", stderr); return CLI_USAGE;
@@ -506,19 +452,7 @@ int cmd_world(int argc, char **argv)
         fprintf(stderr, "shardq world: --workers: %s\n", err);
         return CLI_USAGE;
     }
-    if (sq_scheme_preset(scheme, &cfg.scheme, err, sizeof err)) {
-        fprintf(stderr, "shardq world: --scheme: %s\nTry 'shardq schemes'.\n", err);
-        return CLI_USAGE;
-    }
-    for (int i = 0; i < nsets; i++)
-        if (sq_scheme_set(&cfg.scheme, sets[i], err, sizeof err)) {
-            fprintf(stderr, "shardq world: --set: %s\n", err);
-            return CLI_USAGE;
-        }
-    if (sq_scheme_validate(&cfg.scheme, err, sizeof err)) {
-        fprintf(stderr, "shardq world: scheme %s: %s\n", scheme, err);
-        return CLI_USAGE;
-    }
+    if (cli_scheme("world", scheme, sets, nsets, &cfg.scheme)) return CLI_USAGE;
     if (elements == 0) {
         fprintf(stderr, "shardq world: --elements: a model of 0 elements has nothing to send\n");
         return CLI_USAGE;
@@ -573,8 +507,8 @@ int cmd_world(int argc, char **argv)
         if (!json) {
             sq_backend *be = sq_world_backend(w, 0);
             printf("running %d steps on %s, %s gradients, seed %llu\n", o.steps,
-                   sq_backend_description(be), o.data == DATA_NORMAL ? "normal"
-                   : o.data == DATA_HEAVY ? "heavy-tailed" : "outlier", (unsigned long long)seed);
+                   sq_backend_description(be), o.data == SYNTH_NORMAL ? "normal"
+                   : o.data == SYNTH_HEAVY ? "heavy-tailed" : "outlier", (unsigned long long)seed);
         }
         rc = run_steps(w, &o, seed, json);
         if (rc) {

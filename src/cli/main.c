@@ -5,8 +5,11 @@
 #include "cli.h"
 #include "backend/device.h"
 #include "shardq.h"
+#include "world/world.h"
 
 #include <errno.h>
+#include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,11 @@ static const char usage_text[] =
     "  bench            throughput of the codec operations beside the copy bandwidth\n"
     "  world            bytes (and, with --run, errors) of a scheme on K x G workers\n"
     "  schemes          the scheme presets and their knobs\n"
+    "  trace info       steps, workers, tensors, shapes and dtypes of a trace\n"
+    "  trace synth      write a synthetic trace (for tests and benchmarks)\n"
+    "  replay           run a scheme over a trace; results go to the database\n"
+    "  sweep            run a grid of replays from an INI recipe, in parallel\n"
+    "  db               list, show and export the runs in the database\n"
     "  help [COMMAND]   this text, or the help of a command\n"
     "\n"
     "options:\n"
@@ -46,13 +54,107 @@ static const command commands[] = {
     {"bench", cmd_bench},
     {"world", cmd_world},
     {"schemes", cmd_schemes},
+    {"trace", cmd_trace},
+    {"replay", cmd_replay},
+    {"sweep", cmd_sweep},
+    {"db", cmd_db},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-static const char *const command_names[] = {"codec", "bench", "world", "schemes", "help"};
+static const char *const command_names[] = {"codec", "bench", "world", "schemes", "trace",
+                                            "replay", "sweep", "db", "help"};
 
 /* ------------------------------------------------------------------------ */
 /* Helpers shared by the subcommands                                        */
 /* ------------------------------------------------------------------------ */
+
+int cli_option_error(const char *cmd, int ch, char **argv, const char *const *longnames)
+{
+    if (ch == ':') {
+        fprintf(stderr, "shardq %s: option '%s' needs a value\nTry 'shardq %s --help'.\n", cmd,
+                argv[optind - 1], cmd);
+    } else if (optopt) {
+        char s[3] = {'-', (char)optopt, '\0'};
+        cli_unknown_option(cmd, s, longnames);
+    } else {
+        cli_unknown_option(cmd, argv[optind - 1], longnames);
+    }
+    return CLI_USAGE;
+}
+
+int cli_check_device(const char *cmd, const char *text)
+{
+    const char *p = text + 5;
+    int ok = !strcmp(text, "cpu") || !strcmp(text, "cuda");
+    if (!ok && !strncmp(text, "cuda:", 5) && *p) {
+        ok = 1;
+        for (; *p; p++)
+            if (!(*p >= '0' && *p <= '9') && !(*p == ',' && p[1] && p[-1] != ',' && p[-1] != ':'))
+                ok = 0;
+    }
+    if (!ok)
+        fprintf(stderr, "shardq %s: --device: '%s': expected cpu, cuda or cuda:N[,N...]\n", cmd,
+                text);
+    return ok ? 0 : -1;
+}
+
+int cli_scheme(const char *cmd, const char *preset, const char *const *sets, int nsets,
+               sq_scheme *out)
+{
+    char err[768];
+    if (sq_scheme_preset(preset, out, err, sizeof err)) {
+        fprintf(stderr, "shardq %s: --scheme: %s\nTry 'shardq schemes'.\n", cmd, err);
+        return -1;
+    }
+    for (int i = 0; i < nsets; i++)
+        if (sq_scheme_set(out, sets[i], err, sizeof err)) {
+            fprintf(stderr, "shardq %s: --set: %s\n", cmd, err);
+            return -1;
+        }
+    if (sq_scheme_validate(out, err, sizeof err)) {
+        fprintf(stderr, "shardq %s: scheme %s: %s\n", cmd, preset, err);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_json_str(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", stdout);
+        else if (*p == '\t')
+            fputs("\\t", stdout);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+void cli_json_num(double v)
+{
+    if (!isfinite(v)) {
+        fputs("null", stdout);
+        return;
+    }
+    /* The shortest of %.15g .. %.17g that reads back as v. */
+    char buf[32];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    fputs(buf, stdout);
+}
+
+const char *cli_default_db(void)
+{
+    const char *e = getenv("SHARDQ_DB");
+    return e && *e ? e : "shardq.db";
+}
 
 int cli_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max,
                   uint64_t *out)
@@ -197,8 +299,12 @@ static int unknown_command(const char *name)
     const char *s = cli_suggest(name, command_names, sizeof command_names / sizeof *command_names);
     if (s)
         fprintf(stderr, "shardq: unknown command '%s' (did you mean '%s'?)\n", name, s);
-    else
-        fprintf(stderr, "shardq: unknown command '%s' (commands: codec, bench, world, schemes, help)\n", name);
+    else {
+        fprintf(stderr, "shardq: unknown command '%s' (commands:", name);
+        for (size_t i = 0; i < sizeof command_names / sizeof *command_names; i++)
+            fprintf(stderr, "%s %s", i ? "," : "", command_names[i]);
+        fprintf(stderr, ")\n");
+    }
     fputs("Try 'shardq --help'.\n", stderr);
     return CLI_USAGE;
 }

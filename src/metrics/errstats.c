@@ -44,31 +44,73 @@ sq_errstats sq_erracc_finish(const sq_erracc *a)
     return s;
 }
 
+void sq_erracc_merge(sq_erracc *into, const sq_erracc *from)
+{
+    into->n += from->n;
+    into->zeroed += from->zeroed;
+    into->sum_e2 += from->sum_e2;
+    into->sum_x2 += from->sum_x2;
+    into->sum_y2 += from->sum_y2;
+    into->sum_xy += from->sum_xy;
+    into->sum_e += from->sum_e;
+    if (from->max_abs > into->max_abs) into->max_abs = from->max_abs;
+}
+
+/* Clipped elements among the whole groups (or the one partial group) in
+** buf[0..len), which already went through the Hadamard. */
+static uint64_t clipped_in(const sq_codec *c, sq_code_range l, const float *buf, uint64_t len)
+{
+    uint64_t g = c->group, ngroups = (len + g - 1) / g, clipped = 0;
+#pragma omp parallel for reduction(+ : clipped) schedule(static) if (ngroups > 64)
+    for (uint64_t k = 0; k < ngroups; k++) {
+        const float *x = buf + k * g;
+        uint64_t m = len - k * g < g ? len - k * g : g;
+        float lo = x[0], hi = x[0], a = 0;
+        for (uint64_t i = 0; i < m; i++) {
+            float v = x[i];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+            a = fabsf(v) > a ? fabsf(v) : a;
+        }
+        for (uint64_t i = 0; i < m; i++) {
+            float v = c->kind == SQ_KIND_MINMAX ? (hi > lo ? (x[i] - lo) * (l.qm / (hi - lo)) : 0)
+                                                : (a > 0 ? x[i] * (l.qm / a) : 0);
+            float q = rintf(v);
+            if (q > l.qhi || q < l.qlo) clipped++;
+        }
+    }
+    return clipped;
+}
+
 uint64_t sq_count_clipped(const sq_codec *c, const float *x, uint64_t n)
 {
     if (sq_codec_validate(c) != SQ_OK || n == 0) return 0;
     sq_code_range l = sq_hd_code_range(c->kind == SQ_KIND_MINMAX, c->bits,
                                        c->levels == SQ_LEVELS_DEEPSPEED);
     uint64_t g = c->group, clipped = 0;
-    float *buf = malloc((size_t)(g < n ? g : n) * sizeof(float));
+    /* Chunks of whole groups, so that one Hadamard call (one parallel
+    ** region) covers many groups; a trailing partial group on its own. */
+    uint64_t chunk = g >= ((uint64_t)1 << 20) ? g : (((uint64_t)1 << 20) / g) * g;
+    uint64_t whole = n / g * g;
+    if (chunk > whole && whole) chunk = whole;
+    float *buf = malloc((size_t)(chunk < n ? (chunk > n - whole ? chunk : n - whole) : n) *
+                        sizeof(float));
     if (!buf) return 0;
-    for (uint64_t start = 0; start < n; start += g) {
-        uint64_t len = n - start < g ? n - start : g;
+    for (uint64_t start = 0; start < whole; start += chunk) {
+        uint64_t len = whole - start < chunk ? whole - start : chunk;
         memcpy(buf, x + start, (size_t)len * sizeof(float));
+        /* blocks never straddle groups when h divides g: one call does all */
+        if (c->hadamard && g % (uint64_t)c->hadamard == 0)
+            sq_hadamard(buf, len, c->hadamard);
+        else if (c->hadamard)
+            for (uint64_t k = 0; k < len; k += g) sq_hadamard(buf + k, g, c->hadamard);
+        clipped += clipped_in(c, l, buf, len);
+    }
+    if (whole < n) {
+        uint64_t len = n - whole;
+        memcpy(buf, x + whole, (size_t)len * sizeof(float));
         if (c->hadamard) sq_hadamard(buf, len, c->hadamard);
-        float lo = buf[0], hi = buf[0], a = 0;
-        for (uint64_t i = 0; i < len; i++) {
-            float v = buf[i];
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
-            a = fabsf(v) > a ? fabsf(v) : a;
-        }
-        for (uint64_t i = 0; i < len; i++) {
-            float v = c->kind == SQ_KIND_MINMAX ? (hi > lo ? (buf[i] - lo) * (l.qm / (hi - lo)) : 0)
-                                                : (a > 0 ? buf[i] * (l.qm / a) : 0);
-            float q = rintf(v);
-            if (q > l.qhi || q < l.qlo) clipped++;
-        }
+        clipped += clipped_in(c, l, buf, len);
     }
     free(buf);
     return clipped;

@@ -29,6 +29,8 @@ typedef struct sq_errstats {
 void sq_erracc_init(sq_erracc *a);
 /* got[i] against exact[i], i < n */
 void sq_erracc_add(sq_erracc *a, const float *got, const double *exact, uint64_t n);
+/* Adds what from holds into into, as if its pieces had been added there. */
+void sq_erracc_merge(sq_erracc *into, const sq_erracc *from);
 /* Finishes; an exact result of all zeros gives rel_l2 = 0 or +Inf (if the
 ** result is not zero too) and snr_db = +Inf when there is no error. */
 sq_errstats sq_erracc_finish(const sq_erracc *a);

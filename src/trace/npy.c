@@ -10,6 +10,7 @@
 #include "trace/npy.h"
 #include "trace/wfile.h"
 #include "shardq.h"
+#include "sq_hd.h"
 
 #include <errno.h>
 #include <float.h>
@@ -416,20 +417,30 @@ static int parse_header(hparser *p, sq_npy *out)
 /* Reading                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Reads up to len bytes; returns how many (short only at EOF or on error). */
-static size_t read_some(FILE *f, void *buf, size_t len)
-{
-    return len ? fread(buf, 1, len, f) : 0;
-}
-
+/* Where the bytes come from: a file, or a whole image in memory (which is
+** "sized" like a regular file). */
 typedef struct src {
-    FILE *f;
-    int sized;      /* a regular file, whose size is known */
+    FILE *f;                  /* the file, or NULL for a buffer */
+    const unsigned char *buf; /* the buffer when f is NULL */
+    size_t pos;               /* bytes of buf consumed */
+    int sized;      /* a regular file or a buffer, whose size is known */
     uint64_t size;  /* the file size when sized */
 } src;
 
+/* Reads up to len bytes; returns how many (short only at EOF or on error). */
+static size_t read_some(src *s, void *buf, size_t len)
+{
+    if (!len) return 0;
+    if (s->f) return fread(buf, 1, len, s->f);
+    size_t left = (size_t)s->size - s->pos, k = len < left ? len : left;
+    if (k) memcpy(buf, s->buf + s->pos, k);
+    s->pos += k;
+    return k;
+}
+
 static int open_src(const char *path, src *s, char *err, size_t errlen)
 {
+    memset(s, 0, sizeof *s);
     s->f = fopen(path, "rb");
     if (!s->f) {
         sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -452,9 +463,9 @@ static int open_src(const char *path, src *s, char *err, size_t errlen)
     return 0;
 }
 
-static int read_error(FILE *f, const char *path, char *err, size_t errlen)
+static int read_error(src *s, const char *path, char *err, size_t errlen)
 {
-    if (ferror(f)) {
+    if (s->f && ferror(s->f)) {
         sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno ? errno : EIO));
         return 1;
     }
@@ -489,28 +500,30 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
                 (unsigned long long)out->n);
         return -1;
     }
+    /* A small array needs no megabyte of scratch. */
+    size_t chunk_bytes = want < CHUNK_BYTES ? (size_t)want : CHUNK_BYTES;
     unsigned char *chunk = NULL;
     if (out->dtype != SQ_NPY_F4 || SQ_BIG_ENDIAN) {
-        chunk = malloc(CHUNK_BYTES);
+        chunk = malloc(chunk_bytes ? chunk_bytes : 1);
         if (!chunk) {
             sq_set_err(err, errlen, "%s: out of memory", path);
             return -1;
         }
     }
     uint64_t done = 0; /* elements */
-    size_t per = CHUNK_BYTES / isz;
+    size_t per = chunk_bytes / isz;
     while (done < out->n) {
         size_t count = out->n - done < per ? (size_t)(out->n - done) : per;
         size_t got;
         if (chunk) {
-            got = read_some(s->f, chunk, count * isz);
+            got = read_some(s, chunk, count * isz);
             convert_chunk(out->dtype, chunk, got / isz, out->data + done);
         } else {
-            got = read_some(s->f, out->data + done, count * isz);
+            got = read_some(s, out->data + done, count * isz);
         }
         if (got != count * isz) {
             free(chunk);
-            if (read_error(s->f, path, err, errlen)) return -1;
+            if (read_error(s, path, err, errlen)) return -1;
             sq_set_err(err, errlen, "%s: data truncated: header promises %llu bytes of %s, file has %llu",
                     path, (unsigned long long)want, dname,
                     (unsigned long long)(done * isz + got));
@@ -524,8 +537,8 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
         unsigned char extra[4096];
         uint64_t more = 0;
         size_t got;
-        while ((got = read_some(s->f, extra, sizeof extra)) > 0) more += got;
-        if (read_error(s->f, path, err, errlen)) return -1;
+        while ((got = read_some(s, extra, sizeof extra)) > 0) more += got;
+        if (read_error(s, path, err, errlen)) return -1;
         if (more) {
             sq_set_err(err, errlen,
                     "%s: %llu bytes of trailing data after the %llu bytes of %s the header promises",
@@ -548,15 +561,15 @@ static int begin_read(const char *path, sq_npy *out, src *s, char *err, size_t e
     return open_src(path, s, err, errlen);
 }
 
-int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
+/* Reads a .npy image from s (its name is path) into *out, which is zeroed;
+** frees it again on failure. */
+static int read_npy(src *s, const char *path, sq_npy *out, char *err, size_t errlen)
 {
-    src s;
-    if (begin_read(path, out, &s, err, errlen)) return -1;
     unsigned char pre[12];
     int rc = -1;
     char *header = NULL;
-    size_t got = read_some(s.f, pre, 8);
-    if (read_error(s.f, path, err, errlen)) goto done;
+    size_t got = read_some(s, pre, 8);
+    if (read_error(s, path, err, errlen)) goto done;
     if (got == 0) {
         sq_set_err(err, errlen, "%s: not a .npy file: the file is empty", path);
         goto done;
@@ -578,20 +591,20 @@ int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
         goto done;
     }
     size_t lenbytes = major == 1 ? 2 : 4;
-    got = read_some(s.f, pre + 8, lenbytes);
+    got = read_some(s, pre + 8, lenbytes);
     if (got != lenbytes) {
-        if (read_error(s.f, path, err, errlen)) goto done;
+        if (read_error(s, path, err, errlen)) goto done;
         sq_set_err(err, errlen, "%s: truncated header: the file ends in the header length field",
                 path);
         goto done;
     }
     uint32_t hlen = major == 1 ? (uint32_t)(pre[8] | pre[9] << 8) : le32(pre + 8);
     uint64_t prefix = 8 + lenbytes;
-    if (s.sized && prefix + hlen > s.size) {
+    if (s->sized && prefix + hlen > s->size) {
         sq_set_err(err, errlen,
                 "%s: header field 'header_len': %u bytes go beyond the end of the file "
                 "(%llu bytes)",
-                path, hlen, (unsigned long long)s.size);
+                path, hlen, (unsigned long long)s->size);
         goto done;
     }
     if (hlen > NPY_HEADER_MAX) {
@@ -604,9 +617,9 @@ int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
         sq_set_err(err, errlen, "%s: out of memory", path);
         goto done;
     }
-    got = read_some(s.f, header, hlen);
+    got = read_some(s, header, hlen);
     if (got != hlen) {
-        if (read_error(s.f, path, err, errlen)) goto done;
+        if (read_error(s, path, err, errlen)) goto done;
         sq_set_err(err, errlen,
                 "%s: truncated header: header length says %u bytes, the file ends after %zu",
                 path, hlen, got);
@@ -616,13 +629,62 @@ int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
     hparser p = {header, 0, hlen, path, err, errlen};
     if (parse_header(&p, out)) goto done;
     out->version = major;
-    if (read_data(&s, path, prefix + hlen, out, err, errlen)) goto done;
+    if (read_data(s, path, prefix + hlen, out, err, errlen)) goto done;
     rc = 0;
 done:
     free(header);
-    fclose(s.f);
     if (rc) sq_npy_free(out);
     return rc;
+}
+
+int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
+{
+    src s;
+    if (begin_read(path, out, &s, err, errlen)) return -1;
+    int rc = read_npy(&s, path, out, err, errlen);
+    fclose(s.f);
+    return rc;
+}
+
+int sq_npy_parse(const char *name, const void *buf, size_t len, sq_npy *out, char *err,
+                 size_t errlen)
+{
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    const char *path = name ? name : "(memory)";
+    if (!buf && len) {
+        sq_set_err(err, errlen, "%s: no buffer given", path);
+        return -1;
+    }
+    src s = {NULL, buf, 0, 1, len};
+    return read_npy(&s, path, out, err, errlen);
+}
+
+int sq_npy_check_finite(const char *name, const sq_npy *a, char *err, size_t errlen)
+{
+    const char *path = name ? name : "(null)";
+    if (!a || (a->n && !a->data)) {
+        sq_set_err(err, errlen, "%s: no array given", path);
+        return -1;
+    }
+    /* Blocks of a branch-free test (vectorised); the slow search only in
+    ** the block known to hold a bad value. */
+    const uint64_t block = 4096;
+    for (uint64_t b0 = 0; b0 < a->n; b0 += block) {
+        uint64_t b1 = a->n - b0 < block ? a->n : b0 + block;
+        uint32_t bad = 0;
+        for (uint64_t i = b0; i < b1; i++) bad |= (uint32_t)sq_hd_nonfinite(a->data[i]);
+        if (!bad) continue;
+        for (uint64_t i = b0; i < b1; i++) {
+            float v = a->data[i];
+            if (isnan(v) || isinf(v)) {
+                sq_set_err(err, errlen, "%s: element %llu is %s", path, (unsigned long long)i,
+                        isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
@@ -655,7 +717,7 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
                 sq_set_err(err, errlen, "%s: out of memory", path);
                 goto done;
             }
-            size_t got = read_some(s.f, buf + len, cap - len);
+            size_t got = read_some(&s, buf + len, cap - len);
             len += got;
             if (len < cap) break;
             unsigned char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
@@ -663,7 +725,7 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
             buf = nb;
             cap *= 2;
         }
-        if (read_error(s.f, path, err, errlen) || len % 4) {
+        if (read_error(&s, path, err, errlen) || len % 4) {
             if (len % 4 && !ferror(s.f))
                 sq_set_err(err, errlen,
                         "%s: raw float32 input: size %zu is not a multiple of 4 bytes", path, len);

@@ -51,8 +51,20 @@ typedef struct sq_npy {
     int version;     /* format major version 1, 2 or 3; 0 for raw */
 } sq_npy;
 
-/* Reads a .npy file into *out (which sq_npy_free releases). */
+/* Reads a .npy file into *out (which sq_npy_free releases). Values are
+** left as they are: NaN and Inf are read like any other (see
+** sq_npy_check_finite). */
 int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen);
+
+/* The same for a whole .npy image buf[0..len) already in memory, with the
+** same checks (the fuzzer calls it); name is the file name for messages.
+** out->data is a new allocation: buf may go once this returns. */
+int sq_npy_parse(const char *name, const void *buf, size_t len, sq_npy *out, char *err,
+                 size_t errlen);
+
+/* 0 when all of a's values are finite; otherwise -1 with
+** "NAME: element 17 is NaN" ("+Inf", "-Inf") for the first that is not. */
+int sq_npy_check_finite(const char *name, const sq_npy *a, char *err, size_t errlen);
 
 /* Reads a raw little-endian float32 file (its size must be a multiple of 4)
 ** into *out as a 1-d array. */

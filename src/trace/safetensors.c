@@ -1,20 +1,37 @@
 /*
-** safetensors.c -- writer and validating reader of safetensors files. See
+** safetensors.c -- writer and validating reader of safetensors files, and
+** the conversions of their float tensors to fp32 and fp64. See
 ** safetensors.h.
 */
+/* madvise(MADV_DONTNEED) is not in POSIX (posix_madvise's DONTNEED is a
+** no-op on Linux), and only it drops mapped pages from the resident set. */
+#define _DEFAULT_SOURCE 1
+
 #include "trace/safetensors.h"
 #include "trace/npy.h"
 #include "trace/wfile.h"
+#include "shardq.h"
+#include "sq_hd.h"
 
 #include <cjson/cJSON.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define SQ_BIG_ENDIAN 1
+#else
+#define SQ_BIG_ENDIAN 0
+#endif
 
 static const struct {
     const char *name;
@@ -44,6 +61,11 @@ int sq_st_dtype_parse(const char *name)
     for (int i = 0; i < SQ_ST_NDTYPES; i++)
         if (strcmp(dtypes[i].name, name) == 0) return i;
     return -1;
+}
+
+int sq_st_dtype_is_float(sq_st_dtype d)
+{
+    return d == SQ_ST_F32 || d == SQ_ST_F16 || d == SQ_ST_BF16 || d == SQ_ST_F64;
 }
 
 /* product(shape) * itemsize into *bytes (and the product into *nelem);
@@ -127,39 +149,35 @@ static void sb_json_str(sbuf *b, const char *s)
     sb_add(b, "\"", 1);
 }
 
-int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
-                size_t nm, char *err, size_t errlen)
+/* Checks the tensors and metadata and builds the JSON header, padded with
+** spaces to a multiple of 8 bytes, into *b; ends[i] gets the end offset of
+** tensor i in the data section. */
+static int build_header(const char *fname, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
+                        size_t nm, sbuf *b, uint64_t *ends, char *err, size_t errlen)
 {
-    const char *fname = path ? path : "(null)";
     if ((nt && !t) || (nm && !m)) {
         sq_set_err(err, errlen, "%s: no tensors or metadata given", fname);
         return -1;
     }
-    uint64_t *bytes = malloc((nt ? nt : 1) * sizeof *bytes);
-    sbuf b = {0};
-    if (!bytes) {
-        sq_set_err(err, errlen, "%s: out of memory", fname);
-        return -1;
-    }
-    sb_puts(&b, "{");
+    sb_puts(b, "{");
     if (nm) {
-        sb_puts(&b, "\"__metadata__\":{");
+        sb_puts(b, "\"__metadata__\":{");
         for (size_t i = 0; i < nm; i++) {
             if (!m[i].key || !m[i].value) {
                 sq_set_err(err, errlen, "%s: __metadata__ entry %zu: NULL key or value", fname, i);
-                goto fail;
+                return -1;
             }
             for (size_t j = 0; j < i; j++)
                 if (strcmp(m[i].key, m[j].key) == 0) {
                     sq_set_err(err, errlen, "%s: __metadata__ '%s': given twice", fname, m[i].key);
-                    goto fail;
+                    return -1;
                 }
-            if (i) sb_puts(&b, ",");
-            sb_json_str(&b, m[i].key);
-            sb_puts(&b, ":");
-            sb_json_str(&b, m[i].value);
+            if (i) sb_puts(b, ",");
+            sb_json_str(b, m[i].key);
+            sb_puts(b, ":");
+            sb_json_str(b, m[i].value);
         }
-        sb_puts(&b, "}");
+        sb_puts(b, "}");
     }
     uint64_t off = 0;
     for (size_t i = 0; i < nt; i++) {
@@ -167,65 +185,226 @@ int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_
         if (!name || !*name || strcmp(name, "__metadata__") == 0) {
             sq_set_err(err, errlen, "%s: tensor %zu: invalid name '%s'", fname, i,
                     name ? name : "(null)");
-            goto fail;
+            return -1;
         }
         for (size_t j = 0; j < i; j++)
             if (strcmp(name, t[j].name) == 0) {
                 sq_set_err(err, errlen, "%s: tensor '%s': name given twice", fname, name);
-                goto fail;
+                return -1;
             }
         size_t isz = sq_st_dtype_size(t[i].dtype);
         if (!isz) {
             sq_set_err(err, errlen, "%s: tensor '%s': field 'dtype': unknown dtype %d", fname, name,
                     (int)t[i].dtype);
-            goto fail;
+            return -1;
         }
         if (t[i].ndim < 0 || t[i].ndim > SQ_ST_MAXDIM) {
             sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': %d dimensions", fname, name,
                     t[i].ndim);
-            goto fail;
+            return -1;
         }
-        uint64_t nelem;
-        if (tensor_bytes(t[i].shape, t[i].ndim, isz, &nelem, &bytes[i]) ||
-            bytes[i] > UINT64_MAX - off || bytes[i] > SIZE_MAX) {
+        uint64_t nelem, bytes;
+        if (tensor_bytes(t[i].shape, t[i].ndim, isz, &nelem, &bytes) ||
+            bytes > UINT64_MAX - off || bytes > SIZE_MAX) {
             sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': product overflows", fname,
                     name);
-            goto fail;
+            return -1;
         }
-        if (bytes[i] && !t[i].data) {
-            sq_set_err(err, errlen, "%s: tensor '%s': no data", fname, name);
-            goto fail;
-        }
-        sb_puts(&b, b.len > 1 ? "," : "");
-        sb_json_str(&b, name);
-        sb_printf(&b, ":{\"dtype\":\"%s\",\"shape\":[", sq_st_dtype_name(t[i].dtype));
+        sb_puts(b, b->len > 1 ? "," : "");
+        sb_json_str(b, name);
+        sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", sq_st_dtype_name(t[i].dtype));
         for (int d = 0; d < t[i].ndim; d++)
-            sb_printf(&b, "%s%llu", d ? "," : "", (unsigned long long)t[i].shape[d]);
-        sb_printf(&b, "],\"data_offsets\":[%llu,", (unsigned long long)off);
-        off += bytes[i];
-        sb_printf(&b, "%llu]}", (unsigned long long)off);
+            sb_printf(b, "%s%llu", d ? "," : "", (unsigned long long)t[i].shape[d]);
+        sb_printf(b, "],\"data_offsets\":[%llu,", (unsigned long long)off);
+        off += bytes;
+        sb_printf(b, "%llu]}", (unsigned long long)off);
+        ends[i] = off;
     }
-    sb_puts(&b, "}");
-    while (!b.oom && b.len % 8) sb_puts(&b, " ");
-    if (b.oom) {
+    sb_puts(b, "}");
+    while (!b->oom && b->len % 8) sb_puts(b, " ");
+    if (b->oom) {
+        sq_set_err(err, errlen, "%s: out of memory", fname);
+        return -1;
+    }
+    return 0;
+}
+
+struct sq_st_writer {
+    sq_wfile out;
+    char *name;          /* the target, for messages */
+    size_t nt;
+    char **names;        /* the tensors' names and end offsets, for messages */
+    uint64_t *ends;
+    uint64_t total, put; /* bytes of data promised, and put so far */
+    char *failure;       /* the error of a failed put, repeated by commit */
+};
+
+static void writer_free(sq_st_writer *w)
+{
+    if (!w) return;
+    for (size_t i = 0; i < w->nt; i++) free(w->names[i]);
+    free(w->names);
+    free(w->ends);
+    free(w->name);
+    free(w->failure);
+    free(w);
+}
+
+int sq_st_writer_open(sq_st_writer **wp, const char *path, const sq_st_tensor *t, size_t nt,
+                      const sq_st_kv *m, size_t nm, char *err, size_t errlen)
+{
+    const char *fname = path ? path : "(null)";
+    if (!wp) {
+        sq_set_err(err, errlen, "%s: no writer given", fname);
+        return -1;
+    }
+    *wp = NULL;
+    sq_st_writer *w = calloc(1, sizeof *w);
+    sbuf b = {0};
+    if (!w || !(w->name = strdup(fname)) || !(w->ends = calloc(nt ? nt : 1, sizeof *w->ends)) ||
+        !(w->names = calloc(nt ? nt : 1, sizeof *w->names))) {
         sq_set_err(err, errlen, "%s: out of memory", fname);
         goto fail;
     }
+    if (build_header(fname, t, nt, m, nm, &b, w->ends, err, errlen)) goto fail;
+    for (; w->nt < nt; w->nt++)
+        if (!(w->names[w->nt] = strdup(t[w->nt].name))) {
+            sq_set_err(err, errlen, "%s: out of memory", fname);
+            goto fail;
+        }
+    w->total = nt ? w->ends[nt - 1] : 0;
     unsigned char len8[8];
     for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)b.len >> (8 * k));
-
-    sq_wfile w;
-    if (sq_wfile_open(&w, path, err, errlen)) goto fail;
-    sq_wfile_write(&w, len8, 8);
-    sq_wfile_write(&w, b.s, b.len);
-    for (size_t i = 0; i < nt; i++) sq_wfile_write(&w, t[i].data, (size_t)bytes[i]);
-    free(bytes);
+    if (sq_wfile_open(&w->out, path, err, errlen)) goto fail;
+    sq_wfile_write(&w->out, len8, 8);
+    sq_wfile_write(&w->out, b.s, b.len);
     free(b.s);
-    return sq_wfile_commit(&w, err, errlen);
+    *wp = w;
+    return 0;
 fail:
-    free(bytes);
     free(b.s);
+    writer_free(w);
     return -1;
+}
+
+/* Records the first failure of a put, so that commit reports it too. */
+static int put_failed(sq_st_writer *w, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int put_failed(sq_st_writer *w, char *err, size_t errlen, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!w->failure) w->failure = strdup(msg);
+    sq_set_err(err, errlen, "%s", w->failure ? w->failure : msg);
+    return -1;
+}
+
+/* The tensor whose data hold byte pos of the data section (the last one
+** when pos is at or beyond the end). */
+static const char *tensor_at(const sq_st_writer *w, uint64_t pos)
+{
+    for (size_t i = 0; i < w->nt; i++)
+        if (w->ends[i] > pos) return w->names[i];
+    return w->nt ? w->names[w->nt - 1] : "(none)";
+}
+
+int sq_st_writer_put(sq_st_writer *w, const void *data, uint64_t bytes, char *err,
+                     size_t errlen)
+{
+    if (!w) {
+        sq_set_err(err, errlen, "internal error: safetensors writer not open");
+        return -1;
+    }
+    if (w->failure) return put_failed(w, err, errlen, "%s", w->failure);
+    if (bytes > w->total - w->put)
+        return put_failed(w, err, errlen,
+                          "%s: %llu bytes put at data offset %llu go beyond the %llu bytes the "
+                          "header promises (the last tensor is '%s')",
+                          w->name, (unsigned long long)bytes, (unsigned long long)w->put,
+                          (unsigned long long)w->total, w->nt ? w->names[w->nt - 1] : "(none)");
+    if (bytes > SIZE_MAX)
+        return put_failed(w, err, errlen, "%s: %llu bytes in one put: too many for memory",
+                          w->name, (unsigned long long)bytes);
+    if (bytes && !data)
+        return put_failed(w, err, errlen, "%s: tensor '%s': no data", w->name,
+                          tensor_at(w, w->put));
+    sq_wfile_write(&w->out, data, (size_t)bytes);
+    if (w->out.err_no)
+        return put_failed(w, err, errlen, "%s: write failed: %s", w->name,
+                          strerror(w->out.err_no));
+    w->put += bytes;
+    return 0;
+}
+
+void sq_st_writer_abort(sq_st_writer *w)
+{
+    if (!w) return;
+    sq_wfile_abort(&w->out);
+    writer_free(w);
+}
+
+int sq_st_writer_commit(sq_st_writer *w, char *err, size_t errlen)
+{
+    if (!w) {
+        sq_set_err(err, errlen, "internal error: safetensors writer not open");
+        return -1;
+    }
+    if (w->failure) {
+        sq_set_err(err, errlen, "%s", w->failure);
+        sq_st_writer_abort(w);
+        return -1;
+    }
+    if (w->put != w->total) {
+        const char *name = tensor_at(w, w->put);
+        uint64_t end = 0, begin = 0;
+        for (size_t i = 0; i < w->nt; i++)
+            if (strcmp(w->names[i], name) == 0) {
+                end = w->ends[i];
+                begin = i ? w->ends[i - 1] : 0;
+            }
+        sq_set_err(err, errlen,
+                "%s: tensor '%s': %llu of its %llu bytes put; the data section needs %llu bytes "
+                "in all, %llu were put",
+                w->name, name, (unsigned long long)(w->put - begin),
+                (unsigned long long)(end - begin), (unsigned long long)w->total,
+                (unsigned long long)w->put);
+        sq_st_writer_abort(w);
+        return -1;
+    }
+    int rc = sq_wfile_commit(&w->out, err, errlen);
+    writer_free(w);
+    return rc;
+}
+
+int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
+                size_t nm, char *err, size_t errlen)
+{
+    const char *fname = path ? path : "(null)";
+    /* Missing data is refused before anything is created. A tensor the
+    ** writer would refuse anyway is left for it to report. */
+    for (size_t i = 0; t && i < nt; i++) {
+        uint64_t nelem, bytes;
+        size_t isz = sq_st_dtype_size(t[i].dtype);
+        if (isz && t[i].ndim >= 0 && t[i].ndim <= SQ_ST_MAXDIM &&
+            !tensor_bytes(t[i].shape, t[i].ndim, isz, &nelem, &bytes) && bytes && !t[i].data) {
+            sq_set_err(err, errlen, "%s: tensor '%s': no data", fname,
+                    t[i].name ? t[i].name : "(null)");
+            return -1;
+        }
+    }
+    sq_st_writer *w;
+    if (sq_st_writer_open(&w, path, t, nt, m, nm, err, errlen)) return -1;
+    for (size_t i = 0; i < nt; i++) {
+        uint64_t bytes = w->ends[i] - (i ? w->ends[i - 1] : 0);
+        if (sq_st_writer_put(w, t[i].data, bytes, err, errlen)) {
+            sq_st_writer_abort(w);
+            return -1;
+        }
+    }
+    return sq_st_writer_commit(w, err, errlen);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -242,7 +421,9 @@ void sq_st_free(sq_st_file *f)
     }
     free(f->tensors);
     free(f->meta);
-    free(f->data);
+    free(f->name);
+    if (f->map) munmap(f->map, f->map_len);
+    free(f->copy);
     memset(f, 0, sizeof *f);
 }
 
@@ -277,7 +458,7 @@ static int cmp_entry_offsets(const void *a, const void *b)
     const sq_st_entry *x = a, *y = b;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     if (x->end != y->end) return x->end < y->end ? -1 : 1;
-    return 0;
+    return strcmp(x->name, y->name); /* a fixed order, so fixed messages */
 }
 
 static int cmp_entry_names(const void *a, const void *b)
@@ -525,7 +706,125 @@ static int check_layout(const char *path, sq_st_file *f, char *err, size_t errle
     return 0;
 }
 
-int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
+/* Validates the image buf[0..len) of a whole file into *f (zeroed, with its
+** name set): the header length, the JSON, then the layout of the data,
+** which stays in buf. */
+static int parse_image(const char *path, const unsigned char *buf, size_t len, sq_st_file *f,
+                       char *err, size_t errlen)
+{
+    if (len < 8) {
+        sq_set_err(err, errlen,
+                "%s: not a safetensors file: %zu bytes, too short for the header length", path,
+                len);
+        return -1;
+    }
+    uint64_t n = 0;
+    for (int k = 0; k < 8; k++) n |= (uint64_t)buf[k] << (8 * k);
+    if (n > len - 8) {
+        sq_set_err(err, errlen,
+                "%s: header length %llu goes beyond the end of the file (%llu bytes)", path,
+                (unsigned long long)n, (unsigned long long)len);
+        return -1;
+    }
+    if (n > SQ_ST_HEADER_MAX) {
+        sq_set_err(err, errlen, "%s: header length %llu exceeds the limit of %llu bytes", path,
+                (unsigned long long)n, (unsigned long long)SQ_ST_HEADER_MAX);
+        return -1;
+    }
+    if (n < 2) {
+        sq_set_err(err, errlen, "%s: header length %llu: too short for a JSON object", path,
+                (unsigned long long)n);
+        return -1;
+    }
+    f->header_len = n;
+    const unsigned char *json = buf + 8;
+    const unsigned char *nul = memchr(json, '\0', (size_t)n);
+    if (nul) {
+        sq_set_err(err, errlen, "%s: header: NUL byte at byte %zu of the JSON", path,
+                (size_t)(nul - json));
+        return -1;
+    }
+    if (json[0] != '{') {
+        sq_set_err(err, errlen, "%s: header: does not start with '{'", path);
+        return -1;
+    }
+    /* cJSON wants a terminated string; the header is small beside the data,
+    ** which is never copied. */
+    char *hdr = malloc((size_t)n + 1);
+    if (!hdr) {
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    memcpy(hdr, json, (size_t)n);
+    hdr[n] = '\0';
+    int rc = parse_header(path, hdr, f, err, errlen);
+    free(hdr);
+    if (rc) return -1;
+    f->data = buf + 8 + n;
+    f->data_len = len - 8 - n;
+    return check_layout(path, f, err, errlen);
+}
+
+int sq_st_parse(const char *name, const void *buf, size_t len, sq_st_file *out, char *err,
+                size_t errlen)
+{
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    const char *path = name ? name : "(memory)";
+    static const unsigned char none[1];
+    if (!buf) {
+        if (len) {
+            sq_set_err(err, errlen, "%s: no buffer given", path);
+            return -1;
+        }
+        buf = none;
+    }
+    if (!(out->name = strdup(path))) {
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    if (parse_image(out->name, buf, len, out, err, errlen)) {
+        sq_st_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads fd to its end into a new buffer (a pipe, or a file that cannot be
+** mapped). */
+static int read_all(int fd, const char *path, unsigned char **buf, size_t *len, char *err,
+                    size_t errlen)
+{
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *b = malloc(cap);
+    for (;;) {
+        if (!b) {
+            sq_set_err(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+        if (n == cap) {
+            unsigned char *p = cap <= SIZE_MAX / 2 ? realloc(b, cap * 2) : NULL;
+            if (!p) free(b);
+            b = p;
+            cap *= 2;
+            continue;
+        }
+        ssize_t k = read(fd, b + n, cap - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+            free(b);
+            return -1;
+        }
+        if (k == 0) break;
+        n += (size_t)k;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+int sq_st_open(const char *path, sq_st_file *out, char *err, size_t errlen)
 {
     if (!out) return -1;
     memset(out, 0, sizeof *out);
@@ -533,124 +832,297 @@ int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
         sq_set_err(err, errlen, "(null): no file name");
         return -1;
     }
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    int rc = -1, sized = 0;
-    uint64_t fsize = 0;
-    char *hdr = NULL;
     struct stat st;
-    if (fstat(fileno(fp), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            sq_set_err(err, errlen, "%s: is a directory", path);
-            goto done;
+    if (fstat(fd, &st) != 0) {
+        sq_set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        sq_set_err(err, errlen, "%s: is a directory", path);
+        close(fd);
+        return -1;
+    }
+    /* A regular file is mapped; mmap of length 0 is invalid, so an empty
+    ** file goes the way of a pipe (and fails as too short). */
+    void *map = MAP_FAILED;
+    size_t size = 0;
+    if (S_ISREG(st.st_mode) && st.st_size > 0) {
+        if ((uint64_t)st.st_size > SIZE_MAX) {
+            sq_set_err(err, errlen, "%s: %llu bytes: too large to map", path,
+                    (unsigned long long)st.st_size);
+            close(fd);
+            return -1;
         }
-        if (S_ISREG(st.st_mode)) {
-            sized = 1;
-            fsize = (uint64_t)st.st_size;
+        size = (size_t)st.st_size;
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
+    unsigned char *copy = NULL;
+    if (map == MAP_FAILED && read_all(fd, path, &copy, &size, err, errlen)) {
+        close(fd);
+        return -1;
+    }
+    close(fd); /* a mapping outlives its descriptor */
+    const void *image = map != MAP_FAILED ? map : copy;
+    if (sq_st_parse(path, image, size, out, err, errlen)) {
+        if (map != MAP_FAILED) munmap(map, size);
+        free(copy);
+        return -1;
+    }
+    if (map != MAP_FAILED) {
+        out->map = map;
+        out->map_len = size;
+    }
+    out->copy = copy;
+    return 0;
+}
+
+int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
+{
+    return sq_st_open(path, out, err, errlen);
+}
+
+void sq_st_release(const sq_st_file *f, const sq_st_entry *e)
+{
+#ifdef MADV_DONTNEED
+    if (!f || !f->map) return;
+    uintptr_t lo = (uintptr_t)(e ? e->data : f->data), base = (uintptr_t)f->map;
+    uint64_t len = e ? e->end - e->begin : f->data_len;
+    if (lo < base || lo - base > f->map_len || len > f->map_len - (lo - base))
+        return; /* not an entry of this file */
+    /* Rounded outward to whole pages: the neighbours' pages that go too are
+    ** clean (PROT_READ, never written), so touching them again reads them
+    ** back from the file; nothing is lost. */
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = lo & ~(pg - 1), b = (lo + (uintptr_t)len + pg - 1) & ~(pg - 1);
+    if (b > a) (void)madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
+#else
+    (void)f;
+    (void)e;
+#endif
+}
+
+/* ------------------------------------------------------------------------ */
+/* Conversion to fp32 and fp64                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Elements converted at a time: a chunk is one OpenMP work item, and the
+** unit in which a bad element is looked for once one is known to exist. */
+#define CONV_CHUNK 16384
+/* From FLT_MAX + half an ulp on, a double rounds (to nearest even) to an
+** infinite float. */
+#define F32_OVERFLOW 0x1.ffffffp+127
+
+static uint64_t load_le64(const unsigned char *p)
+{
+    uint64_t u = 0;
+    for (int k = 0; k < 8; k++) u |= (uint64_t)p[k] << (8 * k);
+    return u;
+}
+
+static uint32_t load_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Element i of a float dtype as a double (exact for every float dtype). */
+static double elem_f64(sq_st_dtype dt, const unsigned char *p, uint64_t i)
+{
+    uint16_t h;
+    double v;
+    switch (dt) {
+    case SQ_ST_F64: {
+        uint64_t u = load_le64(p + 8 * i);
+        memcpy(&v, &u, 8);
+        return v;
+    }
+    case SQ_ST_F32: return (double)sq_f32_bits(load_le32(p + 4 * i));
+    case SQ_ST_BF16:
+        h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+        return (double)sq_hd_bf16_to_f32(h);
+    default:
+        h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+        return (double)sq_hd_f16_to_f32(h);
+    }
+}
+
+/* The shortest %g form that reads back as v ("1e+300", not 1.0000000000000001e+300). */
+static void shortest_g(double v, char *buf, size_t len)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+/* Finds the first bad element of chunk c (one is known to be there) and
+** writes the error naming it. */
+static void report_bad(const sq_st_file *f, const sq_st_entry *e, uint64_t c, char *err,
+                       size_t errlen)
+{
+    uint64_t i = c * CONV_CHUNK, stop = e->nelem - i < CONV_CHUNK ? e->nelem : i + CONV_CHUNK;
+    for (; i < stop; i++) {
+        double v = elem_f64(e->dtype, e->data, i);
+        if (isnan(v)) {
+            sq_set_err(err, errlen, "%s: tensor '%s': element %llu is NaN", f->name, e->name,
+                    (unsigned long long)i);
+            return;
+        }
+        if (isinf(v)) {
+            sq_set_err(err, errlen, "%s: tensor '%s': element %llu is %s", f->name, e->name,
+                    (unsigned long long)i, v > 0 ? "+Inf" : "-Inf");
+            return;
+        }
+        if (fabs(v) >= F32_OVERFLOW) {
+            char num[40];
+            shortest_g(v, num, sizeof num);
+            sq_set_err(err, errlen, "%s: tensor '%s': element %llu: %s overflows fp32", f->name,
+                    e->name, (unsigned long long)i, num);
+            return;
         }
     }
-    unsigned char len8[8];
-    size_t got = fread(len8, 1, 8, fp);
-    if (got != 8) {
-        if (ferror(fp))
-            sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+    sq_set_err(err, errlen, "%s: tensor '%s': internal error: no bad element in chunk %llu",
+            f->name, e->name, (unsigned long long)c);
+}
+
+/* Converts n elements at p to fp32; nonzero when one is NaN, Inf or (F64)
+** beyond fp32's range, which all come out as a non-finite float. One plain
+** loop per dtype, written so that the compiler vectorises it. */
+static int chunk_f32(sq_st_dtype dt, const unsigned char *p, size_t n, float *out)
+{
+    uint32_t bad = 0;
+    switch (dt) {
+    case SQ_ST_F32:
+        if (!SQ_BIG_ENDIAN)
+            memcpy(out, p, 4 * n);
         else
-            sq_set_err(err, errlen,
-                    "%s: not a safetensors file: %zu bytes, too short for the header length",
-                    path, got);
-        goto done;
+            for (size_t i = 0; i < n; i++) out[i] = sq_f32_bits(load_le32(p + 4 * i));
+        break;
+    case SQ_ST_BF16:
+        for (size_t i = 0; i < n; i++)
+            out[i] = sq_hd_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        break;
+    case SQ_ST_F16:
+        for (size_t i = 0; i < n; i++)
+            out[i] = sq_hd_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        break;
+    default: /* F64 */
+        for (size_t i = 0; i < n; i++) {
+            double v;
+            uint64_t u = SQ_BIG_ENDIAN ? load_le64(p + 8 * i) : 0;
+            if (!SQ_BIG_ENDIAN) memcpy(&u, p + 8 * i, 8);
+            memcpy(&v, &u, 8);
+            out[i] = (float)v;
+        }
+        break;
     }
-    uint64_t n = 0;
-    for (int k = 0; k < 8; k++) n |= (uint64_t)len8[k] << (8 * k);
-    if (sized && n > fsize - 8) {
-        sq_set_err(err, errlen,
-                "%s: header length %llu goes beyond the end of the file (%llu bytes)", path,
-                (unsigned long long)n, (unsigned long long)fsize);
-        goto done;
-    }
-    if (n > SQ_ST_HEADER_MAX) {
-        sq_set_err(err, errlen, "%s: header length %llu exceeds the limit of %llu bytes", path,
-                (unsigned long long)n, (unsigned long long)SQ_ST_HEADER_MAX);
-        goto done;
-    }
-    if (n < 2) {
-        sq_set_err(err, errlen, "%s: header length %llu: too short for a JSON object", path,
-                (unsigned long long)n);
-        goto done;
-    }
-    out->header_len = n;
-    hdr = malloc((size_t)n + 1);
-    if (!hdr) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
-        goto done;
-    }
-    got = fread(hdr, 1, (size_t)n, fp);
-    if (got != n) {
-        if (ferror(fp))
-            sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+    for (size_t i = 0; i < n; i++) bad |= (uint32_t)sq_hd_nonfinite(out[i]);
+    return bad != 0;
+}
+
+/* The same to fp64: every value is exact; bad as for chunk_f32. */
+static int chunk_f64(sq_st_dtype dt, const unsigned char *p, size_t n, double *out)
+{
+    uint32_t bad = 0;
+    switch (dt) {
+    case SQ_ST_F64:
+        if (!SQ_BIG_ENDIAN)
+            memcpy(out, p, 8 * n);
         else
-            sq_set_err(err, errlen, "%s: header length %llu goes beyond the end of the file", path,
-                    (unsigned long long)n);
-        goto done;
-    }
-    hdr[n] = '\0';
-    if (strlen(hdr) != n) {
-        sq_set_err(err, errlen, "%s: header: NUL byte at byte %zu of the JSON", path, strlen(hdr));
-        goto done;
-    }
-    if (hdr[0] != '{') {
-        sq_set_err(err, errlen, "%s: header: does not start with '{'", path);
-        goto done;
-    }
-    if (parse_header(path, hdr, out, err, errlen)) goto done;
-    /* The data section. */
-    if (sized) {
-        out->data_len = fsize - 8 - n;
-        if (out->data_len > SIZE_MAX) {
-            sq_set_err(err, errlen, "%s: data section too large for memory", path);
-            goto done;
-        }
-        out->data = malloc(out->data_len ? (size_t)out->data_len : 1);
-        if (!out->data) {
-            sq_set_err(err, errlen, "%s: out of memory for %llu bytes of data", path,
-                    (unsigned long long)out->data_len);
-            goto done;
-        }
-        got = out->data_len ? fread(out->data, 1, (size_t)out->data_len, fp) : 0;
-        if (got != out->data_len) {
-            sq_set_err(err, errlen, "%s: %s", path,
-                    ferror(fp) ? strerror(errno) : "file shrank while being read");
-            goto done;
-        }
-    } else {
-        size_t cap = 1 << 16, len = 0;
-        out->data = malloc(cap);
-        for (;;) {
-            if (!out->data) {
-                sq_set_err(err, errlen, "%s: out of memory", path);
-                goto done;
+            for (size_t i = 0; i < n; i++) {
+                uint64_t u = load_le64(p + 8 * i);
+                memcpy(&out[i], &u, 8);
             }
-            len += fread(out->data + len, 1, cap - len, fp);
-            if (len < cap) break;
-            unsigned char *p = cap <= SIZE_MAX / 2 ? realloc(out->data, cap * 2) : NULL;
-            if (!p) free(out->data);
-            out->data = p;
-            cap *= 2;
+        /* NaN fails the comparison too. */
+        for (size_t i = 0; i < n; i++) bad |= (uint32_t)!(fabs(out[i]) < F32_OVERFLOW);
+        return bad != 0;
+    case SQ_ST_F32:
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            if (SQ_BIG_ENDIAN) u = load_le32(p + 4 * i);
+            else memcpy(&u, p + 4 * i, 4);
+            bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+            out[i] = (double)sq_f32_bits(u);
         }
-        if (ferror(fp)) {
-            sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
-            goto done;
+        return bad != 0;
+    case SQ_ST_BF16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            bad |= (uint32_t)((h & 0x7f80u) == 0x7f80u);
+            out[i] = (double)sq_hd_bf16_to_f32(h);
         }
-        out->data_len = len;
+        return bad != 0;
+    default: /* F16 */
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            bad |= (uint32_t)((h & 0x7c00u) == 0x7c00u);
+            out[i] = (double)sq_hd_f16_to_f32(h);
+        }
+        return bad != 0;
     }
-    if (check_layout(path, out, err, errlen)) goto done;
-    rc = 0;
-done:
-    free(hdr);
-    fclose(fp);
-    if (rc) sq_st_free(out);
-    return rc;
+}
+
+/* Both conversions: checks the arguments, runs the chunks in parallel and
+** names the first bad element (the lowest bad chunk is found whatever the
+** thread count, so the message is too). */
+static int convert(const sq_st_file *f, const sq_st_entry *e, void *out, int to64, char *err,
+                   size_t errlen)
+{
+    const char *path = f && f->name ? f->name : "(null)";
+    if (!f || !e) {
+        sq_set_err(err, errlen, "%s: no tensor given", path);
+        return -1;
+    }
+    if (!sq_st_dtype_is_float(e->dtype)) {
+        const char *dn = sq_st_dtype_name(e->dtype);
+        sq_set_err(err, errlen,
+                "%s: tensor '%s': field 'dtype': %s is not a floating-point dtype (F32, F16, "
+                "BF16, F64)",
+                path, e->name, dn ? dn : "(invalid)");
+        return -1;
+    }
+    size_t isz = sq_st_dtype_size(e->dtype);
+    /* The entry must lie in this file's data, as the reader made it. */
+    if (e->end > f->data_len || e->begin > e->end || e->data != f->data + e->begin ||
+        e->nelem > (e->end - e->begin) / isz || e->nelem * isz != e->end - e->begin) {
+        sq_set_err(err, errlen, "%s: tensor '%s': not a tensor of this file", path, e->name);
+        return -1;
+    }
+    uint64_t n = e->nelem;
+    if (n == 0) return 0;
+    if (!out) {
+        sq_set_err(err, errlen, "%s: tensor '%s': no output buffer", path, e->name);
+        return -1;
+    }
+    uint64_t nchunks = (n + CONV_CHUNK - 1) / CONV_CHUNK, first = UINT64_MAX;
+#pragma omp parallel for num_threads(sq_get_threads()) if (nchunks > 4) schedule(static) \
+    reduction(min : first)
+    for (uint64_t c = 0; c < nchunks; c++) {
+        uint64_t i0 = c * CONV_CHUNK;
+        size_t len = (size_t)(n - i0 < CONV_CHUNK ? n - i0 : CONV_CHUNK);
+        const unsigned char *p = e->data + i0 * isz;
+        int bad = to64 ? chunk_f64(e->dtype, p, len, (double *)out + i0)
+                       : chunk_f32(e->dtype, p, len, (float *)out + i0);
+        if (bad && c < first) first = c;
+    }
+    if (first == UINT64_MAX) return 0;
+    report_bad(f, e, first, err, errlen);
+    return -1;
+}
+
+int sq_st_to_f32(const sq_st_file *f, const sq_st_entry *e, float *out, char *err,
+                 size_t errlen)
+{
+    return convert(f, e, out, 0, err, errlen);
+}
+
+int sq_st_to_f64(const sq_st_file *f, const sq_st_entry *e, double *out, char *err,
+                 size_t errlen)
+{
+    return convert(f, e, out, 1, err, errlen);
 }

@@ -12,6 +12,13 @@
 ** exactly end - begin bytes, and that the tensors cover the data section
 ** without overlap or gap.
 **
+** The reader maps a regular file (read-only, private) instead of copying it:
+** tensor data points into the mapping, pages come in as they are touched,
+** and sq_st_release drops a tensor's pages again, so a file larger than
+** memory can be streamed tensor by tensor. A pipe is read into memory.
+** sq_st_parse validates an image that is already in memory (the fuzzers
+** call it); the file reader runs the same code on its mapping.
+**
 ** Errors: 0 on success, -1 on failure with a sentence naming the file, the
 ** tensor and the field in err[0..errlen), e.g.
 **   "x.safetensors: tensor 'codes': field 'data_offsets': end 100 beyond the
@@ -46,6 +53,9 @@ const char *sq_st_dtype_name(sq_st_dtype d);
 size_t sq_st_dtype_size(sq_st_dtype d);
 /* The dtype of a name ("F32"), or -1 when unknown. */
 int sq_st_dtype_parse(const char *name);
+/* 1 for the floating-point dtypes the codecs take (F32, F16, BF16, F64),
+** else 0. */
+int sq_st_dtype_is_float(sq_st_dtype d);
 
 /* One tensor to write: product(shape) * itemsize bytes at data (which may be
 ** NULL when that is 0), little-endian. */
@@ -69,6 +79,24 @@ typedef struct sq_st_kv {
 int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
                 size_t nm, char *err, size_t errlen);
 
+/* The streaming writer, for files that need not be in memory at once.
+** sq_st_writer_open checks the tensors and metadata as sq_st_write does
+** (t[i].data is ignored) and writes the header; sq_st_writer_put appends the
+** data of the tensors, in their order, in pieces of any size;
+** sq_st_writer_commit checks that exactly the promised bytes were put and
+** renames the file into place. After open succeeds, exactly one of commit
+** or abort must be called: both free the writer, whatever the outcome. A
+** failed put is remembered and makes commit fail too; the target is never
+** left half-written (wfile.h). */
+typedef struct sq_st_writer sq_st_writer;
+
+int sq_st_writer_open(sq_st_writer **w, const char *path, const sq_st_tensor *t, size_t nt,
+                      const sq_st_kv *m, size_t nm, char *err, size_t errlen);
+int sq_st_writer_put(sq_st_writer *w, const void *data, uint64_t bytes, char *err,
+                     size_t errlen);
+int sq_st_writer_commit(sq_st_writer *w, char *err, size_t errlen);
+void sq_st_writer_abort(sq_st_writer *w);
+
 /* A tensor of a file that was read. */
 typedef struct sq_st_entry {
     char *name;
@@ -85,14 +113,51 @@ typedef struct sq_st_file {
     size_t ntensors;
     sq_st_kv *meta;        /* __metadata__, strings owned by the struct */
     size_t nmeta;
-    unsigned char *data;   /* the whole data section (malloc'd) */
+    const unsigned char *data; /* the whole data section: in the mapping, the
+                                  caller's buffer or a private copy */
     uint64_t data_len;
     uint64_t header_len;   /* N */
+    char *name;            /* the file name, for messages */
+    /* Private to the reader: what sq_st_free gives back. */
+    void *map;             /* the mapping of the whole file, or NULL */
+    size_t map_len;
+    void *copy;            /* the image read from a pipe (malloc'd), or NULL */
 } sq_st_file;
 
-/* Reads and validates a whole file into *out (which sq_st_free releases). */
+/* Opens and validates a whole file into *out (which sq_st_free releases). A
+** regular file is mapped read-only; anything else (a pipe) is read into
+** memory. */
+int sq_st_open(const char *path, sq_st_file *out, char *err, size_t errlen);
+/* The same as sq_st_open (its older name). */
 int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen);
+/* Validates the file image buf[0..len) (all of a file) into *out. Nothing is
+** copied: the tensors' data point into buf, which must outlive *out. name
+** is the file name for messages. */
+int sq_st_parse(const char *name, const void *buf, size_t len, sq_st_file *out, char *err,
+                size_t errlen);
+/* Unmaps or frees everything and zeroes *f; safe on a zeroed struct. */
 void sq_st_free(sq_st_file *f);
+
+/* Drops the pages of e's data from the resident set (e NULL: the whole
+** file), so that streaming a large file tensor by tensor keeps memory
+** bounded. The data stay readable: touched again, they are read back from
+** the file. A no-op for a file held in memory. */
+void sq_st_release(const sq_st_file *f, const sq_st_entry *e);
+
+/* Converts e's nelem values (of a float dtype, unaligned, little-endian) to
+** fp32 in out[0..nelem): F32 is copied, F16 and BF16 widen exactly, F64
+** rounds to nearest even. Fails, naming the file, the tensor and the first
+** offending element, on a dtype that is not a float, on NaN or +-Inf, and
+** on an F64 value beyond fp32's range:
+**   "x.st: tensor 'w': element 123 is NaN"
+**   "x.st: tensor 'w': element 5: 1e+300 overflows fp32"
+** out is undefined after a failure. */
+int sq_st_to_f32(const sq_st_file *f, const sq_st_entry *e, float *out, char *err,
+                 size_t errlen);
+/* The same checks (so both accept the same tensors), converting exactly to
+** double: the fp64 reference of the values. */
+int sq_st_to_f64(const sq_st_file *f, const sq_st_entry *e, double *out, char *err,
+                 size_t errlen);
 
 /* The tensor called name, or NULL. */
 const sq_st_entry *sq_st_find(const sq_st_file *f, const char *name);

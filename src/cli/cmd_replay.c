@@ -1,0 +1,403 @@
+/*
+** cmd_replay.c -- `shardq replay`: a scheme over a captured trace, every
+** result into the database (replay.h does the work, store.h the storing).
+*/
+#include "cli.h"
+#include "progress.h"
+#include "replay/replay.h"
+#include "store/store.h"
+
+#include <cjson/cJSON.h>
+
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char replay_usage[] =
+    "usage: shardq replay [options] TRACE\n"
+    "\n"
+    "Runs a quantization scheme over a captured trace (a trace directory, or\n"
+    "one .safetensors or .npy file: see 'shardq trace --help') and measures\n"
+    "what it does, param by param and step by step:\n"
+    "  gradients  worker r of the emulated world takes the gradient of trace\n"
+    "             worker r mod W; the reduce-scatter runs; its result is compared\n"
+    "             with the exact fp64 mean of the original values;\n"
+    "  weights    the first step initialises every replica; each later step's\n"
+    "             weights go through the all-gather (qwd carries the\n"
+    "             reconstructed weights from step to step, as in training) and\n"
+    "             are compared with the trace's.\n"
+    "Error statistics per step and per tensor, bytes per collective and link\n"
+    "level, and timings go to the database; --json prints a summary.\n"
+    "\n"
+    "options:\n"
+    "  --scheme NAME      a preset of 'shardq schemes' (default sdp4bit)\n"
+    "  --set KEY=VALUE    override one knob (repeatable)\n"
+    "  --workers KxG      the emulated topology (default: the trace's, else\n"
+    "                     1 x W for W gradient files, else 2x4)\n"
+    "  --device DEV       cpu (default), cuda or cuda:N[,N...]\n"
+    "  --seed S           Philox seed of the rounding, < 2^63 (default 1)\n"
+    "  --paths LIST       grad, weight or grad,weight (default both)\n"
+    "  --steps N          replay only the first N steps (default all)\n"
+    "  --db FILE          the database (default $SHARDQ_DB, else shardq.db)\n"
+    "  --no-db            store nothing\n"
+    "  --no-tensor-rows   store per-step rows only, not per tensor\n"
+    "  --busy-timeout MS  how long to wait for a locked database (default 10000)\n"
+    "  --key TEXT         identity of this run in a sweep: a run with this key\n"
+    "                     already done is not repeated (used by 'shardq sweep')\n"
+    "  --sweep NAME       the sweep this run belongs to\n"
+    "  --json             print a JSON summary\n"
+    "  -q, --quiet        print nothing on success\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "Exit status: 0 done (or already done under --key), 1 error, 2 usage,\n"
+    "75 the --key is being run by another live process.\n";
+
+#define EXIT_BUSY 75
+
+/* Writes the rows of the replay into the store. */
+typedef struct sink_ctx {
+    sq_store *store;
+    int64_t run;
+    sq_progress *bar;
+} sink_ctx;
+
+static int sink_rows(void *ctx, const sq_stat_row *rows, size_t n, char *err, size_t errlen)
+{
+    sink_ctx *c = ctx;
+    if (!c->store) return 0;
+    return sq_store_add_stats(c->store, c->run, rows, n, err, errlen);
+}
+
+static void sink_progress(void *ctx, size_t done, size_t total)
+{
+    sink_ctx *c = ctx;
+    (void)total;
+    sq_progress_update(c->bar, done);
+}
+
+static void json_stats(const char *name, const sq_errstats *s, double clipped)
+{
+    printf("\"%s\":{\"n\":%llu,\"rel_l2\":", name, (unsigned long long)s->n);
+    cli_json_num(s->rel_l2);
+    printf(",\"mse\":");
+    cli_json_num(s->mse);
+    printf(",\"max_abs\":");
+    cli_json_num(s->max_abs);
+    printf(",\"snr_db\":");
+    cli_json_num(s->snr_db);
+    printf(",\"cosine\":");
+    cli_json_num(s->cosine);
+    printf(",\"mean_signed\":");
+    cli_json_num(s->mean_signed);
+    printf(",\"frac_zeroed\":");
+    cli_json_num(s->frac_zeroed);
+    printf(",\"frac_clipped\":");
+    cli_json_num(clipped);
+    printf("}");
+}
+
+static double bits(const sq_bytes_row *b)
+{
+    return b->sent_elems ? 8.0 * (double)(b->sent_codes + b->sent_meta) / (double)b->sent_elems
+                         : NAN;
+}
+
+static void print_json(const sq_replay_result *r, const char *trace, const char *preset,
+                       const char *scheme, const char *topo, uint64_t seed, const char *device,
+                       int64_t run)
+{
+    printf("{\"run\":");
+    if (run > 0) printf("%lld", (long long)run);
+    else printf("null");
+    printf(",\"trace\":");
+    cli_json_str(trace);
+    printf(",\"preset\":");
+    cli_json_str(preset);
+    printf(",\"scheme\":");
+    cli_json_str(scheme);
+    printf(",\"workers\":\"%s\",\"seed\":%llu,\"device\":", topo, (unsigned long long)seed);
+    cli_json_str(device);
+    printf(",\"steps\":%zu,\"params\":%zu,\"elements\":%llu,\"consecutive\":%s,"
+           "\"trace_bytes\":%llu,\"seconds\":%.6f,\"gb_per_s\":",
+           r->steps, r->params, (unsigned long long)r->elements,
+           r->consecutive ? "true" : "false", (unsigned long long)r->trace_bytes, r->seconds);
+    cli_json_num(r->seconds > 0 ? (double)r->trace_bytes / r->seconds / 1e9 : NAN);
+    printf(",\"peak_rss_bytes\":%llu", (unsigned long long)r->peak_rss);
+    if (r->has_grad) {
+        printf(",");
+        json_stats("grad", &r->grad, r->grad_clipped);
+    }
+    if (r->has_weight) {
+        printf(",");
+        json_stats("weight", &r->weight, r->weight_clipped);
+    }
+    printf(",\"bytes\":{");
+    for (int c = 0; c < SQ_NCOLL; c++) {
+        printf("%s\"%s\":{", c ? "," : "", sq_coll_name(c));
+        for (int l = 0; l < SQ_NLINK; l++) {
+            const sq_bytes_row *b = &r->bytes[c * SQ_NLINK + l];
+            printf("%s\"%s\":{\"sent_codes\":%llu,\"sent_meta\":%llu,\"recv_bytes\":%llu,"
+                   "\"elements\":%llu,\"messages\":%llu,\"bits_per_element\":",
+                   l ? "," : "", sq_link_name(l), (unsigned long long)b->sent_codes,
+                   (unsigned long long)b->sent_meta,
+                   (unsigned long long)(b->recv_codes + b->recv_meta),
+                   (unsigned long long)b->sent_elems, (unsigned long long)b->messages);
+            cli_json_num(bits(b));
+            printf("}");
+        }
+        printf("}");
+    }
+    printf("},\"timings\":{");
+    for (int k = 0; k < SQ_REPLAY_NTIMINGS; k++) {
+        const sq_timing_row *t = &r->timings[k];
+        printf("%s\"%s\":{\"calls\":%llu,\"seconds\":%.6f,\"bytes\":%llu,\"gb_per_s\":",
+               k ? "," : "", t->op, (unsigned long long)t->calls, t->seconds,
+               (unsigned long long)t->bytes);
+        cli_json_num(t->seconds > 0 && t->bytes ? (double)t->bytes / t->seconds / 1e9 : NAN);
+        printf("}");
+    }
+    printf("}}\n");
+}
+
+static void print_text(const sq_replay_result *r, const char *trace, const char *preset,
+                       const char *topo, const char *db, int64_t run)
+{
+    printf("replayed %s: %zu step%s x %zu param%s (%llu elements) with %s on %s\n", trace,
+           r->steps, r->steps == 1 ? "" : "s", r->params, r->params == 1 ? "" : "s",
+           (unsigned long long)r->elements, preset, topo);
+    if (r->has_grad)
+        printf("  gradients  rel_l2 %.4g  snr %.2f dB  cos %.6f  bias %.3g  max %.3g  "
+               "clipped %.3g\n",
+               r->grad.rel_l2, r->grad.snr_db, r->grad.cosine, r->grad.mean_signed,
+               r->grad.max_abs, r->grad_clipped);
+    if (r->has_weight)
+        printf("  weights    rel_l2 %.4g  snr %.2f dB  max %.3g  clipped %.3g\n",
+               r->weight.rel_l2, r->weight.snr_db, r->weight.max_abs, r->weight_clipped);
+    if (!r->consecutive && r->has_weight)
+        printf("  note: the trace's steps are not consecutive, so each weight difference\n"
+               "        spans several optimizer steps (larger than in training)\n");
+    for (int c = 0; c < SQ_NCOLL; c++)
+        for (int l = 0; l < SQ_NLINK; l++) {
+            const sq_bytes_row *b = &r->bytes[c * SQ_NLINK + l];
+            if (!b->sent_elems) continue;
+            printf("  %-19s %-6s %14llu bytes  %.4f bits/elem\n", b->collective, b->link,
+                   (unsigned long long)(b->sent_codes + b->sent_meta), bits(b));
+        }
+    printf("  %.3f s, %.3f GB of trace read (%.3f GB/s), peak memory %.1f MB\n", r->seconds,
+           (double)r->trace_bytes / 1e9,
+           r->seconds > 0 ? (double)r->trace_bytes / r->seconds / 1e9 : 0.0,
+           (double)r->peak_rss / 1e6);
+    if (run > 0) printf("  stored as run %lld in %s\n", (long long)run, db);
+}
+
+/* The configuration as a JSON object (the runs table's config column). */
+static char *config_json(const char *trace, const char *preset, const char *scheme,
+                         const char *topo, uint64_t seed, const char *device, int paths,
+                         uint64_t steps)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "command", "replay");
+    cJSON_AddStringToObject(o, "trace", trace);
+    cJSON_AddStringToObject(o, "preset", preset);
+    cJSON_AddStringToObject(o, "scheme", scheme);
+    cJSON_AddStringToObject(o, "workers", topo);
+    cJSON_AddNumberToObject(o, "seed", (double)seed);
+    cJSON_AddStringToObject(o, "device", device);
+    cJSON_AddStringToObject(o, "paths", paths == 3 ? "grad,weight"
+                                        : paths == SQ_REPLAY_GRAD ? "grad" : "weight");
+    cJSON_AddNumberToObject(o, "steps", (double)steps);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+int cmd_replay(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"scheme", required_argument, NULL, 's'}, {"set", required_argument, NULL, 'S'},
+        {"workers", required_argument, NULL, 'w'}, {"device", required_argument, NULL, 'd'},
+        {"seed", required_argument, NULL, 'e'},   {"paths", required_argument, NULL, 'P'},
+        {"steps", required_argument, NULL, 't'},  {"db", required_argument, NULL, 'b'},
+        {"no-db", no_argument, NULL, 'n'},        {"no-tensor-rows", no_argument, NULL, 'R'},
+        {"busy-timeout", required_argument, NULL, 'B'}, {"key", required_argument, NULL, 'k'},
+        {"sweep", required_argument, NULL, 'W'},  {"json", no_argument, NULL, 'j'},
+        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *preset = "sdp4bit", *workers = NULL, *device = "cpu", *db = cli_default_db();
+    const char *key = NULL, *sweep = NULL;
+    const char *sets[64];
+    int nsets = 0, json = 0, quiet = 0, nodb = 0, tensor_rows = 1, paths = 3, ch;
+    uint64_t seed = 1, steps = 0, busy = SQ_STORE_BUSY_MS;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 's': preset = optarg; break;
+        case 'S':
+            if (nsets == 64) {
+                fprintf(stderr, "shardq replay: --set: at most 64\n");
+                return CLI_USAGE;
+            }
+            sets[nsets++] = optarg;
+            break;
+        case 'w': workers = optarg; break;
+        case 'd':
+            if (cli_check_device("replay", optarg)) return CLI_USAGE;
+            device = optarg;
+            break;
+        case 'e':
+            if (cli_parse_u64("replay", "--seed", optarg, INT64_MAX, &seed)) return CLI_USAGE;
+            break;
+        case 'P':
+            if (!strcmp(optarg, "grad")) paths = SQ_REPLAY_GRAD;
+            else if (!strcmp(optarg, "weight")) paths = SQ_REPLAY_WEIGHT;
+            else if (!strcmp(optarg, "grad,weight") || !strcmp(optarg, "weight,grad")) paths = 3;
+            else {
+                fprintf(stderr, "shardq replay: --paths: '%s': expected grad, weight or "
+                        "grad,weight\n", optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case 't':
+            if (cli_parse_u64("replay", "--steps", optarg, UINT32_MAX, &steps)) return CLI_USAGE;
+            break;
+        case 'b': db = optarg; break;
+        case 'n': nodb = 1; break;
+        case 'R': tensor_rows = 0; break;
+        case 'B':
+            if (cli_parse_u64("replay", "--busy-timeout", optarg, INT_MAX, &busy))
+                return CLI_USAGE;
+            break;
+        case 'k': key = optarg; break;
+        case 'W': sweep = optarg; break;
+        case 'j': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': fputs(replay_usage, stdout); return CLI_OK;
+        default: fputs("Try 'shardq replay --help'.\n", stderr); return CLI_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "shardq replay: expected one TRACE\nTry 'shardq replay --help'.\n");
+        return CLI_USAGE;
+    }
+    const char *trace_path = argv[optind];
+    sq_replay_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (cli_scheme("replay", preset, sets, nsets, &cfg.scheme)) return CLI_USAGE;
+    char err[2048];
+    if (workers && sq_topo_parse(workers, &cfg.topo, err, sizeof err)) {
+        fprintf(stderr, "shardq replay: --workers: %s\n", err);
+        return CLI_USAGE;
+    }
+    sq_trace t;
+    if (sq_trace_open(trace_path, &t, err, sizeof err)) {
+        fprintf(stderr, "shardq replay: %s\n", err);
+        return CLI_RUNTIME;
+    }
+    if (!workers) cfg.topo = sq_replay_default_topo(&t);
+    cfg.seed = seed;
+    cfg.device = device;
+    cfg.paths = paths;
+    cfg.max_steps = (size_t)steps;
+    cfg.tensor_rows = tensor_rows;
+
+    char topo[32], scheme[SQ_SCHEME_STRLEN];
+    snprintf(topo, sizeof topo, "%dx%d", cfg.topo.nodes, cfg.topo.per_node);
+    sq_scheme_format(&cfg.scheme, scheme, sizeof scheme);
+    char *config = config_json(trace_path, preset, scheme, topo, seed, device, paths, steps);
+    sq_store *store = NULL;
+    int64_t run = 0;
+    int rc = CLI_RUNTIME;
+    sink_ctx sc = {0};
+    if (!config) {
+        fprintf(stderr, "shardq replay: out of memory\n");
+        goto done;
+    }
+    if (!nodb) {
+        if (sq_store_open(db, (int)busy, 0, &store, err, sizeof err)) {
+            fprintf(stderr, "shardq replay: %s\n", err);
+            goto done;
+        }
+        sq_run_info info = {.kind = "replay", .key = key, .sweep = sweep, .config = config,
+                            .preset = preset, .scheme = scheme, .topo = topo, .device = device,
+                            .trace = trace_path, .seed = seed};
+        char nsteps[32];
+        snprintf(nsteps, sizeof nsteps, "%zu", steps && steps < t.nsteps ? (size_t)steps
+                                                                           : t.nsteps);
+        sq_store_kv params[] = {{"trace.workers", NULL}, {"trace.steps", nsteps},
+                                {"paths", paths == 3 ? "grad,weight"
+                                          : paths == SQ_REPLAY_GRAD ? "grad" : "weight"}};
+        char tw[16];
+        snprintf(tw, sizeof tw, "%d", t.workers);
+        params[0].value = tw;
+        /* every knob too, so that a report can group runs by any of them */
+        size_t np = 3 + sq_scheme_nknobs;
+        sq_store_kv *all = calloc(np, sizeof *all);
+        char (*vals)[64] = calloc(sq_scheme_nknobs, sizeof *vals);
+        if (!all || !vals) {
+            free(all), free(vals);
+            fprintf(stderr, "shardq replay: out of memory\n");
+            goto done;
+        }
+        memcpy(all, params, sizeof params);
+        for (size_t k = 0; k < sq_scheme_nknobs; k++) {
+            sq_scheme_get(&cfg.scheme, sq_scheme_knobs[k].key, vals[k], sizeof vals[k]);
+            all[3 + k].key = sq_scheme_knobs[k].key;
+            all[3 + k].value = vals[k];
+        }
+        int b = sq_store_run_begin(store, &info, all, np, &run, err, sizeof err);
+        free(all), free(vals);
+        if (b < 0) {
+            fprintf(stderr, "shardq replay: %s\n", err);
+            goto done;
+        }
+        if (b == SQ_STORE_DONE) {
+            if (!quiet) printf("already done: run %lld in %s\n", (long long)run, db);
+            rc = CLI_OK;
+            run = 0;
+            goto done;
+        }
+        if (b == SQ_STORE_BUSY) {
+            if (!quiet)
+                fprintf(stderr, "shardq replay: run %lld with this key is under way in another "
+                        "process\n", (long long)run);
+            rc = EXIT_BUSY;
+            run = 0;
+            goto done;
+        }
+    }
+    sc.store = store;
+    sc.run = run;
+    size_t units = 0, nst = steps && steps < t.nsteps ? (size_t)steps : t.nsteps;
+    for (size_t p = 0; p < t.nparams; p++) units += t.params[p].n ? nst : 0;
+    sc.bar = quiet ? NULL : sq_progress_start("replay", units);
+    sq_replay_sink sink = {.ctx = &sc, .rows = sink_rows, .progress = sink_progress};
+    sq_replay_result res;
+    int bad = sq_replay_run(&cfg, &t, &sink, &res, err, sizeof err);
+    sq_progress_finish(sc.bar);
+    if (bad) {
+        fprintf(stderr, "shardq replay: %s\n", err);
+        if (store) {
+            char err2[1024];
+            if (sq_store_run_end(store, run, "failed", err, NULL, 0, res.timings,
+                                 SQ_REPLAY_NTIMINGS, err2, sizeof err2))
+                fprintf(stderr, "shardq replay: %s\n", err2);
+        }
+        goto done;
+    }
+    if (store && sq_store_run_end(store, run, "done", NULL, res.bytes, SQ_NCOLL * SQ_NLINK,
+                                  res.timings, SQ_REPLAY_NTIMINGS, err, sizeof err)) {
+        fprintf(stderr, "shardq replay: %s\n", err);
+        goto done;
+    }
+    if (json) print_json(&res, trace_path, preset, scheme, topo, seed, device, run);
+    else if (!quiet) print_text(&res, trace_path, preset, topo, db, run);
+    rc = CLI_OK;
+done:
+    sq_store_close(store);
+    sq_trace_close(&t);
+    free(config);
+    return rc;
+}

@@ -1,0 +1,364 @@
+/*
+** cmd_trace.c -- `shardq trace info` (what a trace holds) and `shardq trace
+** synth` (a synthetic trace in the trace-directory format, for tests,
+** benchmarks and trying the commands without a training job).
+*/
+#include "cli.h"
+#include "progress.h"
+#include "synth.h"
+#include "trace/npy.h"
+#include "trace/tracedir.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char trace_usage[] =
+    "usage: shardq trace info [--json] PATH\n"
+    "       shardq trace synth [options] DIR\n"
+    "\n"
+    "A trace is a directory written by a training job (README, \"Traces\"):\n"
+    "manifest.json and, per captured step, step-NNNNNN/weights.safetensors and\n"
+    "step-NNNNNN/grads-wWW.safetensors, one per worker. A single .safetensors or\n"
+    ".npy file is a trace of one step with one gradient.\n"
+    "\n"
+    "  info    steps, workers, tensors, shapes, dtypes and sizes; every file's\n"
+    "          header is checked\n"
+    "  synth   write a synthetic trace: Gaussian gradients (a shared part plus\n"
+    "          each worker's noise) and the weights of SGD on their mean\n"
+    "\n"
+    "'shardq trace COMMAND --help' shows its options.\n";
+
+static const char info_usage[] =
+    "usage: shardq trace info [--json] PATH\n"
+    "\n"
+    "Prints what the trace at PATH holds: its kind, steps, gradient files per\n"
+    "step, whether it has weights, the topology it was captured on, every\n"
+    "tensor's shape, and the dtypes and bytes of its data. Every file's header\n"
+    "is validated first; a missing step or file, or a tensor that differs from\n"
+    "the manifest, is an error naming the file and the field.\n"
+    "\n"
+    "  --json       one JSON object\n"
+    "  -h, --help   this text\n";
+
+static const char synth_usage[] =
+    "usage: shardq trace synth [options] DIR\n"
+    "\n"
+    "Writes a synthetic trace into DIR (which must not exist, or be empty):\n"
+    "weights start as 0.02 x N(0,1); at every step each worker's gradient is\n"
+    "1e-3 x (a part shared by all workers + its own noise), and the next\n"
+    "step's weights are w - lr x mean(gradients), so consecutive weights differ\n"
+    "by small steps as in training. Values come from Philox: the same options\n"
+    "give the same bytes.\n"
+    "\n"
+    "options:\n"
+    "  --params SPEC     tensors, NAME:D0xD1x...,... (default\n"
+    "                    wte:256x64,h0.qkv:64x192,h0.proj:64x64,h0.fc:64x256,\n"
+    "                    h0.ln:64)\n"
+    "  --steps S         steps to write (default 4)\n"
+    "  --first STEP      number of the first step (default 1)\n"
+    "  --workers W       gradient files per step (default 4)\n"
+    "  --topology KxG    the topology to record (K x G = W; default none)\n"
+    "  --dtype D         F32, BF16, F16 or F64 (default F32)\n"
+    "  --data KIND       normal, heavy or outliers (default normal)\n"
+    "  --no-weights      write gradients only\n"
+    "  --lr X            SGD step between the weights of two steps (default 1)\n"
+    "  --seed S          Philox seed (default 1)\n"
+    "  -h, --help        this text\n";
+
+static const char *const trace_cmds[] = {"info", "synth"};
+
+static const char *kind_name(sq_trace_kind k)
+{
+    return k == SQ_TRACE_DIR ? "directory" : k == SQ_TRACE_NPY ? "npy" : "safetensors";
+}
+
+static void dtype_list(unsigned mask, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    size_t used = 0;
+    for (int d = 0; d < SQ_ST_NDTYPES; d++)
+        if (mask & (1u << d))
+            used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+                                     used ? "," : "", sq_st_dtype_name((sq_st_dtype)d));
+}
+
+static int trace_info(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int json = 0, ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'j': json = 1; break;
+        case 'h': fputs(info_usage, stdout); return CLI_OK;
+        default: fputs("Try 'shardq trace info --help'.\n", stderr); return CLI_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "shardq trace info: expected one PATH\nTry 'shardq trace info --help'.\n");
+        return CLI_USAGE;
+    }
+    sq_trace t;
+    char err[1024];
+    if (sq_trace_open(argv[optind], &t, err, sizeof err)) {
+        fprintf(stderr, "shardq trace info: %s\n", err);
+        return CLI_RUNTIME;
+    }
+    char dt[128];
+    dtype_list(t.dtypes, dt, sizeof dt);
+    int consecutive = 1;
+    for (size_t s = 1; s < t.nsteps; s++)
+        if (t.steps[s] != t.steps[s - 1] + 1) consecutive = 0;
+    if (json) {
+        printf("{\"path\":");
+        cli_json_str(t.path);
+        printf(",\"kind\":\"%s\",\"steps\":[", kind_name(t.kind));
+        for (size_t s = 0; s < t.nsteps; s++) printf("%s%u", s ? "," : "", (unsigned)t.steps[s]);
+        printf("],\"consecutive\":%s,\"workers\":%d,\"weights\":%s,\"topology\":",
+               consecutive ? "true" : "false", t.workers, t.has_weights ? "true" : "false");
+        if (t.topo[0]) cli_json_str(t.topo);
+        else printf("null");
+        printf(",\"model\":%s,\"dtypes\":\"%s\",\"elements\":%llu,\"bytes\":%llu,"
+               "\"ignored\":%zu,\"tensors\":[",
+               t.model ? t.model : "null", dt, (unsigned long long)t.elements,
+               (unsigned long long)t.bytes, t.nignored);
+        for (size_t p = 0; p < t.nparams; p++) {
+            printf("%s{\"name\":", p ? "," : "");
+            cli_json_str(t.params[p].name);
+            printf(",\"shape\":[");
+            for (int d = 0; d < t.params[p].ndim; d++)
+                printf("%s%llu", d ? "," : "", (unsigned long long)t.params[p].shape[d]);
+            printf("],\"elements\":%llu}", (unsigned long long)t.params[p].n);
+        }
+        printf("]}\n");
+    } else {
+        printf("trace      %s (%s)\n", t.path, kind_name(t.kind));
+        printf("steps      %zu:", t.nsteps);
+        for (size_t s = 0; s < t.nsteps && s < 12; s++) printf(" %u", (unsigned)t.steps[s]);
+        printf("%s%s\n", t.nsteps > 12 ? " ..." : "",
+               consecutive ? "" : "  (not consecutive)");
+        printf("workers    %d gradient file%s per step%s%s\n", t.workers,
+               t.workers == 1 ? "" : "s", t.topo[0] ? ", captured on " : "", t.topo);
+        printf("weights    %s\n", t.has_weights ? "yes" : "no");
+        if (t.model) printf("model      %s\n", t.model);
+        printf("dtypes     %s\n", dt);
+        printf("elements   %llu per file\n", (unsigned long long)t.elements);
+        printf("data       %llu bytes (%.3f GB)\n", (unsigned long long)t.bytes,
+               (double)t.bytes / 1e9);
+        if (t.nignored) printf("ignored    %zu tensors that are not floats\n", t.nignored);
+        printf("tensors    %zu:\n", t.nparams);
+        for (size_t p = 0; p < t.nparams; p++) {
+            char sh[256];
+            sq_npy_shape_str(t.params[p].shape, t.params[p].ndim, sh, sizeof sh);
+            printf("  %-32s %-20s %llu\n", t.params[p].name, sh,
+                   (unsigned long long)t.params[p].n);
+        }
+    }
+    sq_trace_close(&t);
+    return CLI_OK;
+}
+
+/* NAME:D0xD1,... into params (names point into spec, which is modified). */
+static int parse_params(char *spec, sq_trace_param *p, size_t max, size_t *np)
+{
+    *np = 0;
+    for (char *save = NULL, *item = strtok_r(spec, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(item, ':');
+        if (!colon || colon == item || !colon[1] || *np == max) return -1;
+        *colon = '\0';
+        sq_trace_param *q = &p[(*np)++];
+        memset(q, 0, sizeof *q);
+        q->name = item;
+        for (char *s2 = NULL, *d = strtok_r(colon + 1, "x", &s2); d; d = strtok_r(NULL, "x", &s2)) {
+            char *end;
+            if (q->ndim == SQ_ST_MAXDIM || *d < '0' || *d > '9') return -1;
+            q->shape[q->ndim++] = strtoull(d, &end, 10);
+            if (*end) return -1;
+        }
+        q->n = 1;
+        for (int d = 0; d < q->ndim; d++) {
+            if (q->shape[d] && q->n > (UINT64_MAX >> 4) / q->shape[d]) return -1;
+            q->n *= q->shape[d];
+        }
+    }
+    return *np ? 0 : -1;
+}
+
+static int trace_synth(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"params", required_argument, NULL, 'p'},  {"steps", required_argument, NULL, 's'},
+        {"first", required_argument, NULL, 'f'},   {"workers", required_argument, NULL, 'w'},
+        {"topology", required_argument, NULL, 'T'}, {"dtype", required_argument, NULL, 'd'},
+        {"data", required_argument, NULL, 'D'},    {"no-weights", no_argument, NULL, 'N'},
+        {"lr", required_argument, NULL, 'l'},      {"seed", required_argument, NULL, 'e'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    char spec_buf[4096] = "wte:256x64,h0.qkv:64x192,h0.proj:64x64,h0.fc:64x256,h0.ln:64";
+    uint64_t steps = 4, first = 1, workers = 4, seed = 1;
+    const char *topo = NULL;
+    int dtype = SQ_ST_F32, kind = SYNTH_NORMAL, weights = 1, ch;
+    double lr = 1.0;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'p':
+            if (strlen(optarg) >= sizeof spec_buf) {
+                fprintf(stderr, "shardq trace synth: --params: too long\n");
+                return CLI_USAGE;
+            }
+            strcpy(spec_buf, optarg);
+            break;
+        case 's':
+            if (cli_parse_u64("trace synth", "--steps", optarg, 1000000, &steps)) return CLI_USAGE;
+            break;
+        case 'f':
+            if (cli_parse_u64("trace synth", "--first", optarg, UINT32_MAX - 1000000, &first))
+                return CLI_USAGE;
+            break;
+        case 'w':
+            if (cli_parse_u64("trace synth", "--workers", optarg, SQ_TRACE_MAX_WORKERS, &workers))
+                return CLI_USAGE;
+            break;
+        case 'T': topo = optarg; break;
+        case 'd':
+            dtype = sq_st_dtype_parse(optarg);
+            if (dtype < 0 || !sq_st_dtype_is_float((sq_st_dtype)dtype)) {
+                fprintf(stderr, "shardq trace synth: --dtype: '%s': expected F32, BF16, F16 or F64\n",
+                        optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case 'D':
+            if ((kind = synth_parse_kind(optarg)) < 0) {
+                fprintf(stderr,
+                        "shardq trace synth: --data: '%s': expected normal, heavy or outliers\n",
+                        optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case 'N': weights = 0; break;
+        case 'l': {
+            char *end;
+            lr = strtod(optarg, &end);
+            if (*end || !isfinite(lr)) {
+                fprintf(stderr, "shardq trace synth: --lr: '%s' is not a number\n", optarg);
+                return CLI_USAGE;
+            }
+            break;
+        }
+        case 'e':
+            if (cli_parse_u64("trace synth", "--seed", optarg, UINT64_MAX, &seed)) return CLI_USAGE;
+            break;
+        case 'h': fputs(synth_usage, stdout); return CLI_OK;
+        default: fputs("Try 'shardq trace synth --help'.\n", stderr); return CLI_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "shardq trace synth: expected one DIR\nTry 'shardq trace synth --help'.\n");
+        return CLI_USAGE;
+    }
+    if (steps == 0 || workers == 0) {
+        fprintf(stderr, "shardq trace synth: --steps and --workers must be at least 1\n");
+        return CLI_USAGE;
+    }
+    enum { MAXP = 256 };
+    sq_trace_param params[MAXP];
+    size_t np;
+    if (parse_params(spec_buf, params, MAXP, &np)) {
+        fprintf(stderr, "shardq trace synth: --params: expected NAME:D0xD1x...,... (at most %d "
+                "tensors)\n", MAXP);
+        return CLI_USAGE;
+    }
+    const char *dir = argv[optind];
+    char err[1024];
+    /* the weights of the current step and the next, for every tensor */
+    uint64_t total = 0, maxn = 1;
+    for (size_t p = 0; p < np; p++) {
+        total += params[p].n;
+        if (params[p].n > maxn) maxn = params[p].n;
+    }
+    float *w = malloc((size_t)(total ? total : 1) * sizeof *w);
+    float *next = malloc((size_t)(total ? total : 1) * sizeof *next);
+    float *g = malloc((size_t)maxn * sizeof *g), *tmp = malloc((size_t)maxn * sizeof *tmp);
+    float *u = malloc((size_t)maxn * 3 * sizeof *u);
+    sq_trace_writer *tw = NULL;
+    int rc = CLI_RUNTIME;
+    if (!w || !next || !g || !tmp || !u) {
+        fprintf(stderr, "shardq trace synth: out of memory for %llu elements\n",
+                (unsigned long long)total);
+        goto done;
+    }
+    if (sq_trace_writer_open(&tw, dir, (int)workers, params, np, (sq_st_dtype)dtype, topo,
+                             "{\"synthetic\":true}", err, sizeof err)) {
+        fprintf(stderr, "shardq trace synth: %s\n", err);
+        goto done;
+    }
+    for (size_t p = 0, off = 0; p < np; off += params[p].n, p++)
+        synth_weights(seed ^ ((uint64_t)p << 40), w + off, params[p].n, u);
+    sq_progress *bar = sq_progress_start("files", (size_t)(steps * (workers + (uint64_t)weights)));
+    size_t files = 0;
+    for (uint64_t s = 0; s < steps; s++) {
+        uint32_t step = (uint32_t)(first + s);
+        if (weights) {
+            if (sq_trace_file_begin(tw, step, -1, err, sizeof err)) goto fail;
+            for (size_t p = 0, off = 0; p < np; off += params[p].n, p++)
+                if (sq_trace_file_put(tw, w + off, err, sizeof err)) goto fail;
+            if (sq_trace_file_end(tw, err, sizeof err)) goto fail;
+            sq_progress_update(bar, ++files);
+        }
+        memcpy(next, w, (size_t)total * sizeof *w);
+        for (int r = 0; r < (int)workers; r++) {
+            if (sq_trace_file_begin(tw, step, r, err, sizeof err)) goto fail;
+            for (size_t p = 0, off = 0; p < np; off += params[p].n, p++) {
+                synth_grad_stream(seed, (uint32_t)p, step, r, kind, params[p].n, g, tmp, u);
+                if (sq_trace_file_put(tw, g, err, sizeof err)) goto fail;
+                float a = (float)(lr / (double)workers);
+                for (uint64_t i = 0; i < params[p].n; i++) next[off + i] -= a * g[i];
+            }
+            if (sq_trace_file_end(tw, err, sizeof err)) goto fail;
+            sq_progress_update(bar, ++files);
+        }
+        float *x = w;
+        w = next;
+        next = x;
+    }
+    sq_progress_finish(bar);
+    bar = NULL;
+    {
+        sq_trace_writer *x = tw;
+        tw = NULL;
+        if (sq_trace_writer_close(x, err, sizeof err)) {
+            fprintf(stderr, "shardq trace synth: %s\n", err);
+            goto done;
+        }
+    }
+    rc = CLI_OK;
+    goto done;
+fail:
+    sq_progress_finish(bar);
+    fprintf(stderr, "shardq trace synth: %s\n", err);
+done:
+    sq_trace_writer_abort(tw);
+    free(w), free(next), free(g), free(tmp), free(u);
+    return rc;
+}
+
+int cmd_trace(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+        !strcmp(argv[1], "help")) {
+        fputs(trace_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : CLI_OK;
+    }
+    if (!strcmp(argv[1], "info")) return trace_info(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "synth")) return trace_synth(argc - 1, argv + 1);
+    const char *s = cli_suggest(argv[1], trace_cmds, 2);
+    fprintf(stderr, "shardq trace: unknown command '%s'%s%s%s\nTry 'shardq trace --help'.\n",
+            argv[1], s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
+    return CLI_USAGE;
+}

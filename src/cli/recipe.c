@@ -1,0 +1,515 @@
+/*
+** recipe.c -- reading and expanding sweep recipes (recipe.h). The INI
+** syntax is inih's; this file only gives the keys their meaning.
+*/
+#define _DEFAULT_SOURCE /* realpath */
+#include "recipe.h"
+#include "trace/wfile.h"
+
+#include <ini.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RUNS 1000000
+#define MAX_VALUES 100000
+
+typedef struct entry {
+    char *key, *value;
+} entry;
+
+typedef struct section {
+    char *name;
+    entry *e;
+    size_t n;
+} section;
+
+typedef struct parse_state {
+    section *s;
+    size_t n;
+    int oom;
+} parse_state;
+
+static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
+
+/* inih calls this per key; a key given again (a continuation line, or a
+** repetition) appends to the list. */
+static int on_key(void *user, const char *sec, const char *key, const char *value)
+{
+    parse_state *ps = user;
+    section *s = ps->n ? &ps->s[ps->n - 1] : NULL;
+    if (!s || strcmp(s->name, sec) != 0) {
+        for (size_t i = 0; i < ps->n; i++)
+            if (!strcmp(ps->s[i].name, sec)) s = &ps->s[i];
+        if (!s || strcmp(s->name, sec) != 0) {
+            section *p = realloc(ps->s, (ps->n + 1) * sizeof *p);
+            if (!p) return ps->oom = 1, 0;
+            ps->s = p;
+            s = &ps->s[ps->n++];
+            memset(s, 0, sizeof *s);
+            s->name = xstrdup(sec);
+            if (!s->name) return ps->oom = 1, 0;
+        }
+    }
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->e[i].key, key)) {
+            size_t len = strlen(s->e[i].value) + strlen(value) + 3;
+            char *v = malloc(len);
+            if (!v) return ps->oom = 1, 0;
+            snprintf(v, len, "%s,%s", s->e[i].value, value);
+            free(s->e[i].value);
+            s->e[i].value = v;
+            return 1;
+        }
+    entry *p = realloc(s->e, (s->n + 1) * sizeof *p);
+    if (!p) return ps->oom = 1, 0;
+    s->e = p;
+    s->e[s->n].key = xstrdup(key);
+    s->e[s->n].value = xstrdup(value);
+    if (!s->e[s->n].key || !s->e[s->n].value) return ps->oom = 1, 0;
+    s->n++;
+    return 1;
+}
+
+static void free_sections(parse_state *ps)
+{
+    for (size_t i = 0; i < ps->n; i++) {
+        for (size_t j = 0; j < ps->s[i].n; j++) free(ps->s[i].e[j].key), free(ps->s[i].e[j].value);
+        free(ps->s[i].e);
+        free(ps->s[i].name);
+    }
+    free(ps->s);
+}
+
+/* A list of values: the comma-separated items of text, A..B expanded. */
+typedef struct vlist {
+    char **v;
+    size_t n;
+} vlist;
+
+static void vlist_free(vlist *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+static int vlist_push(vlist *l, const char *s, size_t len)
+{
+    if (l->n == MAX_VALUES) return -1;
+    char **p = realloc(l->v, (l->n + 1) * sizeof *p);
+    if (!p) return -1;
+    l->v = p;
+    l->v[l->n] = strndup(s, len);
+    if (!l->v[l->n]) return -1;
+    l->n++;
+    return 0;
+}
+
+static int all_digits(const char *s, size_t len)
+{
+    if (!len || len > 18) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+static int split_values(const char *file, const char *sec, const char *key, const char *text,
+                        vlist *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == '\t') p++;
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
+        if (!len) {
+            sq_set_err(err, errlen, "%s: [%s] %s: empty item in '%s'", file, sec, key, text);
+            goto fail;
+        }
+        const char *dots = NULL;
+        for (size_t i = 0; i + 1 < len; i++)
+            if (p[i] == '.' && p[i + 1] == '.') dots = p + i;
+        if (dots && all_digits(p, (size_t)(dots - p)) &&
+            all_digits(dots + 2, len - (size_t)(dots + 2 - p))) {
+            unsigned long long a = strtoull(p, NULL, 10), b = strtoull(dots + 2, NULL, 10);
+            if (a > b || b - a >= MAX_VALUES) {
+                sq_set_err(err, errlen, "%s: [%s] %s: range %llu..%llu is empty or too long",
+                           file, sec, key, a, b);
+                goto fail;
+            }
+            for (unsigned long long v = a; v <= b; v++) {
+                char buf[32];
+                int k = snprintf(buf, sizeof buf, "%llu", v);
+                if (vlist_push(out, buf, (size_t)k)) goto oom;
+            }
+        } else if (vlist_push(out, p, len)) {
+            goto oom;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    return 0;
+oom:
+    sq_set_err(err, errlen, "%s: [%s] %s: too many values", file, sec, key);
+fail:
+    vlist_free(out);
+    return -1;
+}
+
+void recipe_free(recipe *r)
+{
+    if (!r) return;
+    for (size_t i = 0; i < r->nruns; i++) {
+        recipe_run *x = &r->runs[i];
+        free(x->grid), free(x->preset), free(x->trace), free(x->workers), free(x->device);
+        free(x->paths), free(x->key), free(x->label);
+        for (int k = 0; k < x->nsets; k++) free(x->sets[k]);
+        free(x->sets);
+    }
+    free(r->runs), free(r->path), free(r->name), free(r->first_invalid);
+    memset(r, 0, sizeof *r);
+}
+
+enum { K_TRACE, K_WORKERS, K_SEEDS, K_PRESETS, K_DEVICE, K_PATHS, K_STEPS, K_KNOB };
+
+static int key_kind(const char *k)
+{
+    if (!strcmp(k, "trace") || !strcmp(k, "traces")) return K_TRACE;
+    if (!strcmp(k, "workers")) return K_WORKERS;
+    if (!strcmp(k, "seed") || !strcmp(k, "seeds")) return K_SEEDS;
+    if (!strcmp(k, "preset") || !strcmp(k, "presets")) return K_PRESETS;
+    if (!strcmp(k, "device")) return K_DEVICE;
+    if (!strcmp(k, "paths")) return K_PATHS;
+    if (!strcmp(k, "steps")) return K_STEPS;
+    return K_KNOB;
+}
+
+/* One dimension of a grid. */
+typedef struct dim {
+    const char *key;
+    int kind;
+    vlist values;
+} dim;
+
+/* The directory part of path, with a trailing slash ("" when none). */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return strndup(path, slash ? (size_t)(slash - path + 1) : 0);
+}
+
+static int add_run(recipe *r, recipe_run *x)
+{
+    if (r->nruns == MAX_RUNS) return -1;
+    if ((r->nruns & (r->nruns - 1)) == 0) {
+        recipe_run *p = realloc(r->runs, (r->nruns ? 2 * r->nruns : 1) * sizeof *p);
+        if (!p) return -1;
+        r->runs = p;
+    }
+    r->runs[r->nruns++] = *x;
+    return 0;
+}
+
+/* Builds the run of one combination (idx[d] picks a value of dims[d]). */
+static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, const size_t *idx,
+                    const char *dir, const char *trace_override, char *err, size_t errlen)
+{
+    recipe_run x;
+    memset(&x, 0, sizeof x);
+    x.grid = strdup(grid);
+    x.preset = strdup("sdp4bit");
+    x.device = strdup("cpu");
+    x.paths = strdup("grad,weight");
+    x.seed = 1;
+    x.sets = calloc(nd ? nd : 1, sizeof *x.sets);
+    const char *trace = trace_override;
+    int rc = -1;
+    if (!x.grid || !x.preset || !x.device || !x.paths || !x.sets) goto oom;
+    for (size_t d = 0; d < nd; d++) {
+        const char *v = dims[d].values.v[idx[d]];
+        char **slot = NULL;
+        switch (dims[d].kind) {
+        case K_TRACE: if (!trace_override) trace = v; break;
+        case K_WORKERS: {
+            sq_topo t;
+            char e2[256];
+            if (sq_topo_parse(v, &t, e2, sizeof e2)) {
+                sq_set_err(err, errlen, "%s: [%s] workers: %s", r->path, grid, e2);
+                goto fail;
+            }
+            slot = &x.workers;
+            break;
+        }
+        case K_SEEDS: {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end || errno || s > INT64_MAX) {
+                sq_set_err(err, errlen, "%s: [%s] seeds: '%s' is not an integer below 2^63",
+                           r->path, grid, v);
+                goto fail;
+            }
+            x.seed = s;
+            break;
+        }
+        case K_PRESETS: slot = &x.preset; break;
+        case K_DEVICE: slot = &x.device; break;
+        case K_PATHS:
+            if (strcmp(v, "grad") && strcmp(v, "weight") && strcmp(v, "both")) {
+                sq_set_err(err, errlen, "%s: [%s] paths: '%s': expected grad, weight or both",
+                           r->path, grid, v);
+                goto fail;
+            }
+            free(x.paths);
+            x.paths = strdup(strcmp(v, "both") ? v : "grad,weight");
+            if (!x.paths) goto oom;
+            break;
+        case K_STEPS: {
+            char *end;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end || s > UINT32_MAX) {
+                sq_set_err(err, errlen, "%s: [%s] steps: '%s' is not a step count", r->path,
+                           grid, v);
+                goto fail;
+            }
+            x.steps = s;
+            break;
+        }
+        default: {
+            size_t len = strlen(dims[d].key) + strlen(v) + 2;
+            x.sets[x.nsets] = malloc(len);
+            if (!x.sets[x.nsets]) goto oom;
+            snprintf(x.sets[x.nsets++], len, "%s=%s", dims[d].key, v);
+        }
+        }
+        if (slot) {
+            free(*slot);
+            *slot = strdup(v);
+            if (!*slot) goto oom;
+        }
+    }
+    if (!trace) {
+        sq_set_err(err, errlen, "%s: [%s]: no trace (give trace = PATH, or --trace)", r->path,
+                   grid);
+        goto fail;
+    }
+    /* a relative trace is relative to the recipe, not to the current directory */
+    if (trace[0] != '/' && trace != trace_override) {
+        size_t len = strlen(dir) + strlen(trace) + 1;
+        x.trace = malloc(len);
+        if (x.trace) snprintf(x.trace, len, "%s%s", dir, trace);
+    } else {
+        x.trace = strdup(trace);
+    }
+    if (!x.trace) goto oom;
+    /* the scheme: an unknown preset or knob is the recipe's error; a
+    ** combination the world cannot run is left out and counted */
+    sq_scheme sc;
+    char e2[768];
+    if (sq_scheme_preset(x.preset, &sc, e2, sizeof e2)) {
+        sq_set_err(err, errlen, "%s: [%s] presets: %s", r->path, grid, e2);
+        goto fail;
+    }
+    for (int k = 0; k < x.nsets; k++)
+        if (sq_scheme_set(&sc, x.sets[k], e2, sizeof e2)) {
+            sq_set_err(err, errlen, "%s: [%s] %s", r->path, grid, e2);
+            goto fail;
+        }
+    if (sq_scheme_validate(&sc, e2, sizeof e2)) {
+        if (!r->first_invalid) {
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%s", e2);
+            r->first_invalid = strdup(buf);
+        }
+        r->ninvalid++;
+        rc = 0;
+        goto fail;
+    }
+    char canon[SQ_SCHEME_STRLEN];
+    sq_scheme_format(&sc, canon, sizeof canon);
+    char *real = realpath(x.trace, NULL);
+    size_t klen = strlen(r->name) + strlen(x.preset) + strlen(canon) + 4096 +
+                  strlen(real ? real : x.trace);
+    x.key = malloc(klen);
+    x.label = malloc(1024);
+    if (!x.key || !x.label) {
+        free(real);
+        goto oom;
+    }
+    snprintf(x.key, klen, "sweep=%s;preset=%s;scheme=%s;trace=%s;workers=%s;seed=%llu;"
+             "device=%s;paths=%s;steps=%llu",
+             r->name, x.preset, canon, real ? real : x.trace, x.workers ? x.workers : "default",
+             (unsigned long long)x.seed, x.device, x.paths, (unsigned long long)x.steps);
+    free(real);
+    int used = snprintf(x.label, 1024, "%s %s", grid, x.preset);
+    for (int k = 0; k < x.nsets && used < 1000; k++)
+        used += snprintf(x.label + used, (size_t)(1024 - used), " %s", x.sets[k]);
+    if (used < 1000) snprintf(x.label + used, (size_t)(1024 - used), " seed=%llu",
+                              (unsigned long long)x.seed);
+    if (add_run(r, &x)) {
+        sq_set_err(err, errlen, "%s: more than %d runs", r->path, MAX_RUNS);
+        goto fail;
+    }
+    return 0;
+oom:
+    sq_set_err(err, errlen, "%s: out of memory", r->path);
+fail:
+    free(x.grid), free(x.preset), free(x.trace), free(x.workers), free(x.device), free(x.paths);
+    free(x.key), free(x.label);
+    for (int k = 0; k < x.nsets; k++) free(x.sets[k]);
+    free(x.sets);
+    return rc;
+}
+
+/* Expands one grid: the [sweep] defaults overridden by the grid's keys. */
+static int expand_grid(recipe *r, const section *defaults, const section *grid, const char *gname,
+                       const char *dir, const char *trace_override, char *err, size_t errlen)
+{
+    size_t cap = (defaults ? defaults->n : 0) + (grid ? grid->n : 0);
+    dim *dims = calloc(cap ? cap : 1, sizeof *dims);
+    size_t *idx = calloc(cap ? cap : 1, sizeof *idx);
+    size_t nd = 0;
+    int rc = -1;
+    if (!dims || !idx) {
+        sq_set_err(err, errlen, "%s: out of memory", r->path);
+        goto done;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const section *s = pass ? grid : defaults;
+        if (!s) continue;
+        for (size_t i = 0; i < s->n; i++) {
+            const char *k = s->e[i].key;
+            if (!strcmp(k, "name") || !strcmp(k, "jobs")) {
+                if (pass) {
+                    sq_set_err(err, errlen, "%s: [%s] %s: belongs in [sweep]", r->path, s->name,
+                               k);
+                    goto done;
+                }
+                continue;
+            }
+            int kind = key_kind(k);
+            size_t at = nd;
+            /* a grid's key replaces the default of the same meaning */
+            for (size_t d = 0; d < nd; d++)
+                if (kind == K_KNOB ? !strcmp(dims[d].key, k) : dims[d].kind == kind) at = d;
+            if (at < nd) vlist_free(&dims[at].values);
+            else nd++;
+            dims[at].key = k;
+            dims[at].kind = kind;
+            if (split_values(r->path, s->name, k, s->e[i].value, &dims[at].values, err, errlen))
+                goto done;
+        }
+    }
+    for (;;) {
+        if (make_run(r, gname, dims, nd, idx, dir, trace_override, err, errlen)) goto done;
+        size_t d = nd;
+        while (d > 0) {
+            d--;
+            if (++idx[d] < dims[d].values.n) break;
+            idx[d] = 0;
+            if (d == 0) {
+                d = SIZE_MAX;
+                break;
+            }
+        }
+        if (nd == 0 || d == SIZE_MAX) break;
+    }
+    rc = 0;
+done:
+    for (size_t d = 0; d < nd; d++) vlist_free(&dims[d].values);
+    free(dims);
+    free(idx);
+    return rc;
+}
+
+int recipe_load(const char *path, const char *trace_override, recipe *r, char *err,
+                size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    parse_state ps = {0};
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    int line = ini_parse_file(f, on_key, &ps);
+    fclose(f);
+    char *dir = NULL;
+    int rc = -1;
+    r->path = strdup(path);
+    if (!r->path || ps.oom) {
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    if (line) {
+        sq_set_err(err, errlen, "%s: line %d: not 'key = value', '[section]' or a comment "
+                   "(lines of at most %d characters)", path, line, INI_MAX_LINE);
+        goto done;
+    }
+    const section *sweep = NULL;
+    size_t ngrids = 0;
+    for (size_t i = 0; i < ps.n; i++) {
+        if (!strcmp(ps.s[i].name, "sweep")) sweep = &ps.s[i];
+        else if (!strncmp(ps.s[i].name, "grid ", 5) && ps.s[i].name[5]) ngrids++;
+        else {
+            sq_set_err(err, errlen, "%s: [%s]: unknown section (expected [sweep] or "
+                       "[grid NAME])", path, ps.s[i].name);
+            goto done;
+        }
+    }
+    if (!sweep) {
+        sq_set_err(err, errlen, "%s: no [sweep] section", path);
+        goto done;
+    }
+    const char *name = NULL;
+    for (size_t i = 0; i < sweep->n; i++) {
+        if (!strcmp(sweep->e[i].key, "name")) name = sweep->e[i].value;
+        if (!strcmp(sweep->e[i].key, "jobs")) {
+            char *end;
+            long j = strtol(sweep->e[i].value, &end, 10);
+            if (*end || j < 0 || j > 1024) {
+                sq_set_err(err, errlen, "%s: [sweep] jobs: '%s' is not from 0 to 1024", path,
+                           sweep->e[i].value);
+                goto done;
+            }
+            r->jobs = (int)j;
+        }
+    }
+    if (!name || !*name || strchr(name, ',')) {
+        sq_set_err(err, errlen, "%s: [sweep] name: missing (every sweep has a name, which its "
+                   "runs are stored under)", path);
+        goto done;
+    }
+    r->name = strdup(name);
+    dir = dir_of(path);
+    if (!r->name || !dir) {
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    if (ngrids == 0) {
+        if (expand_grid(r, sweep, NULL, "sweep", dir, trace_override, err, errlen)) goto done;
+    } else {
+        for (size_t i = 0; i < ps.n; i++)
+            if (&ps.s[i] != sweep &&
+                expand_grid(r, sweep, &ps.s[i], ps.s[i].name + 5, dir, trace_override, err,
+                            errlen))
+                goto done;
+    }
+    if (r->nruns == 0) {
+        sq_set_err(err, errlen, "%s: no valid configuration (%zu left out: %s)", path,
+                   r->ninvalid, r->first_invalid ? r->first_invalid : "none");
+        goto done;
+    }
+    rc = 0;
+done:
+    free(dir);
+    free_sections(&ps);
+    if (rc) recipe_free(r);
+    return rc;
+}

@@ -1,0 +1,409 @@
+/*
+** replay.c -- a scheme over a captured trace, param by param (replay.h).
+*/
+#include "replay/replay.h"
+#include "trace/wfile.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+sq_topo sq_replay_default_topo(const sq_trace *t)
+{
+    sq_topo topo = {2, 4};
+    if (t->topo[0] && sscanf(t->topo, "%dx%d", &topo.nodes, &topo.per_node) == 2) return topo;
+    if (t->workers > 1) {
+        topo.nodes = 1;
+        topo.per_node = t->workers;
+    } else {
+        topo.nodes = 2;
+        topo.per_node = 4;
+    }
+    return topo;
+}
+
+enum { T_READ = 0, T_GRAD = 1, T_WEIGHT = 2, T_STATS = 3 };
+
+/* What one step accumulates over the params. */
+typedef struct step_acc {
+    sq_erracc e[2];        /* 0 grad, 1 weight */
+    uint64_t clipped[2];
+    uint64_t clip_n[2];    /* elements the clipped counts are out of */
+    double seconds;
+} step_acc;
+
+/* Buffers of one param's replay. */
+typedef struct param_bufs {
+    float *g, *shard, *wcur, *what, *what0, *tmp;
+    double *g64, *exact;
+} param_bufs;
+
+static void free_bufs(param_bufs *b)
+{
+    free(b->g), free(b->shard), free(b->wcur), free(b->what), free(b->what0), free(b->tmp);
+    free(b->g64), free(b->exact);
+    memset(b, 0, sizeof *b);
+}
+
+static int alloc_bufs(param_bufs *b, uint64_t n, uint64_t shard, uint64_t padded, int weights)
+{
+    memset(b, 0, sizeof *b);
+    size_t nn = (size_t)n, ns = (size_t)shard;
+    b->g = malloc(nn * sizeof *b->g);
+    b->g64 = malloc(nn * sizeof *b->g64);
+    b->exact = malloc((size_t)padded * sizeof *b->exact);
+    b->shard = malloc(ns * sizeof *b->shard);
+    b->tmp = malloc((nn > ns ? nn : ns) * sizeof *b->tmp);
+    if (weights) {
+        b->wcur = malloc(nn * sizeof *b->wcur);
+        b->what = malloc(nn * sizeof *b->what);
+        b->what0 = malloc(nn * sizeof *b->what0);
+    }
+    return b->g && b->g64 && b->exact && b->shard && b->tmp &&
+                   (!weights || (b->wcur && b->what && b->what0))
+               ? 0
+               : -1;
+}
+
+typedef struct replay_state {
+    const sq_replay_config *cfg;
+    const sq_trace *t;
+    const sq_replay_sink *sink;
+    sq_replay_result *res;
+    step_acc *acc;
+    size_t nsteps;
+    sq_erracc total[2];
+    uint64_t clipped[2], clip_n[2];
+    sq_link_traffic traffic[SQ_NCOLL][SQ_NLINK];
+    size_t done, units;
+} replay_state;
+
+static void add_timing(replay_state *st, int op, double seconds, uint64_t bytes)
+{
+    sq_timing_row *r = &st->res->timings[op];
+    r->calls++;
+    r->seconds += seconds;
+    r->bytes += bytes;
+}
+
+/* The gradient path of param p at step index s: stats into *e. */
+static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p, param_bufs *b,
+                     sq_erracc *e, uint64_t *clipped, char *err, size_t errlen)
+{
+    const sq_trace *t = st->t;
+    const sq_scheme *sc = sq_world_scheme(w);
+    const int N = sq_world_workers(w), W = t->workers;
+    const uint64_t n = t->params[p].n, S = sq_world_shard(w);
+    const int quantized = sq_world_grad_path(w) != SQ_GRAD_NONE;
+    const sq_wire *gw = sq_world_grad_path(w) == SQ_GRAD_TWOLEVEL ? &sc->grad_intra
+                                                                   : sq_world_single_wire(w);
+    memset(b->exact, 0, (size_t)sq_world_padded(w) * sizeof *b->exact);
+    for (int tw = 0; tw < W && tw < N; tw++) {
+        double t0 = now_s();
+        if (sq_trace_load(ts, tw, p, b->g, b->g64, err, errlen)) return -1;
+        uint64_t fbytes = ts->grads ? ts->gentry[(size_t)tw * t->nparams + p]->end -
+                                          ts->gentry[(size_t)tw * t->nparams + p]->begin
+                                    : n * 4;
+        add_timing(st, T_READ, now_s() - t0, fbytes);
+        st->res->trace_bytes += fbytes;
+        double copies = 0;
+        for (int r = tw; r < N; r += W) {
+            copies += 1;
+            if (sq_world_put_grad(w, r, b->g)) goto world_fail;
+        }
+        double *ex = b->exact;
+        const double *g64 = b->g64;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+        for (uint64_t i = 0; i < n; i++) ex[i] += copies * g64[i];
+        if (quantized && !sq_wire_raw(gw)) {
+            float div = sc->grad_mean ? (float)N : 1.0f;
+            for (uint64_t i = 0; i < n; i++) b->tmp[i] = b->g[i] / div;
+            *clipped += (uint64_t)copies * sq_count_clipped(&gw->codec, b->tmp, n);
+        }
+    }
+    if (sc->grad_mean)
+        for (uint64_t i = 0; i < n; i++) b->exact[i] /= (double)N;
+    double t0 = now_s();
+    if (sq_world_reduce_grads(w, ts->step)) goto world_fail;
+    /* what the collective read and wrote: every worker's full gradient in,
+    ** its partition out, fp32 */
+    add_timing(st, T_GRAD, now_s() - t0, (uint64_t)N * (n + S) * 4);
+    t0 = now_s();
+    for (int r = 0; r < N; r++) {
+        if (sq_world_get_grad_shard(w, r, b->shard)) goto world_fail;
+        uint64_t first = (uint64_t)r * S;
+        uint64_t len = first >= n ? 0 : (n - first < S ? n - first : S);
+        sq_erracc_add(e, b->shard, b->exact + first, len);
+    }
+    add_timing(st, T_STATS, now_s() - t0, 0);
+    return 0;
+world_fail:
+    sq_set_err(err, errlen, "%s", sq_world_error(w));
+    return -1;
+}
+
+/* The weight path of param p at step index s (s > 0; s = 0 initialises). */
+static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t s, size_t p,
+                       param_bufs *b, sq_erracc *e, uint64_t *clipped, int *did,
+                       char *err, size_t errlen)
+{
+    const sq_trace *t = st->t;
+    const sq_scheme *sc = sq_world_scheme(w);
+    const int N = sq_world_workers(w);
+    const uint64_t n = t->params[p].n, S = sq_world_shard(w);
+    double t0 = now_s();
+    if (sq_trace_load(ts, -1, p, b->wcur, b->g64, err, errlen)) return -1;
+    uint64_t fbytes = ts->wentry[p]->end - ts->wentry[p]->begin;
+    add_timing(st, T_READ, now_s() - t0, fbytes);
+    st->res->trace_bytes += fbytes;
+    *did = 0;
+    if (s == 0) {
+        /* the full-precision broadcast that starts training */
+        if (sq_world_init_weights(w, b->wcur)) goto world_fail;
+        memcpy(b->what0, b->wcur, (size_t)n * sizeof *b->what0);
+        return 0;
+    }
+    if (!sq_wire_raw(&sc->weight) && N > 1) {
+        if (sc->weight_mode == SQ_WEIGHT_DIFF)
+            for (uint64_t i = 0; i < n; i++) b->tmp[i] = b->wcur[i] - b->what0[i];
+        else
+            memcpy(b->tmp, b->wcur, (size_t)n * sizeof *b->tmp);
+        *clipped += sq_count_clipped(&sc->weight.codec, b->tmp, n);
+    }
+    for (int r = 0; r < N; r++) {
+        uint64_t first = (uint64_t)r * S;
+        uint64_t len = first >= n ? 0 : (n - first < S ? n - first : S);
+        memset(b->shard, 0, (size_t)S * sizeof *b->shard);
+        if (len) memcpy(b->shard, b->wcur + first, (size_t)len * sizeof *b->shard);
+        if (sq_world_put_master(w, r, b->shard)) goto world_fail;
+    }
+    t0 = now_s();
+    if (sq_world_gather_weights(w, ts->step)) goto world_fail;
+    add_timing(st, T_WEIGHT, now_s() - t0, (uint64_t)N * (n + S) * 4);
+    t0 = now_s();
+    if (sq_world_get_weights(w, 0, b->what0)) goto world_fail;
+    for (int r = 1; r < N; r++) {
+        if (sq_world_get_weights(w, r, b->what)) goto world_fail;
+        if (memcmp(b->what, b->what0, (size_t)n * sizeof *b->what) != 0) {
+            sq_set_err(err, errlen, "param '%s', step %u: the replicas of the weights differ "
+                       "(worker %d against worker 0): a bug in the world",
+                       t->params[p].name, (unsigned)ts->step, r);
+            return -1;
+        }
+    }
+    sq_erracc_add(e, b->what0, b->g64, n);
+    add_timing(st, T_STATS, now_s() - t0, 0);
+    *did = 1;
+    return 0;
+world_fail:
+    sq_set_err(err, errlen, "%s", sq_world_error(w));
+    return -1;
+}
+
+static int emit(replay_state *st, const sq_stat_row *rows, size_t n, char *err, size_t errlen)
+{
+    if (!n || !st->sink || !st->sink->rows) return 0;
+    return st->sink->rows(st->sink->ctx, rows, n, err, errlen);
+}
+
+static double frac(uint64_t a, uint64_t b)
+{
+    return b ? (double)a / (double)b : NAN;
+}
+
+/* Replays param p over every step. */
+static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
+{
+    const sq_replay_config *cfg = st->cfg;
+    const sq_trace *t = st->t;
+    const int do_grad = st->res->has_grad, do_weight = st->res->has_weight;
+    sq_world_config wc = {
+        .topo = cfg->topo,
+        .scheme = cfg->scheme,
+        .elements = t->params[p].n,
+        .seed = cfg->seed ^ ((uint64_t)p << 40),
+        .device = cfg->device,
+        .dry = 0,
+    };
+    sq_world *w = NULL;
+    char werr[512];
+    if (sq_world_open(&wc, &w, werr, sizeof werr)) {
+        sq_set_err(err, errlen, "param '%s' (%llu elements): %s", t->params[p].name,
+                   (unsigned long long)t->params[p].n, werr);
+        return -1;
+    }
+    param_bufs b;
+    sq_stat_row *rows = calloc(2 * st->nsteps, sizeof *rows);
+    int rc = -1;
+    if (!rows || alloc_bufs(&b, t->params[p].n, sq_world_shard(w), sq_world_padded(w),
+                            do_weight)) {
+        sq_set_err(err, errlen, "param '%s': out of memory for %llu elements x %d workers",
+                   t->params[p].name, (unsigned long long)t->params[p].n,
+                   sq_world_workers(w));
+        if (rows) free_bufs(&b);
+        goto done;
+    }
+    const uint64_t n = t->params[p].n;
+    const int N = sq_world_workers(w);
+    size_t nrows = 0;
+    for (size_t s = 0; s < st->nsteps; s++) {
+        double t0 = now_s();
+        sq_trace_step ts;
+        if (sq_trace_step_open(t, s, &ts, err, errlen)) goto fail;
+        sq_erracc ge, we;
+        sq_erracc_init(&ge);
+        sq_erracc_init(&we);
+        uint64_t gclip = 0, wclip = 0;
+        int wdid = 0;
+        int bad = (do_grad && grad_step(st, w, &ts, p, &b, &ge, &gclip, err, errlen)) ||
+                  (do_weight && weight_step(st, w, &ts, s, p, &b, &we, &wclip, &wdid, err,
+                                            errlen));
+        sq_trace_step_close(&ts);
+        if (bad) goto fail;
+        double secs = now_s() - t0;
+        step_acc *a = &st->acc[s];
+        a->seconds += secs;
+        if (do_grad) {
+            sq_errstats gs = sq_erracc_finish(&ge);
+            rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "grad",
+                                          .tensor = t->params[p].name, .st = gs,
+                                          .frac_clipped = frac(gclip, n * (uint64_t)N),
+                                          .seconds = secs};
+            /* merge into the step's and the run's accumulators */
+            sq_erracc_merge(&a->e[0], &ge);
+            sq_erracc_merge(&st->total[0], &ge);
+            a->clipped[0] += gclip, a->clip_n[0] += n * (uint64_t)N;
+            st->clipped[0] += gclip, st->clip_n[0] += n * (uint64_t)N;
+        }
+        if (wdid) {
+            sq_errstats ws = sq_erracc_finish(&we);
+            rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "weight",
+                                          .tensor = t->params[p].name, .st = ws,
+                                          .frac_clipped = frac(wclip, n), .seconds = secs};
+            sq_erracc_merge(&a->e[1], &we);
+            sq_erracc_merge(&st->total[1], &we);
+            a->clipped[1] += wclip, a->clip_n[1] += n;
+            st->clipped[1] += wclip, st->clip_n[1] += n;
+        }
+        st->done++;
+        if (st->sink && st->sink->progress) st->sink->progress(st->sink->ctx, st->done, st->units);
+    }
+    for (int r = 0; r < N; r++) {
+        const sq_traffic *tr = sq_world_traffic(w, r);
+        for (int c = 0; c < SQ_NCOLL; c++)
+            for (int l = 0; l < SQ_NLINK; l++) {
+                const sq_link_traffic *x = &tr->t[c][l];
+                sq_link_traffic *y = &st->traffic[c][l];
+                y->sent_codes += x->sent_codes, y->sent_meta += x->sent_meta;
+                y->recv_codes += x->recv_codes, y->recv_meta += x->recv_meta;
+                y->sent_elems += x->sent_elems, y->messages += x->messages;
+            }
+    }
+    if (cfg->tensor_rows && emit(st, rows, nrows, err, errlen)) goto fail;
+    rc = 0;
+fail:
+    free_bufs(&b);
+done:
+    free(rows);
+    sq_world_close(w);
+    return rc;
+}
+
+int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_replay_sink *sink,
+                  sq_replay_result *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    double t_start = now_s();
+    replay_state st = {.cfg = cfg, .t = t, .sink = sink, .res = out};
+    st.nsteps = cfg->max_steps && cfg->max_steps < t->nsteps ? cfg->max_steps : t->nsteps;
+    out->steps = st.nsteps;
+    out->has_grad = (cfg->paths & SQ_REPLAY_GRAD) != 0;
+    /* the weight path compares step s with what steps 0..s-1 left behind */
+    out->has_weight = (cfg->paths & SQ_REPLAY_WEIGHT) && t->has_weights && st.nsteps >= 2;
+    out->consecutive = 1;
+    for (size_t s = 1; s < st.nsteps; s++)
+        if (t->steps[s] != t->steps[s - 1] + 1) out->consecutive = 0;
+    static const char *const ops[SQ_REPLAY_NTIMINGS] = {"read", "grad_reducescatter",
+                                                        "weight_allgather", "stats"};
+    for (int k = 0; k < SQ_REPLAY_NTIMINGS; k++) out->timings[k].op = ops[k];
+    if (!out->has_grad && !out->has_weight) {
+        sq_set_err(err, errlen, "%s: nothing to replay: %s", t->path,
+                   (cfg->paths & SQ_REPLAY_WEIGHT) && !(cfg->paths & SQ_REPLAY_GRAD)
+                       ? (t->has_weights ? "the weight path needs at least two steps"
+                                         : "the trace holds no weights")
+                       : "no path chosen");
+        return -1;
+    }
+    st.acc = calloc(st.nsteps, sizeof *st.acc);
+    if (!st.acc) {
+        sq_set_err(err, errlen, "%s: out of memory", t->path);
+        return -1;
+    }
+    for (size_t s = 0; s < st.nsteps; s++) {
+        sq_erracc_init(&st.acc[s].e[0]);
+        sq_erracc_init(&st.acc[s].e[1]);
+    }
+    sq_erracc_init(&st.total[0]);
+    sq_erracc_init(&st.total[1]);
+    for (size_t p = 0; p < t->nparams; p++)
+        if (t->params[p].n) st.units += st.nsteps;
+    int rc = -1;
+    for (size_t p = 0; p < t->nparams; p++) {
+        if (!t->params[p].n) continue;
+        if (replay_param(&st, p, err, errlen)) goto done;
+        out->params++;
+        out->elements += t->params[p].n;
+    }
+    /* the steps as a whole */
+    sq_stat_row *rows = calloc(2 * st.nsteps, sizeof *rows);
+    if (!rows) {
+        sq_set_err(err, errlen, "%s: out of memory", t->path);
+        goto done;
+    }
+    size_t nrows = 0;
+    for (size_t s = 0; s < st.nsteps; s++) {
+        const step_acc *a = &st.acc[s];
+        if (out->has_grad)
+            rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "grad",
+                                          .st = sq_erracc_finish(&a->e[0]),
+                                          .frac_clipped = frac(a->clipped[0], a->clip_n[0]),
+                                          .seconds = a->seconds};
+        if (out->has_weight && s > 0)
+            rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "weight",
+                                          .st = sq_erracc_finish(&a->e[1]),
+                                          .frac_clipped = frac(a->clipped[1], a->clip_n[1]),
+                                          .seconds = a->seconds};
+    }
+    int bad = emit(&st, rows, nrows, err, errlen);
+    free(rows);
+    if (bad) goto done;
+    out->grad = sq_erracc_finish(&st.total[0]);
+    out->weight = sq_erracc_finish(&st.total[1]);
+    out->grad_clipped = frac(st.clipped[0], st.clip_n[0]);
+    out->weight_clipped = frac(st.clipped[1], st.clip_n[1]);
+    for (int c = 0; c < SQ_NCOLL; c++)
+        for (int l = 0; l < SQ_NLINK; l++) {
+            const sq_link_traffic *x = &st.traffic[c][l];
+            out->bytes[c * SQ_NLINK + l] = (sq_bytes_row){
+                .collective = sq_coll_name(c), .link = sq_link_name(l),
+                .sent_codes = x->sent_codes, .sent_meta = x->sent_meta,
+                .recv_codes = x->recv_codes, .recv_meta = x->recv_meta,
+                .sent_elems = x->sent_elems, .messages = x->messages};
+        }
+    rc = 0;
+done:
+    free(st.acc);
+    out->seconds = now_s() - t_start;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) out->peak_rss = (uint64_t)ru.ru_maxrss * 1024;
+    return rc;
+}

@@ -1,0 +1,93 @@
+/*
+** replay.h -- what a scheme would have done to a captured trace.
+**
+** For each param of the trace, one emulated world of K x G workers (the
+** param's own buffers, as ZeRO-3 and FSDP shard parameter by parameter)
+** replays every step of the trace in order (README, "Replay"):
+**
+**   gradient path  worker r gets the gradient of trace worker r mod W (W the
+**                  trace's gradient files per step); the reduce-scatter runs;
+**                  each worker's partition is compared with the fp64 mean of
+**                  the original values.
+**   weight path    the first step initialises every replica from the trace's
+**                  weights (the full-precision broadcast of training); every
+**                  later step puts that step's weights in the master shards
+**                  and runs the all-gather, so qwd carries w-hat from step to
+**                  step exactly as training does; the reconstructed weights
+**                  are compared with the trace's, and every replica must hold
+**                  the same bytes.
+**
+** Param p (in trace order) draws its random numbers from Philox seed
+** seed ^ (p << 40), so params do not share a stream and a one-param trace
+** uses the seed itself. Zero-sized params are skipped.
+**
+** Memory holds one param at a time: its world, its exact fp64 sums and a few
+** fp32 buffers, so peak memory follows the largest param times the workers,
+** whatever the number of steps and params.
+*/
+#ifndef SQ_REPLAY_H
+#define SQ_REPLAY_H
+
+#include "store/store.h"
+#include "trace/tracedir.h"
+#include "world/world.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { SQ_REPLAY_GRAD = 1, SQ_REPLAY_WEIGHT = 2 };
+
+typedef struct sq_replay_config {
+    sq_topo topo;
+    sq_scheme scheme;
+    uint64_t seed;
+    const char *device;  /* world placement: NULL or "cpu", "cuda", "cuda:0,1" */
+    int paths;           /* SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT (weights only if the trace has them) */
+    size_t max_steps;    /* 0: every step of the trace */
+    int tensor_rows;     /* 1: a stats row per (step, path, tensor) too */
+} sq_replay_config;
+
+/* Where the results go while the replay runs; every callback may be NULL. */
+typedef struct sq_replay_sink {
+    void *ctx;
+    /* rows of statistics: per tensor as each param finishes, per step at the
+    ** end. A non-zero return stops the replay with the sink's error. */
+    int (*rows)(void *ctx, const sq_stat_row *rows, size_t n, char *err, size_t errlen);
+    /* done of total (param, step) units */
+    void (*progress)(void *ctx, size_t done, size_t total);
+} sq_replay_sink;
+
+#define SQ_REPLAY_NTIMINGS 4 /* read, grad_reducescatter, weight_allgather, stats */
+
+typedef struct sq_replay_result {
+    size_t steps;          /* steps replayed */
+    size_t params;         /* params replayed (zero-sized ones left out) */
+    uint64_t elements;     /* elements per step */
+    uint64_t trace_bytes;  /* bytes of trace data read */
+    double seconds;        /* wall time of the whole replay */
+    uint64_t peak_rss;     /* bytes, of the process at the end */
+    int has_grad, has_weight;
+    sq_errstats grad, weight; /* over every step and param together */
+    double grad_clipped, weight_clipped; /* fractions clipped at the first quantization */
+    int consecutive;       /* the trace's steps are consecutive integers */
+    sq_bytes_row bytes[SQ_NCOLL * SQ_NLINK];
+    sq_timing_row timings[SQ_REPLAY_NTIMINGS];
+} sq_replay_result;
+
+/* The topology a replay of t uses when none is given: the one the trace
+** records, else 1 x W for W > 1 gradient files, else 2 x 4. */
+sq_topo sq_replay_default_topo(const sq_trace *t);
+
+/* Replays t; 0 on success, -1 with the reason (naming the file, tensor and
+** element, or the world's error) in err. */
+int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_replay_sink *sink,
+                  sq_replay_result *out, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SQ_REPLAY_H */

@@ -1,0 +1,736 @@
+/*
+** store.c -- every run of shardq in one SQLite file. See store.h and the
+** README section "The store".
+**
+** Each write is one BEGIN IMMEDIATE ... COMMIT: IMMEDIATE takes the write
+** lock up front (waiting up to the busy timeout), so a transaction never
+** fails half-way for a lock, and any failure inside it is rolled back before
+** we return. Error sentences name the file; the message of the failing
+** sqlite call is taken before the rollback, which would replace it.
+*/
+#include "store/store.h"
+#include "shardq.h"
+#include "trace/wfile.h"
+
+#include <sqlite3.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sq_store {
+    sqlite3 *db;
+    char *path;
+    int busy_ms;
+    int version; /* user_version once opened (and migrated) */
+};
+
+/* ------------------------------------------------------------------------ */
+/* The schema and its migrations                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Version 0 -> 1: the first schema. The child tables lead their primary
+** keys with run_id, which is also the index the ON DELETE CASCADE uses. */
+static const char schema_v1[] =
+    "CREATE TABLE runs(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  kind TEXT NOT NULL,\n"
+    "  key TEXT,\n"
+    "  sweep TEXT,\n"
+    "  status TEXT NOT NULL CHECK(status IN ('running','done','failed')),\n"
+    "  config TEXT NOT NULL,\n"
+    "  preset TEXT,\n"
+    "  scheme TEXT,\n"
+    "  topo TEXT,\n"
+    "  device TEXT,\n"
+    "  trace TEXT,\n"
+    "  seed INTEGER NOT NULL,\n"
+    "  version TEXT NOT NULL,\n"
+    "  host TEXT NOT NULL,\n"
+    "  pid INTEGER NOT NULL,\n"
+    "  started TEXT NOT NULL,\n"
+    "  ended TEXT,\n"
+    "  error TEXT\n"
+    ") STRICT;\n"
+    "CREATE UNIQUE INDEX runs_key ON runs(key) WHERE key IS NOT NULL;\n"
+    "CREATE INDEX runs_sweep ON runs(sweep);\n"
+    "CREATE INDEX runs_status ON runs(status);\n"
+    "CREATE INDEX runs_kind ON runs(kind);\n"
+    "CREATE TABLE params(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  key TEXT NOT NULL,\n"
+    "  value TEXT,\n"
+    "  PRIMARY KEY(run_id, key)\n"
+    ") STRICT;\n"
+    "CREATE TABLE step_metrics(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  path TEXT NOT NULL CHECK(path IN ('grad','weight')),\n"
+    "  elements INTEGER NOT NULL,\n"
+    "  rel_l2 REAL, mse REAL, max_abs REAL, snr_db REAL, cosine REAL,\n"
+    "  mean_signed REAL, frac_zeroed REAL, frac_clipped REAL, seconds REAL,\n"
+    "  PRIMARY KEY(run_id, step, path)\n"
+    ") STRICT;\n"
+    "CREATE TABLE tensor_stats(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  path TEXT NOT NULL CHECK(path IN ('grad','weight')),\n"
+    "  tensor TEXT NOT NULL,\n"
+    "  elements INTEGER NOT NULL,\n"
+    "  rel_l2 REAL, mse REAL, max_abs REAL, snr_db REAL, cosine REAL,\n"
+    "  mean_signed REAL, frac_zeroed REAL, frac_clipped REAL, seconds REAL,\n"
+    "  PRIMARY KEY(run_id, step, path, tensor)\n"
+    ") STRICT;\n"
+    "CREATE TABLE bytes(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  collective TEXT NOT NULL,\n"
+    "  link TEXT NOT NULL,\n"
+    "  sent_codes INTEGER NOT NULL,\n"
+    "  sent_meta INTEGER NOT NULL,\n"
+    "  recv_codes INTEGER NOT NULL,\n"
+    "  recv_meta INTEGER NOT NULL,\n"
+    "  sent_elems INTEGER NOT NULL,\n"
+    "  messages INTEGER NOT NULL,\n"
+    "  bits_per_elem REAL,\n"
+    "  PRIMARY KEY(run_id, collective, link)\n"
+    ") STRICT;\n"
+    "CREATE TABLE timings(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  op TEXT NOT NULL,\n"
+    "  calls INTEGER NOT NULL,\n"
+    "  seconds REAL NOT NULL,\n"
+    "  bytes INTEGER NOT NULL,\n"
+    "  gb_per_s REAL,\n"
+    "  PRIMARY KEY(run_id, op)\n"
+    ") STRICT;\n";
+
+/* migrations[i] takes user_version i to i + 1. */
+static const char *const migrations[SQ_STORE_VERSION] = {schema_v1};
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The errno behind an I/O error. sqlite3_system_errno misses a write that
+** failed at COMMIT, so the files' own last errno is asked too: the WAL's
+** (where commits are written), then the database's. */
+static int io_errno(sqlite3 *db)
+{
+    int e = sqlite3_system_errno(db);
+    sqlite3_file *wal = NULL;
+    if (!e && sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) == SQLITE_OK &&
+        wal && wal->pMethods)
+        wal->pMethods->xFileControl(wal, SQLITE_FCNTL_LAST_ERRNO, &e);
+    if (!e) sqlite3_file_control(db, "main", SQLITE_FCNTL_LAST_ERRNO, &e);
+    return e;
+}
+
+/* The sentence for a failed sqlite call rc on s: locks, full disks and
+** read-only files get the words a user searches for; anything else is
+** "PATH: WHAT: sqlite's message". */
+static void db_error(const sq_store *s, int rc, const char *what, char *err, size_t errlen)
+{
+    int primary = rc & 0xff;
+    int sys = primary == SQLITE_IOERR ? io_errno(s->db) : 0;
+    if (primary == SQLITE_BUSY) {
+        sq_set_err(err, errlen, "%s: database is locked (busy for more than %d ms)", s->path,
+                   s->busy_ms);
+    } else if (primary == SQLITE_FULL) {
+        /* sqlite says FULL for ENOSPC and for a partial write */
+        sq_set_err(err, errlen, "%s: database or disk is full", s->path);
+    } else if (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EFBIG || sys == EDQUOT)) {
+        /* a write refused outright: a file size limit, a quota */
+        sq_set_err(err, errlen, "%s: database or disk is full (%s)", s->path, strerror(sys));
+    } else if (primary == SQLITE_IOERR && sys) {
+        sq_set_err(err, errlen, "%s: %s: %s (%s)", s->path, what, sqlite3_errmsg(s->db),
+                   strerror(sys));
+    } else {
+        sq_set_err(err, errlen, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+    }
+}
+
+static int too_big(uint64_t v) { return v > (uint64_t)INT64_MAX; }
+
+/* ------------------------------------------------------------------------ */
+/* Statements and transactions                                              */
+/* ------------------------------------------------------------------------ */
+
+static int exec(sq_store *s, const char *sql) { return sqlite3_exec(s->db, sql, NULL, NULL, NULL); }
+
+/* Ends a failed transaction; a no-op when sqlite already rolled it back
+** (it does so itself after some I/O errors). */
+static void rollback(sq_store *s)
+{
+    if (!sqlite3_get_autocommit(s->db)) exec(s, "ROLLBACK");
+}
+
+static int begin(sq_store *s, char *err, size_t errlen)
+{
+    int rc = exec(s, "BEGIN IMMEDIATE");
+    if (rc != SQLITE_OK) {
+        db_error(s, rc, "cannot write", err, errlen);
+        rollback(s);
+        return -1;
+    }
+    return 0;
+}
+
+static int commit(sq_store *s, char *err, size_t errlen)
+{
+    int rc = exec(s, "COMMIT");
+    if (rc != SQLITE_OK) {
+        db_error(s, rc, "cannot write", err, errlen);
+        rollback(s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads PRAGMA user_version into *v; returns the sqlite status. */
+static int read_version(sq_store *s, int *v)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL);
+    if (rc != SQLITE_OK) return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *v = sqlite3_column_int(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+/* NaN means "not measured": NULL. sqlite would store a bound NaN as NULL
+** too; saying so keeps that from depending on it. */
+static int bind_real(sqlite3_stmt *st, int i, double v)
+{
+    return isnan(v) ? sqlite3_bind_null(st, i) : sqlite3_bind_double(st, i, v);
+}
+
+/* Steps a statement that returns no row, then resets it for the next use. */
+static int step_done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Opening                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int newer_error(const sq_store *s, int v, char *err, size_t errlen)
+{
+    sq_set_err(err, errlen, "%s: schema version %d is newer than this shardq (%d): upgrade shardq",
+               s->path, v, SQ_STORE_VERSION);
+    return -1;
+}
+
+/* Brings the file to SQ_STORE_VERSION, one version per transaction. The
+** version is read again under the write lock: another process may have
+** migrated the file since we looked. */
+static int migrate(sq_store *s, char *err, size_t errlen)
+{
+    for (;;) {
+        if (begin(s, err, errlen)) return -1;
+        int v = 0, rc = read_version(s, &v);
+        if (rc != SQLITE_OK) {
+            db_error(s, rc, "cannot read the schema version", err, errlen);
+            rollback(s);
+            return -1;
+        }
+        if (v >= SQ_STORE_VERSION) {
+            rollback(s);
+            if (v > SQ_STORE_VERSION) return newer_error(s, v, err, errlen);
+            s->version = v;
+            return 0;
+        }
+        char bump[64];
+        snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
+        if ((rc = exec(s, migrations[v])) != SQLITE_OK || (rc = exec(s, bump)) != SQLITE_OK) {
+            char what[96];
+            snprintf(what, sizeof what, "cannot migrate the schema from version %d to %d", v,
+                     v + 1);
+            db_error(s, rc, what, err, errlen);
+            rollback(s);
+            return -1;
+        }
+        if (commit(s, err, errlen)) return -1;
+    }
+}
+
+/* WAL lets readers and one writer work at once; a file system that cannot
+** share memory between processes refuses it, and we say so rather than run
+** without it. Switching a new file to WAL upgrades a read lock to a write
+** lock, which sqlite reports busy at once rather than wait (another process
+** may be opening the same new file): so we wait here, up to busy_ms. */
+static int use_wal(sq_store *s, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
+    for (int waited = 0;; waited += 10) {
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(st);
+        if ((rc & 0xff) != SQLITE_BUSY || waited >= s->busy_ms) break;
+        sqlite3_finalize(st);
+        st = NULL;
+        sqlite3_sleep(10);
+    }
+    if (rc != SQLITE_ROW) {
+        db_error(s, rc, "cannot use WAL mode", err, errlen);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    const char *mode = (const char *)sqlite3_column_text(st, 0);
+    int ok = mode && sqlite3_stricmp(mode, "wal") == 0;
+    if (!ok)
+        sq_set_err(err, errlen, "%s: cannot use WAL mode (the journal mode stays '%s')", s->path,
+                   mode ? mode : "?");
+    sqlite3_finalize(st);
+    return ok ? 0 : -1;
+}
+
+static int open_db(sq_store *s, int readonly, char *err, size_t errlen)
+{
+    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    if (readonly) {
+        /* SQLITE_OPEN_READONLY would fail on a missing file too, but with
+        ** "unable to open database file": say what is wrong */
+        struct stat sb;
+        if (stat(s->path, &sb) != 0) {
+            if (errno == ENOENT)
+                sq_set_err(err, errlen, "%s: no such database", s->path);
+            else
+                sq_set_err(err, errlen, "%s: cannot open: %s", s->path, strerror(errno));
+            return -1;
+        }
+    }
+    int rc = sqlite3_open_v2(s->path, &s->db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        if (s->db)
+            db_error(s, rc, "cannot open", err, errlen);
+        else
+            sq_set_err(err, errlen, "%s: cannot open: out of memory", s->path);
+        return -1;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, s->busy_ms);
+
+    /* The first read of the file: it tells a database from anything else,
+    ** and a newer schema is refused before anything is written. */
+    int v = 0;
+    rc = read_version(s, &v);
+    if (rc != SQLITE_OK) {
+        if ((rc & 0xff) == SQLITE_NOTADB)
+            sq_set_err(err, errlen, "%s: file is not a database", s->path);
+        else
+            db_error(s, rc, "cannot read the schema version", err, errlen);
+        return -1;
+    }
+    if (v > SQ_STORE_VERSION) return newer_error(s, v, err, errlen);
+    s->version = v;
+    if (readonly) return 0;
+
+    if (use_wal(s, err, errlen)) return -1;
+    if ((rc = exec(s, "PRAGMA synchronous=NORMAL")) != SQLITE_OK ||
+        (rc = exec(s, "PRAGMA foreign_keys=ON")) != SQLITE_OK) {
+        db_error(s, rc, "cannot set up the connection", err, errlen);
+        return -1;
+    }
+    return v < SQ_STORE_VERSION ? migrate(s, err, errlen) : 0;
+}
+
+int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, char *err,
+                  size_t errlen)
+{
+    *out = NULL;
+    if (!path || !*path) {
+        sq_set_err(err, errlen, "empty database file name");
+        return -1;
+    }
+    sq_store *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    s->busy_ms = busy_ms <= 0 ? SQ_STORE_BUSY_MS : busy_ms;
+    if (open_db(s, readonly, err, errlen)) {
+        sq_store_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void sq_store_close(sq_store *s)
+{
+    if (!s) return;
+    sqlite3_close_v2(s->db);
+    free(s->path);
+    free(s);
+}
+
+const char *sq_store_path(const sq_store *s) { return s->path; }
+
+struct sqlite3 *sq_store_db(sq_store *s) { return s->db; }
+
+int sq_store_version(const sq_store *s) { return s->version; }
+
+/* ------------------------------------------------------------------------ */
+/* Runs                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* UTC ISO 8601 with milliseconds: "2026-11-23T08:01:02.345Z". */
+static void utc_now(char *buf, size_t len)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    time_t t = ts.tv_sec;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t k = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + k, len - k, ".%03dZ", (int)(ts.tv_nsec / 1000000));
+}
+
+static void host_name(char *buf, size_t len)
+{
+    if (gethostname(buf, len) != 0) snprintf(buf, len, "unknown");
+    buf[len - 1] = '\0';
+}
+
+/* Whether the process that wrote a 'running' row may still be at work. On
+** another host we cannot tell, so it is taken as alive; here, kill(pid, 0)
+** tells (EPERM: it exists, under another user). */
+static int writer_alive(const char *host, int64_t pid, const char *myhost)
+{
+    if (!host || strcmp(host, myhost) != 0) return 1;
+    if (pid <= 0 || pid > INT_MAX) return 0; /* kill(0) or kill(-1) would mean groups */
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* Looks for the run with key; *outcome is SQ_STORE_DONE or SQ_STORE_BUSY
+** when the caller must not start it, *id that run. A stale or failed run is
+** deleted here (its rows go with it). Returns the sqlite status. */
+static int settle_key(sq_store *s, const char *key, const char *myhost, int *outcome,
+                      int64_t *id)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT id, status, host, pid FROM runs WHERE key = ?1",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int64_t old = -1;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        old = sqlite3_column_int64(st, 0);
+        const char *status = (const char *)sqlite3_column_text(st, 1);
+        const char *host = (const char *)sqlite3_column_text(st, 2);
+        int64_t pid = sqlite3_column_int64(st, 3);
+        if (strcmp(status, "done") == 0)
+            *outcome = SQ_STORE_DONE;
+        else if (strcmp(status, "running") == 0 && writer_alive(host, pid, myhost))
+            *outcome = SQ_STORE_BUSY;
+        *id = old;
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK || old < 0 || *outcome != SQ_STORE_STARTED) return rc;
+
+    if ((rc = sqlite3_prepare_v2(s->db, "DELETE FROM runs WHERE id = ?1", -1, &st, NULL)))
+        return rc;
+    sqlite3_bind_int64(st, 1, old);
+    rc = step_done(st);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int insert_run(sq_store *s, const sq_run_info *info, const char *host, int64_t *id)
+{
+    static const char sql[] =
+        "INSERT INTO runs(kind, key, sweep, status, config, preset, scheme, topo, device, trace,"
+        " seed, version, host, pid, started) VALUES"
+        " (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+    char now[40];
+    utc_now(now, sizeof now);
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK) return rc;
+    bind_text(st, 1, info->kind);
+    bind_text(st, 2, info->key);
+    bind_text(st, 3, info->sweep);
+    bind_text(st, 4, info->config);
+    bind_text(st, 5, info->preset);
+    bind_text(st, 6, info->scheme);
+    bind_text(st, 7, info->topo);
+    bind_text(st, 8, info->device);
+    bind_text(st, 9, info->trace);
+    sqlite3_bind_int64(st, 10, (int64_t)info->seed);
+    bind_text(st, 11, SHARDQ_VERSION_STRING);
+    bind_text(st, 12, host);
+    sqlite3_bind_int64(st, 13, (int64_t)getpid());
+    bind_text(st, 14, now);
+    rc = step_done(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK) *id = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+static int insert_params(sq_store *s, int64_t id, const sq_store_kv *p, size_t np)
+{
+    if (np == 0) return SQLITE_OK;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "INSERT INTO params(run_id, key, value) VALUES (?1, ?2, ?3)",
+                                -1, &st, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < np; i++) {
+        sqlite3_bind_int64(st, 1, id);
+        bind_text(st, 2, p[i].key);
+        bind_text(st, 3, p[i].value);
+        rc = step_done(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int sq_store_run_begin(sq_store *s, const sq_run_info *info, const sq_store_kv *p, size_t np,
+                       int64_t *run_id, char *err, size_t errlen)
+{
+    if (!info->kind || !info->config) {
+        sq_set_err(err, errlen, "%s: a run needs a kind and a config", s->path);
+        return -1;
+    }
+    if (too_big(info->seed)) {
+        sq_set_err(err, errlen, "%s: seed %llu is larger than 2^63-1, the most the store holds",
+                   s->path, (unsigned long long)info->seed);
+        return -1;
+    }
+    for (size_t i = 0; i < np; i++)
+        if (!p[i].key) {
+            sq_set_err(err, errlen, "%s: parameter %zu has no name", s->path, i);
+            return -1;
+        }
+    char host[256];
+    host_name(host, sizeof host);
+    if (begin(s, err, errlen)) return -1;
+    int outcome = SQ_STORE_STARTED, rc = SQLITE_OK;
+    int64_t id = -1;
+    if (info->key) rc = settle_key(s, info->key, host, &outcome, &id);
+    if (rc == SQLITE_OK && outcome != SQ_STORE_STARTED) {
+        rollback(s); /* nothing was written */
+        if (run_id) *run_id = id;
+        return outcome;
+    }
+    if (rc == SQLITE_OK) rc = insert_run(s, info, host, &id);
+    if (rc == SQLITE_OK) rc = insert_params(s, id, p, np);
+    if (rc != SQLITE_OK) {
+        db_error(s, rc, "cannot write", err, errlen);
+        rollback(s);
+        return -1;
+    }
+    if (commit(s, err, errlen)) return -1;
+    if (run_id) *run_id = id;
+    return SQ_STORE_STARTED;
+}
+
+/* Whether run exists (inside a transaction); SQLITE_NOTFOUND when not. */
+static int run_exists(sq_store *s, int64_t run)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT 1 FROM runs WHERE id = ?1", -1, &st, NULL);
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_bind_int64(st, 1, run);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
+}
+
+/* Ends a write transaction that failed with rc (SQLITE_NOTFOUND: no such
+** run). Always returns -1. */
+static int write_failed(sq_store *s, int rc, int64_t run, char *err, size_t errlen)
+{
+    if (rc == SQLITE_NOTFOUND)
+        sq_set_err(err, errlen, "%s: no run %lld", s->path, (long long)run);
+    else
+        db_error(s, rc, "cannot write", err, errlen);
+    rollback(s);
+    return -1;
+}
+
+static void bind_stat(sqlite3_stmt *st, int64_t run, const sq_stat_row *r)
+{
+    int k = 1;
+    sqlite3_bind_int64(st, k++, run);
+    sqlite3_bind_int64(st, k++, (int64_t)r->step);
+    bind_text(st, k++, r->path);
+    if (r->tensor) bind_text(st, k++, r->tensor);
+    sqlite3_bind_int64(st, k++, (int64_t)r->st.n);
+    const double v[] = {r->st.rel_l2,      r->st.mse,         r->st.max_abs,
+                        r->st.snr_db,      r->st.cosine,      r->st.mean_signed,
+                        r->st.frac_zeroed, r->frac_clipped,   r->seconds};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) bind_real(st, k++, v[i]);
+}
+
+int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t n, char *err,
+                       size_t errlen)
+{
+    static const char step_sql[] =
+        "INSERT INTO step_metrics(run_id, step, path, elements, rel_l2, mse, max_abs, snr_db,"
+        " cosine, mean_signed, frac_zeroed, frac_clipped, seconds)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+    static const char tensor_sql[] =
+        "INSERT INTO tensor_stats(run_id, step, path, tensor, elements, rel_l2, mse, max_abs,"
+        " snr_db, cosine, mean_signed, frac_zeroed, frac_clipped, seconds)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+    for (size_t i = 0; i < n; i++)
+        if (too_big(rows[i].step) || too_big(rows[i].st.n)) {
+            sq_set_err(err, errlen, "%s: run %lld: step or element count larger than 2^63-1",
+                       s->path, (long long)run);
+            return -1;
+        }
+    if (begin(s, err, errlen)) return -1;
+    sqlite3_stmt *sst = NULL, *tst = NULL;
+    int rc = run_exists(s, run);
+    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, step_sql, -1, &sst, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, tensor_sql, -1, &tst, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        sqlite3_stmt *st = rows[i].tensor ? tst : sst;
+        bind_stat(st, run, &rows[i]);
+        rc = step_done(st);
+    }
+    sqlite3_finalize(sst);
+    sqlite3_finalize(tst);
+    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
+    return commit(s, err, errlen);
+}
+
+static int insert_bytes(sq_store *s, int64_t run, const sq_bytes_row *b, size_t n)
+{
+    static const char sql[] =
+        "INSERT INTO bytes(run_id, collective, link, sent_codes, sent_meta, recv_codes,"
+        " recv_meta, sent_elems, messages, bits_per_elem)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+    if (n == 0) return SQLITE_OK;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        const sq_bytes_row *r = &b[i];
+        sqlite3_bind_int64(st, 1, run);
+        bind_text(st, 2, r->collective);
+        bind_text(st, 3, r->link);
+        sqlite3_bind_int64(st, 4, (int64_t)r->sent_codes);
+        sqlite3_bind_int64(st, 5, (int64_t)r->sent_meta);
+        sqlite3_bind_int64(st, 6, (int64_t)r->recv_codes);
+        sqlite3_bind_int64(st, 7, (int64_t)r->recv_meta);
+        sqlite3_bind_int64(st, 8, (int64_t)r->sent_elems);
+        sqlite3_bind_int64(st, 9, (int64_t)r->messages);
+        if (r->sent_elems)
+            sqlite3_bind_double(st, 10, 8.0 * ((double)r->sent_codes + (double)r->sent_meta) /
+                                            (double)r->sent_elems);
+        rc = step_done(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int insert_timings(sq_store *s, int64_t run, const sq_timing_row *t, size_t n)
+{
+    static const char sql[] = "INSERT INTO timings(run_id, op, calls, seconds, bytes, gb_per_s)"
+                              " VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    if (n == 0) return SQLITE_OK;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        const sq_timing_row *r = &t[i];
+        sqlite3_bind_int64(st, 1, run);
+        bind_text(st, 2, r->op);
+        sqlite3_bind_int64(st, 3, (int64_t)r->calls);
+        bind_real(st, 4, r->seconds); /* NaN: NULL, refused by NOT NULL */
+        sqlite3_bind_int64(st, 5, (int64_t)r->bytes);
+        if (r->seconds > 0 && r->bytes) bind_real(st, 6, (double)r->bytes / r->seconds / 1e9);
+        rc = step_done(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int set_status(sq_store *s, int64_t run, const char *status, const char *error)
+{
+    char now[40];
+    utc_now(now, sizeof now);
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(
+        s->db, "UPDATE runs SET status = ?2, error = ?3, ended = ?4 WHERE id = ?1", -1, &st, NULL);
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_bind_int64(st, 1, run);
+    bind_text(st, 2, status);
+    bind_text(st, 3, error);
+    bind_text(st, 4, now);
+    rc = step_done(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK && sqlite3_changes(s->db) == 0) rc = SQLITE_NOTFOUND;
+    return rc;
+}
+
+int sq_store_run_end(sq_store *s, int64_t run, const char *status, const char *error,
+                     const sq_bytes_row *bytes, size_t nbytes, const sq_timing_row *timings,
+                     size_t ntimings, char *err, size_t errlen)
+{
+    if (!status || (strcmp(status, "done") != 0 && strcmp(status, "failed") != 0)) {
+        sq_set_err(err, errlen, "%s: run %lld: a run ends 'done' or 'failed', not '%s'", s->path,
+                   (long long)run, status ? status : "(null)");
+        return -1;
+    }
+    for (size_t i = 0; i < nbytes; i++) {
+        const sq_bytes_row *r = &bytes[i];
+        if (too_big(r->sent_codes) || too_big(r->sent_meta) || too_big(r->recv_codes) ||
+            too_big(r->recv_meta) || too_big(r->sent_elems) || too_big(r->messages)) {
+            sq_set_err(err, errlen, "%s: run %lld: a byte count is larger than 2^63-1", s->path,
+                       (long long)run);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < ntimings; i++)
+        if (too_big(timings[i].calls) || too_big(timings[i].bytes)) {
+            sq_set_err(err, errlen, "%s: run %lld: a timing count is larger than 2^63-1",
+                       s->path, (long long)run);
+            return -1;
+        }
+    if (begin(s, err, errlen)) return -1;
+    int rc = set_status(s, run, status, error);
+    if (rc == SQLITE_OK) rc = insert_bytes(s, run, bytes, nbytes);
+    if (rc == SQLITE_OK) rc = insert_timings(s, run, timings, ntimings);
+    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
+    return commit(s, err, errlen);
+}
+
+int sq_store_run_delete(sq_store *s, int64_t run, char *err, size_t errlen)
+{
+    if (begin(s, err, errlen)) return -1;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "DELETE FROM runs WHERE id = ?1", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, run);
+        rc = step_done(st);
+        sqlite3_finalize(st);
+        if (rc == SQLITE_OK && sqlite3_changes(s->db) == 0) rc = SQLITE_NOTFOUND;
+    }
+    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
+    return commit(s, err, errlen);
+}

@@ -1,0 +1,138 @@
+/*
+** store.h -- every run of shardq in one SQLite file (default shardq.db).
+**
+** The schema (README, "The store") lives in STRICT tables; its version is
+** PRAGMA user_version, and opening an older file migrates it forward one
+** version at a time, each step in its own transaction. The file is in WAL
+** mode with a busy timeout, so several processes (the workers of a sweep,
+** two sweeps at once) can write to it together; every write below is one
+** transaction, so a process killed at any moment leaves the file consistent.
+**
+** A run is written in three stages: sq_store_run_begin inserts it with
+** status 'running' (and its params), sq_store_add_* add its rows as they
+** come (one transaction per call), sq_store_run_end marks it 'done' or
+** 'failed'. A run killed in between stays 'running' with the pid and host
+** of its process; sq_store_run_begin with the same key later finds it stale
+** (that process is gone) and deletes it with all its rows before starting
+** afresh -- which is how a sweep resumes without duplicates or partial rows.
+**
+** Errors: functions return 0 on success, -1 on failure with a sentence that
+** names the database file and what failed in err[0..errlen), e.g.
+**   "shardq.db: cannot write: attempt to write a readonly database"
+**   "shardq.db: database is locked (busy for more than 5000 ms)"
+*/
+#ifndef SQ_STORE_H
+#define SQ_STORE_H
+
+#include "metrics/errstats.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The schema version this build writes (PRAGMA user_version). */
+#define SQ_STORE_VERSION 1
+/* The busy timeout when none is given: how long a writer waits for another. */
+#define SQ_STORE_BUSY_MS 10000
+
+typedef struct sq_store sq_store;
+
+/* Opens path, creating it when absent, and migrates it to SQ_STORE_VERSION.
+** A file whose user_version is newer than this build is refused (naming both
+** versions). readonly = 1 opens an existing file without writing anything
+** (no migration: an older file is read as it is, if its version is known). */
+int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, char *err,
+                  size_t errlen);
+void sq_store_close(sq_store *s);
+const char *sq_store_path(const sq_store *s);
+/* The underlying connection, for `shardq db` queries. */
+struct sqlite3 *sq_store_db(sq_store *s);
+/* The file's schema version (PRAGMA user_version) once opened: always
+** SQ_STORE_VERSION unless readonly, where an older file stays as it is and
+** 0 means no shardq schema at all (an empty file, another program's). */
+int sq_store_version(const sq_store *s);
+
+/* ------------------------------------------------------------------------ */
+/* Writing a run                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sq_store_kv {
+    const char *key;
+    const char *value;
+} sq_store_kv;
+
+/* What identifies a run (the runs table). Strings may be NULL (stored NULL). */
+typedef struct sq_run_info {
+    const char *kind;    /* "replay", "train", ... (not NULL) */
+    const char *key;     /* identity of a sweep configuration, for resuming; NULL: none */
+    const char *sweep;   /* the sweep's name, or NULL */
+    const char *config;  /* the whole configuration as JSON text (not NULL) */
+    const char *preset;  /* the preset the scheme started from */
+    const char *scheme;  /* the canonical scheme text (sq_scheme_format) */
+    const char *topo;    /* "KxG" */
+    const char *device;  /* "cpu", "cuda:0" */
+    const char *trace;   /* the trace path, or NULL */
+    uint64_t seed;
+} sq_run_info;
+
+/* sq_store_run_begin's outcomes besides -1 (error). */
+enum {
+    SQ_STORE_STARTED = 0, /* *run_id is the new run, status 'running' */
+    SQ_STORE_DONE = 1,    /* a run with this key is already 'done': *run_id is that run */
+    SQ_STORE_BUSY = 2     /* a live process on this host is running this key: *run_id is its run */
+};
+
+/* In one transaction: when info->key is not NULL, looks for a run with that
+** key (done: returns SQ_STORE_DONE; running in a live process of this host:
+** SQ_STORE_BUSY; otherwise stale or failed: deletes it and all its rows);
+** then inserts the run ('running', this build's version, host name, pid,
+** start time in UTC ISO 8601) and its params p[0..np). */
+int sq_store_run_begin(sq_store *s, const sq_run_info *info, const sq_store_kv *p, size_t np,
+                       int64_t *run_id, char *err, size_t errlen);
+
+/* Error statistics of one (step, path, tensor): tensor NULL means the whole
+** step (the step_metrics table), otherwise one tensor (tensor_stats). */
+typedef struct sq_stat_row {
+    uint64_t step;
+    const char *path;    /* "grad" or "weight" */
+    const char *tensor;  /* NULL for the step as a whole */
+    sq_errstats st;      /* st.n is the element count */
+    double frac_clipped; /* NaN when not measured (stored NULL) */
+    double seconds;      /* wall time of that step or tensor; NaN: not measured */
+} sq_stat_row;
+
+int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t n, char *err,
+                       size_t errlen);
+
+/* Bytes of one collective on one link level, summed over workers, steps and
+** tensors (the bytes table). */
+typedef struct sq_bytes_row {
+    const char *collective; /* sq_coll_name: "weight_allgather", "grad_reducescatter" */
+    const char *link;       /* sq_link_name: "intra", "inter" */
+    uint64_t sent_codes, sent_meta, recv_codes, recv_meta, sent_elems, messages;
+} sq_bytes_row;
+
+/* Time spent in one operation (the timings table). */
+typedef struct sq_timing_row {
+    const char *op;  /* "grad_reducescatter", "weight_allgather", "read", ... */
+    uint64_t calls;
+    double seconds;  /* total wall time */
+    uint64_t bytes;  /* bytes it processed (what GB/s is computed from), 0: none */
+} sq_timing_row;
+
+/* In one transaction: the bytes and timing rows, then status ('done' or
+** 'failed'), the error text (NULL when none) and the end time. */
+int sq_store_run_end(sq_store *s, int64_t run, const char *status, const char *error,
+                     const sq_bytes_row *bytes, size_t nbytes, const sq_timing_row *timings,
+                     size_t ntimings, char *err, size_t errlen);
+
+/* Deletes a run and every row that refers to it (one transaction). */
+int sq_store_run_delete(sq_store *s, int64_t run, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SQ_STORE_H */

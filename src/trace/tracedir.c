@@ -1,0 +1,649 @@
+/*
+** tracedir.c -- reading traces, and the names both directions share
+** (tracedir.h; tracewrite.c writes them).
+*/
+#include "trace/tracedir.h"
+#include "trace/tracedir_internal.h"
+#include "trace/npy.h"
+#include "trace/wfile.h"
+#include "shardq.h"
+
+#include <cjson/cJSON.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------ */
+/* Names                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* dir/step-NNNNNN/FILE into a malloc'd string; worker < 0 is the weights. */
+char *sq_trace_step_file(const char *dir, uint32_t step, int worker)
+{
+    char name[64];
+    if (worker < 0)
+        snprintf(name, sizeof name, "step-%06u/weights.safetensors", (unsigned)step);
+    else
+        snprintf(name, sizeof name, "step-%06u/grads-w%02d.safetensors", (unsigned)step, worker);
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(len);
+    if (p) snprintf(p, len, "%s/%s", dir, name);
+    return p;
+}
+
+char *sq_trace_join(const char *dir, const char *name)
+{
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(len);
+    if (p) snprintf(p, len, "%s/%s", dir, name);
+    return p;
+}
+
+static int shape_equal(const uint64_t *a, int na, const uint64_t *b, int nb)
+{
+    if (na != nb) return 0;
+    for (int d = 0; d < na; d++)
+        if (a[d] != b[d]) return 0;
+    return 1;
+}
+
+/* product of shape, or -1 on overflow */
+int sq_trace_shape_product(const uint64_t *shape, int ndim, uint64_t *n)
+{
+    uint64_t p = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0) {
+            *n = 0;
+            return 0;
+        }
+    }
+    for (int d = 0; d < ndim; d++) {
+        if (p > UINT64_MAX / shape[d]) return -1;
+        p *= shape[d];
+    }
+    *n = p;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Opening                                                                  */
+/* ------------------------------------------------------------------------ */
+
+void sq_trace_close(sq_trace *t)
+{
+    if (!t) return;
+    for (size_t i = 0; i < t->nparams; i++) free(t->params[i].name);
+    free(t->params);
+    free(t->steps);
+    free(t->model);
+    free(t->path);
+    memset(t, 0, sizeof *t);
+}
+
+int sq_trace_param_index(const sq_trace *t, const char *name)
+{
+    for (size_t i = 0; i < t->nparams; i++)
+        if (strcmp(t->params[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+uint64_t sq_trace_max_param(const sq_trace *t)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < t->nparams; i++)
+        if (t->params[i].n > m) m = t->params[i].n;
+    return m;
+}
+
+/* A JSON number that is an integer in [0, max]. */
+static int json_uint(const cJSON *v, uint64_t max, uint64_t *out)
+{
+    if (!cJSON_IsNumber(v)) return -1;
+    double d = v->valuedouble;
+    if (!(d >= 0.0 && d <= 9007199254740992.0) || d != floor(d) || (uint64_t)d > max) return -1;
+    *out = (uint64_t)d;
+    return 0;
+}
+
+static char *read_small_file(const char *path, size_t limit, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len - 1, f);
+        if (len < cap - 1) break;
+        if (cap > limit) {
+            sq_set_err(err, errlen, "%s: larger than %zu bytes: not a manifest", path, limit);
+            free(buf);
+            fclose(f);
+            return NULL;
+        }
+        char *p = realloc(buf, cap * 2);
+        if (!p) free(buf);
+        buf = p;
+        cap *= 2;
+    }
+    if (!buf) {
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        fclose(f);
+        return NULL;
+    }
+    if (ferror(f)) {
+        sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    if (strlen(buf) != len) {
+        sq_set_err(err, errlen, "%s: NUL byte at byte %zu: not JSON", path, strlen(buf));
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Parses manifest.json of dir into t (the params, steps, workers). */
+static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen)
+{
+    char *mpath = sq_trace_join(dir, "manifest.json");
+    if (!mpath) {
+        sq_set_err(err, errlen, "%s: out of memory", dir);
+        return -1;
+    }
+    struct stat st;
+    if (stat(mpath, &st) != 0) {
+        sq_set_err(err, errlen,
+                   "%s: no manifest.json: not a trace directory (or its writer did not finish)",
+                   dir);
+        free(mpath);
+        return -1;
+    }
+    char *text = read_small_file(mpath, (size_t)256 << 20, err, errlen);
+    if (!text) {
+        free(mpath);
+        return -1;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    int rc = -1;
+    if (!root) {
+        sq_set_err(err, errlen, "%s: invalid JSON near byte %zu", mpath,
+                   end && end >= text ? (size_t)(end - text) : (size_t)0);
+        goto done;
+    }
+    if (!cJSON_IsObject(root)) {
+        sq_set_err(err, errlen, "%s: not a JSON object", mpath);
+        goto done;
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(v) || strcmp(v->valuestring, SQ_TRACE_FORMAT) != 0) {
+        sq_set_err(err, errlen, "%s: field 'format': expected \"%s\"", mpath, SQ_TRACE_FORMAT);
+        goto done;
+    }
+    uint64_t u;
+    v = cJSON_GetObjectItemCaseSensitive(root, "version");
+    if (json_uint(v, UINT32_MAX, &u)) {
+        sq_set_err(err, errlen, "%s: field 'version': missing or not an integer", mpath);
+        goto done;
+    }
+    if (u != SQ_TRACE_VERSION) {
+        sq_set_err(err, errlen, "%s: field 'version': %llu is not a version this shardq reads (%d)",
+                   mpath, (unsigned long long)u, SQ_TRACE_VERSION);
+        goto done;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(root, "workers");
+    if (json_uint(v, SQ_TRACE_MAX_WORKERS, &u) || u == 0) {
+        sq_set_err(err, errlen, "%s: field 'workers': expected an integer from 1 to %d", mpath,
+                   SQ_TRACE_MAX_WORKERS);
+        goto done;
+    }
+    t->workers = (int)u;
+    v = cJSON_GetObjectItemCaseSensitive(root, "weights");
+    t->has_weights = 1;
+    if (v) {
+        if (!cJSON_IsBool(v)) {
+            sq_set_err(err, errlen, "%s: field 'weights': expected true or false", mpath);
+            goto done;
+        }
+        t->has_weights = cJSON_IsTrue(v);
+    }
+    v = cJSON_GetObjectItemCaseSensitive(root, "topology");
+    if (v && !cJSON_IsNull(v)) {
+        int k = 0, g = 0, used = 0;
+        if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof t->topo ||
+            sscanf(v->valuestring, "%dx%d%n", &k, &g, &used) != 2 ||
+            v->valuestring[used] != '\0' || k < 1 || g < 1 || (long)k * g != t->workers) {
+            sq_set_err(err, errlen,
+                       "%s: field 'topology': expected \"KxG\" with K * G = workers (%d)", mpath,
+                       t->workers);
+            goto done;
+        }
+        snprintf(t->topo, sizeof t->topo, "%s", v->valuestring);
+    }
+    v = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (v && !cJSON_IsNull(v)) {
+        t->model = cJSON_PrintUnformatted(v);
+        if (!t->model) {
+            sq_set_err(err, errlen, "%s: out of memory", mpath);
+            goto done;
+        }
+    }
+    /* steps */
+    v = cJSON_GetObjectItemCaseSensitive(root, "steps");
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0) {
+        sq_set_err(err, errlen, "%s: field 'steps': expected a non-empty array of step numbers",
+                   mpath);
+        goto done;
+    }
+    t->nsteps = (size_t)cJSON_GetArraySize(v);
+    t->steps = malloc(t->nsteps * sizeof *t->steps);
+    if (!t->steps) {
+        sq_set_err(err, errlen, "%s: out of memory", mpath);
+        goto done;
+    }
+    size_t i = 0;
+    for (const cJSON *s = v->child; s; s = s->next, i++) {
+        if (json_uint(s, UINT32_MAX, &u)) {
+            sq_set_err(err, errlen, "%s: field 'steps': entry %zu is not an integer from 0 to %u",
+                       mpath, i, UINT32_MAX);
+            goto done;
+        }
+        if (i && u <= t->steps[i - 1]) {
+            sq_set_err(err, errlen, "%s: field 'steps': entry %zu (%llu) does not increase", mpath,
+                       i, (unsigned long long)u);
+            goto done;
+        }
+        t->steps[i] = (uint32_t)u;
+    }
+    /* params */
+    v = cJSON_GetObjectItemCaseSensitive(root, "params");
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0) {
+        sq_set_err(err, errlen, "%s: field 'params': expected a non-empty array of "
+                   "{\"name\": ..., \"shape\": [...]}", mpath);
+        goto done;
+    }
+    size_t np = (size_t)cJSON_GetArraySize(v);
+    t->params = calloc(np, sizeof *t->params);
+    if (!t->params) {
+        sq_set_err(err, errlen, "%s: out of memory", mpath);
+        goto done;
+    }
+    i = 0;
+    for (const cJSON *p = v->child; p; p = p->next, i++) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(p, "shape");
+        if (!cJSON_IsString(name) || !name->valuestring[0]) {
+            sq_set_err(err, errlen, "%s: field 'params': entry %zu: 'name' missing or empty",
+                       mpath, i);
+            goto done;
+        }
+        sq_trace_param *q = &t->params[t->nparams];
+        if (sq_trace_param_index(t, name->valuestring) >= 0) {
+            sq_set_err(err, errlen, "%s: field 'params': '%s' listed twice", mpath,
+                       name->valuestring);
+            goto done;
+        }
+        q->name = strdup(name->valuestring);
+        if (!q->name) {
+            sq_set_err(err, errlen, "%s: out of memory", mpath);
+            goto done;
+        }
+        t->nparams++;
+        if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > SQ_ST_MAXDIM) {
+            sq_set_err(err, errlen, "%s: param '%s': field 'shape': expected an array of at most "
+                       "%d integers", mpath, q->name, SQ_ST_MAXDIM);
+            goto done;
+        }
+        int nd = 0;
+        for (const cJSON *d = shape->child; d; d = d->next, nd++) {
+            if (json_uint(d, UINT64_MAX, &q->shape[nd])) {
+                sq_set_err(err, errlen,
+                           "%s: param '%s': field 'shape': entry %d is not a non-negative integer",
+                           mpath, q->name, nd);
+                goto done;
+            }
+        }
+        q->ndim = nd;
+        if (sq_trace_shape_product(q->shape, nd, &q->n) || q->n > UINT64_MAX - t->elements) {
+            sq_set_err(err, errlen, "%s: param '%s': field 'shape': product overflows", mpath,
+                       q->name);
+            goto done;
+        }
+        t->elements += q->n;
+    }
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    free(text);
+    free(mpath);
+    return rc;
+}
+
+/* Checks that file f holds exactly the params of t, as floats. */
+static int check_file(const sq_trace *t, const char *fname, const sq_st_file *f, char *err,
+                      size_t errlen)
+{
+    for (size_t i = 0; i < t->nparams; i++) {
+        const sq_trace_param *p = &t->params[i];
+        const sq_st_entry *e = sq_st_find(f, p->name);
+        if (!e) {
+            sq_set_err(err, errlen, "%s: tensor '%s': missing (the manifest lists it)", fname,
+                       p->name);
+            return -1;
+        }
+        if (!sq_st_dtype_is_float(e->dtype)) {
+            sq_set_err(err, errlen,
+                       "%s: tensor '%s': field 'dtype': %s is not a floating-point dtype "
+                       "(F32, F16, BF16, F64)",
+                       fname, p->name, sq_st_dtype_name(e->dtype));
+            return -1;
+        }
+        if (!shape_equal(e->shape, e->ndim, p->shape, p->ndim)) {
+            char a[128], b[128];
+            sq_npy_shape_str(e->shape, e->ndim, a, sizeof a);
+            sq_npy_shape_str(p->shape, p->ndim, b, sizeof b);
+            sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': %s, but the manifest says %s",
+                       fname, p->name, a, b);
+            return -1;
+        }
+    }
+    if (f->ntensors != t->nparams) {
+        for (size_t i = 0; i < f->ntensors; i++)
+            if (sq_trace_param_index(t, f->tensors[i].name) < 0) {
+                sq_set_err(err, errlen, "%s: tensor '%s': not in the manifest", fname,
+                           f->tensors[i].name);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+static int open_dir(const char *dir, sq_trace *t, char *err, size_t errlen)
+{
+    if (parse_manifest(dir, t, err, errlen)) return -1;
+    for (size_t s = 0; s < t->nsteps; s++) {
+        for (int w = t->has_weights ? -1 : 0; w < t->workers; w++) {
+            char *fname = sq_trace_step_file(dir, t->steps[s], w);
+            if (!fname) {
+                sq_set_err(err, errlen, "%s: out of memory", dir);
+                return -1;
+            }
+            struct stat st;
+            if (stat(fname, &st) != 0) {
+                sq_set_err(err, errlen, "%s: missing (step %u is in the manifest)%s", fname,
+                           (unsigned)t->steps[s], errno == ENOENT ? "" : ": cannot stat");
+                free(fname);
+                return -1;
+            }
+            sq_st_file f;
+            int rc = sq_st_open(fname, &f, err, errlen);
+            if (rc == 0) {
+                rc = check_file(t, fname, &f, err, errlen);
+                for (size_t i = 0; i < f.ntensors; i++) t->dtypes |= 1u << f.tensors[i].dtype;
+                t->bytes += f.data_len;
+                sq_st_free(&f);
+            }
+            free(fname);
+            if (rc) return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+static int open_safetensors(const char *path, sq_trace *t, char *err, size_t errlen)
+{
+    sq_st_file f;
+    if (sq_st_open(path, &f, err, errlen)) return -1;
+    int rc = -1;
+    t->params = calloc(f.ntensors ? f.ntensors : 1, sizeof *t->params);
+    t->steps = malloc(sizeof *t->steps);
+    if (!t->params || !t->steps) {
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    for (size_t i = 0; i < f.ntensors; i++) {
+        const sq_st_entry *e = &f.tensors[i];
+        t->dtypes |= 1u << e->dtype;
+        if (!sq_st_dtype_is_float(e->dtype)) {
+            t->nignored++;
+            continue;
+        }
+        sq_trace_param *q = &t->params[t->nparams];
+        q->name = strdup(e->name);
+        if (!q->name) {
+            sq_set_err(err, errlen, "%s: out of memory", path);
+            goto done;
+        }
+        t->nparams++;
+        q->ndim = e->ndim;
+        memcpy(q->shape, e->shape, sizeof q->shape);
+        q->n = e->nelem;
+        t->elements += q->n;
+        t->bytes += e->end - e->begin;
+    }
+    if (t->nparams == 0) {
+        sq_set_err(err, errlen, "%s: no floating-point tensor (F32, F16, BF16, F64) to replay",
+                   path);
+        goto done;
+    }
+    rc = 0;
+done:
+    sq_st_free(&f);
+    return rc;
+}
+
+static int open_npy(const char *path, sq_trace *t, char *err, size_t errlen)
+{
+    sq_npy a;
+    if (sq_npy_read(path, &a, err, errlen)) return -1;
+    t->params = calloc(1, sizeof *t->params);
+    t->steps = malloc(sizeof *t->steps);
+    const char *b = base_name(path);
+    size_t len = strlen(b);
+    if (len > 4 && strcmp(b + len - 4, ".npy") == 0) len -= 4;
+    char *name = t->params ? strndup(b, len) : NULL;
+    if (!t->steps || !name) {
+        free(name);
+        sq_npy_free(&a);
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    t->params[0].name = name;
+    t->params[0].ndim = a.ndim;
+    memcpy(t->params[0].shape, a.shape, sizeof a.shape[0] * (size_t)a.ndim);
+    t->params[0].n = a.n;
+    t->nparams = 1;
+    t->elements = a.n;
+    t->bytes = a.n * (a.dtype == SQ_NPY_F8 ? 8 : a.dtype == SQ_NPY_F2 ? 2 : 4);
+    t->dtypes = 1u << (a.dtype == SQ_NPY_F8 ? SQ_ST_F64 : a.dtype == SQ_NPY_F2 ? SQ_ST_F16
+                                                                                : SQ_ST_F32);
+    sq_npy_free(&a);
+    return 0;
+}
+
+int sq_trace_open(const char *path, sq_trace *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    if (!path || !*path) {
+        sq_set_err(err, errlen, "(empty): no trace given");
+        return -1;
+    }
+    t->path = strdup(path);
+    if (!t->path) {
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        sq_trace_close(t);
+        return -1;
+    }
+    int rc;
+    if (S_ISDIR(st.st_mode)) {
+        t->kind = SQ_TRACE_DIR;
+        rc = open_dir(path, t, err, errlen);
+    } else {
+        /* A .npy file starts with its magic; everything else is read as safetensors. */
+        unsigned char magic[6] = {0};
+        FILE *f = fopen(path, "rb");
+        size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
+        if (f) fclose(f);
+        t->workers = 1;
+        t->has_weights = 0;
+        t->nsteps = 1;
+        if (got == 6 && memcmp(magic, "\x93NUMPY", 6) == 0) {
+            t->kind = SQ_TRACE_NPY;
+            rc = open_npy(path, t, err, errlen);
+        } else {
+            t->kind = SQ_TRACE_SAFETENSORS;
+            rc = open_safetensors(path, t, err, errlen);
+        }
+        if (rc == 0) t->steps[0] = 0;
+    }
+    if (rc) sq_trace_close(t);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Steps                                                                    */
+/* ------------------------------------------------------------------------ */
+
+void sq_trace_step_close(sq_trace_step *s)
+{
+    if (!s || !s->trace) return;
+    sq_st_free(&s->weights);
+    if (s->grads)
+        for (int w = 0; w < s->trace->workers; w++) sq_st_free(&s->grads[w]);
+    free(s->grads);
+    free(s->wentry);
+    free(s->gentry);
+    if (s->npy) {
+        sq_npy_free(s->npy);
+        free(s->npy);
+    }
+    memset(s, 0, sizeof *s);
+}
+
+/* Maps one file of the step and finds the params' entries in it. */
+static int open_step_file(sq_trace_step *s, int worker, char *err, size_t errlen)
+{
+    const sq_trace *t = s->trace;
+    sq_st_file *f = worker < 0 ? &s->weights : &s->grads[worker];
+    const sq_st_entry **ent = worker < 0 ? s->wentry : s->gentry + (size_t)worker * t->nparams;
+    char *fname = t->kind == SQ_TRACE_DIR ? sq_trace_step_file(t->path, s->step, worker) : strdup(t->path);
+    if (!fname) {
+        sq_set_err(err, errlen, "%s: out of memory", t->path);
+        return -1;
+    }
+    int rc = sq_st_open(fname, f, err, errlen);
+    /* The file may have changed since sq_trace_open: check it again. */
+    if (rc == 0 && t->kind == SQ_TRACE_DIR) rc = check_file(t, fname, f, err, errlen);
+    free(fname);
+    if (rc) return -1;
+    for (size_t p = 0; p < t->nparams; p++) {
+        ent[p] = sq_st_find(f, t->params[p].name);
+        if (!ent[p] || !sq_st_dtype_is_float(ent[p]->dtype) || ent[p]->nelem != t->params[p].n) {
+            sq_set_err(err, errlen, "%s: tensor '%s': changed since the trace was opened",
+                       sq_trace_file_name(s, worker), t->params[p].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int sq_trace_step_open(const sq_trace *t, size_t index, sq_trace_step *s, char *err,
+                       size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    if (index >= t->nsteps) {
+        sq_set_err(err, errlen, "%s: step index %zu: the trace has %zu steps", t->path, index,
+                   t->nsteps);
+        return -1;
+    }
+    s->trace = t;
+    s->index = index;
+    s->step = t->steps[index];
+    if (t->kind == SQ_TRACE_NPY) {
+        s->npy = calloc(1, sizeof *s->npy);
+        if (!s->npy) {
+            sq_set_err(err, errlen, "%s: out of memory", t->path);
+            return -1;
+        }
+        if (sq_npy_read(t->path, s->npy, err, errlen)) goto fail;
+        if (s->npy->n != t->params[0].n) {
+            sq_set_err(err, errlen, "%s: changed since the trace was opened", t->path);
+            goto fail;
+        }
+        return 0;
+    }
+    s->grads = calloc((size_t)t->workers, sizeof *s->grads);
+    s->gentry = calloc((size_t)t->workers * t->nparams, sizeof *s->gentry);
+    s->wentry = calloc(t->nparams, sizeof *s->wentry);
+    if (!s->grads || !s->gentry || !s->wentry) {
+        sq_set_err(err, errlen, "%s: out of memory", t->path);
+        goto fail;
+    }
+    for (int w = t->has_weights ? -1 : 0; w < t->workers; w++)
+        if (open_step_file(s, w, err, errlen)) goto fail;
+    return 0;
+fail:
+    sq_trace_step_close(s);
+    return -1;
+}
+
+const char *sq_trace_file_name(const sq_trace_step *s, int worker)
+{
+    /* Rebuilt on demand into a static buffer: only for messages. */
+    static _Thread_local char buf[4096];
+    const sq_trace *t = s->trace;
+    if (t->kind != SQ_TRACE_DIR) return t->path;
+    char *p = sq_trace_step_file(t->path, s->step, worker);
+    snprintf(buf, sizeof buf, "%s", p ? p : t->path);
+    free(p);
+    return buf;
+}
+
+int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *out64,
+                  char *err, size_t errlen)
+{
+    const sq_trace *t = s->trace;
+    if (p >= t->nparams || worker >= t->workers || (worker < 0 && !t->has_weights)) {
+        sq_set_err(err, errlen, "%s: step %u: no %s%d of param %zu", t->path, (unsigned)s->step,
+                   worker < 0 ? "weights" : "gradient of worker ", worker < 0 ? 0 : worker, p);
+        return -1;
+    }
+    if (s->npy) {
+        if (sq_npy_check_finite(t->path, s->npy, err, errlen)) return -1;
+        uint64_t n = s->npy->n;
+        if (out32) memcpy(out32, s->npy->data, n * sizeof *out32);
+        if (out64)
+            for (uint64_t i = 0; i < n; i++) out64[i] = s->npy->data[i];
+        return 0;
+    }
+    const sq_st_file *f = worker < 0 ? &s->weights : &s->grads[worker];
+    const sq_st_entry *e = worker < 0 ? s->wentry[p] : s->gentry[(size_t)worker * t->nparams + p];
+    int rc = 0;
+    if (out32) rc = sq_st_to_f32(f, e, out32, err, errlen);
+    if (rc == 0 && out64) rc = sq_st_to_f64(f, e, out64, err, errlen);
+    sq_st_release(f, e);
+    return rc;
+}

@@ -1,0 +1,1220 @@
+/*
+** check_readers.c -- the safetensors reader on a mapping, a pipe and a
+** buffer; its validation, conversions, streaming writer and page release;
+** and the .npy reader on a buffer.
+**
+** Every malformed input must fail with a message naming the file and the
+** field at fault, the same message whether it was mapped or parsed from
+** memory. The conversions are checked against values computed by hand.
+** Scratch files live in a directory under TMPDIR, removed at the end.
+*/
+#include "shardq.h"
+#include "check_util.h"
+#include "trace/npy.h"
+#include "trace/safetensors.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static const char *tpath(const char *name)
+{
+    static char buf[8][512];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    return p;
+}
+
+static void write_bytes(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    if (len) ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static unsigned char *read_bytes(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)sz + 1);
+    ck_assert_uint_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    *len = (size_t)sz;
+    return b;
+}
+
+/* No temporary file of a writer is left in the scratch directory. */
+static void assert_no_tmp(void)
+{
+    DIR *d = opendir(tmpdir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        ck_assert_msg(strstr(e->d_name, ".tmp.") == NULL, "left over: %s", e->d_name);
+    closedir(d);
+}
+
+/* The call failed, and err names the file and contains each of what[]. */
+#define EXPECT_ERR(rc, err, path, ...)                                                     \
+    do {                                                                                   \
+        const char *what_[] = {__VA_ARGS__};                                               \
+        ck_assert_msg((rc) != 0, "expected a failure for %s", path);                        \
+        ck_assert_msg(strstr(err, path) != NULL, "message lacks the file name: %s", err);  \
+        for (size_t i_ = 0; i_ < sizeof what_ / sizeof *what_; i_++)                       \
+            ck_assert_msg(strstr(err, what_[i_]) != NULL, "message lacks '%s': %s",         \
+                          what_[i_], err);                                                 \
+    } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* safetensors images                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* A file image: N = strlen(json) as 8 bytes little-endian, the JSON, the
+** data. Exactly that many bytes are allocated, so that a sanitizer sees any
+** read past the end. */
+static unsigned char *st_image(const char *json, const void *data, size_t len, size_t *total)
+{
+    size_t n = strlen(json);
+    *total = 8 + n + len;
+    unsigned char *b = malloc(*total);
+    ck_assert_ptr_nonnull(b);
+    for (int k = 0; k < 8; k++) b[k] = (unsigned char)((uint64_t)n >> (8 * k));
+    memcpy(b + 8, json, n);
+    if (len) memcpy(b + 8 + n, data, len);
+    return b;
+}
+
+/* The image fails both as a mapped file and as a buffer, with one message
+** naming the file and containing w1 and w2. */
+static void st_bad_image(const char *name, const unsigned char *img, size_t len, const char *w1,
+                         const char *w2)
+{
+    const char *p = tpath(name);
+    write_bytes(p, img, len);
+    sq_st_file f;
+    char err[512] = "", err2[512] = "";
+    int rc = sq_st_open(p, &f, err, sizeof err);
+    EXPECT_ERR(rc, err, p, w1, w2);
+    ck_assert_ptr_null(f.tensors);
+    ck_assert_ptr_null(f.map);
+    unsigned char *copy = malloc(len ? len : 1);
+    if (len) memcpy(copy, img, len);
+    rc = sq_st_parse(p, copy, len, &f, err2, sizeof err2);
+    ck_assert_int_ne(rc, 0);
+    ck_assert_str_eq(err2, err);
+    ck_assert_ptr_null(f.tensors);
+    free(copy);
+}
+
+static void st_bad(const char *name, const char *json, size_t datalen, const char *w1,
+                   const char *w2)
+{
+    unsigned char data[512] = {0};
+    ck_assert_uint_le(datalen, sizeof data);
+    size_t len;
+    unsigned char *img = st_image(json, data, datalen, &len);
+    st_bad_image(name, img, len, w1, w2);
+    free(img);
+}
+
+/* Parses json + data from memory and expects success. */
+static void st_good(const char *json, const void *data, size_t datalen, sq_st_file *f,
+                    unsigned char **img)
+{
+    size_t len;
+    *img = st_image(json, data, datalen, &len);
+    char err[512] = "";
+    ck_assert_msg(sq_st_parse("good.st", *img, len, f, err, sizeof err) == 0, "%s", err);
+}
+
+/* A multi-tensor file of several dtypes with metadata; *len its size. */
+static unsigned char *sample_file(const char *path, size_t *len)
+{
+    static uint8_t codes[7] = {1, 2, 3, 4, 5, 6, 250};
+    static float w[6] = {0.5f, -1.0f, 3.25f, 0.0f, -0.0f, 1e-40f};
+    static uint16_t h[3] = {0x3c00, 0xc000, 0x0001};
+    static double d[2] = {0.1, -2.5};
+    sq_st_tensor t[5] = {
+        {.name = "codes", .dtype = SQ_ST_U8, .ndim = 1, .shape = {7}, .data = codes},
+        {.name = "w", .dtype = SQ_ST_F32, .ndim = 2, .shape = {2, 3}, .data = w},
+        {.name = "empty", .dtype = SQ_ST_BF16, .ndim = 2, .shape = {0, 4}, .data = NULL},
+        {.name = "h", .dtype = SQ_ST_F16, .ndim = 1, .shape = {3}, .data = h},
+        {.name = "d", .dtype = SQ_ST_F64, .ndim = 1, .shape = {2}, .data = d},
+    };
+    sq_st_kv m[2] = {{"format", "test/1"}, {"note", "a \"quoted\" value"}};
+    char err[512] = "";
+    ck_assert_msg(sq_st_write(path, t, 5, m, 2, err, sizeof err) == 0, "%s", err);
+    return read_bytes(path, len);
+}
+
+/* Two parsed files describe the same tensors, metadata and data. */
+static void assert_same_file(const sq_st_file *a, const sq_st_file *b)
+{
+    ck_assert_uint_eq(a->ntensors, b->ntensors);
+    ck_assert_uint_eq(a->nmeta, b->nmeta);
+    ck_assert_uint_eq(a->header_len, b->header_len);
+    ck_assert_uint_eq(a->data_len, b->data_len);
+    if (a->data_len) ck_assert_int_eq(memcmp(a->data, b->data, (size_t)a->data_len), 0);
+    for (size_t i = 0; i < a->ntensors; i++) {
+        const sq_st_entry *x = &a->tensors[i], *y = &b->tensors[i];
+        ck_assert_str_eq(x->name, y->name);
+        ck_assert_int_eq(x->dtype, y->dtype);
+        ck_assert_int_eq(x->ndim, y->ndim);
+        for (int k = 0; k < x->ndim; k++) ck_assert_uint_eq(x->shape[k], y->shape[k]);
+        ck_assert_uint_eq(x->nelem, y->nelem);
+        ck_assert_uint_eq(x->begin, y->begin);
+        ck_assert_uint_eq(x->end, y->end);
+        ck_assert_ptr_eq(x->data, a->data + x->begin);
+        ck_assert_ptr_eq(y->data, b->data + y->begin);
+    }
+    for (size_t i = 0; i < a->nmeta; i++)
+        ck_assert_str_eq(sq_st_meta_get(b, a->meta[i].key), a->meta[i].value);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Mapping, pipes, buffers                                                  */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_st_map_pipe_buffer)
+{
+    const char *p = tpath("sample.st");
+    size_t len;
+    unsigned char *img = sample_file(p, &len);
+    char err[512] = "";
+
+    sq_st_file fm, fp, fb;
+    ck_assert_msg(sq_st_open(p, &fm, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_nonnull(fm.map); /* mapped, not copied */
+    ck_assert_ptr_null(fm.copy);
+    ck_assert_ptr_eq(fm.data, (const unsigned char *)fm.map + 8 + fm.header_len);
+    ck_assert_uint_eq(fm.ntensors, 5);
+    ck_assert_str_eq(sq_st_meta_get(&fm, "note"), "a \"quoted\" value");
+    ck_assert_str_eq(fm.name, p);
+
+    /* The same bytes through a FIFO: read into memory. */
+    const char *fifo = tpath("sample.fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        FILE *w = fopen(fifo, "wb");
+        /* In small pieces, so that the reader sees short reads. */
+        for (size_t i = 0; w && i < len; i += 13)
+            fwrite(img + i, 1, len - i < 13 ? len - i : 13, w);
+        _exit(w && fclose(w) == 0 ? 0 : 1);
+    }
+    int rc = sq_st_open(fifo, &fp, err, sizeof err);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_ptr_null(fp.map);
+    ck_assert_ptr_nonnull(fp.copy);
+    assert_same_file(&fm, &fp);
+
+    /* And parsed in place from a buffer: the data point into it. */
+    ck_assert_msg(sq_st_parse("buf.st", img, len, &fb, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_null(fb.map);
+    ck_assert_ptr_null(fb.copy);
+    ck_assert_ptr_eq(fb.data, img + 8 + fb.header_len);
+    ck_assert_str_eq(fb.name, "buf.st");
+    assert_same_file(&fm, &fb);
+    sq_st_release(&fb, &fb.tensors[0]); /* a no-op on a buffer */
+    sq_st_release(&fp, NULL);
+    ck_assert_int_eq(fb.tensors[0].data[0], 1);
+
+    /* sq_st_read is sq_st_open. */
+    sq_st_file fr;
+    ck_assert_int_eq(sq_st_read(p, &fr, err, sizeof err), 0);
+    ck_assert_ptr_nonnull(fr.map);
+    assert_same_file(&fm, &fr);
+
+    sq_st_free(&fm);
+    sq_st_free(&fp);
+    sq_st_free(&fb);
+    sq_st_free(&fr);
+    sq_st_free(&fr); /* twice: a zeroed struct */
+    ck_assert_ptr_null(fr.tensors);
+    free(img);
+
+    /* A buffer without a name, and without bytes. */
+    rc = sq_st_parse(NULL, NULL, 0, &fb, err, sizeof err);
+    EXPECT_ERR(rc, err, "(memory)", "too short");
+    rc = sq_st_parse("x.st", NULL, 5, &fb, err, sizeof err);
+    EXPECT_ERR(rc, err, "x.st", "no buffer");
+}
+END_TEST
+
+START_TEST(test_st_open_errors)
+{
+    sq_st_file f;
+    char err[512] = "";
+    const char *p = tpath("missing.st");
+    int rc = sq_st_open(p, &f, err, sizeof err);
+    EXPECT_ERR(rc, err, p, "cannot open");
+    rc = sq_st_open(tmpdir, &f, err, sizeof err);
+    EXPECT_ERR(rc, err, tmpdir, "is a directory");
+    /* An empty file cannot be mapped (length 0): it fails as too short. */
+    p = tpath("empty.st");
+    write_bytes(p, "", 0);
+    rc = sq_st_open(p, &f, err, sizeof err);
+    EXPECT_ERR(rc, err, p, "0 bytes", "too short");
+    ck_assert_ptr_null(f.tensors);
+    rc = sq_st_open(NULL, &f, err, sizeof err);
+    EXPECT_ERR(rc, err, "(null)", "no file name");
+
+    /* A zero-length data section: no tensors, or only empty ones. */
+    const char *jsons[] = {
+        "{}",
+        "{\"__metadata__\":{\"k\":\"v\"}}",
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+        "\"b\":{\"dtype\":\"F64\",\"shape\":[3,0,5],\"data_offsets\":[0,0]}}",
+    };
+    for (size_t i = 0; i < sizeof jsons / sizeof *jsons; i++) {
+        size_t len;
+        unsigned char *img = st_image(jsons[i], NULL, 0, &len);
+        p = tpath("nodata.st");
+        write_bytes(p, img, len);
+        ck_assert_msg(sq_st_open(p, &f, err, sizeof err) == 0, "%s: %s", jsons[i], err);
+        ck_assert_uint_eq(f.data_len, 0);
+        for (size_t k = 0; k < f.ntensors; k++) {
+            ck_assert_uint_eq(f.tensors[k].nelem, 0);
+            ck_assert_int_eq(sq_st_to_f32(&f, &f.tensors[k], NULL, err, sizeof err), 0);
+            ck_assert_int_eq(sq_st_to_f64(&f, &f.tensors[k], NULL, err, sizeof err), 0);
+            sq_st_release(&f, &f.tensors[k]);
+        }
+        sq_st_release(&f, NULL);
+        sq_st_free(&f);
+        free(img);
+    }
+}
+END_TEST
+
+/* Every proper prefix of a valid file fails cleanly, mapped and in memory;
+** so does the file with one byte more. */
+START_TEST(test_st_every_prefix)
+{
+    const char *p = tpath("full.st");
+    size_t len;
+    unsigned char *img = sample_file(p, &len);
+    const char *cut = tpath("cut.st");
+    char err[512], err2[512];
+    for (size_t n = 0; n < len; n++) {
+        sq_st_file f;
+        unsigned char *b = malloc(n ? n : 1);
+        memcpy(b, img, n);
+        err[0] = '\0';
+        int rc = sq_st_parse(cut, b, n, &f, err, sizeof err);
+        ck_assert_msg(rc != 0, "a prefix of %zu of %zu bytes was accepted", n, len);
+        ck_assert_msg(strstr(err, cut) != NULL, "cut %zu: message lacks the file name: %s", n,
+                      err);
+        ck_assert_ptr_null(f.tensors);
+        write_bytes(cut, b, n);
+        err2[0] = '\0';
+        rc = sq_st_open(cut, &f, err2, sizeof err2);
+        ck_assert_msg(rc != 0, "a file of %zu of %zu bytes was accepted", n, len);
+        ck_assert_str_eq(err2, err);
+        free(b);
+    }
+    unsigned char *longer = malloc(len + 1);
+    memcpy(longer, img, len);
+    longer[len] = 0;
+    sq_st_file f;
+    int rc = sq_st_parse(cut, longer, len + 1, &f, err, sizeof err);
+    EXPECT_ERR(rc, err, cut, "data section", "belong to no tensor");
+    /* The whole file itself is fine. */
+    ck_assert_msg(sq_st_parse(cut, longer, len, &f, err, sizeof err) == 0, "%s", err);
+    sq_st_free(&f);
+    free(longer);
+    free(img);
+}
+END_TEST
+
+START_TEST(test_st_header_length)
+{
+    char err[512] = "";
+    sq_st_file f;
+    /* N one byte beyond the file, and absurdly large. */
+    unsigned char b[18] = {9, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
+    st_bad_image("hl1.st", b, 16, "header length 9 goes beyond the end of the file",
+                 "(16 bytes)");
+    for (int k = 0; k < 8; k++) b[k] = 0xff;
+    st_bad_image("hl2.st", b, 16, "header length 18446744073709551615", "beyond the end");
+    memset(b, 0, 8);
+    b[7] = 0x80;
+    st_bad_image("hl3.st", b, 16, "header length 9223372036854775808", "beyond the end");
+    /* Too short for "{}". */
+    memset(b, 0, 8);
+    b[0] = 1;
+    st_bad_image("hl4.st", b, 16, "header length 1", "too short for a JSON object");
+    b[0] = 0;
+    st_bad_image("hl5.st", b, 8, "header length 0", "too short");
+    st_bad_image("hl6.st", b, 7, "7 bytes", "too short for the header length");
+    /* A header that does not start with '{', and one with a NUL. */
+    st_bad("nobrace.st", " {}", 0, "header", "does not start with '{'");
+    memcpy(b, "\x04\0\0\0\0\0\0\0{\0} ", 12);
+    st_bad_image("nul.st", b, 12, "header", "NUL byte at byte 1");
+    /* Over the limit, in a sparse file that really is that long (the
+    ** mapping costs no memory). */
+    const char *p = tpath("huge.st");
+    FILE *fp = fopen(p, "wb");
+    ck_assert_ptr_nonnull(fp);
+    uint64_t n = SQ_ST_HEADER_MAX + 1;
+    for (int k = 0; k < 8; k++) fputc((int)((n >> (8 * k)) & 0xff), fp);
+    fputc('{', fp);
+    ck_assert_int_eq(fclose(fp), 0);
+    ck_assert_int_eq(truncate(p, (off_t)(8 + n + 16)), 0);
+    int rc = sq_st_open(p, &f, err, sizeof err);
+    EXPECT_ERR(rc, err, p, "header length 100000001 exceeds the limit of 100000000 bytes");
+    unlink(p);
+}
+END_TEST
+
+START_TEST(test_st_offsets)
+{
+    st_bad("end.st", "{\"t\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}", 4,
+           "tensor 't'", "field 'data_offsets': end 8 beyond the data section (4 bytes)");
+    st_bad("far.st",
+           "{\"t\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[1000000,1000004]}}", 4,
+           "tensor 't'", "end 1000004 beyond the data section");
+    st_bad("back.st", "{\"t\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[3,0]}}", 3,
+           "tensor 't'", "begin 3 > end 0");
+    st_bad("one.st", "{\"t\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0]}}", 3,
+           "tensor 't'", "field 'data_offsets': expected [begin, end]");
+    st_bad("three.st", "{\"t\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3,3]}}", 3,
+           "tensor 't'", "field 'data_offsets'");
+    st_bad("negoff.st", "{\"t\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[-1,2]}}", 3,
+           "tensor 't'", "field 'data_offsets'");
+    st_bad("stroff.st", "{\"t\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[\"0\",3]}}",
+           3, "tensor 't'", "field 'data_offsets'");
+    st_bad("bigoff.st",
+           "{\"t\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[18446744073709551613,"
+           "18446744073709551616]}}",
+           3, "tensor 't'", "field 'data_offsets'");
+    /* The shape and the span must agree. */
+    st_bad("span.st", "{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8,
+           "tensor 't'", "field 'shape': [3] of F32 is 12 bytes, but data_offsets [0, 8] span 8");
+}
+END_TEST
+
+START_TEST(test_st_overlap_gap)
+{
+    st_bad("overlap.st",
+           "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+           "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}",
+           6, "tensor 'b'", "[2, 6] overlaps tensor 'a' [0, 4]");
+    st_bad("same.st",
+           "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+           "\"b\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+           4, "field 'data_offsets'", "overlaps tensor");
+    /* An empty tensor inside another one is an overlap too. */
+    st_bad("inside.st",
+           "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+           "\"z\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,4]}}",
+           8, "tensor 'z'", "overlaps tensor 'a'");
+    st_bad("gap.st",
+           "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+           "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]}}",
+           10, "data section", "bytes [4, 6) belong to no tensor (before tensor 'b')");
+    st_bad("lead.st", "{\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}", 6,
+           "data section", "bytes [0, 2) belong to no tensor");
+    st_bad("tail.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 9,
+           "data section", "bytes [4, 9) at its end belong to no tensor");
+    st_bad("orphan.st", "{}", 3, "data section", "bytes [0, 3)");
+
+    /* Empty tensors at the same offset, and out of order: fine. */
+    sq_st_file f;
+    unsigned char *img, data[6] = {1, 2, 3, 4, 5, 6};
+    st_good("{\"c\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[4,6]},"
+            "\"z1\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+            "\"z2\":{\"dtype\":\"F16\",\"shape\":[0,9],\"data_offsets\":[4,4]},"
+            "\"a\":{\"dtype\":\"U8\",\"shape\":[2,2],\"data_offsets\":[0,4]}}",
+            data, 6, &f, &img);
+    ck_assert_uint_eq(f.ntensors, 4);
+    ck_assert_str_eq(f.tensors[0].name, "a");
+    ck_assert_int_eq(sq_st_find(&f, "c")->data[1], 6);
+    ck_assert_uint_eq(sq_st_find(&f, "z2")->nelem, 0);
+    sq_st_free(&f);
+    free(img);
+}
+END_TEST
+
+START_TEST(test_st_dtypes_fields)
+{
+    st_bad("dt1.st", "{\"a\":{\"dtype\":\"F33\",\"shape\":[3],\"data_offsets\":[0,3]}}", 3,
+           "tensor 'a'", "field 'dtype': unknown dtype 'F33'");
+    st_bad("dt2.st", "{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+           "tensor 'a'", "unknown dtype 'f32'");
+    st_bad("dt3.st", "{\"a\":{\"dtype\":7,\"shape\":[3],\"data_offsets\":[0,3]}}", 3,
+           "tensor 'a'", "field 'dtype': unknown dtype (not a string)");
+    st_bad("dt4.st", "{\"a\":{\"shape\":[3],\"data_offsets\":[0,3]}}", 3, "tensor 'a'",
+           "field 'dtype': missing");
+    st_bad("f1.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3],\"x\":1}}",
+           3, "tensor 'a'", "unknown field 'x'");
+    st_bad("f2.st", "{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3]}}",
+           3, "tensor 'a'", "field 'dtype': given twice");
+    st_bad("f3.st",
+           "{\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"shape\":[3],\"data_offsets\":[0,3]}}", 3,
+           "tensor 'a'", "field 'shape': given twice");
+    st_bad("f4.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[3]}}", 3, "tensor 'a'",
+           "field 'data_offsets': missing");
+    st_bad("f5.st", "{\"a\":[1]}", 0, "tensor 'a'", "expected an object");
+    st_bad("dup.st",
+           "{\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3]},"
+           "\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[3,6]}}",
+           6, "tensor 'a'", "given twice");
+    st_bad("m1.st", "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, "__metadata__ 'k'",
+           "given twice");
+    st_bad("m2.st", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, "__metadata__",
+           "given twice");
+    st_bad("m3.st", "{\"__metadata__\":{\"k\":1}}", 0, "__metadata__ 'k'", "not a string");
+    st_bad("m4.st", "{\"__metadata__\":\"x\"}", 0, "__metadata__", "expected an object");
+    st_bad("j1.st", "{\"a\":{\"dtype\":\"U8\",", 0, "header", "invalid JSON");
+    st_bad("j2.st", "{\"a\":1} x", 0, "header", "invalid JSON");
+    st_bad("j3.st", "{}[]", 0, "header", "invalid JSON");
+
+    /* Every dtype is accepted, with its size; only four are floats. */
+    int nfloat = 0;
+    for (int d = 0; d < SQ_ST_NDTYPES; d++) {
+        char json[160];
+        size_t isz = sq_st_dtype_size((sq_st_dtype)d);
+        snprintf(json, sizeof json, "{\"t\":{\"dtype\":\"%s\",\"shape\":[2],\"data_offsets\":[0,%zu]}}",
+                 sq_st_dtype_name((sq_st_dtype)d), 2 * isz);
+        unsigned char data[16] = {0}, *img;
+        sq_st_file f;
+        st_good(json, data, 2 * isz, &f, &img);
+        ck_assert_int_eq(f.tensors[0].dtype, d);
+        sq_st_free(&f);
+        free(img);
+        nfloat += sq_st_dtype_is_float((sq_st_dtype)d);
+    }
+    ck_assert_int_eq(nfloat, 4);
+    ck_assert(sq_st_dtype_is_float(SQ_ST_F32) && sq_st_dtype_is_float(SQ_ST_F16) &&
+              sq_st_dtype_is_float(SQ_ST_BF16) && sq_st_dtype_is_float(SQ_ST_F64));
+    ck_assert(!sq_st_dtype_is_float(SQ_ST_F8_E4M3) && !sq_st_dtype_is_float(SQ_ST_NDTYPES));
+}
+END_TEST
+
+START_TEST(test_st_shapes)
+{
+    st_bad("ovf.st",
+           "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,3]}}",
+           3, "tensor 'a'", "field 'shape': product overflows");
+    /* The product fits, times the item size it does not. */
+    st_bad("ovf2.st",
+           "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,536870912],\"data_offsets\":[0,3]}}",
+           3, "tensor 'a'", "product overflows");
+    st_bad("neg.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[-3],\"data_offsets\":[0,3]}}", 3,
+           "tensor 'a'", "field 'shape': entry 0 is not a non-negative integer");
+    st_bad("frac.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[3,1.5],\"data_offsets\":[0,3]}}", 3,
+           "tensor 'a'", "field 'shape': entry 1 is not a non-negative integer");
+    st_bad("inf.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1e400],\"data_offsets\":[0,3]}}", 3,
+           "tensor 'a'", "field 'shape': entry 0");
+    st_bad("str.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[\"3\"],\"data_offsets\":[0,3]}}", 3,
+           "tensor 'a'", "field 'shape': entry 0");
+    st_bad("obj.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":3,\"data_offsets\":[0,3]}}", 3,
+           "tensor 'a'", "field 'shape': expected an array of integers");
+    /* 64 dimensions are fine, 65 are not. */
+    for (int nd = 64; nd <= 65; nd++) {
+        char json[600];
+        int k = snprintf(json, sizeof json, "{\"a\":{\"dtype\":\"U8\",\"shape\":[");
+        for (int d = 0; d < nd; d++) k += snprintf(json + k, sizeof json - (size_t)k, "%s1", d ? "," : "");
+        snprintf(json + k, sizeof json - (size_t)k, "],\"data_offsets\":[0,1]}}");
+        if (nd == 65) {
+            st_bad("dims.st", json, 1, "tensor 'a'", "field 'shape': more than 64 dimensions");
+        } else {
+            sq_st_file f;
+            unsigned char one = 7, *img;
+            st_good(json, &one, 1, &f, &img);
+            ck_assert_int_eq(f.tensors[0].ndim, 64);
+            ck_assert_uint_eq(f.tensors[0].nelem, 1);
+            sq_st_free(&f);
+            free(img);
+        }
+    }
+    /* A zero dimension makes the others harmless; a scalar has one element. */
+    sq_st_file f;
+    unsigned char *img, data[8] = {0, 0, 0, 0, 0, 0, 0xf0, 0x3f};
+    st_good("{\"z\":{\"dtype\":\"F32\",\"shape\":[0,4294967296,4294967296],\"data_offsets\":[0,0]},"
+            "\"s\":{\"dtype\":\"F64\",\"shape\":[],\"data_offsets\":[0,8]}}",
+            data, 8, &f, &img);
+    ck_assert_uint_eq(sq_st_find(&f, "z")->nelem, 0);
+    const sq_st_entry *s = sq_st_find(&f, "s");
+    ck_assert_int_eq(s->ndim, 0);
+    ck_assert_uint_eq(s->nelem, 1);
+    float v = 0;
+    double dv = 0;
+    char err[512];
+    ck_assert_int_eq(sq_st_to_f32(&f, s, &v, err, sizeof err), 0);
+    ck_assert_int_eq(sq_st_to_f64(&f, s, &dv, err, sizeof err), 0);
+    ck_assert(v == 1.0f && dv == 1.0);
+    sq_st_free(&f);
+    free(img);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Conversions                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* One tensor of dtype dt and n elements from raw little-endian bytes,
+** placed after a 1-byte tensor so that its data are not aligned. */
+static void one_tensor(const char *dt, const void *raw, size_t n, size_t isz, sq_st_file *f,
+                       unsigned char **img)
+{
+    char json[256];
+    int k = snprintf(json, sizeof json,
+                     "{\"pad\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                     "\"t\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[1,%zu]}}",
+                     dt, n, 1 + n * isz);
+    if (k % 2) strcat(json, " "); /* an even header: the data start at an odd address */
+    unsigned char *data = malloc(1 + n * isz);
+    data[0] = 0xAA;
+    memcpy(data + 1, raw, n * isz);
+    st_good(json, data, 1 + n * isz, f, img);
+    free(data);
+}
+
+/* Converts tensor 't' both ways and compares with the expected floats (as
+** bits) and doubles (exactly, as bits). */
+static void expect_values(const char *dt, const void *raw, size_t n, size_t isz,
+                          const float *want32, const double *want64)
+{
+    sq_st_file f;
+    unsigned char *img;
+    one_tensor(dt, raw, n, isz, &f, &img);
+    const sq_st_entry *e = sq_st_find(&f, "t");
+    ck_assert((uintptr_t)e->data % 2 == 1);
+    float *o32 = malloc(n * sizeof *o32);
+    double *o64 = malloc(n * sizeof *o64);
+    char err[512] = "";
+    ck_assert_msg(sq_st_to_f32(&f, e, o32, err, sizeof err) == 0, "%s: %s", dt, err);
+    ck_assert_msg(sq_st_to_f64(&f, e, o64, err, sizeof err) == 0, "%s: %s", dt, err);
+    char what[32];
+    snprintf(what, sizeof what, "%s to fp32", dt);
+    SQT_ASSERT_FLOATS_BITS(o32, want32, n, what);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(memcmp(&o64[i], &want64[i], 8) == 0, "%s to fp64: element %zu: got %a, want %a",
+                      dt, i, o64[i], want64[i]);
+    free(o32);
+    free(o64);
+    sq_st_free(&f);
+    free(img);
+}
+
+START_TEST(test_convert_values)
+{
+    /* F16: normals, the largest, subnormals (smallest, largest), -0. */
+    const uint16_t h[8] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x03ff, 0x8001, 0x3555, 0x8000};
+    const float h32[8] = {1.0f, -2.0f, 65504.0f, 0x1p-24f, 0x3ffp-24f, -0x1p-24f,
+                          0.333251953125f, -0.0f};
+    double h64[8];
+    for (int i = 0; i < 8; i++) h64[i] = h32[i];
+    expect_values("F16", h, 8, 2, h32, h64);
+
+    /* BF16: subnormals 2^-133 and 127 * 2^-133, the smallest normal, the
+    ** largest, a plain value, -0. */
+    const uint16_t b[7] = {0x3f80, 0x0001, 0x007f, 0x0080, 0x7f7f, 0xc2f7, 0x8000};
+    const float b32[7] = {1.0f, 0x1p-133f, 0x7fp-133f, 0x1p-126f, 0x1.fep+127f, -123.5f, -0.0f};
+    double b64[7];
+    for (int i = 0; i < 7; i++) b64[i] = b32[i];
+    expect_values("BF16", b, 7, 2, b32, b64);
+
+    /* F32: copied bit for bit, subnormals and -0 included. */
+    const float f32[6] = {0x1p-149f, FLT_MAX, -0.0f, 0.1f, -3.0e-39f, 1.0f};
+    double f64w[6];
+    for (int i = 0; i < 6; i++) f64w[i] = f32[i];
+    expect_values("F32", f32, 6, 4, f32, f64w);
+
+    /* F64 to fp32 rounds to nearest, ties to even; just below the overflow
+    ** threshold is FLT_MAX; tiny values go to (signed) zero or the smallest
+    ** subnormal. fp64 is exact. */
+    const double d[12] = {0.1,
+                          1.0 + 0x1p-24,          /* tie: to even, 1 */
+                          1.0 + 0x3p-24,          /* tie: to even, 1 + 2^-22 */
+                          1.0 + 0x1p-24 + 0x1p-52, /* above the tie: 1 + 2^-23 */
+                          0x1.fffffefffffffp+127,
+                          -0x1.fffffefffffffp+127,
+                          1e-50,
+                          -1e-50,
+                          0x1p-149,
+                          0x1p-150,               /* tie: to even, 0 */
+                          0x3p-151,               /* 0.75 of 2^-149: up */
+                          -2.5};
+    const float d32[12] = {0x1.99999ap-4f, 1.0f, 1.0f + 0x1p-22f, 1.0f + 0x1p-23f, FLT_MAX,
+                           -FLT_MAX, 0.0f, -0.0f, 0x1p-149f, 0.0f, 0x1p-149f, -2.5f};
+    expect_values("F64", d, 12, 8, d32, d);
+}
+END_TEST
+
+/* The conversion of tensor 't' fails both ways with a message naming the
+** file, the tensor and the rest given. */
+static void expect_bad(const char *dt, const void *raw, size_t n, size_t isz, const char *what)
+{
+    sq_st_file f;
+    unsigned char *img;
+    one_tensor(dt, raw, n, isz, &f, &img);
+    const sq_st_entry *e = sq_st_find(&f, "t");
+    float *o32 = malloc(n * sizeof *o32);
+    double *o64 = malloc(n * sizeof *o64);
+    char err[512] = "", want[256];
+    snprintf(want, sizeof want, "good.st: tensor 't': %s", what);
+    int rc = sq_st_to_f32(&f, e, o32, err, sizeof err);
+    ck_assert_msg(rc != 0, "%s to fp32: no error for %s", dt, what);
+    ck_assert_str_eq(err, want);
+    err[0] = '\0';
+    rc = sq_st_to_f64(&f, e, o64, err, sizeof err);
+    ck_assert_msg(rc != 0, "%s to fp64: no error for %s", dt, what);
+    ck_assert_str_eq(err, want);
+    free(o32);
+    free(o64);
+    sq_st_free(&f);
+    free(img);
+}
+
+START_TEST(test_convert_errors)
+{
+    const float fa[3] = {0.0f, NAN, INFINITY}, fb[2] = {-INFINITY, 1.0f};
+    expect_bad("F32", fa, 3, 4, "element 1 is NaN");
+    expect_bad("F32", fb, 2, 4, "element 0 is -Inf");
+    const uint16_t ha[4] = {0x3c00, 0x3c00, 0x7c00, 0x7e00}, hb[2] = {0xfc00, 0},
+                   hc[1] = {0xfe01};
+    expect_bad("F16", ha, 4, 2, "element 2 is +Inf");
+    expect_bad("F16", hb, 2, 2, "element 0 is -Inf");
+    expect_bad("F16", hc, 1, 2, "element 0 is NaN");
+    const uint16_t ba[3] = {0, 0x7f80, 0x7fc0}, bb[2] = {0x3f80, 0xff81};
+    expect_bad("BF16", ba, 3, 2, "element 1 is +Inf");
+    expect_bad("BF16", bb, 2, 2, "element 1 is NaN");
+    const double da[6] = {1, 2, 3, 4, 5, 1e300}, db[2] = {-1e300, NAN},
+                 dc[3] = {0, -INFINITY, NAN}, dd[2] = {1, 0x1.ffffffp+127},
+                 de[1] = {-3.5e38};
+    expect_bad("F64", da, 6, 8, "element 5: 1e+300 overflows fp32");
+    expect_bad("F64", db, 2, 8, "element 0: -1e+300 overflows fp32");
+    expect_bad("F64", dc, 3, 8, "element 1 is -Inf");
+    /* Exactly FLT_MAX + half an ulp: rounds to infinity. */
+    expect_bad("F64", dd, 2, 8, "element 1: 3.4028235677973366e+38 overflows fp32");
+    expect_bad("F64", de, 1, 8, "element 0: -3.5e+38 overflows fp32");
+
+    /* The first bad element of a long tensor, over many chunks, whatever
+    ** the thread count. */
+    size_t n = 1000003;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)i;
+    x[n - 1] = INFINITY;
+    x[700001] = NAN;
+    x[200005] = -INFINITY;
+    expect_bad("F32", x, n, 4, "element 200005 is -Inf");
+    x[200005] = 1.0f;
+    expect_bad("F32", x, n, 4, "element 700001 is NaN");
+    free(x);
+
+    /* Not a float. */
+    const char *ints[] = {"I32", "U8", "BOOL", "F8_E4M3", "I64"};
+    for (size_t k = 0; k < sizeof ints / sizeof *ints; k++) {
+        unsigned char raw[16] = {0};
+        char want[160];
+        int dt = sq_st_dtype_parse(ints[k]);
+        snprintf(want, sizeof want,
+                 "field 'dtype': %s is not a floating-point dtype (F32, F16, BF16, F64)", ints[k]);
+        expect_bad(ints[k], raw, 2, sq_st_dtype_size((sq_st_dtype)dt), want);
+    }
+}
+END_TEST
+
+/* A million elements of each float dtype converted in parallel chunks,
+** against the library's scalar conversions element by element. */
+START_TEST(test_convert_large)
+{
+    size_t n = (1u << 20) + 77;
+    uint16_t *h = malloc(n * 2);
+    sqt_rng r = {42};
+    for (size_t i = 0; i < n; i++) {
+        uint16_t v = (uint16_t)sqt_next(&r);
+        if ((v & 0x7c00) == 0x7c00) v &= 0xbfff; /* keep it finite as fp16 */
+        h[i] = v;
+    }
+    const char *dts[2] = {"F16", "BF16"};
+    for (int k = 0; k < 2; k++) {
+        sq_st_file f;
+        unsigned char *img;
+        if (k == 1)
+            for (size_t i = 0; i < n; i++)
+                if ((h[i] & 0x7f80) == 0x7f80) h[i] &= 0xbfff; /* finite as bf16 */
+        one_tensor(dts[k], h, n, 2, &f, &img);
+        const sq_st_entry *e = sq_st_find(&f, "t");
+        float *o = malloc(n * sizeof *o);
+        double *o64 = malloc(n * sizeof *o64);
+        char err[512] = "";
+        ck_assert_msg(sq_st_to_f32(&f, e, o, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(sq_st_to_f64(&f, e, o64, err, sizeof err) == 0, "%s", err);
+        for (size_t i = 0; i < n; i++) {
+            float want = k == 0 ? sq_f16_to_f32(h[i]) : sq_bf16_to_f32(h[i]);
+            SQT_CHECK(sqt_bits(o[i]) == sqt_bits(want) && o64[i] == (double)want &&
+                          !signbit(o64[i]) == !signbit(want),
+                      "%s element %zu (0x%04x): got %a / %a, want %a", dts[k], i, h[i],
+                      (double)o[i], o64[i], (double)want);
+        }
+        free(o);
+        free(o64);
+        sq_st_free(&f);
+        free(img);
+    }
+    free(h);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* The streaming writer                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void fill_tensors(sq_st_tensor *t, uint8_t *buf, size_t *total)
+{
+    static const uint64_t sizes[4] = {1000, 1, 0, 4097};
+    size_t off = 0;
+    for (int i = 0; i < 4; i++) {
+        static const char *names[4] = {"alpha", "b", "empty", "delta"};
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].name = names[i];
+        t[i].dtype = i == 3 ? SQ_ST_F32 : SQ_ST_U8;
+        t[i].ndim = 1;
+        t[i].shape[0] = sizes[i];
+        t[i].data = buf + off;
+        off += sizes[i] * (i == 3 ? 4 : 1);
+    }
+    for (size_t i = 0; i < off; i++) buf[i] = (uint8_t)(i * 7 + 3);
+    *total = off;
+}
+
+START_TEST(test_writer_roundtrip)
+{
+    sq_st_tensor t[4];
+    static uint8_t buf[1000 + 1 + 4 * 4097];
+    size_t total;
+    fill_tensors(t, buf, &total);
+    sq_st_kv m[1] = {{"k", "v"}};
+    char err[512] = "";
+    const char *whole = tpath("whole.st"), *streamed = tpath("streamed.st");
+    ck_assert_msg(sq_st_write(whole, t, 4, m, 1, err, sizeof err) == 0, "%s", err);
+    /* Pieces of odd sizes that straddle the tensors, and empty puts. */
+    sq_st_writer *w;
+    ck_assert_msg(sq_st_writer_open(&w, streamed, t, 4, m, 1, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_nonnull(w);
+    struct stat st;
+    ck_assert_int_ne(stat(streamed, &st), 0); /* nothing in place before commit */
+    for (size_t off = 0, k = 1; off < total; k = k * 3 % 1009) {
+        size_t piece = total - off < k ? total - off : k;
+        ck_assert_msg(sq_st_writer_put(w, buf + off, piece, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq(sq_st_writer_put(w, NULL, 0, err, sizeof err), 0);
+        off += piece;
+    }
+    ck_assert_msg(sq_st_writer_commit(w, err, sizeof err) == 0, "%s", err);
+    size_t la, lb;
+    unsigned char *a = read_bytes(whole, &la), *b = read_bytes(streamed, &lb);
+    ck_assert_uint_eq(la, lb);
+    SQT_ASSERT_BYTES(b, a, la, "streamed file against sq_st_write's");
+    free(a);
+    free(b);
+    sq_st_file f;
+    ck_assert_msg(sq_st_open(streamed, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(f.ntensors, 4);
+    const sq_st_entry *e = sq_st_find(&f, "delta");
+    ck_assert_uint_eq(e->nelem, 4097);
+    ck_assert_int_eq(memcmp(e->data, t[3].data, 4 * 4097), 0);
+    sq_st_free(&f);
+    assert_no_tmp();
+
+    /* No tensors at all. */
+    ck_assert_int_eq(sq_st_writer_open(&w, streamed, NULL, 0, NULL, 0, err, sizeof err), 0);
+    ck_assert_msg(sq_st_writer_commit(w, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_open(streamed, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(f.ntensors, 0);
+    ck_assert_uint_eq(f.data_len, 0);
+    sq_st_free(&f);
+}
+END_TEST
+
+/* path holds exactly bytes[0..len). */
+static void assert_file_is(const char *path, const unsigned char *bytes, size_t len)
+{
+    size_t l;
+    unsigned char *b = read_bytes(path, &l);
+    ck_assert_uint_eq(l, len);
+    SQT_ASSERT_BYTES(b, bytes, len, path);
+    free(b);
+}
+
+START_TEST(test_writer_errors)
+{
+    sq_st_tensor t[4];
+    static uint8_t buf[1000 + 1 + 4 * 4097];
+    size_t total;
+    fill_tensors(t, buf, &total);
+    char err[512] = "";
+    const char *keep = tpath("keep.st");
+    ck_assert_int_eq(sq_st_write(keep, t, 2, NULL, 0, err, sizeof err), 0);
+    size_t klen;
+    unsigned char *kept = read_bytes(keep, &klen);
+
+    /* Too few bytes: commit fails naming the tensor, the old file stays. */
+    sq_st_writer *w;
+    ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, err, sizeof err), 0);
+    ck_assert_int_eq(sq_st_writer_put(w, buf, 1001 + 100, err, sizeof err), 0);
+    int rc = sq_st_writer_commit(w, err, sizeof err);
+    EXPECT_ERR(rc, err, keep, "tensor 'delta'", "100 of its 16388 bytes put",
+               "17389 bytes in all, 1101 were put");
+    assert_file_is(keep, kept, klen);
+    assert_no_tmp();
+
+    /* Too many: the put fails, and so does commit after it. */
+    ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, err, sizeof err), 0);
+    ck_assert_int_eq(sq_st_writer_put(w, buf, total - 1, err, sizeof err), 0);
+    rc = sq_st_writer_put(w, buf, 2, err, sizeof err);
+    EXPECT_ERR(rc, err, keep, "2 bytes put at data offset 17388",
+               "beyond the 17389 bytes the header promises", "'delta'");
+    char first[512];
+    snprintf(first, sizeof first, "%s", err);
+    rc = sq_st_writer_put(w, buf, 1, err, sizeof err); /* would fit, but too late */
+    ck_assert_int_ne(rc, 0);
+    ck_assert_str_eq(err, first);
+    rc = sq_st_writer_commit(w, err, sizeof err);
+    ck_assert_int_ne(rc, 0);
+    ck_assert_str_eq(err, first);
+    assert_file_is(keep, kept, klen);
+
+    /* Abort, and a writer that refuses its tensors: nothing changes. */
+    ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, err, sizeof err), 0);
+    ck_assert_int_eq(sq_st_writer_put(w, buf, total, err, sizeof err), 0);
+    sq_st_writer_abort(w);
+    assert_file_is(keep, kept, klen);
+    sq_st_tensor dup[2] = {t[0], t[1]};
+    dup[1].name = "alpha";
+    w = (sq_st_writer *)&dup; /* must be reset to NULL */
+    rc = sq_st_writer_open(&w, keep, dup, 2, NULL, 0, err, sizeof err);
+    EXPECT_ERR(rc, err, keep, "tensor 'alpha'", "given twice");
+    ck_assert_ptr_null(w);
+    rc = sq_st_write(keep, dup, 2, NULL, 0, err, sizeof err);
+    EXPECT_ERR(rc, err, keep, "given twice");
+    sq_st_tensor nodata = t[0];
+    nodata.data = NULL;
+    rc = sq_st_write(keep, &nodata, 1, NULL, 0, err, sizeof err);
+    EXPECT_ERR(rc, err, keep, "tensor 'alpha'", "no data");
+    assert_file_is(keep, kept, klen);
+    assert_no_tmp();
+    free(kept);
+
+    /* A missing directory: a clear error, nothing created. */
+    const char *nodir = tpath("no-such-dir/x.st");
+    rc = sq_st_writer_open(&w, nodir, t, 4, NULL, 0, err, sizeof err);
+    EXPECT_ERR(rc, err, nodir, "cannot create", "No such file or directory");
+    ck_assert_ptr_null(w);
+    struct stat st;
+    ck_assert_int_ne(stat(tpath("no-such-dir"), &st), 0);
+    rc = sq_st_write(nodir, t, 4, NULL, 0, err, sizeof err);
+    EXPECT_ERR(rc, err, nodir, "cannot create");
+
+    /* A full disk: the put or the commit says so. */
+    if (access("/dev/full", W_OK) == 0) {
+        sq_st_tensor big = {.name = "big", .dtype = SQ_ST_U8, .ndim = 1, .shape = {1 << 20}};
+        unsigned char *z = calloc(1, 1 << 20);
+        ck_assert_int_eq(sq_st_writer_open(&w, "/dev/full", &big, 1, NULL, 0, err, sizeof err), 0);
+        rc = sq_st_writer_put(w, z, 1 << 20, err, sizeof err);
+        EXPECT_ERR(rc, err, "/dev/full", "write failed", strerror(ENOSPC));
+        rc = sq_st_writer_commit(w, err, sizeof err);
+        EXPECT_ERR(rc, err, "/dev/full", "write failed");
+        /* A small file fails only when flushed, at commit. */
+        sq_st_tensor small = {.name = "s", .dtype = SQ_ST_U8, .ndim = 1, .shape = {3}};
+        ck_assert_int_eq(sq_st_writer_open(&w, "/dev/full", &small, 1, NULL, 0, err, sizeof err), 0);
+        ck_assert_int_eq(sq_st_writer_put(w, z, 3, err, sizeof err), 0);
+        rc = sq_st_writer_commit(w, err, sizeof err);
+        EXPECT_ERR(rc, err, "/dev/full", "write failed", strerror(ENOSPC));
+        big.data = z;
+        rc = sq_st_write("/dev/full", &big, 1, NULL, 0, err, sizeof err);
+        EXPECT_ERR(rc, err, "/dev/full", "write failed");
+        free(z);
+    }
+    /* NULL writer. */
+    ck_assert_int_ne(sq_st_writer_put(NULL, buf, 1, err, sizeof err), 0);
+    ck_assert_int_ne(sq_st_writer_commit(NULL, err, sizeof err), 0);
+    sq_st_writer_abort(NULL);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Releasing pages                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* The resident file-backed memory of this process in kB, from
+** /proc/self/status: RssFile plus RssShmem (a file on tmpfs is shared
+** memory). -1 where the kernel does not say. */
+static long rss_file_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long file = -1, shmem = 0, v;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "RssFile: %ld", &v) == 1) file = v;
+        if (sscanf(line, "RssShmem: %ld", &v) == 1) shmem = v;
+    }
+    fclose(f);
+    return file < 0 ? -1 : file + shmem;
+}
+
+START_TEST(test_release_rss)
+{
+    if (rss_file_kb() < 0) {
+        fprintf(stderr, "test_release_rss: no RssFile in /proc/self/status, skipped\n");
+        return;
+    }
+    /* 64 MiB in four tensors, streamed out in 1 MiB pieces. */
+    enum { NT = 4, PER = 16 << 20, PIECE = 1 << 20 };
+    sq_st_tensor t[NT];
+    static const char *names[NT] = {"t0", "t1", "t2", "t3"};
+    for (int i = 0; i < NT; i++)
+        t[i] = (sq_st_tensor){.name = names[i], .dtype = SQ_ST_U8, .ndim = 1, .shape = {PER}};
+    unsigned char *piece = malloc(PIECE);
+    const char *p = tpath("big.st");
+    char err[512] = "";
+    sq_st_writer *w;
+    ck_assert_msg(sq_st_writer_open(&w, p, t, NT, NULL, 0, err, sizeof err) == 0, "%s", err);
+    uint64_t sum = 0;
+    for (uint64_t off = 0; off < (uint64_t)NT * PER; off += PIECE) {
+        for (size_t i = 0; i < PIECE; i++) piece[i] = (unsigned char)((off + i) * 2654435761u >> 13);
+        for (size_t i = 0; i < PIECE; i += 4096) sum += piece[i];
+        ck_assert_msg(sq_st_writer_put(w, piece, PIECE, err, sizeof err) == 0, "%s", err);
+    }
+    ck_assert_msg(sq_st_writer_commit(w, err, sizeof err) == 0, "%s", err);
+    free(piece);
+
+    sq_st_file f;
+    ck_assert_msg(sq_st_open(p, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_nonnull(f.map);
+    /* Touch every page, then give them back tensor by tensor. */
+    long before = rss_file_kb();
+    uint64_t got = 0;
+    for (uint64_t i = 0; i < f.data_len; i += 4096) got += ((volatile const unsigned char *)f.data)[i];
+    long touched = rss_file_kb();
+    ck_assert_uint_eq(got, sum);
+    ck_assert_msg(touched - before >= 48 * 1024,
+                  "touching 64 MiB of the mapping raised RssFile+RssShmem by %ld kB only",
+                  touched - before);
+    for (size_t i = 0; i < f.ntensors; i++) sq_st_release(&f, &f.tensors[i]);
+    long after = rss_file_kb();
+    ck_assert_msg(touched - after >= 48 * 1024,
+                  "releasing the tensors lowered RssFile+RssShmem by %ld kB only (%ld -> %ld)",
+                  touched - after, touched, after);
+    /* The data are still there: read back from the file. */
+    got = 0;
+    for (uint64_t i = 0; i < f.data_len; i += 4096) got += ((volatile const unsigned char *)f.data)[i];
+    ck_assert_uint_eq(got, sum);
+    /* The whole file at once. */
+    ck_assert_int_ge(rss_file_kb() - after, 48 * 1024);
+    sq_st_release(&f, NULL);
+    ck_assert_int_ge(touched - rss_file_kb(), 48 * 1024);
+    sq_st_free(&f);
+    unlink(p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* .npy from memory                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* A .npy image: magic, version major.0, the dict padded with spaces and a
+** newline to a multiple of 64, data; exactly *len bytes allocated. */
+static unsigned char *npy_image(int major, const char *dict, const void *data, size_t dlen,
+                                size_t *len)
+{
+    size_t lenbytes = major == 1 ? 2 : 4, pre = 8 + lenbytes;
+    size_t hl = ((pre + strlen(dict) + 1 + 63) / 64) * 64 - pre;
+    *len = pre + hl + dlen;
+    unsigned char *b = malloc(*len);
+    memcpy(b, "\x93NUMPY", 6);
+    b[6] = (unsigned char)major;
+    b[7] = 0;
+    for (size_t i = 0; i < lenbytes; i++) b[8 + i] = (unsigned char)(hl >> (8 * i));
+    memset(b + pre, ' ', hl);
+    memcpy(b + pre, dict, strlen(dict));
+    b[pre + hl - 1] = '\n';
+    if (dlen) memcpy(b + pre + hl, data, dlen);
+    return b;
+}
+
+START_TEST(test_npy_parse)
+{
+    const float v[6] = {1.5f, -2, NAN, 4, 5, 6.25f};
+    const double dv[3] = {0.1, -1e39, 2};
+    const uint16_t hv[2] = {0x3c00, 0x0001};
+    char err[512] = "", err2[512] = "";
+    for (int major = 1; major <= 3; major++) {
+        size_t len;
+        unsigned char *b = npy_image(major, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+                                     v, sizeof v, &len);
+        sq_npy a, r;
+        ck_assert_msg(sq_npy_parse("mem.npy", b, len, &a, err, sizeof err) == 0, "v%d: %s",
+                      major, err);
+        ck_assert_int_eq(a.version, major);
+        ck_assert_int_eq(a.ndim, 2);
+        ck_assert_uint_eq(a.shape[1], 3);
+        ck_assert_uint_eq(a.n, 6);
+        ck_assert_int_eq(memcmp(a.data, v, sizeof v), 0); /* NaN left alone */
+        /* The same as reading the file. */
+        const char *p = tpath("mem.npy");
+        write_bytes(p, b, len);
+        ck_assert_int_eq(sq_npy_read(p, &r, err, sizeof err), 0);
+        ck_assert_uint_eq(r.n, a.n);
+        ck_assert_int_eq(r.version, a.version);
+        ck_assert_int_eq(memcmp(r.data, a.data, sizeof v), 0);
+        sq_npy_free(&r);
+        sq_npy_free(&a);
+        /* Every prefix fails, with the message of the file reader. */
+        for (size_t n = 0; n < len; n++) {
+            unsigned char *c = malloc(n ? n : 1);
+            memcpy(c, b, n);
+            int rc = sq_npy_parse(p, c, n, &a, err, sizeof err);
+            ck_assert_msg(rc != 0, "v%d: a prefix of %zu of %zu bytes was accepted", major, n, len);
+            ck_assert_ptr_null(a.data);
+            write_bytes(p, c, n);
+            rc = sq_npy_read(p, &r, err2, sizeof err2);
+            ck_assert_int_ne(rc, 0);
+            ck_assert_str_eq(err, err2);
+            ck_assert_ptr_nonnull(strstr(err, p));
+            free(c);
+        }
+        free(b);
+    }
+    /* <f8 and <f2 from memory; one byte too many. */
+    size_t len;
+    unsigned char *b = npy_image(2, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
+                                 dv, sizeof dv, &len);
+    sq_npy a;
+    ck_assert_msg(sq_npy_parse("d.npy", b, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert(a.data[0] == (float)0.1 && isinf(a.data[1]) && a.data[2] == 2.0f);
+    sq_npy_free(&a);
+    free(b);
+    b = npy_image(3, "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", hv, sizeof hv,
+                  &len);
+    ck_assert_msg(sq_npy_parse("h.npy", b, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert(a.data[0] == 1.0f && a.data[1] == 0x1p-24f);
+    sq_npy_free(&a);
+    unsigned char *more = malloc(len + 1);
+    memcpy(more, b, len);
+    more[len] = 0;
+    int rc = sq_npy_parse("h.npy", more, len + 1, &a, err, sizeof err);
+    EXPECT_ERR(rc, err, "h.npy", "1 bytes of trailing data");
+    free(more);
+    free(b);
+    rc = sq_npy_parse(NULL, "\x93NUMPX", 6, &a, err, sizeof err);
+    EXPECT_ERR(rc, err, "(memory)", "bad magic");
+    rc = sq_npy_parse("z.npy", NULL, 3, &a, err, sizeof err);
+    EXPECT_ERR(rc, err, "z.npy", "no buffer");
+    rc = sq_npy_parse("z.npy", "", 0, &a, err, sizeof err);
+    EXPECT_ERR(rc, err, "z.npy", "empty");
+}
+END_TEST
+
+START_TEST(test_npy_check_finite)
+{
+    float x[40];
+    for (int i = 0; i < 40; i++) x[i] = (float)i - 20.0f;
+    sq_npy a = {.data = x, .n = 40, .ndim = 1, .shape = {40}};
+    char err[512] = "";
+    ck_assert_msg(sq_npy_check_finite("x.npy", &a, err, sizeof err) == 0, "%s", err);
+    x[17] = NAN;
+    x[30] = INFINITY;
+    int rc = sq_npy_check_finite("x.npy", &a, err, sizeof err);
+    ck_assert_int_ne(rc, 0);
+    ck_assert_str_eq(err, "x.npy: element 17 is NaN");
+    x[17] = 0;
+    rc = sq_npy_check_finite("x.npy", &a, err, sizeof err);
+    ck_assert_str_eq(err, "x.npy: element 30 is +Inf");
+    x[30] = -INFINITY;
+    rc = sq_npy_check_finite("x.npy", &a, err, sizeof err);
+    ck_assert_str_eq(err, "x.npy: element 30 is -Inf");
+    /* Past the first block of the scan, and n = 0. */
+    size_t n = 100000;
+    float *y = calloc(n, sizeof *y);
+    y[n - 1] = NAN;
+    sq_npy b = {.data = y, .n = n, .ndim = 1, .shape = {n}};
+    rc = sq_npy_check_finite("y.npy", &b, err, sizeof err);
+    ck_assert_int_ne(rc, 0);
+    ck_assert_str_eq(err, "y.npy: element 99999 is NaN");
+    b.n = 0;
+    ck_assert_int_eq(sq_npy_check_finite("y.npy", &b, err, sizeof err), 0);
+    free(y);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+static void cleanup(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (!d) return;
+    struct dirent *e;
+    char p[600];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+            unlink(p);
+        }
+    closedir(d);
+    rmdir(tmpdir);
+}
+
+int main(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/check_readers.XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 99;
+    }
+    Suite *s = suite_create("readers");
+    TCase *tr = tcase_create("safetensors reader");
+    tcase_add_test(tr, test_st_map_pipe_buffer);
+    tcase_add_test(tr, test_st_open_errors);
+    tcase_add_test(tr, test_st_every_prefix);
+    tcase_add_test(tr, test_st_header_length);
+    tcase_add_test(tr, test_st_offsets);
+    tcase_add_test(tr, test_st_overlap_gap);
+    tcase_add_test(tr, test_st_dtypes_fields);
+    tcase_add_test(tr, test_st_shapes);
+    tcase_add_test(tr, test_release_rss);
+    suite_add_tcase(s, tr);
+    TCase *tc = tcase_create("conversions");
+    tcase_add_test(tc, test_convert_values);
+    tcase_add_test(tc, test_convert_errors);
+    tcase_add_test(tc, test_convert_large);
+    suite_add_tcase(s, tc);
+    TCase *tw = tcase_create("writer");
+    tcase_add_test(tw, test_writer_roundtrip);
+    tcase_add_test(tw, test_writer_errors);
+    suite_add_tcase(s, tw);
+    TCase *tn = tcase_create("npy");
+    tcase_add_test(tn, test_npy_parse);
+    tcase_add_test(tn, test_npy_check_finite);
+    suite_add_tcase(s, tn);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    cleanup();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

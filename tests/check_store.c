@@ -1,0 +1,1081 @@
+/*
+** check_store.c -- the SQLite store: the schema as the README describes it
+** (STRICT tables, user_version), refusal of newer and foreign files, a run
+** written and read back with plain SQL, the resumption rules of keyed runs,
+** and the file staying consistent whatever happens to the writers: several
+** processes at once, a lock held by someone else, a read-only file, a full
+** disk, a process killed half-way.
+**
+** Everything is read back with sqlite directly, never through store.c.
+*/
+#include "check_util.h"
+#include "shardq.h"
+#include "store/store.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------ */
+/* Fixture: a scratch directory per test                                    */
+/* ------------------------------------------------------------------------ */
+
+static char dir[512];
+static char db_path[600];
+
+static void setup(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/check_store.XXXXXX", t && *t ? t : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(db_path, sizeof db_path, "%s/shardq.db", dir);
+}
+
+static void teardown(void)
+{
+    chmod(dir, 0700);
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char p[1200];
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static sq_store *open_store(const char *path, int busy_ms)
+{
+    sq_store *s = NULL;
+    char err[512] = "";
+    int rc = sq_store_open(path, busy_ms, 0, &s, err, sizeof err);
+    ck_assert_msg(rc == 0 && s, "open %s: %s", path, err);
+    return s;
+}
+
+static sqlite3 *raw_open(const char *path)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    ck_assert_msg(rc == SQLITE_OK, "sqlite3_open %s: %s", path, db ? sqlite3_errmsg(db) : "");
+    sqlite3_busy_timeout(db, 10000);
+    return db;
+}
+
+static void raw_exec(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    ck_assert_msg(rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "");
+    sqlite3_free(msg);
+}
+
+/* The first column of the first row of sql as an integer (-1: no row). */
+static int64_t q_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(db));
+    int64_t v = -1;
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The same as text into buf ("" for NULL, "(no row)" for none). */
+static const char *q_text(sqlite3 *db, const char *sql, char *buf, size_t len)
+{
+    sqlite3_stmt *st;
+    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(db));
+    snprintf(buf, len, "(no row)");
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(buf, len, "%s", t ? (const char *)t : "");
+    }
+    sqlite3_finalize(st);
+    return buf;
+}
+
+/* Integer result of sql on a fresh connection to path. */
+static int64_t file_int(const char *path, const char *sql)
+{
+    sqlite3 *db = raw_open(path);
+    int64_t v = q_int(db, sql);
+    sqlite3_close(db);
+    return v;
+}
+
+static void assert_intact(const char *path)
+{
+    char buf[256];
+    sqlite3 *db = raw_open(path);
+    ck_assert_str_eq(q_text(db, "PRAGMA integrity_check", buf, sizeof buf), "ok");
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+    sqlite3_close(db);
+}
+
+static sq_run_info run_info(const char *key)
+{
+    sq_run_info r;
+    memset(&r, 0, sizeof r);
+    r.kind = "replay";
+    r.key = key;
+    r.sweep = "s1";
+    r.config = "{\"scheme\":\"sdp4bit\"}";
+    r.preset = "sdp4bit";
+    r.scheme = "weight.mode=diff";
+    r.topo = "2x4";
+    r.device = "cpu";
+    r.trace = "/data/traces/gpt2";
+    r.seed = 42;
+    return r;
+}
+
+static int64_t begin_run(sq_store *s, const char *key)
+{
+    sq_run_info r = run_info(key);
+    sq_store_kv p[2] = {{"lr", "0.5"}, {"note", NULL}};
+    int64_t id = -1;
+    char err[512] = "";
+    int rc = sq_store_run_begin(s, &r, p, 2, &id, err, sizeof err);
+    ck_assert_msg(rc == SQ_STORE_STARTED, "run_begin %s: %d %s", key ? key : "(none)", rc, err);
+    ck_assert_int_gt(id, 0);
+    return id;
+}
+
+/* A stats row whose figures all derive from x, so they can be checked. */
+static sq_stat_row stat_row(uint64_t step, const char *path, const char *tensor, double x)
+{
+    sq_stat_row r;
+    memset(&r, 0, sizeof r);
+    r.step = step;
+    r.path = path;
+    r.tensor = tensor;
+    r.st.n = 1000 + step;
+    r.st.rel_l2 = x;
+    r.st.mse = x * x;
+    r.st.max_abs = 2 * x;
+    r.st.snr_db = 20 + x;
+    r.st.cosine = 1 - x;
+    r.st.mean_signed = -x / 8;
+    r.st.frac_zeroed = x / 4;
+    r.frac_clipped = x / 16;
+    r.seconds = 0.125;
+    return r;
+}
+
+/* Adds steps 1..nsteps, grad and weight, plus one tensor row per step. */
+static void add_steps(sq_store *s, int64_t id, int nsteps)
+{
+    sq_stat_row rows[3 * 64];
+    size_t n = 0;
+    for (int t = 1; t <= nsteps && n + 3 <= 3 * 64; t++) {
+        rows[n++] = stat_row((uint64_t)t, "grad", NULL, 0.01 * t);
+        rows[n++] = stat_row((uint64_t)t, "weight", NULL, 0.001 * t);
+        rows[n++] = stat_row((uint64_t)t, "grad", "layer0.w", 0.02 * t);
+    }
+    char err[512] = "";
+    ck_assert_msg(sq_store_add_stats(s, id, rows, n, err, sizeof err) == 0, "add_stats: %s", err);
+}
+
+static void end_run(sq_store *s, int64_t id, const char *status)
+{
+    sq_bytes_row b[2] = {{"grad_reducescatter", "inter", 1000, 24, 1000, 24, 2000, 8},
+                         {"weight_allgather", "intra", 0, 0, 0, 0, 0, 0}};
+    sq_timing_row t[3] = {{"grad_reducescatter", 4, 0.5, 1000000000},
+                          {"weight_allgather", 4, 0.0, 100},
+                          {"read", 1, 0.25, 0}};
+    char err[512] = "";
+    ck_assert_msg(sq_store_run_end(s, id, status, strcmp(status, "failed") ? NULL : "boom", b, 2,
+                                   t, 3, err, sizeof err) == 0,
+                  "run_end: %s", err);
+}
+
+/* Counts of run id's rows in every child table. */
+static int64_t child_rows(sqlite3 *db, int64_t id)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT count(*) FROM params WHERE run_id = %1$lld)"
+             " + (SELECT count(*) FROM step_metrics WHERE run_id = %1$lld)"
+             " + (SELECT count(*) FROM tensor_stats WHERE run_id = %1$lld)"
+             " + (SELECT count(*) FROM bytes WHERE run_id = %1$lld)"
+             " + (SELECT count(*) FROM timings WHERE run_id = %1$lld)",
+             (long long)id);
+    return q_int(db, sql);
+}
+
+static void write_file(const char *path, const char *text, size_t reps)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    for (size_t i = 0; i < reps; i++) fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static int wait_child(pid_t pid)
+{
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Schema                                                                   */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_schema)
+{
+    sq_store *s = open_store(db_path, 0);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+    ck_assert_str_eq(sq_store_path(s), db_path);
+    ck_assert_ptr_nonnull(sq_store_db(s));
+    sq_store_close(s);
+
+    char buf[256];
+    sqlite3 *db = raw_open(db_path);
+    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), 1);
+    ck_assert_str_eq(q_text(db, "PRAGMA journal_mode", buf, sizeof buf), "wal");
+    ck_assert_str_eq(q_text(db,
+                            "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+                            "pragma_table_list WHERE schema = 'main' AND type = 'table' AND "
+                            "name NOT LIKE 'sqlite_%' ORDER BY name)",
+                            buf, sizeof buf),
+                     "bytes,params,runs,step_metrics,tensor_stats,timings");
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM pragma_table_list WHERE schema = 'main' AND "
+                               "type = 'table' AND name NOT LIKE 'sqlite_%' AND strict = 0"),
+                     0);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND "
+                               "name = 'runs_key' AND sql LIKE '%UNIQUE%WHERE key IS NOT NULL%'"),
+                     1);
+
+    /* STRICT: a wrong type is refused, not converted */
+    const char *bad[] = {
+        "INSERT INTO runs(kind, status, config, seed, version, host, pid, started) VALUES "
+        "('k', 'done', '{}', 'abc', 'v', 'h', 1, 't')",
+        "INSERT INTO runs(kind, status, config, seed, version, host, pid, started) VALUES "
+        "('k', 'done', '{}', 1.5, 'v', 'h', 1, 't')",
+        "INSERT INTO runs(kind, status, config, seed, version, host, pid, started) VALUES "
+        "('k', 'maybe', '{}', 1, 'v', 'h', 1, 't')",
+    };
+    const char *why[] = {"cannot store TEXT value in INTEGER column", "cannot store REAL value",
+                         "CHECK constraint failed"};
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_ne(sqlite3_exec(db, bad[i], NULL, NULL, NULL), SQLITE_OK);
+        ck_assert_msg(strstr(sqlite3_errmsg(db), why[i]), "%s: %s", bad[i], sqlite3_errmsg(db));
+    }
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 0);
+    sqlite3_close(db);
+
+    /* reopening a current file changes nothing; its runs stay */
+    s = open_store(db_path, 0);
+    int64_t id = begin_run(s, NULL);
+    sq_store_close(s);
+    s = open_store(db_path, 0);
+    sq_store_close(s);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(file_int(db_path, "SELECT max(id) FROM runs"), id);
+}
+END_TEST
+
+/* An empty file is a database of version 0: it is migrated. */
+START_TEST(test_empty_file_migrated)
+{
+    write_file(db_path, "", 0);
+    sq_store *s = open_store(db_path, 0);
+    ck_assert_int_eq(sq_store_version(s), 1);
+    sq_store_close(s);
+    ck_assert_int_eq(file_int(db_path, "PRAGMA user_version"), 1);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs"), 0);
+}
+END_TEST
+
+START_TEST(test_newer_refused)
+{
+    sqlite3 *db = raw_open(db_path);
+    raw_exec(db, "CREATE TABLE future(x); PRAGMA user_version = 7");
+    sqlite3_close(db);
+    char want[700], err[512];
+    snprintf(want, sizeof want,
+             "%s: schema version 7 is newer than this shardq (1): upgrade shardq", db_path);
+    for (int ro = 0; ro <= 1; ro++) {
+        sq_store *s = (sq_store *)1;
+        ck_assert_int_eq(sq_store_open(db_path, 0, ro, &s, err, sizeof err), -1);
+        ck_assert_ptr_null(s);
+        ck_assert_str_eq(err, want);
+    }
+    /* untouched: same version, no tables added, not switched to WAL */
+    char buf[64];
+    db = raw_open(db_path);
+    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), 7);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_schema"), 1);
+    ck_assert_str_eq(q_text(db, "PRAGMA journal_mode", buf, sizeof buf), "delete");
+    sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_not_a_database)
+{
+    write_file(db_path, "this is a text file, not a database at all.\n", 100);
+    struct stat before, after;
+    ck_assert_int_eq(stat(db_path, &before), 0);
+    char want[700], err[512];
+    snprintf(want, sizeof want, "%s: file is not a database", db_path);
+    for (int ro = 0; ro <= 1; ro++) {
+        sq_store *s = NULL;
+        ck_assert_int_eq(sq_store_open(db_path, 0, ro, &s, err, sizeof err), -1);
+        ck_assert_str_eq(err, want);
+    }
+    ck_assert_int_eq(stat(db_path, &after), 0);
+    ck_assert_int_eq(after.st_size, before.st_size);
+}
+END_TEST
+
+START_TEST(test_readonly_missing)
+{
+    char want[700], err[512];
+    sq_store *s = NULL;
+    snprintf(want, sizeof want, "%s: no such database", db_path);
+    ck_assert_int_eq(sq_store_open(db_path, 0, 1, &s, err, sizeof err), -1);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(access(db_path, F_OK), -1); /* not created */
+
+    /* a directory that does not exist: read-write cannot create it either */
+    char path[700];
+    snprintf(path, sizeof path, "%s/no/such/dir.db", dir);
+    ck_assert_int_eq(sq_store_open(path, 0, 0, &s, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, path) && strstr(err, "cannot open"), "%s", err);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* A run, written and read back                                             */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_round_trip)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t id = begin_run(s, "key-1");
+    add_steps(s, id, 3);
+    end_run(s, id, "done");
+    sq_store_close(s);
+
+    char buf[512], host[256];
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    sqlite3 *db = raw_open(db_path);
+    ck_assert_str_eq(q_text(db,
+                            "SELECT printf('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%d|%s', kind, key, "
+                            "sweep, status, config, preset, scheme, topo, device, trace, seed, "
+                            "version) FROM runs",
+                            buf, sizeof buf),
+                     "replay|key-1|s1|done|{\"scheme\":\"sdp4bit\"}|sdp4bit|weight.mode=diff|2x4|"
+                     "cpu|/data/traces/gpt2|42|" SHARDQ_VERSION_STRING);
+    ck_assert_str_eq(q_text(db, "SELECT host FROM runs", buf, sizeof buf), host);
+    ck_assert_int_eq(q_int(db, "SELECT pid FROM runs"), getpid());
+    ck_assert_int_eq(q_int(db, "SELECT error IS NULL FROM runs"), 1);
+    /* UTC ISO 8601 with milliseconds, ended not before started */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs WHERE started GLOB "
+                               "'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]"
+                               ":[0-9][0-9].[0-9][0-9][0-9]Z' AND length(started) = 24"),
+                     1);
+    ck_assert_int_eq(q_int(db, "SELECT julianday(ended) >= julianday(started) AND "
+                               "abs(julianday('now') - julianday(started)) < 0.01 FROM runs"),
+                     1);
+    ck_assert_str_eq(q_text(db,
+                            "SELECT group_concat(key || '=' || ifnull(value, 'NULL'), ';') FROM "
+                            "(SELECT * FROM params ORDER BY key)",
+                            buf, sizeof buf),
+                     "lr=0.5;note=NULL");
+
+    /* the stats rows, each figure as written */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_metrics"), 6);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM tensor_stats"), 3);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_metrics WHERE path = 'grad' AND "
+                               "elements = 1000 + step AND rel_l2 = 0.01 * step AND "
+                               "mse = rel_l2 * rel_l2 AND max_abs = 2 * rel_l2 AND "
+                               "snr_db = 20 + rel_l2 AND cosine = 1 - rel_l2 AND "
+                               "mean_signed = -rel_l2 / 8 AND frac_zeroed = rel_l2 / 4 AND "
+                               "frac_clipped = rel_l2 / 16 AND seconds = 0.125"),
+                     3);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_metrics WHERE path = 'weight' AND "
+                               "rel_l2 = 0.001 * step"),
+                     3);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM tensor_stats WHERE path = 'grad' AND "
+                               "tensor = 'layer0.w' AND rel_l2 = 0.02 * step AND "
+                               "elements = 1000 + step"),
+                     3);
+
+    /* bytes: bits per element from the sent bytes, NULL for no elements */
+    ck_assert_str_eq(q_text(db,
+                            "SELECT group_concat(printf('%s/%s:%d,%d,%d,%d,%d,%d,%s', collective,"
+                            " link, sent_codes, sent_meta, recv_codes, recv_meta, sent_elems, "
+                            "messages, ifnull(bits_per_elem, 'NULL')), ';') FROM "
+                            "(SELECT * FROM bytes ORDER BY collective)",
+                            buf, sizeof buf),
+                     "grad_reducescatter/inter:1000,24,1000,24,2000,8,4.096;"
+                     "weight_allgather/intra:0,0,0,0,0,0,NULL");
+    /* timings: GB/s, NULL when the time or the bytes are 0 */
+    ck_assert_str_eq(q_text(db,
+                            "SELECT group_concat(printf('%s:%d,%s,%d,%s', op, calls, seconds, "
+                            "bytes, ifnull(gb_per_s, 'NULL')), ';') FROM "
+                            "(SELECT * FROM timings ORDER BY op)",
+                            buf, sizeof buf),
+                     "grad_reducescatter:4,0.5,1000000000,2.0;read:1,0.25,0,NULL;"
+                     "weight_allgather:4,0.0,100,NULL");
+    sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_nan_is_null)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t id = begin_run(s, NULL);
+    sq_stat_row r[2] = {stat_row(1, "grad", NULL, 0.5), stat_row(1, "weight", "t", 0.5)};
+    for (int i = 0; i < 2; i++) {
+        r[i].st.snr_db = INFINITY; /* an exact result: kept */
+        r[i].st.mean_signed = -INFINITY;
+        r[i].st.cosine = NAN;
+        r[i].frac_clipped = NAN;
+        r[i].seconds = NAN;
+    }
+    char err[512] = "";
+    ck_assert_msg(sq_store_add_stats(s, id, r, 2, err, sizeof err) == 0, "%s", err);
+    sq_store_close(s);
+    sqlite3 *db = raw_open(db_path);
+    const char *tables[] = {"step_metrics", "tensor_stats"};
+    for (int i = 0; i < 2; i++) {
+        char sql[512], buf[256];
+        snprintf(sql, sizeof sql,
+                 "SELECT typeof(cosine) || typeof(frac_clipped) || typeof(seconds) || "
+                 "typeof(snr_db) || typeof(rel_l2) FROM %s",
+                 tables[i]);
+        ck_assert_str_eq(q_text(db, sql, buf, sizeof buf), "nullnullnullrealreal");
+        snprintf(sql, sizeof sql, "SELECT snr_db > 1e308 AND mean_signed < -1e308 FROM %s",
+                 tables[i]);
+        ck_assert_int_eq(q_int(db, sql), 1);
+    }
+    sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_seed_range)
+{
+    sq_store *s = open_store(db_path, 0);
+    sq_run_info r = run_info(NULL);
+    int64_t id;
+    char err[512] = "";
+    r.seed = (uint64_t)INT64_MAX;
+    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &id, err, sizeof err) == SQ_STORE_STARTED,
+                  "%s", err);
+    r.seed = (uint64_t)INT64_MAX + 1;
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &id, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, db_path) && strstr(err, "seed 9223372036854775808"), "%s", err);
+    sq_store_close(s);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(file_int(db_path, "SELECT seed FROM runs"), INT64_MAX);
+}
+END_TEST
+
+/* Failures inside a write leave nothing of it behind. */
+START_TEST(test_write_errors)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t id = begin_run(s, NULL);
+    char err[512] = "", want[700];
+
+    sq_stat_row r[3] = {stat_row(1, "grad", NULL, 0.1), stat_row(2, "grad", NULL, 0.1),
+                        stat_row(1, "grad", NULL, 0.2)}; /* the third repeats the first */
+    ck_assert_int_eq(sq_store_add_stats(s, id, r, 3, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, db_path) && strstr(err, "UNIQUE constraint failed"), "%s", err);
+    r[2].path = "both"; /* not grad or weight */
+    ck_assert_int_eq(sq_store_add_stats(s, id, r, 3, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "CHECK constraint failed"), "%s", err);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM step_metrics"), 0);
+
+    snprintf(want, sizeof want, "%s: no run 999", db_path);
+    ck_assert_int_eq(sq_store_add_stats(s, 999, r, 1, err, sizeof err), -1);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(sq_store_run_end(s, 999, "done", NULL, NULL, 0, NULL, 0, err, sizeof err),
+                     -1);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(sq_store_run_delete(s, 999, err, sizeof err), -1);
+    ck_assert_str_eq(err, want);
+
+    ck_assert_int_eq(sq_store_run_end(s, id, "running", NULL, NULL, 0, NULL, 0, err, sizeof err),
+                     -1);
+    ck_assert_msg(strstr(err, "'done' or 'failed'"), "%s", err);
+
+    /* a bad timing row (NaN seconds) undoes the status change too */
+    sq_timing_row t = {"read", 1, NAN, 10};
+    ck_assert_int_eq(sq_store_run_end(s, id, "done", NULL, NULL, 0, &t, 1, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "NOT NULL constraint failed"), "%s", err);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs WHERE status = 'running' AND "
+                                       "ended IS NULL"),
+                     1);
+
+    /* a duplicate parameter name: no run is left behind */
+    sq_run_info info = run_info("dup");
+    sq_store_kv p[2] = {{"a", "1"}, {"a", "2"}};
+    ck_assert_int_eq(sq_store_run_begin(s, &info, p, 2, &id, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "UNIQUE constraint failed: params"), "%s", err);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs WHERE key = 'dup'"), 0);
+    sq_store_close(s);
+    assert_intact(db_path);
+}
+END_TEST
+
+START_TEST(test_run_delete)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t a = begin_run(s, "a"), b = begin_run(s, "b");
+    add_steps(s, a, 4);
+    add_steps(s, b, 4);
+    end_run(s, a, "done");
+    end_run(s, b, "done");
+    char err[512] = "";
+    ck_assert_msg(sq_store_run_delete(s, a, err, sizeof err) == 0, "%s", err);
+    sqlite3 *db = sq_store_db(s);
+    ck_assert_int_eq(child_rows(db, a), 0);
+    ck_assert_int_eq(child_rows(db, b), 2 + 8 + 4 + 2 + 3);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
+    sq_store_close(s);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Keys: resuming                                                           */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_key_done_and_busy)
+{
+    sq_store *s = open_store(db_path, 0);
+    sq_run_info r = run_info("k");
+    char err[512] = "";
+    int64_t id = begin_run(s, "k"), got = -1;
+
+    /* running in this very process: alive */
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    ck_assert_int_eq(got, id);
+
+    add_steps(s, id, 2);
+    end_run(s, id, "done");
+    got = -1;
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_DONE);
+    ck_assert_int_eq(got, id);
+    /* neither outcome wrote anything */
+    ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(child_rows(sq_store_db(s), id), 2 + 4 + 2 + 2 + 3);
+
+    /* a run on another host cannot be checked: taken as alive */
+    raw_exec(sq_store_db(s),
+             "INSERT INTO runs(kind, key, status, config, seed, version, host, pid, started) "
+             "VALUES ('replay', 'far', 'running', '{}', 1, '0', 'another-host.invalid', 1, "
+             "'2026-01-01T00:00:00.000Z')");
+    r.key = "far";
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    ck_assert_int_eq(got, q_int(sq_store_db(s), "SELECT id FROM runs WHERE key = 'far'"));
+
+    /* a live child process holding the key: it says when it has begun the
+    ** run, then waits for the end of `hold` */
+    int ready[2], hold[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    ck_assert_int_eq(pipe(hold), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(hold[1]);
+        sq_store *c = NULL;
+        sq_run_info ci = run_info("child");
+        int64_t cid;
+        char cerr[512];
+        char ok = sq_store_open(db_path, 0, 0, &c, cerr, sizeof cerr) == 0 &&
+                  sq_store_run_begin(c, &ci, NULL, 0, &cid, cerr, sizeof cerr) ==
+                      SQ_STORE_STARTED;
+        sq_store_close(c);
+        if (write(ready[1], &ok, 1) != 1) _exit(2);
+        char x;
+        if (read(hold[0], &x, 1) != 0) _exit(3);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    char ok = 0;
+    ck_assert_int_eq(read(ready[0], &ok, 1), 1);
+    ck_assert_int_eq(ok, 1);
+    r.key = "child";
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs WHERE key = 'child'"), 1);
+    close(hold[1]);
+    int status = wait_child(pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    close(ready[0]);
+    /* once it is gone the same key starts afresh */
+    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err) == SQ_STORE_STARTED,
+                  "%s", err);
+    ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs WHERE key = 'child'"), 1);
+    sq_store_close(s);
+}
+END_TEST
+
+/* A child that started a run, wrote some of it, and exited without ending
+** it; or a run that failed: both start afresh, without their old rows. */
+START_TEST(test_key_stale_and_failed)
+{
+    sq_store *s = open_store(db_path, 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        sq_store *c = NULL;
+        char cerr[512];
+        sq_run_info ci = run_info("stale");
+        sq_store_kv p = {"lr", "1"};
+        int64_t cid;
+        sq_stat_row r[2] = {stat_row(1, "grad", NULL, 0.1), stat_row(1, "grad", "t0", 0.1)};
+        if (sq_store_open(db_path, 0, 0, &c, cerr, sizeof cerr) ||
+            sq_store_run_begin(c, &ci, &p, 1, &cid, cerr, sizeof cerr) != SQ_STORE_STARTED ||
+            sq_store_add_stats(c, cid, r, 2, cerr, sizeof cerr))
+            _exit(1);
+        _exit(0); /* no run_end, no close */
+    }
+    int status = wait_child(pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    sqlite3 *db = sq_store_db(s);
+    int64_t old = q_int(db, "SELECT id FROM runs WHERE key = 'stale' AND status = 'running'");
+    ck_assert_int_gt(old, 0);
+    ck_assert_int_eq(q_int(db, "SELECT pid FROM runs WHERE key = 'stale'"), pid);
+    ck_assert_int_eq(child_rows(db, old), 3);
+
+    int64_t other = begin_run(s, "other"); /* a bystander that must survive */
+    add_steps(s, other, 1);
+
+    sq_run_info r = run_info("stale");
+    int64_t id = -1;
+    char err[512] = "";
+    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &id, err, sizeof err) == SQ_STORE_STARTED,
+                  "%s", err);
+    ck_assert_int_ne(id, -1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs WHERE key = 'stale'"), 1);
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT pid FROM runs WHERE id = %lld", (long long)id);
+    ck_assert_int_eq(q_int(db, sql), getpid());
+    if (old != id) ck_assert_int_eq(child_rows(db, old), 0);
+    ck_assert_int_eq(child_rows(db, id), 0); /* no params given this time */
+    ck_assert_int_eq(child_rows(db, other), 2 + 3);
+
+    /* failed: restarted the same way */
+    add_steps(s, id, 2);
+    end_run(s, id, "failed");
+    int64_t again = -1;
+    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &again, err, sizeof err) ==
+                      SQ_STORE_STARTED,
+                  "%s", err);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs WHERE key = 'stale'"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs WHERE key = 'stale' AND status = "
+                               "'running' AND error IS NULL AND ended IS NULL"),
+                     1);
+    ck_assert_int_eq(child_rows(db, again), 0);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_metrics") +
+                         q_int(db, "SELECT count(*) FROM tensor_stats"),
+                     3); /* only the bystander's */
+    sq_store_close(s);
+    assert_intact(db_path);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* The file under stress                                                    */
+/* ------------------------------------------------------------------------ */
+
+#define WRITERS 6
+#define RUNS_EACH 20
+
+/* Six processes open the new file at the same moment (so they race to
+** create and migrate it too) and each writes 20 whole runs. */
+START_TEST(test_concurrent_writers)
+{
+    int go[2];
+    ck_assert_int_eq(pipe(go), 0);
+    pid_t pids[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0) {
+            close(go[1]);
+            char x;
+            if (read(go[0], &x, 1) != 0) _exit(5); /* wait for the start */
+            sq_store *c = NULL;
+            char cerr[512];
+            if (sq_store_open(db_path, 0, 0, &c, cerr, sizeof cerr)) {
+                fprintf(stderr, "writer %d: %s\n", w, cerr);
+                _exit(1);
+            }
+            for (int i = 0; i < RUNS_EACH; i++) {
+                char key[32];
+                snprintf(key, sizeof key, "w%d-r%d", w, i);
+                sq_run_info ri = run_info(key);
+                sq_store_kv p = {"writer", key};
+                int64_t id;
+                sq_stat_row rows[4] = {
+                    stat_row(1, "grad", NULL, 0.1), stat_row(1, "weight", NULL, 0.1),
+                    stat_row(2, "grad", NULL, 0.1), stat_row(2, "grad", "t", 0.1)};
+                sq_bytes_row b = {"grad_reducescatter", "intra", 1, 2, 3, 4, 5, 6};
+                sq_timing_row t = {"read", 1, 0.5, 10};
+                if (sq_store_run_begin(c, &ri, &p, 1, &id, cerr, sizeof cerr) != SQ_STORE_STARTED ||
+                    sq_store_add_stats(c, id, rows, 2, cerr, sizeof cerr) ||
+                    sq_store_add_stats(c, id, rows + 2, 2, cerr, sizeof cerr) ||
+                    sq_store_run_end(c, id, "done", NULL, &b, 1, &t, 1, cerr, sizeof cerr)) {
+                    fprintf(stderr, "writer %d run %d: %s\n", w, i, cerr);
+                    _exit(2);
+                }
+            }
+            sq_store_close(c);
+            _exit(0);
+        }
+    }
+    close(go[0]);
+    close(go[1]); /* all start now */
+    for (int w = 0; w < WRITERS; w++) {
+        int status = wait_child(pids[w]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d: status %d", w,
+                      status);
+    }
+    assert_intact(db_path);
+    sqlite3 *db = raw_open(db_path);
+    const int N = WRITERS * RUNS_EACH;
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), N);
+    ck_assert_int_eq(q_int(db, "SELECT count(DISTINCT key) FROM runs WHERE status = 'done'"), N);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM params"), N);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_metrics"), 3 * N);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM tensor_stats"), N);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM bytes"), N);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM timings"), N);
+    /* every run's rows are its own: the param names the run's key */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs r JOIN params p ON p.run_id = r.id "
+                               "AND p.value = r.key"),
+                     N);
+    for (int w = 0; w < WRITERS; w++)
+        for (int i = 0; i < RUNS_EACH; i++) {
+            char sql[128];
+            snprintf(sql, sizeof sql, "SELECT count(*) FROM runs WHERE key = 'w%d-r%d'", w, i);
+            SQT_CHECK(q_int(db, sql) == 1, "run w%d-r%d is not there exactly once", w, i);
+        }
+    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), 1);
+    sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_locked)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t id = begin_run(s, "before");
+    sq_store_close(s);
+
+    sqlite3 *other = raw_open(db_path);
+    raw_exec(other, "BEGIN EXCLUSIVE");
+    raw_exec(other, "UPDATE runs SET error = 'held' WHERE id = 1");
+
+    s = open_store(db_path, 200); /* opening needs no write lock */
+    sq_run_info r = run_info("after");
+    char err[512] = "", want[700];
+    int64_t got;
+    double t0 = now_s();
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), -1);
+    double waited = now_s() - t0;
+    snprintf(want, sizeof want, "%s: database is locked (busy for more than 200 ms)", db_path);
+    ck_assert_str_eq(err, want);
+    ck_assert_msg(waited >= 0.15 && waited < 5, "waited %.3f s", waited);
+    sq_stat_row row = stat_row(1, "grad", NULL, 0.1);
+    ck_assert_int_eq(sq_store_add_stats(s, id, &row, 1, err, sizeof err), -1);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(sq_store_run_end(s, id, "done", NULL, NULL, 0, NULL, 0, err, sizeof err),
+                     -1);
+    ck_assert_str_eq(err, want);
+    /* reading still works meanwhile (WAL), and sees the committed state */
+    ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs WHERE error IS NULL"), 1);
+
+    raw_exec(other, "ROLLBACK");
+    sqlite3_close(other);
+    /* the lock gone, the same calls go through */
+    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err) == SQ_STORE_STARTED,
+                  "%s", err);
+    ck_assert_msg(sq_store_add_stats(s, id, &row, 1, err, sizeof err) == 0, "%s", err);
+    sq_store_close(s);
+    assert_intact(db_path);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs"), 2);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM step_metrics"), 1);
+}
+END_TEST
+
+/* Every write call on a read-only store fails cleanly and names the file. */
+static void assert_writes_refused(sq_store *s, int64_t id)
+{
+    char err[512] = "", want[700];
+    snprintf(want, sizeof want, "%s: cannot write: attempt to write a readonly database",
+             sq_store_path(s));
+    sq_run_info r = run_info("ro");
+    int64_t got;
+    sq_stat_row row = stat_row(9, "grad", NULL, 0.1);
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), -1);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(sq_store_add_stats(s, id, &row, 1, err, sizeof err), -1);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(sq_store_run_end(s, id, "done", NULL, NULL, 0, NULL, 0, err, sizeof err),
+                     -1);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(sq_store_run_delete(s, id, err, sizeof err), -1);
+    ck_assert_str_eq(err, want);
+    /* reading works */
+    ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs"), 1);
+}
+
+START_TEST(test_readonly_open)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t id = begin_run(s, "k");
+    add_steps(s, id, 2);
+    sq_store_close(s);
+
+    char err[512] = "";
+    ck_assert_msg(sq_store_open(db_path, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(sq_store_version(s), 1);
+    assert_writes_refused(s, id);
+    sq_store_close(s);
+    assert_intact(db_path);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs WHERE status = 'running'"), 1);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM step_metrics"), 4);
+}
+END_TEST
+
+/* A file its user may not write (mode 0444). root may write anything, so as
+** root the writer is a child that gives up root for 'nobody' first: the
+** permission is then enforced by the kernel, as for any user. */
+START_TEST(test_readonly_file)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t id = begin_run(s, "k");
+    add_steps(s, id, 2);
+    sq_store_close(s);
+    ck_assert_int_eq(chmod(db_path, 0444), 0);
+    /* the directory stays writable, so sqlite may make its -shm beside it */
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(40);
+        if (geteuid() == 0) _exit(41);
+        if (access(db_path, R_OK) != 0) _exit(44);
+        int fd = open(db_path, O_WRONLY);
+        if (fd >= 0) _exit(42); /* the file must really be read-only for us */
+        char err[512] = "";
+        sq_store *c = NULL;
+        /* opening for writing succeeds (sqlite falls back to reading) */
+        if (sq_store_open(db_path, 0, 0, &c, err, sizeof err) != 0) {
+            fprintf(stderr, "open: %s\n", err);
+            _exit(43);
+        }
+        assert_writes_refused(c, id); /* ck_assert in a child: exit status */
+        sq_store_close(c);
+        _exit(0);
+    }
+    int status = wait_child(pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "child status %d (40: cannot drop root; 42: the file is writable; 44: "
+                  "'nobody' cannot read it: is $TMPDIR searchable by all?)",
+                  status);
+    ck_assert_int_eq(chmod(db_path, 0644), 0);
+    assert_intact(db_path);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM step_metrics"), 4);
+}
+END_TEST
+
+/* A child limited to a small file size writes runs until a write fails: the
+** error names the file, and the file, reopened here, holds exactly the runs
+** committed before the failure, with all their rows. */
+START_TEST(test_full_disk)
+{
+    int out[2];
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(out[0]);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {512 * 1024, 512 * 1024};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(3);
+        sq_store *c = NULL;
+        char err[512] = "";
+        if (sq_store_open(db_path, 0, 0, &c, err, sizeof err)) {
+            dprintf(out[1], "-1\n%s\n", err);
+            _exit(1);
+        }
+        int done = 0, failed = 0;
+        sq_stat_row rows[64];
+        for (int i = 0; i < 10000 && !failed; i++) {
+            char key[32];
+            snprintf(key, sizeof key, "full-%d", i);
+            sq_run_info ri = run_info(key);
+            int64_t id;
+            for (int k = 0; k < 64; k++) rows[k] = stat_row((uint64_t)k, "grad", "tensor", 0.1);
+            failed = sq_store_run_begin(c, &ri, NULL, 0, &id, err, sizeof err) != 0 ||
+                     sq_store_add_stats(c, id, rows, 64, err, sizeof err) != 0 ||
+                     sq_store_run_end(c, id, "done", NULL, NULL, 0, NULL, 0, err, sizeof err) != 0;
+            if (!failed) done++;
+        }
+        dprintf(out[1], "%d\n%s\n", done, failed ? err : "(no failure)");
+        sq_store_close(c);
+        _exit(0);
+    }
+    close(out[1]);
+    char buf[1024] = "";
+    size_t got = 0;
+    ssize_t k;
+    while ((k = read(out[0], buf + got, sizeof buf - 1 - got)) > 0) got += (size_t)k;
+    buf[got] = '\0';
+    close(out[0]);
+    int status = wait_child(pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d: %s", status,
+                  buf);
+    int done = atoi(buf);
+    const char *msg = strchr(buf, '\n') ? strchr(buf, '\n') + 1 : "";
+    ck_assert_msg(done > 0, "no run fit before the limit: %s", buf);
+    ck_assert_msg(strncmp(msg, db_path, strlen(db_path)) == 0 &&
+                      strstr(msg, ": database or disk is full"),
+                  "the error: %s", msg);
+
+    assert_intact(db_path);
+    sqlite3 *db = raw_open(db_path);
+    /* the run whose write failed may be there as 'running' (its begin
+    ** committed) but never half-written as done */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs WHERE status = 'done'"), done);
+    ck_assert_int_le(q_int(db, "SELECT count(*) FROM runs"), done + 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM tensor_stats t JOIN runs r ON r.id = t.run_id "
+                               "WHERE r.status = 'done'"),
+                     64 * done);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs r WHERE (SELECT count(*) FROM "
+                               "tensor_stats t WHERE t.run_id = r.id) NOT IN (0, 64)"),
+                     0);
+    for (int i = 0; i < done; i++) {
+        char sql[128];
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM runs WHERE key = 'full-%d' AND status = 'done'", i);
+        SQT_CHECK(q_int(db, sql) == 1, "committed run full-%d is missing", i);
+    }
+    sqlite3_close(db);
+}
+END_TEST
+
+/* A process killed in the middle of a run (and between its writes). */
+START_TEST(test_killed_midway)
+{
+    int out[2];
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(out[0]);
+        sq_store *c = NULL;
+        char err[512];
+        sq_run_info ri = run_info("killed");
+        int64_t id;
+        sq_stat_row rows[8];
+        for (int k = 0; k < 8; k++) rows[k] = stat_row((uint64_t)k, "weight", NULL, 0.3);
+        if (sq_store_open(db_path, 0, 0, &c, err, sizeof err) ||
+            sq_store_run_begin(c, &ri, NULL, 0, &id, err, sizeof err) != SQ_STORE_STARTED ||
+            sq_store_add_stats(c, id, rows, 8, err, sizeof err))
+            _exit(1);
+        /* start another write and die inside it */
+        sqlite3_exec(sq_store_db(c), "BEGIN IMMEDIATE; INSERT INTO params VALUES (1, 'x', 'y');",
+                     NULL, NULL, NULL);
+        raise(SIGKILL);
+        _exit(2);
+    }
+    int status = wait_child(pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %d", status);
+    assert_intact(db_path);
+    sqlite3 *db = raw_open(db_path);
+    ck_assert_int_eq(
+        q_int(db, "SELECT count(*) FROM runs WHERE key = 'killed' AND status = 'running'"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_metrics"), 8);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM params"), 0); /* the open write is gone */
+    sqlite3_close(db);
+
+    /* and the key restarts cleanly */
+    sq_store *s = open_store(db_path, 0);
+    int64_t id = begin_run(s, "killed");
+    ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM step_metrics"), 0);
+    add_steps(s, id, 1);
+    end_run(s, id, "done");
+    sq_store_close(s);
+    assert_intact(db_path);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("schema");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_schema);
+    tcase_add_test(tc, test_empty_file_migrated);
+    tcase_add_test(tc, test_newer_refused);
+    tcase_add_test(tc, test_not_a_database);
+    tcase_add_test(tc, test_readonly_missing);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("runs");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_nan_is_null);
+    tcase_add_test(tc, test_seed_range);
+    tcase_add_test(tc, test_write_errors);
+    tcase_add_test(tc, test_run_delete);
+    tcase_add_test(tc, test_key_done_and_busy);
+    tcase_add_test(tc, test_key_stale_and_failed);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("stress");
+    tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_concurrent_writers);
+    tcase_add_test(tc, test_locked);
+    tcase_add_test(tc, test_readonly_open);
+    tcase_add_test(tc, test_readonly_file);
+    tcase_add_test(tc, test_full_disk);
+    tcase_add_test(tc, test_killed_midway);
+    suite_add_tcase(s, tc);
+    return sqt_run(s);
+}

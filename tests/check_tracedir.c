@@ -1,0 +1,492 @@
+/*
+** check_tracedir.c -- traces (src/trace/tracedir.c) and their replay
+** (src/replay/replay.c): the writer and reader agree in every dtype, the
+** reader refuses what the manifest does not promise, and the replay computes
+** what a straight-line use of the world computes, stores rows that add up,
+** and carries the qwd reconstruction from step to step.
+*/
+#include "check_util.h"
+#include "replay/replay.h"
+#include "trace/tracedir.h"
+#include "shardq.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static const char *tpath(const char *name)
+{
+    static char p[8][512];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
+    return p[k];
+}
+
+static void rm_rf(const char *path)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* The value of element i of file (step, worker, param p): distinct and
+** exactly representable in bf16 and f16 when `coarse`. */
+static float value(uint32_t step, int worker, size_t p, uint64_t i, int coarse)
+{
+    int k = (int)((step * 131u + (unsigned)(worker + 1) * 17u + (unsigned)p * 7u + i * 3u) % 61u);
+    float v = (float)(k - 30) / 64.0f;
+    return coarse ? v : v + (float)i * 1e-7f;
+}
+
+/* Writes a trace of `steps` steps from 5, `workers` files, two params. */
+static void write_trace(const char *dir, int steps, int workers, sq_st_dtype dtype, int weights)
+{
+    sq_trace_param p[2] = {{.name = "w.a", .ndim = 2, .shape = {7, 5}},
+                           {.name = "b", .ndim = 1, .shape = {300}}};
+    sq_trace_writer *w;
+    char err[1024];
+    int coarse = dtype == SQ_ST_BF16 || dtype == SQ_ST_F16;
+    ck_assert_msg(sq_trace_writer_open(&w, dir, workers, p, 2, dtype, "1x2", "{\"layers\":1}",
+                                       err, sizeof err) == 0,
+                  "%s", err);
+    float buf[300];
+    for (int s = 0; s < steps; s++) {
+        uint32_t step = 5 + (uint32_t)s;
+        for (int r = weights ? -1 : 0; r < workers; r++) {
+            ck_assert_msg(sq_trace_file_begin(w, step, r, err, sizeof err) == 0, "%s", err);
+            for (size_t q = 0; q < 2; q++) {
+                uint64_t n = q ? 300 : 35;
+                for (uint64_t i = 0; i < n; i++) buf[i] = value(step, r, q, i, coarse);
+                ck_assert_msg(sq_trace_file_put(w, buf, err, sizeof err) == 0, "%s", err);
+            }
+            ck_assert_msg(sq_trace_file_end(w, err, sizeof err) == 0, "%s", err);
+        }
+    }
+    ck_assert_msg(sq_trace_writer_close(w, err, sizeof err) == 0, "%s", err);
+}
+
+START_TEST(test_roundtrip_dtypes)
+{
+    static const sq_st_dtype dts[] = {SQ_ST_F32, SQ_ST_BF16, SQ_ST_F16, SQ_ST_F64};
+    for (size_t d = 0; d < 4; d++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s", tpath("rt"));
+        rm_rf(dir);
+        write_trace(dir, 3, 2, dts[d], 1);
+        sq_trace t;
+        char err[1024];
+        ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq(t.kind, SQ_TRACE_DIR);
+        ck_assert_uint_eq(t.nsteps, 3);
+        ck_assert_uint_eq(t.steps[0], 5);
+        ck_assert_uint_eq(t.steps[2], 7);
+        ck_assert_int_eq(t.workers, 2);
+        ck_assert_int_eq(t.has_weights, 1);
+        ck_assert_str_eq(t.topo, "1x2");
+        ck_assert_str_eq(t.model, "{\"layers\":1}");
+        ck_assert_uint_eq(t.nparams, 2);
+        ck_assert_str_eq(t.params[0].name, "w.a");
+        ck_assert_uint_eq(t.params[0].n, 35);
+        ck_assert_uint_eq(t.elements, 335);
+        ck_assert_uint_eq(t.dtypes, 1u << dts[d]);
+        ck_assert_uint_eq(t.bytes, 3u * 3u * 335u * sq_st_dtype_size(dts[d]));
+        int coarse = dts[d] == SQ_ST_BF16 || dts[d] == SQ_ST_F16;
+        float x[300];
+        double y[300];
+        for (size_t s = 0; s < 3; s++) {
+            sq_trace_step ts;
+            ck_assert_msg(sq_trace_step_open(&t, s, &ts, err, sizeof err) == 0, "%s", err);
+            for (int r = -1; r < 2; r++)
+                for (size_t q = 0; q < 2; q++) {
+                    ck_assert_msg(sq_trace_load(&ts, r, q, x, y, err, sizeof err) == 0, "%s", err);
+                    for (uint64_t i = 0; i < t.params[q].n; i++) {
+                        float want = value(t.steps[s], r, q, i, coarse);
+                        ck_assert_msg(sqt_bits(x[i]) == sqt_bits(want),
+                                      "dtype %d step %zu worker %d param %zu element %llu: %a, "
+                                      "want %a",
+                                      (int)dts[d], s, r, q, (unsigned long long)i, x[i], want);
+                        ck_assert(y[i] == (double)want);
+                    }
+                }
+            sq_trace_step_close(&ts);
+        }
+        sq_trace_close(&t);
+    }
+}
+END_TEST
+
+START_TEST(test_manifest_errors)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", tpath("man"));
+    char err[1024];
+    sq_trace t;
+    static const struct {
+        const char *json, *want;
+    } cases[] = {
+        {"[1]", "not a JSON object"},
+        {"{\"format\":\"x\"}", "field 'format'"},
+        {"{\"format\":\"shardq-trace\",\"version\":2}", "field 'version': 2"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":0}", "field 'workers'"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":2,\"topology\":\"3x1\"}",
+         "field 'topology'"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[]}",
+         "field 'steps'"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[3,3]}",
+         "entry 1 (3) does not increase"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1,-2]}",
+         "entry 1 is not an integer"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],\"params\":[]}",
+         "field 'params'"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
+         "\"params\":[{\"name\":\"a\",\"shape\":[1]},{\"name\":\"a\",\"shape\":[2]}]}",
+         "'a' listed twice"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
+         "\"params\":[{\"name\":\"a\",\"shape\":[4294967296,4294967296]}]}",
+         "product overflows"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
+         "\"params\":[{\"name\":\"a\",\"shape\":[1.5]}]}",
+         "entry 0 is not a non-negative integer"},
+        {"{\"format\":\"shardq-trace\",", "invalid JSON"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        rm_rf(dir);
+        mkdir(dir, 0777);
+        FILE *f = fopen(tpath("man/manifest.json"), "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(cases[c].json, f);
+        fclose(f);
+        ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+        ck_assert_msg(strstr(err, "manifest.json") && strstr(err, cases[c].want),
+                      "case %zu: '%s' lacks '%s'", c, err, cases[c].want);
+    }
+    /* a valid manifest whose step directory is missing */
+    rm_rf(dir);
+    mkdir(dir, 0777);
+    FILE *f = fopen(tpath("man/manifest.json"), "w");
+    fputs("{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[12],"
+          "\"params\":[{\"name\":\"a\",\"shape\":[3]}]}", f);
+    fclose(f);
+    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "step-000012/weights.safetensors: missing"), "%s", err);
+    rm_rf(dir);
+    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "cannot open"), "%s", err);
+}
+END_TEST
+
+START_TEST(test_file_errors)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", tpath("fe"));
+    char err[1024];
+    sq_trace t;
+    /* a gradient file of the wrong shape for a param */
+    rm_rf(dir);
+    write_trace(dir, 2, 2, SQ_ST_F32, 1);
+    sq_st_tensor bad[2] = {{.name = "w.a", .dtype = SQ_ST_F32, .ndim = 2, .shape = {5, 7}},
+                           {.name = "b", .dtype = SQ_ST_F32, .ndim = 1, .shape = {300}}};
+    float zeros[300] = {0};
+    bad[0].data = zeros;
+    bad[1].data = zeros;
+    ck_assert_msg(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
+                              err, sizeof err) == 0, "%s", err);
+    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "step-000006/grads-w01.safetensors: tensor 'w.a': field 'shape': "
+                              "[5, 7], but the manifest says [7, 5]"), "%s", err);
+    /* a missing param */
+    ck_assert_int_eq(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad + 1, 1, NULL,
+                                 0, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "tensor 'w.a': missing"), "%s", err);
+    /* a non-float dtype */
+    bad[0].shape[0] = 7, bad[0].shape[1] = 5, bad[0].dtype = SQ_ST_I32;
+    ck_assert_int_eq(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
+                                 err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "field 'dtype': I32 is not a floating-point dtype"), "%s", err);
+    /* NaN: the header is fine, the load names the element */
+    bad[0].dtype = SQ_ST_F32;
+    float nan_at[300] = {0};
+    nan_at[123] = NAN;
+    bad[1].data = nan_at;
+    ck_assert_int_eq(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
+                                 err, sizeof err), 0);
+    ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+    sq_trace_step ts;
+    ck_assert_int_eq(sq_trace_step_open(&t, 1, &ts, err, sizeof err), 0);
+    float x[300];
+    ck_assert_int_eq(sq_trace_load(&ts, 1, 0, x, NULL, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_load(&ts, 1, 1, x, NULL, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "grads-w01.safetensors: tensor 'b': element 123 is NaN"), "%s", err);
+    /* no weights of a worker that is not there */
+    ck_assert_int_ne(sq_trace_load(&ts, 2, 0, x, NULL, err, sizeof err), 0);
+    sq_trace_step_close(&ts);
+    sq_trace_close(&t);
+}
+END_TEST
+
+START_TEST(test_writer_errors)
+{
+    sq_trace_param p[1] = {{.name = "a", .ndim = 1, .shape = {4}}};
+    sq_trace_writer *w;
+    char err[1024];
+    float x[4] = {1, 2, 3, 4};
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", tpath("we"));
+    rm_rf(dir);
+    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 2, p, 1, SQ_ST_F32, NULL, NULL, err,
+                                          sizeof err), 0);
+    /* files in the wrong order */
+    ck_assert_int_ne(sq_trace_file_begin(w, 1, 1, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "files must come as weights, then grads-w00"), "%s", err);
+    ck_assert_int_eq(sq_trace_file_begin(w, 1, 0, err, sizeof err), 0);
+    /* ending a file before its params are put */
+    ck_assert_int_ne(sq_trace_file_end(w, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "0 of 1 params written"), "%s", err);
+    /* a step left with a worker's file missing */
+    ck_assert_int_ne(sq_trace_file_begin(w, 2, 0, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "step 1: grads-w00.safetensors was not written"), "%s", err);
+    ck_assert_int_ne(sq_trace_writer_close(w, err, sizeof err), 0);
+    /* without a manifest, what was written is no trace */
+    sq_trace t;
+    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "no manifest.json"), "%s", err);
+    /* steps must increase */
+    rm_rf(dir);
+    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 1, p, 1, SQ_ST_F32, NULL, NULL, err,
+                                          sizeof err), 0);
+    ck_assert_int_eq(sq_trace_file_begin(w, 3, 0, err, sizeof err), 0);
+    ck_assert_int_eq(sq_trace_file_put(w, x, err, sizeof err), 0);
+    ck_assert_int_eq(sq_trace_file_end(w, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_file_begin(w, 2, 0, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "steps must increase"), "%s", err);
+    ck_assert_int_eq(sq_trace_writer_close(w, err, sizeof err), 0);
+    ck_assert_int_eq(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_uint_eq(t.nsteps, 1);
+    ck_assert_int_eq(t.has_weights, 0);
+    sq_trace_close(&t);
+    /* a directory that holds something already */
+    ck_assert_int_ne(sq_trace_writer_open(&w, dir, 1, p, 1, SQ_ST_F32, NULL, NULL, err,
+                                          sizeof err), 0);
+    ck_assert_msg(strstr(err, "not empty"), "%s", err);
+    /* an integer dtype */
+    ck_assert_int_ne(sq_trace_writer_open(&w, tpath("we2"), 1, p, 1, SQ_ST_I32, NULL, NULL, err,
+                                          sizeof err), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Replay                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rows_seen {
+    sq_stat_row r[256];
+    char names[256][16];
+    size_t n;
+} rows_seen;
+
+static int keep_rows(void *ctx, const sq_stat_row *rows, size_t n, char *err, size_t errlen)
+{
+    rows_seen *s = ctx;
+    (void)err, (void)errlen;
+    for (size_t i = 0; i < n && s->n < 256; i++) {
+        s->r[s->n] = rows[i];
+        snprintf(s->names[s->n], 16, "%s", rows[i].tensor ? rows[i].tensor : "");
+        s->r[s->n].tensor = rows[i].tensor ? s->names[s->n] : NULL;
+        s->n++;
+    }
+    return 0;
+}
+
+/* The replay's gradient result for one param and step, and its weights,
+** computed here with the world directly: the straight line the replay must
+** follow (same seed rule, same worker mapping, same first step). */
+START_TEST(test_replay_straight_line)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", tpath("rp"));
+    rm_rf(dir);
+    write_trace(dir, 3, 2, SQ_ST_F32, 1);
+    sq_trace t;
+    char err[1024];
+    ck_assert_int_eq(sq_trace_open(dir, &t, err, sizeof err), 0);
+    sq_replay_config cfg = {.topo = {2, 2}, .seed = 99, .paths = 3, .tensor_rows = 1};
+    ck_assert_int_eq(sq_scheme_preset("sdp4bit", &cfg.scheme, err, sizeof err), 0);
+    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.group=32", err, sizeof err), 0);
+    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "weight.group=32", err, sizeof err), 0);
+    rows_seen seen = {.n = 0};
+    sq_replay_sink sink = {.ctx = &seen, .rows = keep_rows};
+    sq_replay_result res;
+    ck_assert_msg(sq_replay_run(&cfg, &t, &sink, &res, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(res.steps, 3);
+    ck_assert_uint_eq(res.params, 2);
+    ck_assert(res.has_grad && res.has_weight);
+    /* rows: per tensor 3 grad + 2 weight, then per step 3 grad + 2 weight */
+    ck_assert_uint_eq(seen.n, 2 * 5 + 5);
+
+    /* param 1 ("b", 300 elements) by hand */
+    sq_world_config wc = {.topo = {2, 2}, .scheme = cfg.scheme, .elements = 300,
+                          .seed = 99 ^ ((uint64_t)1 << 40)};
+    sq_world *w;
+    ck_assert_int_eq(sq_world_open(&wc, &w, err, sizeof err), 0);
+    const uint64_t S = sq_world_shard(w);
+    static float g[300], shard[4096], what[300], wt[300];
+    for (size_t s = 0; s < 3; s++) {
+        uint32_t step = 5 + (uint32_t)s;
+        static double exact[4096];
+        memset(exact, 0, sizeof exact);
+        for (int r = 0; r < 4; r++) {
+            for (int i = 0; i < 300; i++) g[i] = value(step, r % 2, 1, (uint64_t)i, 0);
+            for (int i = 0; i < 300; i++) exact[i] += g[i];
+            ck_assert_int_eq(sq_world_put_grad(w, r, g), 0);
+        }
+        ck_assert_int_eq(sq_world_reduce_grads(w, step), 0);
+        sq_erracc acc;
+        sq_erracc_init(&acc);
+        for (int i = 0; i < 300; i++) exact[i] /= 4;
+        for (int r = 0; r < 4; r++) {
+            ck_assert_int_eq(sq_world_get_grad_shard(w, r, shard), 0);
+            uint64_t first = (uint64_t)r * S;
+            uint64_t len = first >= 300 ? 0 : (300 - first < S ? 300 - first : S);
+            sq_erracc_add(&acc, shard, exact + first, len);
+        }
+        sq_errstats want = sq_erracc_finish(&acc);
+        for (int i = 0; i < 300; i++) wt[i] = value(step, -1, 1, (uint64_t)i, 0);
+        sq_errstats wwant = {0};
+        if (s == 0) {
+            ck_assert_int_eq(sq_world_init_weights(w, wt), 0);
+        } else {
+            for (int r = 0; r < 4; r++) {
+                static float m[4096];
+                memset(m, 0, sizeof m);
+                uint64_t first = (uint64_t)r * S;
+                for (uint64_t i = 0; i < S && first + i < 300; i++) m[i] = wt[first + i];
+                ck_assert_int_eq(sq_world_put_master(w, r, m), 0);
+            }
+            ck_assert_int_eq(sq_world_gather_weights(w, step), 0);
+            ck_assert_int_eq(sq_world_get_weights(w, 3, what), 0);
+            double ex[300];
+            for (int i = 0; i < 300; i++) ex[i] = wt[i];
+            sq_erracc_init(&acc);
+            sq_erracc_add(&acc, what, ex, 300);
+            wwant = sq_erracc_finish(&acc);
+        }
+        /* find the replay's rows for (step, b) */
+        int found = 0;
+        for (size_t k = 0; k < seen.n; k++) {
+            const sq_stat_row *x = &seen.r[k];
+            if (!x->tensor || strcmp(x->tensor, "b") || x->step != step) continue;
+            const sq_errstats *ws = !strcmp(x->path, "grad") ? &want : &wwant;
+            ck_assert_msg(x->st.n == ws->n && x->st.mse == ws->mse &&
+                              x->st.max_abs == ws->max_abs && x->st.cosine == ws->cosine,
+                          "step %u %s: replay mse %.17g, straight line %.17g", step, x->path,
+                          x->st.mse, ws->mse);
+            found++;
+        }
+        ck_assert_int_eq(found, s == 0 ? 1 : 2);
+    }
+    sq_world_close(w);
+    /* step rows are the tensors together */
+    for (size_t k = 0; k < seen.n; k++) {
+        const sq_stat_row *x = &seen.r[k];
+        if (x->tensor) continue;
+        double e2 = 0;
+        uint64_t n = 0;
+        for (size_t j = 0; j < seen.n; j++) {
+            const sq_stat_row *y = &seen.r[j];
+            if (y->tensor && y->step == x->step && !strcmp(y->path, x->path)) {
+                n += y->st.n;
+                e2 += y->st.mse * (double)y->st.n;
+            }
+        }
+        ck_assert_uint_eq(n, x->st.n);
+        ck_assert(fabs(e2 - x->st.mse * (double)x->st.n) <= 1e-12 * e2);
+    }
+    sq_trace_close(&t);
+}
+END_TEST
+
+START_TEST(test_replay_params_differ_in_seed)
+{
+    /* two params with the same values must not get the same rounding */
+    sq_trace_param p[2] = {{.name = "x", .ndim = 1, .shape = {4096}},
+                           {.name = "y", .ndim = 1, .shape = {4096}}};
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", tpath("same"));
+    rm_rf(dir);
+    sq_trace_writer *w;
+    char err[1024];
+    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 4, p, 2, SQ_ST_F32, NULL, NULL, err,
+                                          sizeof err), 0);
+    static float g[4096];
+    for (int r = 0; r < 4; r++) {
+        ck_assert_int_eq(sq_trace_file_begin(w, 1, r, err, sizeof err), 0);
+        sqt_gen_input(7 + (uint64_t)r, 4096, -12, g);
+        ck_assert_int_eq(sq_trace_file_put(w, g, err, sizeof err), 0);
+        ck_assert_int_eq(sq_trace_file_put(w, g, err, sizeof err), 0);
+        ck_assert_int_eq(sq_trace_file_end(w, err, sizeof err), 0);
+    }
+    ck_assert_int_eq(sq_trace_writer_close(w, err, sizeof err), 0);
+    sq_trace t;
+    ck_assert_int_eq(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_int_eq(t.has_weights, 0);
+    sq_replay_config cfg = {.topo = sq_replay_default_topo(&t), .seed = 3, .paths = 3,
+                            .tensor_rows = 1};
+    ck_assert_int_eq(cfg.topo.nodes, 1);
+    ck_assert_int_eq(cfg.topo.per_node, 4);
+    ck_assert_int_eq(sq_scheme_preset("qsdp", &cfg.scheme, err, sizeof err), 0);
+    rows_seen seen = {.n = 0};
+    sq_replay_sink sink = {.ctx = &seen, .rows = keep_rows};
+    sq_replay_result res;
+    ck_assert_msg(sq_replay_run(&cfg, &t, &sink, &res, err, sizeof err) == 0, "%s", err);
+    ck_assert(!res.has_weight);
+    ck_assert_uint_eq(seen.n, 3);
+    ck_assert_str_eq(seen.r[0].tensor, "x");
+    ck_assert_str_eq(seen.r[1].tensor, "y");
+    ck_assert(seen.r[0].st.mse > 0 && seen.r[0].st.mse != seen.r[1].st.mse);
+    /* weights only, from a trace without them: nothing to replay */
+    cfg.paths = SQ_REPLAY_WEIGHT;
+    ck_assert_int_ne(sq_replay_run(&cfg, &t, NULL, &res, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "the trace holds no weights"), "%s", err);
+    sq_trace_close(&t);
+}
+END_TEST
+
+static void setup(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/check_tracedir.XXXXXX", t && *t ? t : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    rm_rf(tmpdir);
+}
+
+int main(void)
+{
+    Suite *s = suite_create("tracedir");
+    TCase *tc = tcase_create("trace");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_roundtrip_dtypes);
+    tcase_add_test(tc, test_manifest_errors);
+    tcase_add_test(tc, test_file_errors);
+    tcase_add_test(tc, test_writer_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("replay");
+    tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_replay_straight_line);
+    tcase_add_test(tc, test_replay_params_differ_in_seed);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

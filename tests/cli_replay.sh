@@ -1,0 +1,218 @@
+# cli_replay.sh -- `shardq replay`: what it stores and prints, that qwd
+# beats qw on weights that move by small steps, that the same seed gives the
+# same figures, what a --key does, how a locked, read-only or full database
+# is refused without losing what it holds, and that memory stays bounded on
+# a trace of more than 1 GB (its throughput is printed, not asserted).
+
+: "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
+: "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
+. "$SHARDQ_SRCDIR/tests/lib.sh"
+T=$TEST_TMPDIR
+export SHARDQ_PROGRESS=0
+unset SHARDQ_DB
+
+"$SHARDQ" trace synth --steps 4 --workers 8 --topology 2x4 \
+  --params "emb:256x64,w1:64x256,w2:256x64,ln:64" "$T/tr" >/dev/null
+
+# --- a replay and what it stores ------------------------------------------
+cd "$T" || exit 99
+ok "replay into the default database" "$SHARDQ" replay --scheme sdp4bit --json tr
+cp "$sq_tmp/out" "$T/r1.json"
+ok "the default database is shardq.db in the current directory" test -f "$T/shardq.db"
+pyrun "JSON summary: steps, params, errors, bytes" "
+d = json.load(open(sys.argv[1]))
+assert d['run'] == 1 and d['steps'] == 4 and d['params'] == 4, d
+assert d['elements'] == 256*64*3 + 64 and d['workers'] == '2x4'
+assert 0.01 < d['grad']['rel_l2'] < 0.5, d['grad']
+assert 0 < d['weight']['rel_l2'] < 0.05, d['weight']
+assert d['grad']['n'] == 4 * d['elements'] and d['weight']['n'] == 3 * d['elements']
+b = d['bytes']
+assert abs(b['grad_reducescatter']['intra']['bits_per_element'] - 8.25) < 0.3, b
+assert abs(b['grad_reducescatter']['inter']['bits_per_element'] - 4.25) < 0.3, b
+assert 4.0 < b['weight_allgather']['intra']['bits_per_element'] < 4.2, b
+assert d['trace_bytes'] == 4 * 8 * d['elements'] * 4 + 4 * d['elements'] * 4, d['trace_bytes']
+" "$T/r1.json"
+pyrun "the database holds the run, its params, step and tensor rows, bytes, timings" "
+c = sqlite3.connect(sys.argv[1])
+run = c.execute('SELECT status, kind, preset, topo, seed, scheme, version, host, started, ended, config FROM runs').fetchall()
+assert len(run) == 1 and run[0][0] == 'done' and run[0][1] == 'replay', run
+assert run[0][2] == 'sdp4bit' and run[0][3] == '2x4' and run[0][4] == 1
+assert 'grad.inter.bits=4' in run[0][5], run[0][5]
+assert run[0][8] and run[0][9] and json.loads(run[0][10])['trace'] == 'tr'
+p = dict(c.execute('SELECT key, value FROM params').fetchall())
+assert p['grad.intra.bits'] == '8' and p['trace.steps'] == '4', p
+steps = c.execute('SELECT step, path FROM step_metrics ORDER BY path, step').fetchall()
+assert steps == [(s, 'grad') for s in (1,2,3,4)] + [(s, 'weight') for s in (2,3,4)], steps
+nt = c.execute('SELECT count(*) FROM tensor_stats').fetchone()[0]
+assert nt == 4 * 4 + 4 * 3, nt
+# a step row is its tensors together: the element counts add up
+for (s, path, n) in c.execute('SELECT step, path, elements FROM step_metrics'):
+    m = c.execute('SELECT sum(elements) FROM tensor_stats WHERE step=? AND path=?', (s, path)).fetchone()[0]
+    assert m == n, (s, path, n, m)
+# and so do the squared errors: mse x n over tensors = mse x n of the step
+for (s, path, n, mse) in c.execute('SELECT step, path, elements, mse FROM step_metrics'):
+    m = c.execute('SELECT sum(mse * elements) FROM tensor_stats WHERE step=? AND path=?', (s, path)).fetchone()[0]
+    assert abs(m - mse * n) <= 1e-9 * m, (s, path, m, mse * n)
+b = c.execute('SELECT collective, link, sent_codes + sent_meta, bits_per_elem FROM bytes').fetchall()
+assert len(b) == 4 and all(x[2] > 0 for x in b), b
+t = dict((r[0], r[1]) for r in c.execute('SELECT op, calls FROM timings'))
+assert t['grad_reducescatter'] == 16 and t['weight_allgather'] == 12, t
+" "$T/shardq.db"
+
+# --- figures that must hold ------------------------------------------------
+"$SHARDQ" replay --no-db --json --scheme qw tr >"$T/qw.json"
+"$SHARDQ" replay --no-db --json --scheme qwd tr >"$T/qwd.json"
+pyrun "qwd reconstructs the weights better than qw (SDP4Bit's point)" "
+qw = json.load(open(sys.argv[1]))['weight']['rel_l2']
+qwd = json.load(open(sys.argv[2]))['weight']['rel_l2']
+assert qwd < qw / 3, (qw, qwd)
+" "$T/qw.json" "$T/qwd.json"
+"$SHARDQ" replay --no-db --json --scheme baseline --set grad.mode=a2a --set grad.bits=32 \
+  tr >"$T/base.json"
+pyrun "fp32 gradients and bf16 weights: errors at rounding level" "
+d = json.load(open(sys.argv[1]))
+assert d['grad']['rel_l2'] < 1e-6, d['grad']
+assert d['weight']['rel_l2'] < 4e-3, d['weight']
+" "$T/base.json"
+"$SHARDQ" replay --no-db --json --workers 2x2 tr >"$T/fewer.json"
+"$SHARDQ" replay --no-db --json --workers 4x4 tr >"$T/more.json"
+pyrun "fewer or more emulated workers than gradient files" "
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+assert a['workers'] == '2x2' and b['workers'] == '4x4'
+assert 0 < a['grad']['rel_l2'] < 0.5 and 0 < b['grad']['rel_l2'] < 0.5
+" "$T/fewer.json" "$T/more.json"
+"$SHARDQ" replay --no-db --json --seed 7 tr >"$T/s7a.json"
+"$SHARDQ" replay --no-db --json --seed 7 tr >"$T/s7b.json"
+"$SHARDQ" replay --no-db --json --seed 8 tr >"$T/s8.json"
+pyrun "same seed, same figures; another seed, other figures" "
+a, b, c = (json.load(open(f)) for f in sys.argv[1:4])
+assert a['grad'] == b['grad'] and a['weight'] == b['weight']
+assert a['grad']['rel_l2'] != c['grad']['rel_l2']
+" "$T/s7a.json" "$T/s7b.json" "$T/s8.json"
+"$SHARDQ" replay --no-db --json --paths grad --steps 2 tr >"$T/g2.json"
+pyrun "--paths grad --steps 2" "
+d = json.load(open(sys.argv[1]))
+assert d['steps'] == 2 and 'weight' not in d and d['grad']['n'] == 2 * d['elements']
+assert d['bytes']['weight_allgather']['intra']['elements'] == 0
+" "$T/g2.json"
+expect_fail_with 1 "the weight path needs at least two steps" \
+  "$SHARDQ" replay --no-db --paths weight --steps 1 tr
+
+# --- keys: a configuration done is not done again ---------------------------
+ok "a run under a key" "$SHARDQ" replay --db "$T/k.db" --key K1 -q tr
+"$SHARDQ" replay --db "$T/k.db" --key K1 tr >"$T/again.out" 2>&1
+ok "the same key again is skipped" grep -q "already done: run 1" "$T/again.out"
+pyrun "one run under the key" "
+c = sqlite3.connect(sys.argv[1])
+assert c.execute('SELECT count(*) FROM runs').fetchone()[0] == 1
+" "$T/k.db"
+
+# --- the database refuses, and keeps what it holds ---------------------------
+cp "$T/k.db" "$T/k.before"
+# locked: another process holds the write lock for 3 s
+python3 -c "
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute('BEGIN EXCLUSIVE')
+open(sys.argv[2], 'w').close()
+time.sleep(3)
+c.execute('ROLLBACK')
+" "$T/k.db" "$T/locked" &
+lockpid=$!
+for _ in $(seq 50); do test -f "$T/locked" && break; sleep 0.1; done
+expect_fail_with 1 "k.db: database is locked" \
+  "$SHARDQ" replay --db "$T/k.db" --busy-timeout 200 -q tr
+wait $lockpid
+pyrun "after the lock: the old run intact, nothing added" "
+c = sqlite3.connect(sys.argv[1])
+assert c.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+assert c.execute('SELECT count(*) FROM runs').fetchone()[0] == 1
+assert c.execute('SELECT count(*) FROM step_metrics').fetchone()[0] == 7
+" "$T/k.db"
+# read-only: as an unprivileged user when the test runs as root
+chmod 0444 "$T/k.db"
+chmod 0555 "$T"
+if test "$(id -u)" -eq 0; then
+  if command -v setpriv >/dev/null 2>&1; then
+    ro_run() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  else
+    ro_run() { su -s /bin/sh nobody -c "$(printf '%q ' "$@")"; }
+  fi
+else
+  ro_run() { "$@"; }
+fi
+chmod o+rx "$T/.." 2>/dev/null
+expect_fail_with 1 "k.db: " ro_run "$SHARDQ" replay --db "$T/k.db" -q "$T/tr"
+chmod 0755 "$T"
+chmod 0644 "$T/k.db"
+pyrun "after the read-only refusal: nothing lost" "
+c = sqlite3.connect(sys.argv[1])
+assert c.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+assert c.execute('SELECT count(*) FROM runs').fetchone()[0] == 1
+" "$T/k.db"
+# a full disk: no file may grow beyond 32 KB (ulimit -f counts 512-byte blocks)
+expect_fail_with 1 "k.db" sh -c "trap '' XFSZ; ulimit -f 64; exec \"\$0\" \"\$@\"" \
+  "$SHARDQ" replay --db "$T/k.db" -q --set grad.group=64 "$T/tr"
+pyrun "after the full disk: the old run intact, no partial run left done" "
+c = sqlite3.connect(sys.argv[1])
+assert c.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+assert c.execute(\"SELECT count(*) FROM runs WHERE status = 'done'\").fetchone()[0] == 1
+assert c.execute('SELECT count(*) FROM step_metrics WHERE run_id = 1').fetchone()[0] == 7
+" "$T/k.db"
+expect_fail_with 1 "not a database" "$SHARDQ" replay --db "$T/r1.json" -q tr
+
+# --- usage errors ------------------------------------------------------------
+expect_fail_with 2 "unknown scheme" "$SHARDQ" replay --scheme nope tr
+expect_fail_with 2 "--set" "$SHARDQ" replay --set grad.bits=99 tr
+expect_fail_with 2 "--workers" "$SHARDQ" replay --workers 0x4 tr
+expect_fail_with 2 "--paths" "$SHARDQ" replay --paths both tr
+expect_fail_with 2 "--seed" "$SHARDQ" replay --seed 18446744073709551615 tr
+expect_fail_with 2 "expected one TRACE" "$SHARDQ" replay
+ok "replay --help" "$SHARDQ" replay --help
+
+# --- more than 1 GB of trace, in bounded memory -------------------------------
+# 4 steps x (weights + 8 gradients) x 8 tensors of 1 M elements x 4 bytes =
+# 1.2 GB. The replay holds one tensor at a time: the bound is 12 fp32 copies
+# of the largest tensor per worker (the world's buffers, codes and the
+# replay's own) plus 200 MB for the program itself and a sanitizer's shadow,
+# under half the trace. And the peak must not grow with the steps replayed.
+big=$T/big
+params=t0:1024x1024
+for i in 1 2 3 4 5 6 7; do params=$params,t$i:1024x1024; done
+# a small quarantine, so that AddressSanitizer's freed memory does not count
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
+if "$SHARDQ" trace synth --steps 4 --workers 8 --topology 2x4 --params "$params" "$big" >/dev/null
+then
+  ok "the big trace holds more than 1 GB" python3 -c "
+import json, subprocess, sys
+d = json.loads(subprocess.check_output([sys.argv[1], 'trace', 'info', '--json', sys.argv[2]]))
+assert d['bytes'] > 1e9, d['bytes']
+" "$SHARDQ" "$big"
+  ok "replay the big trace" "$SHARDQ" replay --no-db --json "$big"
+  cp "$sq_tmp/out" "$T/big.json"
+  ok "replay its first two steps" "$SHARDQ" replay --no-db --json --steps 2 "$big"
+  cp "$sq_tmp/out" "$T/big2.json"
+  python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+print('# replay of %.2f GB: %.1f s, %.3f GB/s of trace, peak RSS %.0f MB' % (
+    d['trace_bytes'] / 1e9, d['seconds'], d['gb_per_s'], d['peak_rss_bytes'] / 1e6))
+" "$T/big.json"
+  pyrun "peak memory bounded by the largest tensor x workers, not by the trace" "
+d = json.load(open(sys.argv[1]))
+largest, workers = 1024 * 1024, 8
+bound = 12 * 4 * largest * workers + 200e6
+assert d['trace_bytes'] > 1e9 and bound < d['trace_bytes'] / 2
+assert d['peak_rss_bytes'] < bound, (d['peak_rss_bytes'], bound)
+" "$T/big.json"
+  pyrun "peak memory does not grow with the steps replayed" "
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+assert a['trace_bytes'] > 1.9 * b['trace_bytes']
+assert a['peak_rss_bytes'] < 1.1 * b['peak_rss_bytes'] + 20e6, (a['peak_rss_bytes'], b['peak_rss_bytes'])
+" "$T/big.json" "$T/big2.json"
+  rm -rf "$big"
+else
+  sq_report 1 "write the big trace (is the disk full?)"
+fi
+
+finish

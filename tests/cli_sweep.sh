@@ -1,0 +1,196 @@
+# cli_sweep.sh -- `shardq sweep`: a recipe expands into the right grid, runs
+# into the database, is not run twice, resumes after SIGKILL with no
+# duplicate or partial rows, shares a database with a second sweep running at
+# the same time, and refuses bad recipes naming the file, section and key.
+
+: "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
+: "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
+. "$SHARDQ_SRCDIR/tests/lib.sh"
+T=$TEST_TMPDIR
+export SHARDQ_PROGRESS=0
+unset SHARDQ_DB
+
+mkdir -p "$T/traces"
+"$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
+  --params "a:128x64,b:4096,c:100" "$T/traces/tiny" >/dev/null
+
+cat >"$T/small.ini" <<'EOF'
+; a small grid: 3 bits x 2 groups x 2 seeds = 12, plus 2 weight runs
+[sweep]
+name = small
+trace = traces/tiny
+seeds = 1, 2
+
+[grid g]
+presets = sdp4bit
+paths = grad
+grad.bits = 3..5
+grad.group = 64, 256
+
+[grid w]
+presets = qw, qwd
+paths = weight
+seeds = 1
+EOF
+
+"$SHARDQ" sweep --list "$T/small.ini" >"$T/list.txt"
+ok "the grid has 14 configurations" test "$(grep -vc '^#' "$T/list.txt")" -eq 14
+ok "a run of the grid is listed with its knobs" \
+  grep -q "g sdp4bit grad.bits=4 grad.group=256 seed=2" "$T/list.txt"
+
+# --- a sweep, then the same sweep again --------------------------------------
+ok "sweep runs" "$SHARDQ" sweep --db "$T/s.db" --jobs 2 "$T/small.ini"
+cp "$sq_tmp/err" "$T/sweep1.err"
+ok "progress lines name each configuration" grep -q "\[14/14\]" "$T/sweep1.err"
+check_db() { # DB SWEEP COUNT [TENSORS]
+  python3 - "$@" <<'EOF'
+import sqlite3, sys
+db, sweep, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tensors = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+c = sqlite3.connect(db)
+assert c.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+assert c.execute('PRAGMA foreign_key_check').fetchall() == []
+runs = c.execute('SELECT id, status, key, config FROM runs WHERE sweep = ?', (sweep,)).fetchall()
+done = [r for r in runs if r[1] == 'done']
+assert len(done) == count, (len(done), count, [r[1] for r in runs])
+assert len(runs) == count, ('rows not done', [r[1] for r in runs if r[1] != 'done'])
+assert len(set(r[2] for r in runs)) == count, 'duplicate keys'
+for (rid, _, key, config) in runs:
+    paths = 'grad' if 'paths=grad;' in key else 'weight'
+    want = 3 if paths == 'grad' else 2          # steps with a row
+    n = c.execute('SELECT count(*) FROM step_metrics WHERE run_id = ?', (rid,)).fetchone()[0]
+    assert n == want, (rid, key, n, want)
+    n = c.execute('SELECT count(*) FROM tensor_stats WHERE run_id = ?', (rid,)).fetchone()[0]
+    assert n == tensors * want, (rid, key, n)
+    n = c.execute('SELECT count(*) FROM bytes WHERE run_id = ?', (rid,)).fetchone()[0]
+    assert n == 4, (rid, n)
+# nothing refers to a run that is gone
+for t in ('params', 'step_metrics', 'tensor_stats', 'bytes', 'timings'):
+    n = c.execute('SELECT count(*) FROM %s WHERE run_id NOT IN (SELECT id FROM runs)' % t).fetchone()[0]
+    assert n == 0, (t, n)
+EOF
+}
+ok "14 runs done, each with all its rows" check_db "$T/s.db" small 14
+pyrun "the grid's knobs are stored as params" "
+c = sqlite3.connect(sys.argv[1])
+v = c.execute(\"SELECT count(*) FROM runs r JOIN params p ON p.run_id = r.id WHERE p.key = 'grad.intra.bits' AND p.value = '5' AND r.preset = 'sdp4bit'\").fetchone()[0]
+assert v == 4, v
+e = dict(c.execute(\"SELECT r.preset, s.rel_l2 FROM runs r JOIN step_metrics s ON s.run_id = r.id WHERE s.path = 'weight' AND s.step = 3\").fetchall())
+assert e['qwd'] < e['qw'] / 3, e
+" "$T/s.db"
+ok "the same sweep again runs nothing" "$SHARDQ" sweep --db "$T/s.db" "$T/small.ini"
+cp "$sq_tmp/err" "$T/sweep2.err"
+ok "... and says so" grep -q "14 already done, 0 to run" "$T/sweep2.err"
+ok "still 14 runs" check_db "$T/s.db" small 14
+
+# --- SIGKILL in the middle, then resume ----------------------------------------
+# replays long enough (a few tenths of a second each) to be killed midway
+"$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
+  --params "a:512x1024,b:1024x256" "$T/traces/mid" >/dev/null
+cat >"$T/kill.ini" <<'EOF'
+[sweep]
+name = killme
+trace = traces/mid
+jobs = 2
+
+[grid g]
+presets = sdp4bit, tlq, ulq
+paths = grad
+grad.bits = 2..8
+grad.group = 64, 128, 512
+EOF
+n_kill=$(( 3 * 7 * 3 ))
+for delay in 0.4 0.9 1.5; do
+  "$SHARDQ" sweep --db "$T/kill.db" "$T/kill.ini" >/dev/null 2>&1 &
+  spid=$!
+  sleep $delay
+  kill -KILL $spid 2>/dev/null
+  wait $spid 2>/dev/null
+done
+partial=$(python3 -c "
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(c.execute(\"SELECT count(*) FROM runs WHERE status = 'done'\").fetchone()[0])
+" "$T/kill.db" 2>/dev/null || echo 0)
+stale=$(python3 -c "
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(c.execute(\"SELECT count(*) FROM runs WHERE status = 'running'\").fetchone()[0])
+" "$T/kill.db" 2>/dev/null || echo 0)
+echo "# after three SIGKILLs: $partial of $n_kill configurations done, $stale left 'running' by killed replays"
+ok "the killed sweep left work undone" test "$partial" -lt "$n_kill"
+ok "the same command completes it" "$SHARDQ" sweep --db "$T/kill.db" "$T/kill.ini"
+cp "$sq_tmp/err" "$T/resume.err"
+ok "... running only what was missing" grep -q "$partial already done" "$T/resume.err"
+ok "every configuration done once, no partial rows" check_db "$T/kill.db" killme "$n_kill" 2
+
+# --- two sweeps into one database at the same time ------------------------------
+sed 's/name = small/name = twin/' "$T/small.ini" >"$T/twin.ini"
+"$SHARDQ" sweep --db "$T/both.db" --jobs 2 "$T/small.ini" >"$T/a.log" 2>&1 &
+p1=$!
+"$SHARDQ" sweep --db "$T/both.db" --jobs 2 "$T/twin.ini" >"$T/b.log" 2>&1 &
+p2=$!
+wait $p1
+r1=$?
+wait $p2
+r2=$?
+ok "two sweeps at once both succeed" test $r1 -eq 0 -a $r2 -eq 0
+ok "the first one's runs are all there" check_db "$T/both.db" small 14
+ok "the second one's too" check_db "$T/both.db" twin 14
+# the same sweep twice at once: each configuration still runs once
+"$SHARDQ" sweep --db "$T/same.db" --jobs 2 "$T/small.ini" >/dev/null 2>&1 &
+p1=$!
+"$SHARDQ" sweep --db "$T/same.db" --jobs 2 "$T/small.ini" >/dev/null 2>&1 &
+p2=$!
+wait $p1
+r1=$?
+wait $p2
+r2=$?
+ok "the same sweep twice at once: both succeed" test $r1 -eq 0 -a $r2 -eq 0
+ok "... and every configuration is there once" check_db "$T/same.db" small 14
+
+# --- the experiments' recipe ---------------------------------------------------
+R=$SHARDQ_SRCDIR/experiments/grad-weight-ablation.ini
+"$SHARDQ" sweep --list --trace "$T/traces/tiny" "$R" >"$T/abl.txt"
+ok "the ablation recipe: 7 bits x 8 groups x 2 Hadamard + qw, qwd" \
+  test "$(grep -vc '^#' "$T/abl.txt")" -eq 114
+ok "the ablation recipe runs" "$SHARDQ" sweep --db "$T/abl.db" --trace "$T/traces/tiny" "$R"
+pyrun "its figures: error falls with bits; qwd below qw" "
+c = sqlite3.connect(sys.argv[1])
+q = '''SELECT CAST(p.value AS INTEGER), avg(s.rel_l2) FROM runs r
+       JOIN params p ON p.run_id = r.id AND p.key = 'grad.inter.bits'
+       JOIN params g ON g.run_id = r.id AND g.key = 'grad.inter.group' AND g.value = '128'
+       JOIN params h ON h.run_id = r.id AND h.key = 'grad.inter.hadamard' AND h.value = '0'
+       JOIN step_metrics s ON s.run_id = r.id AND s.path = 'grad'
+       WHERE r.sweep = 'grad-weight-ablation' GROUP BY 1 ORDER BY 1'''
+e = c.execute(q).fetchall()
+assert [b for b, _ in e] == list(range(2, 9)), e
+assert all(e[i][1] > e[i + 1][1] for i in range(6)), e
+w = dict(c.execute(\"SELECT r.preset, avg(s.rel_l2) FROM runs r JOIN step_metrics s ON s.run_id = r.id WHERE s.path = 'weight' GROUP BY 1\").fetchall())
+assert w['qwd'] < w['qw'] / 3, w
+" "$T/abl.db"
+
+# --- bad recipes ----------------------------------------------------------------
+printf '[sweep]\nname = x\ntrace = traces/tiny\n[grid a]\ngrad.bitz = 4\n' >"$T/bad1.ini"
+expect_fail_with 2 "bad1.ini: [a] unknown" "$SHARDQ" sweep --list "$T/bad1.ini"
+printf '[sweep]\ntrace = traces/tiny\n' >"$T/bad2.ini"
+expect_fail_with 2 "bad2.ini: [sweep] name: missing" "$SHARDQ" sweep --list "$T/bad2.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\n[grud a]\npresets = qw\n' >"$T/bad3.ini"
+expect_fail_with 2 "bad3.ini: [grud a]: unknown section" "$SHARDQ" sweep --list "$T/bad3.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\nseeds = 1..\n' >"$T/bad4.ini"
+expect_fail_with 2 "bad4.ini: [sweep] seeds" "$SHARDQ" sweep --list "$T/bad4.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\npresets = sdp4bit, nope\n' >"$T/bad5.ini"
+expect_fail_with 2 "bad5.ini: [sweep] presets: unknown scheme 'nope'" "$SHARDQ" sweep --list "$T/bad5.ini"
+printf '[sweep]\nname = x\nthis is not ini\n' >"$T/bad6.ini"
+expect_fail_with 2 "bad6.ini: line 3" "$SHARDQ" sweep --list "$T/bad6.ini"
+printf '[sweep]\nname = x\npresets = qw\n' >"$T/bad7.ini"
+expect_fail_with 2 "bad7.ini: [sweep]: no trace" "$SHARDQ" sweep --list "$T/bad7.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\ngrad.group = 32\ngrad.hadamard = 64\n' >"$T/bad8.ini"
+expect_fail_with 2 "no valid configuration" "$SHARDQ" sweep --list "$T/bad8.ini"
+expect_fail_with 2 "cannot open" "$SHARDQ" sweep "$T/none.ini"
+# a configuration that fails (a missing trace) fails the sweep, naming it
+printf '[sweep]\nname = x\ntrace = traces/missing\n' >"$T/bad9.ini"
+expect_fail_with 1 "traces/missing: cannot open" "$SHARDQ" sweep --db "$T/x.db" "$T/bad9.ini"
+ok "sweep --help" "$SHARDQ" sweep --help
+
+finish

@@ -1,0 +1,205 @@
+# cli_trace.sh -- `shardq trace synth` and `shardq trace info`, and what
+# `shardq trace info` and `shardq replay` say about broken traces: a missing
+# manifest, step or file, a truncated file, a header that lies, a tensor that
+# differs from the manifest, a dtype that is not a float, NaN and Inf values,
+# zero-sized tensors. Every error must name the file and the field, exit 1,
+# and never crash.
+
+: "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
+: "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
+. "$SHARDQ_SRCDIR/tests/lib.sh"
+T=$TEST_TMPDIR
+export SHARDQ_PROGRESS=0
+export SHARDQ_DB="$T/default.db"
+
+# --- synth and info --------------------------------------------------------
+ok "synth writes a trace" "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
+  --params "a:10x7,b:33,c:0x5" "$T/tr"
+ok "manifest and files exist" test -f "$T/tr/manifest.json" -a \
+  -f "$T/tr/step-000001/weights.safetensors" -a -f "$T/tr/step-000003/grads-w03.safetensors"
+ok "info prints" "$SHARDQ" trace info "$T/tr"
+"$SHARDQ" trace info --json "$T/tr" >"$T/info.json"
+pyjson "info --json: steps, workers, tensors, shapes" "$T/info.json" "
+assert d['kind'] == 'directory', d['kind']
+assert d['steps'] == [1, 2, 3], d['steps']
+assert d['consecutive'] is True
+assert d['workers'] == 4 and d['topology'] == '2x2' and d['weights'] is True
+assert [t['name'] for t in d['tensors']] == ['a', 'b', 'c']
+assert [t['shape'] for t in d['tensors']] == [[10, 7], [33], [0, 5]]
+assert d['elements'] == 103, d['elements']
+assert d['bytes'] == 3 * 5 * 103 * 4, d['bytes']
+assert d['dtypes'] == 'F32', d['dtypes']"
+ok "synth is deterministic" "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
+  --params "a:10x7,b:33,c:0x5" "$T/tr2"
+ok "same options, same bytes" cmp "$T/tr/step-000002/grads-w01.safetensors" \
+  "$T/tr2/step-000002/grads-w01.safetensors"
+for dt in BF16 F16 F64; do
+  ok "synth --dtype $dt" "$SHARDQ" trace synth --steps 2 --workers 2 --dtype $dt \
+    --params "x:100" "$T/tr-$dt"
+  "$SHARDQ" trace info --json "$T/tr-$dt" >"$T/info-$dt.json"
+  pyjson "info: dtype $dt" "$T/info-$dt.json" "assert d['dtypes'] == '$dt', d['dtypes']"
+done
+ok "synth --no-weights" "$SHARDQ" trace synth --steps 2 --workers 2 --no-weights \
+  --params "x:100" "$T/trnw"
+"$SHARDQ" trace info --json "$T/trnw" >"$T/info-nw.json"
+pyjson "info: no weights" "$T/info-nw.json" "assert d['weights'] is False"
+expect_fail_with 1 "not empty" "$SHARDQ" trace synth --params "x:10" "$T/tr"
+expect_fail_with 2 "--params" "$SHARDQ" trace synth --params "x" "$T/bad1"
+expect_fail_with 2 "--dtype" "$SHARDQ" trace synth --dtype I32 "$T/bad2"
+expect_fail_with 1 "field 'topology'" "$SHARDQ" trace synth --workers 3 --topology 2x2 \
+  --params x:4 "$T/bad3"
+
+# single files: one step, one gradient
+"$SHARDQ" trace synth --steps 1 --workers 1 --no-weights --params "g:64x4,h:9" "$T/one" \
+  >/dev/null 2>&1
+cp "$T/one/step-000001/grads-w00.safetensors" "$T/single.safetensors"
+"$SHARDQ" trace info --json "$T/single.safetensors" >"$T/info-single.json"
+pyjson "a single safetensors file is one step, one gradient" "$T/info-single.json" "
+assert d['kind'] == 'safetensors' and d['steps'] == [0] and d['workers'] == 1
+assert d['weights'] is False and [t['name'] for t in d['tensors']] == ['g', 'h']"
+{
+  python3 -c "
+import struct, sys
+n = 1000
+hdr = b'{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (10, 100), }'
+hdr += b' ' * (63 - (10 + len(hdr)) % 64) + b'\n'
+open(sys.argv[1], 'wb').write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(hdr)) + hdr +
+    struct.pack('<%df' % n, *[((i * 37) % 101 - 50) * 1e-3 for i in range(n)]))
+" "$T/grad.npy"
+  "$SHARDQ" trace info --json "$T/grad.npy" >"$T/info-npy.json"
+  pyjson "a .npy file is one step, one gradient named after the file" "$T/info-npy.json" "
+assert d['kind'] == 'npy' and d['tensors'][0]['name'] == 'grad'
+assert d['tensors'][0]['shape'] == [10, 100]"
+  ok "replay a .npy file" "$SHARDQ" replay --no-db "$T/grad.npy"
+}
+ok "replay a single safetensors file" "$SHARDQ" replay --no-db "$T/single.safetensors"
+
+# --- broken traces -----------------------------------------------------------
+"$SHARDQ" trace synth --steps 3 --workers 2 --params "a:40,b:8x8" "$T/good" >/dev/null 2>&1
+# fresh copy of the good trace into $T/$1
+broken() {
+  rm -rf "${T:?}/$1"
+  cp -r "$T/good" "$T/$1"
+}
+expect_fail_with 1 "no manifest.json" "$SHARDQ" trace info "$T/one/step-000001"
+expect_fail_with 1 "cannot open" "$SHARDQ" trace info "$T/nonexistent"
+
+broken nostep
+rm -r "$T/nostep/step-000002"
+expect_fail_with 1 "nostep/step-000002/weights.safetensors: missing" "$SHARDQ" trace info "$T/nostep"
+expect_fail_with 1 "nostep/step-000002/weights.safetensors: missing" "$SHARDQ" replay --no-db "$T/nostep"
+
+broken nofile
+rm "$T/nofile/step-000003/grads-w01.safetensors"
+expect_fail_with 1 "step-000003/grads-w01.safetensors: missing" "$SHARDQ" trace info "$T/nofile"
+
+broken trunc
+f="$T/trunc/step-000002/grads-w00.safetensors"
+size=$(wc -c <"$f")
+truncate -s $((size - 5)) "$f"
+expect_fail_with 1 "grads-w00.safetensors" "$SHARDQ" trace info "$T/trunc"
+truncate -s 4 "$f"
+expect_fail_with 1 "too short for the header length" "$SHARDQ" trace info "$T/trunc"
+
+broken manifest
+sed -i 's/"workers":	2/"workers":	0/' "$T/manifest/manifest.json"
+expect_fail_with 1 "manifest.json: field 'workers'" "$SHARDQ" trace info "$T/manifest"
+broken manifest2
+sed -i 's/"version":	1/"version":	9/' "$T/manifest2/manifest.json"
+expect_fail_with 1 "field 'version': 9" "$SHARDQ" trace info "$T/manifest2"
+broken manifest3
+printf '{"format": "shardq-trace", ' >"$T/manifest3/manifest.json"
+expect_fail_with 1 "manifest.json: invalid JSON" "$SHARDQ" trace info "$T/manifest3"
+
+{
+  # rewrite one file's header through a python function of the parsed header
+  patch_header() { # FILE PYTHON-EXPRESSION-ON-h
+    python3 - "$1" "$2" <<'EOF'
+import json, struct, sys
+path, expr = sys.argv[1], sys.argv[2]
+b = open(path, 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+data = b[8 + n:]
+exec(expr)
+j = json.dumps(h).encode()
+j += b' ' * ((8 - len(j) % 8) % 8)
+open(path, 'wb').write(struct.pack('<Q', len(j)) + j + data)
+EOF
+  }
+  broken lie
+  patch_header "$T/lie/step-000001/grads-w01.safetensors" "h['a']['data_offsets'][1] += 4"
+  expect_fail_with 1 "grads-w01.safetensors: tensor 'a': field" "$SHARDQ" trace info "$T/lie"
+  broken overlap
+  patch_header "$T/overlap/step-000001/grads-w00.safetensors" \
+    "h['b']['data_offsets'] = [h['a']['data_offsets'][0], h['a']['data_offsets'][0] + 256]; data = data[:256 + 160]"
+  expect_fail_with 1 "overlaps" "$SHARDQ" trace info "$T/overlap"
+  broken shape
+  patch_header "$T/shape/step-000003/weights.safetensors" "h['b']['shape'] = [4, 16]"
+  expect_fail_with 1 "weights.safetensors: tensor 'b': field 'shape': [4, 16], but the manifest says [8, 8]" \
+    "$SHARDQ" trace info "$T/shape"
+  broken dtype
+  patch_header "$T/dtype/step-000001/grads-w00.safetensors" "h['a']['dtype'] = 'I32'"
+  expect_fail_with 1 "tensor 'a': field 'dtype': I32 is not a floating-point dtype" \
+    "$SHARDQ" trace info "$T/dtype"
+  broken unknown
+  patch_header "$T/unknown/step-000001/grads-w00.safetensors" "h['a']['dtype'] = 'F31'"
+  expect_fail_with 1 "field 'dtype': unknown dtype 'F31'" "$SHARDQ" trace info "$T/unknown"
+  broken absurd
+  patch_header "$T/absurd/step-000001/grads-w00.safetensors" "h['a']['shape'] = [2**40, 2**40]"
+  expect_fail_with 1 "tensor 'a': field 'shape'" "$SHARDQ" trace info "$T/absurd"
+  broken extra
+  patch_header "$T/extra/step-000002/grads-w00.safetensors" \
+    "h['z'] = {'dtype': 'F32', 'shape': [0], 'data_offsets': [len(data), len(data)]}"
+  expect_fail_with 1 "tensor 'z': not in the manifest" "$SHARDQ" trace info "$T/extra"
+  # NaN and Inf values: the header is fine, the replay names the element
+  for bad in nan inf; do
+    broken val-$bad
+    python3 - "$T/val-$bad/step-000002/grads-w01.safetensors" $bad <<'EOF'
+import json, struct, sys
+path, kind = sys.argv[1], sys.argv[2]
+b = bytearray(open(path, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+off = 8 + n + h['b']['data_offsets'][0] + 4 * 17
+b[off:off + 4] = struct.pack('<f', float(kind))
+open(path, 'wb').write(bytes(b))
+EOF
+    ok "a $bad value passes trace info (headers only)" "$SHARDQ" trace info "$T/val-$bad"
+  done
+  expect_fail_with 1 "step-000002/grads-w01.safetensors: tensor 'b': element 17 is NaN" \
+    "$SHARDQ" replay --no-db "$T/val-nan"
+  expect_fail_with 1 "tensor 'b': element 17 is +Inf" "$SHARDQ" replay --no-db "$T/val-inf"
+  # the failed replay is stored as failed, with its error, and nothing else is lost
+  ok "a good replay into a database" "$SHARDQ" replay --db "$T/f.db" -q "$T/good"
+  expect_fail_with 1 "element 17 is NaN" "$SHARDQ" replay --db "$T/f.db" "$T/val-nan"
+  ok "the failed run is stored as failed, the good one kept" python3 -c "
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+rows = c.execute('SELECT status, error FROM runs ORDER BY id').fetchall()
+assert [r[0] for r in rows] == ['done', 'failed'], rows
+assert 'element 17 is NaN' in rows[1][1], rows
+assert c.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+" "$T/f.db"
+}
+
+# zero-sized tensors are fine and left out of the replay
+"$SHARDQ" replay --no-db --json "$T/tr" >"$T/zero.json"
+pyjson "replay leaves zero-sized tensors out" "$T/zero.json" "
+assert d['params'] == 2 and d['elements'] == 103, (d['params'], d['elements'])"
+
+# a full disk while writing a trace: no file may grow beyond 64 KB
+expect_fail_with 1 "write failed" sh -c "trap '' XFSZ; ulimit -f 128; exec \"\$0\" \"\$@\"" \
+  "$SHARDQ" trace synth --params "x:100000" "$T/full"
+ok "the cut-short trace has no manifest, so it is refused" test ! -e "$T/full/manifest.json"
+expect_fail_with 1 "no manifest.json" "$SHARDQ" trace info "$T/full"
+ok "and no partial file is left" sh -c "! ls '$T'/full/step-*/ | grep -q tmp"
+
+# usage errors
+expect_fail_with 2 "unknown command 'inof'" "$SHARDQ" trace inof "$T/tr"
+expect_fail_with 2 "expected one PATH" "$SHARDQ" trace info
+ok "trace --help" "$SHARDQ" trace --help
+ok "trace info --help" "$SHARDQ" trace info --help
+ok "trace synth --help" "$SHARDQ" trace synth --help
+
+finish
