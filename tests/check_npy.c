@@ -6,6 +6,7 @@
 ** of malformed file, each of which must fail with a message that names the
 ** file and the field at fault.
 */
+#include "check_util.h"
 #include "shardq.h"
 #include "trace/npy.h"
 #include "trace/safetensors.h"
@@ -617,26 +618,9 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 
-static void cleanup(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d) return;
-    struct dirent *e;
-    char p[600];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-            unlink(p);
-        }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
 int main(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/check_npy.XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(tmpdir)) {
+    if (sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_npy")) {
         perror("mkdtemp");
         return 99;
     }
@@ -659,6 +643,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    cleanup();
+    sqt_rm_tree(tmpdir);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

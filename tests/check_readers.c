@@ -1163,26 +1163,9 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 
-static void cleanup(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d) return;
-    struct dirent *e;
-    char p[600];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-            unlink(p);
-        }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
 int main(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/check_readers.XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(tmpdir)) {
+    if (sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_readers")) {
         perror("mkdtemp");
         return 99;
     }
@@ -1215,6 +1198,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    cleanup();
+    sqt_rm_tree(tmpdir);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

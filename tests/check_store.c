@@ -38,27 +38,13 @@ static char db_path[600];
 
 static void setup(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/check_store.XXXXXX", t && *t ? t : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(sqt_mkdtemp(dir, sizeof dir, "check_store"), 0);
     snprintf(db_path, sizeof db_path, "%s/shardq.db", dir);
 }
 
 static void teardown(void)
 {
-    chmod(dir, 0700);
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char p[1200];
-        while ((e = readdir(d)) != NULL) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    sqt_rm_tree(dir);
 }
 
 /* ------------------------------------------------------------------------ */

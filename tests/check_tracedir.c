@@ -25,12 +25,6 @@ static const char *tpath(const char *name)
     return p[k];
 }
 
-static void rm_rf(const char *path)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-    ck_assert_int_eq(system(cmd), 0);
-}
 
 /* The value of element i of file (step, worker, param p): distinct and
 ** exactly representable in bf16 and f16 when `coarse`. */
@@ -74,7 +68,7 @@ START_TEST(test_roundtrip_dtypes)
     for (size_t d = 0; d < 4; d++) {
         char dir[512];
         snprintf(dir, sizeof dir, "%s", tpath("rt"));
-        rm_rf(dir);
+        sqt_rm_tree(dir);
         write_trace(dir, 3, 2, dts[d], 1);
         sq_trace t;
         char err[1024];
@@ -98,7 +92,7 @@ START_TEST(test_roundtrip_dtypes)
         double y[300];
         for (size_t s = 0; s < 3; s++) {
             sq_trace_step ts;
-            ck_assert_msg(sq_trace_step_open(&t, s, &ts, err, sizeof err) == 0, "%s", err);
+            ck_assert_msg(sq_trace_step_open(&t, s, 1, 2, &ts, err, sizeof err) == 0, "%s", err);
             for (int r = -1; r < 2; r++)
                 for (size_t q = 0; q < 2; q++) {
                     ck_assert_msg(sq_trace_load(&ts, r, q, x, y, err, sizeof err) == 0, "%s", err);
@@ -153,7 +147,7 @@ START_TEST(test_manifest_errors)
         {"{\"format\":\"shardq-trace\",", "invalid JSON"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        rm_rf(dir);
+        sqt_rm_tree(dir);
         mkdir(dir, 0777);
         FILE *f = fopen(tpath("man/manifest.json"), "w");
         ck_assert_ptr_nonnull(f);
@@ -164,7 +158,7 @@ START_TEST(test_manifest_errors)
                       "case %zu: '%s' lacks '%s'", c, err, cases[c].want);
     }
     /* a valid manifest whose step directory is missing */
-    rm_rf(dir);
+    sqt_rm_tree(dir);
     mkdir(dir, 0777);
     FILE *f = fopen(tpath("man/manifest.json"), "w");
     fputs("{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[12],"
@@ -172,7 +166,7 @@ START_TEST(test_manifest_errors)
     fclose(f);
     ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "step-000012/weights.safetensors: missing"), "%s", err);
-    rm_rf(dir);
+    sqt_rm_tree(dir);
     ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "cannot open"), "%s", err);
 }
@@ -185,7 +179,7 @@ START_TEST(test_file_errors)
     char err[1024];
     sq_trace t;
     /* a gradient file of the wrong shape for a param */
-    rm_rf(dir);
+    sqt_rm_tree(dir);
     write_trace(dir, 2, 2, SQ_ST_F32, 1);
     sq_st_tensor bad[2] = {{.name = "w.a", .dtype = SQ_ST_F32, .ndim = 2, .shape = {5, 7}},
                            {.name = "b", .dtype = SQ_ST_F32, .ndim = 1, .shape = {300}}};
@@ -217,7 +211,7 @@ START_TEST(test_file_errors)
                                  err, sizeof err), 0);
     ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
     sq_trace_step ts;
-    ck_assert_int_eq(sq_trace_step_open(&t, 1, &ts, err, sizeof err), 0);
+    ck_assert_int_eq(sq_trace_step_open(&t, 1, 1, 2, &ts, err, sizeof err), 0);
     float x[300];
     ck_assert_int_eq(sq_trace_load(&ts, 1, 0, x, NULL, err, sizeof err), 0);
     ck_assert_int_ne(sq_trace_load(&ts, 1, 1, x, NULL, err, sizeof err), 0);
@@ -237,7 +231,7 @@ START_TEST(test_writer_errors)
     float x[4] = {1, 2, 3, 4};
     char dir[512];
     snprintf(dir, sizeof dir, "%s", tpath("we"));
-    rm_rf(dir);
+    sqt_rm_tree(dir);
     ck_assert_int_eq(sq_trace_writer_open(&w, dir, 2, p, 1, SQ_ST_F32, NULL, NULL, err,
                                           sizeof err), 0);
     /* files in the wrong order */
@@ -256,7 +250,7 @@ START_TEST(test_writer_errors)
     ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "no manifest.json"), "%s", err);
     /* steps must increase */
-    rm_rf(dir);
+    sqt_rm_tree(dir);
     ck_assert_int_eq(sq_trace_writer_open(&w, dir, 1, p, 1, SQ_ST_F32, NULL, NULL, err,
                                           sizeof err), 0);
     ck_assert_int_eq(sq_trace_file_begin(w, 3, 0, err, sizeof err), 0);
@@ -309,7 +303,7 @@ START_TEST(test_replay_straight_line)
 {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", tpath("rp"));
-    rm_rf(dir);
+    sqt_rm_tree(dir);
     write_trace(dir, 3, 2, SQ_ST_F32, 1);
     sq_trace t;
     char err[1024];
@@ -417,7 +411,7 @@ START_TEST(test_replay_params_differ_in_seed)
                            {.name = "y", .ndim = 1, .shape = {4096}}};
     char dir[512];
     snprintf(dir, sizeof dir, "%s", tpath("same"));
-    rm_rf(dir);
+    sqt_rm_tree(dir);
     sq_trace_writer *w;
     char err[1024];
     ck_assert_int_eq(sq_trace_writer_open(&w, dir, 4, p, 2, SQ_ST_F32, NULL, NULL, err,
@@ -458,14 +452,12 @@ END_TEST
 
 static void setup(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/check_tracedir.XXXXXX", t && *t ? t : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    ck_assert_int_eq(sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_tracedir"), 0);
 }
 
 static void teardown(void)
 {
-    rm_rf(tmpdir);
+    sqt_rm_tree(tmpdir);
 }
 
 int main(void)
@@ -484,9 +476,5 @@ int main(void)
     tcase_add_test(tc, test_replay_straight_line);
     tcase_add_test(tc, test_replay_params_differ_in_seed);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sqt_run(s);
 }

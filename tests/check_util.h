@@ -11,12 +11,15 @@
 
 #include <check.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* Bits                                                                     */
@@ -341,6 +344,47 @@ static inline void sqt_decode(const sq_codec *c, const sq_qbuf *q, uint64_t n, f
 }
 
 #endif /* SHARDQ_H */
+
+/* ------------------------------------------------------------------------ */
+/* Scratch directories                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* A fresh directory $TMPDIR/NAME.XXXXXX (/tmp when TMPDIR is unset) into
+** buf; 0 on success. */
+static inline int sqt_mkdtemp(char *buf, size_t len, const char *name)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(buf, len, "%s/%s.XXXXXX", t && *t ? t : "/tmp", name);
+    return mkdtemp(buf) ? 0 : -1;
+}
+
+/* Removes path and everything below it. Directories are made writable
+** first: a test may have taken that away to provoke an error. */
+static inline void sqt_rm_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (!S_ISDIR(st.st_mode)) {
+        unlink(path);
+        return;
+    }
+    chmod(path, 0700);
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            size_t len = strlen(path) + strlen(e->d_name) + 2;
+            char *p = (char *)malloc(len);
+            if (!p) break;
+            snprintf(p, len, "%s/%s", path, e->d_name);
+            sqt_rm_tree(p);
+            free(p);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Running a suite                                                          */

@@ -47,6 +47,12 @@ void cli_unknown_option(const char *cmd, const char *opt, const char *const *lon
 ** suggestion). Prints the message and returns CLI_USAGE. */
 int cli_option_error(const char *cmd, int ch, char **argv, const char *const *longnames);
 
+/* Checks that npos positional arguments pos[] are between min and max;
+** otherwise prints "shardq CMD: unexpected argument 'X'" or "missing
+** argument", with "(expected DESC)", and returns -1. */
+int cli_check_positional(const char *cmd, char **pos, int npos, int min, int max,
+                         const char *desc);
+
 /* Checks a --device value: cpu, cuda or cuda:N[,N...]; prints the error
 ** ("shardq CMD: --device: ...") and returns -1 when malformed. */
 int cli_check_device(const char *cmd, const char *text);

@@ -217,14 +217,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, unsigned allowed, 
     }
     o->pos = argv + optind;
     o->npos = argc - optind;
-    if (o->npos != npos) {
-        if (o->npos > npos)
-            fprintf(stderr, "shardq %s: unexpected argument '%s'", cmd, o->pos[npos]);
-        else
-            fprintf(stderr, "shardq %s: missing argument", cmd);
-        fprintf(stderr, " (expected %s)\nTry 'shardq %s --help'.\n", pos_desc, cmd);
-        return CLI_USAGE;
-    }
+    if (cli_check_positional(cmd, o->pos, o->npos, npos, npos, pos_desc)) return CLI_USAGE;
     return -1;
 }
 

@@ -184,14 +184,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, int allowed, const
     }
     o->pos = argv + optind;
     o->npos = argc - optind;
-    if (o->npos < min_pos || o->npos > max_pos) {
-        if (o->npos > max_pos)
-            fprintf(stderr, "shardq %s: unexpected argument '%s'", cmd, o->pos[max_pos]);
-        else
-            fprintf(stderr, "shardq %s: missing argument", cmd);
-        fprintf(stderr, " (expected %s)\nTry 'shardq %s --help'.\n", pos_desc, cmd);
+    if (cli_check_positional(cmd, o->pos, o->npos, min_pos, max_pos, pos_desc))
         return CLI_USAGE;
-    }
     return -1;
 }
 

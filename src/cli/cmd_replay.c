@@ -195,7 +195,7 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
 
 /* The configuration as a JSON object (the runs table's config column). */
 static char *config_json(const char *trace, const char *preset, const char *scheme,
-                         const char *topo, uint64_t seed, const char *device, int paths,
+                         const char *topo, uint64_t seed, const char *device, const char *paths,
                          uint64_t steps)
 {
     cJSON *o = cJSON_CreateObject();
@@ -206,8 +206,7 @@ static char *config_json(const char *trace, const char *preset, const char *sche
     cJSON_AddStringToObject(o, "workers", topo);
     cJSON_AddNumberToObject(o, "seed", (double)seed);
     cJSON_AddStringToObject(o, "device", device);
-    cJSON_AddStringToObject(o, "paths", paths == 3 ? "grad,weight"
-                                        : paths == SQ_REPLAY_GRAD ? "grad" : "weight");
+    cJSON_AddStringToObject(o, "paths", paths);
     cJSON_AddNumberToObject(o, "steps", (double)steps);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -306,7 +305,11 @@ int cmd_replay(int argc, char **argv)
     char topo[32], scheme[SQ_SCHEME_STRLEN];
     snprintf(topo, sizeof topo, "%dx%d", cfg.topo.nodes, cfg.topo.per_node);
     sq_scheme_format(&cfg.scheme, scheme, sizeof scheme);
-    char *config = config_json(trace_path, preset, scheme, topo, seed, device, paths, steps);
+    const char *paths_text = paths == (SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT) ? "grad,weight"
+                             : paths == SQ_REPLAY_GRAD                    ? "grad"
+                                                                          : "weight";
+    const size_t nsteps = steps && steps < t.nsteps ? (size_t)steps : t.nsteps;
+    char *config = config_json(trace_path, preset, scheme, topo, seed, device, paths_text, steps);
     sq_store *store = NULL;
     int64_t run = 0;
     int rc = CLI_RUNTIME;
@@ -323,15 +326,11 @@ int cmd_replay(int argc, char **argv)
         sq_run_info info = {.kind = "replay", .key = key, .sweep = sweep, .config = config,
                             .preset = preset, .scheme = scheme, .topo = topo, .device = device,
                             .trace = trace_path, .seed = seed};
-        char nsteps[32];
-        snprintf(nsteps, sizeof nsteps, "%zu", steps && steps < t.nsteps ? (size_t)steps
-                                                                           : t.nsteps);
-        sq_store_kv params[] = {{"trace.workers", NULL}, {"trace.steps", nsteps},
-                                {"paths", paths == 3 ? "grad,weight"
-                                          : paths == SQ_REPLAY_GRAD ? "grad" : "weight"}};
-        char tw[16];
+        char tw[16], ts[32];
         snprintf(tw, sizeof tw, "%d", t.workers);
-        params[0].value = tw;
+        snprintf(ts, sizeof ts, "%zu", nsteps);
+        sq_store_kv params[] = {{"trace.workers", tw}, {"trace.steps", ts},
+                                {"paths", paths_text}};
         /* every knob too, so that a report can group runs by any of them */
         size_t np = 3 + sq_scheme_nknobs;
         sq_store_kv *all = calloc(np, sizeof *all);
@@ -370,8 +369,8 @@ int cmd_replay(int argc, char **argv)
     }
     sc.store = store;
     sc.run = run;
-    size_t units = 0, nst = steps && steps < t.nsteps ? (size_t)steps : t.nsteps;
-    for (size_t p = 0; p < t.nparams; p++) units += t.params[p].n ? nst : 0;
+    size_t units = 0;
+    for (size_t p = 0; p < t.nparams; p++) units += t.params[p].n ? nsteps : 0;
     sc.bar = quiet ? NULL : sq_progress_start("replay", units);
     sq_replay_sink sink = {.ctx = &sc, .rows = sink_rows, .progress = sink_progress};
     sq_replay_result res;

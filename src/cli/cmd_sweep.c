@@ -56,7 +56,7 @@ static const char sweep_usage[] =
 typedef struct child {
     pid_t pid;
     size_t run;
-    char log[64];   /* its stderr, shown when it fails */
+    char log[PATH_MAX]; /* its stderr, shown when it fails */
     double started;
 } child;
 
@@ -95,9 +95,8 @@ static pid_t spawn(const char *self, const recipe *r, size_t i, const char *db, 
                    child *c)
 {
     const recipe_run *x = &r->runs[i];
-    snprintf(c->log, sizeof c->log, "%s/shardq-sweep-XXXXXX", "/tmp");
     const char *tmp = getenv("TMPDIR");
-    if (tmp && *tmp && strlen(tmp) < 40) snprintf(c->log, sizeof c->log, "%s/shardq-sweep-XXXXXX", tmp);
+    snprintf(c->log, sizeof c->log, "%s/shardq-sweep-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     int logfd = mkstemp(c->log);
     if (logfd < 0) c->log[0] = '\0';
     pid_t parent = getpid();

@@ -81,6 +81,18 @@ int cli_option_error(const char *cmd, int ch, char **argv, const char *const *lo
     return CLI_USAGE;
 }
 
+int cli_check_positional(const char *cmd, char **pos, int npos, int min, int max,
+                         const char *desc)
+{
+    if (npos >= min && npos <= max) return 0;
+    if (npos > max)
+        fprintf(stderr, "shardq %s: unexpected argument '%s'", cmd, pos[max]);
+    else
+        fprintf(stderr, "shardq %s: missing argument", cmd);
+    fprintf(stderr, " (expected %s)\nTry 'shardq %s --help'.\n", desc, cmd);
+    return -1;
+}
+
 int cli_check_device(const char *cmd, const char *text)
 {
     const char *p = text + 5;

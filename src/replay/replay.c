@@ -95,6 +95,18 @@ static void add_timing(replay_state *st, int op, double seconds, uint64_t bytes)
     r->bytes += bytes;
 }
 
+/* The read of param p of the weights (worker < 0) or of a gradient, begun
+** at t0: its time and the bytes of trace it covered. */
+static void count_read(replay_state *st, const sq_trace_step *ts, int worker, size_t p, double t0)
+{
+    const sq_st_entry *e = ts->npy ? NULL
+                           : worker < 0 ? ts->wentry[p]
+                                        : ts->gentry[(size_t)worker * st->t->nparams + p];
+    uint64_t bytes = e ? e->end - e->begin : st->t->params[p].n * 4;
+    add_timing(st, T_READ, now_s() - t0, bytes);
+    st->res->trace_bytes += bytes;
+}
+
 /* The gradient path of param p at step index s: stats into *e. */
 static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p, param_bufs *b,
                      sq_erracc *e, uint64_t *clipped, char *err, size_t errlen)
@@ -110,11 +122,7 @@ static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p,
     for (int tw = 0; tw < W && tw < N; tw++) {
         double t0 = now_s();
         if (sq_trace_load(ts, tw, p, b->g, b->g64, err, errlen)) return -1;
-        uint64_t fbytes = ts->grads ? ts->gentry[(size_t)tw * t->nparams + p]->end -
-                                          ts->gentry[(size_t)tw * t->nparams + p]->begin
-                                    : n * 4;
-        add_timing(st, T_READ, now_s() - t0, fbytes);
-        st->res->trace_bytes += fbytes;
+        count_read(st, ts, tw, p, t0);
         double copies = 0;
         for (int r = tw; r < N; r += W) {
             copies += 1;
@@ -162,9 +170,7 @@ static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t 
     const uint64_t n = t->params[p].n, S = sq_world_shard(w);
     double t0 = now_s();
     if (sq_trace_load(ts, -1, p, b->wcur, b->g64, err, errlen)) return -1;
-    uint64_t fbytes = ts->wentry[p]->end - ts->wentry[p]->begin;
-    add_timing(st, T_READ, now_s() - t0, fbytes);
-    st->res->trace_bytes += fbytes;
+    count_read(st, ts, -1, p, t0);
     *did = 0;
     if (s == 0) {
         /* the full-precision broadcast that starts training */
@@ -258,7 +264,9 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
     for (size_t s = 0; s < st->nsteps; s++) {
         double t0 = now_s();
         sq_trace_step ts;
-        if (sq_trace_step_open(t, s, &ts, err, errlen)) goto fail;
+        /* only the files this replay reads: the weights, and the gradients
+        ** of trace workers 0 .. min(W, N) - 1 */
+        if (sq_trace_step_open(t, s, do_weight, do_grad ? N : 0, &ts, err, errlen)) goto fail;
         sq_erracc ge, we;
         sq_erracc_init(&ge);
         sq_erracc_init(&we);

@@ -532,7 +532,7 @@ void sq_trace_step_close(sq_trace_step *s)
     if (!s || !s->trace) return;
     sq_st_free(&s->weights);
     if (s->grads)
-        for (int w = 0; w < s->trace->workers; w++) sq_st_free(&s->grads[w]);
+        for (int w = 0; w < s->ngrads; w++) sq_st_free(&s->grads[w]);
     free(s->grads);
     free(s->wentry);
     free(s->gentry);
@@ -555,10 +555,9 @@ static int open_step_file(sq_trace_step *s, int worker, char *err, size_t errlen
         return -1;
     }
     int rc = sq_st_open(fname, f, err, errlen);
-    /* The file may have changed since sq_trace_open: check it again. */
-    if (rc == 0 && t->kind == SQ_TRACE_DIR) rc = check_file(t, fname, f, err, errlen);
     free(fname);
     if (rc) return -1;
+    /* sq_trace_open checked every file; this catches one changed since */
     for (size_t p = 0; p < t->nparams; p++) {
         ent[p] = sq_st_find(f, t->params[p].name);
         if (!ent[p] || !sq_st_dtype_is_float(ent[p]->dtype) || ent[p]->nelem != t->params[p].n) {
@@ -570,8 +569,8 @@ static int open_step_file(sq_trace_step *s, int worker, char *err, size_t errlen
     return 0;
 }
 
-int sq_trace_step_open(const sq_trace *t, size_t index, sq_trace_step *s, char *err,
-                       size_t errlen)
+int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads,
+                       sq_trace_step *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     if (index >= t->nsteps) {
@@ -602,7 +601,9 @@ int sq_trace_step_open(const sq_trace *t, size_t index, sq_trace_step *s, char *
         sq_set_err(err, errlen, "%s: out of memory", t->path);
         goto fail;
     }
-    for (int w = t->has_weights ? -1 : 0; w < t->workers; w++)
+    s->ngrads = ngrads < t->workers ? ngrads : t->workers;
+    s->has_weights = weights && t->has_weights;
+    for (int w = s->has_weights ? -1 : 0; w < s->ngrads; w++)
         if (open_step_file(s, w, err, errlen)) goto fail;
     return 0;
 fail:
@@ -626,9 +627,11 @@ int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *
                   char *err, size_t errlen)
 {
     const sq_trace *t = s->trace;
-    if (p >= t->nparams || worker >= t->workers || (worker < 0 && !t->has_weights)) {
-        sq_set_err(err, errlen, "%s: step %u: no %s%d of param %zu", t->path, (unsigned)s->step,
-                   worker < 0 ? "weights" : "gradient of worker ", worker < 0 ? 0 : worker, p);
+    int opened = s->npy ? worker == 0 : worker < 0 ? s->has_weights : worker < s->ngrads;
+    if (p >= t->nparams || !opened) {
+        sq_set_err(err, errlen, "%s: step %u: no %s%d of param %zu was opened", t->path,
+                   (unsigned)s->step, worker < 0 ? "weights" : "gradient of worker ",
+                   worker < 0 ? 0 : worker, p);
         return -1;
     }
     if (s->npy) {
@@ -641,9 +644,19 @@ int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *
     }
     const sq_st_file *f = worker < 0 ? &s->weights : &s->grads[worker];
     const sq_st_entry *e = worker < 0 ? s->wentry[p] : s->gentry[(size_t)worker * t->nparams + p];
-    int rc = 0;
-    if (out32) rc = sq_st_to_f32(f, e, out32, err, errlen);
-    if (rc == 0 && out64) rc = sq_st_to_f64(f, e, out64, err, errlen);
+    int rc;
+    if (out64) {
+        /* one pass over the file: every fp32 value is the fp64 one rounded
+        ** (exact but for F64, rounded to nearest as sq_st_to_f32 does) */
+        rc = sq_st_to_f64(f, e, out64, err, errlen);
+        if (rc == 0 && out32) {
+            const uint64_t n = e->nelem;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+            for (uint64_t i = 0; i < n; i++) out32[i] = (float)out64[i];
+        }
+    } else {
+        rc = out32 ? sq_st_to_f32(f, e, out32, err, errlen) : 0;
+    }
     sq_st_release(f, e);
     return rc;
 }

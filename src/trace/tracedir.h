@@ -81,22 +81,28 @@ typedef struct sq_trace_step {
     const sq_trace *trace;
     size_t index;
     uint32_t step;
-    sq_st_file weights;       /* zeroed when the trace has no weights */
-    sq_st_file *grads;        /* workers files */
+    int has_weights;          /* weights.safetensors was opened */
+    int ngrads;               /* gradient files opened: workers 0 .. ngrads-1 */
+    sq_st_file weights;       /* zeroed when not opened */
+    sq_st_file *grads;        /* t->workers slots, the first ngrads opened */
     /* params[i]'s entry in each file (found once, by name) */
     const sq_st_entry **wentry;  /* nparams, NULL when no weights */
     const sq_st_entry **gentry;  /* workers x nparams */
     struct sq_npy *npy;       /* the single .npy file's data, or NULL */
 } sq_trace_step;
 
-int sq_trace_step_open(const sq_trace *t, size_t index, sq_trace_step *s, char *err,
-                       size_t errlen);
+/* Opens the weights (when weights is 1 and the trace has them) and the
+** gradient files of workers 0 .. min(ngrads, workers) - 1: only what a
+** caller will load. */
+int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads,
+                       sq_trace_step *s, char *err, size_t errlen);
 void sq_trace_step_close(sq_trace_step *s);
 
 /* Param p of the weights (worker < 0) or of worker w's gradient, as fp32
 ** into out32 and, when out64 is not NULL, exactly as fp64 into out64. The
 ** values must be finite (the error names file, tensor and element). The
-** tensor's pages are dropped from memory afterwards. */
+** tensor's pages are dropped from memory afterwards. The file must have been
+** opened by sq_trace_step_open. */
 int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *out64,
                   char *err, size_t errlen);
 /* The file that holds it, for messages. */
