@@ -44,6 +44,9 @@ ok "synth --no-weights" "$SHARDQ" trace synth --steps 2 --workers 2 --no-weights
 "$SHARDQ" trace info --json "$T/trnw" >"$T/info-nw.json"
 pyjson "info: no weights" "$T/info-nw.json" "assert d['weights'] is False"
 expect_fail_with 1 "not empty" "$SHARDQ" trace synth --params "x:10" "$T/tr"
+ok "synth creates missing parent directories" "$SHARDQ" trace synth --steps 1 --params "x:10" \
+  "$T/new/parents/tr"
+ok "... and the trace is there" "$SHARDQ" trace info "$T/new/parents/tr"
 expect_fail_with 2 "--params" "$SHARDQ" trace synth --params "x" "$T/bad1"
 expect_fail_with 2 "--dtype" "$SHARDQ" trace synth --dtype I32 "$T/bad2"
 expect_fail_with 1 "field 'topology'" "$SHARDQ" trace synth --workers 3 --topology 2x2 \

@@ -46,7 +46,8 @@ static const char info_usage[] =
 static const char synth_usage[] =
     "usage: shardq trace synth [options] DIR\n"
     "\n"
-    "Writes a synthetic trace into DIR (which must not exist, or be empty):\n"
+    "Writes a synthetic trace into DIR (which must not exist, or be empty;\n"
+    "missing parent directories are created):\n"
     "weights start as 0.02 x N(0,1); at every step each worker's gradient is\n"
     "1e-3 x (a part shared by all workers + its own noise), and the next\n"
     "step's weights are w - lr x mean(gradients), so consecutive weights differ\n"

@@ -114,7 +114,8 @@ const char *sq_trace_file_name(const sq_trace_step *s, int worker);
 
 typedef struct sq_trace_writer sq_trace_writer;
 
-/* Creates the directory dir (it must not exist, or be empty) for a trace of
+/* Creates the directory dir (it must not exist, or be empty; missing parents
+** are created) for a trace of
 ** `workers` gradient files per step with the params p[0..np) stored as
 ** dtype (F32, F16, BF16 or F64). topo ("KxG" or NULL) and model (JSON text
 ** or NULL) go into the manifest. */

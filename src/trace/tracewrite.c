@@ -45,6 +45,20 @@ struct sq_trace_writer {
 
 #define CONV_CHUNK ((size_t)1 << 20)
 
+/* Creates the directories above path that are missing, like mkdir -p; a
+** failure shows when path itself cannot be created. */
+static void make_parents(const char *path)
+{
+    char *p = strdup(path);
+    if (!p) return;
+    for (char *slash = strchr(p + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        mkdir(p, 0777);
+        *slash = '/';
+    }
+    free(p);
+}
+
 int sq_trace_writer_open(sq_trace_writer **out, const char *dir, int workers,
                          const sq_trace_param *p, size_t np, sq_st_dtype dtype,
                          const char *topo, const char *model, char *err, size_t errlen)
@@ -86,6 +100,7 @@ int sq_trace_writer_open(sq_trace_writer **out, const char *dir, int workers,
                 return -1;
             }
     }
+    make_parents(dir);
     if (mkdir(dir, 0777) != 0) {
         int empty = 0;
         if (errno == EEXIST) {
