@@ -249,14 +249,14 @@ START_TEST(test_schema)
 
     char buf[256];
     sqlite3 *db = raw_open(db_path);
-    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), 1);
+    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), SQ_STORE_VERSION);
     ck_assert_str_eq(q_text(db, "PRAGMA journal_mode", buf, sizeof buf), "wal");
     ck_assert_str_eq(q_text(db,
                             "SELECT group_concat(name, ',') FROM (SELECT name FROM "
                             "pragma_table_list WHERE schema = 'main' AND type = 'table' AND "
                             "name NOT LIKE 'sqlite_%' ORDER BY name)",
                             buf, sizeof buf),
-                     "bytes,params,runs,step_metrics,tensor_stats,timings");
+                     "bytes,params,runs,step_metrics,tensor_stats,timings,train_steps");
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM pragma_table_list WHERE schema = 'main' AND "
                                "type = 'table' AND name NOT LIKE 'sqlite_%' AND strict = 0"),
                      0);
@@ -298,10 +298,52 @@ START_TEST(test_empty_file_migrated)
 {
     write_file(db_path, "", 0);
     sq_store *s = open_store(db_path, 0);
-    ck_assert_int_eq(sq_store_version(s), 1);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
     sq_store_close(s);
-    ck_assert_int_eq(file_int(db_path, "PRAGMA user_version"), 1);
+    ck_assert_int_eq(file_int(db_path, "PRAGMA user_version"), SQ_STORE_VERSION);
     ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs"), 0);
+}
+END_TEST
+
+/* A version-1 file (before training runs) gains train_steps and keeps its
+** runs; train rows round trip, NaN validation loss as NULL, and go with
+** their run. */
+START_TEST(test_migrate_v1_and_train_rows)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t old = begin_run(s, "old");
+    add_steps(s, old, 2);
+    sq_store_close(s);
+    sqlite3 *db = raw_open(db_path);
+    raw_exec(db, "DROP TABLE train_steps; PRAGMA user_version = 1");
+    sqlite3_close(db);
+
+    s = open_store(db_path, 0);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+    ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM step_metrics"), 4);
+    int64_t id = begin_run(s, "train");
+    sq_train_row rows[3] = {
+        {.step = 0, .tokens = 100, .loss = 5.5, .val_loss = NAN, .lr = 1e-4, .grad_norm = 2,
+         .seconds = 0.5},
+        {.step = 1, .tokens = 200, .loss = 5.0, .val_loss = 5.25, .lr = 2e-4, .grad_norm = 1,
+         .seconds = 1.0},
+        {.step = 2, .tokens = 300, .loss = 4.5, .val_loss = NAN, .lr = 3e-4, .grad_norm = 0.5,
+         .seconds = 1.5},
+    };
+    char err[512];
+    ck_assert_msg(sq_store_add_train(s, id, rows, 3, err, sizeof err) == 0, "%s", err);
+    /* the same step twice is refused, and the first rows stay */
+    ck_assert_int_eq(sq_store_add_train(s, id, rows, 1, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, db_path) != NULL, "%s", err);
+    sqlite3 *h = sq_store_db(s);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM train_steps"), 3);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM train_steps WHERE val_loss IS NULL"), 2);
+    ck_assert_int_eq(q_int(h, "SELECT tokens FROM train_steps WHERE step = 2"), 300);
+    ck_assert_int_eq(q_int(h, "SELECT val_loss = 5.25 FROM train_steps WHERE step = 1"), 1);
+    ck_assert_int_eq(sq_store_run_delete(s, id, err, sizeof err), 0);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM train_steps"), 0);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs"), 1);
+    sq_store_close(s);
 }
 END_TEST
 
@@ -312,7 +354,8 @@ START_TEST(test_newer_refused)
     sqlite3_close(db);
     char want[700], err[512];
     snprintf(want, sizeof want,
-             "%s: schema version 7 is newer than this shardq (1): upgrade shardq", db_path);
+             "%s: schema version 7 is newer than this shardq (%d): upgrade shardq", db_path,
+             SQ_STORE_VERSION);
     for (int ro = 0; ro <= 1; ro++) {
         sq_store *s = (sq_store *)1;
         ck_assert_int_eq(sq_store_open(db_path, 0, ro, &s, err, sizeof err), -1);
@@ -776,7 +819,7 @@ START_TEST(test_concurrent_writers)
             snprintf(sql, sizeof sql, "SELECT count(*) FROM runs WHERE key = 'w%d-r%d'", w, i);
             SQT_CHECK(q_int(db, sql) == 1, "run w%d-r%d is not there exactly once", w, i);
         }
-    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), 1);
+    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), SQ_STORE_VERSION);
     sqlite3_close(db);
 }
 END_TEST
@@ -854,7 +897,7 @@ START_TEST(test_readonly_open)
 
     char err[512] = "";
     ck_assert_msg(sq_store_open(db_path, 0, 1, &s, err, sizeof err) == 0, "%s", err);
-    ck_assert_int_eq(sq_store_version(s), 1);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
     assert_writes_refused(s, id);
     sq_store_close(s);
     assert_intact(db_path);
@@ -1038,6 +1081,7 @@ int main(void)
     tcase_add_test(tc, test_schema);
     tcase_add_test(tc, test_empty_file_migrated);
     tcase_add_test(tc, test_newer_refused);
+    tcase_add_test(tc, test_migrate_v1_and_train_rows);
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_readonly_missing);
     suite_add_tcase(s, tc);

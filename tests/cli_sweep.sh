@@ -193,4 +193,49 @@ printf '[sweep]\nname = x\ntrace = traces/missing\n' >"$T/bad9.ini"
 expect_fail_with 1 "traces/missing: cannot open" "$SHARDQ" sweep --db "$T/x.db" "$T/bad9.ini"
 ok "sweep --help" "$SHARDQ" sweep --help
 
+# --- a training sweep (command = train) --------------------------------------
+cp "$SHARDQ_SRCDIR/README.md" "$T/text.md"
+cat >"$T/train.ini" <<'INI'
+[sweep]
+name = tr
+command = train
+corpus = text.md
+workers = 1x2
+layers = 1
+channels = 16
+heads = 2
+context = 16
+seq = 16
+steps = 3
+eval-seqs = 4
+presets = baseline, qwd
+seeds = 1, 2
+INI
+ok "a training recipe lists its runs" "$SHARDQ" sweep --list "$T/train.ini"
+cp "$sq_tmp/out" "$T/train-list.txt"
+ok "4 runs, with the corpus and the options" sh -c 'test "$(wc -l <"$0")" -eq 4 &&
+  grep -q "qwd seed=2.*text.md --layers=1 --channels=16 --heads=2 --context=16 --seq=16 --eval-seqs=4" "$0"' \
+  "$T/train-list.txt"
+ok "runs them" "$SHARDQ" sweep --db "$T/tr.db" -q "$T/train.ini"
+ok "a second time: nothing to do" "$SHARDQ" sweep --db "$T/tr.db" "$T/train.ini"
+cp "$sq_tmp/err" "$T/train-again.txt"
+ok "says so" grep -q "4 already done, 0 to run" "$T/train-again.txt"
+pyrun "stored as train runs of the sweep, with their loss rows" "
+c = sqlite3.connect(sys.argv[1])
+r = c.execute(\"SELECT kind, sweep, preset, seed, status FROM runs ORDER BY id\").fetchall()
+assert sorted(r) == sorted([('train', 'tr', p, s, 'done') for p in ('baseline', 'qwd') for s in (1, 2)]), r
+assert c.execute('SELECT count(*) FROM train_steps').fetchone()[0] == 12
+cfg = json.loads(c.execute('SELECT config FROM runs LIMIT 1').fetchone()[0])
+assert cfg['layers'] == 1 and cfg['corpus'].endswith('text.md') and cfg['eval_seqs'] == 4, cfg
+" "$T/tr.db"
+printf '[sweep]\nname = x\ncommand = train\ntrace = traces/tiny\n' >"$T/bad10.ini"
+expect_fail_with 2 "bad10.ini: [sweep] trace: not a key of a train sweep" \
+  "$SHARDQ" sweep --list "$T/bad10.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\nlayers = 2\n' >"$T/bad11.ini"
+expect_fail_with 2 "bad11.ini: [sweep] layers: not a key of a replay sweep (command = train makes one)" \
+  "$SHARDQ" sweep --list "$T/bad11.ini"
+printf '[sweep]\nname = x\ncommand = fly\n' >"$T/bad12.ini"
+expect_fail_with 2 "bad12.ini: [sweep] command: 'fly': expected replay or train" \
+  "$SHARDQ" sweep --list "$T/bad12.ini"
+
 finish

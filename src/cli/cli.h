@@ -26,6 +26,7 @@ int cmd_trace(int argc, char **argv);  /* cmd_trace.c */
 int cmd_replay(int argc, char **argv); /* cmd_replay.c */
 int cmd_sweep(int argc, char **argv);  /* cmd_sweep.c */
 int cmd_db(int argc, char **argv);     /* cmd_db.c */
+int cmd_train(int argc, char **argv);  /* cmd_train.c */
 
 /* Parses text as an unsigned decimal integer (or 0x-prefixed hexadecimal)
 ** no larger than max, consuming all of it. On failure prints
@@ -33,6 +34,12 @@ int cmd_db(int argc, char **argv);     /* cmd_db.c */
 ** than MAX") and returns -1. */
 int cli_parse_u64(const char *cmd, const char *opt, const char *text, uint64_t max,
                   uint64_t *out);
+
+/* Parses text as a finite number in [min, max]; on failure prints
+** "shardq CMD: OPT: 'TEXT' is not a number" (or "... is out of range
+** [MIN, MAX]") and returns -1. */
+int cli_parse_double(const char *cmd, const char *opt, const char *text, double min, double max,
+                     double *out);
 
 /* The choice closest to word (a prefix of it, or within two edits), to offer
 ** as "did you mean ...?"; NULL when none is close. */
@@ -69,8 +76,32 @@ int cli_scheme(const char *cmd, const char *preset, const char *const *sets, int
 void cli_json_str(const char *s);
 void cli_json_num(double v);
 
+/* Bytes per collective and link level (SQ_NCOLL x SQ_NLINK rows): bits per
+** element sent (NaN when none), the summary lines of the links that carried
+** something, and a JSON object {collective: {link: {...}}}. */
+struct sq_bytes_row;
+double cli_bits_per_elem(const struct sq_bytes_row *b);
+void cli_print_bytes(const struct sq_bytes_row *rows);
+void cli_json_bytes(const struct sq_bytes_row *rows);
+
 /* The database a command uses when --db is not given: $SHARDQ_DB, else
 ** shardq.db in the current directory. */
 const char *cli_default_db(void);
+
+/* Exit status of a run whose --key another live process is running. */
+#define CLI_BUSY 75
+
+/* Begins a run in the store at db (opened into *store): info, then every
+** knob of scheme and the extra params as the run's params. Returns CLI_OK
+** with *run set when the run started; CLI_OK with *run = 0 and *store NULL
+** when a run with info->key is already done (said on stdout unless quiet);
+** CLI_BUSY when a live process runs that key; CLI_RUNTIME on an error (all
+** said on stderr). */
+struct sq_store;
+struct sq_run_info;
+struct sq_store_kv;
+int cli_run_begin(const char *cmd, const char *db, int busy_ms, const struct sq_run_info *info,
+                  const struct sq_scheme *scheme, const struct sq_store_kv *extra, size_t nextra,
+                  int quiet, struct sq_store **store, int64_t *run);
 
 #endif

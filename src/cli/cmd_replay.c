@@ -55,8 +55,6 @@ static const char replay_usage[] =
     "Exit status: 0 done (or already done under --key), 1 error, 2 usage,\n"
     "75 the --key is being run by another live process.\n";
 
-#define EXIT_BUSY 75
-
 /* Writes the rows of the replay into the store. */
 typedef struct sink_ctx {
     sq_store *store;
@@ -99,12 +97,6 @@ static void json_stats(const char *name, const sq_errstats *s, double clipped)
     printf("}");
 }
 
-static double bits(const sq_bytes_row *b)
-{
-    return b->sent_elems ? 8.0 * (double)(b->sent_codes + b->sent_meta) / (double)b->sent_elems
-                         : NAN;
-}
-
 static void print_json(const sq_replay_result *r, const char *trace, const char *preset,
                        const char *scheme, const char *topo, uint64_t seed, const char *device,
                        int64_t run)
@@ -134,23 +126,9 @@ static void print_json(const sq_replay_result *r, const char *trace, const char 
         printf(",");
         json_stats("weight", &r->weight, r->weight_clipped);
     }
-    printf(",\"bytes\":{");
-    for (int c = 0; c < SQ_NCOLL; c++) {
-        printf("%s\"%s\":{", c ? "," : "", sq_coll_name(c));
-        for (int l = 0; l < SQ_NLINK; l++) {
-            const sq_bytes_row *b = &r->bytes[c * SQ_NLINK + l];
-            printf("%s\"%s\":{\"sent_codes\":%llu,\"sent_meta\":%llu,\"recv_bytes\":%llu,"
-                   "\"elements\":%llu,\"messages\":%llu,\"bits_per_element\":",
-                   l ? "," : "", sq_link_name(l), (unsigned long long)b->sent_codes,
-                   (unsigned long long)b->sent_meta,
-                   (unsigned long long)(b->recv_codes + b->recv_meta),
-                   (unsigned long long)b->sent_elems, (unsigned long long)b->messages);
-            cli_json_num(bits(b));
-            printf("}");
-        }
-        printf("}");
-    }
-    printf("},\"timings\":{");
+    printf(",\"bytes\":");
+    cli_json_bytes(r->bytes);
+    printf(",\"timings\":{");
     for (int k = 0; k < SQ_REPLAY_NTIMINGS; k++) {
         const sq_timing_row *t = &r->timings[k];
         printf("%s\"%s\":{\"calls\":%llu,\"seconds\":%.6f,\"bytes\":%llu,\"gb_per_s\":",
@@ -179,13 +157,7 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
     if (!r->consecutive && r->has_weight)
         printf("  note: the trace's steps are not consecutive, so each weight difference\n"
                "        spans several optimizer steps (larger than in training)\n");
-    for (int c = 0; c < SQ_NCOLL; c++)
-        for (int l = 0; l < SQ_NLINK; l++) {
-            const sq_bytes_row *b = &r->bytes[c * SQ_NLINK + l];
-            if (!b->sent_elems) continue;
-            printf("  %-19s %-6s %14llu bytes  %.4f bits/elem\n", b->collective, b->link,
-                   (unsigned long long)(b->sent_codes + b->sent_meta), bits(b));
-        }
+    cli_print_bytes(r->bytes);
     printf("  %.3f s, %.3f GB of trace read (%.3f GB/s), peak memory %.1f MB\n", r->seconds,
            (double)r->trace_bytes / 1e9,
            r->seconds > 0 ? (double)r->trace_bytes / r->seconds / 1e9 : 0.0,
@@ -319,10 +291,6 @@ int cmd_replay(int argc, char **argv)
         goto done;
     }
     if (!nodb) {
-        if (sq_store_open(db, (int)busy, 0, &store, err, sizeof err)) {
-            fprintf(stderr, "shardq replay: %s\n", err);
-            goto done;
-        }
         sq_run_info info = {.kind = "replay", .key = key, .sweep = sweep, .config = config,
                             .preset = preset, .scheme = scheme, .topo = topo, .device = device,
                             .trace = trace_path, .seed = seed};
@@ -331,41 +299,10 @@ int cmd_replay(int argc, char **argv)
         snprintf(ts, sizeof ts, "%zu", nsteps);
         sq_store_kv params[] = {{"trace.workers", tw}, {"trace.steps", ts},
                                 {"paths", paths_text}};
-        /* every knob too, so that a report can group runs by any of them */
-        size_t np = 3 + sq_scheme_nknobs;
-        sq_store_kv *all = calloc(np, sizeof *all);
-        char (*vals)[64] = calloc(sq_scheme_nknobs, sizeof *vals);
-        if (!all || !vals) {
-            free(all), free(vals);
-            fprintf(stderr, "shardq replay: out of memory\n");
-            goto done;
-        }
-        memcpy(all, params, sizeof params);
-        for (size_t k = 0; k < sq_scheme_nknobs; k++) {
-            sq_scheme_get(&cfg.scheme, sq_scheme_knobs[k].key, vals[k], sizeof vals[k]);
-            all[3 + k].key = sq_scheme_knobs[k].key;
-            all[3 + k].value = vals[k];
-        }
-        int b = sq_store_run_begin(store, &info, all, np, &run, err, sizeof err);
-        free(all), free(vals);
-        if (b < 0) {
-            fprintf(stderr, "shardq replay: %s\n", err);
-            goto done;
-        }
-        if (b == SQ_STORE_DONE) {
-            if (!quiet) printf("already done: run %lld in %s\n", (long long)run, db);
-            rc = CLI_OK;
-            run = 0;
-            goto done;
-        }
-        if (b == SQ_STORE_BUSY) {
-            if (!quiet)
-                fprintf(stderr, "shardq replay: run %lld with this key is under way in another "
-                        "process\n", (long long)run);
-            rc = EXIT_BUSY;
-            run = 0;
-            goto done;
-        }
+        rc = cli_run_begin("replay", db, (int)busy, &info, &cfg.scheme, params, 3, quiet, &store,
+                           &run);
+        if (rc != CLI_OK || !store) goto done;
+        rc = CLI_RUNTIME;
     }
     sc.store = store;
     sc.run = run;

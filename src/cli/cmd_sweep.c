@@ -1,6 +1,7 @@
 /*
 ** cmd_sweep.c -- `shardq sweep RECIPE.ini`: every configuration of a recipe
-** (recipe.h) as one `shardq replay` process, several at a time.
+** (recipe.h) as one `shardq replay` (or `shardq train`) process, several at
+** a time.
 **
 ** Each configuration carries a key; `shardq replay --key` skips a key the
 ** database already holds as done, and replaces one left 'running' by a
@@ -33,15 +34,16 @@ static const char sweep_usage[] =
     "usage: shardq sweep [options] RECIPE.ini\n"
     "\n"
     "Runs every configuration of a recipe's grid (README, \"Sweeps\") as a\n"
-    "'shardq replay', several at once, every result into the database. A\n"
+    "'shardq replay' (or, with command = train, a 'shardq train'), several at\n"
+    "once, every result into the database. A\n"
     "configuration already done there is skipped, so a sweep that was\n"
     "interrupted (even by SIGKILL) completes by running the same command again,\n"
     "and only what is missing runs.\n"
     "\n"
     "options:\n"
     "  --db FILE        the database (default $SHARDQ_DB, else shardq.db)\n"
-    "  --jobs N         replays at once (default: the recipe's jobs, else one\n"
-    "                   per core)\n"
+    "  --jobs N         runs at once (default: the recipe's jobs, else one\n"
+    "                   per core for replays, 1 for training)\n"
     "  --trace PATH     replay this trace instead of the recipe's\n"
     "  --list           print the configurations and exit\n"
     "  -q, --quiet      no progress lines\n"
@@ -50,8 +52,6 @@ static const char sweep_usage[] =
     "On a terminal a progress bar with the ETA shows; otherwise one line per\n"
     "finished configuration. Exit status: 0 when every configuration is done,\n"
     "1 when some failed (their errors are printed), 2 on a bad recipe.\n";
-
-#define EXIT_BUSY 75
 
 typedef struct child {
     pid_t pid;
@@ -90,7 +90,8 @@ static int load_done(const char *db, const recipe *r, unsigned char *done, char 
     return rc == SQLITE_OK ? 0 : -1;
 }
 
-/* Starts `shardq replay` for run i; its stdout is discarded, its stderr kept. */
+/* Starts `shardq replay` (or `train`) for run i; its stdout is discarded, its
+** stderr kept. */
 static pid_t spawn(const char *self, const recipe *r, size_t i, const char *db, int threads,
                    child *c)
 {
@@ -118,11 +119,15 @@ static pid_t spawn(const char *self, const recipe *r, size_t i, const char *db, 
     char seed[32], steps[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)x->seed);
     snprintf(steps, sizeof steps, "%llu", (unsigned long long)x->steps);
-    const char **argv = calloc((size_t)(2 * x->nsets + 32), sizeof *argv);
+    setenv("OPENBLAS_NUM_THREADS", th, 1);
+    /* runs side by side: threads that spin at their barriers would take the
+    ** cores of the other runs */
+    if (threads < ncores() && !getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);
+    const char **argv = calloc((size_t)(2 * x->nsets + x->nopts + 32), sizeof *argv);
     if (!argv) _exit(127);
     int a = 0;
     argv[a++] = self;
-    argv[a++] = "replay";
+    argv[a++] = r->train ? "train" : "replay";
     argv[a++] = "--quiet";
     argv[a++] = "--db", argv[a++] = db;
     argv[a++] = "--key", argv[a++] = x->key;
@@ -132,9 +137,14 @@ static pid_t spawn(const char *self, const recipe *r, size_t i, const char *db, 
     if (x->workers) argv[a++] = "--workers", argv[a++] = x->workers;
     argv[a++] = "--seed", argv[a++] = seed;
     argv[a++] = "--device", argv[a++] = x->device;
-    argv[a++] = "--paths", argv[a++] = x->paths;
     if (x->steps) argv[a++] = "--steps", argv[a++] = steps;
-    argv[a++] = x->trace;
+    if (r->train) {
+        if (x->corpus) argv[a++] = "--corpus", argv[a++] = x->corpus;
+        for (int k = 0; k < x->nopts; k++) argv[a++] = x->opts[k];
+    } else {
+        argv[a++] = "--paths", argv[a++] = x->paths;
+        argv[a++] = x->trace;
+    }
     argv[a] = NULL;
     execv(self, (char *const *)argv);
     fprintf(stderr, "shardq sweep: cannot run %s: %s\n", self, strerror(errno));
@@ -187,8 +197,13 @@ int cmd_sweep(int argc, char **argv)
         return CLI_USAGE;
     }
     if (list) {
-        for (size_t i = 0; i < r.nruns; i++) printf("%zu\t%s\t%s\n", i + 1, r.runs[i].label,
-                                                    r.runs[i].trace);
+        for (size_t i = 0; i < r.nruns; i++) {
+            const recipe_run *x = &r.runs[i];
+            printf("%zu\t%s\t%s", i + 1, x->label,
+                   x->trace ? x->trace : x->corpus ? x->corpus : "(default corpus)");
+            for (int k = 0; k < x->nopts; k++) printf(" %s", x->opts[k]);
+            printf("\n");
+        }
         if (r.ninvalid)
             printf("# %zu combinations left out, e.g.: %s\n", r.ninvalid, r.first_invalid);
         recipe_free(&r);
@@ -208,7 +223,8 @@ int cmd_sweep(int argc, char **argv)
     }
     size_t already = 0;
     for (size_t i = 0; i < r.nruns; i++) already += done[i];
-    J = jobs ? (int)jobs : r.jobs ? r.jobs : ncores();
+    /* a training run keeps every core busy itself */
+    J = jobs ? (int)jobs : r.jobs ? r.jobs : r.train ? 1 : ncores();
     int threads = ncores() / J > 1 ? ncores() / J : 1;
     kids = calloc((size_t)J, sizeof *kids);
     if (!kids) goto out;
@@ -267,7 +283,7 @@ int cmd_sweep(int argc, char **argv)
         running--;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         const recipe_run *x = &r.runs[c->run];
-        if (code == EXIT_BUSY) {
+        if (code == CLI_BUSY) {
             busy[c->run] = 1;
         } else {
             finished++;

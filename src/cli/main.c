@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "backend/device.h"
 #include "shardq.h"
+#include "store/store.h"
 #include "world/world.h"
 
 #include <errno.h>
@@ -33,6 +34,7 @@ static const char usage_text[] =
     "  trace synth      write a synthetic trace (for tests and benchmarks)\n"
     "  replay           run a scheme over a trace; results go to the database\n"
     "  sweep            run a grid of replays from an INI recipe, in parallel\n"
+    "  train            train a byte-level GPT under a scheme; capture a trace\n"
     "  db               list, show and export the runs in the database\n"
     "  help [COMMAND]   this text, or the help of a command\n"
     "\n"
@@ -57,11 +59,12 @@ static const command commands[] = {
     {"trace", cmd_trace},
     {"replay", cmd_replay},
     {"sweep", cmd_sweep},
+    {"train", cmd_train},
     {"db", cmd_db},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-static const char *const command_names[] = {"codec", "bench", "world", "schemes", "trace",
-                                            "replay", "sweep", "db", "help"};
+static const char *const command_names[] = {"codec", "bench",  "world", "schemes", "trace",
+                                            "replay", "sweep", "train", "db",      "help"};
 
 /* ------------------------------------------------------------------------ */
 /* Helpers shared by the subcommands                                        */
@@ -160,6 +163,106 @@ void cli_json_num(double v)
         if (strtod(buf, NULL) == v) break;
     }
     fputs(buf, stdout);
+}
+
+int cli_parse_double(const char *cmd, const char *opt, const char *text, double min, double max,
+                     double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end || errno == ERANGE || !isfinite(v)) {
+        fprintf(stderr, "shardq %s: %s: '%s' is not a number\n", cmd, opt, text);
+        return -1;
+    }
+    if (v < min || v > max) {
+        fprintf(stderr, "shardq %s: %s: '%s' is out of range [%g, %g]\n", cmd, opt, text, min,
+                max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_info *info,
+                  const sq_scheme *scheme, const sq_store_kv *extra, size_t nextra, int quiet,
+                  sq_store **store, int64_t *run)
+{
+    char err[2048];
+    *run = 0;
+    if (sq_store_open(db, busy_ms, 0, store, err, sizeof err)) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+        return CLI_RUNTIME;
+    }
+    /* every knob too, so that a report can group runs by any of them */
+    size_t np = nextra + sq_scheme_nknobs;
+    sq_store_kv *all = calloc(np, sizeof *all);
+    char (*vals)[64] = calloc(sq_scheme_nknobs, sizeof *vals);
+    if (!all || !vals) {
+        free(all), free(vals);
+        fprintf(stderr, "shardq %s: out of memory\n", cmd);
+        return CLI_RUNTIME;
+    }
+    if (nextra) memcpy(all, extra, nextra * sizeof *all);
+    for (size_t k = 0; k < sq_scheme_nknobs; k++) {
+        sq_scheme_get(scheme, sq_scheme_knobs[k].key, vals[k], sizeof vals[k]);
+        all[nextra + k].key = sq_scheme_knobs[k].key;
+        all[nextra + k].value = vals[k];
+    }
+    int b = sq_store_run_begin(*store, info, all, np, run, err, sizeof err);
+    free(all), free(vals);
+    if (b == SQ_STORE_STARTED) return CLI_OK;
+    if (b == SQ_STORE_DONE) {
+        if (!quiet) printf("already done: run %lld in %s\n", (long long)*run, db);
+    } else if (b == SQ_STORE_BUSY) {
+        if (!quiet)
+            fprintf(stderr, "shardq %s: run %lld with this key is under way in another "
+                    "process\n", cmd, (long long)*run);
+    } else {
+        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+    }
+    sq_store_close(*store);
+    *store = NULL;
+    *run = 0;
+    return b == SQ_STORE_DONE ? CLI_OK : b == SQ_STORE_BUSY ? CLI_BUSY : CLI_RUNTIME;
+}
+
+double cli_bits_per_elem(const sq_bytes_row *b)
+{
+    return b->sent_elems ? 8.0 * (double)(b->sent_codes + b->sent_meta) / (double)b->sent_elems
+                         : NAN;
+}
+
+void cli_print_bytes(const sq_bytes_row *rows)
+{
+    for (int c = 0; c < SQ_NCOLL; c++)
+        for (int l = 0; l < SQ_NLINK; l++) {
+            const sq_bytes_row *b = &rows[c * SQ_NLINK + l];
+            if (!b->sent_elems) continue;
+            printf("  %-19s %-6s %14llu bytes  %.4f bits/elem\n", b->collective, b->link,
+                   (unsigned long long)(b->sent_codes + b->sent_meta), cli_bits_per_elem(b));
+        }
+}
+
+void cli_json_bytes(const sq_bytes_row *rows)
+{
+    printf("{");
+    for (int c = 0; c < SQ_NCOLL; c++) {
+        printf("%s\"%s\":{", c ? "," : "", sq_coll_name(c));
+        for (int l = 0; l < SQ_NLINK; l++) {
+            const sq_bytes_row *b = &rows[c * SQ_NLINK + l];
+            printf("%s\"%s\":{\"sent_codes\":%llu,\"sent_meta\":%llu,\"recv_bytes\":%llu,"
+                   "\"elements\":%llu,\"messages\":%llu,\"bits_per_element\":",
+                   l ? "," : "", sq_link_name(l), (unsigned long long)b->sent_codes,
+                   (unsigned long long)b->sent_meta,
+                   (unsigned long long)(b->recv_codes + b->recv_meta),
+                   (unsigned long long)b->sent_elems, (unsigned long long)b->messages);
+            cli_json_num(cli_bits_per_elem(b));
+            printf("}");
+        }
+        printf("}");
+    }
+    printf("}");
 }
 
 const char *cli_default_db(void)

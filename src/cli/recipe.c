@@ -168,18 +168,29 @@ void recipe_free(recipe *r)
     for (size_t i = 0; i < r->nruns; i++) {
         recipe_run *x = &r->runs[i];
         free(x->grid), free(x->preset), free(x->trace), free(x->workers), free(x->device);
-        free(x->paths), free(x->key), free(x->label);
+        free(x->paths), free(x->key), free(x->label), free(x->corpus);
         for (int k = 0; k < x->nsets; k++) free(x->sets[k]);
-        free(x->sets);
+        for (int k = 0; k < x->nopts; k++) free(x->opts[k]);
+        free(x->sets), free(x->opts);
     }
     free(r->runs), free(r->path), free(r->name), free(r->first_invalid);
     memset(r, 0, sizeof *r);
 }
 
-enum { K_TRACE, K_WORKERS, K_SEEDS, K_PRESETS, K_DEVICE, K_PATHS, K_STEPS, K_KNOB };
+enum { K_TRACE, K_WORKERS, K_SEEDS, K_PRESETS, K_DEVICE, K_PATHS, K_STEPS, K_CORPUS, K_TRAIN,
+       K_KNOB };
+
+/* The options of `shardq train` a recipe may set (passed as --KEY=VALUE,
+** checked by the run itself). */
+static const char *const train_keys[] = {
+    "layers", "channels", "heads", "context", "seq", "batch", "lr", "min-lr", "warmup",
+    "beta1", "beta2", "eps", "weight-decay", "clip", "eval-every", "eval-seqs"};
 
 static int key_kind(const char *k)
 {
+    if (!strcmp(k, "corpus")) return K_CORPUS;
+    for (size_t i = 0; i < sizeof train_keys / sizeof *train_keys; i++)
+        if (!strcmp(k, train_keys[i])) return K_TRAIN;
     if (!strcmp(k, "trace") || !strcmp(k, "traces")) return K_TRACE;
     if (!strcmp(k, "workers")) return K_WORKERS;
     if (!strcmp(k, "seed") || !strcmp(k, "seeds")) return K_SEEDS;
@@ -202,6 +213,17 @@ static char *dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
     return strndup(path, slash ? (size_t)(slash - path + 1) : 0);
+}
+
+/* path relative to the recipe's directory dir, unless absolute or given
+** on the command line (verbatim). */
+static char *resolve(const char *dir, const char *path, int verbatim)
+{
+    if (path[0] == '/' || verbatim) return strdup(path);
+    size_t len = strlen(dir) + strlen(path) + 1;
+    char *p = malloc(len);
+    if (p) snprintf(p, len, "%s%s", dir, path);
+    return p;
 }
 
 static int add_run(recipe *r, recipe_run *x)
@@ -228,13 +250,29 @@ static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, con
     x.paths = strdup("grad,weight");
     x.seed = 1;
     x.sets = calloc(nd ? nd : 1, sizeof *x.sets);
-    const char *trace = trace_override;
+    x.opts = calloc(nd ? nd : 1, sizeof *x.opts);
+    const char *trace = trace_override, *corpus = NULL;
     int rc = -1;
-    if (!x.grid || !x.preset || !x.device || !x.paths || !x.sets) goto oom;
+    if (!x.grid || !x.preset || !x.device || !x.paths || !x.sets || !x.opts) goto oom;
     for (size_t d = 0; d < nd; d++) {
         const char *v = dims[d].values.v[idx[d]];
         char **slot = NULL;
-        switch (dims[d].kind) {
+        int kind = dims[d].kind;
+        if (r->train ? kind == K_TRACE || kind == K_PATHS : kind == K_CORPUS || kind == K_TRAIN) {
+            sq_set_err(err, errlen, "%s: [%s] %s: not a key of a %s sweep%s", r->path, grid,
+                       dims[d].key, r->train ? "train" : "replay",
+                       r->train ? "" : " (command = train makes one)");
+            goto fail;
+        }
+        switch (kind) {
+        case K_CORPUS: corpus = v; break;
+        case K_TRAIN: {
+            size_t len = strlen(dims[d].key) + strlen(v) + 4;
+            x.opts[x.nopts] = malloc(len);
+            if (!x.opts[x.nopts]) goto oom;
+            snprintf(x.opts[x.nopts++], len, "--%s=%s", dims[d].key, v);
+            break;
+        }
         case K_TRACE: if (!trace_override) trace = v; break;
         case K_WORKERS: {
             sq_topo t;
@@ -294,20 +332,16 @@ static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, con
             if (!*slot) goto oom;
         }
     }
-    if (!trace) {
+    if (r->train) trace = NULL;
+    if (!trace && !r->train) {
         sq_set_err(err, errlen, "%s: [%s]: no trace (give trace = PATH, or --trace)", r->path,
                    grid);
         goto fail;
     }
-    /* a relative trace is relative to the recipe, not to the current directory */
-    if (trace[0] != '/' && trace != trace_override) {
-        size_t len = strlen(dir) + strlen(trace) + 1;
-        x.trace = malloc(len);
-        if (x.trace) snprintf(x.trace, len, "%s%s", dir, trace);
-    } else {
-        x.trace = strdup(trace);
-    }
-    if (!x.trace) goto oom;
+    /* a relative trace or corpus is relative to the recipe, not to the
+    ** current directory */
+    if (trace && !(x.trace = resolve(dir, trace, trace == trace_override))) goto oom;
+    if (corpus && !(x.corpus = resolve(dir, corpus, 0))) goto oom;
     /* the scheme: an unknown preset or knob is the recipe's error; a
     ** combination the world cannot run is left out and counted */
     sq_scheme sc;
@@ -333,19 +367,25 @@ static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, con
     }
     char canon[SQ_SCHEME_STRLEN];
     sq_scheme_format(&sc, canon, sizeof canon);
-    char *real = realpath(x.trace, NULL);
+    const char *input = r->train ? x.corpus : x.trace;
+    char *real = input ? realpath(input, NULL) : NULL;
     size_t klen = strlen(r->name) + strlen(x.preset) + strlen(canon) + 4096 +
-                  strlen(real ? real : x.trace);
+                  strlen(real ? real : input ? input : "default");
+    for (int k = 0; k < x.nopts; k++) klen += strlen(x.opts[k]) + 1;
     x.key = malloc(klen);
     x.label = malloc(1024);
     if (!x.key || !x.label) {
         free(real);
         goto oom;
     }
-    snprintf(x.key, klen, "sweep=%s;preset=%s;scheme=%s;trace=%s;workers=%s;seed=%llu;"
-             "device=%s;paths=%s;steps=%llu",
-             r->name, x.preset, canon, real ? real : x.trace, x.workers ? x.workers : "default",
-             (unsigned long long)x.seed, x.device, x.paths, (unsigned long long)x.steps);
+    int kl = snprintf(x.key, klen, "sweep=%s;%spreset=%s;scheme=%s;%s=%s;workers=%s;seed=%llu;"
+                      "device=%s;paths=%s;steps=%llu",
+                      r->name, r->train ? "command=train;" : "", x.preset, canon,
+                      r->train ? "corpus" : "trace", real ? real : input ? input : "default",
+                      x.workers ? x.workers : "default", (unsigned long long)x.seed, x.device,
+                      r->train ? "-" : x.paths, (unsigned long long)x.steps);
+    for (int k = 0; k < x.nopts; k++)
+        kl += snprintf(x.key + kl, klen - (size_t)kl, ";%s", x.opts[k] + 2);
     free(real);
     int used = snprintf(x.label, 1024, "%s %s", grid, x.preset);
     for (int k = 0; k < x.nsets && used < 1000; k++)
@@ -361,9 +401,10 @@ oom:
     sq_set_err(err, errlen, "%s: out of memory", r->path);
 fail:
     free(x.grid), free(x.preset), free(x.trace), free(x.workers), free(x.device), free(x.paths);
-    free(x.key), free(x.label);
+    free(x.key), free(x.label), free(x.corpus);
     for (int k = 0; k < x.nsets; k++) free(x.sets[k]);
-    free(x.sets);
+    for (int k = 0; k < x.nopts; k++) free(x.opts[k]);
+    free(x.sets), free(x.opts);
     return rc;
 }
 
@@ -385,7 +426,7 @@ static int expand_grid(recipe *r, const section *defaults, const section *grid, 
         if (!s) continue;
         for (size_t i = 0; i < s->n; i++) {
             const char *k = s->e[i].key;
-            if (!strcmp(k, "name") || !strcmp(k, "jobs")) {
+            if (!strcmp(k, "name") || !strcmp(k, "jobs") || !strcmp(k, "command")) {
                 if (pass) {
                     sq_set_err(err, errlen, "%s: [%s] %s: belongs in [sweep]", r->path, s->name,
                                k);
@@ -397,7 +438,9 @@ static int expand_grid(recipe *r, const section *defaults, const section *grid, 
             size_t at = nd;
             /* a grid's key replaces the default of the same meaning */
             for (size_t d = 0; d < nd; d++)
-                if (kind == K_KNOB ? !strcmp(dims[d].key, k) : dims[d].kind == kind) at = d;
+                if (kind == K_KNOB || kind == K_TRAIN ? !strcmp(dims[d].key, k)
+                                                      : dims[d].kind == kind)
+                    at = d;
             if (at < nd) vlist_free(&dims[at].values);
             else nd++;
             dims[at].key = k;
@@ -470,6 +513,15 @@ int recipe_load(const char *path, const char *trace_override, recipe *r, char *e
     const char *name = NULL;
     for (size_t i = 0; i < sweep->n; i++) {
         if (!strcmp(sweep->e[i].key, "name")) name = sweep->e[i].value;
+        if (!strcmp(sweep->e[i].key, "command")) {
+            const char *v = sweep->e[i].value;
+            if (strcmp(v, "train") && strcmp(v, "replay")) {
+                sq_set_err(err, errlen, "%s: [sweep] command: '%s': expected replay or train",
+                           path, v);
+                goto done;
+            }
+            r->train = !strcmp(v, "train");
+        }
         if (!strcmp(sweep->e[i].key, "jobs")) {
             char *end;
             long j = strtol(sweep->e[i].value, &end, 10);

@@ -14,7 +14,11 @@
 **
 ** Keys: trace, workers, seeds, presets, device, paths (grad, weight or
 ** both), steps, and any scheme knob; a value is a comma-separated list, and
-** A..B is the integers from A to B. A grid's keys override the [sweep]
+** A..B is the integers from A to B.
+**
+** With `command = train` in [sweep], each configuration is a `shardq train`
+** instead: no trace nor paths, but corpus and every training option of
+** `shardq train --help` (layers, channels, lr, eval-every, ...) as keys. A grid's keys override the [sweep]
 ** section's. Without [grid] sections the [sweep] section is the one grid.
 ** The runs come out in a fixed order: grid by grid, keys in file order,
 ** the last key varying fastest.
@@ -27,7 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One configuration of the grid: a `shardq replay` invocation. */
+/* One configuration of the grid: a `shardq replay` (or `shardq train`)
+** invocation. */
 typedef struct recipe_run {
     char *grid;     /* the [grid NAME] it came from */
     char *preset;
@@ -38,7 +43,10 @@ typedef struct recipe_run {
     uint64_t seed;
     char *device;
     char *paths;    /* "grad", "weight" or "grad,weight" */
-    uint64_t steps; /* 0: all */
+    uint64_t steps; /* 0: all (replay), the default (train) */
+    char *corpus;   /* train: resolved against the recipe's directory; NULL: default */
+    char **opts;    /* train: "--option=value" */
+    int nopts;
     char *key;      /* identity in the database: sweep name + every setting */
     char *label;    /* short text for progress lines */
 } recipe_run;
@@ -46,7 +54,8 @@ typedef struct recipe_run {
 typedef struct recipe {
     char *path;
     char *name;
-    int jobs;            /* 0: one per core */
+    int jobs;            /* 0: one per core (replay), 1 (train) */
+    int train;           /* command = train */
     recipe_run *runs;
     size_t nruns;
     size_t ninvalid;     /* combinations whose scheme does not validate, left out */

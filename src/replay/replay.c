@@ -44,17 +44,20 @@ typedef struct step_acc {
 /* Buffers of one param's replay. */
 typedef struct param_bufs {
     float *g, *shard, *wcur, *what, *what0, *tmp;
+    float *red; /* the whole reduced gradient, when a sink wants it */
     double *g64, *exact;
 } param_bufs;
 
 static void free_bufs(param_bufs *b)
 {
     free(b->g), free(b->shard), free(b->wcur), free(b->what), free(b->what0), free(b->tmp);
+    free(b->red);
     free(b->g64), free(b->exact);
     memset(b, 0, sizeof *b);
 }
 
-static int alloc_bufs(param_bufs *b, uint64_t n, uint64_t shard, uint64_t padded, int weights)
+static int alloc_bufs(param_bufs *b, uint64_t n, uint64_t shard, uint64_t padded, int weights,
+                      int whole_grad)
 {
     memset(b, 0, sizeof *b);
     size_t nn = (size_t)n, ns = (size_t)shard;
@@ -63,6 +66,7 @@ static int alloc_bufs(param_bufs *b, uint64_t n, uint64_t shard, uint64_t padded
     b->exact = malloc((size_t)padded * sizeof *b->exact);
     b->shard = malloc(ns * sizeof *b->shard);
     b->tmp = malloc((nn > ns ? nn : ns) * sizeof *b->tmp);
+    if (whole_grad && !(b->red = malloc((size_t)padded * sizeof *b->red))) return -1;
     if (weights) {
         b->wcur = malloc(nn * sizeof *b->wcur);
         b->what = malloc(nn * sizeof *b->what);
@@ -83,7 +87,7 @@ typedef struct replay_state {
     size_t nsteps;
     sq_erracc total[2];
     uint64_t clipped[2], clip_n[2];
-    sq_link_traffic traffic[SQ_NCOLL][SQ_NLINK];
+    sq_traffic traffic;
     size_t done, units;
 } replay_state;
 
@@ -108,6 +112,17 @@ static void count_read(replay_state *st, const sq_trace_step *ts, int worker, si
 }
 
 /* The gradient path of param p at step index s: stats into *e. */
+/* The sink's tensor callback, if any. */
+static int give_tensor(replay_state *st, uint32_t step, size_t p, int path, const float *x,
+                       char *err, size_t errlen)
+{
+    if (!st->sink || !st->sink->tensor) return 0;
+    if (st->sink->tensor(st->sink->ctx, step, p, path, x, st->t->params[p].n) == 0) return 0;
+    sq_set_err(err, errlen, "param '%s', step %u: stopped by the caller", st->t->params[p].name,
+               (unsigned)step);
+    return -1;
+}
+
 static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p, param_bufs *b,
                      sq_erracc *e, uint64_t *clipped, char *err, size_t errlen)
 {
@@ -151,9 +166,10 @@ static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p,
         uint64_t first = (uint64_t)r * S;
         uint64_t len = first >= n ? 0 : (n - first < S ? n - first : S);
         sq_erracc_add(e, b->shard, b->exact + first, len);
+        if (b->red) memcpy(b->red + first, b->shard, (size_t)S * sizeof *b->red);
     }
     add_timing(st, T_STATS, now_s() - t0, 0);
-    return 0;
+    return b->red ? give_tensor(st, ts->step, p, SQ_REPLAY_GRAD, b->red, err, errlen) : 0;
 world_fail:
     sq_set_err(err, errlen, "%s", sq_world_error(w));
     return -1;
@@ -176,7 +192,7 @@ static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t 
         /* the full-precision broadcast that starts training */
         if (sq_world_init_weights(w, b->wcur)) goto world_fail;
         memcpy(b->what0, b->wcur, (size_t)n * sizeof *b->what0);
-        return 0;
+        return give_tensor(st, ts->step, p, SQ_REPLAY_WEIGHT, b->what0, err, errlen);
     }
     if (!sq_wire_raw(&sc->weight) && N > 1) {
         if (sc->weight_mode == SQ_WEIGHT_DIFF)
@@ -209,7 +225,7 @@ static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t 
     sq_erracc_add(e, b->what0, b->g64, n);
     add_timing(st, T_STATS, now_s() - t0, 0);
     *did = 1;
-    return 0;
+    return give_tensor(st, ts->step, p, SQ_REPLAY_WEIGHT, b->what0, err, errlen);
 world_fail:
     sq_set_err(err, errlen, "%s", sq_world_error(w));
     return -1;
@@ -251,7 +267,7 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
     sq_stat_row *rows = calloc(2 * st->nsteps, sizeof *rows);
     int rc = -1;
     if (!rows || alloc_bufs(&b, t->params[p].n, sq_world_shard(w), sq_world_padded(w),
-                            do_weight)) {
+                            do_weight, do_grad && st->sink && st->sink->tensor)) {
         sq_set_err(err, errlen, "param '%s': out of memory for %llu elements x %d workers",
                    t->params[p].name, (unsigned long long)t->params[p].n,
                    sq_world_workers(w));
@@ -305,17 +321,7 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
         st->done++;
         if (st->sink && st->sink->progress) st->sink->progress(st->sink->ctx, st->done, st->units);
     }
-    for (int r = 0; r < N; r++) {
-        const sq_traffic *tr = sq_world_traffic(w, r);
-        for (int c = 0; c < SQ_NCOLL; c++)
-            for (int l = 0; l < SQ_NLINK; l++) {
-                const sq_link_traffic *x = &tr->t[c][l];
-                sq_link_traffic *y = &st->traffic[c][l];
-                y->sent_codes += x->sent_codes, y->sent_meta += x->sent_meta;
-                y->recv_codes += x->recv_codes, y->recv_meta += x->recv_meta;
-                y->sent_elems += x->sent_elems, y->messages += x->messages;
-            }
-    }
+    sq_world_add_traffic(w, &st->traffic);
     if (cfg->tensor_rows && emit(st, rows, nrows, err, errlen)) goto fail;
     rc = 0;
 fail:
@@ -398,15 +404,7 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
     out->weight = sq_erracc_finish(&st.total[1]);
     out->grad_clipped = frac(st.clipped[0], st.clip_n[0]);
     out->weight_clipped = frac(st.clipped[1], st.clip_n[1]);
-    for (int c = 0; c < SQ_NCOLL; c++)
-        for (int l = 0; l < SQ_NLINK; l++) {
-            const sq_link_traffic *x = &st.traffic[c][l];
-            out->bytes[c * SQ_NLINK + l] = (sq_bytes_row){
-                .collective = sq_coll_name(c), .link = sq_link_name(l),
-                .sent_codes = x->sent_codes, .sent_meta = x->sent_meta,
-                .recv_codes = x->recv_codes, .recv_meta = x->recv_meta,
-                .sent_elems = x->sent_elems, .messages = x->messages};
-        }
+    sq_bytes_rows(&st.traffic, out->bytes);
     rc = 0;
 done:
     free(st.acc);

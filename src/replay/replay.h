@@ -59,6 +59,12 @@ typedef struct sq_replay_sink {
     int (*rows)(void *ctx, const sq_stat_row *rows, size_t n, char *err, size_t errlen);
     /* done of total (param, step) units */
     void (*progress)(void *ctx, size_t done, size_t total);
+    /* what the collectives produced, for checks against a training run:
+    ** path SQ_REPLAY_GRAD, the reduced gradient of param p at trace step
+    ** `step` (the partitions in worker order, n elements); SQ_REPLAY_WEIGHT,
+    ** the reconstructed weights w-hat after that step's all-gather (the
+    ** first step's: its own weights). A non-zero return stops the replay. */
+    int (*tensor)(void *ctx, uint32_t step, size_t p, int path, const float *x, uint64_t n);
 } sq_replay_sink;
 
 #define SQ_REPLAY_NTIMINGS 4 /* read, grad_reducescatter, weight_allgather, stats */

@@ -11,6 +11,7 @@
 #include "store/store.h"
 #include "shardq.h"
 #include "trace/wfile.h"
+#include "world/world.h"
 
 #include <sqlite3.h>
 
@@ -112,8 +113,24 @@ static const char schema_v1[] =
     "  PRIMARY KEY(run_id, op)\n"
     ") STRICT;\n";
 
+/* Version 1 -> 2: training runs. One row per optimizer step: the training
+** loss of that step's global batch, and the validation loss where the step
+** evaluated one (NULL elsewhere), so a loss curve is one SELECT. */
+static const char schema_v2[] =
+    "CREATE TABLE train_steps(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  tokens INTEGER NOT NULL,\n"
+    "  loss REAL NOT NULL,\n"
+    "  val_loss REAL,\n"
+    "  lr REAL NOT NULL,\n"
+    "  grad_norm REAL NOT NULL,\n"
+    "  seconds REAL NOT NULL,\n"
+    "  PRIMARY KEY(run_id, step)\n"
+    ") STRICT;\n";
+
 /* migrations[i] takes user_version i to i + 1. */
-static const char *const migrations[SQ_STORE_VERSION] = {schema_v1};
+static const char *const migrations[SQ_STORE_VERSION] = {schema_v1, schema_v2};
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -618,6 +635,52 @@ int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t
     sqlite3_finalize(tst);
     if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
     return commit(s, err, errlen);
+}
+
+int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n, char *err,
+                       size_t errlen)
+{
+    static const char sql[] =
+        "INSERT INTO train_steps(run_id, step, tokens, loss, val_loss, lr, grad_norm, seconds)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    for (size_t i = 0; i < n; i++)
+        if (too_big(rows[i].step) || too_big(rows[i].tokens)) {
+            sq_set_err(err, errlen, "%s: run %lld: step or token count larger than 2^63-1",
+                       s->path, (long long)run);
+            return -1;
+        }
+    if (begin(s, err, errlen)) return -1;
+    sqlite3_stmt *st = NULL;
+    int rc = run_exists(s, run);
+    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        const sq_train_row *r = &rows[i];
+        sqlite3_bind_int64(st, 1, run);
+        sqlite3_bind_int64(st, 2, (int64_t)r->step);
+        sqlite3_bind_int64(st, 3, (int64_t)r->tokens);
+        bind_real(st, 4, r->loss);
+        bind_real(st, 5, r->val_loss);
+        bind_real(st, 6, r->lr);
+        bind_real(st, 7, r->grad_norm);
+        bind_real(st, 8, r->seconds);
+        rc = step_done(st);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
+    return commit(s, err, errlen);
+}
+
+void sq_bytes_rows(const sq_traffic *sum, sq_bytes_row *rows)
+{
+    for (int c = 0; c < SQ_NCOLL; c++)
+        for (int l = 0; l < SQ_NLINK; l++) {
+            const sq_link_traffic *x = &sum->t[c][l];
+            rows[c * SQ_NLINK + l] = (sq_bytes_row){
+                .collective = sq_coll_name(c), .link = sq_link_name(l),
+                .sent_codes = x->sent_codes, .sent_meta = x->sent_meta,
+                .recv_codes = x->recv_codes, .recv_meta = x->recv_meta,
+                .sent_elems = x->sent_elems, .messages = x->messages};
+        }
 }
 
 static int insert_bytes(sq_store *s, int64_t run, const sq_bytes_row *b, size_t n)

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* The schema version this build writes (PRAGMA user_version). */
-#define SQ_STORE_VERSION 1
+#define SQ_STORE_VERSION 2
 /* The busy timeout when none is given: how long a writer waits for another. */
 #define SQ_STORE_BUSY_MS 10000
 
@@ -107,6 +107,20 @@ typedef struct sq_stat_row {
 int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t n, char *err,
                        size_t errlen);
 
+/* One optimizer step of a training run (the train_steps table). */
+typedef struct sq_train_row {
+    uint64_t step;
+    uint64_t tokens;   /* tokens seen up to and including this step */
+    double loss;       /* training loss of the step's global batch */
+    double val_loss;   /* NaN when the step did not evaluate (stored NULL) */
+    double lr;
+    double grad_norm;  /* of the reduced gradient, before clipping */
+    double seconds;    /* wall time since the run started */
+} sq_train_row;
+
+int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n, char *err,
+                       size_t errlen);
+
 /* Bytes of one collective on one link level, summed over workers, steps and
 ** tensors (the bytes table). */
 typedef struct sq_bytes_row {
@@ -114,6 +128,10 @@ typedef struct sq_bytes_row {
     const char *link;       /* sq_link_name: "intra", "inter" */
     uint64_t sent_codes, sent_meta, recv_codes, recv_meta, sent_elems, messages;
 } sq_bytes_row;
+
+/* The rows of a traffic total, collective by collective, link by link. */
+struct sq_traffic;
+void sq_bytes_rows(const struct sq_traffic *sum, sq_bytes_row *rows /* SQ_NCOLL * SQ_NLINK */);
 
 /* Time spent in one operation (the timings table). */
 typedef struct sq_timing_row {

@@ -323,6 +323,19 @@ const sq_traffic *sq_world_traffic(const sq_world *w, int r)
     return (r >= 0 && r < w->N) ? &w->traffic[r] : NULL;
 }
 
+void sq_world_add_traffic(const sq_world *w, sq_traffic *sum)
+{
+    for (int r = 0; r < w->N; r++)
+        for (int c = 0; c < SQ_NCOLL; c++)
+            for (int l = 0; l < SQ_NLINK; l++) {
+                const sq_link_traffic *x = &w->traffic[r].t[c][l];
+                sq_link_traffic *y = &sum->t[c][l];
+                y->sent_codes += x->sent_codes, y->sent_meta += x->sent_meta;
+                y->recv_codes += x->recv_codes, y->recv_meta += x->recv_meta;
+                y->sent_elems += x->sent_elems, y->messages += x->messages;
+            }
+}
+
 void sq_world_reset_traffic(sq_world *w) { memset(w->traffic, 0, (size_t)w->N * sizeof *w->traffic); }
 
 /* ------------------------------------------------------------------------ */

@@ -197,6 +197,8 @@ int sq_world_get_grad_shard(sq_world *w, int r, float *host_out);
 
 /* What each worker sent and received since the last reset (r < N). */
 const sq_traffic *sq_world_traffic(const sq_world *w, int r);
+/* Adds every worker's traffic to *sum (the world's total, or many worlds'). */
+void sq_world_add_traffic(const sq_world *w, sq_traffic *sum);
 void sq_world_reset_traffic(sq_world *w);
 
 /* The collective the gradient path really runs on this topology (the

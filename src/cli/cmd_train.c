@@ -1,0 +1,536 @@
+/*
+** cmd_train.c -- `shardq train`: the byte-level GPT trained under a scheme
+** on K x G emulated workers (trainer.h does the work); losses, bytes and
+** timings into the database, optionally a trace of the run.
+*/
+#include "cli.h"
+#include "progress.h"
+#include "store/store.h"
+#include "train/trainer.h"
+
+#include <cjson/cJSON.h>
+
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char train_usage[] =
+    "usage: shardq train [options]\n"
+    "\n"
+    "Trains a byte-level GPT-2-style model on a text corpus under a quantization\n"
+    "scheme, with sharded data parallelism emulated on K x G workers: every\n"
+    "worker computes the gradient of its own micro-batch at its reconstructed\n"
+    "weights, the gradients go through the scheme's reduce-scatter, each worker\n"
+    "updates its fp32 master shard with AdamW, and the new weights go through\n"
+    "the scheme's all-gather. For a seed, every scheme starts from the same\n"
+    "model and sees the same batches in the same order.\n"
+    "\n"
+    "The training loss of every step and the validation loss every E steps go\n"
+    "to the database (db export train_steps), with the bytes per link level.\n"
+    "\n"
+    "data and schedule:\n"
+    "  --corpus PATH      a text file or a directory of them (default\n"
+    "                     $SHARDQ_CORPUS, else " SQ_CORPUS_DEFAULT ",\n"
+    "                     the text of Debian's fortunes package)\n"
+    "  --steps N          optimizer steps (default 300)\n"
+    "  --batch B          sequences per worker per step (default 2)\n"
+    "  --seq T            tokens per sequence (default 128, at most --context)\n"
+    "  --eval-every E     validation loss every E steps and after the last\n"
+    "                     (default 50; 0: after the last only)\n"
+    "  --eval-seqs N      validation sequences (default 64)\n"
+    "model:\n"
+    "  --layers L         transformer blocks (default 4)\n"
+    "  --channels C       width (default 128)\n"
+    "  --heads H          attention heads, dividing C (default 4)\n"
+    "  --context N        positions of the model (default 128)\n"
+    "optimizer (AdamW, Megatron's defaults):\n"
+    "  --lr X             peak learning rate (default 1e-3)\n"
+    "  --min-lr X         end of the cosine decay (default lr / 10)\n"
+    "  --warmup N         steps of linear warm-up (default steps / 10)\n"
+    "  --beta1 X, --beta2 X, --eps X   (default 0.9, 0.95, 1e-8)\n"
+    "  --weight-decay X   on matrices and embeddings (default 0.1)\n"
+    "  --clip X           global gradient-norm clipping (default 1; 0: off)\n"
+    "sharded world:\n"
+    "  --scheme NAME      a preset of 'shardq schemes' (default sdp4bit)\n"
+    "  --set KEY=VALUE    override one knob (repeatable)\n"
+    "  --workers KxG      K nodes x G workers (default 2x4)\n"
+    "  --device DEV       where the quantizers run: cpu (default), cuda, cuda:N\n"
+    "  --seed S           model init, data order and rounding, < 2^63 (default 1)\n"
+    "capture:\n"
+    "  --capture DIR      write a trace of the run to DIR (see 'shardq trace\n"
+    "                     --help'): the master weights and every worker's\n"
+    "                     gradient of the captured steps, fp32\n"
+    "  --capture-every S  capture steps 0, S, 2S, ... (default 1: every step)\n"
+    "output:\n"
+    "  --db FILE          the database (default $SHARDQ_DB, else shardq.db)\n"
+    "  --no-db            store nothing\n"
+    "  --busy-timeout MS  how long to wait for a locked database (default 10000)\n"
+    "  --key TEXT         identity of this run in a sweep (a run with this key\n"
+    "                     already done is not repeated)\n"
+    "  --sweep NAME       the sweep this run belongs to\n"
+    "  --json             print a JSON summary\n"
+    "  -q, --quiet        print nothing on success\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "The summary gives tokens/s and the GFLOP/s of the forward and backward\n"
+    "passes beside this machine's sgemm rate measured in the same run, and the\n"
+    "share of the step time that the emulated collectives take.\n"
+    "\n"
+    "Exit status: 0 done (or already done under --key), 1 error (a missing\n"
+    "corpus, a diverged loss, a failed write), 2 usage, 75 the --key is being\n"
+    "run by another live process.\n";
+
+/* What the sink writes to and shows. */
+typedef struct sink_ctx {
+    sq_store *store;
+    int64_t run;
+    sq_progress *bar;
+    int lines;              /* print a line at each evaluation */
+    sq_train_row rows[32];  /* rows not yet stored */
+    size_t nrows;
+    uint64_t step_tokens;
+} sink_ctx;
+
+static int flush_rows(sink_ctx *c, char *err, size_t errlen)
+{
+    if (!c->store || !c->nrows) return 0;
+    int rc = sq_store_add_train(c->store, c->run, c->rows, c->nrows, err, errlen);
+    c->nrows = 0;
+    return rc;
+}
+
+static int sink_step(void *ctx, const sq_train_row *row, char *err, size_t errlen)
+{
+    sink_ctx *c = ctx;
+    if (c->store) {
+        c->rows[c->nrows++] = *row;
+        /* rows go in batches, and at every evaluation */
+        if ((c->nrows == sizeof c->rows / sizeof c->rows[0] || !isnan(row->val_loss)) &&
+            flush_rows(c, err, errlen))
+            return -1;
+    }
+    if (c->lines && !isnan(row->val_loss)) {
+        sq_progress_pause(c->bar);
+        printf("step %6llu  loss %.4f  val %.4f  lr %.3g  norm %.3g  %.0f tokens/s\n",
+               (unsigned long long)row->step, row->loss, row->val_loss, row->lr, row->grad_norm,
+               row->seconds > 0 ? (double)row->tokens / row->seconds : 0.0);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static void sink_progress(void *ctx, uint32_t done, uint32_t total, double loss)
+{
+    sink_ctx *c = ctx;
+    (void)total, (void)loss;
+    sq_progress_update(c->bar, done);
+}
+
+/* The figures of the summary, computed once for text and JSON. */
+typedef struct figures {
+    double tokens_per_s;
+    double gflops_compute; /* over the forward + backward time */
+    double gflops_step;    /* over the whole loop */
+    double sgemm;          /* GFLOP/s of one sgemm of the model's shape */
+    double step_time;      /* the loop without evaluation and capture */
+    double overhead;       /* share of step_time in the collectives and the optimizer */
+    double collectives;    /* share of step_time in the two collectives */
+} figures;
+
+static figures compute_figures(const sq_train_result *r, double sgemm)
+{
+    figures f = {.sgemm = sgemm};
+    f.tokens_per_s = r->seconds > 0 ? (double)r->tokens / r->seconds : NAN;
+    f.gflops_compute = r->time[SQ_TT_COMPUTE] > 0 ? r->flops / r->time[SQ_TT_COMPUTE] / 1e9 : NAN;
+    f.gflops_step = r->seconds > 0 ? r->flops / r->seconds / 1e9 : NAN;
+    f.step_time = r->time[SQ_TT_COMPUTE] + r->time[SQ_TT_GRAD] + r->time[SQ_TT_OPTIM] +
+                  r->time[SQ_TT_WEIGHT];
+    f.collectives = f.step_time > 0 ? (r->time[SQ_TT_GRAD] + r->time[SQ_TT_WEIGHT]) / f.step_time
+                                    : NAN;
+    f.overhead = f.step_time > 0 ? (f.step_time - r->time[SQ_TT_COMPUTE]) / f.step_time : NAN;
+    return f;
+}
+
+static void print_text(const sq_train_result *r, const figures *f, const sq_train_config *c,
+                       const sq_corpus *corpus, const char *preset, const char *topo,
+                       const char *db, int64_t run)
+{
+    printf("trained a %d-layer, %d-wide GPT (%.2f M params) for %u steps on %s with %s on "
+           "%s\n", c->model.layers, c->model.channels, (double)r->elements / 1e6, r->steps,
+           corpus->path, preset, topo);
+    printf("  loss %.4f -> %.4f, validation %.4f\n", r->first_loss, r->final_loss, r->final_val);
+    printf("  %llu tokens in %.1f s: %.0f tokens/s; %.2f GFLOP/s in forward+backward "
+           "(%.2f over the whole step) beside sgemm %.2f GFLOP/s\n",
+           (unsigned long long)r->tokens, r->seconds, f->tokens_per_s, f->gflops_compute,
+           f->gflops_step, f->sgemm);
+    printf("  step time: compute %.1f%%, gradient reduce-scatter %.1f%%, optimizer %.1f%%, "
+           "weight all-gather %.1f%% (emulated collectives %.1f%%)\n",
+           100 * r->time[SQ_TT_COMPUTE] / f->step_time, 100 * r->time[SQ_TT_GRAD] / f->step_time,
+           100 * r->time[SQ_TT_OPTIM] / f->step_time, 100 * r->time[SQ_TT_WEIGHT] / f->step_time,
+           100 * f->collectives);
+    cli_print_bytes(r->bytes);
+    if (c->capture)
+        printf("  captured %u step%s into %s\n", r->captured, r->captured == 1 ? "" : "s",
+               c->capture);
+    if (run > 0) printf("  stored as run %lld in %s\n", (long long)run, db);
+}
+
+static void print_json(const sq_train_result *r, const figures *f, const sq_train_config *c,
+                       const sq_corpus *corpus, const char *preset, const char *scheme,
+                       const char *topo, int64_t run)
+{
+    printf("{\"run\":");
+    if (run > 0) printf("%lld", (long long)run);
+    else printf("null");
+    printf(",\"corpus\":");
+    cli_json_str(corpus->path);
+    printf(",\"preset\":");
+    cli_json_str(preset);
+    printf(",\"scheme\":");
+    cli_json_str(scheme);
+    printf(",\"workers\":\"%s\",\"seed\":%llu", topo, (unsigned long long)c->seed);
+    printf(",\"model\":{\"layers\":%d,\"channels\":%d,\"heads\":%d,\"context\":%d,"
+           "\"params\":%llu}", c->model.layers, c->model.channels, c->model.heads,
+           c->model.context, (unsigned long long)r->elements);
+    printf(",\"steps\":%u,\"tokens\":%llu,\"first_loss\":", r->steps,
+           (unsigned long long)r->tokens);
+    cli_json_num(r->first_loss);
+    printf(",\"final_loss\":");
+    cli_json_num(r->final_loss);
+    printf(",\"final_val_loss\":");
+    cli_json_num(r->final_val);
+    printf(",\"seconds\":%.6f,\"tokens_per_s\":", r->seconds);
+    cli_json_num(f->tokens_per_s);
+    printf(",\"gflops_compute\":");
+    cli_json_num(f->gflops_compute);
+    printf(",\"gflops_step\":");
+    cli_json_num(f->gflops_step);
+    printf(",\"sgemm_gflops\":");
+    cli_json_num(f->sgemm);
+    printf(",\"collective_share\":");
+    cli_json_num(f->collectives);
+    printf(",\"overhead_share\":");
+    cli_json_num(f->overhead);
+    printf(",\"captured\":%u,\"peak_rss_bytes\":%llu,\"time\":{", r->captured,
+           (unsigned long long)r->peak_rss);
+    for (int k = 0; k < SQ_TT_N; k++) printf("%s\"%s\":%.6f", k ? "," : "",
+                                             sq_train_time_names[k], r->time[k]);
+    printf("},\"bytes\":");
+    cli_json_bytes(r->bytes);
+    printf("}\n");
+}
+
+/* A float option as the decimal it was given as (0.001, not 0.0010000000474974513). */
+static double decimal(float x)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", (double)x);
+    return strtod(buf, NULL);
+}
+
+/* The configuration as JSON: the runs table's config, and the trace's model. */
+static char *config_json(const sq_train_config *c, const char *corpus, const char *preset,
+                         const char *scheme, const char *topo, const char *device, int model_only)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!model_only) cJSON_AddStringToObject(o, "command", "train");
+    cJSON_AddStringToObject(o, "kind", "gpt");
+    cJSON_AddNumberToObject(o, "layers", c->model.layers);
+    cJSON_AddNumberToObject(o, "channels", c->model.channels);
+    cJSON_AddNumberToObject(o, "heads", c->model.heads);
+    cJSON_AddNumberToObject(o, "context", c->model.context);
+    cJSON_AddNumberToObject(o, "vocab", SQ_GPT_VOCAB);
+    cJSON_AddStringToObject(o, "corpus", corpus);
+    cJSON_AddNumberToObject(o, "batch", c->batch);
+    cJSON_AddNumberToObject(o, "seq", c->seq);
+    cJSON_AddNumberToObject(o, "steps", c->steps);
+    cJSON_AddNumberToObject(o, "lr", decimal(c->lr.lr));
+    cJSON_AddNumberToObject(o, "min_lr", decimal(c->lr.min_lr));
+    cJSON_AddNumberToObject(o, "warmup", c->lr.warmup);
+    cJSON_AddNumberToObject(o, "beta1", decimal(c->adamw.beta1));
+    cJSON_AddNumberToObject(o, "beta2", decimal(c->adamw.beta2));
+    cJSON_AddNumberToObject(o, "eps", decimal(c->adamw.eps));
+    cJSON_AddNumberToObject(o, "weight_decay", decimal(c->adamw.weight_decay));
+    cJSON_AddNumberToObject(o, "clip", decimal(c->clip));
+    cJSON_AddStringToObject(o, "preset", preset);
+    cJSON_AddStringToObject(o, "scheme", scheme);
+    cJSON_AddStringToObject(o, "workers", topo);
+    /* a 64-bit seed as text: JSON numbers are doubles */
+    char seed[24];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
+    cJSON_AddStringToObject(o, "seed", seed);
+    if (!model_only) {
+        cJSON_AddStringToObject(o, "device", device);
+        cJSON_AddNumberToObject(o, "eval_every", c->eval_every);
+        cJSON_AddNumberToObject(o, "eval_seqs", c->eval_seqs);
+        if (c->capture) {
+            cJSON_AddStringToObject(o, "capture", c->capture);
+            cJSON_AddNumberToObject(o, "capture_every", c->capture_every);
+        }
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+enum {
+    O_CORPUS = 256, O_STEPS, O_BATCH, O_SEQ, O_EVAL_EVERY, O_EVAL_SEQS, O_LAYERS, O_CHANNELS,
+    O_HEADS, O_CONTEXT, O_LR, O_MIN_LR, O_WARMUP, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
+    O_SCHEME, O_SET, O_WORKERS, O_DEVICE, O_SEED, O_CAPTURE, O_CAPTURE_EVERY, O_DB, O_NODB,
+    O_BUSY, O_KEY, O_SWEEP, O_JSON
+};
+
+static const struct option longopts[] = {
+    {"corpus", required_argument, NULL, O_CORPUS},
+    {"steps", required_argument, NULL, O_STEPS},
+    {"batch", required_argument, NULL, O_BATCH},
+    {"seq", required_argument, NULL, O_SEQ},
+    {"eval-every", required_argument, NULL, O_EVAL_EVERY},
+    {"eval-seqs", required_argument, NULL, O_EVAL_SEQS},
+    {"layers", required_argument, NULL, O_LAYERS},
+    {"channels", required_argument, NULL, O_CHANNELS},
+    {"heads", required_argument, NULL, O_HEADS},
+    {"context", required_argument, NULL, O_CONTEXT},
+    {"lr", required_argument, NULL, O_LR},
+    {"min-lr", required_argument, NULL, O_MIN_LR},
+    {"warmup", required_argument, NULL, O_WARMUP},
+    {"beta1", required_argument, NULL, O_BETA1},
+    {"beta2", required_argument, NULL, O_BETA2},
+    {"eps", required_argument, NULL, O_EPS},
+    {"weight-decay", required_argument, NULL, O_WD},
+    {"clip", required_argument, NULL, O_CLIP},
+    {"scheme", required_argument, NULL, O_SCHEME},
+    {"set", required_argument, NULL, O_SET},
+    {"workers", required_argument, NULL, O_WORKERS},
+    {"device", required_argument, NULL, O_DEVICE},
+    {"seed", required_argument, NULL, O_SEED},
+    {"capture", required_argument, NULL, O_CAPTURE},
+    {"capture-every", required_argument, NULL, O_CAPTURE_EVERY},
+    {"db", required_argument, NULL, O_DB},
+    {"no-db", no_argument, NULL, O_NODB},
+    {"busy-timeout", required_argument, NULL, O_BUSY},
+    {"key", required_argument, NULL, O_KEY},
+    {"sweep", required_argument, NULL, O_SWEEP},
+    {"json", no_argument, NULL, O_JSON},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+/* An integer option into an int within [min, max]. */
+static int int_opt(const char *opt, const char *text, int min, int max, int *out)
+{
+    uint64_t v;
+    if (cli_parse_u64("train", opt, text, (uint64_t)max, &v)) return -1;
+    if ((int64_t)v < min) {
+        fprintf(stderr, "shardq train: %s: '%s' is below %d\n", opt, text, min);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int float_opt(const char *opt, const char *text, double min, double max, float *out)
+{
+    double v;
+    if (cli_parse_double("train", opt, text, min, max, &v)) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    const char *longnames[sizeof longopts / sizeof longopts[0]];
+    for (size_t i = 0; i < sizeof longopts / sizeof longopts[0]; i++)
+        longnames[i] = longopts[i].name;
+    sq_train_config c;
+    sq_train_defaults(&c);
+    const char *corpus_path = NULL, *preset = "sdp4bit", *workers = "2x4";
+    const char *device = "cpu", *db = cli_default_db(), *key = NULL, *sweep = NULL;
+    const char *sets[64];
+    int nsets = 0, json = 0, quiet = 0, nodb = 0, min_lr_given = 0, warmup_given = 0, ch;
+    uint64_t u, busy = SQ_STORE_BUSY_MS;
+    opterr = 0;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, ":hq", longopts, NULL)) != -1) {
+        int bad = 0;
+        switch (ch) {
+        case O_CORPUS: corpus_path = optarg; break;
+        case O_STEPS:
+            bad = cli_parse_u64("train", "--steps", optarg, 100000000, &u);
+            c.steps = (uint32_t)u;
+            break;
+        case O_BATCH: bad = int_opt("--batch", optarg, 1, 65536, &c.batch); break;
+        case O_SEQ: bad = int_opt("--seq", optarg, 1, 1 << 20, &c.seq); break;
+        case O_EVAL_EVERY:
+            bad = cli_parse_u64("train", "--eval-every", optarg, UINT32_MAX, &u);
+            c.eval_every = (uint32_t)u;
+            break;
+        case O_EVAL_SEQS: bad = int_opt("--eval-seqs", optarg, 1, 1 << 20, &c.eval_seqs); break;
+        case O_LAYERS: bad = int_opt("--layers", optarg, 1, 1024, &c.model.layers); break;
+        case O_CHANNELS: bad = int_opt("--channels", optarg, 1, 1 << 16, &c.model.channels); break;
+        case O_HEADS: bad = int_opt("--heads", optarg, 1, 1 << 16, &c.model.heads); break;
+        case O_CONTEXT: bad = int_opt("--context", optarg, 1, 1 << 20, &c.model.context); break;
+        case O_LR: bad = float_opt("--lr", optarg, 1e-12, 10, &c.lr.lr); break;
+        case O_MIN_LR:
+            bad = float_opt("--min-lr", optarg, 0, 10, &c.lr.min_lr);
+            min_lr_given = 1;
+            break;
+        case O_WARMUP:
+            bad = cli_parse_u64("train", "--warmup", optarg, 100000000, &u);
+            c.lr.warmup = (uint32_t)u;
+            warmup_given = 1;
+            break;
+        case O_BETA1: bad = float_opt("--beta1", optarg, 0, 0.999999, &c.adamw.beta1); break;
+        case O_BETA2: bad = float_opt("--beta2", optarg, 0, 0.999999, &c.adamw.beta2); break;
+        case O_EPS: bad = float_opt("--eps", optarg, 1e-30, 1, &c.adamw.eps); break;
+        case O_WD: bad = float_opt("--weight-decay", optarg, 0, 10, &c.adamw.weight_decay); break;
+        case O_CLIP: bad = float_opt("--clip", optarg, 0, 1e30, &c.clip); break;
+        case O_SCHEME: preset = optarg; break;
+        case O_SET:
+            if (nsets == 64) {
+                fprintf(stderr, "shardq train: --set: at most 64\n");
+                return CLI_USAGE;
+            }
+            sets[nsets++] = optarg;
+            break;
+        case O_WORKERS: workers = optarg; break;
+        case O_DEVICE:
+            bad = cli_check_device("train", optarg);
+            device = optarg;
+            break;
+        case O_SEED: bad = cli_parse_u64("train", "--seed", optarg, INT64_MAX, &c.seed); break;
+        case O_CAPTURE: c.capture = optarg; break;
+        case O_CAPTURE_EVERY:
+            bad = cli_parse_u64("train", "--capture-every", optarg, UINT32_MAX, &u);
+            c.capture_every = (uint32_t)u;
+            break;
+        case O_DB: db = optarg; break;
+        case O_NODB: nodb = 1; break;
+        case O_BUSY: bad = cli_parse_u64("train", "--busy-timeout", optarg, INT_MAX, &busy); break;
+        case O_KEY: key = optarg; break;
+        case O_SWEEP: sweep = optarg; break;
+        case O_JSON: json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': fputs(train_usage, stdout); return CLI_OK;
+        default: return cli_option_error("train", ch, argv, longnames);
+        }
+        if (bad) return CLI_USAGE;
+    }
+    if (cli_check_positional("train", argv + optind, argc - optind, 0, 0, "no arguments"))
+        return CLI_USAGE;
+    if (!min_lr_given) c.lr.min_lr = c.lr.lr / 10;
+    if (!warmup_given) c.lr.warmup = c.steps / 10;
+    if (cli_scheme("train", preset, sets, nsets, &c.scheme)) return CLI_USAGE;
+    char err[2048];
+    if (sq_topo_parse(workers, &c.topo, err, sizeof err)) {
+        fprintf(stderr, "shardq train: --workers: %s\n", err);
+        return CLI_USAGE;
+    }
+    c.device = device;
+    if (sq_train_validate(&c, NULL, err, sizeof err)) {
+        fprintf(stderr, "shardq train: %s\n", err);
+        return CLI_USAGE;
+    }
+    if (!corpus_path) {
+        const char *env = getenv("SHARDQ_CORPUS");
+        corpus_path = env && *env ? env : SQ_CORPUS_DEFAULT;
+        if (access(corpus_path, F_OK) != 0) {
+            fprintf(stderr, "shardq train: the default corpus %s is missing: install the Debian "
+                    "package fortunes (./bootstrap --deps does), or give a text file or "
+                    "directory with --corpus PATH\n", corpus_path);
+            return CLI_RUNTIME;
+        }
+    }
+    sq_corpus corpus;
+    if (sq_corpus_load(corpus_path, &corpus, err, sizeof err)) {
+        fprintf(stderr, "shardq train: %s\n", err);
+        return CLI_RUNTIME;
+    }
+    char topo[32], scheme[SQ_SCHEME_STRLEN];
+    snprintf(topo, sizeof topo, "%dx%d", c.topo.nodes, c.topo.per_node);
+    sq_scheme_format(&c.scheme, scheme, sizeof scheme);
+    char *config = config_json(&c, corpus_path, preset, scheme, topo, device, 0);
+    char *model = config_json(&c, corpus_path, preset, scheme, topo, device, 1);
+    c.capture_model = model;
+    sq_store *store = NULL;
+    int64_t run = 0;
+    int rc = CLI_RUNTIME;
+    sink_ctx sc = {0};
+    if (!config || !model) {
+        fprintf(stderr, "shardq train: out of memory\n");
+        goto done;
+    }
+    if (sq_train_validate(&c, &corpus, err, sizeof err)) {
+        fprintf(stderr, "shardq train: %s\n", err);
+        goto done;
+    }
+    if (!nodb) {
+        sq_run_info info = {.kind = "train", .key = key, .sweep = sweep, .config = config,
+                            .preset = preset, .scheme = scheme, .topo = topo, .device = device,
+                            .trace = c.capture, .seed = c.seed};
+        char v[8][32];
+        snprintf(v[0], sizeof v[0], "%d", c.model.layers);
+        snprintf(v[1], sizeof v[1], "%d", c.model.channels);
+        snprintf(v[2], sizeof v[2], "%d", c.model.heads);
+        snprintf(v[3], sizeof v[3], "%d", c.seq);
+        snprintf(v[4], sizeof v[4], "%d", c.batch);
+        snprintf(v[5], sizeof v[5], "%u", c.steps);
+        snprintf(v[6], sizeof v[6], "%.9g", (double)c.lr.lr);
+        snprintf(v[7], sizeof v[7], "%llu", (unsigned long long)sq_gpt_elements(&c.model));
+        sq_store_kv params[] = {{"model.layers", v[0]}, {"model.channels", v[1]},
+                                {"model.heads", v[2]},  {"train.seq", v[3]},
+                                {"train.batch", v[4]},  {"train.steps", v[5]},
+                                {"train.lr", v[6]},     {"model.params", v[7]},
+                                {"corpus", corpus_path}};
+        rc = cli_run_begin("train", db, (int)busy, &info, &c.scheme, params,
+                           sizeof params / sizeof params[0], quiet, &store, &run);
+        if (rc != CLI_OK || !store) goto done;
+        rc = CLI_RUNTIME;
+    }
+    sc.store = store;
+    sc.run = run;
+    sc.bar = quiet ? NULL : sq_progress_start("train", c.steps);
+    sc.lines = !quiet && !json;
+    sq_train_sink sink = {.ctx = &sc, .step = sink_step, .progress = sink_progress};
+    /* the bound beside which the GFLOP/s are read, measured before training
+    ** so that both run on the same machine in the same state */
+    double sgemm = sq_train_sgemm_gflops(&c.model, c.batch * c.seq, 0.3);
+    sq_train_result res;
+    int bad = sq_train_run(&c, &corpus, &sink, &res, err, sizeof err);
+    if (!bad) bad = flush_rows(&sc, err, sizeof err);
+    sq_progress_finish(sc.bar);
+    figures f = compute_figures(&res, sgemm);
+    sq_timing_row timings[SQ_TT_N];
+    for (int k = 0; k < SQ_TT_N; k++)
+        timings[k] = (sq_timing_row){.op = sq_train_time_names[k], .calls = res.steps,
+                                     .seconds = res.time[k]};
+    if (bad) {
+        fprintf(stderr, "shardq train: %s\n", err);
+        if (store) {
+            char err2[1024];
+            flush_rows(&sc, err2, sizeof err2);
+            if (sq_store_run_end(store, run, "failed", err, NULL, 0, timings, SQ_TT_N, err2,
+                                 sizeof err2))
+                fprintf(stderr, "shardq train: %s\n", err2);
+        }
+        goto done;
+    }
+    if (store && sq_store_run_end(store, run, "done", NULL, res.bytes, SQ_NCOLL * SQ_NLINK,
+                                  timings, SQ_TT_N, err, sizeof err)) {
+        fprintf(stderr, "shardq train: %s\n", err);
+        goto done;
+    }
+    if (json) print_json(&res, &f, &c, &corpus, preset, scheme, topo, run);
+    else if (!quiet) print_text(&res, &f, &c, &corpus, preset, topo, db, run);
+    rc = CLI_OK;
+done:
+    sq_store_close(store);
+    sq_corpus_free(&corpus);
+    free(config);
+    free(model);
+    return rc;
+}
