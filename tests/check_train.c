@@ -400,9 +400,13 @@ START_TEST(test_loss_falls)
             res.first_loss, res.final_loss, res.final_val, res.seconds,
             (double)res.tokens / res.seconds);
     ck_assert_msg(fabs(res.first_loss - log(256.0)) < 0.2, "initial loss %.4f", res.first_loss);
-    /* measured here: 3.36 and 3.26 */
-    ck_assert_msg(res.final_loss < 3.6, "final training loss %.4f", res.final_loss);
-    ck_assert_msg(res.final_val < 3.6, "final validation loss %.4f", res.final_val);
+    /* README.md changes with the project, so the bounds are on the fall,
+    ** with room: measured falls of 2.1 to 2.2 (training) and 1.9 to 2.2
+    ** (validation) over two versions of the text */
+    ck_assert_msg(res.final_loss < res.first_loss - 1.5, "training loss %.4f -> %.4f",
+                  res.first_loss, res.final_loss);
+    ck_assert_msg(res.final_val < res.first_loss - 1.0, "validation loss %.4f after %.4f",
+                  res.final_val, res.first_loss);
     ck_assert(!isnan(r.val[29]) && isnan(r.val[28]) && !isnan(r.val[59]));
     ck_assert_uint_eq(res.tokens, 60ull * 4 * 2 * 64);
     sq_corpus_free(&c);
