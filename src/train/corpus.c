@@ -45,16 +45,15 @@ static int read_text_file(const char *path, off_t size, text_buf *b, char *err, 
                    (long long)size);
         return -1;
     }
+    /* straight into the buffer; a file that grew since stat() grows it */
     size_t start = b->len, got;
-    uint8_t chunk[1 << 16];
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (buf_reserve(b, got)) {
+    while ((got = fread(b->data + b->len, 1, b->cap - b->len, f)) > 0) {
+        b->len += got;
+        if (b->len == b->cap && buf_reserve(b, 1 << 16)) {
             fclose(f);
             sq_set_err(err, errlen, "%s: out of memory", path);
             return -1;
         }
-        memcpy(b->data + b->len, chunk, got);
-        b->len += got;
     }
     int bad = ferror(f);
     fclose(f);

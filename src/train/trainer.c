@@ -296,22 +296,24 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, char
                               c->batch, c->seq);
         sq_gpt_backward(s->ws, (const float *const *)s->wptr, s->gptr);
         res->time[SQ_TT_COMPUTE] += now_s() - t0;
-        for (size_t p = 0; p < s->np; p++)
-            if (sq_find_nonfinite(s->gptr[p], (size_t)s->ps[p].n) < s->ps[p].n) {
-                sq_set_err(err, errlen, "step %u, worker %d: the gradient of '%s' is not "
-                           "finite (the loss diverged: lower --lr?)", (unsigned)t, r,
-                           s->meta[p].name);
+        t0 = now_s();
+        /* the world refuses a gradient that is not finite, naming the element */
+        for (size_t p = 0; p < s->np; p++) {
+            int rc = sq_world_put_grad(s->ps[p].w, r, s->gptr[p]);
+            if (rc == SQ_ERR_NONFINITE) {
+                sq_set_err(err, errlen, "step %u: param '%s': %s (the loss diverged: lower --lr?)",
+                           (unsigned)t, s->meta[p].name, sq_world_error(s->ps[p].w));
                 return -1;
             }
+            if (rc) return world_fail(s, p, err, errlen);
+        }
+        res->time[SQ_TT_GRAD] += now_s() - t0;
+        /* captured once the world took it: a trace holds finite gradients only */
         if (capture) {
             t0 = now_s();
             if (capture_file(s, t, r, s->gptr, err, errlen)) return -1;
             res->time[SQ_TT_CAPTURE] += now_s() - t0;
         }
-        t0 = now_s();
-        for (size_t p = 0; p < s->np; p++)
-            if (sq_world_put_grad(s->ps[p].w, r, s->gptr[p])) return world_fail(s, p, err, errlen);
-        res->time[SQ_TT_GRAD] += now_s() - t0;
     }
     *loss = sum / s->N;
     double t0 = now_s();
