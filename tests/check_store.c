@@ -256,7 +256,7 @@ START_TEST(test_schema)
                             "pragma_table_list WHERE schema = 'main' AND type = 'table' AND "
                             "name NOT LIKE 'sqlite_%' ORDER BY name)",
                             buf, sizeof buf),
-                     "bytes,params,runs,step_metrics,tensor_stats,timings,train_steps");
+                     "bench_results,bytes,model_results,params,runs,step_metrics,tensor_stats,timings,train_steps");
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM pragma_table_list WHERE schema = 'main' AND "
                                "type = 'table' AND name NOT LIKE 'sqlite_%' AND strict = 0"),
                      0);
@@ -315,7 +315,8 @@ START_TEST(test_migrate_v1_and_train_rows)
     add_steps(s, old, 2);
     sq_store_close(s);
     sqlite3 *db = raw_open(db_path);
-    raw_exec(db, "DROP TABLE train_steps; PRAGMA user_version = 1");
+    raw_exec(db, "DROP TABLE train_steps; DROP TABLE bench_results; DROP TABLE model_results;"
+                 " PRAGMA user_version = 1");
     sqlite3_close(db);
 
     s = open_store(db_path, 0);
@@ -342,6 +343,56 @@ START_TEST(test_migrate_v1_and_train_rows)
     ck_assert_int_eq(q_int(h, "SELECT val_loss = 5.25 FROM train_steps WHERE step = 1"), 1);
     ck_assert_int_eq(sq_store_run_delete(s, id, err, sizeof err), 0);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM train_steps"), 0);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs"), 1);
+    sq_store_close(s);
+}
+END_TEST
+
+/* A version-2 file (before bench and model rows) gains both tables; their
+** rows round trip (a NaN std and speedup as NULL), a duplicate is refused
+** with the file named, and they go with their run. */
+START_TEST(test_migrate_v2_bench_model_rows)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t old = begin_run(s, "old");
+    add_steps(s, old, 2);
+    sq_store_close(s);
+    sqlite3 *db = raw_open(db_path);
+    raw_exec(db, "DROP TABLE bench_results; DROP TABLE model_results; PRAGMA user_version = 2");
+    sqlite3_close(db);
+
+    s = open_store(db_path, 0);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+    sqlite3 *h = sq_store_db(s);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM step_metrics"), 4);
+    int64_t id = begin_run(s, "bench");
+    sq_bench_row b[2] = {
+        {.op = "quantize", .threads = 1, .elements = 1024, .bytes = 4608, .gb_per_s = 2.5,
+         .gb_per_s_std = 0.25, .copy_gb_per_s = 10},
+        {.op = "copy", .threads = 1, .elements = 1024, .bytes = 8192, .gb_per_s = 10,
+         .gb_per_s_std = NAN, .copy_gb_per_s = 10},
+    };
+    char err[512];
+    ck_assert_msg(sq_store_add_bench(s, id, b, 2, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(sq_store_add_bench(s, id, b, 1, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, db_path) != NULL, "%s", err);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM bench_results WHERE gb_per_s_std IS NULL"), 1);
+    ck_assert_int_eq(q_int(h, "SELECT bytes FROM bench_results WHERE op = 'quantize'"), 4608);
+    sq_model_row m[2] = {
+        {.scheme = "baseline", .gpus = 64, .compute_s = 0.2, .weight_s = 0.2, .grad_s = 0.4,
+         .iteration_s = 0.8, .tflops = 24, .speedup = 1, .inter_bytes_per_node = 7770000000ull},
+        {.scheme = "sdp4bit", .gpus = 64, .compute_s = 0.2, .weight_s = 0.05, .grad_s = 0.03,
+         .quant_s = 0.01, .iteration_s = 0.3, .tflops = 60, .speedup = NAN,
+         .inter_bytes_per_node = 1310000000ull},
+    };
+    ck_assert_msg(sq_store_add_model(s, id, m, 2, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(sq_store_add_model(s, id, m + 1, 1, err, sizeof err), -1);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM model_results WHERE speedup IS NULL"), 1);
+    ck_assert_int_eq(q_int(h, "SELECT inter_bytes_per_node FROM model_results"
+                              " WHERE scheme = 'baseline'"), 7770000000ll);
+    ck_assert_int_eq(sq_store_run_delete(s, id, err, sizeof err), 0);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM bench_results"), 0);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM model_results"), 0);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs"), 1);
     sq_store_close(s);
 }
@@ -1082,6 +1133,7 @@ int main(void)
     tcase_add_test(tc, test_empty_file_migrated);
     tcase_add_test(tc, test_newer_refused);
     tcase_add_test(tc, test_migrate_v1_and_train_rows);
+    tcase_add_test(tc, test_migrate_v2_bench_model_rows);
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_readonly_missing);
     suite_add_tcase(s, tc);

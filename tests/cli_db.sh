@@ -92,7 +92,7 @@ ok "db init again changes nothing" grep -qx "$DB: ready, schema version 2" "$T/i
 ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 2"' "$SHARDQ" "$T/empty.db"
 ok "the store has user_version 2" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 2
 ok "the store is in WAL mode" test "$(sqlite3 "$DB" "PRAGMA journal_mode")" = wal
-ok "the seven tables, all STRICT" test "$(sqlite3 "$DB" "SELECT group_concat(name || ':' || strict, ' ') FROM (SELECT * FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name)")" = "bytes:1 params:1 runs:1 step_metrics:1 tensor_stats:1 timings:1 train_steps:1"
+ok "the nine tables, all STRICT" test "$(sqlite3 "$DB" "SELECT group_concat(name || ':' || strict, ' ') FROM (SELECT * FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name)")" = "bench_results:1 bytes:1 model_results:1 params:1 runs:1 step_metrics:1 tensor_stats:1 timings:1 train_steps:1"
 expect_fail_with nonzero "cannot store TEXT value in INTEGER column runs.seed" \
   sqlite3 "$DB" "INSERT INTO runs(kind, status, config, seed, version, host, pid, started) VALUES ('k', 'done', '{}', 'x', 'v', 'h', 1, 't')"
 ok "SHARDQ_DB names the store" sh -c 'SHARDQ_DB="$1" "$0" db list >/dev/null' "$SHARDQ" "$DB"
@@ -254,7 +254,7 @@ for q in "DELETE FROM runs" "INSERT INTO params VALUES (3, 'x', 'y')" \
 done
 expect_fail_with 2 "give one statement only" "$SHARDQ" db --db "$DB" export "SELECT 1; DELETE FROM runs"
 expect_fail_with 2 "it returns no rows" "$SHARDQ" db --db "$DB" export "BEGIN"
-expect_fail_with 2 "QUERY 'nope' is neither a table (runs, params, step_metrics, tensor_stats, bytes, timings, train_steps) nor a valid statement" \
+expect_fail_with 2 "QUERY 'nope' is neither a table (runs, params, step_metrics, tensor_stats, bytes, timings, train_steps, bench_results, model_results) nor a valid statement" \
   "$SHARDQ" db --db "$DB" export nope
 expect_fail_with 2 "nor a valid statement: no such table: nope" "$SHARDQ" db --db "$DB" export "SELECT * FROM nope"
 expect_fail_with 2 "unexpected argument 'bytes'" "$SHARDQ" db --db "$DB" export runs bytes

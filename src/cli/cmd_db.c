@@ -81,8 +81,8 @@ static const char export_usage[] =
     "Writes QUERY's rows as CSV (RFC 4180: a header row, CRLF line ends, fields\n"
     "quoted where needed; NULL is an empty field, reals have 17 significant\n"
     "digits). QUERY is a table -- runs (the default), params, step_metrics,\n"
-    "tensor_stats, bytes, timings, train_steps -- or one read-only SQL\n"
-    "statement, e.g.\n"
+    "tensor_stats, bytes, timings, train_steps, bench_results, model_results --\n"
+    "or one read-only SQL statement, e.g.\n"
     "  shardq db export \"SELECT r.preset, m.step, m.rel_l2 FROM runs r\n"
     "                    JOIN step_metrics m ON m.run_id = r.id WHERE m.path = 'grad'\"\n"
     "Statements that would write are refused.\n"
@@ -641,12 +641,18 @@ static int db_show(const char *path, int argc, char **argv)
 /* db export                                                                */
 /* ------------------------------------------------------------------------ */
 
-static const char *const tables[] = {"runs",  "params",  "step_metrics", "tensor_stats",
-                                     "bytes", "timings", "train_steps"};
-static const char *const table_order[] = {"id", "run_id, key", "run_id, step, path",
+static const char *const tables[] = {"runs",        "params",        "step_metrics",
+                                     "tensor_stats", "bytes",        "timings",
+                                     "train_steps",  "bench_results", "model_results"};
+static const char *const table_order[] = {"id",
+                                          "run_id, key",
+                                          "run_id, step, path",
                                           "run_id, step, path, tensor",
-                                          "run_id, collective, link", "run_id, op",
-                                          "run_id, step"};
+                                          "run_id, collective, link",
+                                          "run_id, op",
+                                          "run_id, step",
+                                          "run_id, op, threads, elements",
+                                          "run_id, scheme, gpus"};
 #define NTABLES (sizeof tables / sizeof tables[0])
 
 /* Where the CSV goes: a file through the safe writer, or standard output. */
@@ -723,7 +729,7 @@ static int export_statement(sq_store *s, const char *query, sqlite3_stmt **st)
         const char *why = sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errmsg(db) : "it is empty";
         fprintf(stderr,
                 "shardq db export: QUERY '%s' is neither a table (runs, params, step_metrics,"
-                " tensor_stats, bytes, timings, train_steps) nor a valid statement: %s\n",
+                " tensor_stats, bytes, timings, train_steps, bench_results, model_results) nor a valid statement: %s\n",
                 query, why);
         sqlite3_finalize(*st);
         return CLI_USAGE;

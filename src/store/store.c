@@ -129,8 +129,42 @@ static const char schema_v2[] =
     "  PRIMARY KEY(run_id, step)\n"
     ") STRICT;\n";
 
+/* Version 2 -> 3: what `shardq bench` measured (one row per operation,
+** thread count and size, beside the copy bandwidth of the same run), and
+** what `shardq model` predicted (one row per scheme and GPU count), so that
+** the report draws both and the cost model can read measured throughput. */
+static const char schema_v3[] =
+    "CREATE TABLE bench_results(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  op TEXT NOT NULL,\n"
+    "  threads INTEGER NOT NULL,\n"
+    "  elements INTEGER NOT NULL,\n"
+    "  bytes INTEGER NOT NULL,\n"
+    "  gb_per_s REAL NOT NULL,\n"
+    "  gb_per_s_std REAL,\n"
+    "  copy_gb_per_s REAL NOT NULL,\n"
+    "  PRIMARY KEY(run_id, op, threads, elements)\n"
+    ") STRICT;\n"
+    "CREATE TABLE model_results(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  scheme TEXT NOT NULL,\n"
+    "  gpus INTEGER NOT NULL,\n"
+    "  compute_s REAL NOT NULL,\n"
+    "  tp_s REAL NOT NULL,\n"
+    "  bubble_s REAL NOT NULL,\n"
+    "  weight_s REAL NOT NULL,\n"
+    "  grad_s REAL NOT NULL,\n"
+    "  quant_s REAL NOT NULL,\n"
+    "  optimizer_s REAL NOT NULL,\n"
+    "  iteration_s REAL NOT NULL,\n"
+    "  tflops REAL NOT NULL,\n"
+    "  speedup REAL,\n"
+    "  inter_bytes_per_node INTEGER NOT NULL,\n"
+    "  PRIMARY KEY(run_id, scheme, gpus)\n"
+    ") STRICT;\n";
+
 /* migrations[i] takes user_version i to i + 1. */
-static const char *const migrations[SQ_STORE_VERSION] = {schema_v1, schema_v2};
+static const char *const migrations[SQ_STORE_VERSION] = {schema_v1, schema_v2, schema_v3};
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -663,6 +697,79 @@ int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_
         bind_real(st, 6, r->lr);
         bind_real(st, 7, r->grad_norm);
         bind_real(st, 8, r->seconds);
+        rc = step_done(st);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
+    return commit(s, err, errlen);
+}
+
+int sq_store_add_bench(sq_store *s, int64_t run, const sq_bench_row *rows, size_t n, char *err,
+                       size_t errlen)
+{
+    static const char sql[] =
+        "INSERT INTO bench_results(run_id, op, threads, elements, bytes, gb_per_s, gb_per_s_std,"
+        " copy_gb_per_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    for (size_t i = 0; i < n; i++)
+        if (too_big(rows[i].elements) || too_big(rows[i].bytes)) {
+            sq_set_err(err, errlen, "%s: run %lld: element or byte count larger than 2^63-1",
+                       s->path, (long long)run);
+            return -1;
+        }
+    if (begin(s, err, errlen)) return -1;
+    sqlite3_stmt *st = NULL;
+    int rc = run_exists(s, run);
+    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        const sq_bench_row *r = &rows[i];
+        sqlite3_bind_int64(st, 1, run);
+        bind_text(st, 2, r->op);
+        sqlite3_bind_int(st, 3, r->threads);
+        sqlite3_bind_int64(st, 4, (int64_t)r->elements);
+        sqlite3_bind_int64(st, 5, (int64_t)r->bytes);
+        bind_real(st, 6, r->gb_per_s);
+        bind_real(st, 7, r->gb_per_s_std);
+        bind_real(st, 8, r->copy_gb_per_s);
+        rc = step_done(st);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
+    return commit(s, err, errlen);
+}
+
+int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_t n, char *err,
+                       size_t errlen)
+{
+    static const char sql[] =
+        "INSERT INTO model_results(run_id, scheme, gpus, compute_s, tp_s, bubble_s, weight_s,"
+        " grad_s, quant_s, optimizer_s, iteration_s, tflops, speedup, inter_bytes_per_node)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+    for (size_t i = 0; i < n; i++)
+        if (too_big(rows[i].inter_bytes_per_node)) {
+            sq_set_err(err, errlen, "%s: run %lld: byte count larger than 2^63-1", s->path,
+                       (long long)run);
+            return -1;
+        }
+    if (begin(s, err, errlen)) return -1;
+    sqlite3_stmt *st = NULL;
+    int rc = run_exists(s, run);
+    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        const sq_model_row *r = &rows[i];
+        sqlite3_bind_int64(st, 1, run);
+        bind_text(st, 2, r->scheme);
+        sqlite3_bind_int(st, 3, r->gpus);
+        bind_real(st, 4, r->compute_s);
+        bind_real(st, 5, r->tp_s);
+        bind_real(st, 6, r->bubble_s);
+        bind_real(st, 7, r->weight_s);
+        bind_real(st, 8, r->grad_s);
+        bind_real(st, 9, r->quant_s);
+        bind_real(st, 10, r->optimizer_s);
+        bind_real(st, 11, r->iteration_s);
+        bind_real(st, 12, r->tflops);
+        bind_real(st, 13, r->speedup);
+        sqlite3_bind_int64(st, 14, (int64_t)r->inter_bytes_per_node);
         rc = step_done(st);
     }
     sqlite3_finalize(st);

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* The schema version this build writes (PRAGMA user_version). */
-#define SQ_STORE_VERSION 2
+#define SQ_STORE_VERSION 3
 /* The busy timeout when none is given: how long a writer waits for another. */
 #define SQ_STORE_BUSY_MS 10000
 
@@ -119,6 +119,39 @@ typedef struct sq_train_row {
 } sq_train_row;
 
 int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n, char *err,
+                       size_t errlen);
+
+/* One figure of `shardq bench` (the bench_results table). */
+typedef struct sq_bench_row {
+    const char *op;        /* "quantize", "dequantize-8", "copy", ... */
+    int threads;           /* CPU threads; 0 on a GPU */
+    uint64_t elements;     /* fp32 input elements of one call */
+    uint64_t bytes;        /* bytes read + written by one call, metadata included */
+    double gb_per_s;       /* mean over the timed repetitions */
+    double gb_per_s_std;   /* NaN when not measured (stored NULL) */
+    double copy_gb_per_s;  /* a plain copy of the same size, same device, same run */
+} sq_bench_row;
+int sq_store_add_bench(sq_store *s, int64_t run, const sq_bench_row *rows, size_t n, char *err,
+                       size_t errlen);
+
+/* One prediction of `shardq model`: one scheme at one GPU count (the
+** model_results table). Times are seconds of one training iteration. */
+typedef struct sq_model_row {
+    const char *scheme;      /* preset name */
+    int gpus;
+    double compute_s;        /* forward + backward at the achieved FLOP/s */
+    double tp_s;             /* tensor-parallel all-reduces inside it */
+    double bubble_s;         /* pipeline bubble */
+    double weight_s;         /* weight all-gather (exposed part) */
+    double grad_s;           /* gradient reduce-scatter (exposed part) */
+    double quant_s;          /* quantization kernels */
+    double optimizer_s;      /* the optimizer step on the shard */
+    double iteration_s;      /* the whole iteration */
+    double tflops;           /* model TFLOP/s per GPU (Megatron's metric) */
+    double speedup;          /* over the baseline preset; NaN when none (NULL) */
+    uint64_t inter_bytes_per_node; /* both collectives, sent per node */
+} sq_model_row;
+int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_t n, char *err,
                        size_t errlen);
 
 /* Bytes of one collective on one link level, summed over workers, steps and
