@@ -56,6 +56,72 @@ expect_fail_with 2 "a GPU has no thread count" "$SHARDQ" bench --device cuda --t
 expect_fail_with 2 "'rng' is measured on the CPU only" "$SHARDQ" bench --device cuda --ops rng
 expect_fail_with 2 "unexpected argument 'extra'" "$SHARDQ" bench extra
 
+# ---------------------------------------------------------------------------
+# --db: a run of kind bench, a row per printed figure and the copy of each size
+# ---------------------------------------------------------------------------
+
+unset SHARDQ_DB
+ok "bench --db stores the run" sh -c '"$0" bench --sizes 1,2 --threads 1,2 --ops quantize-nh,rng,dequantize --min-time 0 --db "$1/b.db" >"$1/db.txt"' "$SHARDQ" "$T"
+ok "and says so" grep -q "^stored as run 1 in $T/b.db" "$T/db.txt"
+pyrun "the runs row: kind bench, done, the device, the configuration" "
+c = sqlite3.connect(sys.argv[1])
+r = c.execute('SELECT kind, status, device, seed, preset, config FROM runs').fetchall()
+assert len(r) == 1 and r[0][:5] == ('bench', 'done', 'cpu', 0, None), r
+cfg = json.loads(r[0][5])
+assert cfg['command'] == 'bench' and cfg['sizes_mb'] == [1, 2] and cfg['threads'] == [1, 2], cfg
+assert cfg['ops'] == ['quantize-nh', 'rng', 'dequantize'] and cfg['min_time'] == 0, cfg
+" "$T/b.db"
+pyrun "one row per op x size x threads, and a copy row per size and threads" "
+c = sqlite3.connect(sys.argv[1])
+rows = c.execute('SELECT op, threads, elements, bytes, gb_per_s, gb_per_s_std, copy_gb_per_s FROM bench_results').fetchall()
+ops = [r for r in rows if r[0] != 'copy']
+copies = {(r[1], r[2]): r for r in rows if r[0] == 'copy'}
+assert len(ops) == 3 * 2 * 2 and len(copies) == 2 * 2, rows
+assert {r[0] for r in ops} == {'quantize-nh', 'rng', 'dequantize'}, ops
+assert {r[1] for r in rows} == {1, 2} and {r[2] for r in rows} == {1 << 18, 1 << 19}, rows
+for op, th, n, b, g, s, cp in rows:
+    assert g > 0 and s is not None and s >= 0 and cp > 0, (op, g, s, cp)
+    assert cp == copies[(th, n)][4], (op, th, n, cp)
+    want = {'copy': 8 * n, 'rng': 4 * n, 'quantize-nh': 4 * n + n // 2 + n // 128 * 4,
+            'dequantize': 4 * n + n // 2 + n // 128 * 4}[op]
+    assert b == want, (op, n, b, want)
+" "$T/b.db"
+ok "json rows name the run" sh -c '"$0" bench --sizes 1 --threads 1 --ops rng --min-time 0 --json --db "$1/b.db" | grep -q "\"run\":2,"' "$SHARDQ" "$T"
+ok "db export bench_results" sh -c '"$0" db --db "$1/b.db" export bench_results | grep -c "^2,rng,1,262144," | grep -qx 1' "$SHARDQ" "$T"
+mkdir "$T/nodb"
+ok "without --db nothing is stored" sh -c 'cd "$1" && SHARDQ_DB=env.db "$0" bench --sizes 1 --threads 1 --ops rng --min-time 0 >/dev/null && test -z "$(ls)"' "$SHARDQ" "$T/nodb"
+expect_fail_with 2 "--threads: 2 is listed twice" "$SHARDQ" bench --threads 2,2 --db "$T/x.db"
+expect_fail_with 2 "--ops: 'rng' is listed twice" "$SHARDQ" bench --ops rng,rng --db "$T/x.db"
+expect_fail_with 2 "--busy-timeout: 'soon' is not an unsigned integer" "$SHARDQ" bench --db "$T/x.db" --busy-timeout soon
+ok "a usage error creates no database" test ! -e "$T/x.db"
+expect_fail_with 1 "$T/no-such-dir/b.db" "$SHARDQ" bench --sizes 1 --ops rng --db "$T/no-such-dir/b.db"
+
+# a read-only store (as an unprivileged user when the test runs as root):
+# refused before anything is measured, its runs kept
+mkdir "$T/ro"
+cp "$T/b.db" "$T/ro/ro.db"
+chmod 0444 "$T/ro/ro.db"
+chmod 0555 "$T/ro"
+if test "$(id -u)" -eq 0; then
+  if command -v setpriv >/dev/null 2>&1; then
+    ro_run() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  else
+    ro_run() { su -s /bin/sh nobody -c "$(printf '%q ' "$@")"; }
+  fi
+else
+  ro_run() { "$@"; }
+fi
+chmod o+rx "$T" "$T/.." 2>/dev/null
+expect_fail_with 1 "ro.db: " ro_run "$SHARDQ" bench --sizes 1 --threads 1 --ops rng --min-time 0 --db "$T/ro/ro.db"
+chmod 0755 "$T/ro"
+chmod 0644 "$T/ro/ro.db"
+pyrun "the read-only store kept its runs" "
+c = sqlite3.connect(sys.argv[1])
+assert c.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+assert c.execute('SELECT count(*) FROM runs').fetchone()[0] == 2
+assert c.execute('SELECT count(*) FROM bench_results').fetchone()[0] == 18
+" "$T/ro/ro.db"
+
 devices=$("$SHARDQ" --version | sed -n 's/.*CUDA yes (\([0-9]*\) device.*/\1/p')
 if test "${devices:-0}" -eq 0; then
   expect_fail_with 1 "--device cuda: cuda:0: no CUDA device" "$SHARDQ" bench --device cuda --sizes 8

@@ -76,7 +76,7 @@ expect_fail_with 1 "$T/junk.db: file is not a database" "$SHARDQ" db --db "$T/ju
 expect_fail_with 1 "$T/empty.db: not a shardq store" "$SHARDQ" db --db "$T/empty.db" list
 sqlite3 "$T/new.db" "CREATE TABLE runs(x); PRAGMA user_version = 7"
 for s in list init; do
-  expect_fail_with 1 "$T/new.db: schema version 7 is newer than this shardq (2): upgrade shardq" \
+  expect_fail_with 1 "$T/new.db: schema version 7 is newer than this shardq (3): upgrade shardq" \
     "$SHARDQ" db --db "$T/new.db" $s
 done
 ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_version")" = 7
@@ -86,11 +86,11 @@ ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_ver
 # ---------------------------------------------------------------------------
 
 ok "db init creates the store" sh -c '"$0" db --db "$1" init >"$2/init1.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init says so" grep -qx "$DB: created, schema version 2" "$T/init1.txt"
+ok "db init says so" grep -qx "$DB: created, schema version 3" "$T/init1.txt"
 ok "db init on the store again" sh -c '"$0" db init --db "$1" >"$2/init2.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init again changes nothing" grep -qx "$DB: ready, schema version 2" "$T/init2.txt"
-ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 2"' "$SHARDQ" "$T/empty.db"
-ok "the store has user_version 2" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 2
+ok "db init again changes nothing" grep -qx "$DB: ready, schema version 3" "$T/init2.txt"
+ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 3"' "$SHARDQ" "$T/empty.db"
+ok "the store has user_version 3" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 3
 ok "the store is in WAL mode" test "$(sqlite3 "$DB" "PRAGMA journal_mode")" = wal
 ok "the nine tables, all STRICT" test "$(sqlite3 "$DB" "SELECT group_concat(name || ':' || strict, ' ') FROM (SELECT * FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name)")" = "bench_results:1 bytes:1 model_results:1 params:1 runs:1 step_metrics:1 tensor_stats:1 timings:1 train_steps:1"
 expect_fail_with nonzero "cannot store TEXT value in INTEGER column runs.seed" \

@@ -27,6 +27,19 @@ int cmd_replay(int argc, char **argv); /* cmd_replay.c */
 int cmd_sweep(int argc, char **argv);  /* cmd_sweep.c */
 int cmd_db(int argc, char **argv);     /* cmd_db.c */
 int cmd_train(int argc, char **argv);  /* cmd_train.c */
+int cmd_model(int argc, char **argv);  /* cmd_model.c */
+int cmd_demo(int argc, char **argv);   /* cmd_demo.c */
+int cmd_report(int argc, char **argv); /* cmd_report.c */
+
+/* Writes the report of the store db into the directory out (created when
+** missing): the figures as out/NAME.png and .svg, their scripts in
+** out/scripts/, out/report.md and out/index.html. filter is an SQL condition
+** on the runs table (NULL or "": every run that is done). Progress goes to
+** stdout unless quiet, errors to stderr ("shardq report: ..."). Returns
+** CLI_OK (figures without data are skipped, and the report says why),
+** CLI_USAGE for a filter that is not one condition, CLI_RUNTIME otherwise.
+** `shardq report` is this; `shardq demo` calls it in-process. */
+int cli_report_write(const char *db, const char *out, const char *filter, int quiet);
 
 /* Parses text as an unsigned decimal integer (or 0x-prefixed hexadecimal)
 ** no larger than max, consuming all of it. On failure prints
@@ -92,11 +105,11 @@ const char *cli_default_db(void);
 #define CLI_BUSY 75
 
 /* Begins a run in the store at db (opened into *store): info, then every
-** knob of scheme and the extra params as the run's params. Returns CLI_OK
-** with *run set when the run started; CLI_OK with *run = 0 and *store NULL
-** when a run with info->key is already done (said on stdout unless quiet);
-** CLI_BUSY when a live process runs that key; CLI_RUNTIME on an error (all
-** said on stderr). */
+** knob of scheme (none when scheme is NULL: a benchmark) and the extra
+** params as the run's params. Returns CLI_OK with *run set when the run
+** started; CLI_OK with *run = 0 and *store NULL when a run with info->key is
+** already done (said on stdout unless quiet); CLI_BUSY when a live process
+** runs that key; CLI_RUNTIME on an error (all said on stderr). */
 struct sq_store;
 struct sq_run_info;
 struct sq_store_kv;
@@ -104,4 +117,5 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const struct sq_
                   const struct sq_scheme *scheme, const struct sq_store_kv *extra, size_t nextra,
                   int quiet, struct sq_store **store, int64_t *run);
 
+int cli_report_write(const char *db, const char *out, const char *filter, int quiet);
 #endif

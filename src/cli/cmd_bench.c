@@ -14,14 +14,23 @@
 ** Every operation runs through the backend layer, so the CPU and a GPU are
 ** measured by the same code; a GPU is timed with CUDA events over batches of
 ** calls enqueued back to back.
+**
+** With --db the figures also go to the store as a run of kind "bench": one
+** bench_results row per printed figure, and the copy of each size as op
+** "copy", so that `shardq report` can draw them and a cost model can read
+** what this machine measured rather than a datasheet's number.
 */
 #include "backend/backend.h"
 #include "backend/device.h"
 #include "cli.h"
 #include "progress.h"
 #include "shardq.h"
+#include "store/store.h"
+
+#include <cjson/cJSON.h>
 
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +60,10 @@ static const char bench_usage[] =
     "                    by SPEC\n"
     "  --min-time SEC    time each figure over at least SEC seconds (default 0.2)\n"
     "  --json            one JSON object per line instead of the table\n"
+    "  --db FILE         also store the figures in FILE as a run of kind\n"
+    "                    'bench' (db export bench_results; default: store\n"
+    "                    nothing)\n"
+    "  --busy-timeout MS how long to wait for a locked database (default 10000)\n"
     "  -h, --help        this text\n"
     "\n"
     "A row with a Hadamard transform also shows its throughput relative to the\n"
@@ -446,11 +459,12 @@ typedef struct row {
     const op_desc *o;     /* NULL: not measured */
     int size_mb, threads;
     double gbs, gbs_std, copy_gbs, copy_std;
+    double bytes;         /* read + written by one call */
     double twin_ratio;    /* < 0: no twin measured */
     char codec[SQ_CODEC_STRLEN];
 } row;
 
-static void print_row(const row *r, const char *device, int json)
+static void print_row(const row *r, const char *device, int json, int64_t run)
 {
     if (json) {
         printf("{\"op\":\"%s\",\"codec\":\"%s\",\"bytes_in\":%llu,\"threads\":%d,"
@@ -459,6 +473,7 @@ static void print_row(const row *r, const char *device, int json)
                r->gbs_std, r->copy_gbs, 100.0 * r->gbs / r->copy_gbs);
         if (r->twin_ratio >= 0)
             printf("\"vs_without_hadamard\":%.4f,", r->twin_ratio);
+        if (run > 0) printf("\"run\":%lld,", (long long)run);
         printf("\"device\":\"%s\"}\n", device);
     } else {
         char twin[16] = "", th[16] = "-";
@@ -506,13 +521,83 @@ static void print_table5(const row *rows, int nsizes, int nops, const int *sizes
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* The store                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* The database keeps one row per (op, threads, size): a value listed twice
+** would collide, so with --db it is refused up front, not at the first
+** insert after minutes of measuring. */
+static int check_unique(const char *opt, const int *v, int n, const char *const *names)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (v[i] == v[j]) {
+                if (names)
+                    fprintf(stderr, "shardq bench: --ops: '%s' is listed twice (the database "
+                            "keeps one row per operation, thread count and size)\n", names[v[i]]);
+                else
+                    fprintf(stderr, "shardq bench: %s: %d is listed twice (the database keeps "
+                            "one row per operation, thread count and size)\n", opt, v[i]);
+                return -1;
+            }
+    return 0;
+}
+
+/* The run's configuration: what was asked for, so that two bench runs can
+** be told apart (the runs table's config). */
+static char *bench_config(const char *device, const char *where, const int *sizes, int nsizes,
+                          const int *threads, int nthreads, const int *opsel, int nops,
+                          const char *codec, double min_time)
+{
+    cJSON *o = cJSON_CreateObject(), *a;
+    cJSON_AddStringToObject(o, "command", "bench");
+    cJSON_AddStringToObject(o, "device", device);
+    cJSON_AddStringToObject(o, "description", where);
+    cJSON_AddItemToObject(o, "sizes_mb", a = cJSON_CreateArray());
+    for (int i = 0; i < nsizes; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(sizes[i]));
+    cJSON_AddItemToObject(o, "threads", a = cJSON_CreateArray());
+    for (int i = 0; i < nthreads; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(threads[i]));
+    cJSON_AddItemToObject(o, "ops", a = cJSON_CreateArray());
+    for (int i = 0; i < nops; i++) cJSON_AddItemToArray(a, cJSON_CreateString(ops[opsel[i]].name));
+    if (codec)
+        cJSON_AddStringToObject(o, "codec", codec);
+    else
+        cJSON_AddNullToObject(o, "codec");
+    cJSON_AddNumberToObject(o, "min_time", min_time);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* The figures of one size at one thread count: the copy, then every op
+** measured, in one transaction. */
+static int store_size(sq_store *store, int64_t run, const row *rows, int nops, uint64_t n,
+                      int threads, double copy_gbs, double copy_std, char *err, size_t errlen)
+{
+    sq_bench_row b[N_OPS + 1];
+    size_t k = 0;
+    b[k++] = (sq_bench_row){.op = "copy", .threads = threads, .elements = n,
+                            .bytes = 2 * 4 * n, .gb_per_s = copy_gbs,
+                            .gb_per_s_std = copy_std, .copy_gb_per_s = copy_gbs};
+    for (int oi = 0; oi < nops; oi++) {
+        const row *r = &rows[oi];
+        if (!r->o) continue;
+        b[k++] = (sq_bench_row){.op = r->o->name, .threads = threads, .elements = n,
+                                .bytes = (uint64_t)r->bytes, .gb_per_s = r->gbs,
+                                .gb_per_s_std = r->gbs_std, .copy_gb_per_s = r->copy_gbs};
+    }
+    return sq_store_add_bench(store, run, b, k, err, errlen);
+}
+
 int cmd_bench(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"sizes", required_argument, NULL, 's'},   {"threads", required_argument, NULL, 't'},
         {"ops", required_argument, NULL, 'o'},     {"codec", required_argument, NULL, 'c'},
         {"min-time", required_argument, NULL, 'm'}, {"device", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, 'j'},          {"db", required_argument, NULL, 'D'},
+        {"busy-timeout", required_argument, NULL, 'B'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int sizes[16], nsizes = 0;
     int all = sq_get_threads();
@@ -521,6 +606,8 @@ int cmd_bench(int argc, char **argv)
     const char *codec_override = NULL, *device = "cpu";
     double min_time = 0.2;
     int json = 0;
+    const char *db = NULL;
+    uint64_t busy = SQ_STORE_BUSY_MS;
 
     optind = 1;
     int ch;
@@ -578,6 +665,16 @@ int cmd_bench(int argc, char **argv)
             device = optarg;
             break;
         case 'j': json = 1; break;
+        case 'D':
+            if (!*optarg) {
+                fprintf(stderr, "shardq bench: --db: the database file name is empty\n");
+                return CLI_USAGE;
+            }
+            db = optarg;
+            break;
+        case 'B':
+            if (cli_parse_u64("bench", "--busy-timeout", optarg, INT_MAX, &busy)) return CLI_USAGE;
+            break;
         case 'h': fputs(bench_usage, stdout); return CLI_OK;
         default: fputs("Try 'shardq bench --help'.\n", stderr); return CLI_USAGE;
         }
@@ -622,6 +719,14 @@ int cmd_bench(int argc, char **argv)
         threads[0] = 0; /* printed as 0: not applicable */
         nthreads = 1;
     }
+    if (db) {
+        const char *names[N_OPS];
+        for (size_t i = 0; i < N_OPS; i++) names[i] = ops[i].name;
+        if (check_unique("--sizes", sizes, nsizes, NULL) ||
+            check_unique("--threads", threads, nthreads, NULL) ||
+            check_unique("--ops", opsel, nops, names))
+            return CLI_USAGE;
+    }
 
     sq_backend *be = NULL;
     char err[512];
@@ -634,6 +739,25 @@ int cmd_bench(int argc, char **argv)
         snprintf(where, sizeof where, "%s", sq_backend_description(be));
     } else {
         cpu_name(where, sizeof where);
+    }
+    /* the run begins before anything is measured or printed: a database
+    ** that cannot be written fails now, not after the measurements */
+    sq_store *store = NULL;
+    int64_t run = 0;
+    if (db) {
+        char *config = bench_config(sq_backend_name(be), where, sizes, nsizes, threads, nthreads,
+                                    opsel, nops, codec_override, min_time);
+        sq_run_info info = {.kind = "bench", .config = config ? config : "{}",
+                            .device = sq_backend_name(be)};
+        int b = config ? cli_run_begin("bench", db, (int)busy, &info, NULL, NULL, 0, 1, &store,
+                                       &run)
+                       : CLI_RUNTIME;
+        if (!config) fprintf(stderr, "shardq bench: out of memory\n");
+        free(config);
+        if (b != CLI_OK || !store) {
+            sq_backend_close(be);
+            return b != CLI_OK ? b : CLI_RUNTIME;
+        }
     }
     if (!json) {
         if (gpu)
@@ -648,6 +772,7 @@ int cmd_bench(int argc, char **argv)
         printf("%-15s %8s %7s %9s %10s %8s %8s  %s\n", "op", "size MB", "threads", "GB/s", "copy",
                "% copy", "vs no-H", "what");
     }
+    char failure[1024] = "";
 
     size_t total = (size_t)nsizes * (size_t)nthreads * (size_t)(nops + 1), done = 0;
     sq_progress *bar = sq_progress_start("bench", total);
@@ -655,8 +780,8 @@ int cmd_bench(int argc, char **argv)
     row *rows = calloc((size_t)nsizes * (size_t)nops, sizeof *rows);
     if (!rows) {
         fprintf(stderr, "shardq bench: out of memory\n");
-        sq_backend_close(be);
-        return CLI_RUNTIME;
+        snprintf(failure, sizeof failure, "out of memory");
+        status = CLI_RUNTIME;
     }
     for (int ti = 0; ti < nthreads && !status; ti++) {
         memset(rows, 0, (size_t)nsizes * (size_t)nops * sizeof *rows);
@@ -668,6 +793,7 @@ int cmd_bench(int argc, char **argv)
             const char *failed = "copy";
             int rc = ctx_setup(&b, be, n);
             int nt = rc == SQ_OK ? time_op(&b, op_copy, min_time, t, &rc) : 0;
+            const int copied = nt > 0;
             if (nt) throughput(2.0 * 4.0 * (double)n, t, nt, &copy_gbs, &copy_std);
             sq_progress_update(bar, ++done);
             for (int oi = 0; oi < nops && rc == SQ_OK; oi++) {
@@ -680,7 +806,8 @@ int cmd_bench(int argc, char **argv)
                 r->o = o;
                 r->size_mb = sizes[si];
                 r->threads = threads[ti];
-                throughput(op_bytes(o, &b), t, nt, &r->gbs, &r->gbs_std);
+                r->bytes = op_bytes(o, &b);
+                throughput(r->bytes, t, nt, &r->gbs, &r->gbs_std);
                 r->copy_gbs = copy_gbs;
                 r->copy_std = copy_std;
                 r->twin_ratio = -1.0;
@@ -690,15 +817,26 @@ int cmd_bench(int argc, char **argv)
                     if (strcmp(rows[si * nops + j].o->name, o->twin) == 0)
                         r->twin_ratio = r->gbs / rows[si * nops + j].gbs;
                 sq_progress_pause(bar);
-                print_row(r, where, json);
+                print_row(r, where, json, run);
                 sq_progress_update(bar, ++done);
+            }
+            /* what was measured is kept, even when a later op failed */
+            char err2[1024];
+            if (store && copied && store_size(store, run, &rows[si * nops], nops, n, threads[ti],
+                                          copy_gbs, copy_std, err2, sizeof err2)) {
+                sq_progress_finish(bar);
+                bar = NULL;
+                fprintf(stderr, "shardq bench: %s\n", err2);
+                snprintf(failure, sizeof failure, "%s", err2);
+                status = CLI_RUNTIME;
             }
             if (rc != SQ_OK) {
                 sq_progress_finish(bar);
                 bar = NULL;
-                fprintf(stderr, "shardq bench: %s at %d MB on %s: %s%s%s\n", failed, sizes[si],
-                        sq_backend_name(be), sq_strerror(rc), *sq_backend_error(be) ? ": " : "",
-                        sq_backend_error(be));
+                snprintf(failure, sizeof failure, "%s at %d MB on %s: %s%s%s", failed, sizes[si],
+                         sq_backend_name(be), sq_strerror(rc), *sq_backend_error(be) ? ": " : "",
+                         sq_backend_error(be));
+                fprintf(stderr, "shardq bench: %s\n", failure);
                 status = CLI_RUNTIME;
             }
             ctx_free(&b);
@@ -712,5 +850,16 @@ int cmd_bench(int argc, char **argv)
     sq_progress_finish(bar);
     sq_set_threads(0);
     sq_backend_close(be);
+    if (store) {
+        char err[1024];
+        if (sq_store_run_end(store, run, status ? "failed" : "done", status ? failure : NULL,
+                             NULL, 0, NULL, 0, err, sizeof err)) {
+            fprintf(stderr, "shardq bench: %s\n", err);
+            status = CLI_RUNTIME;
+        } else if (!status && !json) {
+            printf("\nstored as run %lld in %s\n", (long long)run, db);
+        }
+        sq_store_close(store);
+    }
     return status;
 }

@@ -23,6 +23,8 @@ static const char usage_text[] =
     "QSDP) run between K x G emulated workers with exact byte accounting.\n"
     "\n"
     "commands:\n"
+    "  demo             the main job: train, capture, sweep, compare, model and\n"
+    "                   report, on built-in defaults, in a few minutes\n"
     "  codec encode     quantize a .npy (or raw float32) file into a safetensors file\n"
     "  codec decode     dequantize such a safetensors file back into a .npy file\n"
     "  codec stats      quantization error of a codec on a .npy file\n"
@@ -35,7 +37,10 @@ static const char usage_text[] =
     "  replay           run a scheme over a trace; results go to the database\n"
     "  sweep            run a grid of replays from an INI recipe, in parallel\n"
     "  train            train a byte-level GPT under a scheme; capture a trace\n"
+    "  model            cost model: iteration time and speedup of each scheme at\n"
+    "                   cluster scale\n"
     "  db               list, show and export the runs in the database\n"
+    "  report           figures (PNG, SVG) and tables of the database, as a directory\n"
     "  help [COMMAND]   this text, or the help of a command\n"
     "\n"
     "options:\n"
@@ -52,6 +57,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"demo", cmd_demo},
     {"codec", cmd_codec},
     {"bench", cmd_bench},
     {"world", cmd_world},
@@ -60,11 +66,14 @@ static const command commands[] = {
     {"replay", cmd_replay},
     {"sweep", cmd_sweep},
     {"train", cmd_train},
+    {"model", cmd_model},
     {"db", cmd_db},
+    {"report", cmd_report},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-static const char *const command_names[] = {"codec", "bench",  "world", "schemes", "trace",
-                                            "replay", "sweep", "train", "db",      "help"};
+static const char *const command_names[] = {"demo",  "codec", "bench", "world", "schemes", "trace",
+                                            "replay", "sweep", "train", "model", "db",      "report",
+                                            "help"};
 
 /* ------------------------------------------------------------------------ */
 /* Helpers shared by the subcommands                                        */
@@ -194,17 +203,21 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_inf
         fprintf(stderr, "shardq %s: %s\n", cmd, err);
         return CLI_RUNTIME;
     }
-    /* every knob too, so that a report can group runs by any of them */
-    size_t np = nextra + sq_scheme_nknobs;
-    sq_store_kv *all = calloc(np, sizeof *all);
-    char (*vals)[64] = calloc(sq_scheme_nknobs, sizeof *vals);
+    /* every knob too, so that a report can group runs by any of them; a run
+    ** without a scheme (a benchmark) has only its extra params */
+    size_t nknobs = scheme ? sq_scheme_nknobs : 0;
+    size_t np = nextra + nknobs;
+    sq_store_kv *all = calloc(np ? np : 1, sizeof *all);
+    char (*vals)[64] = calloc(nknobs ? nknobs : 1, sizeof *vals);
     if (!all || !vals) {
         free(all), free(vals);
         fprintf(stderr, "shardq %s: out of memory\n", cmd);
+        sq_store_close(*store);
+        *store = NULL;
         return CLI_RUNTIME;
     }
     if (nextra) memcpy(all, extra, nextra * sizeof *all);
-    for (size_t k = 0; k < sq_scheme_nknobs; k++) {
+    for (size_t k = 0; k < nknobs; k++) {
         sq_scheme_get(scheme, sq_scheme_knobs[k].key, vals[k], sizeof vals[k]);
         all[nextra + k].key = sq_scheme_knobs[k].key;
         all[nextra + k].value = vals[k];

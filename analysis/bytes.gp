@@ -1,0 +1,162 @@
+# bytes.gp -- the traffic of each scheme on each link level: the bits each
+# worker sent per parameter per iteration (8 x (codes + scales) bytes of the
+# bytes table / (workers x parameters x iterations)) on the intra-node and
+# the inter-node links, stacked by collective (weight all-gather, gradient
+# reduce-scatter), mean over the runs of a scheme. Parameters and iterations
+# are those of the trace a replay read (step_metrics, trace.steps; a replay's
+# first all-gather, the broadcast that starts training, is in the total) or
+# of the model a training run trained (model.params, train_steps). A scheme
+# is its preset with the knobs that change the bytes and vary between its
+# runs; past 14 schemes, each preset is drawn at its most-run configuration
+# (of replays, and of training runs), named by the preset alone.
+#
+#   gnuplot -e "db='shardq.db'" analysis/bytes.gp
+#
+# writes OUT/bytes.png and OUT/bytes.svg (variables as in error-bits.gp: db,
+# out, runs). Without data it prints why and writes nothing.
+
+name = "bytes"
+# ---- common to every analysis/*.gp, from here to "end of common" -------------
+# (tests/cli_report.sh checks that the copies agree)
+if (!exists("db")) {
+    print sprintf("%s.gp: say which database: gnuplot -e \"db='shardq.db'\" %s.gp", name, name)
+    exit status 2
+}
+if (!exists("out")) { out = "." }
+if (!exists("runs")) { runs = "" }
+png = out."/".name.".png"
+svg = out."/".name.".svg"
+# A string as one /bin/sh word whatever it holds (a filter may hold quotes,
+# '$' or '`'): it's -> 'it'\''s'.
+shq_(s) = strstrt(s, "'") ? s[1:strstrt(s, "'") - 1]."'\\''".shq_(s[strstrt(s, "'") + 1:]) : s
+shq(s) = "'".shq_(s)."'"
+# The rows of query q, tab-separated, NULL as an empty field, from the
+# sqlite3 program on a read-only connection: plot "< ".sql(q), or system(sql(q)).
+sql(q) = "sqlite3 -readonly -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+set datafile separator "\t"
+# The runs a figure may draw: done, of the kinds that cond says, and within
+# the runs filter.
+selwhere(cond) = "SELECT id FROM runs WHERE status = 'done' AND ".cond.\
+    (runs eq "" ? "" : " AND (".runs.")")
+sel(kind) = selwhere("kind = '".kind."'")
+within = db.(runs eq "" ? "" : " matching ".runs)
+# The ids of query q as ranges, "3-17, 20": the runs named in the caption.
+ranges(q) = "WITH i AS (".q."), g AS (SELECT id, id - row_number() OVER (ORDER BY id) AS g".\
+    " FROM (SELECT DISTINCT id FROM i)), x AS (SELECT min(id) AS lo, max(id) AS hi FROM g".\
+    " GROUP BY g ORDER BY lo) SELECT group_concat(CASE WHEN lo = hi THEN lo ELSE lo || '-' || hi".\
+    " END, ', ') FROM x"
+# The database and the filter, checked by one query.
+nruns = system(sql("SELECT count(*) FROM runs WHERE ".(runs eq "" ? "1" : "(".runs.")")))
+if (GPVAL_SYSTEM_ERRNO == 127) {
+    print sprintf("%s: the sqlite3 program is missing (apt-get install sqlite3)", name)
+    exit status 1
+}
+if (GPVAL_SYSTEM_ERRNO != 0) {
+    print sprintf("%s: cannot read the runs of %s (sqlite3 says why above)", name, within)
+    exit status 1
+}
+# errors go to stderr, as above; what a figure drew or why not, to stdout
+set print "-"
+# One colour per preset, the same in every figure (Tableau 10); others grey.
+presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
+array pcolors[11] = ["#333333", "#f28e2b", "#4e79a7", "#b07aa1", "#76b7b2", "#59a14f", \
+    "#e15759", "#9c755f", "#ff9da7", "#bcbd22", "#8c8c8c"]
+pidx(p) = (_i = sum [_k = 1:words(presets)] (word(presets, _k) eq p ? _k : 0), _i ? _i : 11)
+pcolor(p) = pcolors[pidx(p)]
+# The label of a run: its preset, then the knobs matching cond whose values
+# vary between the selected runs of that preset and kind, in the order of
+# their names; a gradient knob without "grad." (inter.bits=3), and named once
+# when it varies alike on both hops (hadamard=0, not intra.hadamard=0
+# inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
+# preset, label). src/cli/report.c has the same SQL for the report's tables.
+labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
+    "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
+    " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
+    " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
+    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
+    " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
+    " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
+    " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
+    " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
+    " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
+    " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
+    " label FROM runs u WHERE u.id IN r)"
+# ORDER BY porder: the presets in the order of presets, others after them
+porder = "instr(' ".presets." ' || preset || ' ', ' ' || preset || ' ')"
+set encoding utf8
+# ---- end of common -----------------------------------------------------------
+
+# per run: bits per parameter per iteration per worker, by collective and link
+bpp(c, l) = "avg(CASE WHEN v.collective = '".c."' AND v.link = '".l."' THEN v.bpp END)"
+base = "WITH r AS (".selwhere("kind IN ('replay', 'train')")." AND id IN (SELECT run_id FROM bytes)), ".\
+    labels("(p.key LIKE 'grad.%' OR p.key LIKE 'weight.%') AND p.key NOT LIKE '%.round'".\
+    " AND p.key NOT LIKE '%.hadamard' AND p.key NOT LIKE '%.levels'").", ".\
+    "sz AS (SELECT u.id, u.kind, CAST(substr(u.topo, 1, instr(u.topo, 'x') - 1) AS REAL) *".\
+    " CAST(substr(u.topo, instr(u.topo, 'x') + 1) AS REAL) AS n, CASE u.kind WHEN 'train' THEN".\
+    " (SELECT CAST(value AS REAL) FROM params WHERE run_id = u.id AND key = 'model.params') *".\
+    " (SELECT count(*) FROM train_steps WHERE run_id = u.id) ELSE (SELECT max(elements) FROM".\
+    " step_metrics WHERE run_id = u.id) * (SELECT CAST(value AS REAL) FROM params WHERE".\
+    " run_id = u.id AND key = 'trace.steps') END AS pi FROM runs u WHERE u.id IN r), ".\
+    "v AS (SELECT b.run_id AS id, b.collective, b.link, 8.0 * (b.sent_codes + b.sent_meta) /".\
+    " (sz.n * sz.pi) AS bpp FROM bytes b JOIN sz ON sz.id = b.run_id WHERE sz.pi > 0), ".\
+    "a AS (SELECT lab.id, lab.preset, sz.kind, lab.label || CASE WHEN (SELECT count(DISTINCT kind) FROM".\
+    " sz) > 1 AND sz.kind = 'train' THEN ' (train)' ELSE '' END AS label, lab.preset || CASE WHEN".\
+    " (SELECT count(DISTINCT kind) FROM sz) > 1 AND sz.kind = 'train' THEN ' (train)' ELSE '' END".\
+    " AS short, ".\
+    bpp("weight_allgather", "intra")." AS wi, ".bpp("grad_reducescatter", "intra")." AS gi, ".\
+    bpp("weight_allgather", "inter")." AS wx, ".bpp("grad_reducescatter", "inter")." AS gx".\
+    " FROM lab JOIN sz ON sz.id = lab.id JOIN v ON v.id = lab.id GROUP BY lab.id), ".\
+    "c AS (SELECT preset, kind, label, count(*) AS n, min(id) AS first FROM a GROUP BY label), ".\
+    "m AS (SELECT label FROM c WHERE (SELECT count(*) FROM c) <= 14 OR NOT EXISTS (SELECT 1".\
+    " FROM c AS o WHERE o.preset = c.preset AND o.kind = c.kind AND (o.n > c.n OR".\
+    " (o.n = c.n AND o.first < c.first)))), ".\
+    "d AS (SELECT id, preset, kind, CASE WHEN (SELECT count(*) FROM c) > 14 THEN short ELSE".\
+    " label END AS label, wi, gi, wx, gx FROM a WHERE label IN m) "
+drawn = system(sql(ranges(base."SELECT id FROM d")))
+if (drawn eq "") {
+    print sprintf("%s: skipped: no replay or training runs with bytes in %s", name, within)
+    exit
+}
+modal = int(system(sql(base."SELECT count(*) > 14 FROM c")))
+ncat = int(system(sql(base."SELECT count(DISTINCT label) FROM d")))
+table = "< ".sql(base."SELECT label, avg(wi), avg(gi), avg(wx), avg(gx) FROM d GROUP BY label".\
+    " ORDER BY min(kind), min(".porder."), min(id)")
+
+set style data histogram
+set style histogram rowstacked gap 1
+set style fill solid 0.85 border rgb "#404040"
+set boxwidth 0.7
+set grid ytics lc rgb "#e0e0e0"
+set ylabel "bits per parameter per iteration, per worker"
+set xtics nomirror rotate by 45 right font ",9"
+set ytics nomirror
+set yrange [0:*]
+# one key, under the title, for both panels
+set key at screen 0.5, screen 0.945 center top horizontal reverse Left samplen 2 width -2
+set tmargin 5
+
+do for [t = 1:2] {
+    if (t == 1) {
+        set terminal pngcairo size 900,560 enhanced font "sans,10"
+        set output png
+    } else {
+        set terminal svg size 900,560 dynamic enhanced font "sans,10" background "white"
+        set output svg
+    }
+    set multiplot layout 1, 2 title "Bits sent per link level: weight all-gather + gradient reduce-scatter".\
+        (modal ? " (each preset at its most-run configuration)" : "")
+    # the totals over the bars, where there is room for them
+    set title "intra-node links"
+    plot table using 2:xtic(1) lc rgb "#4e79a7" title "weight all-gather", \
+        '' using 3 lc rgb "#f28e2b" title "gradient reduce-scatter", \
+        '' using 0:($2 + $3):(ncat <= 10 ? sprintf("%.3g", $2 + $3) : "") with labels \
+            offset 0, 0.7 font ",9" notitle
+    set title "inter-node links"
+    plot table using 4:xtic(1) lc rgb "#4e79a7" notitle, '' using 5 lc rgb "#f28e2b" notitle, \
+        '' using 0:($4 + $5):(ncat <= 10 ? sprintf("%.3g", $4 + $5) : "") with labels \
+            offset 0, 0.7 font ",9" notitle
+    unset multiplot
+    set output
+}
+print sprintf("%s: runs %s -> %s, %s", name, drawn, png, svg)

@@ -1,0 +1,169 @@
+# error-bits.gp -- quantization error against the bits actually sent, one
+# line per scheme: the relative L2 error of the replayed gradients (reduce-
+# scatter) and weights (all-gather), mean over steps and seeds, against the
+# bits per element the collective sent on its inter-node link (codes and
+# scales, from the bytes table; the intra-node link on one node). Wires of
+# 16 and 32 bits (bf16, fp32) are left out: they are not what the figure
+# compares, and fp32 adds no error to draw on a log scale. A scheme is its
+# preset, with the knobs that vary between its runs other than bits and group
+# (which move it along x) named after it. Open points are every configuration
+# (mean over seeds); the line joins those that no other configuration of the
+# scheme beats with as few bits.
+#
+#   gnuplot -e "db='shardq.db'" analysis/error-bits.gp
+#   gnuplot -e "db='shardq.db'; out='figs'; runs=\"sweep = 'demo'\"" analysis/error-bits.gp
+#
+# writes OUT/error-bits.png and OUT/error-bits.svg (out: default '.'; runs: an
+# SQL condition on the runs table, default every done run). Without data it
+# prints why and writes nothing.
+
+name = "error-bits"
+# ---- common to every analysis/*.gp, from here to "end of common" -------------
+# (tests/cli_report.sh checks that the copies agree)
+if (!exists("db")) {
+    print sprintf("%s.gp: say which database: gnuplot -e \"db='shardq.db'\" %s.gp", name, name)
+    exit status 2
+}
+if (!exists("out")) { out = "." }
+if (!exists("runs")) { runs = "" }
+png = out."/".name.".png"
+svg = out."/".name.".svg"
+# A string as one /bin/sh word whatever it holds (a filter may hold quotes,
+# '$' or '`'): it's -> 'it'\''s'.
+shq_(s) = strstrt(s, "'") ? s[1:strstrt(s, "'") - 1]."'\\''".shq_(s[strstrt(s, "'") + 1:]) : s
+shq(s) = "'".shq_(s)."'"
+# The rows of query q, tab-separated, NULL as an empty field, from the
+# sqlite3 program on a read-only connection: plot "< ".sql(q), or system(sql(q)).
+sql(q) = "sqlite3 -readonly -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+set datafile separator "\t"
+# The runs a figure may draw: done, of the kinds that cond says, and within
+# the runs filter.
+selwhere(cond) = "SELECT id FROM runs WHERE status = 'done' AND ".cond.\
+    (runs eq "" ? "" : " AND (".runs.")")
+sel(kind) = selwhere("kind = '".kind."'")
+within = db.(runs eq "" ? "" : " matching ".runs)
+# The ids of query q as ranges, "3-17, 20": the runs named in the caption.
+ranges(q) = "WITH i AS (".q."), g AS (SELECT id, id - row_number() OVER (ORDER BY id) AS g".\
+    " FROM (SELECT DISTINCT id FROM i)), x AS (SELECT min(id) AS lo, max(id) AS hi FROM g".\
+    " GROUP BY g ORDER BY lo) SELECT group_concat(CASE WHEN lo = hi THEN lo ELSE lo || '-' || hi".\
+    " END, ', ') FROM x"
+# The database and the filter, checked by one query.
+nruns = system(sql("SELECT count(*) FROM runs WHERE ".(runs eq "" ? "1" : "(".runs.")")))
+if (GPVAL_SYSTEM_ERRNO == 127) {
+    print sprintf("%s: the sqlite3 program is missing (apt-get install sqlite3)", name)
+    exit status 1
+}
+if (GPVAL_SYSTEM_ERRNO != 0) {
+    print sprintf("%s: cannot read the runs of %s (sqlite3 says why above)", name, within)
+    exit status 1
+}
+# errors go to stderr, as above; what a figure drew or why not, to stdout
+set print "-"
+# One colour per preset, the same in every figure (Tableau 10); others grey.
+presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
+array pcolors[11] = ["#333333", "#f28e2b", "#4e79a7", "#b07aa1", "#76b7b2", "#59a14f", \
+    "#e15759", "#9c755f", "#ff9da7", "#bcbd22", "#8c8c8c"]
+pidx(p) = (_i = sum [_k = 1:words(presets)] (word(presets, _k) eq p ? _k : 0), _i ? _i : 11)
+pcolor(p) = pcolors[pidx(p)]
+# The label of a run: its preset, then the knobs matching cond whose values
+# vary between the selected runs of that preset and kind, in the order of
+# their names; a gradient knob without "grad." (inter.bits=3), and named once
+# when it varies alike on both hops (hadamard=0, not intra.hadamard=0
+# inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
+# preset, label). src/cli/report.c has the same SQL for the report's tables.
+labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
+    "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
+    " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
+    " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
+    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
+    " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
+    " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
+    " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
+    " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
+    " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
+    " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
+    " label FROM runs u WHERE u.id IN r)"
+# ORDER BY porder: the presets in the order of presets, others after them
+porder = "instr(' ".presets." ' || preset || ' ', ' ' || preset || ' ')"
+set encoding utf8
+# ---- end of common -----------------------------------------------------------
+
+coll(p) = p eq "grad" ? "grad_reducescatter" : "weight_allgather"
+# per run of path p: its label, bits per element sent (x) and mean error
+base(p) = "WITH r AS (".sel("replay")."), ".\
+    "lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND sent_elems > 0".\
+    " THEN 'inter' END), 'intra') AS link FROM bytes WHERE run_id IN r AND collective = '".\
+    coll(p)."' GROUP BY run_id), ".\
+    "x AS (SELECT b.run_id AS id, b.bits_per_elem AS x FROM bytes b JOIN lk ON lk.id = b.run_id".\
+     " AND lk.link = b.link WHERE b.collective = '".coll(p)."' AND b.bits_per_elem < 16), ".\
+    "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id IN r AND path = '".\
+    p."' AND rel_l2 > 0 GROUP BY run_id), ".\
+    labels("p.key LIKE '".p.".%' AND p.key NOT LIKE '%.bits' AND p.key NOT LIKE '%.group'").", ".\
+    "d AS (SELECT e.id, lab.preset, lab.label, x.x, e.err FROM e JOIN x ON x.id = e.id".\
+    " JOIN lab ON lab.id = e.id) "
+series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
+    " (SELECT label, min(".porder.") AS o, min(id) AS i FROM d GROUP BY label ORDER BY o, i)"))
+# every configuration of a series (mean over its seeds), and the front of
+# those no other beats with as few bits or fewer
+points(p, l) = base(p).", a AS (SELECT avg(x) AS x, avg(err) AS err FROM d WHERE label = '".l.\
+    "' GROUP BY round(x, 3)) "
+every(p, l) = "< ".sql(points(p, l)."SELECT x, err FROM a ORDER BY x")
+front(p, l) = "< ".sql(points(p, l)."SELECT x, err FROM a WHERE NOT EXISTS (SELECT 1 FROM a".\
+    " AS b WHERE b.x <= a.x AND b.err < a.err) ORDER BY x")
+ids(p) = base(p)."SELECT id FROM d"
+
+gs = series("grad")
+ws = series("weight")
+if (words(gs) + words(ws) == 0) {
+    print sprintf("%s: skipped: no replay runs with errors and quantized bytes in %s", name, within)
+    exit
+}
+drawn = system(sql(ranges("SELECT id FROM (".ids("grad").") UNION SELECT id FROM (".ids("weight").")")))
+panels = (words(gs) > 0) + (words(ws) > 0)
+
+# the n-th series of a preset gets the n-th point type and dash
+array pts[6] = [7, 5, 9, 11, 13, 15]
+nth(list, i) = 1 + sum [_j = 1:i] (_j < i && word(word(list, _j), 1) eq word(word(list, i), 1) ? 1 : 0)
+
+set logscale y
+set format y "10^{%L}"
+set grid xtics ytics mytics lc rgb "#e0e0e0"
+set key top right reverse Left spacing 1.1 samplen 2.5 opaque box lc rgb "#c0c0c0"
+set ylabel "relative L2 error  ‖x̂ − x‖ / ‖x‖"
+set xtics 1 nomirror
+set ytics nomirror
+
+do for [t = 1:2] {
+    if (t == 1) {
+        set terminal pngcairo size 900,560 enhanced font "sans,10"
+        set output png
+    } else {
+        set terminal svg size 900,560 dynamic enhanced font "sans,10" background "white"
+        set output svg
+    }
+    set multiplot layout 1, panels title "Quantization error against bits sent: every configuration (open), the best at each size (line)"
+    if (words(gs) > 0) {
+        set title "gradient reduce-scatter"
+        set xlabel "bits per element sent on the inter-node link (codes + scales)"
+        plot for [i = 1:words(gs)] every("grad", word(gs, i)) using 1:2 with points \
+                lc rgb pcolor(word(word(gs, i), 1)) pt pts[(nth(gs, i) - 1) % 6 + 1] - 1 ps 0.8 \
+                notitle, \
+            for [i = 1:words(gs)] front("grad", word(gs, i)) using 1:2 with linespoints \
+                lc rgb pcolor(word(word(gs, i), 1)) lw 2 dt nth(gs, i) \
+                pt pts[(nth(gs, i) - 1) % 6 + 1] ps 0.9 title word(gs, i) noenhanced
+    }
+    if (words(ws) > 0) {
+        set title "weight all-gather"
+        set xlabel "bits per element sent on the inter-node link (codes + scales)"
+        plot for [i = 1:words(ws)] every("weight", word(ws, i)) using 1:2 with points \
+                lc rgb pcolor(word(word(ws, i), 1)) pt pts[(nth(ws, i) - 1) % 6 + 1] - 1 ps 0.8 \
+                notitle, \
+            for [i = 1:words(ws)] front("weight", word(ws, i)) using 1:2 with linespoints \
+                lc rgb pcolor(word(word(ws, i), 1)) lw 2 dt nth(ws, i) \
+                pt pts[(nth(ws, i) - 1) % 6 + 1] ps 0.9 title word(ws, i) noenhanced
+    }
+    unset multiplot
+    set output
+}
+print sprintf("%s: runs %s -> %s, %s", name, drawn, png, svg)

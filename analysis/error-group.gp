@@ -1,0 +1,181 @@
+# error-group.gp -- quantization error against the group size (the elements
+# that share one scale), one line per scheme and bit width: the relative L2
+# error of the replayed gradients and weights, mean over steps and seeds,
+# against grad.inter.group (grad.intra.group on one node) or weight.group.
+# Only lines with two group sizes or more are drawn: the figure is for sweeps.
+#
+#   gnuplot -e "db='shardq.db'" analysis/error-group.gp
+#
+# writes OUT/error-group.png and OUT/error-group.svg (variables as in
+# error-bits.gp: db, out, runs). Without data it prints why and writes nothing.
+
+name = "error-group"
+# ---- common to every analysis/*.gp, from here to "end of common" -------------
+# (tests/cli_report.sh checks that the copies agree)
+if (!exists("db")) {
+    print sprintf("%s.gp: say which database: gnuplot -e \"db='shardq.db'\" %s.gp", name, name)
+    exit status 2
+}
+if (!exists("out")) { out = "." }
+if (!exists("runs")) { runs = "" }
+png = out."/".name.".png"
+svg = out."/".name.".svg"
+# A string as one /bin/sh word whatever it holds (a filter may hold quotes,
+# '$' or '`'): it's -> 'it'\''s'.
+shq_(s) = strstrt(s, "'") ? s[1:strstrt(s, "'") - 1]."'\\''".shq_(s[strstrt(s, "'") + 1:]) : s
+shq(s) = "'".shq_(s)."'"
+# The rows of query q, tab-separated, NULL as an empty field, from the
+# sqlite3 program on a read-only connection: plot "< ".sql(q), or system(sql(q)).
+sql(q) = "sqlite3 -readonly -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+set datafile separator "\t"
+# The runs a figure may draw: done, of the kinds that cond says, and within
+# the runs filter.
+selwhere(cond) = "SELECT id FROM runs WHERE status = 'done' AND ".cond.\
+    (runs eq "" ? "" : " AND (".runs.")")
+sel(kind) = selwhere("kind = '".kind."'")
+within = db.(runs eq "" ? "" : " matching ".runs)
+# The ids of query q as ranges, "3-17, 20": the runs named in the caption.
+ranges(q) = "WITH i AS (".q."), g AS (SELECT id, id - row_number() OVER (ORDER BY id) AS g".\
+    " FROM (SELECT DISTINCT id FROM i)), x AS (SELECT min(id) AS lo, max(id) AS hi FROM g".\
+    " GROUP BY g ORDER BY lo) SELECT group_concat(CASE WHEN lo = hi THEN lo ELSE lo || '-' || hi".\
+    " END, ', ') FROM x"
+# The database and the filter, checked by one query.
+nruns = system(sql("SELECT count(*) FROM runs WHERE ".(runs eq "" ? "1" : "(".runs.")")))
+if (GPVAL_SYSTEM_ERRNO == 127) {
+    print sprintf("%s: the sqlite3 program is missing (apt-get install sqlite3)", name)
+    exit status 1
+}
+if (GPVAL_SYSTEM_ERRNO != 0) {
+    print sprintf("%s: cannot read the runs of %s (sqlite3 says why above)", name, within)
+    exit status 1
+}
+# errors go to stderr, as above; what a figure drew or why not, to stdout
+set print "-"
+# One colour per preset, the same in every figure (Tableau 10); others grey.
+presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
+array pcolors[11] = ["#333333", "#f28e2b", "#4e79a7", "#b07aa1", "#76b7b2", "#59a14f", \
+    "#e15759", "#9c755f", "#ff9da7", "#bcbd22", "#8c8c8c"]
+pidx(p) = (_i = sum [_k = 1:words(presets)] (word(presets, _k) eq p ? _k : 0), _i ? _i : 11)
+pcolor(p) = pcolors[pidx(p)]
+# The label of a run: its preset, then the knobs matching cond whose values
+# vary between the selected runs of that preset and kind, in the order of
+# their names; a gradient knob without "grad." (inter.bits=3), and named once
+# when it varies alike on both hops (hadamard=0, not intra.hadamard=0
+# inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
+# preset, label). src/cli/report.c has the same SQL for the report's tables.
+labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
+    "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
+    " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
+    " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
+    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
+    " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
+    " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
+    " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
+    " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
+    " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
+    " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
+    " label FROM runs u WHERE u.id IN r)"
+# ORDER BY porder: the presets in the order of presets, others after them
+porder = "instr(' ".presets." ' || preset || ' ', ' ' || preset || ' ')"
+set encoding utf8
+# ---- end of common -----------------------------------------------------------
+
+coll(p) = p eq "grad" ? "grad_reducescatter" : "weight_allgather"
+knob(p) = p eq "grad" ? "'grad.' || lk.link || '.'" : "'weight.'"
+# per run of path p: its label with the bit width, group size and mean error;
+# lines with a single group size left out
+base(p) = "WITH r AS (".sel("replay")."), ".\
+    "lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND sent_elems > 0".\
+    " THEN 'inter' END), 'intra') AS link FROM bytes WHERE run_id IN r AND collective = '".\
+    coll(p)."' GROUP BY run_id), ".\
+    "kb AS (SELECT lk.id, CAST(b.value AS INTEGER) AS bits, CAST(g.value AS INTEGER) AS grp".\
+    " FROM lk JOIN params b ON b.run_id = lk.id AND b.key = ".knob(p)." || 'bits'".\
+    " JOIN params g ON g.run_id = lk.id AND g.key = ".knob(p)." || 'group'), ".\
+    "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id IN r AND path = '".\
+    p."' AND rel_l2 > 0 GROUP BY run_id), ".\
+    labels("p.key LIKE '".p.".%' AND p.key NOT LIKE '%.bits' AND p.key NOT LIKE '%.group'").", ".\
+    "a AS (SELECT e.id, lab.preset, lab.label || ' ' || kb.bits || '-bit' AS label, kb.bits,".\
+    " kb.grp, e.err FROM e JOIN kb ON kb.id = e.id JOIN lab ON lab.id = e.id WHERE kb.bits < 16), ".\
+    "d AS (SELECT * FROM a WHERE label IN (SELECT label FROM a GROUP BY label".\
+    " HAVING count(DISTINCT grp) > 1)) "
+series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
+    " (SELECT DISTINCT label, ".porder." AS o, bits FROM d ORDER BY o, label, bits)"))
+points(p, l) = "< ".sql(base(p)."SELECT grp, avg(err) FROM d WHERE label = '".l.\
+    "' GROUP BY grp ORDER BY grp")
+ids(p) = base(p)."SELECT id FROM d"
+
+gs = series("grad")
+ws = series("weight")
+if (words(gs) + words(ws) == 0) {
+    print sprintf("%s: skipped: no replay runs of a scheme at two group sizes or more in %s", \
+        name, within)
+    exit
+}
+drawn = system(sql(ranges("SELECT id FROM (".ids("grad").") UNION SELECT id FROM (".\
+    ids("weight").")")))
+panels = (words(gs) > 0) + (words(ws) > 0)
+
+# colour by bit width (viridis, dark = few bits), dash and point by scheme;
+# the key names the bit widths and the schemes apart
+array bcolors[8] = ["#440154", "#46327e", "#365c8d", "#277f8e", "#1fa187", "#4ac16d", \
+    "#8fd744", "#c8c800"]
+bcolor(b) = bcolors[b < 1 ? 1 : b > 8 ? 8 : b]
+lastword(l) = word(l, words(l))
+bits(l) = int(lastword(l)[1:strstrt(lastword(l), "-") - 1])
+scheme(l) = l[1:strstrt(l, lastword(l)) - 2]
+bitlist(p) = system(sql(base(p)."SELECT group_concat(bits, ' ') FROM (SELECT DISTINCT bits FROM d".\
+    " ORDER BY bits)"))
+schemelist(p) = system(sql(base(p)."SELECT group_concat('\"' || s || '\"', ' ') FROM (SELECT".\
+    " substr(label, 1, length(label) - length(bits || '-bit') - 1) AS s, min(".porder.") AS o".\
+    " FROM d GROUP BY s ORDER BY o, s)"))
+# the position of word w in list (0: none)
+pos(list, w) = (sum [_j = 1:words(list)] (word(list, _j) eq w ? _j : 0))
+array pts[6] = [7, 5, 9, 11, 13, 15]
+gb = bitlist("grad")
+gk = schemelist("grad")
+wb = bitlist("weight")
+wk = schemelist("weight")
+
+set logscale x 2
+set logscale y
+set format y "10^{%L}"
+set grid xtics ytics mytics lc rgb "#e0e0e0"
+set key below center horizontal Left reverse spacing 1.1 samplen 3 maxrows 2 width 1 height 1
+set ylabel "relative L2 error  ‖x̂ − x‖ / ‖x‖"
+set xlabel "group size (elements per scale)"
+set xtics nomirror
+set ytics nomirror
+set offsets graph 0.04, graph 0.04, 0, 0
+
+do for [t = 1:2] {
+    if (t == 1) {
+        set terminal pngcairo size 900,560 enhanced font "sans,10"
+        set output png
+    } else {
+        set terminal svg size 900,560 dynamic enhanced font "sans,10" background "white"
+        set output svg
+    }
+    set multiplot layout 1, panels title "Quantization error against group size: colour = bits per element, dash = scheme"
+    if (words(gs) > 0) {
+        set title "gradient reduce-scatter"
+        plot for [i = 1:words(gs)] points("grad", word(gs, i)) using 1:2 with linespoints \
+                lc rgb bcolor(bits(word(gs, i))) lw 2 dt pos(gk, scheme(word(gs, i))) \
+                pt pts[(pos(gk, scheme(word(gs, i))) - 1) % 6 + 1] ps 0.9 notitle, \
+            for [b in gb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
+            for [k = 1:words(gk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
+                pt pts[(k - 1) % 6 + 1] ps 0.9 title word(gk, k) noenhanced
+    }
+    if (words(ws) > 0) {
+        set title "weight all-gather"
+        plot for [i = 1:words(ws)] points("weight", word(ws, i)) using 1:2 with linespoints \
+                lc rgb bcolor(bits(word(ws, i))) lw 2 dt pos(wk, scheme(word(ws, i))) \
+                pt pts[(pos(wk, scheme(word(ws, i))) - 1) % 6 + 1] ps 0.9 notitle, \
+            for [b in wb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
+            for [k = 1:words(wk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
+                pt pts[(k - 1) % 6 + 1] ps 0.9 title word(wk, k) noenhanced
+    }
+    unset multiplot
+    set output
+}
+print sprintf("%s: runs %s -> %s, %s", name, drawn, png, svg)

@@ -1,0 +1,142 @@
+# hadamard.gp -- what the Hadamard transform does to the gradient error: for
+# every gradient configuration (bits per hop, group size, rounding) replayed
+# both with grad.*.hadamard = 0 and > 0, the relative L2 error of the reduced
+# gradients without and with it, mean over steps and runs, and the change.
+#
+#   gnuplot -e "db='shardq.db'" analysis/hadamard.gp
+#
+# writes OUT/hadamard.png and OUT/hadamard.svg (variables as in
+# error-bits.gp: db, out, runs). Without data it prints why and writes nothing.
+
+name = "hadamard"
+# ---- common to every analysis/*.gp, from here to "end of common" -------------
+# (tests/cli_report.sh checks that the copies agree)
+if (!exists("db")) {
+    print sprintf("%s.gp: say which database: gnuplot -e \"db='shardq.db'\" %s.gp", name, name)
+    exit status 2
+}
+if (!exists("out")) { out = "." }
+if (!exists("runs")) { runs = "" }
+png = out."/".name.".png"
+svg = out."/".name.".svg"
+# A string as one /bin/sh word whatever it holds (a filter may hold quotes,
+# '$' or '`'): it's -> 'it'\''s'.
+shq_(s) = strstrt(s, "'") ? s[1:strstrt(s, "'") - 1]."'\\''".shq_(s[strstrt(s, "'") + 1:]) : s
+shq(s) = "'".shq_(s)."'"
+# The rows of query q, tab-separated, NULL as an empty field, from the
+# sqlite3 program on a read-only connection: plot "< ".sql(q), or system(sql(q)).
+sql(q) = "sqlite3 -readonly -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+set datafile separator "\t"
+# The runs a figure may draw: done, of the kinds that cond says, and within
+# the runs filter.
+selwhere(cond) = "SELECT id FROM runs WHERE status = 'done' AND ".cond.\
+    (runs eq "" ? "" : " AND (".runs.")")
+sel(kind) = selwhere("kind = '".kind."'")
+within = db.(runs eq "" ? "" : " matching ".runs)
+# The ids of query q as ranges, "3-17, 20": the runs named in the caption.
+ranges(q) = "WITH i AS (".q."), g AS (SELECT id, id - row_number() OVER (ORDER BY id) AS g".\
+    " FROM (SELECT DISTINCT id FROM i)), x AS (SELECT min(id) AS lo, max(id) AS hi FROM g".\
+    " GROUP BY g ORDER BY lo) SELECT group_concat(CASE WHEN lo = hi THEN lo ELSE lo || '-' || hi".\
+    " END, ', ') FROM x"
+# The database and the filter, checked by one query.
+nruns = system(sql("SELECT count(*) FROM runs WHERE ".(runs eq "" ? "1" : "(".runs.")")))
+if (GPVAL_SYSTEM_ERRNO == 127) {
+    print sprintf("%s: the sqlite3 program is missing (apt-get install sqlite3)", name)
+    exit status 1
+}
+if (GPVAL_SYSTEM_ERRNO != 0) {
+    print sprintf("%s: cannot read the runs of %s (sqlite3 says why above)", name, within)
+    exit status 1
+}
+# errors go to stderr, as above; what a figure drew or why not, to stdout
+set print "-"
+# One colour per preset, the same in every figure (Tableau 10); others grey.
+presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
+array pcolors[11] = ["#333333", "#f28e2b", "#4e79a7", "#b07aa1", "#76b7b2", "#59a14f", \
+    "#e15759", "#9c755f", "#ff9da7", "#bcbd22", "#8c8c8c"]
+pidx(p) = (_i = sum [_k = 1:words(presets)] (word(presets, _k) eq p ? _k : 0), _i ? _i : 11)
+pcolor(p) = pcolors[pidx(p)]
+# The label of a run: its preset, then the knobs matching cond whose values
+# vary between the selected runs of that preset and kind, in the order of
+# their names; a gradient knob without "grad." (inter.bits=3), and named once
+# when it varies alike on both hops (hadamard=0, not intra.hadamard=0
+# inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
+# preset, label). src/cli/report.c has the same SQL for the report's tables.
+labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
+    "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
+    " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
+    " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
+    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
+    " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
+    " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
+    " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
+    " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
+    " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
+    " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
+    " label FROM runs u WHERE u.id IN r)"
+# ORDER BY porder: the presets in the order of presets, others after them
+porder = "instr(' ".presets." ' || preset || ' ', ' ' || preset || ' ')"
+set encoding utf8
+# ---- end of common -----------------------------------------------------------
+
+# per run: its gradient configuration, whether a Hadamard ran, its error
+pk(k) = "(SELECT value FROM params WHERE run_id = lk.id AND key = ".k.")"
+base = "WITH r AS (".sel("replay")."), ".\
+    "lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND sent_elems > 0".\
+    " THEN 'inter' END), 'intra') AS link, sum(sent_elems > 0) AS hops FROM bytes".\
+    " WHERE run_id IN r AND collective = 'grad_reducescatter' GROUP BY run_id), ".\
+    "kn AS (SELECT lk.id, lk.hops, CAST(".pk("'grad.intra.bits'")." AS INTEGER) AS ib,".\
+    " CAST(".pk("'grad.' || lk.link || '.bits'")." AS INTEGER) AS xb,".\
+    " ".pk("'grad.' || lk.link || '.group'")." AS grp, upper(".pk("'grad.' || lk.link || '.round'").\
+    ") AS rnd, max(CAST(".pk("'grad.intra.hadamard'")." AS INTEGER), CAST(".\
+    pk("'grad.inter.hadamard'")." AS INTEGER)) AS h FROM lk), ".\
+    "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id IN r AND".\
+    " path = 'grad' AND rel_l2 > 0 GROUP BY run_id), ".\
+    "c AS (SELECT e.id, CASE WHEN kn.hops > 1 THEN kn.ib || '/' || kn.xb ELSE kn.xb END ||".\
+    " '-bit, g' || kn.grp || ', ' || kn.rnd AS cfg, kn.xb, CAST(kn.grp AS INTEGER) AS g,".\
+    " kn.ib, kn.rnd, kn.h, e.err FROM e JOIN kn ON kn.id = e.id WHERE kn.xb < 16), ".\
+    "p AS (SELECT cfg FROM c GROUP BY cfg HAVING min(h) = 0 AND max(h) > 0), ".\
+    "d AS (SELECT * FROM c WHERE cfg IN p) "
+drawn = system(sql(ranges(base."SELECT id FROM d")))
+if (drawn eq "") {
+    print sprintf("%s: skipped: no gradient configuration replayed both with and without a Hadamard in %s", \
+        name, within)
+    exit
+}
+sizes = system(sql(base."SELECT group_concat(h, '/') FROM (SELECT DISTINCT h FROM d WHERE h > 0 ORDER BY h)"))
+ncfg = int(system(sql(base."SELECT count(DISTINCT cfg) FROM d")))
+# one row per configuration: name, error without, error with
+table = "< ".sql(base."SELECT cfg, avg(CASE WHEN h = 0 THEN err END), avg(CASE WHEN h > 0 THEN err END)".\
+    " FROM d GROUP BY cfg ORDER BY min(xb), min(g), min(ib), min(rnd)")
+
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.85 border rgb "#404040"
+set boxwidth 0.9
+set logscale y
+set format y "10^{%L}"
+set yrange [*:*]
+set grid ytics mytics lc rgb "#e0e0e0"
+set key top right reverse Left opaque box lc rgb "#c0c0c0"
+set ylabel "relative L2 error of the reduced gradient  ‖x̂ − x‖ / ‖x‖"
+set xlabel "gradient configuration: bits per element (intra/inter-node hop), group size, rounding"
+set xtics nomirror rotate by 30 right
+set ytics nomirror
+set title "Hadamard transform on the gradient hops: error without and with it (label: change)"
+
+do for [t = 1:2] {
+    if (t == 1) {
+        set terminal pngcairo size 900,560 enhanced font "sans,10"
+        set output png
+    } else {
+        set terminal svg size 900,560 dynamic enhanced font "sans,10" background "white"
+        set output svg
+    }
+    plot table using 2:xtic(1) lc rgb "#bab0ac" title "without Hadamard", \
+        '' using 3 lc rgb "#59a14f" title "with Hadamard (".sizes."-point)", \
+        '' using 0:($2 > $3 ? $2 : $3):(sprintf("%+.0f%%", 100 * ($3 / $2 - 1))) with labels \
+            offset 0, 0.7 font ",9" notitle
+    set output
+}
+print sprintf("%s: runs %s -> %s, %s", name, drawn, png, svg)

@@ -1,0 +1,175 @@
+# loss.gp -- training curves per scheme: the training loss of every step
+# (train_steps.loss, as a moving mean over a tenth of the run, so that the
+# schemes can be told apart through the noise of the batches) and the
+# validation loss where the run evaluated one (train_steps.val_loss), of every
+# training run. The colour is the preset, the dash the seed or the variant.
+# In runs of 40 steps or more the first fifth is left out: every scheme starts
+# from the same model and falls alike, and the axes are kept for the rest.
+#
+#   gnuplot -e "db='shardq.db'" analysis/loss.gp
+#
+# writes OUT/loss.png and OUT/loss.svg (variables as in error-bits.gp: db,
+# out, runs). Without data it prints why and writes nothing.
+
+name = "loss"
+# ---- common to every analysis/*.gp, from here to "end of common" -------------
+# (tests/cli_report.sh checks that the copies agree)
+if (!exists("db")) {
+    print sprintf("%s.gp: say which database: gnuplot -e \"db='shardq.db'\" %s.gp", name, name)
+    exit status 2
+}
+if (!exists("out")) { out = "." }
+if (!exists("runs")) { runs = "" }
+png = out."/".name.".png"
+svg = out."/".name.".svg"
+# A string as one /bin/sh word whatever it holds (a filter may hold quotes,
+# '$' or '`'): it's -> 'it'\''s'.
+shq_(s) = strstrt(s, "'") ? s[1:strstrt(s, "'") - 1]."'\\''".shq_(s[strstrt(s, "'") + 1:]) : s
+shq(s) = "'".shq_(s)."'"
+# The rows of query q, tab-separated, NULL as an empty field, from the
+# sqlite3 program on a read-only connection: plot "< ".sql(q), or system(sql(q)).
+sql(q) = "sqlite3 -readonly -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+set datafile separator "\t"
+# The runs a figure may draw: done, of the kinds that cond says, and within
+# the runs filter.
+selwhere(cond) = "SELECT id FROM runs WHERE status = 'done' AND ".cond.\
+    (runs eq "" ? "" : " AND (".runs.")")
+sel(kind) = selwhere("kind = '".kind."'")
+within = db.(runs eq "" ? "" : " matching ".runs)
+# The ids of query q as ranges, "3-17, 20": the runs named in the caption.
+ranges(q) = "WITH i AS (".q."), g AS (SELECT id, id - row_number() OVER (ORDER BY id) AS g".\
+    " FROM (SELECT DISTINCT id FROM i)), x AS (SELECT min(id) AS lo, max(id) AS hi FROM g".\
+    " GROUP BY g ORDER BY lo) SELECT group_concat(CASE WHEN lo = hi THEN lo ELSE lo || '-' || hi".\
+    " END, ', ') FROM x"
+# The database and the filter, checked by one query.
+nruns = system(sql("SELECT count(*) FROM runs WHERE ".(runs eq "" ? "1" : "(".runs.")")))
+if (GPVAL_SYSTEM_ERRNO == 127) {
+    print sprintf("%s: the sqlite3 program is missing (apt-get install sqlite3)", name)
+    exit status 1
+}
+if (GPVAL_SYSTEM_ERRNO != 0) {
+    print sprintf("%s: cannot read the runs of %s (sqlite3 says why above)", name, within)
+    exit status 1
+}
+# errors go to stderr, as above; what a figure drew or why not, to stdout
+set print "-"
+# One colour per preset, the same in every figure (Tableau 10); others grey.
+presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
+array pcolors[11] = ["#333333", "#f28e2b", "#4e79a7", "#b07aa1", "#76b7b2", "#59a14f", \
+    "#e15759", "#9c755f", "#ff9da7", "#bcbd22", "#8c8c8c"]
+pidx(p) = (_i = sum [_k = 1:words(presets)] (word(presets, _k) eq p ? _k : 0), _i ? _i : 11)
+pcolor(p) = pcolors[pidx(p)]
+# The label of a run: its preset, then the knobs matching cond whose values
+# vary between the selected runs of that preset and kind, in the order of
+# their names; a gradient knob without "grad." (inter.bits=3), and named once
+# when it varies alike on both hops (hadamard=0, not intra.hadamard=0
+# inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
+# preset, label). src/cli/report.c has the same SQL for the report's tables.
+labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
+    "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
+    " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
+    " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
+    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
+    " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
+    " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
+    " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
+    " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
+    " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
+    " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
+    " label FROM runs u WHERE u.id IN r)"
+# ORDER BY porder: the presets in the order of presets, others after them
+porder = "instr(' ".presets." ' || preset || ' ', ' ' || preset || ' ')"
+set encoding utf8
+# ---- end of common -----------------------------------------------------------
+
+# the training runs with steps; a run is named by its label, and by its seed
+# where its label has several
+base = "WITH r AS (".sel("train")." AND id IN (SELECT run_id FROM train_steps)), ".\
+    labels("p.key LIKE 'grad.%' OR p.key LIKE 'weight.%' OR p.key LIKE 'model.%' OR".\
+    " p.key LIKE 'train.%'").", ".\
+    "d AS (SELECT lab.id, lab.preset, lab.label || CASE WHEN count(*) OVER (PARTITION BY".\
+    " lab.label) > 1 THEN ' seed ' || u.seed ELSE '' END AS name, u.seed FROM lab".\
+    " JOIN runs u ON u.id = lab.id) "
+drawn = system(sql(ranges(base."SELECT id FROM d")))
+if (drawn eq "") {
+    print sprintf("%s: skipped: no training runs in %s", name, within)
+    exit
+}
+# "id name" pairs, in preset order
+ids = system(sql(base."SELECT group_concat(id, ' ') FROM (SELECT id FROM d ORDER BY ".porder.", name)"))
+rname(id) = system(sql(base."SELECT name FROM d WHERE id = ".id))
+rpreset(id) = system(sql("SELECT preset FROM runs WHERE id = ".id))
+# the k-th run of a preset (in ids) gets dash k
+rank(i) = 1 + sum [_j = 1:i] (_j < i && rpreset(word(ids, _j)) eq rpreset(word(ids, i)) ? 1 : 0)
+array names[words(ids)]
+array presetof[words(ids)]
+array dash[words(ids)]
+do for [i = 1:words(ids)] {
+    names[i] = rname(word(ids, i))
+    presetof[i] = rpreset(word(ids, i))
+}
+do for [i = 1:words(ids)] {
+    dash[i] = 1 + sum [j = 1:i] (j < i && presetof[j] eq presetof[i] ? 1 : 0)
+}
+maxstep = int(system(sql("SELECT max(step) FROM train_steps WHERE run_id IN (".\
+    base."SELECT id FROM d)")))
+win = maxstep >= 40 ? int(maxstep / 10) : 1
+# the first fifth of a long run left out (a multiple of 10 steps from 100 on)
+from = maxstep >= 40 ? (maxstep >= 100 ? 10 * int(maxstep / 50) : int(maxstep / 5)) : 0
+train(id) = "< ".sql("SELECT * FROM (SELECT step, avg(loss) OVER (ORDER BY step ROWS BETWEEN ".(win - 1).\
+    " PRECEDING AND CURRENT ROW) AS m FROM train_steps WHERE run_id = ".id." ORDER BY step) WHERE step >= ".from)
+val(id) = "< ".sql("SELECT step, val_loss FROM train_steps WHERE run_id = ".id.\
+    " AND val_loss IS NOT NULL AND step >= ".from." ORDER BY step")
+
+set grid xtics ytics lc rgb "#e0e0e0"
+
+do for [t = 1:2] {
+    if (t == 1) {
+        set terminal pngcairo size 900,560 enhanced font "sans,10"
+        set output png
+    } else {
+        set terminal svg size 900,560 dynamic enhanced font "sans,10" background "white"
+        set output svg
+    }
+    # two panels, and under both a third plot that holds only the key (which
+    # leaves its settings to be restored for the next terminal)
+    set border
+    set tics
+    set xtics nomirror
+    set ytics nomirror
+    set xlabel "optimizer step"
+    set ylabel "loss (nats per byte)"
+    set margins -1, -1, -1, -1
+    if (from > 0) { set xrange [from:maxstep] } else { set xrange [0:maxstep] }
+    set yrange [*:*]
+    set multiplot title "Training runs: loss per step and validation loss"
+    kh = (18.0 * int((words(ids) + 4) / 5) + 12) / 560
+    set size 0.5, 0.95 - kh
+    set origin 0, kh
+    unset key
+    set title (win > 1 ? sprintf("training loss (moving mean over %d steps)", win) : "training loss").\
+        (from > 0 ? sprintf(", from step %d", from) : "")
+    plot for [i = 1:words(ids)] train(word(ids, i)) using 1:2 with lines \
+        lc rgb pcolor(presetof[i]) lw 1.5 dt dash[i] notitle
+    set origin 0.5, kh
+    set title "validation loss".(from > 0 ? sprintf(", from step %d", from) : "")
+    plot for [i = 1:words(ids)] val(word(ids, i)) using 1:2 with linespoints \
+        lc rgb pcolor(presetof[i]) lw 1.5 dt dash[i] pt 7 ps 0.7 notitle
+    set size 1, kh
+    set origin 0, 0
+    set margins 0, 0, 0, 0
+    unset border
+    unset tics
+    unset xlabel
+    unset ylabel
+    unset title
+    set key center center vertical Left reverse spacing 1.1 samplen 3 width 2 maxrows int((words(ids) + 4) / 5)
+    set xrange [0:1]
+    set yrange [0:1]
+    plot for [i = 1:words(ids)] NaN with linespoints lc rgb pcolor(presetof[i]) lw 1.5 \
+        dt dash[i] pt 7 ps 0.7 title names[i] noenhanced
+    unset multiplot
+    set output
+}
+print sprintf("%s: runs %s -> %s, %s", name, drawn, png, svg)

@@ -1,0 +1,124 @@
+# speedup.gp -- what `shardq model` predicts: the speedup of one training
+# iteration over the baseline preset against the number of GPUs, one line per
+# scheme (model_results.speedup), with 1 (no gain) dashed. The latest model
+# run within the filter is drawn.
+#
+#   gnuplot -e "db='shardq.db'" analysis/speedup.gp
+#
+# writes OUT/speedup.png and OUT/speedup.svg (variables as in error-bits.gp:
+# db, out, runs). Without data it prints why and writes nothing.
+
+name = "speedup"
+# ---- common to every analysis/*.gp, from here to "end of common" -------------
+# (tests/cli_report.sh checks that the copies agree)
+if (!exists("db")) {
+    print sprintf("%s.gp: say which database: gnuplot -e \"db='shardq.db'\" %s.gp", name, name)
+    exit status 2
+}
+if (!exists("out")) { out = "." }
+if (!exists("runs")) { runs = "" }
+png = out."/".name.".png"
+svg = out."/".name.".svg"
+# A string as one /bin/sh word whatever it holds (a filter may hold quotes,
+# '$' or '`'): it's -> 'it'\''s'.
+shq_(s) = strstrt(s, "'") ? s[1:strstrt(s, "'") - 1]."'\\''".shq_(s[strstrt(s, "'") + 1:]) : s
+shq(s) = "'".shq_(s)."'"
+# The rows of query q, tab-separated, NULL as an empty field, from the
+# sqlite3 program on a read-only connection: plot "< ".sql(q), or system(sql(q)).
+sql(q) = "sqlite3 -readonly -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+set datafile separator "\t"
+# The runs a figure may draw: done, of the kinds that cond says, and within
+# the runs filter.
+selwhere(cond) = "SELECT id FROM runs WHERE status = 'done' AND ".cond.\
+    (runs eq "" ? "" : " AND (".runs.")")
+sel(kind) = selwhere("kind = '".kind."'")
+within = db.(runs eq "" ? "" : " matching ".runs)
+# The ids of query q as ranges, "3-17, 20": the runs named in the caption.
+ranges(q) = "WITH i AS (".q."), g AS (SELECT id, id - row_number() OVER (ORDER BY id) AS g".\
+    " FROM (SELECT DISTINCT id FROM i)), x AS (SELECT min(id) AS lo, max(id) AS hi FROM g".\
+    " GROUP BY g ORDER BY lo) SELECT group_concat(CASE WHEN lo = hi THEN lo ELSE lo || '-' || hi".\
+    " END, ', ') FROM x"
+# The database and the filter, checked by one query.
+nruns = system(sql("SELECT count(*) FROM runs WHERE ".(runs eq "" ? "1" : "(".runs.")")))
+if (GPVAL_SYSTEM_ERRNO == 127) {
+    print sprintf("%s: the sqlite3 program is missing (apt-get install sqlite3)", name)
+    exit status 1
+}
+if (GPVAL_SYSTEM_ERRNO != 0) {
+    print sprintf("%s: cannot read the runs of %s (sqlite3 says why above)", name, within)
+    exit status 1
+}
+# errors go to stderr, as above; what a figure drew or why not, to stdout
+set print "-"
+# One colour per preset, the same in every figure (Tableau 10); others grey.
+presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
+array pcolors[11] = ["#333333", "#f28e2b", "#4e79a7", "#b07aa1", "#76b7b2", "#59a14f", \
+    "#e15759", "#9c755f", "#ff9da7", "#bcbd22", "#8c8c8c"]
+pidx(p) = (_i = sum [_k = 1:words(presets)] (word(presets, _k) eq p ? _k : 0), _i ? _i : 11)
+pcolor(p) = pcolors[pidx(p)]
+# The label of a run: its preset, then the knobs matching cond whose values
+# vary between the selected runs of that preset and kind, in the order of
+# their names; a gradient knob without "grad." (inter.bits=3), and named once
+# when it varies alike on both hops (hadamard=0, not intra.hadamard=0
+# inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
+# preset, label). src/cli/report.c has the same SQL for the report's tables.
+labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
+    "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
+    " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
+    " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
+    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
+    " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
+    " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
+    " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
+    " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
+    " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
+    " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
+    " label FROM runs u WHERE u.id IN r)"
+# ORDER BY porder: the presets in the order of presets, others after them
+porder = "instr(' ".presets." ' || preset || ' ', ' ' || preset || ' ')"
+set encoding utf8
+# ---- end of common -----------------------------------------------------------
+
+run = system(sql("SELECT max(id) FROM (".sel("model").") WHERE id IN (SELECT run_id FROM".\
+    " model_results WHERE speedup IS NOT NULL)"))
+if (run eq "") {
+    print sprintf("%s: skipped: no model runs with speedups in %s", name, within)
+    exit
+}
+nmodel = int(system(sql("SELECT count(*) FROM (".sel("model").") WHERE id IN (SELECT run_id FROM".\
+    " model_results WHERE speedup IS NOT NULL)")))
+schemes = system(sql("SELECT group_concat(preset, ' ') FROM (SELECT preset FROM (SELECT DISTINCT".\
+    " scheme AS preset FROM model_results WHERE run_id = ".run." AND speedup IS NOT NULL) ORDER BY ".\
+    porder.", preset)"))
+rows(s) = "< ".sql("SELECT gpus, speedup FROM model_results WHERE run_id = ".run." AND scheme = '".\
+    s."' AND speedup IS NOT NULL ORDER BY gpus")
+
+array pts[6] = [7, 5, 9, 11, 13, 15]
+set logscale x 2
+set format x "%g"
+set grid xtics ytics lc rgb "#e0e0e0"
+set xlabel "GPUs"
+set ylabel "predicted speedup of an iteration over baseline (×)"
+set xtics nomirror
+set ytics nomirror
+set key outside right top reverse Left spacing 1.1 samplen 3
+set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05
+set title sprintf("Predicted speedup against GPU count: model run %s", run).\
+    (nmodel > 1 ? sprintf(" (latest of %d model runs)", nmodel) : "")
+
+do for [t = 1:2] {
+    if (t == 1) {
+        set terminal pngcairo size 900,560 enhanced font "sans,10"
+        set output png
+    } else {
+        set terminal svg size 900,560 dynamic enhanced font "sans,10" background "white"
+        set output svg
+    }
+    plot 1 with lines lc rgb "#808080" dt 2 lw 1.5 title "1 (no gain)", \
+        for [i = 1:words(schemes)] rows(word(schemes, i)) using 1:2 with linespoints \
+            lc rgb pcolor(word(schemes, i)) lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 \
+            title word(schemes, i) noenhanced
+    set output
+}
+print sprintf("%s: runs %s -> %s, %s", name, run, png, svg)

@@ -1,0 +1,601 @@
+/*
+** cmd_model.c -- `shardq model`: the cost model of one training iteration at
+** cluster scale (src/model/costmodel.c), per scheme and phase, for one GPU
+** count or a sweep of them, beside the baseline; and `--validate`, which
+** sets its predictions beside published results.
+*/
+#include "cli.h"
+#include "model/costmodel.h"
+#include "modelfile.h"
+#include "store/store.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char model_usage[] =
+    "usage: shardq model [options]\n"
+    "\n"
+    "Predicts one training iteration of sharded data-parallel training (Megatron's\n"
+    "distributed optimizer: weight all-gather and gradient reduce-scatter every\n"
+    "iteration) on a cluster, per quantization scheme: compute, tensor-parallel\n"
+    "and pipeline costs, the exposed time of each collective, the quantization\n"
+    "kernels and the optimizer step; TFLOP/s per GPU and the speedup over the\n"
+    "baseline. The bytes each collective moves come from the same accounting as\n"
+    "`shardq world`; README, \"The cost model\", gives every formula.\n"
+    "\n"
+    "options:\n"
+    "  --platform P      a built-in platform or a platform file (default\n"
+    "                    a100-slingshot10)\n"
+    "  --model M         a built-in model shape or a model file (default gpt-1.3b)\n"
+    "  --gpus N          GPUs of the job (default: the platform's nodes)\n"
+    "  --sweep-gpus      one prediction per GPU count: one node, then doubling\n"
+    "                    up to --max-gpus (counts the layout cannot use are left out)\n"
+    "  --max-gpus N      the largest count of --sweep-gpus (default 1024)\n"
+    "  --tp N            tensor-parallel degree, within a node (default 1)\n"
+    "  --pp N            pipeline-parallel degree (default 1)\n"
+    "  --micro-batch N   sequences per micro-batch (default 1)\n"
+    "  --accum N         micro-batches per iteration (default 1)\n"
+    "  --overlap         collectives overlap compute (default: they do not, as in\n"
+    "                    SDP4Bit's speed tests)\n"
+    "  --scheme LIST     presets to predict (default: every preset of\n"
+    "                    'shardq schemes'); the speedup is always over baseline\n"
+    "  --set KEY=VALUE   override one knob of the listed schemes (repeatable)\n"
+    "  --quant-gbs X     throughput of the quantization kernels in GB/s (read +\n"
+    "                    written), instead of the platform's figure\n"
+    "  --quant-db FILE   that throughput from the newest `shardq bench --db` run in\n"
+    "                    FILE (the mean of quantize and dequantize at its largest size)\n"
+    "  --db FILE         also store the predictions (runs kind 'model', model_results)\n"
+    "  --validate TABLE  compare with published results (a built-in table such as\n"
+    "                    sdp4bit-a100, or a file); exit 1 if one is out of tolerance\n"
+    "  --list            the built-in platforms, models and tables\n"
+    "  --json            one JSON object instead of the tables\n"
+    "  -h, --help        this text\n";
+
+#define MAX_SCHEMES 32
+#define MAX_SETS 64
+#define MAX_POINTS 32
+
+typedef struct model_opts {
+    sq_platform plat;
+    sq_model_shape model;
+    sq_parallel par;
+    const char *quant_source; /* "platform", "--quant-gbs", or the bench run */
+    char quant_text[512];
+    sq_scheme schemes[MAX_SCHEMES];
+    const char *names[MAX_SCHEMES];
+    int nschemes;
+    sq_scheme baseline;
+} model_opts;
+
+/* One GPU count: the prediction of every scheme, and of the baseline. */
+typedef struct model_point {
+    int gpus;
+    sq_cost base;
+    sq_cost cost[MAX_SCHEMES];
+} model_point;
+
+static int predict(const model_opts *o, int gpus, model_point *pt, char *err, size_t errlen)
+{
+    sq_parallel par = o->par;
+    par.gpus = gpus;
+    pt->gpus = gpus;
+    if (sq_cost_iteration(&o->plat, &o->model, &par, &o->baseline, &pt->base, err, errlen))
+        return -1;
+    for (int i = 0; i < o->nschemes; i++)
+        if (sq_cost_iteration(&o->plat, &o->model, &par, &o->schemes[i], &pt->cost[i], err, errlen))
+            return -1;
+    return 0;
+}
+
+/* --quant-db: the mean quantize/dequantize throughput of the newest bench run
+** at its largest size and thread count. */
+static int quant_from_db(const char *path, model_opts *o, char *err, size_t errlen)
+{
+    sq_store *s;
+    if (sq_store_open(path, 1000, 1, &s, err, errlen)) return -1;
+    static const char sql[] =
+        "WITH last AS (SELECT max(b.run_id) AS id FROM bench_results b JOIN runs r"
+        "  ON r.id = b.run_id WHERE r.status = 'done' AND b.op IN ('quantize', 'dequantize')),"
+        " big AS (SELECT max(elements) AS n FROM bench_results"
+        "  WHERE run_id = (SELECT id FROM last) AND op IN ('quantize', 'dequantize')),"
+        " thr AS (SELECT max(threads) AS t FROM bench_results WHERE run_id = (SELECT id FROM last)"
+        "  AND elements = (SELECT n FROM big))"
+        " SELECT (SELECT id FROM last), avg(gb_per_s), (SELECT n FROM big), (SELECT t FROM thr),"
+        "  (SELECT device FROM runs WHERE id = (SELECT id FROM last)) FROM bench_results"
+        " WHERE run_id = (SELECT id FROM last) AND op IN ('quantize', 'dequantize')"
+        "  AND elements = (SELECT n FROM big) AND threads = (SELECT t FROM thr)";
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sq_store_version(s) < 3) {
+        snprintf(err, errlen, "%s: no bench results (schema version %d; run shardq bench --db %s)",
+                 path, sq_store_version(s), path);
+    } else if (sqlite3_prepare_v2(sq_store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(sq_store_db(s)));
+    } else if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
+        snprintf(err, errlen, "%s: no finished bench run with quantize or dequantize rows (run "
+                 "shardq bench --db %s)", path, path);
+    } else {
+        double gbs = sqlite3_column_double(st, 1);
+        const unsigned char *dev = sqlite3_column_text(st, 4);
+        o->plat.quant_bw = gbs * 1e9;
+        snprintf(o->quant_text, sizeof o->quant_text, "bench run %lld in %s (%s, %.0f MB, %d "
+                 "thread%s)", (long long)sqlite3_column_int64(st, 0), path,
+                 dev ? (const char *)dev : "?", sqlite3_column_double(st, 2) * 4 / 1e6,
+                 sqlite3_column_int(st, 3), sqlite3_column_int(st, 3) == 1 ? "" : "s");
+        rc = gbs > 0 ? 0 : -1;
+        if (rc) snprintf(err, errlen, "%s: bench run has no positive throughput", path);
+    }
+    sqlite3_finalize(st);
+    sq_store_close(s);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static double speedup_of(const sq_cost *base, const sq_cost *c)
+{
+    return c->iteration > 0 ? base->iteration / c->iteration : NAN;
+}
+
+static void print_header(const model_opts *o, const model_point *pt)
+{
+    const sq_cost *b = &pt->base;
+    int G = o->plat.gpus_per_node;
+    printf("%s on %s: %d GPUs (%d node%s x %d), TP %d, PP %d, DP %d; micro-batch %d, "
+           "accumulation %d (global batch %d sequences of %d); overlap %s\n",
+           o->model.name, o->plat.name, pt->gpus, (pt->gpus + G - 1) / G,
+           (pt->gpus + G - 1) / G == 1 ? "" : "s", pt->gpus < G ? pt->gpus : G, o->par.tp,
+           o->par.pp, b->dp, o->par.micro_batch, o->par.accum,
+           b->dp * o->par.micro_batch * o->par.accum, o->model.seq, o->par.overlap ? "on" : "off");
+    printf("  %.4g parameters, %.4g per rank (the largest stage); a data-parallel group spans "
+           "%d node%s x %d GPU%s, %d group%s per node\n",
+           (double)b->params, (double)b->params_per_rank, b->dp_nodes, b->dp_nodes == 1 ? "" : "s",
+           b->dp_per_node, b->dp_per_node == 1 ? "" : "s", b->groups_per_node,
+           b->groups_per_node == 1 ? "" : "s");
+    printf("  %.3g TFLOP/s achieved per GPU; quantization kernels %.4g GB/s (%s)\n",
+           o->plat.achieved_flops / 1e12, o->plat.quant_bw / 1e9, o->quant_text);
+}
+
+static void print_row(const char *name, const sq_cost *c, const sq_cost *base)
+{
+    printf("  %-10s %8.1f %9.1f %9.1f %8.1f %7.1f %6.1f %10.1f %8.1f %7.2fx %12.3f\n", name,
+           1e3 * c->compute, 1e3 * (c->tp + c->bubble), 1e3 * c->weight, 1e3 * c->grad,
+           1e3 * c->quant, 1e3 * c->optimizer, 1e3 * c->iteration, c->tflops,
+           speedup_of(base, c), (double)c->inter_bytes_per_node / 1e9);
+}
+
+static void print_point(const model_opts *o, const model_point *pt)
+{
+    print_header(o, pt);
+    printf("\n  %-10s %8s %9s %9s %8s %7s %6s %10s %8s %8s %12s\n", "scheme", "compute",
+           "TP+bubble", "weight AG", "grad RS", "quant", "optim", "iteration", "TFLOP/s",
+           "speedup", "network/node");
+    printf("  %-10s %8s %9s %9s %8s %7s %6s %10s %8s %8s %12s\n", "", "ms", "ms", "ms", "ms",
+           "ms", "ms", "ms", "per GPU", "", "GB/iter");
+    for (int i = 0; i < o->nschemes; i++) print_row(o->names[i], &pt->cost[i], &pt->base);
+}
+
+static void print_sweep(const model_opts *o, const model_point *pts, int n)
+{
+    print_header(o, &pts[n - 1]);
+    printf("\n  speedup over baseline by GPU count (baseline TFLOP/s per GPU beside):\n");
+    printf("  %6s %9s", "GPUs", "baseline");
+    for (int i = 0; i < o->nschemes; i++) printf(" %9s", o->names[i]);
+    printf("\n");
+    for (int k = 0; k < n; k++) {
+        printf("  %6d %7.1f  ", pts[k].gpus, pts[k].base.tflops);
+        for (int i = 0; i < o->nschemes; i++)
+            printf(" %8.2fx", speedup_of(&pts[k].base, &pts[k].cost[i]));
+        printf("\n");
+    }
+}
+
+static void json_cost(const char *name, const sq_cost *c, const sq_cost *base)
+{
+    static const char *const paths[] = {"ring", "a2a", "twolevel", "none"};
+    printf("{\"scheme\":");
+    cli_json_str(name);
+    const char *keys[] = {"compute_s", "tp_s", "bubble_s", "weight_s", "grad_s", "quant_s",
+                          "optimizer_s", "iteration_s", "weight_comm_s", "grad_comm_s",
+                          "tflops_per_gpu", "speedup"};
+    double vals[] = {c->compute, c->tp, c->bubble, c->weight, c->grad, c->quant, c->optimizer,
+                     c->iteration, c->weight_comm, c->grad_comm, c->tflops, speedup_of(base, c)};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        printf(",\"%s\":", keys[i]);
+        cli_json_num(vals[i]);
+    }
+    printf(",\"grad_path\":\"%s\",\"inter_bytes_per_node\":%llu,\"intra_bytes_per_gpu\":%llu,"
+           "\"quant_bytes_per_gpu\":%llu}",
+           paths[c->grad_path], (unsigned long long)c->inter_bytes_per_node,
+           (unsigned long long)c->intra_bytes_per_gpu, (unsigned long long)c->quant_bytes_per_gpu);
+}
+
+/* The settings as one JSON object (printed, and stored as the run's config). */
+static void config_json(const model_opts *o, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "{\"platform\":\"%s\",\"model\":\"%s\",\"layers\":%d,\"hidden\":%d,\"heads\":%d,"
+             "\"vocab\":%d,\"seq\":%d,\"tp\":%d,\"pp\":%d,\"micro_batch\":%d,\"accum\":%d,"
+             "\"overlap\":%s,\"gpus_per_node\":%d,\"achieved_tflops\":%.17g,"
+             "\"quant_gb_s\":%.17g}",
+             o->plat.name, o->model.name, o->model.layers, o->model.hidden, o->model.heads,
+             o->model.vocab, o->model.seq, o->par.tp, o->par.pp, o->par.micro_batch, o->par.accum,
+             o->par.overlap ? "true" : "false", o->plat.gpus_per_node,
+             o->plat.achieved_flops / 1e12, o->plat.quant_bw / 1e9);
+}
+
+static void print_json(const model_opts *o, const model_point *pts, int n)
+{
+    char cfg[2048];
+    config_json(o, cfg, sizeof cfg);
+    printf("{\"config\":%s,\"quant_source\":", cfg);
+    cli_json_str(o->quant_text);
+    printf(",\"points\":[");
+    for (int k = 0; k < n; k++) {
+        const sq_cost *b = &pts[k].base;
+        printf("%s{\"gpus\":%d,\"dp\":%d,\"dp_nodes\":%d,\"dp_per_node\":%d,"
+               "\"groups_per_node\":%d,\"params\":%llu,\"params_per_rank\":%llu,"
+               "\"model_flops\":",
+               k ? "," : "", pts[k].gpus, b->dp, b->dp_nodes, b->dp_per_node, b->groups_per_node,
+               (unsigned long long)b->params, (unsigned long long)b->params_per_rank);
+        cli_json_num(b->model_flops);
+        printf(",\"baseline\":");
+        json_cost("baseline", b, b);
+        printf(",\"schemes\":[");
+        for (int i = 0; i < o->nschemes; i++) {
+            if (i) putchar(',');
+            json_cost(o->names[i], &pts[k].cost[i], b);
+        }
+        printf("]}");
+    }
+    printf("]}\n");
+}
+
+static int store_points(const char *db, const model_opts *o, const model_point *pts, int n)
+{
+    char err[1024], cfg[2048], tp[16], pp[16], mb[16], ac[16], q[32];
+    config_json(o, cfg, sizeof cfg);
+    snprintf(tp, sizeof tp, "%d", o->par.tp);
+    snprintf(pp, sizeof pp, "%d", o->par.pp);
+    snprintf(mb, sizeof mb, "%d", o->par.micro_batch);
+    snprintf(ac, sizeof ac, "%d", o->par.accum);
+    snprintf(q, sizeof q, "%.6g", o->plat.quant_bw / 1e9);
+    sq_store_kv params[] = {{"platform", o->plat.name}, {"model", o->model.name},
+                            {"tp", tp}, {"pp", pp}, {"micro_batch", mb}, {"accum", ac},
+                            {"overlap", o->par.overlap ? "on" : "off"}, {"quant_gb_s", q}};
+    sq_run_info info = {.kind = "model", .config = cfg, .device = o->plat.name};
+    sq_store *s = NULL;
+    int64_t run;
+    if (sq_store_open(db, SQ_STORE_BUSY_MS, 0, &s, err, sizeof err) ||
+        sq_store_run_begin(s, &info, params, sizeof params / sizeof *params, &run, err,
+                           sizeof err) != SQ_STORE_STARTED) {
+        fprintf(stderr, "shardq model: %s\n", err);
+        if (s) sq_store_close(s);
+        return CLI_RUNTIME;
+    }
+    sq_model_row *rows = calloc((size_t)n * (o->nschemes + 1), sizeof *rows);
+    size_t nr = 0;
+    int have_base = 0;
+    for (int i = 0; i < o->nschemes; i++) have_base |= !strcmp(o->names[i], "baseline");
+    for (int k = 0; rows && k < n; k++)
+        for (int i = -1; i < o->nschemes; i++) {
+            if (i < 0 && have_base) continue;
+            const sq_cost *c = i < 0 ? &pts[k].base : &pts[k].cost[i];
+            rows[nr++] = (sq_model_row){
+                .scheme = i < 0 ? "baseline" : o->names[i], .gpus = pts[k].gpus,
+                .compute_s = c->compute, .tp_s = c->tp, .bubble_s = c->bubble,
+                .weight_s = c->weight, .grad_s = c->grad, .quant_s = c->quant,
+                .optimizer_s = c->optimizer, .iteration_s = c->iteration, .tflops = c->tflops,
+                .speedup = speedup_of(&pts[k].base, c),
+                .inter_bytes_per_node = c->inter_bytes_per_node};
+        }
+    int rc = rows ? sq_store_add_model(s, run, rows, nr, err, sizeof err) : -1;
+    if (!rows) snprintf(err, sizeof err, "out of memory");
+    free(rows);
+    char end_err[1024];
+    if (sq_store_run_end(s, run, rc ? "failed" : "done", rc ? err : NULL, NULL, 0, NULL, 0,
+                         end_err, sizeof end_err) && !rc) {
+        snprintf(err, sizeof err, "%s", end_err);
+        rc = -1;
+    }
+    sq_store_close(s);
+    if (rc) {
+        fprintf(stderr, "shardq model: %s\n", err);
+        return CLI_RUNTIME;
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* --validate                                                               */
+/* ------------------------------------------------------------------------ */
+
+static int validate(const char *table, model_opts *o, int json)
+{
+    char err[1024];
+    modelfile_validation *v = malloc(sizeof *v);
+    if (!v) {
+        fprintf(stderr, "shardq model: out of memory\n");
+        return CLI_RUNTIME;
+    }
+    if (modelfile_validation_read(table, v, err, sizeof err) ||
+        modelfile_platform(v->platform, &o->plat, err, sizeof err)) {
+        fprintf(stderr, "shardq model: --validate: %s\n", err);
+        free(v);
+        return CLI_USAGE;
+    }
+    sq_scheme s;
+    if (cli_scheme("model", v->scheme, NULL, 0, &s)) {
+        free(v);
+        return CLI_USAGE;
+    }
+    snprintf(o->quant_text, sizeof o->quant_text, "platform");
+    int out = 0;
+    double worst = 0;
+    if (json) printf("{\"table\":\"%s\",\"platform\":\"%s\",\"scheme\":\"%s\",\"rows\":[", table,
+                     o->plat.name, v->scheme);
+    else
+        printf("%s: %s against baseline on %s, %d GPUs, micro-batch %d, accumulation %d, overlap "
+               "%s (tolerance %.0f%% on the speedup)\n\n  %-10s %5s  %17s  %17s  %17s  %7s\n",
+               table, v->scheme, o->plat.name, v->gpus, v->micro_batch, v->accum,
+               v->overlap ? "on" : "off", 100 * v->tolerance, "model", "TP/PP",
+               "baseline TFLOP/s", "scheme TFLOP/s", "speedup", "error");
+    if (!json)
+        printf("  %-10s %5s  %8s %8s  %8s %8s  %8s %8s\n", "", "", "model", "paper", "model",
+               "paper", "model", "paper");
+    for (int r = 0; r < v->nrows; r++) {
+        const modelfile_row *row = &v->rows[r];
+        sq_parallel par = {.gpus = v->gpus, .tp = row->tp, .pp = row->pp,
+                           .micro_batch = v->micro_batch, .accum = v->accum,
+                           .overlap = v->overlap};
+        sq_model_shape m;
+        sq_cost base, q;
+        if (modelfile_model(row->model, &m, err, sizeof err) ||
+            sq_cost_iteration(&o->plat, &m, &par, &o->baseline, &base, err, sizeof err) ||
+            sq_cost_iteration(&o->plat, &m, &par, &s, &q, err, sizeof err)) {
+            if (json) printf("]}\n");
+            fprintf(stderr, "shardq model: --validate: [row %s]: %s\n", row->label, err);
+            free(v);
+            return CLI_USAGE;
+        }
+        double sp = base.iteration / q.iteration, e = sp / row->speedup - 1;
+        if (fabs(e) > worst) worst = fabs(e);
+        int bad = fabs(e) > v->tolerance;
+        out += bad;
+        if (json) {
+            printf("%s{\"label\":", r ? "," : "");
+            cli_json_str(row->label);
+            printf(",\"tp\":%d,\"pp\":%d,\"baseline_tflops\":", row->tp, row->pp);
+            cli_json_num(base.tflops);
+            printf(",\"paper_baseline_tflops\":");
+            cli_json_num(row->baseline_tflops);
+            printf(",\"scheme_tflops\":");
+            cli_json_num(q.tflops);
+            printf(",\"paper_scheme_tflops\":");
+            cli_json_num(row->scheme_tflops);
+            printf(",\"speedup\":");
+            cli_json_num(sp);
+            printf(",\"paper_speedup\":");
+            cli_json_num(row->speedup);
+            printf(",\"error\":");
+            cli_json_num(e);
+            printf(",\"within\":%s}", bad ? "false" : "true");
+        } else {
+            printf("  %-10s %2d/%-2d  %8.1f %8.1f  %8.1f %8.1f  %7.2fx %7.2fx  %+6.1f%%%s\n",
+                   row->label, row->tp, row->pp, base.tflops, row->baseline_tflops, q.tflops,
+                   row->scheme_tflops, sp, row->speedup, 100 * e, bad ? "  OUT" : "");
+        }
+    }
+    if (json)
+        printf("],\"worst_error\":%.6f,\"out_of_tolerance\":%d}\n", worst, out);
+    else
+        printf("\n  worst speedup error %.1f%%; %d of %d rows out of tolerance\n", 100 * worst, out,
+               v->nrows);
+    if (out)
+        fprintf(stderr, "shardq model: --validate %s: %d of %d rows out of tolerance (worst "
+                "speedup error %.1f%%, tolerance %.0f%%)\n", table, out, v->nrows, 100 * worst,
+                100 * v->tolerance);
+    free(v);
+    return out ? CLI_RUNTIME : CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The command                                                              */
+/* ------------------------------------------------------------------------ */
+
+enum {
+    O_PLATFORM = 256, O_MODEL, O_GPUS, O_SWEEP, O_MAXG, O_TP, O_PP, O_MB, O_ACCUM, O_OVERLAP,
+    O_SCHEME, O_SET, O_QGBS, O_QDB, O_DB, O_VALIDATE, O_LIST, O_JSON
+};
+
+static const struct option model_options[] = {
+    {"platform", required_argument, NULL, O_PLATFORM},
+    {"model", required_argument, NULL, O_MODEL},
+    {"gpus", required_argument, NULL, O_GPUS},
+    {"sweep-gpus", no_argument, NULL, O_SWEEP},
+    {"max-gpus", required_argument, NULL, O_MAXG},
+    {"tp", required_argument, NULL, O_TP},
+    {"pp", required_argument, NULL, O_PP},
+    {"micro-batch", required_argument, NULL, O_MB},
+    {"accum", required_argument, NULL, O_ACCUM},
+    {"overlap", no_argument, NULL, O_OVERLAP},
+    {"scheme", required_argument, NULL, O_SCHEME},
+    {"set", required_argument, NULL, O_SET},
+    {"quant-gbs", required_argument, NULL, O_QGBS},
+    {"quant-db", required_argument, NULL, O_QDB},
+    {"db", required_argument, NULL, O_DB},
+    {"validate", required_argument, NULL, O_VALIDATE},
+    {"list", no_argument, NULL, O_LIST},
+    {"json", no_argument, NULL, O_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+static const char *const model_longnames[] = {
+    "platform", "model", "gpus", "sweep-gpus", "max-gpus", "tp", "pp", "micro-batch", "accum",
+    "overlap", "scheme", "set", "quant-gbs", "quant-db", "db", "validate", "list", "json", "help",
+    NULL};
+
+static int parse_int(const char *opt, const char *text, int max, int *out)
+{
+    uint64_t u;
+    if (cli_parse_u64("model", opt, text, (uint64_t)max, &u)) return -1;
+    if (u < 1) {
+        fprintf(stderr, "shardq model: %s: must be at least 1\n", opt);
+        return -1;
+    }
+    *out = (int)u;
+    return 0;
+}
+
+int cmd_model(int argc, char **argv)
+{
+    const char *platform = "a100-slingshot10", *model = "gpt-1.3b", *scheme_list = NULL;
+    const char *db = NULL, *quant_db = NULL, *table = NULL;
+    const char *sets[MAX_SETS];
+    int nsets = 0, gpus = 0, sweep = 0, max_gpus = 1024, json = 0, list = 0;
+    double quant_gbs = 0;
+    model_opts *o = calloc(1, sizeof *o);
+    model_point *pts = calloc(MAX_POINTS, sizeof *pts);
+    int rc = CLI_USAGE;
+    if (!o || !pts) {
+        fprintf(stderr, "shardq model: out of memory\n");
+        free(o), free(pts);
+        return CLI_RUNTIME;
+    }
+    o->par = (sq_parallel){.tp = 1, .pp = 1, .micro_batch = 1, .accum = 1};
+    opterr = 0;
+    optind = 1;
+    int ch, bad = 0;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", model_options, NULL)) != -1) {
+        switch (ch) {
+        case O_PLATFORM: platform = optarg; break;
+        case O_MODEL: model = optarg; break;
+        case O_GPUS: bad = parse_int("--gpus", optarg, 1 << 20, &gpus); break;
+        case O_SWEEP: sweep = 1; break;
+        case O_MAXG: bad = parse_int("--max-gpus", optarg, 1 << 20, &max_gpus); break;
+        case O_TP: bad = parse_int("--tp", optarg, 1024, &o->par.tp); break;
+        case O_PP: bad = parse_int("--pp", optarg, 1024, &o->par.pp); break;
+        case O_MB: bad = parse_int("--micro-batch", optarg, 1 << 20, &o->par.micro_batch); break;
+        case O_ACCUM: bad = parse_int("--accum", optarg, 1 << 20, &o->par.accum); break;
+        case O_OVERLAP: o->par.overlap = 1; break;
+        case O_SCHEME: scheme_list = optarg; break;
+        case O_SET:
+            if (nsets == MAX_SETS) {
+                fprintf(stderr, "shardq model: more than %d --set options\n", MAX_SETS);
+                bad = 1;
+            } else {
+                sets[nsets++] = optarg;
+            }
+            break;
+        case O_QGBS: bad = cli_parse_double("model", "--quant-gbs", optarg, 1e-6, 1e9, &quant_gbs);
+            break;
+        case O_QDB: quant_db = optarg; break;
+        case O_DB: db = optarg; break;
+        case O_VALIDATE: table = optarg; break;
+        case O_LIST: list = 1; break;
+        case O_JSON: json = 1; break;
+        case 'h':
+            fputs(model_usage, stdout);
+            rc = CLI_OK;
+            goto done;
+        default: rc = cli_option_error("model", ch, argv, model_longnames); goto done;
+        }
+    }
+    if (bad) goto done;
+    if (cli_check_positional("model", argv + optind, argc - optind, 0, 0, "no arguments")) goto done;
+    if (quant_db && quant_gbs > 0) {
+        fprintf(stderr, "shardq model: --quant-gbs and --quant-db: give one\n");
+        goto done;
+    }
+    if (list) {
+        modelfile_list();
+        printf("validation tables:\n  sdp4bit-a100         SDP4Bit Table 2, the A100 rows\n");
+        rc = CLI_OK;
+        goto done;
+    }
+    char err[1024];
+    if (cli_scheme("model", "baseline", NULL, 0, &o->baseline)) goto done;
+    if (table) {
+        rc = validate(table, o, json);
+        goto done;
+    }
+    if (modelfile_platform(platform, &o->plat, err, sizeof err) ||
+        modelfile_model(model, &o->model, err, sizeof err)) {
+        fprintf(stderr, "shardq model: %s\n", err);
+        goto done;
+    }
+    snprintf(o->quant_text, sizeof o->quant_text, "platform %s", o->plat.name);
+    if (quant_gbs > 0) {
+        o->plat.quant_bw = quant_gbs * 1e9;
+        snprintf(o->quant_text, sizeof o->quant_text, "--quant-gbs");
+    }
+    if (quant_db && quant_from_db(quant_db, o, err, sizeof err)) {
+        fprintf(stderr, "shardq model: --quant-db: %s\n", err);
+        rc = CLI_RUNTIME;
+        goto done;
+    }
+    /* the schemes: a list, or every preset */
+    static char list_buf[1024];
+    if (scheme_list) {
+        if (strlen(scheme_list) >= sizeof list_buf) {
+            fprintf(stderr, "shardq model: --scheme: list too long\n");
+            goto done;
+        }
+        strcpy(list_buf, scheme_list);
+        for (char *save, *t = strtok_r(list_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (o->nschemes == MAX_SCHEMES) {
+                fprintf(stderr, "shardq model: --scheme: more than %d schemes\n", MAX_SCHEMES);
+                goto done;
+            }
+            o->names[o->nschemes++] = t;
+        }
+        if (!o->nschemes) {
+            fprintf(stderr, "shardq model: --scheme: empty list\n");
+            goto done;
+        }
+    } else {
+        for (size_t i = 0; i < sq_scheme_npresets && i < MAX_SCHEMES; i++)
+            o->names[o->nschemes++] = sq_scheme_presets[i];
+    }
+    for (int i = 0; i < o->nschemes; i++)
+        if (cli_scheme("model", o->names[i], sets, nsets, &o->schemes[i])) goto done;
+
+    int G = o->plat.gpus_per_node, n = 0;
+    if (sweep) {
+        if (gpus) {
+            fprintf(stderr, "shardq model: --gpus and --sweep-gpus: give one\n");
+            goto done;
+        }
+        for (int g = G; g <= max_gpus && n < MAX_POINTS; g *= 2) {
+            if (predict(o, g, &pts[n], err, sizeof err) == 0) n++;
+        }
+        if (!n) {
+            fprintf(stderr, "shardq model: no GPU count from %d to %d fits TP %d x PP %d on "
+                    "nodes of %d\n", G, max_gpus, o->par.tp, o->par.pp, G);
+            goto done;
+        }
+    } else {
+        if (!gpus) gpus = o->plat.nodes * G;
+        if (predict(o, gpus, &pts[0], err, sizeof err)) {
+            fprintf(stderr, "shardq model: %s\n", err);
+            goto done;
+        }
+        n = 1;
+    }
+    if (json) print_json(o, pts, n);
+    else if (sweep) print_sweep(o, pts, n);
+    else print_point(o, &pts[0]);
+    rc = db ? store_points(db, o, pts, n) : CLI_OK;
+    if (rc == CLI_OK && db && !json) printf("\nstored in %s\n", db);
+done:
+    free(o);
+    free(pts);
+    return rc;
+}

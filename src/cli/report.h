@@ -1,0 +1,71 @@
+/*
+** report.h -- the pieces of `shardq report` (cmd_report.c): the gnuplot
+** scripts built into the binary, and a document written as Markdown and as
+** HTML side by side, whose tables come straight from SQL.
+**
+** The scripts are analysis/NAME.gp, turned into C strings at build time
+** (Makefile.am, report_scripts.c): the binary needs no installed data file to
+** find, and the report writes the very scripts it ran into OUT/scripts/, so
+** that a report directory says how every figure was drawn.
+*/
+#ifndef SQ_CLI_REPORT_H
+#define SQ_CLI_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sqlite3;
+
+/* The text of script name, or NULL when no such script was built in. */
+const char *report_script(const char *name);
+
+/* A growing string. Allocation failures are remembered (oom) rather than
+** checked at every call; the caller tests oom once at the end. */
+typedef struct report_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} report_buf;
+void report_printf(report_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void report_buf_free(report_buf *b);
+
+/* Why filter cannot be put inside "WHERE (...)" as one expression (a ';',
+** a comment, an unbalanced parenthesis or quote), or NULL when it can. */
+const char *report_filter_problem(const char *filter);
+
+/* "3-17, 20" from a comma-separated list of run ids in any order (the
+** group_concat of a query). */
+void report_ranges(report_buf *out, const char *ids);
+
+/* The SQL common table expressions that label each run as the figures do
+** (analysis/NAME.gp, labels()): its preset, then the knobs matching cond whose
+** values vary between the selected runs of that preset and kind. Needs a
+** CTE r of run ids before it; defines lab(id, preset, label). */
+void report_labels_sql(report_buf *sql, const char *cond);
+/* An ORDER BY expression for a column of preset names: the order of 'shardq
+** schemes' (analysis/NAME.gp, presets), others last. */
+#define REPORT_ORDER(col)                                                                  \
+    "instr(' baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp ' || " col " || ' ', ' ' || " \
+    col " || ' ')"
+
+/* The document, in Markdown and in a self-contained HTML page at once. */
+typedef struct report_doc {
+    report_buf md, html;
+} report_doc;
+void report_begin(report_doc *d, const char *title);
+void report_heading(report_doc *d, const char *text);
+void report_para(report_doc *d, const char *text);
+/* A figure drawn as NAME.png and NAME.svg beside the document. */
+void report_figure(report_doc *d, const char *name, const char *title, const char *caption);
+/* A figure that was not drawn, and why. */
+void report_skipped(report_doc *d, const char *title, const char *why);
+/* A table of the rows of sql (column names from the SQL; a column named
+** "runs" holds comma-separated run ids, shown as ranges). Returns the number
+** of rows (0: nothing written but the caption's "none" line when none is
+** not NULL), or -1 when sqlite fails (its message in err). */
+int report_table(report_doc *d, struct sqlite3 *db, const char *sql, const char *caption,
+                 const char *none, char *err, size_t errlen);
+void report_end(report_doc *d);
+void report_doc_free(report_doc *d);
+
+#endif

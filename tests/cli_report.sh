@@ -1,0 +1,250 @@
+# cli_report.sh -- `shardq report` and the gnuplot scripts of analysis/: a
+# small store built by really running shardq (replays of several presets,
+# seeds, bit widths, group sizes and Hadamard on and off; two short training
+# runs; a bench run; model rows written with sqlite3) is drawn into valid PNG
+# and SVG files, report.md and index.html name every figure and the runs it
+# came from, a --runs filter changes them, a filter that selects nothing
+# skips every figure, a script runs on its own, and the errors name their
+# cause: a missing database, a bad filter (exit 2), no gnuplot, a directory
+# that cannot be written.
+
+: "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
+: "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
+. "$SHARDQ_SRCDIR/tests/lib.sh"
+for p in gnuplot sqlite3; do
+  if ! command -v $p >/dev/null 2>&1; then
+    echo "error: no $p command (apt-get install gnuplot-nox sqlite3, or ./bootstrap --deps)" >&2
+    exit 99
+  fi
+done
+T=$TEST_TMPDIR
+DB=$T/r.db
+FIGURES="error-bits error-group hadamard bias bytes loss bench speedup"
+export SHARDQ_PROGRESS=0 OMP_NUM_THREADS=1
+unset SHARDQ_DB
+
+# ---------------------------------------------------------------------------
+# The store, by running shardq
+# ---------------------------------------------------------------------------
+
+"$SHARDQ" trace synth --data outliers --workers 4 --topology 2x2 --steps 3 \
+  --params a:64x64,b:32x128,c:256 "$T/tr" >/dev/null || exit 99
+replay() { "$SHARDQ" replay --db "$DB" -q "$T/tr" "$@" || exit 99; }
+for seed in 1 2; do
+  for p in baseline qwd ulq tlq tlqhs sdp4bit; do replay --scheme "$p" --seed "$seed"; done
+done
+# a gradient sweep of bits and group sizes, with and without the Hadamard
+for b in 2 8; do
+  for g in 32 512; do
+    replay --scheme tlq --set grad.inter.bits=$b --set grad.group=$g --paths grad
+    replay --scheme tlqhs --set grad.inter.bits=$b --set grad.group=$g --paths grad
+  done
+done
+replay --scheme qwd --set weight.group=512 --paths weight
+cp "$SHARDQ_SRCDIR/README.md" "$T/corpus.txt"
+for p in baseline sdp4bit; do
+  "$SHARDQ" train --db "$DB" -q --corpus "$T/corpus.txt" --scheme $p --layers 1 --channels 32 \
+    --heads 2 --context 32 --seq 32 --batch 2 --steps 10 --eval-every 5 --eval-seqs 4 \
+    --workers 1x2 || exit 99
+done
+"$SHARDQ" bench --db "$DB" --sizes 1,2 --threads 1 --ops quantize,dequantize,rng \
+  --min-time 0.01 >/dev/null || exit 99
+sqlite3 "$DB" "INSERT INTO runs(kind, status, config, seed, version, host, pid, started)
+  VALUES ('model', 'done', '{}', 0, 'test', 'h', 1, '2026-01-01T00:00:00.000Z');
+  WITH s(scheme, f) AS (VALUES ('baseline', 1.0), ('qwd', 0.6), ('sdp4bit', 0.25)),
+  g(gpus) AS (VALUES (8), (16), (64), (256))
+  INSERT INTO model_results SELECT (SELECT max(id) FROM runs), scheme, gpus, 1, 0, 0, 0.1 * f,
+    0.1 * f, 0, 0.01, 1 + 0.2 * f * (gpus / 8.0), 100, (1.2 + 0.2 * gpus / 8.0) / (1 + 0.2 * f * (gpus / 8.0)),
+    1000000 * f FROM s, g" || exit 99
+ok "the store has replay, train, bench and model runs" test \
+  "$(sqlite3 "$DB" "SELECT group_concat(kind || ':' || n) FROM (SELECT kind, count(*) AS n FROM runs WHERE status = 'done' GROUP BY kind ORDER BY kind)")" \
+  = "bench:1,model:1,replay:21,train:2"
+
+# ids of the runs of a kind (for the checks below)
+ids() { sqlite3 "$DB" "SELECT group_concat(id, ' ') FROM runs WHERE $1"; }
+
+# check_report DIR: every figure of FIGURES drawn is a valid PNG and SVG,
+# report.md and index.html name it, and every run id its caption gives is a
+# done run of the store.
+pyrun_report() {
+  pyrun "$1" "
+import os, re, xml.etree.ElementTree as ET
+out, db = sys.argv[1], sys.argv[2]
+want = dict(a.split('=') for a in sys.argv[3].split())   # figure=drawn|skipped
+c = sqlite3.connect(db)
+done = {r[0] for r in c.execute(\"SELECT id FROM runs WHERE status = 'done'\")}
+md = open(out + '/report.md').read()
+html = open(out + '/index.html').read()
+def expand(s):
+    ids = set()
+    for part in s.split(', '):
+        a, _, b = part.partition('-')
+        ids.update(range(int(a), int(b or a) + 1))
+    return ids
+got = {}
+for name, state in want.items():
+    png, svg = out + '/' + name + '.png', out + '/' + name + '.svg'
+    if state == 'drawn':
+        assert open(png, 'rb').read(8) == b'\x89PNG\r\n\x1a\n', png
+        root = ET.parse(svg).getroot()
+        assert root.tag.endswith('svg'), (svg, root.tag)
+        assert '](%s.png)' % name in md and '[SVG](%s.svg)' % name in md, name
+        assert 'src=\"%s.png\"' % name in html and 'href=\"%s.svg\"' % name in html, name
+        assert 'scripts/%s.gp' % name in html, name
+    else:
+        assert not os.path.exists(png) and not os.path.exists(svg), name
+caps = re.findall(r'Drawn from (?:[a-z]+ )*runs? ([0-9, -]+)\.', md)
+assert len(caps) == sum(v == 'drawn' for v in want.values()), (caps, want)
+for cap in caps:
+    assert expand(cap) <= done, (cap, done)
+skips = md.count('Not drawn: ')
+assert skips == sum(v == 'skipped' for v in want.values()), skips
+assert html.count('<figure') == len(caps) and html.count('class=\"skipped\">Not drawn') == skips
+assert '<script' not in html and 'http://' not in html and 'https://' not in html
+assert html.rstrip().endswith('</html>'), html[-80:]
+" "$2" "$DB" "$3"
+}
+
+# ---------------------------------------------------------------------------
+# The whole store
+# ---------------------------------------------------------------------------
+
+ok "report --help" "$SHARDQ" report --help
+cp "$sq_tmp/out" "$T/help.txt"
+ok "the help names the options and the figures" sh -c 'for w in --db --out --runs --quiet $1; do
+  grep -q -e "$w" "$0" || { echo "no $w"; exit 1; }; done' "$T/help.txt" "$FIGURES"
+ok "help lists report" sh -c '"$0" --help | grep -q "^  report "' "$SHARDQ"
+
+ok "report of the whole store" "$SHARDQ" report --db "$DB" --out "$T/all"
+cp "$sq_tmp/out" "$T/all.txt"
+ok "one progress line per figure" test "$(grep -c '^  [a-z-]*  *runs [0-9]' "$T/all.txt")" -eq 8
+ok "and a last line" grep -q "^wrote $T/all/report.md and $T/all/index.html: 8 figures drawn, 0 not" "$T/all.txt"
+pyrun_report "every figure drawn, valid, named with its runs" "$T/all" \
+  "error-bits=drawn error-group=drawn hadamard=drawn bias=drawn bytes=drawn loss=drawn bench=drawn speedup=drawn"
+ok "the loss figure names the training runs" \
+  grep -q "Drawn from training runs $(ids "kind = 'train'" | tr ' ' -)\." "$T/all/report.md"
+ok "the bench figure names the bench run" \
+  grep -q "Drawn from bench run $(ids "kind = 'bench'")\." "$T/all/report.md"
+ok "the speedup figure names the model run" \
+  grep -q "Drawn from model run $(ids "kind = 'model'")\." "$T/all/report.md"
+ok "the report keeps the scripts it ran, as built from analysis/" sh -c '
+  for f in $2; do cmp "$0/analysis/$f.gp" "$1/scripts/$f.gp" || exit 1; done' \
+  "$SHARDQ_SRCDIR" "$T/all" "$FIGURES"
+pyrun "the tables: runs, errors, bits per link, losses, bench, model" "
+md = open(sys.argv[1]).read()
+for head in ('| kind | done runs | runs |', '| scheme | runs | seeds | grad rel. L2 |',
+             '| scheme | kind | runs | weight intra | weight inter | grad intra | grad inter |',
+             '| scheme | runs | steps | final training loss | final validation loss |',
+             '| op | run | threads | size MB | GB/s |', '| scheme | run | GPUs | iteration s |'):
+    assert head in md, head
+assert '| tlq inter.bits=2 group=32 |' in md, 'a label names the varying knobs'
+assert '| qwd weight.group=512 |' in md, 'a weight knob keeps its path'
+assert '| sdp4bit | replay |' in md and '| sdp4bit | train |' in md
+assert '| copy |' in md and '| sdp4bit | ' in md.split('| scheme | run | GPUs |')[1]
+" "$T/all/report.md"
+
+# the shared block of the scripts is the same in every one
+ok "every script carries the same common block" sh -c '
+  for f in $1; do sed -n "/^# ---- common to every/,/^# ---- end of common/p" "$0/analysis/$f.gp" |
+    cksum; done | sort -u | wc -l | grep -qx 1' "$SHARDQ_SRCDIR" "$FIGURES"
+
+# ---------------------------------------------------------------------------
+# Filters
+# ---------------------------------------------------------------------------
+
+ok "--runs selects some runs" "$SHARDQ" report --db "$DB" --out "$T/seed1" -q \
+  --runs "seed = 1 AND kind = 'replay'"
+pyrun_report "the replay figures only, from seed 1" "$T/seed1" \
+  "error-bits=drawn error-group=drawn hadamard=drawn bias=drawn bytes=drawn loss=skipped bench=skipped speedup=skipped"
+pyrun "their captions name only the runs of seed 1, fewer than before" "
+import re
+def ids(f):
+    s = re.search(r'Quantization error against bits sent.*?Drawn from replay runs ([0-9, -]+)\.', open(f).read(), re.S).group(1)
+    out = set()
+    for part in s.split(', '):
+        a, _, b = part.partition('-'); out.update(range(int(a), int(b or a) + 1))
+    return out
+c = sqlite3.connect(sys.argv[3])
+seed1 = {r[0] for r in c.execute('SELECT id FROM runs WHERE seed = 1')}
+a, s = ids(sys.argv[1]), ids(sys.argv[2])
+assert s <= seed1 and s < a, (s, a)
+" "$T/all/report.md" "$T/seed1/report.md" "$DB"
+ok "a skipped figure says why" grep -q "Not drawn: no training runs in $DB matching seed = 1 AND kind = 'replay'\." "$T/seed1/report.md"
+
+# a report written again over the old one, selecting nothing: every figure
+# skipped, none left behind from before
+cp -r "$T/all" "$T/none"
+ok "a filter that selects nothing" "$SHARDQ" report --db "$DB" --out "$T/none" --runs "id = 0"
+cp "$sq_tmp/out" "$T/none.txt"
+ok "says so for every figure" test "$(grep -c '^  [a-z-]*  *skipped: ' "$T/none.txt")" -eq 8
+pyrun_report "every figure skipped, no old image left" "$T/none" \
+  "error-bits=skipped error-group=skipped hadamard=skipped bias=skipped bytes=skipped loss=skipped bench=skipped speedup=skipped"
+ok "the reason names the database" grep -q "Not drawn: no bench runs in $DB matching id = 0\." "$T/none/report.md"
+
+# ---------------------------------------------------------------------------
+# A script on its own
+# ---------------------------------------------------------------------------
+
+mkdir "$T/alone"
+ok "gnuplot runs analysis/loss.gp on its own" \
+  gnuplot -e "db='$DB'; out='$T/alone'" "$SHARDQ_SRCDIR/analysis/loss.gp"
+cp "$sq_tmp/out" "$T/alone.txt"
+ok "it prints one line, naming its runs and files" test "$(cat "$T/alone.txt")" = \
+  "loss: runs $(ids "kind = 'train'" | tr ' ' -) -> $T/alone/loss.png, $T/alone/loss.svg"
+ok "and writes both files" sh -c 'test -s "$0/loss.png" && test -s "$0/loss.svg"' "$T/alone"
+ok "every script prints one line and no warning" sh -c '
+  for f in $2; do
+    gnuplot -e "db='\''$1'\''; out='\''$3'\''" "$0/analysis/$f.gp" >"$3/$f.txt" 2>&1 || exit 1
+    test "$(wc -l <"$3/$f.txt")" -eq 1 && grep -q "^$f: runs " "$3/$f.txt" || { cat "$3/$f.txt"; exit 1; }
+  done' "$SHARDQ_SRCDIR" "$DB" "$FIGURES" "$T/alone"
+ok "a filter with quotes and shell characters stays SQL" \
+  gnuplot -e "db='$DB'; out='$T/alone'; runs=\"preset = 'it''s \$(false)' OR kind = 'bench'\"" \
+  "$SHARDQ_SRCDIR/analysis/bench.gp"
+expect_fail_with 2 "say which database" gnuplot "$SHARDQ_SRCDIR/analysis/bias.gp"
+expect_fail_with 1 "cannot read the runs" gnuplot -e "db='$T/none.db'" "$SHARDQ_SRCDIR/analysis/bias.gp"
+ok "a missing database is not created" test ! -e "$T/none.db"
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+expect_fail_with 1 "$T/none.db: no such database" "$SHARDQ" report --db "$T/none.db" --out "$T/x"
+expect_fail_with 1 "shardq.db: no such database" sh -c 'cd "$1" && "$0" report' "$SHARDQ" "$T/alone"
+: >"$T/empty.db"
+expect_fail_with 1 "$T/empty.db: not a shardq store" "$SHARDQ" report --db "$T/empty.db" --out "$T/x"
+expect_fail_with 2 "no such column: nosuch" "$SHARDQ" report --db "$DB" --out "$T/x" --runs "nosuch = 1"
+expect_fail_with 2 "it holds ';'" "$SHARDQ" report --db "$DB" --out "$T/x" --runs "1; DELETE FROM runs"
+expect_fail_with 2 "a ')' closes more than it opened" "$SHARDQ" report --db "$DB" --out "$T/x" --runs "1) OR (1"
+expect_fail_with 2 "it holds a comment" "$SHARDQ" report --db "$DB" --out "$T/x" --runs "1 -- all"
+expect_fail_with 2 "the condition is empty" "$SHARDQ" report --db "$DB" --out "$T/x" --runs " "
+expect_fail_with 2 "unknown option '--rnus' (did you mean '--runs'?)" "$SHARDQ" report --rnus 1
+expect_fail_with 2 "unexpected argument 'extra'" "$SHARDQ" report extra
+ok "a usage error writes nothing" test ! -e "$T/x"
+expect_fail_with 1 "gnuplot is not installed" env PATH="$T/no-such-dir" "$SHARDQ" report --db "$DB" --out "$T/x"
+expect_fail_with 1 "apt-get install gnuplot-nox" env PATH="$T/no-such-dir" "$SHARDQ" report --db "$DB" --out "$T/x"
+: >"$T/file"
+expect_fail_with 1 "$T/file: not a directory" "$SHARDQ" report --db "$DB" --out "$T/file/sub"
+
+# a directory that cannot be written (as an unprivileged user when the test
+# runs as root): named, and nothing written
+mkdir "$T/nob" "$T/nob/ro"
+cp "$DB" "$T/nob/r.db"
+chmod 0777 "$T/nob"
+chmod 0644 "$T/nob/r.db"
+chmod 0555 "$T/nob/ro"
+if test "$(id -u)" -eq 0; then
+  if command -v setpriv >/dev/null 2>&1; then
+    ro_run() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  else
+    ro_run() { su -s /bin/sh nobody -c "$(printf '%q ' "$@")"; }
+  fi
+else
+  ro_run() { "$@"; }
+fi
+chmod o+rx "$T" "$T/.." 2>/dev/null
+expect_fail_with 1 "$T/nob/ro: cannot write into the directory" \
+  ro_run "$SHARDQ" report --db "$T/nob/r.db" --out "$T/nob/ro"
+ok "nothing was written there" test -z "$(ls "$T/nob/ro")"
+chmod 0755 "$T/nob/ro"
+
+finish
