@@ -102,15 +102,6 @@ mkdir "$T/ro"
 cp "$T/b.db" "$T/ro/ro.db"
 chmod 0444 "$T/ro/ro.db"
 chmod 0555 "$T/ro"
-if test "$(id -u)" -eq 0; then
-  if command -v setpriv >/dev/null 2>&1; then
-    ro_run() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-  else
-    ro_run() { su -s /bin/sh nobody -c "$(printf '%q ' "$@")"; }
-  fi
-else
-  ro_run() { "$@"; }
-fi
 chmod o+rx "$T" "$T/.." 2>/dev/null
 expect_fail_with 1 "ro.db: " ro_run "$SHARDQ" bench --sizes 1 --threads 1 --ops rng --min-time 0 --db "$T/ro/ro.db"
 chmod 0755 "$T/ro"

@@ -197,11 +197,12 @@ expect_fail_with 1 "$T/empty.db: no such database" "$SHARDQ" model --quant-db "$
 "$SHARDQ" model --scheme sdp4bit --db "$T/fresh.db" >/dev/null
 expect_fail_with 1 "no finished bench run with quantize or dequantize rows" \
   "$SHARDQ" model --quant-db "$T/fresh.db"
-if test "$(id -u)" -eq 0 && id nobody >/dev/null 2>&1; then
-  mkdir -p "$T/ro" && cp "$T/m.db" "$T/ro/ro.db" && chmod 755 "$T/ro" && chmod 644 "$T/ro/ro.db"
-  before=$(sqlite3 "$T/ro/ro.db" "SELECT count(*) FROM model_results")
-  expect_fail_with 1 "$T/ro/ro.db" su -s /bin/sh nobody -c "'$SHARDQ' model --db '$T/ro/ro.db'"
-  ok "the read-only database keeps its rows" test "$(sqlite3 "$T/ro/ro.db" "SELECT count(*) FROM model_results")" = "$before"
-fi
+mkdir -p "$T/ro" && cp "$T/m.db" "$T/ro/ro.db" && chmod 0444 "$T/ro/ro.db" && chmod 0555 "$T/ro"
+chmod o+rx "$T" "$T/.." 2>/dev/null
+before=$(sqlite3 "$T/ro/ro.db" "SELECT count(*) FROM model_results")
+expect_fail_with 1 "$T/ro/ro.db" ro_run "$SHARDQ" model --db "$T/ro/ro.db"
+ok "the read-only database keeps its rows" \
+  test "$(sqlite3 "$T/ro/ro.db" "SELECT count(*) FROM model_results")" = "$before"
+chmod 0755 "$T/ro"
 
 finish

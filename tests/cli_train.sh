@@ -153,15 +153,6 @@ expect_fail_with 1 "$T/cap" \
 cp "$SHARDQ_SRCDIR/README.md" "$T/corpus.txt"
 chmod 0444 "$T/ro.db" "$T/corpus.txt"
 chmod 0555 "$T"
-if test "$(id -u)" -eq 0; then
-  if command -v setpriv >/dev/null 2>&1; then
-    ro_run() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-  else
-    ro_run() { su -s /bin/sh nobody -c "$(printf '%q ' "$@")"; }
-  fi
-else
-  ro_run() { "$@"; }
-fi
 chmod o+rx "$T/.." 2>/dev/null
 # shellcheck disable=SC2086
 expect_fail_with 1 "ro.db: " ro_run "$SHARDQ" train --corpus "$T/corpus.txt" $TINY --steps 2 \

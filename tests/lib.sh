@@ -93,6 +93,19 @@ pyrun() {
 $sq_code" "$@"
 }
 
+# ro_run CMD...: CMD as the unprivileged user nobody when the test runs as
+# root (root ignores file permissions, so a read-only file would be written),
+# as it is otherwise.
+if test "$(id -u)" -eq 0; then
+  if command -v setpriv >/dev/null 2>&1; then
+    ro_run() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  else
+    ro_run() { su -s /bin/sh nobody -c "$(printf '%q ' "$@")"; }
+  fi
+else
+  ro_run() { "$@"; }
+fi
+
 # finish: the plan line, then the exit status automake's harness reads.
 finish() {
   echo "1..$sq_n"

@@ -671,110 +671,107 @@ int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t
     return commit(s, err, errlen);
 }
 
-int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n, char *err,
-                       size_t errlen)
+/* Inserts rows[0..n) into one table in one transaction: sql binds ?1 to the
+** run, bind() the rest of row i. The writers of training, bench and model
+** rows are this with their own SQL. */
+typedef void (*row_binder)(sqlite3_stmt *st, const void *rows, size_t i);
+
+static int insert_rows(sq_store *s, int64_t run, const char *sql, const void *rows, size_t n,
+                       row_binder bind, char *err, size_t errlen)
 {
-    static const char sql[] =
-        "INSERT INTO train_steps(run_id, step, tokens, loss, val_loss, lr, grad_norm, seconds)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-    for (size_t i = 0; i < n; i++)
-        if (too_big(rows[i].step) || too_big(rows[i].tokens)) {
-            sq_set_err(err, errlen, "%s: run %lld: step or token count larger than 2^63-1",
-                       s->path, (long long)run);
-            return -1;
-        }
     if (begin(s, err, errlen)) return -1;
     sqlite3_stmt *st = NULL;
     int rc = run_exists(s, run);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-        const sq_train_row *r = &rows[i];
         sqlite3_bind_int64(st, 1, run);
-        sqlite3_bind_int64(st, 2, (int64_t)r->step);
-        sqlite3_bind_int64(st, 3, (int64_t)r->tokens);
-        bind_real(st, 4, r->loss);
-        bind_real(st, 5, r->val_loss);
-        bind_real(st, 6, r->lr);
-        bind_real(st, 7, r->grad_norm);
-        bind_real(st, 8, r->seconds);
+        bind(st, rows, i);
         rc = step_done(st);
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
     return commit(s, err, errlen);
+}
+
+static int count_too_big(const sq_store *s, int64_t run, const char *what, int bad, char *err,
+                         size_t errlen)
+{
+    if (!bad) return 0;
+    sq_set_err(err, errlen, "%s: run %lld: %s larger than 2^63-1", s->path, (long long)run, what);
+    return -1;
+}
+
+static void bind_train(sqlite3_stmt *st, const void *rows, size_t i)
+{
+    const sq_train_row *r = (const sq_train_row *)rows + i;
+    sqlite3_bind_int64(st, 2, (int64_t)r->step);
+    sqlite3_bind_int64(st, 3, (int64_t)r->tokens);
+    bind_real(st, 4, r->loss);
+    bind_real(st, 5, r->val_loss);
+    bind_real(st, 6, r->lr);
+    bind_real(st, 7, r->grad_norm);
+    bind_real(st, 8, r->seconds);
+}
+
+int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n, char *err,
+                       size_t errlen)
+{
+    int big = 0;
+    for (size_t i = 0; i < n; i++) big |= too_big(rows[i].step) || too_big(rows[i].tokens);
+    if (count_too_big(s, run, "step or token count", big, err, errlen)) return -1;
+    return insert_rows(s, run,
+                       "INSERT INTO train_steps(run_id, step, tokens, loss, val_loss, lr,"
+                       " grad_norm, seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                       rows, n, bind_train, err, errlen);
+}
+
+static void bind_bench(sqlite3_stmt *st, const void *rows, size_t i)
+{
+    const sq_bench_row *r = (const sq_bench_row *)rows + i;
+    bind_text(st, 2, r->op);
+    sqlite3_bind_int(st, 3, r->threads);
+    sqlite3_bind_int64(st, 4, (int64_t)r->elements);
+    sqlite3_bind_int64(st, 5, (int64_t)r->bytes);
+    bind_real(st, 6, r->gb_per_s);
+    bind_real(st, 7, r->gb_per_s_std);
+    bind_real(st, 8, r->copy_gb_per_s);
 }
 
 int sq_store_add_bench(sq_store *s, int64_t run, const sq_bench_row *rows, size_t n, char *err,
                        size_t errlen)
 {
-    static const char sql[] =
-        "INSERT INTO bench_results(run_id, op, threads, elements, bytes, gb_per_s, gb_per_s_std,"
-        " copy_gb_per_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-    for (size_t i = 0; i < n; i++)
-        if (too_big(rows[i].elements) || too_big(rows[i].bytes)) {
-            sq_set_err(err, errlen, "%s: run %lld: element or byte count larger than 2^63-1",
-                       s->path, (long long)run);
-            return -1;
-        }
-    if (begin(s, err, errlen)) return -1;
-    sqlite3_stmt *st = NULL;
-    int rc = run_exists(s, run);
-    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-        const sq_bench_row *r = &rows[i];
-        sqlite3_bind_int64(st, 1, run);
-        bind_text(st, 2, r->op);
-        sqlite3_bind_int(st, 3, r->threads);
-        sqlite3_bind_int64(st, 4, (int64_t)r->elements);
-        sqlite3_bind_int64(st, 5, (int64_t)r->bytes);
-        bind_real(st, 6, r->gb_per_s);
-        bind_real(st, 7, r->gb_per_s_std);
-        bind_real(st, 8, r->copy_gb_per_s);
-        rc = step_done(st);
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
-    return commit(s, err, errlen);
+    int big = 0;
+    for (size_t i = 0; i < n; i++) big |= too_big(rows[i].elements) || too_big(rows[i].bytes);
+    if (count_too_big(s, run, "element or byte count", big, err, errlen)) return -1;
+    return insert_rows(s, run,
+                       "INSERT INTO bench_results(run_id, op, threads, elements, bytes, gb_per_s,"
+                       " gb_per_s_std, copy_gb_per_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                       rows, n, bind_bench, err, errlen);
+}
+
+static void bind_model(sqlite3_stmt *st, const void *rows, size_t i)
+{
+    const sq_model_row *r = (const sq_model_row *)rows + i;
+    bind_text(st, 2, r->scheme);
+    sqlite3_bind_int(st, 3, r->gpus);
+    const double v[] = {r->compute_s, r->tp_s,      r->bubble_s,    r->weight_s, r->grad_s,
+                        r->quant_s,   r->optimizer_s, r->iteration_s, r->tflops,   r->speedup};
+    for (int k = 0; k < 10; k++) bind_real(st, 4 + k, v[k]);
+    sqlite3_bind_int64(st, 14, (int64_t)r->inter_bytes_per_node);
 }
 
 int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_t n, char *err,
                        size_t errlen)
 {
-    static const char sql[] =
-        "INSERT INTO model_results(run_id, scheme, gpus, compute_s, tp_s, bubble_s, weight_s,"
-        " grad_s, quant_s, optimizer_s, iteration_s, tflops, speedup, inter_bytes_per_node)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
-    for (size_t i = 0; i < n; i++)
-        if (too_big(rows[i].inter_bytes_per_node)) {
-            sq_set_err(err, errlen, "%s: run %lld: byte count larger than 2^63-1", s->path,
-                       (long long)run);
-            return -1;
-        }
-    if (begin(s, err, errlen)) return -1;
-    sqlite3_stmt *st = NULL;
-    int rc = run_exists(s, run);
-    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-        const sq_model_row *r = &rows[i];
-        sqlite3_bind_int64(st, 1, run);
-        bind_text(st, 2, r->scheme);
-        sqlite3_bind_int(st, 3, r->gpus);
-        bind_real(st, 4, r->compute_s);
-        bind_real(st, 5, r->tp_s);
-        bind_real(st, 6, r->bubble_s);
-        bind_real(st, 7, r->weight_s);
-        bind_real(st, 8, r->grad_s);
-        bind_real(st, 9, r->quant_s);
-        bind_real(st, 10, r->optimizer_s);
-        bind_real(st, 11, r->iteration_s);
-        bind_real(st, 12, r->tflops);
-        bind_real(st, 13, r->speedup);
-        sqlite3_bind_int64(st, 14, (int64_t)r->inter_bytes_per_node);
-        rc = step_done(st);
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
-    return commit(s, err, errlen);
+    int big = 0;
+    for (size_t i = 0; i < n; i++) big |= too_big(rows[i].inter_bytes_per_node);
+    if (count_too_big(s, run, "byte count", big, err, errlen)) return -1;
+    return insert_rows(s, run,
+                       "INSERT INTO model_results(run_id, scheme, gpus, compute_s, tp_s, bubble_s,"
+                       " weight_s, grad_s, quant_s, optimizer_s, iteration_s, tflops, speedup,"
+                       " inter_bytes_per_node) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+                       " ?11, ?12, ?13, ?14)",
+                       rows, n, bind_model, err, errlen);
 }
 
 void sq_bytes_rows(const sq_traffic *sum, sq_bytes_row *rows)
