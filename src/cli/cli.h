@@ -83,6 +83,11 @@ struct sq_scheme;
 int cli_scheme(const char *cmd, const char *preset, const char *const *sets, int nsets,
                struct sq_scheme *out);
 
+/* Writes len bytes to path through the trace writer's safe file (a temporary
+** renamed into place, so a failed write leaves no half file); prints
+** "shardq CMD: ..." naming the file and returns -1 on failure. */
+int cli_write_file(const char *cmd, const char *path, const void *data, size_t len);
+
 /* JSON output on stdout: a string literal with escapes; a number in the
 ** shortest form that reads back exactly, or null when it is NaN or +-Inf
 ** (which JSON cannot say). */

@@ -19,7 +19,6 @@
 #define _GNU_SOURCE /* realpath */
 #include "cli.h"
 #include "store/store.h"
-#include "trace/wfile.h"
 
 #include <sqlite3.h>
 
@@ -65,6 +64,7 @@ typedef struct demo {
     char report[PATH_MAX + 16];
     const char *corpus;
     int steps, tiny;
+    char every[32]; /* a quarter of the steps: evaluations and captured steps */
     double t0;
 } demo;
 
@@ -97,26 +97,13 @@ static int run(int (*cmd)(int, char **), const char *const *args)
     return rc;
 }
 
-static int write_text(const char *path, const char *text)
-{
-    char err[1024];
-    sq_wfile w;
-    if (sq_wfile_open(&w, path, err, sizeof err) == 0) {
-        sq_wfile_write(&w, text, strlen(text));
-        if (sq_wfile_commit(&w, err, sizeof err) == 0) return 0;
-    }
-    fprintf(stderr, "shardq demo: %s\n", err);
-    return -1;
-}
-
 /* The model options of every training run. */
 static void model_args(const demo *d, const char **a, int *n)
 {
-    static char steps[32], every[32];
+    static char steps[32];
     snprintf(steps, sizeof steps, "%d", d->steps);
-    snprintf(every, sizeof every, "%d", d->steps / 4 > 0 ? d->steps / 4 : 1);
     a[(*n)++] = "--steps", a[(*n)++] = steps;
-    a[(*n)++] = "--eval-every", a[(*n)++] = every;
+    a[(*n)++] = "--eval-every", a[(*n)++] = d->every;
     if (d->tiny) {
         static const char *const tiny[] = {"--layers", "1", "--channels", "32", "--heads", "2",
                                            "--context", "32", "--seq", "32", "--eval-seqs", "8",
@@ -132,11 +119,9 @@ static int step_capture(demo *d)
 {
     phase(d, 1, "training the GPT under the baseline, capturing a trace of its weights and "
                 "gradients");
-    static char every[32];
-    snprintf(every, sizeof every, "%d", d->steps / 4 > 0 ? d->steps / 4 : 1);
     const char *a[64] = {"train", "--scheme", "baseline", "--db", d->db, "--key",
                          "demo/capture", "--sweep", "demo-train", "--capture", d->trace,
-                         "--capture-every", every};
+                         "--capture-every", d->every};
     int n = 13;
     model_args(d, a, &n);
     a[n] = NULL;
@@ -159,7 +144,7 @@ static int step_replays(demo *d)
              "zeropp8, qsdp\nseeds = 1, 2, 3\n",
              d->tiny ? "1x2" : "2x4", d->tiny ? "2, 4, 8" : "2, 3, 4, 6, 8",
              d->tiny ? "32, 128" : "32, 128, 512, 2048");
-    if (write_text(path, text)) return CLI_RUNTIME;
+    if (cli_write_file("demo", path, text, strlen(text))) return CLI_RUNTIME;
     const char *a[] = {"sweep", "--db", d->db, path, NULL};
     return run(cmd_sweep, a);
 }
@@ -187,7 +172,7 @@ static int step_training(demo *d)
     size_t len = strlen(text);
     snprintf(text + len, sizeof text - len, "%s", opts);
     snprintf(path, sizeof path, "%s/demo-train.ini", d->out);
-    if (write_text(path, text)) return CLI_RUNTIME;
+    if (cli_write_file("demo", path, text, strlen(text))) return CLI_RUNTIME;
     const char *s[] = {"sweep", "--db", d->db, path, NULL};
     return run(cmd_sweep, s);
 }
@@ -375,6 +360,7 @@ int cmd_demo(int argc, char **argv)
     snprintf(d.db, sizeof d.db, "%s/shardq.db", d.out);
     snprintf(d.trace, sizeof d.trace, "%s/trace", d.out);
     snprintf(d.report, sizeof d.report, "%s/report", d.out);
+    snprintf(d.every, sizeof d.every, "%d", d.steps / 4);
     d.t0 = now();
     printf("shardq demo: everything goes to %s (database %s)\n", d.out, d.db);
 

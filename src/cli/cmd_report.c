@@ -17,7 +17,6 @@
 #include "cli/report.h"
 #include "shardq.h"
 #include "store/store.h"
-#include "trace/wfile.h"
 
 #include <sqlite3.h>
 
@@ -180,19 +179,6 @@ static char *join(const char *dir, const char *name)
     return s;
 }
 
-/* Writes len bytes of text to path through the safe writer. */
-static int write_file(const char *path, const char *text, size_t len)
-{
-    sq_wfile w;
-    char err[1024];
-    if (sq_wfile_open(&w, path, err, sizeof err) == 0) {
-        sq_wfile_write(&w, text, len);
-        if (sq_wfile_commit(&w, err, sizeof err) == 0) return 0;
-    }
-    fprintf(stderr, "shardq report: %s\n", err);
-    return -1;
-}
-
 /* Whether an executable name is on the PATH. */
 static int on_path(const char *name)
 {
@@ -308,7 +294,7 @@ static void draw(const figure *f, const char *db, const char *out, const char *f
     png = join(out, rel);
     snprintf(rel, sizeof rel, "%s.svg", f->name);
     svg = join(out, rel);
-    if (!png || !svg || write_file(script, text, strlen(text))) goto done;
+    if (!png || !svg || cli_write_file("report", script, text, strlen(text))) goto done;
     /* a figure of an earlier report must not pass for this one's */
     unlink(png);
     unlink(svg);
@@ -663,8 +649,8 @@ int cli_report_write(const char *db, const char *out, const char *filter, int qu
     if (doc.md.oom || doc.html.oom) {
         fprintf(stderr, "shardq report: out of memory\n");
         rc = CLI_RUNTIME;
-    } else if (!md || !html || write_file(md, doc.md.p, doc.md.n) ||
-               write_file(html, doc.html.p, doc.html.n)) {
+    } else if (!md || !html || cli_write_file("report", md, doc.md.p, doc.md.n) ||
+               cli_write_file("report", html, doc.html.p, doc.html.n)) {
         rc = CLI_RUNTIME;
     } else if (!quiet) {
         printf("wrote %s and %s: %d figure%s drawn, %d not\n", md, html, ndrawn,

@@ -3,6 +3,7 @@
 ** and the option helpers the subcommands share (cli.h).
 */
 #include "cli.h"
+#include "trace/wfile.h"
 #include "backend/device.h"
 #include "shardq.h"
 #include "store/store.h"
@@ -139,6 +140,18 @@ int cli_scheme(const char *cmd, const char *preset, const char *const *sets, int
         return -1;
     }
     return 0;
+}
+
+int cli_write_file(const char *cmd, const char *path, const void *data, size_t len)
+{
+    sq_wfile w;
+    char err[1024];
+    if (sq_wfile_open(&w, path, err, sizeof err) == 0) {
+        sq_wfile_write(&w, data, len);
+        if (sq_wfile_commit(&w, err, sizeof err) == 0) return 0;
+    }
+    fprintf(stderr, "shardq %s: %s\n", cmd, err);
+    return -1;
 }
 
 void cli_json_str(const char *s)

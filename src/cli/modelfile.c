@@ -385,25 +385,19 @@ void modelfile_list(void)
         size_t nd = strlen(dirs[d]);
         for (const cli_embedded *f = cli_model_files; f->name; f++) {
             if (strncmp(f->name, dirs[d], nd)) continue;
-            char err[256];
-            if (d == 0) {
-                sq_platform p;
-                char name[128];
-                snprintf(name, sizeof name, "%.*s", (int)(strlen(f->name) - nd - 4), f->name + nd);
-                if (modelfile_platform(name, &p, err, sizeof err) == 0)
-                    printf("  %-20s %d GPUs per node, %d nodes; %g TFLOP/s achieved; NVLink "
-                           "%g GB/s; %d x %g GB/s network per node\n", name, p.gpus_per_node,
-                           p.nodes, p.achieved_flops / 1e12, p.intra_bw / 1e9, p.nics_per_node,
-                           p.nic_bw / 1e9);
-            } else {
-                sq_model_shape m;
-                char name[128];
-                snprintf(name, sizeof name, "%.*s", (int)(strlen(f->name) - nd - 4), f->name + nd);
-                if (modelfile_model(name, &m, err, sizeof err) == 0)
-                    printf("  %-20s %-9s %d layers, hidden %d, %d heads, vocabulary %d, sequence "
-                           "%d (%.3g parameters)\n", name, m.name, m.layers, m.hidden, m.heads,
-                           m.vocab, m.seq, (double)sq_model_params(&m, 1));
-            }
+            char err[256], name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(strlen(f->name) - nd - 4), f->name + nd);
+            sq_platform p;
+            sq_model_shape m;
+            if (d == 0 && modelfile_platform(name, &p, err, sizeof err) == 0)
+                printf("  %-20s %d GPUs per node, %d nodes; %g TFLOP/s achieved; NVLink "
+                       "%g GB/s; %d x %g GB/s network per node\n", name, p.gpus_per_node,
+                       p.nodes, p.achieved_flops / 1e12, p.intra_bw / 1e9, p.nics_per_node,
+                       p.nic_bw / 1e9);
+            else if (d == 1 && modelfile_model(name, &m, err, sizeof err) == 0)
+                printf("  %-20s %-9s %d layers, hidden %d, %d heads, vocabulary %d, sequence "
+                       "%d (%.3g parameters)\n", name, m.name, m.layers, m.hidden, m.heads,
+                       m.vocab, m.seq, (double)sq_model_params(&m, 1));
         }
     }
 }
