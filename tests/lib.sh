@@ -95,16 +95,49 @@ $sq_code" "$@"
 
 # ro_run CMD...: CMD as the unprivileged user nobody when the test runs as
 # root (root ignores file permissions, so a read-only file would be written),
-# as it is otherwise.
+# as it is otherwise. Where CMD is $SHARDQ, nobody runs a copy of the binary
+# and its library in the scratch directory: the checkout itself may lie where
+# nobody cannot enter (a clone in root's home, mode 700).
 if test "$(id -u)" -eq 0; then
-  if command -v setpriv >/dev/null 2>&1; then
-    ro_run() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-  else
-    ro_run() { su -s /bin/sh nobody -c "$(printf '%q ' "$@")"; }
-  fi
+  ro_run() {
+    if test "$1" = "${SHARDQ:-}"; then
+      shift
+      sq_ro_bin || return 99
+      set -- env LD_LIBRARY_PATH="$sq_ro_dir" "$sq_ro_dir/shardq" "$@"
+    fi
+    if command -v setpriv >/dev/null 2>&1; then
+      setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
+    else
+      su -s /bin/sh nobody -c "$(printf '%q ' "$@")"
+    fi
+  }
 else
   ro_run() { "$@"; }
 fi
+
+# sq_ro_bin: copies the shardq program that $SHARDQ runs (the libtool wrapper's
+# real binary beside libshardq, or $SHARDQ itself) into $sq_ro_dir, which
+# every user can read and enter, once per test.
+sq_ro_dir=$sq_tmp/ro-bin
+sq_ro_bin() {
+  test -x "$sq_ro_dir/shardq" && return 0
+  mkdir -p "$sq_ro_dir" || return 1
+  if test -x "$(dirname "$SHARDQ")/.libs/shardq"; then
+    cp "$(dirname "$SHARDQ")/.libs/shardq" "$sq_ro_dir/" || return 1
+    for sq_lib in "${SHARDQ_BUILDDIR:-$(dirname "$SHARDQ")/..}"/.libs/libshardq.so*; do
+      test -e "$sq_lib" && { cp -P "$sq_lib" "$sq_ro_dir/" || return 1; }
+    done
+  else
+    cp "$SHARDQ" "$sq_ro_dir/shardq" || return 1
+  fi
+  chmod -R a+rX "$sq_ro_dir" && chmod a+x "$sq_tmp" || return 1
+  if ! setpriv --reuid=65534 --regid=65534 --clear-groups \
+    env LD_LIBRARY_PATH="$sq_ro_dir" "$sq_ro_dir/shardq" --help >/dev/null 2>&1 &&
+    ! su -s /bin/sh nobody -c "LD_LIBRARY_PATH='$sq_ro_dir' '$sq_ro_dir/shardq' --help" >/dev/null 2>&1; then
+    echo "error: nobody cannot run the copy of shardq in $sq_ro_dir (is ${TMPDIR:-/tmp} closed to other users?)" >&2
+    return 1
+  fi
+}
 
 # finish: the plan line, then the exit status automake's harness reads.
 finish() {
