@@ -235,6 +235,78 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Takes a current file back to version v, as an older shardq left it. */
+static void downgrade(sqlite3 *db, int v)
+{
+    if (v < 4)
+        raw_exec(db, "ALTER TABLE runs DROP COLUMN pid_start; ALTER TABLE runs DROP COLUMN"
+                     " boot_id; ALTER TABLE runs DROP COLUMN heartbeat");
+    if (v < 3) raw_exec(db, "DROP TABLE bench_results; DROP TABLE model_results");
+    if (v < 2) raw_exec(db, "DROP TABLE train_steps");
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v);
+    raw_exec(db, sql);
+}
+
+/* This process's start time in clock ticks after boot, read here on its
+** own from /proc/self/stat (field 22, counted after the command's ')'). */
+static long long self_start(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    ck_assert_ptr_nonnull(p);
+    long long v = -1;
+    char *tok, *save = NULL;
+    int field = 3;
+    for (tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++)
+        if (field == 22) v = atoll(tok);
+    ck_assert_int_gt(v, 0);
+    return v;
+}
+
+static void self_boot(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(buf, (int)len, f));
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* Inserts a 'running' row with key, as written by the process (host, pid,
+** start, boot); start < 0 and boot NULL are stored as NULL. */
+static int64_t insert_running(sqlite3 *db, const char *key, const char *host, long long pid,
+                              long long start, const char *boot)
+{
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+                                        "INSERT INTO runs(kind, key, status, config, seed, version,"
+                                        " host, pid, started, pid_start, boot_id) VALUES ('bench',"
+                                        " ?1, 'running', '{}', 1, '0', ?2, ?3,"
+                                        " '2026-01-01T00:00:00.000Z', ?4, ?5)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, host, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, pid);
+    if (start >= 0) sqlite3_bind_int64(st, 4, start);
+    sqlite3_bind_text(st, 5, boot, -1, SQLITE_STATIC);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    return sqlite3_last_insert_rowid(db);
+}
+
+static void my_host(char *buf, size_t len)
+{
+    ck_assert_int_eq(gethostname(buf, len), 0);
+    buf[len - 1] = '\0';
+}
+
 /* ------------------------------------------------------------------------ */
 /* Schema                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -315,8 +387,7 @@ START_TEST(test_migrate_v1_and_train_rows)
     add_steps(s, old, 2);
     sq_store_close(s);
     sqlite3 *db = raw_open(db_path);
-    raw_exec(db, "DROP TABLE train_steps; DROP TABLE bench_results; DROP TABLE model_results;"
-                 " PRAGMA user_version = 1");
+    downgrade(db, 1);
     sqlite3_close(db);
 
     s = open_store(db_path, 0);
@@ -358,7 +429,7 @@ START_TEST(test_migrate_v2_bench_model_rows)
     add_steps(s, old, 2);
     sq_store_close(s);
     sqlite3 *db = raw_open(db_path);
-    raw_exec(db, "DROP TABLE bench_results; DROP TABLE model_results; PRAGMA user_version = 2");
+    downgrade(db, 2);
     sqlite3_close(db);
 
     s = open_store(db_path, 0);
@@ -395,6 +466,75 @@ START_TEST(test_migrate_v2_bench_model_rows)
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM model_results"), 0);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs"), 1);
     sq_store_close(s);
+}
+END_TEST
+
+/* A version-3 file (before liveness by start time and boot) gains the
+** columns pid_start, boot_id and heartbeat, NULL in its old rows, which stay;
+** read-only it stays as it is. A new run fills them in: this process's start
+** time and boot, and a heartbeat equal to its start. An old 'running' row
+** (no start time known) falls back to whether its pid exists. */
+START_TEST(test_migrate_v3_liveness)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t old = begin_run(s, "old");
+    add_steps(s, old, 2);
+    end_run(s, old, "done");
+    sq_store_close(s);
+    char host[256], buf[256], boot[64];
+    my_host(host, sizeof host);
+    self_boot(boot, sizeof boot);
+    sqlite3 *db = raw_open(db_path);
+    downgrade(db, 3);
+    /* left running by this (live) process, and by one that is gone, as a
+    ** version-3 shardq wrote them: host and pid only */
+    raw_exec(db, "INSERT INTO runs(kind, key, status, config, seed, version, host, pid, started)"
+                 " SELECT 'replay', 'live', 'running', '{}', 1, '0', host, 0, started FROM runs;"
+                 " INSERT INTO runs(kind, key, status, config, seed, version, host, pid, started)"
+                 " SELECT 'replay', 'dead', 'running', '{}', 1, '0', host, 0, started FROM runs"
+                 " WHERE key = 'old'");
+    char sql[256];
+    snprintf(sql, sizeof sql, "UPDATE runs SET pid = %lld WHERE key = 'live'", (long long)getpid());
+    raw_exec(db, sql);
+    pid_t dead = fork();
+    ck_assert_int_ge(dead, 0);
+    if (dead == 0) _exit(0);
+    wait_child(dead);
+    snprintf(sql, sizeof sql, "UPDATE runs SET pid = %lld WHERE key = 'dead'", (long long)dead);
+    raw_exec(db, sql);
+    sqlite3_close(db);
+
+    char err[512];
+    ck_assert_int_eq(sq_store_open(db_path, 0, 1, &s, err, sizeof err), 0);
+    ck_assert_int_eq(sq_store_version(s), 3);
+    sq_store_close(s);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM pragma_table_info('runs')"
+                                       " WHERE name = 'pid_start'"), 0);
+
+    s = open_store(db_path, 0);
+    ck_assert_int_eq(sq_store_version(s), 4);
+    sqlite3 *h = sq_store_db(s);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN"
+                              " ('pid_start', 'boot_id', 'heartbeat')"), 3);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs WHERE pid_start IS NULL AND boot_id"
+                              " IS NULL AND heartbeat IS NULL"), 3);
+    ck_assert_int_eq(child_rows(h, old), 2 + 4 + 2 + 2 + 3);
+
+    sq_run_info r = run_info("live");
+    int64_t got;
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    r.key = "dead";
+    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err) == SQ_STORE_STARTED,
+                  "%s", err);
+    snprintf(sql, sizeof sql, "SELECT pid_start FROM runs WHERE id = %lld", (long long)got);
+    ck_assert_int_eq(q_int(h, sql), self_start());
+    snprintf(sql, sizeof sql, "SELECT boot_id FROM runs WHERE id = %lld", (long long)got);
+    ck_assert_str_eq(q_text(h, sql, buf, sizeof buf), boot);
+    snprintf(sql, sizeof sql, "SELECT heartbeat = started FROM runs WHERE id = %lld",
+             (long long)got);
+    ck_assert_int_eq(q_int(h, sql), 1);
+    sq_store_close(s);
+    assert_intact(db_path);
 }
 END_TEST
 
@@ -793,6 +933,140 @@ START_TEST(test_key_stale_and_failed)
 }
 END_TEST
 
+/* A pid alone is not a process: a 'running' row whose pid is alive (this
+** very process) but started at another time, or under another boot of this
+** host, was left by a process that is gone; the run starts afresh, saying
+** which run it replaced. With the right start time and boot it is busy. */
+START_TEST(test_key_pid_reused)
+{
+    sq_store *s = open_store(db_path, 0);
+    sqlite3 *h = sq_store_db(s);
+    char host[256], boot[64], err[512] = "";
+    my_host(host, sizeof host);
+    self_boot(boot, sizeof boot);
+    long long me = getpid(), start = self_start();
+    int64_t reused = insert_running(h, "reused", host, me, start + 1, boot);
+    int64_t reboot = insert_running(h, "reboot", host, me, start, "00000000-another-boot");
+    int64_t live = insert_running(h, "live", host, me, start, boot);
+    ck_assert_int_eq(sq_store_proc_state(host, me, start + 1, boot), SQ_PROC_GONE);
+    ck_assert_int_eq(sq_store_proc_state(host, me, start, "00000000-another-boot"), SQ_PROC_GONE);
+    ck_assert_int_eq(sq_store_proc_state(host, me, start, boot), SQ_PROC_ALIVE);
+    ck_assert_int_eq(sq_store_proc_state(host, me, -1, NULL), SQ_PROC_ALIVE);
+    ck_assert_int_eq(sq_store_proc_state("another-host.invalid", me, start, boot),
+                     SQ_PROC_ELSEWHERE);
+
+    sq_run_info r = run_info("reused");
+    int64_t got = -1;
+    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err) == SQ_STORE_STARTED,
+                  "%s", err);
+    ck_assert_int_ne(got, reused);
+    ck_assert_ptr_nonnull(sq_store_notice(s));
+    char want[512];
+    snprintf(want, sizeof want, "run %lld was left 'running' by pid %lld on %s", (long long)reused,
+             me, host);
+    ck_assert_msg(strstr(sq_store_notice(s), want), "%s", sq_store_notice(s));
+    r.key = "reboot";
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_STARTED);
+    ck_assert_int_ne(got, reboot);
+    r.key = "live";
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    ck_assert_int_eq(got, live);
+    ck_assert_ptr_null(sq_store_notice(s));
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs WHERE status = 'running'"), 3);
+    sq_store_close(s);
+}
+END_TEST
+
+/* A run without a key (a benchmark) whose process died stays 'running' no
+** more: the next run begun marks it 'failed' as interrupted, keeping its
+** rows; a live one, and one of another host, are left alone. */
+START_TEST(test_reap_unkeyed)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        sq_store *c = NULL;
+        char cerr[512];
+        sq_run_info ci = run_info(NULL);
+        int64_t cid;
+        sq_stat_row r[1] = {stat_row(1, "grad", NULL, 0.1)};
+        if (sq_store_open(db_path, 0, 0, &c, cerr, sizeof cerr) ||
+            sq_store_run_begin(c, &ci, NULL, 0, &cid, cerr, sizeof cerr) != SQ_STORE_STARTED ||
+            sq_store_add_stats(c, cid, r, 1, cerr, sizeof cerr))
+            _exit(1);
+        raise(SIGKILL);
+        _exit(2);
+    }
+    int status = wait_child(pid);
+    ck_assert_msg(WIFSIGNALED(status), "child status %d", status);
+    sq_store *s = open_store(db_path, 0);
+    sqlite3 *h = sq_store_db(s);
+    int64_t dead = q_int(h, "SELECT id FROM runs WHERE status = 'running'");
+    ck_assert_int_gt(dead, 0);
+    int64_t mine = begin_run(s, NULL);
+    insert_running(h, NULL, "another-host.invalid", 1, 5, NULL);
+    int64_t next = begin_run(s, NULL);
+    char sql[160], buf[256];
+    snprintf(sql, sizeof sql, "SELECT status || ': ' || error FROM runs WHERE id = %lld",
+             (long long)dead);
+    ck_assert_str_eq(q_text(h, sql, buf, sizeof buf),
+                     "failed: interrupted: its process ended before the run did");
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM step_metrics WHERE run_id = %lld",
+             (long long)dead);
+    ck_assert_int_eq(q_int(h, sql), 1);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM runs WHERE status = 'running' AND id IN"
+             " (%lld, %lld)", (long long)mine, (long long)next);
+    ck_assert_int_eq(q_int(h, sql), 2);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs WHERE host = 'another-host.invalid'"
+                              " AND status = 'running'"), 1);
+    sq_store_close(s);
+}
+END_TEST
+
+/* Every write sets the run's heartbeat. The holder of a key tells who runs
+** it and how long ago it last wrote; taking over a run of another host
+** marks it failed (once), and its key then starts afresh. */
+START_TEST(test_heartbeat_and_takeover)
+{
+    sq_store *s = open_store(db_path, 0);
+    sqlite3 *h = sq_store_db(s);
+    char err[512] = "", buf[256];
+    int64_t id = begin_run(s, "k");
+    raw_exec(h, "UPDATE runs SET heartbeat = '2000-01-01T00:00:00.000Z'");
+    add_steps(s, id, 1);
+    ck_assert_int_eq(q_int(h, "SELECT heartbeat > '2001' AND heartbeat >= started FROM runs"), 1);
+
+    sq_run_holder who;
+    ck_assert_int_eq(sq_store_key_holder(s, "k", &who, err, sizeof err), 0);
+    ck_assert_int_eq(who.id, id);
+    ck_assert_str_eq(who.status, "running");
+    ck_assert_int_eq(who.pid, getpid());
+    ck_assert_int_eq(who.state, SQ_PROC_ALIVE);
+    ck_assert_msg(who.idle_s >= 0 && who.idle_s < 3600, "%g", who.idle_s);
+    ck_assert_int_eq(sq_store_key_holder(s, "none", &who, err, sizeof err), 0);
+    ck_assert_int_eq(who.id, 0);
+
+    int64_t far = insert_running(h, "far", "another-host.invalid", 1, 5, NULL);
+    raw_exec(h, "UPDATE runs SET heartbeat = '2000-01-01T00:00:00.000Z' WHERE key = 'far'");
+    ck_assert_int_eq(sq_store_key_holder(s, "far", &who, err, sizeof err), 0);
+    ck_assert_int_eq(who.id, far);
+    ck_assert_int_eq(who.state, SQ_PROC_ELSEWHERE);
+    ck_assert_str_eq(who.host, "another-host.invalid");
+    ck_assert_str_eq(who.heartbeat, "2000-01-01T00:00:00.000Z");
+    ck_assert_msg(who.idle_s > 86400.0 * 365, "%g", who.idle_s);
+    ck_assert_int_eq(sq_store_run_takeover(s, &who, "taken over", err, sizeof err), 0);
+    ck_assert_int_eq(sq_store_run_takeover(s, &who, "taken over", err, sizeof err), 1);
+    ck_assert_str_eq(q_text(h, "SELECT status || ': ' || error FROM runs WHERE key = 'far'", buf,
+                            sizeof buf),
+                     "failed: taken over");
+    sq_run_info r = run_info("far");
+    int64_t got;
+    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_STARTED);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs WHERE key = 'far'"), 1);
+    sq_store_close(s);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* The file under stress                                                    */
 /* ------------------------------------------------------------------------ */
@@ -1134,6 +1408,7 @@ int main(void)
     tcase_add_test(tc, test_newer_refused);
     tcase_add_test(tc, test_migrate_v1_and_train_rows);
     tcase_add_test(tc, test_migrate_v2_bench_model_rows);
+    tcase_add_test(tc, test_migrate_v3_liveness);
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_readonly_missing);
     suite_add_tcase(s, tc);
@@ -1147,6 +1422,9 @@ int main(void)
     tcase_add_test(tc, test_run_delete);
     tcase_add_test(tc, test_key_done_and_busy);
     tcase_add_test(tc, test_key_stale_and_failed);
+    tcase_add_test(tc, test_key_pid_reused);
+    tcase_add_test(tc, test_reap_unkeyed);
+    tcase_add_test(tc, test_heartbeat_and_takeover);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stress");

@@ -32,6 +32,7 @@ struct sq_store {
     char *path;
     int busy_ms;
     int version; /* user_version once opened (and migrated) */
+    char notice[1024]; /* what the last sq_store_run_begin replaced, or "" */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -163,8 +164,21 @@ static const char schema_v3[] =
     "  PRIMARY KEY(run_id, scheme, gpus)\n"
     ") STRICT;\n";
 
+/* Version 3 -> 4: telling a live writer from a dead one. A pid alone is
+** reused by the system, and means nothing on another host; so a 'running'
+** row also keeps its process's start time (pid_start: clock ticks after
+** boot, /proc/PID/stat field 22) and the boot it ran under (boot_id:
+** /proc/sys/kernel/random/boot_id). heartbeat is the time of the run's
+** last write (UTC ISO 8601), all that can be known of a process on another
+** host. NULL: not known (a row of an older shardq, or no /proc). */
+static const char schema_v4[] =
+    "ALTER TABLE runs ADD COLUMN pid_start INTEGER;\n"
+    "ALTER TABLE runs ADD COLUMN boot_id TEXT;\n"
+    "ALTER TABLE runs ADD COLUMN heartbeat TEXT;\n";
+
 /* migrations[i] takes user_version i to i + 1. */
-static const char *const migrations[SQ_STORE_VERSION] = {schema_v1, schema_v2, schema_v3};
+static const char *const migrations[SQ_STORE_VERSION] = {schema_v1, schema_v2, schema_v3,
+                                                          schema_v4};
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -381,6 +395,16 @@ static int open_db(sq_store *s, int readonly, char *err, size_t errlen)
     }
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, s->busy_ms);
+    /* a user's SQL runs on these connections (db export, report --runs):
+    ** it must not load a library (load_extension() would run its code), and
+    ** a file from elsewhere must not have its schema call functions */
+    int off = 0, on = 1;
+    if (sqlite3_db_config(s->db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, &off) != SQLITE_OK ||
+        off != 0 || sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, &on) != SQLITE_OK ||
+        sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL) != SQLITE_OK) {
+        sq_set_err(err, errlen, "%s: cannot set up the connection safely", s->path);
+        return -1;
+    }
 
     /* The first read of the file: it tells a database from anything else,
     ** and a newer schema is refused before anything is written. */
@@ -465,24 +489,116 @@ static void host_name(char *buf, size_t len)
     buf[len - 1] = '\0';
 }
 
-/* Whether the process that wrote a 'running' row may still be at work. On
-** another host we cannot tell, so it is taken as alive; here, kill(pid, 0)
-** tells (EPERM: it exists, under another user). */
-static int writer_alive(const char *host, int64_t pid, const char *myhost)
+/* ------------------------------------------------------------------------ */
+/* Processes: who writes a run, and whether it still does                   */
+/* ------------------------------------------------------------------------ */
+
+/* The start time of process pid in clock ticks after boot (field 22 of
+** /proc/PID/stat), or -1 when it cannot be read (no such process, no
+** /proc). The command name, field 2, is in parentheses and may hold blanks
+** and parentheses itself: the fields after it are counted from its last ')'. */
+static int64_t proc_start(int64_t pid)
 {
-    if (!host || strcmp(host, myhost) != 0) return 1;
-    if (pid <= 0 || pid > INT_MAX) return 0; /* kill(0) or kill(-1) would mean groups */
-    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    if (!p) return -1;
+    p++;
+    for (int field = 3; field < 22; field++) {
+        while (*p == ' ') p++;
+        while (*p && *p != ' ') p++;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    return end == p || errno || v < 0 ? -1 : v;
+}
+
+/* This boot of the machine ("" when unknown): a pid and a start time are
+** only comparable within one boot. */
+static void boot_id(char *buf, size_t len)
+{
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f) return;
+    if (!fgets(buf, (int)len, f)) buf[0] = '\0';
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* What identifies a process beyond its pid. */
+typedef struct proc_id {
+    char host[256];
+    int64_t pid;
+    int64_t start; /* -1: unknown */
+    char boot[64]; /* "": unknown */
+} proc_id;
+
+static void proc_self(proc_id *me)
+{
+    host_name(me->host, sizeof me->host);
+    me->pid = (int64_t)getpid();
+    me->start = proc_start(me->pid);
+    boot_id(me->boot, sizeof me->boot);
+}
+
+/* SQ_PROC_ALIVE only when host, boot, pid and start time all match a live
+** process here. A start time that cannot be read now (the process ended
+** meanwhile, or /proc hides it) leaves the answer to kill(pid, 0), which
+** also says EPERM for a process of another user. */
+static int proc_state(const proc_id *me, const char *host, int64_t pid, int64_t start,
+                      const char *boot)
+{
+    if (!host || strcmp(host, me->host) != 0) return SQ_PROC_ELSEWHERE;
+    if (boot && *boot && *me->boot && strcmp(boot, me->boot) != 0) return SQ_PROC_GONE;
+    if (pid <= 0 || pid > INT_MAX) return SQ_PROC_GONE; /* kill(0) or kill(-1) would mean groups */
+    if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return SQ_PROC_GONE;
+    int64_t now = start >= 0 && me->start >= 0 ? proc_start(pid) : -1;
+    if (now >= 0 && now != start) return SQ_PROC_GONE; /* the pid was given to another */
+    return SQ_PROC_ALIVE;
+}
+
+int sq_store_proc_state(const char *host, int64_t pid, int64_t start, const char *boot)
+{
+    proc_id me;
+    proc_self(&me);
+    return proc_state(&me, host, pid, start, boot);
+}
+
+static int64_t column_or(sqlite3_stmt *st, int i, int64_t none)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? none : sqlite3_column_int64(st, i);
+}
+
+static const char *column_str(sqlite3_stmt *st, int i)
+{
+    const char *t = (const char *)sqlite3_column_text(st, i);
+    return t ? t : "";
+}
+
+/* The state of the writer of the row st is on, whose columns from i on are
+** host, pid, pid_start, boot_id. */
+static int row_state(const proc_id *me, sqlite3_stmt *st, int i)
+{
+    return proc_state(me, (const char *)sqlite3_column_text(st, i), sqlite3_column_int64(st, i + 1),
+                      column_or(st, i + 2, -1), (const char *)sqlite3_column_text(st, i + 3));
 }
 
 /* Looks for the run with key; *outcome is SQ_STORE_DONE or SQ_STORE_BUSY
-** when the caller must not start it, *id that run. A stale or failed run is
-** deleted here (its rows go with it). Returns the sqlite status. */
-static int settle_key(sq_store *s, const char *key, const char *myhost, int *outcome,
-                      int64_t *id)
+** when the caller must not start it, *id that run. A failed run, or one
+** left running by a process that is gone, is deleted here (its rows go with
+** it); s->notice says so for the latter. Returns the sqlite status. */
+static int settle_key(sq_store *s, const char *key, const proc_id *me, int *outcome, int64_t *id)
 {
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(s->db, "SELECT id, status, host, pid FROM runs WHERE key = ?1",
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT id, status, host, pid, pid_start, boot_id, started FROM runs"
+                                " WHERE key = ?1",
                                 -1, &st, NULL);
     if (rc != SQLITE_OK) return rc;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
@@ -490,13 +606,19 @@ static int settle_key(sq_store *s, const char *key, const char *myhost, int *out
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         old = sqlite3_column_int64(st, 0);
-        const char *status = (const char *)sqlite3_column_text(st, 1);
-        const char *host = (const char *)sqlite3_column_text(st, 2);
-        int64_t pid = sqlite3_column_int64(st, 3);
-        if (strcmp(status, "done") == 0)
+        const char *status = column_str(st, 1);
+        if (strcmp(status, "done") == 0) {
             *outcome = SQ_STORE_DONE;
-        else if (strcmp(status, "running") == 0 && writer_alive(host, pid, myhost))
-            *outcome = SQ_STORE_BUSY;
+        } else if (strcmp(status, "running") == 0) {
+            if (row_state(me, st, 2) != SQ_PROC_GONE)
+                *outcome = SQ_STORE_BUSY;
+            else
+                snprintf(s->notice, sizeof s->notice,
+                         "run %lld was left 'running' by pid %lld on %s (since %s), a process "
+                         "that is gone: it starts afresh",
+                         (long long)old, (long long)sqlite3_column_int64(st, 3), column_str(st, 2),
+                         column_str(st, 6));
+        }
         *id = old;
         rc = SQLITE_OK;
     } else if (rc == SQLITE_DONE) {
@@ -513,12 +635,62 @@ static int settle_key(sq_store *s, const char *key, const char *myhost, int *out
     return rc;
 }
 
-static int insert_run(sq_store *s, const sq_run_info *info, const char *host, int64_t *id)
+/* Marks 'failed' every run left 'running' by a process of this host that
+** is gone (killed, crashed, or from before a reboot). A run without a key
+** (a benchmark) never comes again under the same identity, so it would
+** otherwise stay 'running' for ever; a keyed one is replaced when its key
+** comes. Its rows stay, to be looked at; nothing counts a failed run.
+** Inside the caller's transaction. */
+static int reap_gone(sq_store *s, const proc_id *me)
+{
+    static const char why[] = "interrupted: its process ended before the run did";
+    sqlite3_stmt *st, *up = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT id, host, pid, pid_start, boot_id FROM runs"
+                                " WHERE status = 'running' AND host = ?1",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_bind_text(st, 1, me->host, -1, SQLITE_STATIC);
+    int64_t *gone = NULL;
+    size_t n = 0, cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (row_state(me, st, 1) != SQ_PROC_GONE) continue;
+        if (n == cap) {
+            int64_t *p = realloc(gone, (cap = cap ? 2 * cap : 16) * sizeof *p);
+            if (!p) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            gone = p;
+        }
+        gone[n++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    char now[40];
+    utc_now(now, sizeof now);
+    if (rc == SQLITE_OK && n)
+        rc = sqlite3_prepare_v2(s->db,
+                                "UPDATE runs SET status = 'failed', ended = ?2, error = ?3"
+                                " WHERE id = ?1 AND status = 'running'",
+                                -1, &up, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        sqlite3_bind_int64(up, 1, gone[i]);
+        sqlite3_bind_text(up, 2, now, -1, SQLITE_STATIC);
+        sqlite3_bind_text(up, 3, why, -1, SQLITE_STATIC);
+        rc = step_done(up);
+    }
+    sqlite3_finalize(up);
+    free(gone);
+    return rc;
+}
+
+static int insert_run(sq_store *s, const sq_run_info *info, const proc_id *me, int64_t *id)
 {
     static const char sql[] =
         "INSERT INTO runs(kind, key, sweep, status, config, preset, scheme, topo, device, trace,"
-        " seed, version, host, pid, started) VALUES"
-        " (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+        " seed, version, host, pid, started, pid_start, boot_id, heartbeat) VALUES"
+        " (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?14)";
     char now[40];
     utc_now(now, sizeof now);
     sqlite3_stmt *st;
@@ -535,9 +707,11 @@ static int insert_run(sq_store *s, const sq_run_info *info, const char *host, in
     bind_text(st, 9, info->trace);
     sqlite3_bind_int64(st, 10, (int64_t)info->seed);
     bind_text(st, 11, SHARDQ_VERSION_STRING);
-    bind_text(st, 12, host);
-    sqlite3_bind_int64(st, 13, (int64_t)getpid());
+    bind_text(st, 12, me->host);
+    sqlite3_bind_int64(st, 13, me->pid);
     bind_text(st, 14, now);
+    if (me->start >= 0) sqlite3_bind_int64(st, 15, me->start);
+    bind_text(st, 16, *me->boot ? me->boot : NULL);
     rc = step_done(st);
     sqlite3_finalize(st);
     if (rc == SQLITE_OK) *id = sqlite3_last_insert_rowid(s->db);
@@ -577,39 +751,54 @@ int sq_store_run_begin(sq_store *s, const sq_run_info *info, const sq_store_kv *
             sq_set_err(err, errlen, "%s: parameter %zu has no name", s->path, i);
             return -1;
         }
-    char host[256];
-    host_name(host, sizeof host);
+    proc_id me;
+    proc_self(&me);
+    s->notice[0] = '\0';
     if (begin(s, err, errlen)) return -1;
     int outcome = SQ_STORE_STARTED, rc = SQLITE_OK;
     int64_t id = -1;
-    if (info->key) rc = settle_key(s, info->key, host, &outcome, &id);
+    if (info->key) rc = settle_key(s, info->key, &me, &outcome, &id);
     if (rc == SQLITE_OK && outcome != SQ_STORE_STARTED) {
         rollback(s); /* nothing was written */
         if (run_id) *run_id = id;
         return outcome;
     }
-    if (rc == SQLITE_OK) rc = insert_run(s, info, host, &id);
+    if (rc == SQLITE_OK) rc = reap_gone(s, &me);
+    if (rc == SQLITE_OK) rc = insert_run(s, info, &me, &id);
     if (rc == SQLITE_OK) rc = insert_params(s, id, p, np);
     if (rc != SQLITE_OK) {
         db_error(s, rc, "cannot write", err, errlen);
         rollback(s);
+        s->notice[0] = '\0';
         return -1;
     }
-    if (commit(s, err, errlen)) return -1;
+    if (commit(s, err, errlen)) {
+        s->notice[0] = '\0';
+        return -1;
+    }
     if (run_id) *run_id = id;
     return SQ_STORE_STARTED;
 }
 
-/* Whether run exists (inside a transaction); SQLITE_NOTFOUND when not. */
-static int run_exists(sq_store *s, int64_t run)
+const char *sq_store_notice(const sq_store *s) { return s->notice[0] ? s->notice : NULL; }
+
+/* Sets run's heartbeat to now, as every write of its rows does (inside the
+** transaction): what another host can see of a process it cannot check.
+** SQLITE_NOTFOUND when there is no such run. */
+static int touch_run(sq_store *s, int64_t run)
 {
+    char now[40];
+    utc_now(now, sizeof now);
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(s->db, "SELECT 1 FROM runs WHERE id = ?1", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(s->db, "UPDATE runs SET heartbeat = ?2 WHERE id = ?1", -1, &st,
+                                NULL);
     if (rc != SQLITE_OK) return rc;
     sqlite3_bind_int64(st, 1, run);
-    rc = sqlite3_step(st);
+    sqlite3_bind_text(st, 2, now, -1, SQLITE_STATIC);
+    rc = step_done(st);
     sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
+    if (rc == SQLITE_OK && sqlite3_changes(s->db) == 0) rc = SQLITE_NOTFOUND;
+    return rc;
 }
 
 /* Ends a write transaction that failed with rc (SQLITE_NOTFOUND: no such
@@ -657,7 +846,7 @@ int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t
         }
     if (begin(s, err, errlen)) return -1;
     sqlite3_stmt *sst = NULL, *tst = NULL;
-    int rc = run_exists(s, run);
+    int rc = touch_run(s, run);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, step_sql, -1, &sst, NULL);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, tensor_sql, -1, &tst, NULL);
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
@@ -681,7 +870,7 @@ static int insert_rows(sq_store *s, int64_t run, const char *sql, const void *ro
 {
     if (begin(s, err, errlen)) return -1;
     sqlite3_stmt *st = NULL;
-    int rc = run_exists(s, run);
+    int rc = touch_run(s, run);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
         sqlite3_bind_int64(st, 1, run);
@@ -843,7 +1032,8 @@ static int set_status(sq_store *s, int64_t run, const char *status, const char *
     utc_now(now, sizeof now);
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(
-        s->db, "UPDATE runs SET status = ?2, error = ?3, ended = ?4 WHERE id = ?1", -1, &st, NULL);
+        s->db, "UPDATE runs SET status = ?2, error = ?3, ended = ?4, heartbeat = ?4 WHERE id = ?1",
+        -1, &st, NULL);
     if (rc != SQLITE_OK) return rc;
     sqlite3_bind_int64(st, 1, run);
     bind_text(st, 2, status);
@@ -900,4 +1090,69 @@ int sq_store_run_delete(sq_store *s, int64_t run, char *err, size_t errlen)
     }
     if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
     return commit(s, err, errlen);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Who holds a key                                                          */
+/* ------------------------------------------------------------------------ */
+
+int sq_store_key_holder(sq_store *s, const char *key, sq_run_holder *h, char *err, size_t errlen)
+{
+    memset(h, 0, sizeof *h);
+    h->idle_s = NAN;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(
+        s->db,
+        "SELECT id, status, host, pid, pid_start, boot_id, started, coalesce(heartbeat, started),"
+        " (julianday('now') - julianday(coalesce(heartbeat, started))) * 86400.0"
+        " FROM runs WHERE key = ?1",
+        -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+    }
+    if (rc == SQLITE_ROW) {
+        proc_id me;
+        proc_self(&me);
+        h->id = sqlite3_column_int64(st, 0);
+        snprintf(h->status, sizeof h->status, "%s", column_str(st, 1));
+        snprintf(h->host, sizeof h->host, "%s", column_str(st, 2));
+        h->pid = sqlite3_column_int64(st, 3);
+        snprintf(h->started, sizeof h->started, "%s", column_str(st, 6));
+        snprintf(h->heartbeat, sizeof h->heartbeat, "%s", column_str(st, 7));
+        if (sqlite3_column_type(st, 8) != SQLITE_NULL) h->idle_s = sqlite3_column_double(st, 8);
+        h->state = strcmp(h->status, "running") == 0 ? row_state(&me, st, 2) : SQ_PROC_GONE;
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_OK) db_error(s, rc, "cannot read", err, errlen);
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+int sq_store_run_takeover(sq_store *s, const sq_run_holder *h, const char *why, char *err,
+                          size_t errlen)
+{
+    char now[40];
+    utc_now(now, sizeof now);
+    if (begin(s, err, errlen)) return -1;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "UPDATE runs SET status = 'failed', ended = ?4, error = ?5"
+                                " WHERE id = ?1 AND status = 'running' AND host = ?2 AND pid = ?3",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, h->id);
+        sqlite3_bind_text(st, 2, h->host, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, h->pid);
+        sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
+        bind_text(st, 5, why);
+        rc = step_done(st);
+        sqlite3_finalize(st);
+    }
+    if (rc != SQLITE_OK) return write_failed(s, rc, h->id, err, errlen);
+    int taken = sqlite3_changes(s->db) == 1;
+    if (commit(s, err, errlen)) return -1;
+    return taken ? 0 : 1;
 }

@@ -11,10 +11,17 @@
 ** A run is written in three stages: sq_store_run_begin inserts it with
 ** status 'running' (and its params), sq_store_add_* add its rows as they
 ** come (one transaction per call), sq_store_run_end marks it 'done' or
-** 'failed'. A run killed in between stays 'running' with the pid and host
-** of its process; sq_store_run_begin with the same key later finds it stale
-** (that process is gone) and deletes it with all its rows before starting
-** afresh -- which is how a sweep resumes without duplicates or partial rows.
+** 'failed'. A run killed in between stays 'running' with the host, pid,
+** start time and boot of its process; sq_store_run_begin with the same key
+** later finds it stale (that process is gone, even if its pid was given to
+** another since) and deletes it with all its rows before starting afresh --
+** which is how a sweep resumes without duplicates or partial rows. Every
+** sq_store_run_begin also marks 'failed' ("interrupted: ...") the other runs
+** that dead processes of this host left 'running', so that a killed run
+** without a key (a benchmark) does not stay 'running' for ever.
+**
+** Every write of a run's rows also sets its heartbeat (the time of its last
+** write): of a process on another host, that is all one can know.
 **
 ** Errors: functions return 0 on success, -1 on failure with a sentence that
 ** names the database file and what failed in err[0..errlen), e.g.
@@ -34,7 +41,7 @@ extern "C" {
 #endif
 
 /* The schema version this build writes (PRAGMA user_version). */
-#define SQ_STORE_VERSION 3
+#define SQ_STORE_VERSION 4
 /* The busy timeout when none is given: how long a writer waits for another. */
 #define SQ_STORE_BUSY_MS 10000
 
@@ -42,7 +49,9 @@ typedef struct sq_store sq_store;
 
 /* Opens path, creating it when absent, and migrates it to SQ_STORE_VERSION.
 ** A file whose user_version is newer than this build is refused (naming both
-** versions). readonly = 1 opens an existing file without writing anything
+** versions). Every connection has extension loading off (the SQL function
+** load_extension fails), so that SQL a user gives may read but never run a
+** library. readonly = 1 opens an existing file without writing anything
 ** (no migration: an older file is read as it is, if its version is known). */
 int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, char *err,
                   size_t errlen);
@@ -82,16 +91,62 @@ typedef struct sq_run_info {
 enum {
     SQ_STORE_STARTED = 0, /* *run_id is the new run, status 'running' */
     SQ_STORE_DONE = 1,    /* a run with this key is already 'done': *run_id is that run */
-    SQ_STORE_BUSY = 2     /* a live process on this host is running this key: *run_id is its run */
+    SQ_STORE_BUSY = 2     /* a process that is alive, or on another host (which cannot be
+                          ** checked), is running this key: *run_id is its run */
 };
 
 /* In one transaction: when info->key is not NULL, looks for a run with that
-** key (done: returns SQ_STORE_DONE; running in a live process of this host:
-** SQ_STORE_BUSY; otherwise stale or failed: deletes it and all its rows);
-** then inserts the run ('running', this build's version, host name, pid,
-** start time in UTC ISO 8601) and its params p[0..np). */
+** key (done: returns SQ_STORE_DONE; running in a live process of this host,
+** or on another host: SQ_STORE_BUSY; otherwise stale or failed: deletes it
+** and all its rows); marks 'failed' the runs left 'running' by processes of
+** this host that are gone; then inserts the run ('running', this build's
+** version, host name, pid, the process's start time and boot id, start
+** time in UTC ISO 8601) and its params p[0..np). */
 int sq_store_run_begin(sq_store *s, const sq_run_info *info, const sq_store_kv *p, size_t np,
                        int64_t *run_id, char *err, size_t errlen);
+/* After a sq_store_run_begin that started a run in place of one left
+** 'running' by a process that is gone: a sentence naming that run, its
+** pid, host and start ("run 12 was left 'running' by pid 345 on h1 (since
+** ...), a process that is gone: it starts afresh"); NULL otherwise. */
+const char *sq_store_notice(const sq_store *s);
+
+/* ------------------------------------------------------------------------ */
+/* The processes behind 'running' rows                                      */
+/* ------------------------------------------------------------------------ */
+
+enum {
+    SQ_PROC_GONE = 0,     /* on this host, and no longer running */
+    SQ_PROC_ALIVE = 1,    /* on this host, and running */
+    SQ_PROC_ELSEWHERE = 2 /* on another host: cannot be checked from here */
+};
+/* The state of the process of a 'running' row: host, pid, pid_start (clock
+** ticks after boot; < 0: unknown) and boot_id (NULL or "": unknown). Alive
+** only when all that is known matches a live process here: a pid that now
+** belongs to a process started at another time, or a row from another boot
+** of this host, is gone. */
+int sq_store_proc_state(const char *host, int64_t pid, int64_t start, const char *boot);
+
+/* The run that holds a key, for a caller that waits for it. */
+typedef struct sq_run_holder {
+    int64_t id;            /* 0: no run has the key */
+    char status[16];       /* running, done, failed */
+    char host[256];
+    int64_t pid;
+    char started[40];      /* UTC ISO 8601 */
+    char heartbeat[40];    /* its last write (its start when none) */
+    double idle_s;         /* seconds since then (NaN when unknown) */
+    int state;             /* SQ_PROC_* of a running run; SQ_PROC_GONE otherwise */
+} sq_run_holder;
+int sq_store_key_holder(sq_store *s, const char *key, sq_run_holder *h, char *err,
+                        size_t errlen);
+/* Takes over h's run: marks it 'failed' with the error why, provided it is
+** still 'running' under the same host and pid, so that the next
+** sq_store_run_begin of its key starts afresh. For a run whose process
+** cannot be checked (another host): the caller knows that process is gone,
+** or has waited long enough. Returns 0 when taken, 1 when the run had
+** changed meanwhile (it ended, or was taken already), -1 on error. */
+int sq_store_run_takeover(sq_store *s, const sq_run_holder *h, const char *why, char *err,
+                          size_t errlen);
 
 /* Error statistics of one (step, path, tensor): tensor NULL means the whole
 ** step (the step_metrics table), otherwise one tensor (tensor_stats). */
