@@ -17,6 +17,15 @@ if (!exists("db")) {
 }
 if (!exists("out")) { out = "." }
 if (!exists("runs")) { runs = "" }
+# ids: the runs to draw as "3-17,20", which `shardq report` gives after it
+# evaluated its --runs filter itself, on a connection that can neither write
+# nor load a library; runs is then only the filter's text, for messages.
+# Anything but digits, '-' and ',' is refused: ids goes into SQL as it is.
+if (exists("ids") && (ids eq "" ? 0 : sum [_k = 1:strlen(ids)] \
+        (strstrt("0123456789-,", ids[_k:_k]) ? 0 : 1)) > 0) {
+    print sprintf("%s.gp: ids: '%s' is not a list of run ids such as 3-17,20", name, ids)
+    exit status 2
+}
 png = out."/".name.".png"
 svg = out."/".name.".svg"
 # A string as one /bin/sh word whatever it holds (a filter may hold quotes,
@@ -24,13 +33,20 @@ svg = out."/".name.".svg"
 shq_(s) = strstrt(s, "'") ? s[1:strstrt(s, "'") - 1]."'\\''".shq_(s[strstrt(s, "'") + 1:]) : s
 shq(s) = "'".shq_(s)."'"
 # The rows of query q, tab-separated, NULL as an empty field, from the
-# sqlite3 program on a read-only connection: plot "< ".sql(q), or system(sql(q)).
-sql(q) = "sqlite3 -readonly -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# sqlite3 program on a read-only connection in safe mode (no extension, no
+# file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
+sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
-# the runs filter.
+# ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
+idranges = !exists("ids") ? "" : "json_each('[[' || replace(replace('".ids."', ',', '],['),".\
+    " '-', ',') || ']]') AS j"
+within_ids = !exists("ids") ? "" : (ids eq "" ? "0" : "EXISTS (SELECT 1 FROM ".idranges.\
+    " WHERE runs.id BETWEEN json_extract(j.value, '$[0]') AND coalesce(json_extract(j.value,".\
+    " '$[1]'), json_extract(j.value, '$[0]')))")
+runcond = exists("ids") ? within_ids : (runs eq "" ? "" : "(".runs.")")
 selwhere(cond) = "SELECT id FROM runs WHERE status = 'done' AND ".cond.\
-    (runs eq "" ? "" : " AND (".runs.")")
+    (runcond eq "" ? "" : " AND ".runcond)
 sel(kind) = selwhere("kind = '".kind."'")
 within = db.(runs eq "" ? "" : " matching ".runs)
 # The ids of query q as ranges, "3-17, 20": the runs named in the caption.
@@ -39,7 +55,7 @@ ranges(q) = "WITH i AS (".q."), g AS (SELECT id, id - row_number() OVER (ORDER B
     " GROUP BY g ORDER BY lo) SELECT group_concat(CASE WHEN lo = hi THEN lo ELSE lo || '-' || hi".\
     " END, ', ') FROM x"
 # The database and the filter, checked by one query.
-nruns = system(sql("SELECT count(*) FROM runs WHERE ".(runs eq "" ? "1" : "(".runs.")")))
+nruns = system(sql("SELECT count(*) FROM runs WHERE ".(runcond eq "" ? "1" : runcond)))
 if (GPVAL_SYSTEM_ERRNO == 127) {
     print sprintf("%s: the sqlite3 program is missing (apt-get install sqlite3)", name)
     exit status 1

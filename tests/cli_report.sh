@@ -6,7 +6,10 @@
 # came from, a --runs filter changes them, a filter that selects nothing
 # skips every figure, a script runs on its own, and the errors name their
 # cause: a missing database, a bad filter (exit 2), no gnuplot, a directory
-# that cannot be written.
+# that cannot be written. A filter never runs a library (load_extension):
+# the report evaluates it itself and hands the scripts run ids, and the
+# scripts' sqlite3 runs in safe mode. A full disk leaves no truncated image,
+# and a killed report no temporary directory after the next one.
 
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
@@ -203,6 +206,74 @@ ok "a filter with quotes and shell characters stays SQL" \
 expect_fail_with 2 "say which database" gnuplot "$SHARDQ_SRCDIR/analysis/bias.gp"
 expect_fail_with 1 "cannot read the runs" gnuplot -e "db='$T/none.db'" "$SHARDQ_SRCDIR/analysis/bias.gp"
 ok "a missing database is not created" test ! -e "$T/none.db"
+
+# ---------------------------------------------------------------------------
+# A filter may read, never run code: a library whose constructor leaves a
+# marker file, asked for through load_extension()
+# ---------------------------------------------------------------------------
+
+printf '#include <stdio.h>\n__attribute__((constructor)) static void mark(void)\n{ FILE *f = fopen(MARKER, "w"); if (f) fclose(f); }\n' >"$T/evil.c"
+${CC:-cc} -shared -fPIC -DMARKER="\"$T/marker\"" -o "$T/evil.so" "$T/evil.c" || exit 99
+EVIL="load_extension('$T/evil.so') IS NULL"
+expect_fail_with 2 "--runs: '$EVIL': not authorized" \
+  "$SHARDQ" report --db "$DB" --out "$T/evil" --runs "$EVIL"
+expect_fail_with 2 "not authorized" "$SHARDQ" report --db "$DB" --out "$T/evil" \
+  --runs "id IN (SELECT id FROM runs WHERE $EVIL)"
+ok "the report's filter loaded no library" test ! -e "$T/marker"
+expect_fail_with 1 "cannot use the load_extension() function in safe mode" \
+  gnuplot -e "db='$DB'; out='$T/alone'; runs=\"$EVIL\"" "$SHARDQ_SRCDIR/analysis/bench.gp"
+ok "nor did a script's sqlite3" test ! -e "$T/marker"
+expect_fail_with 2 "ids: '1) OR (1' is not a list of run ids" \
+  gnuplot -e "db='$DB'; out='$T/alone'; ids='1) OR (1'" "$SHARDQ_SRCDIR/analysis/bench.gp"
+ok "a script draws the runs ids names" sh -c 'gnuplot -e "db='\''$1'\''; out='\''$2'\''; ids='\''$3'\''" "$0" | grep -qx "bench: runs $3 -> .*"' \
+  "$SHARDQ_SRCDIR/analysis/bench.gp" "$DB" "$T/alone" "$(ids "kind = 'bench'")"
+
+# ---------------------------------------------------------------------------
+# A full disk (a file size limit: writes fail with EFBIG), and a kill
+# ---------------------------------------------------------------------------
+
+limited() { # BYTES CMD...: CMD with files limited to BYTES, SIGXFSZ ignored
+  python3 -c 'import os, resource, signal, sys
+n = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+os.execvp(sys.argv[2], sys.argv[2:])' "$@"
+}
+cp -r "$T/all" "$T/full"
+expect_fail_with 1 "did not write all of" limited 36000 "$SHARDQ" report --db "$DB" --out "$T/full"
+pyrun "no figure is left truncated, nor any temporary file" "
+import os, xml.etree.ElementTree as ET
+out = sys.argv[1]
+names = sorted(os.listdir(out))
+assert not [n for n in names if n.startswith('.')], names
+for n in names:
+    p = os.path.join(out, n)
+    if n.endswith('.png'):
+        assert open(p, 'rb').read()[-12:] == b'\\0\\0\\0\\0IEND\\xaeB\\x60\\x82', n
+    elif n.endswith('.svg'):
+        ET.parse(p)
+assert len([n for n in names if n.endswith('.svg')]) < 8, names
+" "$T/full"
+ok "the report says which figures are missing" grep -q "Not drawn: its files could not be written whole" "$T/full/report.md"
+
+"$SHARDQ" report --db "$DB" --out "$T/killed" -q &
+rpid=$!
+i=0
+while test $i -lt 600 && ! ls -a "$T/killed" 2>/dev/null | grep -q '^\.shardq-report-'; do
+  sleep 0.1
+  i=$((i + 1))
+done
+kill -KILL $rpid 2>/dev/null
+wait $rpid 2>/dev/null
+ok "a report killed while drawing leaves its drawing directory" sh -c 'ls -a "$0" | grep -q "^\.shardq-report-"' "$T/killed"
+ok "the next report into the directory" "$SHARDQ" report --db "$DB" --out "$T/killed" -q --runs "kind = 'bench'"
+ok "removes it" sh -c 'test -z "$(ls -A "$0" | grep "^\.")" || { ls -A "$0"; exit 1; }' "$T/killed"
+ok "and the signals it can catch leave nothing" sh -c '
+  "$0" report --db "$1" --out "$2" -q & p=$!
+  i=0; while test $i -lt 600 && ! ls -a "$2" 2>/dev/null | grep -q "^\.shardq-report-"; do sleep 0.1; i=$((i + 1)); done
+  kill -TERM $p; wait $p; test $? -ne 0 && test -z "$(ls -a "$2" | grep "^\.shardq-report-")"' \
+  "$SHARDQ" "$DB" "$T/termed"
 
 # ---------------------------------------------------------------------------
 # Errors

@@ -8,7 +8,14 @@
 ** The report writes it to OUT/scripts/ and runs gnuplot on that copy, which
 ** reads the database through the sqlite3 program on a read-only connection;
 ** so what the report shows and what `gnuplot -e "db='...'" NAME.gp` draws
-** by hand cannot drift apart. A script without data for its figure says why
+** by hand cannot drift apart.
+**
+** The --runs filter is a user's SQL. It is evaluated here, on shardq's own
+** connection (read-only, extension loading off), and the scripts get only
+** the ids it selected: none of the user's text reaches the sqlite3 program,
+** which could load a library. gnuplot draws into a directory of its own
+** inside OUT; a figure is renamed into place only once both its files are
+** complete, so a full disk or a kill leaves no truncated image behind. A script without data for its figure says why
 ** on one line and draws nothing; the report then names the reason in place
 ** of the figure. The tables are queried here, on a read-only connection,
 ** with the same labels as the figures.
@@ -20,10 +27,12 @@
 
 #include <sqlite3.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +147,133 @@ typedef struct drawn {
 /* Files and programs                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* Drawing into a directory of its own                                      */
+/* ------------------------------------------------------------------------ */
+
+/* gnuplot writes into OUT/.shardq-report-PID.XXXXXX; what is complete there
+** is renamed into OUT. A signal that ends the report removes the directory
+** on its way out (its paths are made up front, for the handler); one left
+** by SIGKILL is removed by the next report into OUT, once its process is
+** gone. */
+#define TMP_PREFIX ".shardq-report-"
+#define MAX_TMP_FILES 16
+
+static char tmp_dir[4096];
+static char tmp_files[MAX_TMP_FILES][4200];
+static int ntmp_files;
+static volatile sig_atomic_t tmp_live;
+static volatile pid_t gnuplot_pid; /* the gnuplot drawing now, 0: none */
+
+static void remove_tmp(void)
+{
+    for (int i = 0; i < ntmp_files; i++) unlink(tmp_files[i]);
+    rmdir(tmp_dir);
+}
+
+/* gnuplot goes first: it could write a file after the directory was emptied */
+static void on_signal(int sig)
+{
+    pid_t g = gnuplot_pid;
+    if (g > 0) {
+        kill(g, SIGKILL);
+        waitpid(g, NULL, 0);
+    }
+    if (tmp_live) remove_tmp();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+#define NCAUGHT (sizeof caught / sizeof caught[0])
+
+/* Removes what reports killed before left in out: a directory
+** TMP_PREFIX PID.XXXXXX whose process is gone, and the files in it. */
+static void remove_stale_tmp(const char *out)
+{
+    DIR *d = opendir(out);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, TMP_PREFIX, sizeof TMP_PREFIX - 1)) continue;
+        char *end;
+        long pid = strtol(e->d_name + sizeof TMP_PREFIX - 1, &end, 10);
+        if (*end != '.' || pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+        DIR *sub = opendir(path);
+        struct dirent *f;
+        while (sub && (f = readdir(sub))) {
+            char file[8192 + 300];
+            if (strcmp(f->d_name, ".") && strcmp(f->d_name, "..")) {
+                snprintf(file, sizeof file, "%s/%s", path, f->d_name);
+                unlink(file);
+            }
+        }
+        if (sub) closedir(sub);
+        rmdir(path);
+    }
+    closedir(d);
+}
+
+/* Makes the drawing directory in out, with the paths of every figure's
+** files in it, and the handlers that remove it. */
+static int make_tmp(const char *out, const char *const *names, int n,
+                    struct sigaction *old)
+{
+    if (snprintf(tmp_dir, sizeof tmp_dir, "%s/" TMP_PREFIX "%ld.XXXXXX", out,
+                 (long)getpid()) >= (int)sizeof tmp_dir ||
+        !mkdtemp(tmp_dir)) {
+        fprintf(stderr, "shardq report: %s: cannot create a directory to draw in: %s\n", out,
+                strerror(errno ? errno : ENAMETOOLONG));
+        return -1;
+    }
+    ntmp_files = 0;
+    for (int i = 0; i < n && ntmp_files + 2 <= MAX_TMP_FILES; i++) {
+        snprintf(tmp_files[ntmp_files++], sizeof tmp_files[0], "%s/%s.png", tmp_dir, names[i]);
+        snprintf(tmp_files[ntmp_files++], sizeof tmp_files[0], "%s/%s.svg", tmp_dir, names[i]);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < NCAUGHT; i++) sigaction(caught[i], &sa, &old[i]);
+    tmp_live = 1;
+    return 0;
+}
+
+static void drop_tmp(const struct sigaction *old)
+{
+    tmp_live = 0;
+    remove_tmp();
+    for (size_t i = 0; i < NCAUGHT; i++) sigaction(caught[i], &old[i], NULL);
+}
+
+/* Whether path holds a whole image: a PNG that ends with its IEND chunk,
+** an SVG that ends with </svg>. A write cut short by a full disk or a file
+** size limit ends anywhere else. */
+static int complete(const char *path, int svg)
+{
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    struct stat st;
+    unsigned char tail[64];
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)sizeof tail;
+    if (ok) ok = pread(fd, tail, sizeof tail, st.st_size - (off_t)sizeof tail) == (ssize_t)sizeof tail;
+    if (ok && svg) {
+        size_t k = sizeof tail;
+        while (k && (tail[k - 1] == '\n' || tail[k - 1] == '\r' || tail[k - 1] == ' ')) k--;
+        ok = k >= 6 && memcmp(tail + k - 6, "</svg>", 6) == 0;
+    } else if (ok) {
+        ok = memcmp(tail + sizeof tail - 12, iend, 12) == 0;
+    }
+    /* on disk before it takes the name: a crash must not leave half a file there */
+    if (ok) ok = fsync(fd) == 0;
+    close(fd);
+    return ok;
+}
+
 /* Creates dir and its missing parents; prints why not (naming the path). */
 static int make_dirs(const char *dir)
 {
@@ -236,6 +372,7 @@ static int run_gnuplot(const char *vars, const char *script, report_buf *output)
         report_printf(output, "cannot run gnuplot: %s\n", strerror(rc));
         return 127;
     }
+    gnuplot_pid = pid;
     char buf[4096];
     ssize_t n;
     while ((n = read(fd[0], buf, sizeof buf)) != 0) {
@@ -246,7 +383,11 @@ static int run_gnuplot(const char *vars, const char *script, report_buf *output)
     close(fd[0]);
     int st;
     while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return 127;
+        if (errno != EINTR) {
+            gnuplot_pid = 0;
+            return 127;
+        }
+    gnuplot_pid = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
@@ -269,15 +410,31 @@ static int find_line(const char *output, const char *name, const char *what, con
     return 0;
 }
 
-static int nonempty(const char *path)
+/* Moves the figure's two files from the drawing directory into out, when
+** both are complete; otherwise says which is not. */
+static int put_in_place(const figure *f, const char *png, const char *svg)
 {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+    char from[2][4200];
+    snprintf(from[0], sizeof from[0], "%s/%s.png", tmp_dir, f->name);
+    snprintf(from[1], sizeof from[1], "%s/%s.svg", tmp_dir, f->name);
+    for (int k = 0; k < 2; k++)
+        if (!complete(from[k], k)) {
+            fprintf(stderr, "shardq report: %s: gnuplot did not write all of %s.%s (a full "
+                    "disk?): the figure is left out\n", f->name, f->name, k ? "svg" : "png");
+            return -1;
+        }
+    if (rename(from[0], png) != 0 || rename(from[1], svg) != 0) {
+        fprintf(stderr, "shardq report: %s: cannot put the figure in place: %s\n", f->name,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
-/* Writes OUT/scripts/NAME.gp and runs it into OUT/NAME.png and .svg. */
-static void draw(const figure *f, const char *db, const char *out, const char *filter, int quiet,
-                 drawn *d)
+/* Writes OUT/scripts/NAME.gp and runs it into OUT/NAME.png and .svg. ids:
+** the runs the filter selected (NULL: no filter). */
+static void draw(const figure *f, const char *db, const char *out, const char *filter,
+                 const char *ids, int quiet, drawn *d)
 {
     memset(d, 0, sizeof *d);
     d->failed = 1;
@@ -301,9 +458,14 @@ static void draw(const figure *f, const char *db, const char *out, const char *f
     report_printf(&vars, "db=");
     gp_string(&vars, db);
     report_printf(&vars, "; out=");
-    gp_string(&vars, out);
+    gp_string(&vars, tmp_dir);
+    /* the filter's text is only shown; the scripts select by ids */
     report_printf(&vars, "; runs=");
     gp_string(&vars, filter ? filter : "");
+    if (ids) {
+        report_printf(&vars, "; ids=");
+        gp_string(&vars, ids);
+    }
     if (vars.oom) {
         fprintf(stderr, "shardq report: out of memory\n");
         goto done;
@@ -314,13 +476,15 @@ static void draw(const figure *f, const char *db, const char *out, const char *f
         d->failed = 0;
         if (!quiet) printf("  %-12s skipped: %s\n", f->name, d->why);
     } else if (st == 0 && find_line(o, f->name, "runs ", " -> ", d->runs, sizeof d->runs) &&
-               nonempty(png) && nonempty(svg)) {
+               put_in_place(f, png, svg) == 0) {
         d->failed = 0;
         d->ok = 1;
         if (!quiet) printf("  %-12s runs %s\n", f->name, d->runs);
+    } else if (st == 0 && d->runs[0]) {
+        /* drawn, but not all written: said by put_in_place */
+        snprintf(d->why, sizeof d->why, "its files could not be written whole (see the "
+                 "messages of shardq report)");
     } else {
-        unlink(png);
-        unlink(svg);
         fprintf(stderr, "shardq report: %s: gnuplot %s (exit status %d)%s\n", f->name,
                 st == 127 ? "did not run" : "failed", st, *o ? ":" : "");
         for (const char *p = o; *p;) {
@@ -519,6 +683,53 @@ static void table_model(tables *t)
 /* The report                                                               */
 /* ------------------------------------------------------------------------ */
 
+/* The most characters of run ids ("3-17,20,...") the scripts are given:
+** they go into every query a script runs, and a command line has limits. */
+#define MAX_IDS_TEXT 16000
+
+/* The ids of the runs the filter selects, as ranges "3-17,20" into ids;
+** a selection too scattered to hand on is refused. */
+static int select_ids(sqlite3 *db, const char *filter, report_buf *ids)
+{
+    report_buf sql = {0};
+    report_printf(&sql, "SELECT id FROM runs WHERE (%s\n) ORDER BY id", filter);
+    sqlite3_stmt *st = NULL;
+    int rc = sql.oom ? SQLITE_NOMEM : sqlite3_prepare_v2(db, sql.p, -1, &st, NULL);
+    report_buf_free(&sql);
+    long long lo = 0, hi = -1, n = 0;
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        long long id = sqlite3_column_int64(st, 0);
+        n++;
+        rc = SQLITE_OK;
+        if (hi >= lo && id == hi + 1) {
+            hi = id;
+            continue;
+        }
+        if (hi >= lo) report_printf(ids, hi > lo ? "%lld-%lld," : "%lld,", lo, hi);
+        lo = hi = id;
+    }
+    if (rc == SQLITE_DONE || rc == SQLITE_OK) {
+        if (hi >= lo) report_printf(ids, hi > lo ? "%lld-%lld" : "%lld", lo, hi);
+        rc = SQLITE_OK;
+    }
+    if (rc == SQLITE_OK && ids->n && ids->p[ids->n - 1] == ',') ids->p[--ids->n] = '\0';
+    if (rc != SQLITE_OK || ids->oom) {
+        fprintf(stderr, "shardq report: --runs: '%s': %s\n", filter,
+                ids->oom || rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
+        sqlite3_finalize(st);
+        return CLI_USAGE;
+    }
+    sqlite3_finalize(st);
+    if (!ids->p) report_printf(ids, "%s", ""); /* none selected: "" */
+    if (ids->n > MAX_IDS_TEXT) {
+        fprintf(stderr, "shardq report: --runs: '%s': selects %lld runs so scattered that "
+                "their ids take %zu characters, more than the %d the figures' scripts are "
+                "given: narrow it\n", filter, n, ids->n, MAX_IDS_TEXT);
+        return CLI_USAGE;
+    }
+    return ids->oom ? CLI_RUNTIME : CLI_OK;
+}
+
 /* Checks the filter: one condition that SQLite compiles against runs.
 ** Prints why not and returns CLI_USAGE, else CLI_OK. */
 static int check_filter(sqlite3 *db, const char *filter)
@@ -559,7 +770,9 @@ int cli_report_write(const char *db, const char *out, const char *filter, int qu
         return CLI_RUNTIME;
     }
     sqlite3 *sdb = sq_store_db(store);
+    report_buf ids = {0};
     int rc = filter ? check_filter(sdb, filter) : CLI_OK;
+    if (rc == CLI_OK && filter) rc = select_ids(sdb, filter, &ids);
     if (rc == CLI_OK && !on_path("gnuplot")) {
         fprintf(stderr, "shardq report: gnuplot is not installed: it draws the figures "
                         "(apt-get install gnuplot-nox, or ./bootstrap --deps)\n");
@@ -580,7 +793,16 @@ int cli_report_write(const char *db, const char *out, const char *filter, int qu
     }
     if (rc == CLI_OK && make_dirs(scripts)) rc = CLI_RUNTIME;
     free(scripts);
+    const figure *const order[] = {&fig_error_bits, &fig_error_group, &fig_hadamard, &fig_bias,
+                                   &fig_bytes,      &fig_loss,        &fig_bench,    &fig_speedup};
+    enum { NFIG = sizeof order / sizeof order[0] };
+    const char *names[NFIG];
+    for (int i = 0; i < NFIG; i++) names[i] = order[i]->name;
+    struct sigaction old[NCAUGHT];
+    if (rc == CLI_OK) remove_stale_tmp(out);
+    if (rc == CLI_OK && make_tmp(out, names, NFIG, old)) rc = CLI_RUNTIME;
     if (rc != CLI_OK) {
+        report_buf_free(&ids);
         sq_store_close(store);
         return rc;
     }
@@ -592,16 +814,15 @@ int cli_report_write(const char *db, const char *out, const char *filter, int qu
         fflush(stdout);
     }
 
-    const figure *const order[] = {&fig_error_bits, &fig_error_group, &fig_hadamard, &fig_bias,
-                                   &fig_bytes,      &fig_loss,        &fig_bench,    &fig_speedup};
-    enum { NFIG = sizeof order / sizeof order[0] };
     drawn d[NFIG];
     int ndrawn = 0, nfailed = 0;
     for (int i = 0; i < NFIG; i++) {
-        draw(order[i], db, out, filter, quiet, &d[i]);
+        draw(order[i], db, out, filter, filter ? ids.p : NULL, quiet, &d[i]);
         ndrawn += d[i].ok;
         nfailed += d[i].failed;
     }
+    drop_tmp(old);
+    report_buf_free(&ids);
 
     report_doc doc;
     report_begin(&doc, "shardq report");
