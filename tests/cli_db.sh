@@ -52,7 +52,7 @@ expect_fail_with 2 "unknown subcommand 'frobnicate' (list, show, export, init)" 
 expect_fail_with 2 "unknown option '--jsn' (did you mean '--json'?)" "$SHARDQ" db list --jsn
 expect_fail_with 2 "unknown option '--dbx' (did you mean '--db'?)" "$SHARDQ" db --dbx list
 expect_fail_with 2 "option '--db' needs a value" "$SHARDQ" db --db
-expect_fail_with 2 "--status: 'finished': expected running, done or failed" "$SHARDQ" db list --status finished
+expect_fail_with 2 "--status: 'finished': expected running, done, failed or interrupted" "$SHARDQ" db list --status finished
 expect_fail_with 2 "missing argument (expected RUN)" "$SHARDQ" db show
 expect_fail_with 2 "RUN: 'one' is not an unsigned integer" "$SHARDQ" db show one
 expect_fail_with 2 "unexpected argument '2'" "$SHARDQ" db show 1 2
@@ -76,7 +76,7 @@ expect_fail_with 1 "$T/junk.db: file is not a database" "$SHARDQ" db --db "$T/ju
 expect_fail_with 1 "$T/empty.db: not a shardq store" "$SHARDQ" db --db "$T/empty.db" list
 sqlite3 "$T/new.db" "CREATE TABLE runs(x); PRAGMA user_version = 7"
 for s in list init; do
-  expect_fail_with 1 "$T/new.db: schema version 7 is newer than this shardq (3): upgrade shardq" \
+  expect_fail_with 1 "$T/new.db: schema version 7 is newer than this shardq (4): upgrade shardq" \
     "$SHARDQ" db --db "$T/new.db" $s
 done
 ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_version")" = 7
@@ -86,11 +86,11 @@ ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_ver
 # ---------------------------------------------------------------------------
 
 ok "db init creates the store" sh -c '"$0" db --db "$1" init >"$2/init1.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init says so" grep -qx "$DB: created, schema version 3" "$T/init1.txt"
+ok "db init says so" grep -qx "$DB: created, schema version 4" "$T/init1.txt"
 ok "db init on the store again" sh -c '"$0" db init --db "$1" >"$2/init2.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init again changes nothing" grep -qx "$DB: ready, schema version 3" "$T/init2.txt"
-ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 3"' "$SHARDQ" "$T/empty.db"
-ok "the store has user_version 3" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 3
+ok "db init again changes nothing" grep -qx "$DB: ready, schema version 4" "$T/init2.txt"
+ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 4"' "$SHARDQ" "$T/empty.db"
+ok "the store has user_version 4" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 4
 ok "the store is in WAL mode" test "$(sqlite3 "$DB" "PRAGMA journal_mode")" = wal
 ok "the nine tables, all STRICT" test "$(sqlite3 "$DB" "SELECT group_concat(name || ':' || strict, ' ') FROM (SELECT * FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name)")" = "bench_results:1 bytes:1 model_results:1 params:1 runs:1 step_metrics:1 tensor_stats:1 timings:1 train_steps:1"
 expect_fail_with nonzero "cannot store TEXT value in INTEGER column runs.seed" \
@@ -141,6 +141,25 @@ ok "db list: run 2, 1h10m, no weight path" \
   grep -q "^ *2  *failed  *replay  *qsdp  *1x8  *7  *tr, \"quoted\"  *2026-11-23 08:02:00  *1h10m  *0.3  *-$" "$T/list.txt"
 ok "db list: run 3, running, nothing measured" \
   grep -q "^ *3  *running  *train  *-  *-  *1  *-  *2026-11-23 10:00:00  *-  *-  *-$" "$T/list.txt"
+# rows left running on this host: by a process that is gone, by a pid that
+# another process has now (this shell's, with another start time), and by
+# this shell (start time unknown: the pid decides); run 3 is another host's
+cp "$DB" "$T/int.db"
+dead=$(sh -c 'echo $$')
+pyrun "three rows left running on this host" '
+import socket
+c = sqlite3.connect(sys.argv[1])
+for i, pid, start in ((4, int(sys.argv[2]), None), (5, int(sys.argv[3]), 1), (6, int(sys.argv[3]), None)):
+    c.execute("INSERT INTO runs(id, kind, status, config, seed, version, host, pid, started, pid_start)"
+              " VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)", (i, "bench", "running", "{}", "v",
+              socket.gethostname(), pid, "2026-11-23T11:00:00.000Z", start))
+c.commit()' "$T/int.db" "$dead" "$$"
+ok "db list --status interrupted: the gone process and the reused pid" sh -c \
+  'test "$("$0" db --db "$1" list --status interrupted | awk "NR > 1 { printf \"%s \", \$1 }")" = "4 5 "' \
+  "$SHARDQ" "$T/int.db"
+ok "db list --status running: the live one and the other host's" sh -c \
+  'test "$("$0" db --db "$1" list --status running --json | python3 -c "import json, sys; print([r[\"id\"] for r in json.load(sys.stdin)])")" = "[3, 6]"' \
+  "$SHARDQ" "$T/int.db"
 ok "db list: the columns line up" sh -c 'test "$(awk "{ print index(\$0, \"replay\") }" "$0" | sed -n "2,3p" | sort -u | wc -l)" -eq 1' "$T/list.txt"
 ok "db list --status done" db "$T/done.txt" list --status done
 ok "db list --status done: run 1 only" sh -c 'test "$(wc -l <"$0")" -eq 2 && grep -q "^ *1  *done" "$0"' "$T/done.txt"
@@ -217,7 +236,7 @@ assert raw.endswith(b"\r\n") and raw.count(b"\r\n") == 4 and b"\n" not in raw.re
 rows = list(csv.reader(io.StringIO(raw.decode(), newline="")))
 assert rows[0] == ["id", "kind", "key", "sweep", "status", "config", "preset", "scheme", "topo",
                    "device", "trace", "seed", "version", "host", "pid", "started", "ended",
-                   "error"], rows[0]
+                   "error", "pid_start", "boot_id", "heartbeat"], rows[0]
 assert [r[0] for r in rows[1:]] == ["1", "2", "3"], rows
 assert rows[1][5] == "{\"a\":1}" and rows[2][10] == "tr, \"quoted\"", rows
 assert rows[3][2] == "" and rows[3][16] == "" and rows[2][17] == "out of memory", rows
@@ -253,6 +272,13 @@ for q in "DELETE FROM runs" "INSERT INTO params VALUES (3, 'x', 'y')" \
     "$SHARDQ" db --db "$DB" export "$q"
 done
 expect_fail_with 2 "give one statement only" "$SHARDQ" db --db "$DB" export "SELECT 1; DELETE FROM runs"
+# nor run a library: load_extension() is off on every connection of shardq
+printf '#include <stdio.h>\n__attribute__((constructor)) static void mark(void)\n{ FILE *f = fopen(MARKER, "w"); if (f) fclose(f); }\n' >"$T/evil.c"
+${CC:-cc} -shared -fPIC -DMARKER="\"$T/marker\"" -o "$T/evil.so" "$T/evil.c" || exit 99
+expect_fail_with 1 "not authorized" "$SHARDQ" db --db "$DB" export "SELECT load_extension('$T/evil.so')"
+expect_fail_with 1 "not authorized" "$SHARDQ" db --db "$DB" export \
+  "SELECT id FROM runs WHERE load_extension('$T/evil.so') IS NULL"
+ok "no library was loaded" test ! -e "$T/marker"
 expect_fail_with 2 "it returns no rows" "$SHARDQ" db --db "$DB" export "BEGIN"
 expect_fail_with 2 "QUERY 'nope' is neither a table (runs, params, step_metrics, tensor_stats, bytes, timings, train_steps, bench_results, model_results) nor a valid statement" \
   "$SHARDQ" db --db "$DB" export nope

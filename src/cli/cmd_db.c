@@ -54,7 +54,9 @@ static const char list_usage[] =
     "where the run has none).\n"
     "\n"
     "options:\n" DB_OPTION_HELP
-    "  --status S       only runs in status S: running, done or failed\n"
+    "  --status S       only runs in status S: running, done, failed, or\n"
+    "                   interrupted (left 'running' by a process of this host\n"
+    "                   that is gone; the next run begun marks it failed)\n"
     "  --kind K         only runs of kind K (replay, train, ...)\n"
     "  --sweep NAME     only the runs of sweep NAME\n"
     "  --json           a JSON array of objects (full trace path, times in\n"
@@ -168,9 +170,10 @@ static int parse_opts(const char *cmd, int argc, char **argv, int allowed, const
         case O_DB: o->db = optarg; break;
         case O_JSON: o->json = 1; break;
         case O_STATUS:
-            if (strcmp(optarg, "running") && strcmp(optarg, "done") && strcmp(optarg, "failed")) {
-                fprintf(stderr, "shardq %s: --status: '%s': expected running, done or failed\n",
-                        cmd, optarg);
+            if (strcmp(optarg, "running") && strcmp(optarg, "done") && strcmp(optarg, "failed") &&
+                strcmp(optarg, "interrupted")) {
+                fprintf(stderr, "shardq %s: --status: '%s': expected running, done, failed or "
+                        "interrupted\n", cmd, optarg);
                 return CLI_USAGE;
             }
             o->status = optarg;
@@ -225,6 +228,21 @@ static void fn_duration(sqlite3_context *cx, int argc, sqlite3_value **argv)
     sqlite3_result_text(cx, buf, -1, SQLITE_TRANSIENT);
 }
 
+/* A run's status as shown: 'interrupted' for a 'running' run whose
+** process, on this host, is gone (status, host, pid, pid_start, boot_id). */
+static void fn_status(sqlite3_context *cx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    const char *status = (const char *)sqlite3_value_text(argv[0]);
+    if (!status) return;
+    int64_t start = sqlite3_value_type(argv[3]) == SQLITE_NULL ? -1 : sqlite3_value_int64(argv[3]);
+    if (strcmp(status, "running") == 0 &&
+        sq_store_proc_state((const char *)sqlite3_value_text(argv[1]), sqlite3_value_int64(argv[2]),
+                            start, (const char *)sqlite3_value_text(argv[4])) == SQ_PROC_GONE)
+        status = "interrupted";
+    sqlite3_result_text(cx, status, -1, SQLITE_TRANSIENT);
+}
+
 /* The store at path, read-only, with the helper functions; NULL after a
 ** message. */
 static sq_store *open_store(const char *cmd, const char *path)
@@ -246,6 +264,8 @@ static sq_store *open_store(const char *cmd, const char *path)
     int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS;
     sqlite3_create_function(db, "sq_basename", 1, flags, NULL, fn_basename, NULL, NULL);
     sqlite3_create_function(db, "sq_duration", 1, flags, NULL, fn_duration, NULL, NULL);
+    /* not deterministic: it asks the system about processes */
+    sqlite3_create_function(db, "sq_status", 5, SQLITE_UTF8, NULL, fn_status, NULL, NULL);
     return s;
 }
 
@@ -416,28 +436,32 @@ static int print_json_rows(sqlite3_stmt *st)
 /* db list                                                                  */
 /* ------------------------------------------------------------------------ */
 
-#define RUN_FILTER " WHERE (?1 IS NULL OR r.status = ?1) AND (?2 IS NULL OR r.kind = ?2)" \
-                   " AND (?3 IS NULL OR r.sweep = ?3) ORDER BY r.id"
+#define RUN_FILTER(STATUS)                                                                    \
+    " WHERE (?1 IS NULL OR " STATUS " = ?1) AND (?2 IS NULL OR r.kind = ?2)"                  \
+    " AND (?3 IS NULL OR r.sweep = ?3) ORDER BY r.id"
+/* the status as shown; a store of version 3 or older knows no start times */
+#define STATUS_V4 "sq_status(r.status, r.host, r.pid, r.pid_start, r.boot_id)"
+#define STATUS_V3 "sq_status(r.status, r.host, r.pid, NULL, NULL)"
 /* julianday has ~10 us of resolution this far from its epoch: round to ms */
 #define SECONDS "round((julianday(r.ended) - julianday(r.started)) * 86400.0, 3)"
 #define MEAN_REL_L2(p) \
     "(SELECT avg(m.rel_l2) FROM step_metrics m WHERE m.run_id = r.id AND m.path = '" p "')"
 
-static const char list_text_sql[] =
-    "SELECT r.id AS id, r.status AS status, r.kind AS kind, r.preset AS preset,"
-    " r.topo AS topo, r.seed AS seed, sq_basename(r.trace) AS trace,"
-    " replace(substr(r.started, 1, 19), 'T', ' ') AS started,"
-    " sq_duration(" SECONDS ") AS duration,"
-    " " MEAN_REL_L2("grad") " AS grad_rel_l2, " MEAN_REL_L2("weight") " AS weight_rel_l2"
-    " FROM runs r" RUN_FILTER;
+#define LIST_TEXT_SQL(STATUS)                                                                   \
+    "SELECT r.id AS id, " STATUS " AS status, r.kind AS kind, r.preset AS preset,"              \
+    " r.topo AS topo, r.seed AS seed, sq_basename(r.trace) AS trace,"                          \
+    " replace(substr(r.started, 1, 19), 'T', ' ') AS started,"                                 \
+    " sq_duration(" SECONDS ") AS duration,"                                                    \
+    " " MEAN_REL_L2("grad") " AS grad_rel_l2, " MEAN_REL_L2("weight") " AS weight_rel_l2"    \
+    " FROM runs r" RUN_FILTER(STATUS)
 
-static const char list_json_sql[] =
-    "SELECT r.id AS id, r.status AS status, r.kind AS kind, r.key AS key, r.sweep AS sweep,"
-    " r.preset AS preset, r.scheme AS scheme, r.topo AS topo, r.device AS device,"
-    " r.trace AS trace, r.seed AS seed, r.started AS started, r.ended AS ended,"
-    " " SECONDS " AS seconds, " MEAN_REL_L2("grad") " AS grad_rel_l2,"
-    " " MEAN_REL_L2("weight") " AS weight_rel_l2, r.error AS error"
-    " FROM runs r" RUN_FILTER;
+#define LIST_JSON_SQL(STATUS)                                                                   \
+    "SELECT r.id AS id, " STATUS " AS status, r.kind AS kind, r.key AS key, r.sweep AS sweep,"  \
+    " r.preset AS preset, r.scheme AS scheme, r.topo AS topo, r.device AS device,"             \
+    " r.trace AS trace, r.seed AS seed, r.started AS started, r.ended AS ended,"               \
+    " " SECONDS " AS seconds, " MEAN_REL_L2("grad") " AS grad_rel_l2,"                         \
+    " " MEAN_REL_L2("weight") " AS weight_rel_l2, r.error AS error"                          \
+    " FROM runs r" RUN_FILTER(STATUS)
 
 static int db_list(const char *path, int argc, char **argv)
 {
@@ -448,7 +472,9 @@ static int db_list(const char *path, int argc, char **argv)
     sq_store *s = open_store("db list", o.db);
     if (!s) return CLI_RUNTIME;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(sq_store_db(s), o.json ? list_json_sql : list_text_sql, -1, &st,
+    static const char *const sql[2][2] = {{LIST_TEXT_SQL(STATUS_V3), LIST_JSON_SQL(STATUS_V3)},
+                                          {LIST_TEXT_SQL(STATUS_V4), LIST_JSON_SQL(STATUS_V4)}};
+    if (sqlite3_prepare_v2(sq_store_db(s), sql[sq_store_version(s) >= 4][o.json], -1, &st,
                            NULL) != SQLITE_OK) {
         rc = query_failed("db list", s);
         sq_store_close(s);
