@@ -1,7 +1,10 @@
 # cli_sweep.sh -- `shardq sweep`: a recipe expands into the right grid, runs
 # into the database, is not run twice, resumes after SIGKILL with no
 # duplicate or partial rows, shares a database with a second sweep running at
-# the same time, and refuses bad recipes naming the file, section and key.
+# the same time, and refuses bad recipes naming the file, section and key
+# (and the line, for what inih would have let pass: a line too long, a key
+# given twice, an empty section or value, a path that reads as an option, a
+# grid too large to expand).
 
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
@@ -192,6 +195,54 @@ expect_fail_with 2 "cannot open" "$SHARDQ" sweep "$T/none.ini"
 printf '[sweep]\nname = x\ntrace = traces/missing\n' >"$T/bad9.ini"
 expect_fail_with 1 "traces/missing: cannot open" "$SHARDQ" sweep --db "$T/x.db" "$T/bad9.ini"
 ok "sweep --help" "$SHARDQ" sweep --help
+
+# --- what inih lets pass, refused by file and line ------------------------------
+# a value that would be an option of the child: with the recipe in the current
+# directory, 'trace = --help' was `shardq replay --help`, counted done
+mkdir "$T/cwd"
+cp -r "$T/traces" "$T/cwd/traces"
+printf '[sweep]\nname = opt\ntrace = --help\n' >"$T/cwd/opt.ini"
+expect_fail_with 2 "opt.ini: line 3: [sweep] trace: '--help' starts with '-'" \
+  sh -c 'cd "$1" && exec "$0" sweep --db o.db opt.ini' "$SHARDQ" "$T/cwd"
+ok "... and nothing is stored" test ! -e "$T/cwd/o.db"
+printf '[sweep]\nname = opt\ntrace = traces/tiny\ncommand = train\ncorpus = -x\n' >"$T/opt2.ini"
+expect_fail_with 2 "opt2.ini: line 5: [sweep] corpus: '-x' starts with '-'" "$SHARDQ" sweep --list "$T/opt2.ini"
+# a line longer than inih's buffer: it would be cut, and its end read as a line
+# of its own; here the cut falls on the blank of a path, whose end inih took
+# for the continuation of the value: two traces, neither the one named
+python3 -c "
+line = 'trace = traces/' + 'd' * (199 - len('trace = traces/')) + ' tiny'
+print('[sweep]\\nname = long\\n' + line)" >"$T/long0.ini"
+expect_fail_with 2 "long0.ini: line 3: longer than 197 characters" "$SHARDQ" sweep --list "$T/long0.ini"
+long=$(printf '%0220d' 0 | tr 0 /)
+printf '[sweep]\nname = long\ntrace = %stiny\n' "$long" >"$T/long.ini"
+expect_fail_with 2 "long.ini: line 3: longer than 197 characters" "$SHARDQ" sweep --list "$T/long.ini"
+printf '[sweep]\nname = long\ntrace = traces/tiny\n; %s\n' "$long" >"$T/long2.ini"
+expect_fail_with 2 "long2.ini: line 4: longer than 197 characters" "$SHARDQ" sweep --list "$T/long2.ini"
+# a list may go on over indented lines instead
+printf '[sweep]\nname = cont\ntrace = traces/tiny\nseeds = 1, 2,\n  3\n  4\n' >"$T/cont.ini"
+ok "a list continued on indented lines" sh -c 'test "$("$0" sweep --list "$1" | wc -l)" -eq 4' "$SHARDQ" "$T/cont.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\nseeds = 1\npresets = qw\nseeds = 2\n' >"$T/dup.ini"
+expect_fail_with 2 "dup.ini: line 6: [sweep] seeds: given twice (first at line 4)" "$SHARDQ" sweep --list "$T/dup.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\n[grid a]\nseed = 1\nseeds = 2\n' >"$T/dup2.ini"
+expect_fail_with 2 "dup2.ini: line 6: [grid a] seeds: given twice (first as 'seed' at line 5)" "$SHARDQ" sweep --list "$T/dup2.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\n[grid a]\npresets = qw\n[grid a]\nseeds = 2\n' >"$T/dup3.ini"
+expect_fail_with 2 "dup3.ini: line 6: [grid a] given twice (first at line 4)" "$SHARDQ" sweep --list "$T/dup3.ini"
+printf '[sweep]\nname = x\nname = y\ntrace = traces/tiny\n' >"$T/dup4.ini"
+expect_fail_with 2 "dup4.ini: line 3: [sweep] name: given twice (first at line 2)" "$SHARDQ" sweep --list "$T/dup4.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\n[grid a]\n[grid b]\npresets = qw\n' >"$T/empty.ini"
+expect_fail_with 2 "empty.ini: line 4: [grid a]: no keys" "$SHARDQ" sweep --list "$T/empty.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\npresets =\n' >"$T/novalue.ini"
+expect_fail_with 2 "novalue.ini: line 4: [sweep] presets: no value" "$SHARDQ" sweep --list "$T/novalue.ini"
+printf '[sweep]\nname = x\ntrace = traces/tiny\n[grid a]\ngrad.group = 32\ngrad.hadamard = 64\n[grid b]\npresets = qw\n' >"$T/deadgrid.ini"
+expect_fail_with 2 "deadgrid.ini: line 4: [grid a]: none of its 1 combination is a valid scheme" "$SHARDQ" sweep --list "$T/deadgrid.ini"
+# a grid too large is counted before anything is expanded: 10^5 x 10^5
+printf '[sweep]\nname = big\ntrace = traces/tiny\nseeds = 1..100000\ngrad.group = 1..100000\n' >"$T/big.ini"
+expect_fail_with 2 "big.ini: line 1: [sweep]: 10000000000 configurations, more than the 1000000 a sweep may run" \
+  timeout 120 "$SHARDQ" sweep --list "$T/big.ini"
+printf '[sweep]\nname = big\ntrace = traces/tiny\n[grid a]\nseeds = 1..1000\n[grid b]\nseeds = 1..1000\ngrad.group = 1..1000\n' >"$T/big2.ini"
+expect_fail_with 2 "big2.ini: line 6: [grid b]: 1000000 configurations, which with the 1000 of the grids before it are more than the 1000000" \
+  timeout 120 "$SHARDQ" sweep --list "$T/big2.ini"
 
 # --- a training sweep (command = train) --------------------------------------
 cp "$SHARDQ_SRCDIR/README.md" "$T/text.md"

@@ -7,7 +7,14 @@
 ** database already holds as done, and replaces one left 'running' by a
 ** process that is gone. So a sweep killed at any moment (SIGKILL included:
 ** its replays die with it, PR_SET_PDEATHSIG) resumes by running the same
-** command again, and two sweeps can share a database.
+** command again, and two sweeps can share a database. A key that another
+** live process holds (exit status 75), or a process on another host that
+** cannot be checked, is waited for, saying so on stderr; --takeover and
+** --stale-after end the wait for the latter.
+**
+** The children's stderr goes to files that have no name (O_TMPFILE, or
+** unlinked as soon as made), so that no kill of the sweep, SIGKILL
+** included, leaves one behind.
 */
 #define _GNU_SOURCE /* PR_SET_PDEATHSIG is Linux's */
 #include "cli.h"
@@ -21,6 +28,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,18 +53,24 @@ static const char sweep_usage[] =
     "  --jobs N         runs at once (default: the recipe's jobs, else one\n"
     "                   per core for replays, 1 for training)\n"
     "  --trace PATH     replay this trace instead of the recipe's\n"
+    "  --takeover       run here a configuration that a process on another\n"
+    "                   host left 'running' (that process cannot be checked\n"
+    "                   from here: say so only when it is gone)\n"
+    "  --stale-after S  the same, once that run has not written for S seconds\n"
     "  --list           print the configurations and exit\n"
     "  -q, --quiet      no progress lines\n"
     "  -h, --help       this text\n"
     "\n"
     "On a terminal a progress bar with the ETA shows; otherwise one line per\n"
-    "finished configuration. Exit status: 0 when every configuration is done,\n"
+    "finished configuration. A configuration that another process is running\n"
+    "is waited for, and stderr says which (run, key, host, pid) at once and\n"
+    "every minute. Exit status: 0 when every configuration is done,\n"
     "1 when some failed (their errors are printed), 2 on a bad recipe.\n";
 
 typedef struct child {
     pid_t pid;
     size_t run;
-    char log[PATH_MAX]; /* its stderr, shown when it fails */
+    int log; /* its stderr, shown when it fails: a file without a name (-1: none) */
     double started;
 } child;
 
@@ -66,8 +80,38 @@ static int ncores(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* Says which runs of the sweep processes that are gone left 'running' (they
+** run again), a killed sweep's or a reused pid's: up to ten, then a count. */
+static void say_left_running(sq_store *s, const recipe *r, int quiet)
+{
+    sqlite3_stmt *st = NULL;
+    if (quiet || sqlite3_prepare_v2(sq_store_db(s),
+                                    "SELECT id, host, pid, pid_start, boot_id, started FROM runs"
+                                    " WHERE status = 'running' AND sweep = ?1 ORDER BY id",
+                                    -1, &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *host = (const char *)sqlite3_column_text(st, 1);
+        int64_t pid = sqlite3_column_int64(st, 2);
+        int64_t start = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1
+                                                                  : sqlite3_column_int64(st, 3);
+        if (sq_store_proc_state(host, pid, start, (const char *)sqlite3_column_text(st, 4)) !=
+            SQ_PROC_GONE)
+            continue;
+        if (n++ < 10)
+            fprintf(stderr, "shardq sweep: run %lld was left 'running' by pid %lld on %s (since "
+                    "%s), a process that is gone: it runs again\n",
+                    (long long)sqlite3_column_int64(st, 0), (long long)pid, host ? host : "?",
+                    (const char *)sqlite3_column_text(st, 5));
+    }
+    if (n > 10) fprintf(stderr, "shardq sweep: ... and %d more such runs\n", n - 10);
+    sqlite3_finalize(st);
+}
+
 /* The keys of the sweep's runs already done, to skip them without a process. */
-static int load_done(const char *db, const recipe *r, unsigned char *done, char *err,
+static int load_done(const char *db, const recipe *r, unsigned char *done, int quiet, char *err,
                      size_t errlen)
 {
     sq_store *s;
@@ -86,8 +130,30 @@ static int load_done(const char *db, const recipe *r, unsigned char *done, char 
     }
     if (rc != SQLITE_OK) snprintf(err, errlen, "%s: %s", db, sqlite3_errmsg(sq_store_db(s)));
     sqlite3_finalize(st);
+    if (rc == SQLITE_OK) say_left_running(s, r, quiet);
     sq_store_close(s);
     return rc == SQLITE_OK ? 0 : -1;
+}
+
+/* A file for a child's stderr that no exit of the sweep can leave behind:
+** O_TMPFILE makes one without a name; where the file system cannot, the
+** name of a new file is removed at once. Close-on-exec, so that a child
+** inherits none but its own (dup2 onto its stderr). -1 when none can be
+** made: the child's messages are then lost, not the run. */
+static int open_log(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    const char *dir = tmp && *tmp ? tmp : "/tmp";
+    int fd = -1;
+#ifdef O_TMPFILE
+    fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+#endif
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/shardq-sweep-XXXXXX", dir) >= (int)sizeof path) return -1;
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0) unlink(path);
+    return fd;
 }
 
 /* Starts `shardq replay` (or `train`) for run i; its stdout is discarded, its
@@ -96,16 +162,10 @@ static pid_t spawn(const char *self, const recipe *r, size_t i, const char *db, 
                    child *c)
 {
     const recipe_run *x = &r->runs[i];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(c->log, sizeof c->log, "%s/shardq-sweep-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    int logfd = mkstemp(c->log);
-    if (logfd < 0) c->log[0] = '\0';
+    int logfd = c->log = open_log();
     pid_t parent = getpid();
     pid_t pid = fork();
-    if (pid != 0) {
-        if (logfd >= 0) close(logfd);
-        return pid;
-    }
+    if (pid != 0) return pid;
     /* the child: die with the sweep, so that a killed sweep leaves no replay behind */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
@@ -143,6 +203,8 @@ static pid_t spawn(const char *self, const recipe *r, size_t i, const char *db, 
         for (int k = 0; k < x->nopts; k++) argv[a++] = x->opts[k];
     } else {
         argv[a++] = "--paths", argv[a++] = x->paths;
+        /* the trace is a path, never an option, whatever it looks like */
+        argv[a++] = "--";
         argv[a++] = x->trace;
     }
     argv[a] = NULL;
@@ -151,15 +213,122 @@ static pid_t spawn(const char *self, const recipe *r, size_t i, const char *db, 
     _exit(127);
 }
 
+/* The first 20 lines of what a failed child said. */
 static void show_log(const child *c, const char *label)
 {
     fprintf(stderr, "shardq sweep: failed: %s\n", label);
-    FILE *f = c->log[0] ? fopen(c->log, "r") : NULL;
-    if (!f) return;
-    char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof line, f) && n++ < 20) fprintf(stderr, "  %s", line);
-    fclose(f);
+    if (c->log < 0) return;
+    char buf[8192];
+    ssize_t n = pread(c->log, buf, sizeof buf - 1, 0);
+    if (n <= 0) return;
+    buf[n] = '\0';
+    int lines = 0;
+    for (char *p = buf; *p && lines < 20; lines++) {
+        size_t k = strcspn(p, "\n");
+        fprintf(stderr, "  %.*s\n", (int)k, p);
+        p += k + (p[k] == '\n');
+    }
+}
+
+static void close_log(child *c)
+{
+    if (c->log >= 0) close(c->log);
+    c->log = -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Waiting for a configuration that another process holds                   */
+/* ------------------------------------------------------------------------ */
+
+/* Seconds between two "still waiting" lines about one configuration. */
+#define SAY_EVERY_S 60.0
+
+typedef struct wait_opts {
+    int takeover;       /* --takeover */
+    double stale_after; /* --stale-after seconds; < 0: not given */
+} wait_opts;
+
+static void say_waiting(const recipe_run *x, const sq_run_holder *h, double *said)
+{
+    double now = sq_clock_s();
+    if (*said > 0 && now - *said < SAY_EVERY_S) return;
+    const char *how = *said > 0 ? "still waiting" : "waiting";
+    *said = now;
+    if (h->state == SQ_PROC_ALIVE) {
+        fprintf(stderr, "shardq sweep: %s for %s: run %lld (key %s) is under way in pid %lld on "
+                "this host (%s) since %s\n", how, x->label, (long long)h->id, x->key,
+                (long long)h->pid, h->host, h->started);
+        return;
+    }
+    char idle[32] = "?";
+    if (!isnan(h->idle_s)) snprintf(idle, sizeof idle, "%.0f s", h->idle_s);
+    fprintf(stderr, "shardq sweep: %s for %s: run %lld (key %s) is under way on host %s, pid "
+            "%lld, since %s, last write %s ago; that host cannot be checked from here: "
+            "--takeover runs it here (when that process is gone), --stale-after SECONDS once "
+            "it has not written for that long\n",
+            how, x->label, (long long)h->id, x->key, h->host, (long long)h->pid, h->started,
+            idle);
+}
+
+/* Whether run x, which another process held when its child ran, may start
+** again: its key is free now (done, failed, or its process gone), or its
+** run was on another host and is taken over (--takeover, or no write for
+** --stale-after seconds). Otherwise says what it waits for (at once, then
+** every SAY_EVERY_S) and returns 0. On an error the child is left to say it. */
+static int may_retry(sq_store *s, const recipe_run *x, const wait_opts *w, double *said)
+{
+    sq_run_holder h;
+    char err[1024];
+    if (!s || sq_store_key_holder(s, x->key, &h, err, sizeof err)) return 1;
+    if (h.id == 0 || strcmp(h.status, "running") != 0 || h.state == SQ_PROC_GONE) return 1;
+    int stale = w->stale_after >= 0 && !isnan(h.idle_s) && h.idle_s >= w->stale_after;
+    if (h.state != SQ_PROC_ELSEWHERE || !(w->takeover || stale)) {
+        say_waiting(x, &h, said);
+        return 0;
+    }
+    char host[256] = "?", why[768], idle[32] = "?";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    if (!isnan(h.idle_s)) snprintf(idle, sizeof idle, "%.0f s", h.idle_s);
+    if (w->takeover)
+        snprintf(why, sizeof why, "taken over by shardq sweep on %s (pid %lld): --takeover", host,
+                 (long long)getpid());
+    else
+        snprintf(why, sizeof why, "taken over by shardq sweep on %s (pid %lld): no write for %s "
+                 "(--stale-after %g)", host, (long long)getpid(), idle, w->stale_after);
+    int t = sq_store_run_takeover(s, &h, why, err, sizeof err);
+    if (t < 0)
+        fprintf(stderr, "shardq sweep: %s\n", err);
+    else if (t == 0)
+        fprintf(stderr, "shardq sweep: taking over %s: run %lld (key %s) of pid %lld on host %s, "
+                "under way since %s, last write %s ago (%s)\n", x->label, (long long)h.id, x->key,
+                (long long)h.pid, h.host, h.started, idle,
+                w->takeover ? "--takeover" : "--stale-after");
+    return 1;
+}
+
+static sq_store *open_quietly(const char *db)
+{
+    sq_store *s = NULL;
+    char err[1024];
+    if (sq_store_open(db, 0, 0, &s, err, sizeof err)) fprintf(stderr, "shardq sweep: %s\n", err);
+    return s;
+}
+
+/* The first run of those another process held that may start again now,
+** or r->nruns when none. */
+static size_t next_held(const char *db, const recipe *r, unsigned char *busy, double *said,
+                        const wait_opts *w)
+{
+    sq_store *s = open_quietly(db);
+    size_t i = r->nruns;
+    for (size_t k = 0; k < r->nruns && i == r->nruns; k++)
+        if (busy[k] && may_retry(s, &r->runs[k], w, &said[k])) {
+            busy[k] = 0;
+            i = k;
+        }
+    sq_store_close(s);
+    return i;
 }
 
 int cmd_sweep(int argc, char **argv)
@@ -168,10 +337,12 @@ int cmd_sweep(int argc, char **argv)
         {"db", required_argument, NULL, 'b'},   {"jobs", required_argument, NULL, 'j'},
         {"trace", required_argument, NULL, 't'}, {"list", no_argument, NULL, 'l'},
         {"quiet", no_argument, NULL, 'q'},      {"help", no_argument, NULL, 'h'},
+        {"takeover", no_argument, NULL, 'T'},   {"stale-after", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0}};
     const char *db = cli_default_db(), *trace = NULL;
     uint64_t jobs = 0;
     int list = 0, quiet = 0, ch, J = 0;
+    wait_opts w = {.takeover = 0, .stale_after = -1};
     optind = 1;
     while ((ch = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
         switch (ch) {
@@ -180,6 +351,11 @@ int cmd_sweep(int argc, char **argv)
             if (cli_parse_u64("sweep", "--jobs", optarg, 1024, &jobs)) return CLI_USAGE;
             break;
         case 't': trace = optarg; break;
+        case 'T': w.takeover = 1; break;
+        case 'S':
+            if (cli_parse_double("sweep", "--stale-after", optarg, 0, 1e9, &w.stale_after))
+                return CLI_USAGE;
+            break;
         case 'l': list = 1; break;
         case 'q': quiet = 1; break;
         case 'h': fputs(sweep_usage, stdout); return CLI_OK;
@@ -211,13 +387,14 @@ int cmd_sweep(int argc, char **argv)
     }
     int rc = CLI_RUNTIME;
     unsigned char *done = calloc(r.nruns, 1), *busy = calloc(r.nruns, 1);
+    double *said = calloc(r.nruns, sizeof *said);
     child *kids = NULL;
     char *self = realpath("/proc/self/exe", NULL);
-    if (!done || !busy || !self) {
+    if (!done || !busy || !said || !self) {
         fprintf(stderr, "shardq sweep: cannot find its own executable or out of memory\n");
         goto out;
     }
-    if (load_done(db, &r, done, err, sizeof err)) {
+    if (load_done(db, &r, done, quiet, err, sizeof err)) {
         fprintf(stderr, "shardq sweep: %s\n", err);
         goto out;
     }
@@ -228,6 +405,7 @@ int cmd_sweep(int argc, char **argv)
     int threads = ncores() / J > 1 ? ncores() / J : 1;
     kids = calloc((size_t)J, sizeof *kids);
     if (!kids) goto out;
+    for (int k = 0; k < J; k++) kids[k].log = -1;
     size_t todo = r.nruns - already;
     if (!quiet)
         fprintf(stderr, "shardq sweep: %s: %zu configurations, %zu already done, %zu to run, "
@@ -243,18 +421,18 @@ int cmd_sweep(int argc, char **argv)
             while (next < r.nruns && done[next]) next++;
             if (next < r.nruns) i = next++;
             else {
-                /* every run started once: retry the ones another process held,
-                ** after a pause, when nothing else is left */
+                /* every run started once: when nothing else is left, the
+                ** ones another process held, as soon as they are free */
                 if (running) break;
-                for (size_t k = 0; k < r.nruns; k++)
-                    if (busy[k]) {
-                        i = k;
-                        busy[k] = 0;
-                        break;
-                    }
-                if (i == r.nruns) break;
-                struct timespec ts = {0, 200000000};
-                nanosleep(&ts, NULL);
+                int waiting = 0;
+                for (size_t k = 0; k < r.nruns; k++) waiting |= busy[k];
+                if (!waiting) break;
+                i = next_held(db, &r, busy, said, &w);
+                if (i == r.nruns) {
+                    struct timespec ts = {0, 500000000};
+                    nanosleep(&ts, NULL);
+                    continue;
+                }
             }
             int slot = 0;
             while (kids[slot].pid) slot++;
@@ -264,6 +442,7 @@ int cmd_sweep(int argc, char **argv)
             if (kids[slot].pid < 0) {
                 fprintf(stderr, "shardq sweep: fork: %s\n", strerror(errno));
                 kids[slot].pid = 0;
+                close_log(&kids[slot]);
                 goto out;
             }
             running++;
@@ -284,7 +463,11 @@ int cmd_sweep(int argc, char **argv)
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         const recipe_run *x = &r.runs[c->run];
         if (code == CLI_BUSY) {
+            /* say at once what it waits for (or take it over) */
+            sq_store *s = open_quietly(db);
             busy[c->run] = 1;
+            if (may_retry(s, x, &w, &said[c->run])) said[c->run] = 0;
+            sq_store_close(s);
         } else {
             finished++;
             if (code == 0) done[c->run] = 1;
@@ -302,7 +485,7 @@ int cmd_sweep(int argc, char **argv)
                                               (double)(todo - finished)
                                         : 0.0);
         }
-        if (c->log[0]) unlink(c->log);
+        close_log(c);
         c->pid = 0;
     }
     sq_progress_finish(bar);
@@ -319,9 +502,9 @@ out:
             if (kids[k].pid) {
                 kill(kids[k].pid, SIGTERM);
                 waitpid(kids[k].pid, NULL, 0);
-                if (kids[k].log[0]) unlink(kids[k].log);
+                close_log(&kids[k]);
             }
-    free(kids), free(done), free(busy), free(self);
+    free(kids), free(done), free(busy), free(said), free(self);
     recipe_free(&r);
     return rc;
 }

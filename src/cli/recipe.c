@@ -17,60 +17,183 @@
 #define MAX_RUNS 1000000
 #define MAX_VALUES 100000
 
+enum { K_TRACE, K_WORKERS, K_SEEDS, K_PRESETS, K_DEVICE, K_PATHS, K_STEPS, K_CORPUS, K_TRAIN,
+       K_KNOB };
+
 typedef struct entry {
     char *key, *value;
+    int line; /* where it was given */
 } entry;
 
 typedef struct section {
     char *name;
     entry *e;
     size_t n;
+    int line; /* its [header] */
 } section;
 
+/* What the reader and the handler below share while inih parses a file. */
 typedef struct parse_state {
+    const char *path;
+    FILE *f;
     section *s;
     size_t n;
     int oom;
+    int line;         /* the line inih is at */
+    int cont;         /* that line continues the value before it (it is indented) */
+    int after_key;    /* a key was given since the last [header]: inih continues it */
+    const entry *last; /* the entry the last line gave or continued */
+    char err[1024];   /* the first refusal, naming the file and line; "" when none */
 } parse_state;
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
-/* inih calls this per key; a key given again (a continuation line, or a
-** repetition) appends to the list. */
+static int key_kind(const char *k);
+
+static section *find_section(parse_state *ps, const char *name)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (!strcmp(ps->s[i].name, name)) return &ps->s[i];
+    return NULL;
+}
+
+/* A [header]: a section of its own, even if no key follows (inih says
+** nothing of those), and given once. */
+static void on_section(parse_state *ps, const char *name, size_t len)
+{
+    char *n = strndup(name, len);
+    if (!n) {
+        ps->oom = 1;
+        return;
+    }
+    section *old = find_section(ps, n);
+    if (old) {
+        sq_set_err(ps->err, sizeof ps->err, "%s: line %d: [%s] given twice (first at line %d)",
+                   ps->path, ps->line, n, old->line);
+        free(n);
+        return;
+    }
+    section *p = realloc(ps->s, (ps->n + 1) * sizeof *p);
+    if (!p) {
+        free(n);
+        ps->oom = 1;
+        return;
+    }
+    ps->s = p;
+    ps->s[ps->n++] = (section){.name = n, .line = ps->line};
+}
+
+/* inih reads the file through this, which counts the lines and sees what
+** inih hides: a line longer than its buffer (inih would cut it and read the
+** rest as a line of its own), a NUL byte, the [headers] of sections without
+** keys, and whether a line continues the value before it. It stops the
+** parse (returns NULL, the end of the file) after a refusal. */
+static char *read_line(char *str, int num, void *user)
+{
+    parse_state *ps = user;
+    if (ps->err[0] || ps->oom) return NULL;
+    int max = num - 3; /* inih's own rule: room for "\r\n" and the NUL */
+    int c, n = 0, nul = 0;
+    while ((c = getc(ps->f)) != EOF && c != '\n') {
+        if (n < num - 2) str[n] = (char)c;
+        nul |= c == '\0';
+        n++;
+    }
+    if (c == EOF && n == 0) return NULL;
+    ps->line++;
+    int len = n > 0 && n <= num - 2 && str[n - 1] == '\r' ? n - 1 : n;
+    if (len > max) {
+        sq_set_err(ps->err, sizeof ps->err, "%s: line %d: longer than %d characters, the most a "
+                   "recipe line may hold (a list may go on over the indented lines that follow)",
+                   ps->path, ps->line, max);
+        return NULL;
+    }
+    if (nul) {
+        sq_set_err(ps->err, sizeof ps->err, "%s: line %d: holds a NUL byte (not a text file?)",
+                   ps->path, ps->line);
+        return NULL;
+    }
+    str[n] = '\n';
+    str[n + 1] = '\0';
+    /* the same reading of the line as inih's, for what it does not report */
+    const char *p = str + strspn(str, " \t");
+    int indented = p > str;
+    ps->cont = 0;
+    if (*p == ';' || *p == '#' || *p == '\r' || *p == '\n') {
+        /* a comment or a blank line */
+    } else if (indented && ps->after_key) {
+        ps->cont = 1;
+    } else if (*p == '[') {
+        size_t k = strcspn(p + 1, "]");
+        if (p[1 + k] == ']') on_section(ps, p + 1, k);
+        ps->after_key = 0;
+    }
+    return str;
+}
+
+/* inih calls this per key. A key continued on indented lines adds their
+** items to its list; a key given twice in a section (or under two of its
+** names, seed and seeds) is refused, as are an empty value and a path or
+** name that starts with '-' (a child would read it as an option). */
 static int on_key(void *user, const char *sec, const char *key, const char *value)
 {
     parse_state *ps = user;
-    section *s = ps->n ? &ps->s[ps->n - 1] : NULL;
-    if (!s || strcmp(s->name, sec) != 0) {
-        for (size_t i = 0; i < ps->n; i++)
-            if (!strcmp(ps->s[i].name, sec)) s = &ps->s[i];
-        if (!s || strcmp(s->name, sec) != 0) {
-            section *p = realloc(ps->s, (ps->n + 1) * sizeof *p);
-            if (!p) return ps->oom = 1, 0;
-            ps->s = p;
-            s = &ps->s[ps->n++];
-            memset(s, 0, sizeof *s);
-            s->name = xstrdup(sec);
-            if (!s->name) return ps->oom = 1, 0;
-        }
+    ps->after_key = 1;
+    section *s = find_section(ps, sec);
+    if (!s) { /* keys before any [header]: inih's section "" */
+        on_section(ps, sec, strlen(sec));
+        if (!(s = find_section(ps, sec))) return 0;
     }
-    for (size_t i = 0; i < s->n; i++)
-        if (!strcmp(s->e[i].key, key)) {
-            size_t len = strlen(s->e[i].value) + strlen(value) + 3;
+    for (size_t i = 0; i < s->n; i++) {
+        entry *e = &s->e[i];
+        if (ps->cont && e == ps->last) {
+            /* "a, b," then "c": one list; the comma may end the line or not */
+            size_t k = strlen(e->value), len = k + strlen(value) + 3;
+            while (k && (e->value[k - 1] == ' ' || e->value[k - 1] == '\t')) k--;
+            int comma = k && e->value[k - 1] == ',';
             char *v = malloc(len);
             if (!v) return ps->oom = 1, 0;
-            snprintf(v, len, "%s,%s", s->e[i].value, value);
-            free(s->e[i].value);
-            s->e[i].value = v;
+            snprintf(v, len, "%.*s%s%s", (int)k, e->value, comma ? "" : ",", value);
+            free(e->value);
+            e->value = v;
             return 1;
         }
+        int kind = key_kind(key);
+        if (!strcmp(e->key, key) || (kind != K_KNOB && kind != K_TRAIN && key_kind(e->key) == kind)) {
+            sq_set_err(ps->err, sizeof ps->err, "%s: line %d: [%s] %s: given twice (first%s%s%s at "
+                       "line %d)", ps->path, ps->line, sec, key, strcmp(e->key, key) ? " as '" : "",
+                       strcmp(e->key, key) ? e->key : "", strcmp(e->key, key) ? "'" : "", e->line);
+            return 0;
+        }
+    }
+    if (!*value) {
+        sq_set_err(ps->err, sizeof ps->err, "%s: line %d: [%s] %s: no value", ps->path, ps->line,
+                   sec, key);
+        return 0;
+    }
+    int kind = key_kind(key);
+    if (kind == K_TRACE || kind == K_CORPUS || kind == K_PRESETS || kind == K_DEVICE ||
+        !strcmp(key, "name")) {
+        for (const char *v = value; v; v = strchr(v, ','), v = v ? v + 1 : NULL) {
+            const char *item = v + strspn(v, " \t");
+            if (*item == '-') {
+                sq_set_err(ps->err, sizeof ps->err, "%s: line %d: [%s] %s: '%.*s' starts with "
+                           "'-'%s", ps->path, ps->line, sec, key, (int)strcspn(item, ","), item,
+                           kind == K_TRACE || kind == K_CORPUS ? " (for a path, write ./-...)"
+                                                               : "");
+                return 0;
+            }
+        }
+    }
     entry *p = realloc(s->e, (s->n + 1) * sizeof *p);
     if (!p) return ps->oom = 1, 0;
     s->e = p;
-    s->e[s->n].key = xstrdup(key);
-    s->e[s->n].value = xstrdup(value);
-    if (!s->e[s->n].key || !s->e[s->n].value) return ps->oom = 1, 0;
-    s->n++;
+    s->e[s->n] = (entry){.key = xstrdup(key), .value = xstrdup(value), .line = ps->line};
+    if (!s->e[s->n].key || !s->e[s->n].value) {
+        free(s->e[s->n].key), free(s->e[s->n].value);
+        return ps->oom = 1, 0;
+    }
+    ps->last = &s->e[s->n++];
     return 1;
 }
 
@@ -176,9 +299,6 @@ void recipe_free(recipe *r)
     free(r->runs), free(r->path), free(r->name), free(r->first_invalid);
     memset(r, 0, sizeof *r);
 }
-
-enum { K_TRACE, K_WORKERS, K_SEEDS, K_PRESETS, K_DEVICE, K_PATHS, K_STEPS, K_CORPUS, K_TRAIN,
-       K_KNOB };
 
 /* The options of `shardq train` a recipe may set (passed as --KEY=VALUE,
 ** checked by the run itself). */
@@ -408,6 +528,34 @@ fail:
     return rc;
 }
 
+/* Refuses a grid whose lists multiply to more runs than a sweep may have
+** (with the runs of the grids before it), naming the count. */
+static int grid_too_big(const recipe *r, const dim *dims, size_t nd, const section *g, char *err,
+                        size_t errlen)
+{
+    uint64_t n = 1;
+    int overflow = 0;
+    for (size_t d = 0; d < nd; d++) {
+        uint64_t k = dims[d].values.n;
+        if (k && n > UINT64_MAX / k) overflow = 1;
+        n *= k;
+    }
+    if (!overflow && n <= (uint64_t)(MAX_RUNS - r->nruns)) return 0;
+    char count[64];
+    if (overflow)
+        snprintf(count, sizeof count, "more than 2^64");
+    else
+        snprintf(count, sizeof count, "%llu", (unsigned long long)n);
+    if (r->nruns)
+        sq_set_err(err, errlen, "%s: line %d: [%s]: %s configurations, which with the %zu of the "
+                   "grids before it are more than the %d a sweep may run", r->path, g->line,
+                   g->name, count, r->nruns, MAX_RUNS);
+    else
+        sq_set_err(err, errlen, "%s: line %d: [%s]: %s configurations, more than the %d a sweep "
+                   "may run", r->path, g->line, g->name, count, MAX_RUNS);
+    return -1;
+}
+
 /* Expands one grid: the [sweep] defaults overridden by the grid's keys. */
 static int expand_grid(recipe *r, const section *defaults, const section *grid, const char *gname,
                        const char *dir, const char *trace_override, char *err, size_t errlen)
@@ -447,8 +595,12 @@ static int expand_grid(recipe *r, const section *defaults, const section *grid, 
             dims[at].kind = kind;
             if (split_values(r->path, s->name, k, s->e[i].value, &dims[at].values, err, errlen))
                 goto done;
+            /* counted before anything is expanded, and as the lists come: a
+            ** grid of 10^10 must not take the memory of 10^6 first */
+            if (grid_too_big(r, dims, nd, grid ? grid : defaults, err, errlen)) goto done;
         }
     }
+    size_t before = r->nruns, invalid = r->ninvalid;
     for (;;) {
         if (make_run(r, gname, dims, nd, idx, dir, trace_override, err, errlen)) goto done;
         size_t d = nd;
@@ -463,6 +615,16 @@ static int expand_grid(recipe *r, const section *defaults, const section *grid, 
         }
         if (nd == 0 || d == SIZE_MAX) break;
     }
+    if (grid && r->nruns == before) {
+        /* a grid of which nothing runs is a mistake that the count of the
+        ** combinations left out would hide among the other grids' */
+        int mine = invalid == 0 && r->first_invalid; /* the example is this grid's */
+        size_t n = r->ninvalid - invalid;
+        sq_set_err(err, errlen, "%s: line %d: [%s]: none of its %zu combination%s is a valid "
+                   "scheme%s%s%s", r->path, grid->line, grid->name, n, n == 1 ? "" : "s",
+                   mine ? " (e.g. " : "", mine ? r->first_invalid : "", mine ? ")" : "");
+        goto done;
+    }
     rc = 0;
 done:
     for (size_t d = 0; d < nd; d++) vlist_free(&dims[d].values);
@@ -475,19 +637,29 @@ int recipe_load(const char *path, const char *trace_override, recipe *r, char *e
                 size_t errlen)
 {
     memset(r, 0, sizeof *r);
-    parse_state ps = {0};
+    parse_state ps = {.path = path};
     FILE *f = fopen(path, "r");
     if (!f) {
         sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    int line = ini_parse_file(f, on_key, &ps);
+    ps.f = f;
+    int line = ini_parse_stream(read_line, &ps, on_key, &ps);
+    int rerr = ferror(f);
     fclose(f);
     char *dir = NULL;
     int rc = -1;
     r->path = strdup(path);
     if (!r->path || ps.oom) {
         sq_set_err(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    if (ps.err[0]) {
+        sq_set_err(err, errlen, "%s", ps.err);
+        goto done;
+    }
+    if (rerr) {
+        sq_set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
         goto done;
     }
     if (line) {
@@ -499,8 +671,14 @@ int recipe_load(const char *path, const char *trace_override, recipe *r, char *e
     size_t ngrids = 0;
     for (size_t i = 0; i < ps.n; i++) {
         if (!strcmp(ps.s[i].name, "sweep")) sweep = &ps.s[i];
-        else if (!strncmp(ps.s[i].name, "grid ", 5) && ps.s[i].name[5]) ngrids++;
-        else {
+        else if (!strncmp(ps.s[i].name, "grid ", 5) && ps.s[i].name[5]) {
+            ngrids++;
+            if (ps.s[i].n == 0) {
+                sq_set_err(err, errlen, "%s: line %d: [%s]: no keys (a grid is the product "
+                           "of its lists: give one at least)", path, ps.s[i].line, ps.s[i].name);
+                goto done;
+            }
+        } else {
             sq_set_err(err, errlen, "%s: [%s]: unknown section (expected [sweep] or "
                        "[grid NAME])", path, ps.s[i].name);
             goto done;

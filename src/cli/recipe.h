@@ -21,7 +21,15 @@
 ** `shardq train --help` (layers, channels, lr, eval-every, ...) as keys. A grid's keys override the [sweep]
 ** section's. Without [grid] sections the [sweep] section is the one grid.
 ** The runs come out in a fixed order: grid by grid, keys in file order,
-** the last key varying fastest.
+** the last key varying fastest. A list may go on over indented lines.
+**
+** Refused with the file and line, where inih would let them pass: a line
+** longer than inih's buffer (which it would cut), a key given twice in a
+** section (or under both its names, seed and seeds), a [section] given
+** twice, a grid without keys or without one valid combination, an empty
+** value, a trace, corpus, preset, device or name that starts with '-' (a
+** child would read it as an option), and a grid of more than a million
+** configurations, counted before anything is expanded.
 */
 #ifndef SQ_RECIPE_H
 #define SQ_RECIPE_H
