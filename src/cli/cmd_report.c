@@ -260,7 +260,8 @@ static int complete(const char *path, int svg)
     struct stat st;
     unsigned char tail[64];
     int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)sizeof tail;
-    if (ok) ok = pread(fd, tail, sizeof tail, st.st_size - (off_t)sizeof tail) == (ssize_t)sizeof tail;
+    if (ok)
+        ok = pread(fd, tail, sizeof tail, st.st_size - (off_t)sizeof tail) == (ssize_t)sizeof tail;
     if (ok && svg) {
         size_t k = sizeof tail;
         while (k && (tail[k - 1] == '\n' || tail[k - 1] == '\r' || tail[k - 1] == ' ')) k--;

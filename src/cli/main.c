@@ -239,15 +239,16 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_inf
     free(all), free(vals);
     if (b == SQ_STORE_STARTED) {
         /* said even when quiet: a run was left behind by a process that died */
-        if (sq_store_notice(*store)) fprintf(stderr, "shardq %s: %s\n", cmd, sq_store_notice(*store));
+        if (sq_store_notice(*store))
+            fprintf(stderr, "shardq %s: %s\n", cmd, sq_store_notice(*store));
         return CLI_OK;
     }
     if (b == SQ_STORE_DONE) {
         if (!quiet) printf("already done: run %lld in %s\n", (long long)*run, db);
     } else if (b == SQ_STORE_BUSY) {
         sq_run_holder h;
-        if (!quiet && info->key && sq_store_key_holder(*store, info->key, &h, err, sizeof err) == 0 &&
-            h.id == *run)
+        if (!quiet && info->key &&
+            sq_store_key_holder(*store, info->key, &h, err, sizeof err) == 0 && h.id == *run)
             fprintf(stderr, "shardq %s: run %lld with this key is under way: pid %lld on %s%s "
                     "(since %s)\n", cmd, (long long)*run, (long long)h.pid, h.host,
                     h.state == SQ_PROC_ELSEWHERE ? ", another host" : "", h.started);

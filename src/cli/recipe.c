@@ -158,11 +158,12 @@ static int on_key(void *user, const char *sec, const char *key, const char *valu
             e->value = v;
             return 1;
         }
-        int kind = key_kind(key);
-        if (!strcmp(e->key, key) || (kind != K_KNOB && kind != K_TRAIN && key_kind(e->key) == kind)) {
+        int kind = key_kind(key), same = !strcmp(e->key, key);
+        int alias = !same && kind != K_KNOB && kind != K_TRAIN && key_kind(e->key) == kind;
+        if (same || alias) {
             sq_set_err(ps->err, sizeof ps->err, "%s: line %d: [%s] %s: given twice (first%s%s%s at "
-                       "line %d)", ps->path, ps->line, sec, key, strcmp(e->key, key) ? " as '" : "",
-                       strcmp(e->key, key) ? e->key : "", strcmp(e->key, key) ? "'" : "", e->line);
+                       "line %d)", ps->path, ps->line, sec, key, alias ? " as '" : "",
+                       alias ? e->key : "", alias ? "'" : "", e->line);
             return 0;
         }
     }

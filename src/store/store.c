@@ -597,8 +597,8 @@ static int settle_key(sq_store *s, const char *key, const proc_id *me, int *outc
 {
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(s->db,
-                                "SELECT id, status, host, pid, pid_start, boot_id, started FROM runs"
-                                " WHERE key = ?1",
+                                "SELECT id, status, host, pid, pid_start, boot_id, started"
+                                " FROM runs WHERE key = ?1",
                                 -1, &st, NULL);
     if (rc != SQLITE_OK) return rc;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
