@@ -311,6 +311,12 @@ uint64_t sq_world_elements(const sq_world *w) { return w->n; }
 uint64_t sq_world_padded(const sq_world *w) { return w->padded; }
 uint64_t sq_world_shard(const sq_world *w) { return w->shard; }
 uint64_t sq_world_pad_unit(const sq_world *w) { return w->unit; }
+uint64_t sq_world_shard_len(const sq_world *w, int r)
+{
+    if (r < 0 || r >= w->N) return 0;
+    uint64_t first = (uint64_t)r * w->shard;
+    return first >= w->n ? 0 : w->n - first < w->shard ? w->n - first : w->shard;
+}
 sq_grad_mode sq_world_grad_path(const sq_world *w) { return w->grad_path; }
 const sq_wire *sq_world_single_wire(const sq_world *w) { return w->single_wire; }
 struct sq_backend *sq_world_backend(const sq_world *w, int r)
