@@ -718,6 +718,34 @@ START_TEST(test_bad_input)
     ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.bits=4", err, sizeof err), SQ_OK);
     ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_SPEC);
     ck_assert_msg(strstr(err, "ring"), "%s", err);
+    /* a dry world whose byte counts would wrap 64 bits: a 4-byte scale per
+    ** element sent by 4096 workers; 2^40 elements still count */
+    cfg.topo.nodes = 2;
+    cfg.topo.per_node = 2048;
+    cfg.dry = 1;
+    ck_assert_int_eq(sq_scheme_preset("zeropp", &cfg.scheme, err, sizeof err), SQ_OK);
+    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.group=1", err, sizeof err), SQ_OK);
+    cfg.elements = (uint64_t)1 << 50;
+    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_ARG);
+    ck_assert_msg(strstr(err, "overflow the 64-bit traffic counters"), "%s", err);
+    cfg.elements = (uint64_t)1 << 40;
+    ck_assert_msg(sq_world_open(&cfg, &w, err, sizeof err) == SQ_OK, "%s", err);
+    ck_assert_int_eq(sq_world_reduce_grads(w, 1), SQ_OK);
+    sq_traffic sum;
+    memset(&sum, 0, sizeof sum);
+    sq_world_add_traffic(w, &sum);
+    const sq_link_traffic *gi = &sum.t[SQ_COLL_GRAD][SQ_LINK_INTRA];
+    /* 2 x 2048 workers x 2047 sub-chunks of 2^40 / 2048 elements, a scale each */
+    ck_assert_uint_eq(gi->sent_meta, 2ull * 2047 * ((uint64_t)1 << 40) * 4);
+    sq_world_close(w);
+    /* buffers beyond any machine's memory (4096 workers of 2^31 elements):
+    ** refused before the first is allocated, not filled until killed */
+    cfg.topo.nodes = 64;
+    cfg.topo.per_node = 64;
+    cfg.dry = 0;
+    cfg.elements = (uint64_t)1 << 31;
+    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_NOMEM);
+    ck_assert_msg(strstr(err, "GB of memory"), "%s", err);
     free(x), free(s);
 }
 END_TEST

@@ -285,6 +285,14 @@ expect_fail_with 2 "'abc'" "$SHARDQ" world --elements abc
 expect_fail_with 2 "--frobnicate" "$SHARDQ" world --frobnicate
 expect_fail_with 2 "unexpected argument 'extra'" "$SHARDQ" world extra
 expect_fail_with 2 "--frobnicate" "$SHARDQ" schemes --frobnicate
+# counts that would wrap 64 bits (and once printed small, wrong numbers)
+expect_fail_with 2 "overflow the 64-bit traffic counters" "$SHARDQ" world --workers 2x2048 \
+  --elements 1125899906842624 --scheme zeropp --set grad.group=1
+expect_fail_with 2 "overflow the 64-bit traffic counters" "$SHARDQ" world --workers 4096x1 \
+  --elements 1125899906842624 --scheme baseline
+# buffers larger than the machine's memory: refused, not filled until killed
+expect_fail_with 1 "GB of memory; use fewer elements or workers" "$SHARDQ" world --run \
+  --workers 64x64 --elements 2147483648 --steps 1
 if nvidia-smi -L >/dev/null 2>&1; then
   echo "# a GPU is present: the missing-device check is left out"
 else
