@@ -160,6 +160,13 @@ START_TEST(test_manifest_errors)
          "\"model\":{\"cfg\":{\"layers\":1,\"heads\":2,\"layers\":2}},"
          "\"params\":[{\"name\":\"a\",\"shape\":[1]}]}",
          "key 'layers' given twice in model.cfg"},
+        /* a misspelt key is not ignored */
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
+         "\"weight\":false,\"params\":[{\"name\":\"a\",\"shape\":[1]}]}",
+         "field 'weight': unknown"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
+         "\"params\":[{\"name\":\"a\",\"shape\":[1],\"shpae\":[2]}]}",
+         "entry 0: 'shpae' is unknown"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         sqt_rm_tree(dir);

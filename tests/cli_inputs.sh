@@ -91,5 +91,17 @@ assert text.count("\"steps\"") == 1, text
 open(f, "w").write(text.replace("\"steps\"", "\"steps\": [1], \"steps\"", 1))' "$T/trd/manifest.json"
 expect_fail_with 1 "manifest.json: key 'steps' given twice" "$S" trace info "$T/trd"
 expect_fail_with 1 "manifest.json: key 'steps' given twice" "$S" replay --no-db "$T/trd"
+expect_fail_with 1 "manifest.json: field 'weight': unknown" sh -c \
+  'cp -r "$1/tr" "$1/trk" && sed -i "s/\"weights\"/\"weight\"/" "$1/trk/manifest.json" &&
+   "$0" trace info "$1/trk"' "$S" "$T"
+
+# ---------------------------------------------------------------------------
+# A trace of empty tensors only: nothing to replay, not a perfect score
+# ---------------------------------------------------------------------------
+
+ok "a trace of empty tensors" "$S" trace synth --steps 2 --workers 2 --params "c:0x5,d:0" "$T/tre"
+ok "trace info shows it" "$S" trace info "$T/tre"
+expect_fail_with 1 "nothing to replay: every tensor of the trace has 0 elements" \
+  "$S" replay --no-db "$T/tre"
 
 finish

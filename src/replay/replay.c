@@ -355,6 +355,14 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
                        : "no path chosen");
         return -1;
     }
+    for (size_t p = 0; p < t->nparams; p++)
+        if (t->params[p].n) st.units += st.nsteps;
+    if (!st.units) {
+        /* statistics of nothing would read as a perfect scheme */
+        sq_set_err(err, errlen, "%s: nothing to replay: every tensor of the trace has 0 elements",
+                   t->path);
+        return -1;
+    }
     st.acc = calloc(st.nsteps, sizeof *st.acc);
     if (!st.acc) {
         sq_set_err(err, errlen, "%s: out of memory", t->path);
@@ -366,8 +374,6 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
     }
     sq_erracc_init(&st.total[0]);
     sq_erracc_init(&st.total[1]);
-    for (size_t p = 0; p < t->nparams; p++)
-        if (t->params[p].n) st.units += st.nsteps;
     int rc = -1;
     for (size_t p = 0; p < t->nparams; p++) {
         if (!t->params[p].n) continue;

@@ -192,6 +192,23 @@ static char *read_small_file(const char *path, size_t limit, char *err, size_t e
     return buf;
 }
 
+/* The keys a manifest and its params entries may have: a misspelt one
+** ("weight": false) would otherwise be ignored without a word. */
+static const char *const top_keys[] = {"format", "version", "workers", "steps", "params",
+                                       "weights", "topology", "dtype", "model", NULL};
+static const char *const param_keys[] = {"name", "shape", NULL};
+
+/* The first key of object o that is not in known[], or NULL. */
+static const char *unknown_key(const cJSON *o, const char *const *known)
+{
+    for (const cJSON *c = o->child; c; c = c->next) {
+        size_t k = 0;
+        while (known[k] && strcmp(known[k], c->string) != 0) k++;
+        if (!known[k]) return c->string;
+    }
+    return NULL;
+}
+
 /* Parses manifest.json of dir into t (the params, steps, workers). */
 static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen)
 {
@@ -233,6 +250,12 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     if (d) {
         if (d < 0) sq_set_err(err, errlen, "%s: out of memory", mpath);
         else sq_set_err(err, errlen, "%s: key '%s' given twice in %s", mpath, dup, where);
+        goto done;
+    }
+    const char *unknown = unknown_key(root, top_keys);
+    if (unknown) {
+        sq_set_err(err, errlen, "%s: field '%s': unknown (a manifest has %s)", mpath, unknown,
+                   "format, version, workers, steps, params, weights, topology, dtype, model");
         goto done;
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "format");
@@ -332,6 +355,12 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     for (const cJSON *p = v->child; p; p = p->next, i++) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
         const cJSON *shape = cJSON_GetObjectItemCaseSensitive(p, "shape");
+        unknown = cJSON_IsObject(p) ? unknown_key(p, param_keys) : NULL;
+        if (unknown) {
+            sq_set_err(err, errlen, "%s: field 'params': entry %zu: '%s' is unknown (an entry "
+                       "has name and shape)", mpath, i, unknown);
+            goto done;
+        }
         if (!cJSON_IsString(name) || !name->valuestring[0]) {
             sq_set_err(err, errlen, "%s: field 'params': entry %zu: 'name' missing or empty",
                        mpath, i);
