@@ -16,8 +16,10 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +190,53 @@ static void assert_same_file(const sq_st_file *a, const sq_st_file *b)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Standard input as a pipe                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct piped {
+    pid_t pid;
+    int saved; /* the test's own standard input */
+} piped;
+
+/* Makes standard input a pipe that a child fills with img[0..len), in
+** small pieces so that the reader sees short reads, then closes, or, when
+** endless, follows with zeros until the reader closes it. */
+static void stdin_pipe(piped *p, const unsigned char *img, size_t len, int endless)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    p->saved = dup(0);
+    ck_assert_int_ge(p->saved, 0);
+    p->pid = fork();
+    ck_assert_int_ge(p->pid, 0);
+    if (p->pid == 0) {
+        close(fds[0]);
+        signal(SIGPIPE, SIG_DFL);
+        for (size_t i = 0; i < len; i += 13)
+            if (write(fds[1], img + i, len - i < 13 ? len - i : 13) < 0) _exit(1);
+        static const unsigned char zeros[65536];
+        while (endless)
+            if (write(fds[1], zeros, sizeof zeros) < 0) _exit(0);
+        _exit(close(fds[1]) == 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    ck_assert_int_eq(dup2(fds[0], 0), 0);
+    close(fds[0]);
+}
+
+/* Gives the test its standard input back and reaps the child: its exit
+** status (an endless writer ends when the pipe breaks). */
+static int stdin_restore(piped *p)
+{
+    ck_assert_int_eq(dup2(p->saved, 0), 0);
+    close(p->saved);
+    int status;
+    ck_assert_int_eq(waitpid(p->pid, &status, 0), p->pid);
+    if (WIFSIGNALED(status)) return WTERMSIG(status) == SIGPIPE ? 0 : 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Mapping, pipes, buffers                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -207,23 +256,12 @@ START_TEST(test_st_map_pipe_buffer)
     ck_assert_str_eq(sq_st_meta_get(&fm, "note"), "a \"quoted\" value");
     ck_assert_str_eq(fm.name, p);
 
-    /* The same bytes through a FIFO: read into memory. */
-    const char *fifo = tpath("sample.fifo");
-    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        FILE *w = fopen(fifo, "wb");
-        /* In small pieces, so that the reader sees short reads. */
-        for (size_t i = 0; w && i < len; i += 13)
-            fwrite(img + i, 1, len - i < 13 ? len - i : 13, w);
-        _exit(w && fclose(w) == 0 ? 0 : 1);
-    }
-    int rc = sq_st_open(fifo, &fp, err, sizeof err);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    /* The same bytes through a pipe on standard input: read into memory. */
+    piped in;
+    stdin_pipe(&in, img, len, 0);
+    int rc = sq_st_open("-", &fp, err, sizeof err);
+    ck_assert_int_eq(stdin_restore(&in), 0);
     ck_assert_msg(rc == 0, "%s", err);
-    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     ck_assert_ptr_null(fp.map);
     ck_assert_ptr_nonnull(fp.copy);
     assert_same_file(&fm, &fp);
@@ -1162,6 +1200,132 @@ START_TEST(test_npy_check_finite)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Inputs that are not regular files (issue 15)                             */
+/* ------------------------------------------------------------------------ */
+
+/* err, less its leading file name: what two readers of one image must say
+** alike whatever the image was called. */
+static const char *after_name(const char *err, const char *name)
+{
+    ck_assert_msg(strncmp(err, name, strlen(name)) == 0, "'%s' does not start with %s", err, name);
+    return err + strlen(name);
+}
+
+/* A FIFO without a writer and a device are refused by name before a byte
+** is read: neither open() nor a read may block or run on (a FIFO once hung
+** the reader, /dev/zero filled memory). Standard input may be a pipe; what
+** a pipe carries is bounded by the header before it is read. */
+START_TEST(test_inputs)
+{
+    char err[512] = "", err2[512] = "";
+    sq_st_file f;
+    sq_npy a;
+    const char *fifo = tpath("nowriter.fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *paths[2] = {fifo, "/dev/zero"};
+    const char *kinds[2] = {"not a regular file (a FIFO)", "not a regular file (a character device)"};
+    for (int i = 0; i < 2; i++) {
+        int rc = sq_st_open(paths[i], &f, err, sizeof err);
+        EXPECT_ERR(rc, err, paths[i], kinds[i]);
+        ck_assert_ptr_null(f.tensors);
+        rc = sq_npy_read(paths[i], &a, err, sizeof err);
+        EXPECT_ERR(rc, err, paths[i], kinds[i]);
+        ck_assert_ptr_null(a.data);
+        rc = sq_npy_read_raw(paths[i], &a, err, sizeof err);
+        EXPECT_ERR(rc, err, paths[i], kinds[i]);
+    }
+
+    /* Standard input that is a device, then a regular file (mapped). */
+    int saved = dup(0), fd = open("/dev/zero", O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(dup2(fd, 0), 0);
+    close(fd);
+    int rc = sq_npy_read_raw("-", &a, err, sizeof err);
+    EXPECT_ERR(rc, err, "-", "not a regular file (a character device)", "standard input");
+    rc = sq_st_open("/dev/stdin", &f, err, sizeof err);
+    EXPECT_ERR(rc, err, "/dev/stdin", "not a regular file (a character device)");
+    size_t len;
+    const char *sp = tpath("inputs.st");
+    unsigned char *img = sample_file(sp, &len);
+    fd = open(sp, O_RDONLY);
+    ck_assert_int_eq(dup2(fd, 0), 0);
+    close(fd);
+    ck_assert_msg(sq_st_open("-", &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_nonnull(f.map);
+    ck_assert_uint_eq(f.ntensors, 5);
+    char trailing[96];
+    snprintf(trailing, sizeof trailing, "data section: bytes from %llu on belong to no tensor",
+             (unsigned long long)f.data_len);
+    sq_st_free(&f);
+    ck_assert_int_eq(dup2(saved, 0), 0);
+    close(saved);
+
+    /* A pipe that goes on past the data is not read to its end. */
+    piped in;
+    stdin_pipe(&in, img, len, 1);
+    rc = sq_st_open("-", &f, err, sizeof err);
+    ck_assert_int_eq(stdin_restore(&in), 0);
+    EXPECT_ERR(rc, err, "-", trailing);
+    /* A header that promises more than a pipe may carry: refused unread. */
+    size_t blen;
+    unsigned char *big = st_image("{\"t\":{\"dtype\":\"F32\",\"shape\":[2147483648],"
+                                  "\"data_offsets\":[0,8589934592]}}", NULL, 0, &blen);
+    stdin_pipe(&in, big, blen, 1);
+    rc = sq_st_open("-", &f, err, sizeof err);
+    ck_assert_int_eq(stdin_restore(&in), 0);
+    EXPECT_ERR(rc, err, "-", "promises 8589934592 bytes", "give the file by name");
+    free(big);
+    unsigned char hl[8] = {0, 0, 0, 0, 0, 0, 0, 1}; /* 2^56 bytes of header */
+    stdin_pipe(&in, hl, 8, 1);
+    rc = sq_st_open("-", &f, err, sizeof err);
+    ck_assert_int_eq(stdin_restore(&in), 0);
+    EXPECT_ERR(rc, err, "-", "exceeds the limit");
+    /* A pipe cut short fails as the file cut short does. */
+    for (size_t cut = 0; cut < len; cut += len / 7 + 1) {
+        const char *cp = tpath("cut.st");
+        write_bytes(cp, img, cut);
+        ck_assert_int_ne(sq_st_open(cp, &f, err, sizeof err), 0);
+        stdin_pipe(&in, img, cut, 0);
+        rc = sq_st_open("-", &f, err2, sizeof err2);
+        ck_assert_int_eq(stdin_restore(&in), 0);
+        ck_assert_int_ne(rc, 0);
+        ck_assert_str_eq(after_name(err2, "-"), after_name(err, cp));
+    }
+    free(img);
+
+    /* .npy and raw float32 on a pipe */
+    const float v[3] = {1.5f, -2, 4};
+    unsigned char *b = npy_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                                 v, sizeof v, &len);
+    stdin_pipe(&in, b, len, 0);
+    rc = sq_npy_read("-", &a, err, sizeof err);
+    ck_assert_int_eq(stdin_restore(&in), 0);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_int_eq(memcmp(a.data, v, sizeof v), 0);
+    sq_npy_free(&a);
+    stdin_pipe(&in, b, len, 1);
+    rc = sq_npy_read("-", &a, err, sizeof err);
+    ck_assert_int_eq(stdin_restore(&in), 0);
+    EXPECT_ERR(rc, err, "-", "more than 1048576 bytes of trailing data");
+    free(b);
+    b = npy_image(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2147483648,), }", NULL,
+                  0, &len);
+    stdin_pipe(&in, b, len, 1);
+    rc = sq_npy_read("-", &a, err, sizeof err);
+    ck_assert_int_eq(stdin_restore(&in), 0);
+    EXPECT_ERR(rc, err, "-", "promises 17179869184 bytes", "give the file by name");
+    ck_assert_ptr_null(a.data);
+    free(b);
+    stdin_pipe(&in, (const unsigned char *)v, sizeof v, 0);
+    rc = sq_npy_read_raw("-", &a, err, sizeof err);
+    ck_assert_int_eq(stdin_restore(&in), 0);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_uint_eq(a.n, 3);
+    sq_npy_free(&a);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 int main(void)
 {
@@ -1194,6 +1358,9 @@ int main(void)
     tcase_add_test(tn, test_npy_parse);
     tcase_add_test(tn, test_npy_check_finite);
     suite_add_tcase(s, tn);
+    TCase *ti = tcase_create("inputs");
+    tcase_add_test(ti, test_inputs);
+    suite_add_tcase(s, ti);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

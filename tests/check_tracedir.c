@@ -145,6 +145,28 @@ START_TEST(test_manifest_errors)
          "\"params\":[{\"name\":\"a\",\"shape\":[1.5]}]}",
          "entry 0 is not a non-negative integer"},
         {"{\"format\":\"shardq-trace\",", "invalid JSON"},
+        /* a key given twice, anywhere: cJSON would take the first */
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1,2],"
+         "\"params\":[{\"name\":\"a\",\"shape\":[1]}],\"steps\":[1]}",
+         "key 'steps' given twice in the top level"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":2,\"workers\":1,"
+         "\"steps\":[1],\"params\":[{\"name\":\"a\",\"shape\":[1]}]}",
+         "key 'workers' given twice in the top level"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
+         "\"params\":[{\"name\":\"a\",\"shape\":[1]},{\"name\":\"b\",\"shape\":[1],"
+         "\"name\":\"c\"}]}",
+         "key 'name' given twice in params[1]"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
+         "\"model\":{\"cfg\":{\"layers\":1,\"heads\":2,\"layers\":2}},"
+         "\"params\":[{\"name\":\"a\",\"shape\":[1]}]}",
+         "key 'layers' given twice in model.cfg"},
+        /* a misspelt key is not ignored */
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
+         "\"weight\":false,\"params\":[{\"name\":\"a\",\"shape\":[1]}]}",
+         "field 'weight': unknown"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
+         "\"params\":[{\"name\":\"a\",\"shape\":[1],\"shpae\":[2]}]}",
+         "entry 0: 'shpae' is unknown"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         sqt_rm_tree(dir);
@@ -220,6 +242,118 @@ START_TEST(test_file_errors)
     ck_assert_int_ne(sq_trace_load(&ts, 2, 0, x, NULL, err, sizeof err), 0);
     sq_trace_step_close(&ts);
     sq_trace_close(&t);
+}
+END_TEST
+
+/* A FIFO or a device where a trace's file should be is refused by name,
+** at once: the reader neither blocks in open() waiting for a writer nor
+** reads a device without end (issue 15). */
+START_TEST(test_not_regular)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", tpath("nr"));
+    char err[1024];
+    sq_trace t;
+    sqt_rm_tree(dir);
+    write_trace(dir, 2, 2, SQ_ST_F32, 1);
+    const char *grad = tpath("nr/step-000006/grads-w01.safetensors");
+    const char *keep = tpath("grads-w01.keep");
+    ck_assert_int_eq(rename(grad, keep), 0);
+    ck_assert_int_eq(mkfifo(grad, 0600), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "step-000006/grads-w01.safetensors: not a regular file (a FIFO)"),
+                  "%s", err);
+    /* a file that became a FIFO after the trace was opened */
+    unlink(grad);
+    ck_assert_int_eq(rename(keep, grad), 0);
+    ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(rename(grad, keep), 0);
+    ck_assert_int_eq(mkfifo(grad, 0600), 0);
+    sq_trace_step ts;
+    ck_assert_int_ne(sq_trace_step_open(&t, 1, 1, 2, &ts, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "grads-w01.safetensors: not a regular file (a FIFO)"), "%s", err);
+    sq_trace_close(&t);
+    /* the manifest */
+    const char *man = tpath("nr/manifest.json");
+    ck_assert_int_eq(unlink(man), 0);
+    ck_assert_int_eq(mkfifo(man, 0600), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "manifest.json: not a regular file (a FIFO)"), "%s", err);
+    /* a single-file trace */
+    ck_assert_int_ne(sq_trace_open(grad, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "grads-w01.safetensors: not a regular file (a FIFO)"), "%s", err);
+    ck_assert_int_ne(sq_trace_open("/dev/zero", &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "/dev/zero: not a regular file (a character device)"), "%s", err);
+}
+END_TEST
+
+/* Writes dir/manifest.json for one step (1), one worker, no weights, with
+** params p00000 ... of shape [1]; param `dup`, when below n, takes the name
+** of param 0. */
+static void write_many_manifest(const char *dir, size_t n, size_t dup)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"weights\":false,"
+               "\"steps\":[1],\"params\":[");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s{\"name\":\"p%05zu\",\"shape\":[1]}", i ? "," : "", i == dup ? 0 : i);
+    fprintf(f, "]}");
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A model of 100k params: the manifest's names are checked against each
+** other and against the files' tensors by sorting (comparing every pair
+** took over a minute), and a name listed twice is still found. */
+START_TEST(test_many_params)
+{
+    const size_t n = 100000;
+    char dir[512], sub[600], err[1024];
+    snprintf(dir, sizeof dir, "%s", tpath("many"));
+    sqt_rm_tree(dir);
+    ck_assert_int_eq(mkdir(dir, 0777), 0);
+    snprintf(sub, sizeof sub, "%s/step-000001", dir);
+    ck_assert_int_eq(mkdir(sub, 0777), 0);
+    sq_st_tensor *ts = calloc(n, sizeof *ts);
+    char (*names)[8] = malloc(n * sizeof *names);
+    float *vals = malloc(n * sizeof *vals);
+    ck_assert(ts && names && vals);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "p%05zu", i);
+        vals[i] = (float)i;
+        /* in reverse order in the file, so that no order is assumed */
+        sq_st_tensor *t = &ts[n - 1 - i];
+        t->name = names[i], t->dtype = SQ_ST_F32, t->ndim = 1, t->shape[0] = 1, t->data = &vals[i];
+    }
+    char fname[700];
+    snprintf(fname, sizeof fname, "%s/grads-w00.safetensors", sub);
+    ck_assert_msg(sq_st_write(fname, ts, n, NULL, 0, err, sizeof err) == 0, "%s", err);
+    write_many_manifest(dir, n, n);
+    sq_trace t;
+    ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(t.nparams, n);
+    ck_assert_int_eq(sq_trace_param_index(&t, "p00000"), 0);
+    ck_assert_int_eq(sq_trace_param_index(&t, "p77777"), 77777);
+    ck_assert_int_eq(sq_trace_param_index(&t, "p99999"), 99999);
+    ck_assert_int_eq(sq_trace_param_index(&t, "p100000"), -1);
+    sq_trace_step st;
+    ck_assert_msg(sq_trace_step_open(&t, 0, 0, 1, &st, err, sizeof err) == 0, "%s", err);
+    float x;
+    ck_assert_msg(sq_trace_load(&st, 0, 77777, &x, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert(x == 77777.0f);
+    sq_trace_step_close(&st);
+    sq_trace_close(&t);
+    /* the last name again as the first: found, named */
+    write_many_manifest(dir, n, n - 1);
+    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "manifest.json: field 'params': 'p00000' listed twice"), "%s", err);
+    /* and a tensor name twice in the writer */
+    ts[n - 1].name = names[5];
+    ck_assert_int_ne(sq_st_write(fname, ts, n, NULL, 0, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "tensor 'p00005': name given twice"), "%s", err);
+    free(ts), free(names), free(vals);
 }
 END_TEST
 
@@ -464,11 +598,14 @@ int main(void)
 {
     Suite *s = suite_create("tracedir");
     TCase *tc = tcase_create("trace");
+    tcase_set_timeout(tc, 300); /* 100k params under a sanitizer */
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_roundtrip_dtypes);
     tcase_add_test(tc, test_manifest_errors);
     tcase_add_test(tc, test_file_errors);
     tcase_add_test(tc, test_writer_errors);
+    tcase_add_test(tc, test_not_regular);
+    tcase_add_test(tc, test_many_params);
     suite_add_tcase(s, tc);
     tc = tcase_create("replay");
     tcase_set_timeout(tc, 300);

@@ -718,7 +718,135 @@ START_TEST(test_bad_input)
     ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.bits=4", err, sizeof err), SQ_OK);
     ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_SPEC);
     ck_assert_msg(strstr(err, "ring"), "%s", err);
+    /* a dry world whose byte counts would wrap 64 bits: a 4-byte scale per
+    ** element sent by 4096 workers; 2^40 elements still count */
+    cfg.topo.nodes = 2;
+    cfg.topo.per_node = 2048;
+    cfg.dry = 1;
+    ck_assert_int_eq(sq_scheme_preset("zeropp", &cfg.scheme, err, sizeof err), SQ_OK);
+    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.group=1", err, sizeof err), SQ_OK);
+    cfg.elements = (uint64_t)1 << 50;
+    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_ARG);
+    ck_assert_msg(strstr(err, "overflow the 64-bit traffic counters"), "%s", err);
+    cfg.elements = (uint64_t)1 << 40;
+    ck_assert_msg(sq_world_open(&cfg, &w, err, sizeof err) == SQ_OK, "%s", err);
+    ck_assert_int_eq(sq_world_reduce_grads(w, 1), SQ_OK);
+    sq_traffic sum;
+    memset(&sum, 0, sizeof sum);
+    sq_world_add_traffic(w, &sum);
+    const sq_link_traffic *gi = &sum.t[SQ_COLL_GRAD][SQ_LINK_INTRA];
+    /* 2 x 2048 workers x 2047 sub-chunks of 2^40 / 2048 elements, a scale each */
+    ck_assert_uint_eq(gi->sent_meta, 2ull * 2047 * ((uint64_t)1 << 40) * 4);
+    sq_world_close(w);
+    /* buffers beyond any machine's memory (4096 workers of 2^31 elements):
+    ** refused before the first is allocated, not filled until killed */
+    cfg.topo.nodes = 64;
+    cfg.topo.per_node = 64;
+    cfg.dry = 0;
+    cfg.elements = (uint64_t)1 << 31;
+    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_NOMEM);
+    ck_assert_msg(strstr(err, "GB of memory"), "%s", err);
     free(x), free(s);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Any model size against the padding (issue 15)                            */
+/* ------------------------------------------------------------------------ */
+
+/* Two steps of the loop every caller writes -- gradients in, reduce, an
+** SGD step on the model part of each master shard, gather -- on a model of
+** n elements. A shard may be larger than the whole model, so every shard
+** buffer here is S elements and only sq_world_shard_len() of them are the
+** model's. The replicas must agree, put_master must accept the shards (their
+** padding +0), and the padding of the master shards must stay +0. */
+static void run_small(int K, int G, const char *preset, uint64_t n)
+{
+    const int N = K * G;
+    sq_world *w = open_world(K, G, preset, NULL, n, 5, 0);
+    const uint64_t S = sq_world_shard(w), P = sq_world_padded(w);
+    ck_assert_uint_eq(S * (uint64_t)N, P);
+    uint64_t covered = 0;
+    for (int r = 0; r < N; r++) {
+        uint64_t len = sq_world_shard_len(w, r);
+        ck_assert_uint_le(len, S);
+        ck_assert_uint_eq(len, (uint64_t)r * S >= n ? 0 : n - (uint64_t)r * S < S ? n - (uint64_t)r * S : S);
+        covered += len;
+    }
+    ck_assert_uint_eq(covered, n);
+    float *w0 = make_grads(1, n, 11), *x = make_grads(N, n, 12);
+    float *shard = malloc(S * sizeof *shard), *m = malloc(S * sizeof *m);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    ck_assert(shard && m && a && b);
+    ck_assert_msg(sq_world_init_weights(w, w0) == SQ_OK, "%s", sq_world_error(w));
+    for (uint32_t t = 1; t <= 2; t++) {
+        put_all(w, x, n);
+        ck_assert_msg(sq_world_reduce_grads(w, t) == SQ_OK, "%s", sq_world_error(w));
+        for (int r = 0; r < N; r++) {
+            uint64_t len = sq_world_shard_len(w, r);
+            ck_assert_msg(sq_world_get_grad_shard(w, r, shard) == SQ_OK, "%s", sq_world_error(w));
+            ck_assert_msg(sq_world_get_master(w, r, m) == SQ_OK, "%s", sq_world_error(w));
+            for (uint64_t i = 0; i < len; i++) {
+                SQT_CHECK(isfinite(shard[i]), "%s %dx%d n %llu: worker %d: reduced element %llu "
+                          "is %g", preset, K, G, (unsigned long long)n, r, (unsigned long long)i,
+                          shard[i]);
+                m[i] -= 0.5f * shard[i];
+            }
+            for (uint64_t i = len; i < S; i++)
+                SQT_CHECK(sqt_bits(m[i]) == 0, "%s %dx%d n %llu: worker %d: master padding %llu "
+                          "is %a", preset, K, G, (unsigned long long)n, r, (unsigned long long)i,
+                          m[i]);
+            ck_assert_msg(sq_world_put_master(w, r, m) == SQ_OK, "%s %dx%d n %llu: %s", preset, K,
+                          G, (unsigned long long)n, sq_world_error(w));
+        }
+        ck_assert_msg(sq_world_gather_weights(w, t) == SQ_OK, "%s", sq_world_error(w));
+        ck_assert_int_eq(sq_world_get_weights(w, 0, a), SQ_OK);
+        for (uint64_t i = 0; i < n; i++)
+            SQT_CHECK(isfinite(a[i]), "%s %dx%d n %llu: w-hat element %llu is %g", preset, K, G,
+                      (unsigned long long)n, (unsigned long long)i, a[i]);
+        for (int r = 1; r < N; r++) {
+            ck_assert_int_eq(sq_world_get_weights(w, r, b), SQ_OK);
+            ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "%s %dx%d n %llu: step %u: worker "
+                          "%d's w-hat differs", preset, K, G, (unsigned long long)n, t, r);
+        }
+    }
+    free(w0), free(x), free(shard), free(m), free(a), free(b);
+    sq_world_close(w);
+}
+
+/* The sizes where the padding changes: 1, a byte of 4-bit codes and one
+** past it, one group of each wire either side, one shard and one padding
+** unit either side. */
+static size_t edge_sizes(int K, int G, const char *preset, uint64_t *out)
+{
+    sq_world *w = open_world(K, G, preset, NULL, 1, 1, 1);
+    const sq_scheme *sc = sq_world_scheme(w);
+    uint64_t u = sq_world_pad_unit(w), S = sq_world_shard(w);
+    uint64_t groups[3] = {sq_wire_group(&sc->weight), sq_wire_group(&sc->grad_intra),
+                          sq_wire_group(&sc->grad_inter)};
+    sq_world_close(w);
+    uint64_t c[16] = {1, 7, 8, 9, S - 1, S, S + 1, u - 1, u, u + 1};
+    size_t k = 10;
+    for (int i = 0; i < 3; i++) c[k++] = groups[i] - 1, c[k++] = groups[i] + 1;
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        int dup = c[i] == 0;
+        for (size_t j = 0; j < m && !dup; j++) dup = out[j] == c[i];
+        if (!dup) out[m++] = c[i];
+    }
+    return m;
+}
+
+START_TEST(test_small_models)
+{
+    static const int kg[][2] = {{2, 4}, {3, 2}, {1, 2}, {2, 1}};
+    for (size_t p = 0; p < sq_scheme_npresets; p++)
+        for (size_t t = 0; t < sizeof kg / sizeof kg[0]; t++) {
+            uint64_t sizes[16];
+            size_t ns = edge_sizes(kg[t][0], kg[t][1], sq_scheme_presets[p], sizes);
+            for (size_t i = 0; i < ns; i++)
+                run_small(kg[t][0], kg[t][1], sq_scheme_presets[p], sizes[i]);
+        }
 }
 END_TEST
 
@@ -749,6 +877,10 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_threads_same_bytes);
     tcase_add_test(tc, test_bad_input);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("sizes");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_small_models);
     suite_add_tcase(s, tc);
     return sqt_run(s);
 }

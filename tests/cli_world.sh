@@ -210,6 +210,34 @@ ok "run without --json prints a table" sh -c '"$0" world --workers 2x2 --element
 ok "the table has the step and identical replicas" grep -q "replicas identical" "$T/run.txt"
 
 # ---------------------------------------------------------------------------
+# Models smaller than a shard: every shard pads to whole groups, so a shard
+# can be larger than the model (1000 elements, 8 shards of 2048); --run once
+# wrote past its buffers there. Every preset, and sizes around the groups.
+# ---------------------------------------------------------------------------
+
+small_runs=
+for p in $PRESETS; do
+  ok "--run $p, 2x4, 1000 elements (a shard larger than the model)" \
+    world "$T/small-$p.json" --workers 2x4 --scheme $p --elements 1000 --run --steps 2 --json
+  small_runs="$small_runs $T/small-$p.json"
+done
+for shape in 2x4:2047 2x4:1 3x2:1 3x2:127 3x2:129 3x2:1000 1x2:1 1x2:2049 2x1:999; do
+  ok "--run sdp4bit, ${shape%%:*}, ${shape#*:} elements" world "$T/small-$shape.json" \
+    --workers ${shape%%:*} --scheme sdp4bit --elements ${shape#*:} --run --steps 2 --json
+  small_runs="$small_runs $T/small-$shape.json"
+done
+pyrun "small models: two steps each, replicas identical, every element counted" '
+for f in sys.argv[1:]:
+    d = json.load(open(f))
+    n, st = d["elements"], d["steps"]
+    assert d["shard"] * d["topology"]["workers"] == d["padded"] >= n, (f, d["padded"], n)
+    assert [s["step"] for s in st] == [1, 2], (f, st)
+    for s in st:
+        assert s["replicas_identical"] is True, (f, s)
+        assert s["grad"]["n"] == n and s["weight"]["n"] == n, (f, s)
+        assert all(math.isfinite(s[k]["rel_l2"]) for k in ("grad", "weight")), (f, s)' $small_runs
+
+# ---------------------------------------------------------------------------
 # Degenerate topologies
 # ---------------------------------------------------------------------------
 
@@ -257,6 +285,14 @@ expect_fail_with 2 "'abc'" "$SHARDQ" world --elements abc
 expect_fail_with 2 "--frobnicate" "$SHARDQ" world --frobnicate
 expect_fail_with 2 "unexpected argument 'extra'" "$SHARDQ" world extra
 expect_fail_with 2 "--frobnicate" "$SHARDQ" schemes --frobnicate
+# counts that would wrap 64 bits (and once printed small, wrong numbers)
+expect_fail_with 2 "overflow the 64-bit traffic counters" "$SHARDQ" world --workers 2x2048 \
+  --elements 1125899906842624 --scheme zeropp --set grad.group=1
+expect_fail_with 2 "overflow the 64-bit traffic counters" "$SHARDQ" world --workers 4096x1 \
+  --elements 1125899906842624 --scheme baseline
+# buffers larger than the machine's memory: refused, not filled until killed
+expect_fail_with 1 "GB of memory; use fewer elements or workers" "$SHARDQ" world --run \
+  --workers 64x64 --elements 2147483648 --steps 1
 if nvidia-smi -L >/dev/null 2>&1; then
   echo "# a GPU is present: the missing-device check is left out"
 else

@@ -276,17 +276,19 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
     const int N = sq_world_workers(w);
     const uint64_t n = sq_world_elements(w), S = sq_world_shard(w), Pad = sq_world_padded(w);
     const sq_scheme *sc = sq_world_scheme(w);
+    /* Shard buffers hold S elements, which can exceed n: a small model on
+    ** many workers pads every shard to whole groups. */
     float *g = malloc(n * sizeof *g), *tmp = malloc(n * sizeof *tmp);
     float *u = malloc(3 * n * sizeof *u), *shard = malloc(S * sizeof *shard);
+    float *m = malloc(S * sizeof *m);
     float *what = malloc(n * sizeof *what), *what0 = malloc(n * sizeof *what0);
     double *exact = calloc(Pad, sizeof *exact);
     int rc = CLI_RUNTIME;
-    if (!g || !tmp || !u || !shard || !what || !what0 || !exact) {
+    if (!g || !tmp || !u || !shard || !m || !what || !what0 || !exact) {
         fprintf(stderr, "shardq world: out of memory for %llu elements\n", (unsigned long long)n);
         goto done;
     }
     synth_weights(seed, g, n, u);
-    (void)tmp;
     if (sq_world_init_weights(w, g)) goto fail;
 
     const sq_wire *gw = sq_world_grad_path(w) == SQ_GRAD_TWOLEVEL ? &sc->grad_intra
@@ -318,10 +320,10 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
         if (sq_world_get_weights(w, 0, what0)) goto fail;
         for (int r = 0; r < N; r++) {
             if (sq_world_get_grad_shard(w, r, shard)) goto fail;
-            uint64_t first = (uint64_t)r * S, len = first >= n ? 0 : (n - first < S ? n - first : S);
+            uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
             sq_erracc_add(&ge, shard, exact + first, len);
-            /* SGD on the master shard, at the reduced gradient */
-            float *m = tmp;
+            /* SGD on the master shard's model elements, at the reduced
+            ** gradient; its padding stays zero */
             if (sq_world_get_master(w, r, m)) goto fail;
             for (uint64_t i = 0; i < len; i++) m[i] -= (float)o->lr * shard[i];
             if (!sq_wire_raw(&sc->weight) && N > 1) {
@@ -372,7 +374,7 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
 fail:
     fprintf(stderr, "shardq world: %s\n", sq_world_error(w));
 done:
-    free(g), free(tmp), free(u), free(shard), free(what), free(what0), free(exact);
+    free(g), free(tmp), free(u), free(shard), free(m), free(what), free(what0), free(exact);
     return rc;
 }
 

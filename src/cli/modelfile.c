@@ -8,6 +8,7 @@
 
 #include "embedded.h"
 #include "shardq.h"
+#include "trace/input.h"
 #include "trace/wfile.h"
 
 #include <errno.h>
@@ -44,11 +45,9 @@ static int load_text(const char *what, const char *dir, const char *kind, char *
         *text = strdup(f->text);
         *shown = f->name;
     } else {
-        FILE *fp = fopen(what, "rb");
-        if (!fp) {
-            sq_set_err(err, errlen, "%s: cannot open: %s", what, strerror(errno));
-            return -1;
-        }
+        sq_input in; /* a regular file: a FIFO would block the open */
+        FILE *fp = sq_input_fopen(what, 0, &in, err, errlen);
+        if (!fp) return -1;
         size_t cap = 4096, len = 0;
         char *buf = malloc(cap);
         for (;;) {

@@ -163,8 +163,7 @@ static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p,
     t0 = now_s();
     for (int r = 0; r < N; r++) {
         if (sq_world_get_grad_shard(w, r, b->shard)) goto world_fail;
-        uint64_t first = (uint64_t)r * S;
-        uint64_t len = first >= n ? 0 : (n - first < S ? n - first : S);
+        uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
         sq_erracc_add(e, b->shard, b->exact + first, len);
         if (b->red) memcpy(b->red + first, b->shard, (size_t)S * sizeof *b->red);
     }
@@ -202,8 +201,7 @@ static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t 
         *clipped += sq_count_clipped(&sc->weight.codec, b->tmp, n);
     }
     for (int r = 0; r < N; r++) {
-        uint64_t first = (uint64_t)r * S;
-        uint64_t len = first >= n ? 0 : (n - first < S ? n - first : S);
+        uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
         memset(b->shard, 0, (size_t)S * sizeof *b->shard);
         if (len) memcpy(b->shard, b->wcur + first, (size_t)len * sizeof *b->shard);
         if (sq_world_put_master(w, r, b->shard)) goto world_fail;
@@ -357,6 +355,14 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
                        : "no path chosen");
         return -1;
     }
+    for (size_t p = 0; p < t->nparams; p++)
+        if (t->params[p].n) st.units += st.nsteps;
+    if (!st.units) {
+        /* statistics of nothing would read as a perfect scheme */
+        sq_set_err(err, errlen, "%s: nothing to replay: every tensor of the trace has 0 elements",
+                   t->path);
+        return -1;
+    }
     st.acc = calloc(st.nsteps, sizeof *st.acc);
     if (!st.acc) {
         sq_set_err(err, errlen, "%s: out of memory", t->path);
@@ -368,8 +374,6 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
     }
     sq_erracc_init(&st.total[0]);
     sq_erracc_init(&st.total[1]);
-    for (size_t p = 0; p < t->nparams; p++)
-        if (t->params[p].n) st.units += st.nsteps;
     int rc = -1;
     for (size_t p = 0; p < t->nparams; p++) {
         if (!t->params[p].n) continue;

@@ -8,6 +8,7 @@
 ** padded with spaces and ended by a newline, then the raw data.
 */
 #include "trace/npy.h"
+#include "trace/input.h"
 #include "trace/wfile.h"
 #include "shardq.h"
 #include "sq_hd.h"
@@ -17,8 +18,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/types.h>
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -32,6 +31,8 @@
 #define NPY_HEADER_MAX ((uint32_t)1 << 20)
 /* Bytes read and converted at a time. */
 #define CHUNK_BYTES ((size_t)1 << 20)
+/* Trailing bytes counted on a pipe before giving up counting. */
+#define TRAILING_MAX ((uint64_t)1 << 20)
 
 static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
@@ -438,28 +439,15 @@ static size_t read_some(src *s, void *buf, size_t len)
     return k;
 }
 
+/* A regular file, or a pipe on standard input (input.h). */
 static int open_src(const char *path, src *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
-    s->f = fopen(path, "rb");
-    if (!s->f) {
-        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    s->sized = 0;
-    s->size = 0;
-    if (fstat(fileno(s->f), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            sq_set_err(err, errlen, "%s: is a directory", path);
-            fclose(s->f);
-            return -1;
-        }
-        if (S_ISREG(st.st_mode)) {
-            s->sized = 1;
-            s->size = (uint64_t)st.st_size;
-        }
-    }
+    sq_input in;
+    s->f = sq_input_fopen(path, SQ_INPUT_STDIN, &in, err, errlen);
+    if (!s->f) return -1;
+    s->sized = !in.stream;
+    s->size = in.size;
     return 0;
 }
 
@@ -480,6 +468,12 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
     size_t isz = dtype_size(out->dtype);
     uint64_t want = out->n * isz;
     const char *dname = sq_npy_dtype_name(out->dtype);
+    if (!s->sized && want > SQ_INPUT_STREAM_MAX) {
+        sq_set_err(err, errlen, "%s: the header promises %llu bytes of %s, more than the %llu "
+                   "read from a pipe: give the file by name", path, (unsigned long long)want,
+                   dname, (unsigned long long)SQ_INPUT_STREAM_MAX);
+        return -1;
+    }
     if (s->sized) {
         uint64_t have = s->size > offset ? s->size - offset : 0;
         if (have < want) {
@@ -533,16 +527,19 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
     }
     free(chunk);
     if (!s->sized) {
-        /* A pipe or device: the size was unknown, so look for more bytes. */
+        /* A pipe: the size was unknown, so look for more bytes, but not
+        ** for ever (a pipe from /dev/zero never ends). */
         unsigned char extra[4096];
         uint64_t more = 0;
         size_t got;
-        while ((got = read_some(s, extra, sizeof extra)) > 0) more += got;
+        while (more <= TRAILING_MAX && (got = read_some(s, extra, sizeof extra)) > 0) more += got;
         if (read_error(s, path, err, errlen)) return -1;
         if (more) {
             sq_set_err(err, errlen,
-                    "%s: %llu bytes of trailing data after the %llu bytes of %s the header promises",
-                    path, (unsigned long long)more, (unsigned long long)want, dname);
+                    "%s: %s%llu bytes of trailing data after the %llu bytes of %s the header "
+                    "promises", path, more > TRAILING_MAX ? "more than " : "",
+                    (unsigned long long)(more > TRAILING_MAX ? TRAILING_MAX : more),
+                    (unsigned long long)want, dname);
             return -1;
         }
     }
@@ -709,7 +706,7 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
         out->shape[0] = out->n;
         rc = read_data(&s, path, 0, out, err, errlen);
     } else {
-        /* A stream: grow a buffer until EOF. */
+        /* A pipe: grow a buffer until EOF, up to the limit of a pipe. */
         size_t cap = 1 << 16, len = 0;
         unsigned char *buf = malloc(cap);
         for (;;) {
@@ -720,6 +717,13 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
             size_t got = read_some(&s, buf + len, cap - len);
             len += got;
             if (len < cap) break;
+            if ((uint64_t)len >= SQ_INPUT_STREAM_MAX) {
+                sq_set_err(err, errlen, "%s: raw float32 input: %llu bytes or more from a pipe, "
+                           "the most it takes: give the file by name", path,
+                           (unsigned long long)SQ_INPUT_STREAM_MAX);
+                free(buf);
+                goto done;
+            }
             unsigned char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
             if (!nb) free(buf);
             buf = nb;

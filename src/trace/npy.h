@@ -53,7 +53,9 @@ typedef struct sq_npy {
 
 /* Reads a .npy file into *out (which sq_npy_free releases). Values are
 ** left as they are: NaN and Inf are read like any other (see
-** sq_npy_check_finite). */
+** sq_npy_check_finite). path must be a regular file, or standard input
+** ("-", /dev/stdin), which may be a pipe (input.h): then no more than the
+** header promises is read, at most SQ_INPUT_STREAM_MAX bytes. */
 int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen);
 
 /* The same for a whole .npy image buf[0..len) already in memory, with the
@@ -67,7 +69,8 @@ int sq_npy_parse(const char *name, const void *buf, size_t len, sq_npy *out, cha
 int sq_npy_check_finite(const char *name, const sq_npy *a, char *err, size_t errlen);
 
 /* Reads a raw little-endian float32 file (its size must be a multiple of 4)
-** into *out as a 1-d array. */
+** into *out as a 1-d array; from a pipe on standard input, at most
+** SQ_INPUT_STREAM_MAX bytes. */
 int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen);
 
 /* Frees out->data and zeroes *out; safe on a zeroed struct. */

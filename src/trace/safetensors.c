@@ -8,6 +8,7 @@
 #define _DEFAULT_SOURCE 1
 
 #include "trace/safetensors.h"
+#include "trace/input.h"
 #include "trace/npy.h"
 #include "trace/wfile.h"
 #include "shardq.h"
@@ -149,6 +150,31 @@ static void sb_json_str(sbuf *b, const char *s)
     sb_add(b, "\"", 1);
 }
 
+/* A tensor name or metadata key given twice (sorted, not compared pair by
+** pair: a model of 100k tensors). */
+static int names_twice(const char *fname, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
+                       size_t nm, char *err, size_t errlen)
+{
+    size_t n = nt > nm ? nt : nm;
+    const char **keys = malloc((n ? n : 1) * sizeof *keys);
+    if (!keys) {
+        sq_set_err(err, errlen, "%s: out of memory", fname);
+        return -1;
+    }
+    int oom = 0;
+    for (size_t i = 0; i < nm; i++) keys[i] = m[i].key;
+    const char *dup = sq_dup_string(keys, nm, &oom);
+    if (dup) sq_set_err(err, errlen, "%s: __metadata__ '%s': given twice", fname, dup);
+    if (!dup && !oom) {
+        for (size_t i = 0; i < nt; i++) keys[i] = t[i].name;
+        dup = sq_dup_string(keys, nt, &oom);
+        if (dup) sq_set_err(err, errlen, "%s: tensor '%s': name given twice", fname, dup);
+    }
+    if (oom) sq_set_err(err, errlen, "%s: out of memory", fname);
+    free(keys);
+    return dup || oom ? -1 : 0;
+}
+
 /* Checks the tensors and metadata and builds the JSON header, padded with
 ** spaces to a multiple of 8 bytes, into *b; ends[i] gets the end offset of
 ** tensor i in the data section. */
@@ -167,11 +193,6 @@ static int build_header(const char *fname, const sq_st_tensor *t, size_t nt, con
                 sq_set_err(err, errlen, "%s: __metadata__ entry %zu: NULL key or value", fname, i);
                 return -1;
             }
-            for (size_t j = 0; j < i; j++)
-                if (strcmp(m[i].key, m[j].key) == 0) {
-                    sq_set_err(err, errlen, "%s: __metadata__ '%s': given twice", fname, m[i].key);
-                    return -1;
-                }
             if (i) sb_puts(b, ",");
             sb_json_str(b, m[i].key);
             sb_puts(b, ":");
@@ -187,11 +208,6 @@ static int build_header(const char *fname, const sq_st_tensor *t, size_t nt, con
                     name ? name : "(null)");
             return -1;
         }
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(name, t[j].name) == 0) {
-                sq_set_err(err, errlen, "%s: tensor '%s': name given twice", fname, name);
-                return -1;
-            }
         size_t isz = sq_st_dtype_size(t[i].dtype);
         if (!isz) {
             sq_set_err(err, errlen, "%s: tensor '%s': field 'dtype': unknown dtype %d", fname, name,
@@ -221,6 +237,7 @@ static int build_header(const char *fname, const sq_st_tensor *t, size_t nt, con
         ends[i] = off;
     }
     sb_puts(b, "}");
+    if (names_twice(fname, t, nt, m, nm, err, errlen)) return -1;
     while (!b->oom && b->len % 8) sb_puts(b, " ");
     if (b->oom) {
         sq_set_err(err, errlen, "%s: out of memory", fname);
@@ -421,6 +438,7 @@ void sq_st_free(sq_st_file *f)
     }
     free(f->tensors);
     free(f->meta);
+    free(f->byname);
     free(f->name);
     if (f->map) munmap(f->map, f->map_len);
     free(f->copy);
@@ -430,8 +448,20 @@ void sq_st_free(sq_st_file *f)
 const sq_st_entry *sq_st_find(const sq_st_file *f, const char *name)
 {
     if (!f || !name) return NULL;
-    for (size_t i = 0; i < f->ntensors; i++)
-        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
+    if (!f->byname) { /* a struct the reader did not fill */
+        for (size_t i = 0; i < f->ntensors; i++)
+            if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
+        return NULL;
+    }
+    size_t lo = 0, hi = f->ntensors;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const sq_st_entry *e = f->byname[mid];
+        int c = strcmp(e->name, name);
+        if (c == 0) return e;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 
@@ -615,14 +645,18 @@ static int parse_header(const char *path, const char *hdr, sq_st_file *f, char *
             sq_set_err(err, errlen, "%s: out of memory", path);
             goto done;
         }
+        /* a key given twice: by sorting, not by looking each one up */
+        const char *dup;
+        int d = sq_json_dup_key(meta, &dup, NULL, 0);
+        if (d) {
+            if (d < 0) sq_set_err(err, errlen, "%s: out of memory", path);
+            else sq_set_err(err, errlen, "%s: __metadata__ '%s': given twice", path, dup);
+            goto done;
+        }
         for (const cJSON *kv = meta->child; kv; kv = kv->next) {
             if (!cJSON_IsString(kv)) {
                 sq_set_err(err, errlen, "%s: __metadata__ '%s': value is not a string", path,
                         kv->string);
-                goto done;
-            }
-            if (sq_st_meta_get(f, kv->string)) {
-                sq_set_err(err, errlen, "%s: __metadata__ '%s': given twice", path, kv->string);
                 goto done;
             }
             char *k = strdup(kv->string), *v = strdup(kv->valuestring);
@@ -706,11 +740,10 @@ static int check_layout(const char *path, sq_st_file *f, char *err, size_t errle
     return 0;
 }
 
-/* Validates the image buf[0..len) of a whole file into *f (zeroed, with its
-** name set): the header length, the JSON, then the layout of the data,
-** which stays in buf. */
-static int parse_image(const char *path, const unsigned char *buf, size_t len, sq_st_file *f,
-                       char *err, size_t errlen)
+/* Validates the header length and the JSON header of the image buf[0..len)
+** into *f (zeroed, with its name set); the data section is not looked at. */
+static int parse_head(const char *path, const unsigned char *buf, size_t len, sq_st_file *f,
+                      char *err, size_t errlen)
 {
     if (len < 8) {
         sq_set_err(err, errlen,
@@ -759,10 +792,28 @@ static int parse_image(const char *path, const unsigned char *buf, size_t len, s
     hdr[n] = '\0';
     int rc = parse_header(path, hdr, f, err, errlen);
     free(hdr);
-    if (rc) return -1;
-    f->data = buf + 8 + n;
-    f->data_len = len - 8 - n;
-    return check_layout(path, f, err, errlen);
+    return rc;
+}
+
+/* Validates the image buf[0..len) of a whole file into *f (zeroed, with its
+** name set): the header length, the JSON, then the layout of the data,
+** which stays in buf. */
+static int parse_image(const char *path, const unsigned char *buf, size_t len, sq_st_file *f,
+                       char *err, size_t errlen)
+{
+    if (parse_head(path, buf, len, f, err, errlen)) return -1;
+    f->data = buf + 8 + f->header_len;
+    f->data_len = len - 8 - f->header_len;
+    if (check_layout(path, f, err, errlen)) return -1;
+    /* the index by name, once the tensors have their final places */
+    f->byname = malloc((f->ntensors ? f->ntensors : 1) * sizeof *f->byname);
+    if (!f->byname) {
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    for (size_t i = 0; i < f->ntensors; i++) f->byname[i] = &f->tensors[i];
+    qsort(f->byname, f->ntensors, sizeof *f->byname, cmp_entry_names);
+    return 0;
 }
 
 int sq_st_parse(const char *name, const void *buf, size_t len, sq_st_file *out, char *err,
@@ -790,37 +841,122 @@ int sq_st_parse(const char *name, const void *buf, size_t len, sq_st_file *out, 
     return 0;
 }
 
-/* Reads fd to its end into a new buffer (a pipe, or a file that cannot be
-** mapped). */
-static int read_all(int fd, const char *path, unsigned char **buf, size_t *len, char *err,
-                    size_t errlen)
+/* Reads up to len bytes of fd into buf, stopping early only at its end:
+** how many, or -1 on a read error (named in err). */
+static ssize_t read_upto(int fd, const char *path, unsigned char *buf, size_t len, char *err,
+                         size_t errlen)
 {
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *b = malloc(cap);
-    for (;;) {
-        if (!b) {
-            sq_set_err(err, errlen, "%s: out of memory", path);
-            return -1;
-        }
-        if (n == cap) {
-            unsigned char *p = cap <= SIZE_MAX / 2 ? realloc(b, cap * 2) : NULL;
-            if (!p) free(b);
-            b = p;
-            cap *= 2;
-            continue;
-        }
-        ssize_t k = read(fd, b + n, cap - n);
+    size_t n = 0;
+    while (n < len) {
+        ssize_t k = read(fd, buf + n, len - n);
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) {
             sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
-            free(b);
             return -1;
         }
         if (k == 0) break;
         n += (size_t)k;
     }
+    return (ssize_t)n;
+}
+
+/* Grows *buf to hold cap bytes. */
+static int grow(unsigned char **buf, size_t cap, const char *path, char *err, size_t errlen)
+{
+    unsigned char *p = realloc(*buf, cap ? cap : 1);
+    if (!p) {
+        sq_set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    *buf = p;
+    return 0;
+}
+
+/* Reads the image of a file from a pipe into a new buffer, no more of it
+** than its header accounts for: the header length, the header, then the
+** data section up to the largest end of a tensor. A pipe that ends early
+** gives a short image (which the parser refuses as a file cut short would
+** be); one that goes on past the data fails here, without reading it all. */
+static int read_stream(int fd, const char *path, unsigned char **buf, size_t *len, char *err,
+                       size_t errlen)
+{
+    unsigned char *b = NULL;
+    size_t have = 0;
+    uint64_t n = 0;
+    ssize_t k;
+    sq_st_file head;
+    memset(&head, 0, sizeof head);
+    *buf = NULL;
+    *len = 0;
+    if (grow(&b, 8, path, err, errlen)) return -1;
+    if ((k = read_upto(fd, path, b, 8, err, errlen)) < 0) goto fail;
+    have = (size_t)k;
+    if (have < 8) goto done; /* the parser names the fault */
+    for (int i = 0; i < 8; i++) n |= (uint64_t)b[i] << (8 * i);
+    if (n > SQ_ST_HEADER_MAX) {
+        sq_set_err(err, errlen, "%s: header length %llu exceeds the limit of %llu bytes", path,
+                   (unsigned long long)n, (unsigned long long)SQ_ST_HEADER_MAX);
+        goto fail;
+    }
+    if (grow(&b, 8 + (size_t)n, path, err, errlen)) goto fail;
+    if ((k = read_upto(fd, path, b + 8, (size_t)n, err, errlen)) < 0) goto fail;
+    have += (size_t)k;
+    if ((uint64_t)k < n) goto done;
+    if (parse_head(path, b, have, &head, err, errlen)) {
+        sq_st_free(&head);
+        goto fail;
+    }
+    uint64_t data = 0;
+    for (size_t i = 0; i < head.ntensors; i++)
+        if (head.tensors[i].end > data) data = head.tensors[i].end;
+    sq_st_free(&head);
+    if (data > SQ_INPUT_STREAM_MAX - have) {
+        sq_set_err(err, errlen, "%s: the header promises %llu bytes of data, more than the %llu "
+                   "read from a pipe: give the file by name", path, (unsigned long long)data,
+                   (unsigned long long)SQ_INPUT_STREAM_MAX);
+        goto fail;
+    }
+    if (grow(&b, have + (size_t)data, path, err, errlen)) goto fail;
+    if ((k = read_upto(fd, path, b + have, (size_t)data, err, errlen)) < 0) goto fail;
+    have += (size_t)k;
+    if ((uint64_t)k == data) {
+        unsigned char more;
+        if ((k = read_upto(fd, path, &more, 1, err, errlen)) < 0) goto fail;
+        if (k) {
+            sq_set_err(err, errlen, "%s: data section: bytes from %llu on belong to no tensor",
+                       path, (unsigned long long)data);
+            goto fail;
+        }
+    }
+done:
     *buf = b;
-    *len = n;
+    *len = have;
+    return 0;
+fail:
+    free(b);
+    return -1;
+}
+
+/* Reads a regular file of `size` bytes that cannot be mapped (an empty
+** one) into a new buffer. */
+static int read_file(int fd, const char *path, uint64_t size, unsigned char **buf, size_t *len,
+                     char *err, size_t errlen)
+{
+    *buf = NULL;
+    if (size > SIZE_MAX - 1) {
+        sq_set_err(err, errlen, "%s: %llu bytes: too large to read", path,
+                   (unsigned long long)size);
+        return -1;
+    }
+    unsigned char *b = NULL;
+    if (grow(&b, (size_t)size, path, err, errlen)) return -1;
+    ssize_t k = read_upto(fd, path, b, (size_t)size, err, errlen);
+    if (k < 0) {
+        free(b);
+        return -1;
+    }
+    *buf = b;
+    *len = (size_t)k;
     return 0;
 }
 
@@ -828,42 +964,27 @@ int sq_st_open(const char *path, sq_st_file *out, char *err, size_t errlen)
 {
     if (!out) return -1;
     memset(out, 0, sizeof *out);
-    if (!path) {
-        sq_set_err(err, errlen, "(null): no file name");
-        return -1;
-    }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        sq_set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        sq_set_err(err, errlen, "%s: is a directory", path);
-        close(fd);
-        return -1;
-    }
+    sq_input in;
+    if (sq_input_open(path, SQ_INPUT_STDIN, &in, err, errlen)) return -1;
+    int fd = in.fd;
     /* A regular file is mapped; mmap of length 0 is invalid, so an empty
-    ** file goes the way of a pipe (and fails as too short). */
+    ** file is read (and fails as too short). */
     void *map = MAP_FAILED;
     size_t size = 0;
-    if (S_ISREG(st.st_mode) && st.st_size > 0) {
-        if ((uint64_t)st.st_size > SIZE_MAX) {
+    if (!in.stream && in.size > 0) {
+        if (in.size > SIZE_MAX) {
             sq_set_err(err, errlen, "%s: %llu bytes: too large to map", path,
-                    (unsigned long long)st.st_size);
+                    (unsigned long long)in.size);
             close(fd);
             return -1;
         }
-        size = (size_t)st.st_size;
+        size = (size_t)in.size;
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     }
     unsigned char *copy = NULL;
-    if (map == MAP_FAILED && read_all(fd, path, &copy, &size, err, errlen)) {
+    if (map == MAP_FAILED &&
+        (in.stream ? read_stream(fd, path, &copy, &size, err, errlen)
+                   : read_file(fd, path, in.size, &copy, &size, err, errlen))) {
         close(fd);
         return -1;
     }

@@ -15,7 +15,9 @@
 ** The reader maps a regular file (read-only, private) instead of copying it:
 ** tensor data points into the mapping, pages come in as they are touched,
 ** and sq_st_release drops a tensor's pages again, so a file larger than
-** memory can be streamed tensor by tensor. A pipe is read into memory.
+** memory can be streamed tensor by tensor. Only standard input ("-") may be
+** a pipe (input.h); it is read into memory, no further than the header's
+** tensors reach.
 ** sq_st_parse validates an image that is already in memory (the fuzzers
 ** call it); the file reader runs the same code on its mapping.
 **
@@ -122,11 +124,13 @@ typedef struct sq_st_file {
     void *map;             /* the mapping of the whole file, or NULL */
     size_t map_len;
     void *copy;            /* the image read from a pipe (malloc'd), or NULL */
+    const sq_st_entry **byname; /* the tensors sorted by name: sq_st_find's index */
 } sq_st_file;
 
 /* Opens and validates a whole file into *out (which sq_st_free releases). A
-** regular file is mapped read-only; anything else (a pipe) is read into
-** memory. */
+** regular file is mapped read-only; a pipe on standard input ("-" or
+** /dev/stdin) is read into memory; anything else that is not a regular
+** file (a FIFO, a device) is refused, naming it. */
 int sq_st_open(const char *path, sq_st_file *out, char *err, size_t errlen);
 /* The same as sq_st_open (its older name). */
 int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen);
@@ -159,7 +163,8 @@ int sq_st_to_f32(const sq_st_file *f, const sq_st_entry *e, float *out, char *er
 int sq_st_to_f64(const sq_st_file *f, const sq_st_entry *e, double *out, char *err,
                  size_t errlen);
 
-/* The tensor called name, or NULL. */
+/* The tensor called name, or NULL (a binary search: a file of many tensors
+** is checked name by name against a manifest in n log n). */
 const sq_st_entry *sq_st_find(const sq_st_file *f, const char *name);
 /* The value of metadata key, or NULL. */
 const char *sq_st_meta_get(const sq_st_file *f, const char *key);

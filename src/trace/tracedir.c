@@ -4,6 +4,7 @@
 */
 #include "trace/tracedir.h"
 #include "trace/tracedir_internal.h"
+#include "trace/input.h"
 #include "trace/npy.h"
 #include "trace/wfile.h"
 #include "shardq.h"
@@ -79,6 +80,7 @@ void sq_trace_close(sq_trace *t)
     if (!t) return;
     for (size_t i = 0; i < t->nparams; i++) free(t->params[i].name);
     free(t->params);
+    free(t->byname);
     free(t->steps);
     free(t->model);
     free(t->path);
@@ -87,9 +89,47 @@ void sq_trace_close(sq_trace *t)
 
 int sq_trace_param_index(const sq_trace *t, const char *name)
 {
-    for (size_t i = 0; i < t->nparams; i++)
-        if (strcmp(t->params[i].name, name) == 0) return (int)i;
+    if (!t->byname) { /* not opened by sq_trace_open */
+        for (size_t i = 0; i < t->nparams; i++)
+            if (strcmp(t->params[i].name, name) == 0) return (int)i;
+        return -1;
+    }
+    size_t lo = 0, hi = t->nparams;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(t->byname[mid]->name, name);
+        if (c == 0) return (int)(t->byname[mid] - t->params);
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return -1;
+}
+
+static int cmp_param_names(const void *a, const void *b)
+{
+    const sq_trace_param *const *x = a, *const *y = b;
+    int c = strcmp((*x)->name, (*y)->name);
+    return c ? c : *x < *y ? -1 : *x > *y; /* equal names in list order */
+}
+
+/* Sorts the params into t->byname. A name listed twice: the one whose
+** second listing comes first into *dup, and 1. Sorting keeps this n log n
+** for the 100k params of a large model, where comparing every pair took
+** over a minute. -1 when out of memory. */
+static int index_params(sq_trace *t, const char **dup)
+{
+    *dup = NULL;
+    t->byname = malloc((t->nparams ? t->nparams : 1) * sizeof *t->byname);
+    if (!t->byname) return -1;
+    for (size_t i = 0; i < t->nparams; i++) t->byname[i] = &t->params[i];
+    qsort(t->byname, t->nparams, sizeof *t->byname, cmp_param_names);
+    const sq_trace_param *second = NULL;
+    for (size_t i = 1; i < t->nparams; i++)
+        if (strcmp(t->byname[i]->name, t->byname[i - 1]->name) == 0 &&
+            (!second || t->byname[i] < second))
+            second = t->byname[i];
+    if (second) *dup = second->name;
+    return second != NULL;
 }
 
 uint64_t sq_trace_max_param(const sq_trace *t)
@@ -112,11 +152,9 @@ static int json_uint(const cJSON *v, uint64_t max, uint64_t *out)
 
 static char *read_small_file(const char *path, size_t limit, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    sq_input in;
+    FILE *f = sq_input_fopen(path, 0, &in, err, errlen);
+    if (!f) return NULL;
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     while (buf) {
@@ -154,6 +192,23 @@ static char *read_small_file(const char *path, size_t limit, char *err, size_t e
     return buf;
 }
 
+/* The keys a manifest and its params entries may have: a misspelt one
+** ("weight": false) would otherwise be ignored without a word. */
+static const char *const top_keys[] = {"format", "version", "workers", "steps", "params",
+                                       "weights", "topology", "dtype", "model", NULL};
+static const char *const param_keys[] = {"name", "shape", NULL};
+
+/* The first key of object o that is not in known[], or NULL. */
+static const char *unknown_key(const cJSON *o, const char *const *known)
+{
+    for (const cJSON *c = o->child; c; c = c->next) {
+        size_t k = 0;
+        while (known[k] && strcmp(known[k], c->string) != 0) k++;
+        if (!known[k]) return c->string;
+    }
+    return NULL;
+}
+
 /* Parses manifest.json of dir into t (the params, steps, workers). */
 static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen)
 {
@@ -185,6 +240,22 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     }
     if (!cJSON_IsObject(root)) {
         sq_set_err(err, errlen, "%s: not a JSON object", mpath);
+        goto done;
+    }
+    /* cJSON keeps both of a key given twice and finds the first: `steps`
+    ** twice would silently drop steps */
+    const char *dup;
+    char where[256];
+    int d = sq_json_dup_key(root, &dup, where, sizeof where);
+    if (d) {
+        if (d < 0) sq_set_err(err, errlen, "%s: out of memory", mpath);
+        else sq_set_err(err, errlen, "%s: key '%s' given twice in %s", mpath, dup, where);
+        goto done;
+    }
+    const char *unknown = unknown_key(root, top_keys);
+    if (unknown) {
+        sq_set_err(err, errlen, "%s: field '%s': unknown (a manifest has %s)", mpath, unknown,
+                   "format, version, workers, steps, params, weights, topology, dtype, model");
         goto done;
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "format");
@@ -284,17 +355,18 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     for (const cJSON *p = v->child; p; p = p->next, i++) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
         const cJSON *shape = cJSON_GetObjectItemCaseSensitive(p, "shape");
+        unknown = cJSON_IsObject(p) ? unknown_key(p, param_keys) : NULL;
+        if (unknown) {
+            sq_set_err(err, errlen, "%s: field 'params': entry %zu: '%s' is unknown (an entry "
+                       "has name and shape)", mpath, i, unknown);
+            goto done;
+        }
         if (!cJSON_IsString(name) || !name->valuestring[0]) {
             sq_set_err(err, errlen, "%s: field 'params': entry %zu: 'name' missing or empty",
                        mpath, i);
             goto done;
         }
         sq_trace_param *q = &t->params[t->nparams];
-        if (sq_trace_param_index(t, name->valuestring) >= 0) {
-            sq_set_err(err, errlen, "%s: field 'params': '%s' listed twice", mpath,
-                       name->valuestring);
-            goto done;
-        }
         q->name = strdup(name->valuestring);
         if (!q->name) {
             sq_set_err(err, errlen, "%s: out of memory", mpath);
@@ -322,6 +394,12 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
             goto done;
         }
         t->elements += q->n;
+    }
+    d = index_params(t, &dup);
+    if (d) {
+        if (d < 0) sq_set_err(err, errlen, "%s: out of memory", mpath);
+        else sq_set_err(err, errlen, "%s: field 'params': '%s' listed twice", mpath, dup);
+        goto done;
     }
     rc = 0;
 done:
@@ -502,11 +580,18 @@ int sq_trace_open(const char *path, sq_trace *t, char *err, size_t errlen)
         t->kind = SQ_TRACE_DIR;
         rc = open_dir(path, t, err, errlen);
     } else {
-        /* A .npy file starts with its magic; everything else is read as safetensors. */
+        /* A .npy file starts with its magic; everything else is read as
+        ** safetensors. Both are read again for each step, so a pipe (read
+        ** once) cannot be a trace: only a regular file. */
         unsigned char magic[6] = {0};
-        FILE *f = fopen(path, "rb");
-        size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
-        if (f) fclose(f);
+        sq_input in;
+        FILE *f = sq_input_fopen(path, 0, &in, err, errlen);
+        if (!f) {
+            sq_trace_close(t);
+            return -1;
+        }
+        size_t got = fread(magic, 1, sizeof magic, f);
+        fclose(f);
         t->workers = 1;
         t->has_weights = 0;
         t->nsteps = 1;
@@ -518,6 +603,11 @@ int sq_trace_open(const char *path, sq_trace *t, char *err, size_t errlen)
             rc = open_safetensors(path, t, err, errlen);
         }
         if (rc == 0) t->steps[0] = 0;
+        const char *dup; /* names from one file are unique already */
+        if (rc == 0 && index_params(t, &dup) < 0) {
+            sq_set_err(err, errlen, "%s: out of memory", path);
+            rc = -1;
+        }
     }
     if (rc) sq_trace_close(t);
     return rc;

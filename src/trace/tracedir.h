@@ -67,11 +67,12 @@ typedef struct sq_trace {
     uint64_t bytes;        /* data bytes of every file of every step */
     unsigned dtypes;       /* bit (1 << sq_st_dtype) for each dtype seen */
     size_t nignored;       /* single safetensors file: tensors that are not floats */
+    const sq_trace_param **byname; /* private: params sorted by name */
 } sq_trace;
 
 int sq_trace_open(const char *path, sq_trace *t, char *err, size_t errlen);
 void sq_trace_close(sq_trace *t);
-/* The index of the param called name, or -1. */
+/* The index of the param called name, or -1 (a binary search). */
 int sq_trace_param_index(const sq_trace *t, const char *name);
 /* The largest param's n. */
 uint64_t sq_trace_max_param(const sq_trace *t);

@@ -3,6 +3,7 @@
 */
 #include "train/corpus.h"
 #include "shardq.h"
+#include "trace/input.h"
 #include "trace/wfile.h"
 
 #include <dirent.h>
@@ -34,11 +35,10 @@ static int buf_reserve(text_buf *b, size_t more)
 ** left out as binary, -1 on error. */
 static int read_text_file(const char *path, off_t size, text_buf *b, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
+    /* opened without blocking: a FIFO put in its place since stat() is refused */
+    sq_input in;
+    FILE *f = sq_input_fopen(path, 0, &in, err, errlen);
+    if (!f) return -1;
     if (buf_reserve(b, (size_t)size + 1)) {
         fclose(f);
         sq_set_err(err, errlen, "%s: out of memory for %lld bytes of text", path,
@@ -93,7 +93,8 @@ static int walk(const char *path, int top, sq_corpus *c, text_buf *b, char *err,
     }
     if (!S_ISDIR(st.st_mode)) {
         if (top) {
-            sq_set_err(err, errlen, "%s: neither a file nor a directory", path);
+            sq_set_err(err, errlen, "%s: not a regular file or a directory (a FIFO or a "
+                       "device cannot be a corpus)", path);
             return -1;
         }
         c->skipped++;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void sq_world_set_error(sq_world *w, const char *fmt, ...)
 {
@@ -124,6 +125,28 @@ static int pad_unit(sq_world *w, uint64_t *unit)
     return SQ_OK;
 }
 
+/* Every byte of one iteration is counted in 64 bits, and the counters are
+** summed over links, collectives and workers. A worker sends at most P
+** elements on each wire it uses (N - 1 shards, or G - 1 sub-chunks of P / G),
+** so N times the bytes of P elements on all three wires bounds every sum;
+** past 2^64 the counts would wrap and print as small, wrong numbers. */
+static int check_counters(sq_world *w)
+{
+    const sq_wire *wires[3] = {&w->scheme.weight, &w->scheme.grad_intra, &w->scheme.grad_inter};
+    uint64_t per = 0;
+    int ov = 0;
+    for (int i = 0; i < 3; i++) {
+        uint64_t b = sq_wire_code_bytes(wires[i], w->padded) + sq_wire_meta_bytes(wires[i], w->padded);
+        if (__builtin_add_overflow(per, b, &per)) ov = 1;
+    }
+    (void)mul(per, (uint64_t)w->N, &ov);
+    if (!ov) return SQ_OK;
+    sq_world_set_error(w, "elements %llu on %d workers: the bytes of one iteration overflow "
+                          "the 64-bit traffic counters; use fewer elements or workers",
+                       (unsigned long long)w->n, w->N);
+    return SQ_ERR_ARG;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Opening and closing                                                      */
 /* ------------------------------------------------------------------------ */
@@ -143,6 +166,43 @@ static int alloc_wire(sq_world *w, int r, const sq_wire *wr, uint64_t n, sq_qbuf
 {
     int rc = sq_wire_alloc(w->workers[r].be, wr, n, q);
     return rc ? sq_world_fail(w, r, rc, what) : SQ_OK;
+}
+
+static uint64_t wire_bytes(const sq_wire *wr, uint64_t n)
+{
+    return sq_wire_code_bytes(wr, n) + sq_wire_meta_bytes(wr, n);
+}
+
+/* The bytes alloc_worker takes for one worker (keep the two in step), and
+** the host staging: what a world on the CPU needs beside the caller's. */
+static uint64_t world_bytes(const sq_world *w)
+{
+    const sq_scheme *s = &w->scheme;
+    const uint64_t P = w->padded, S = w->shard, Q = P / (uint64_t)w->topo.per_node;
+    uint64_t b = 4 * (2 * P + 2 * S);
+    if (w->N > 1) b += wire_bytes(&s->weight, P);
+    if (w->grad_path == SQ_GRAD_RING) b += 2 * wire_bytes(w->single_wire, S) + 4 * S;
+    if (w->grad_path == SQ_GRAD_A2A) b += 2 * wire_bytes(w->single_wire, P) + 4 * S;
+    if (w->grad_path == SQ_GRAD_TWOLEVEL)
+        b += 3 * wire_bytes(&s->grad_intra, P) + 2 * wire_bytes(&s->grad_inter, Q) + 8 * Q;
+    int ov = 0;
+    uint64_t all = mul(b, (uint64_t)w->N, &ov) + 4 * P;
+    return ov || all < 4 * P ? UINT64_MAX : all;
+}
+
+/* Workers on the CPU share its memory: a world larger than all of it would
+** be filled until the system killed the process, so it is refused first. */
+static int check_memory(sq_world *w, const char *device)
+{
+    if (device && strcmp(device, "cpu") != 0) return SQ_OK; /* on GPUs: their allocator says */
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || size <= 0) return SQ_OK;
+    uint64_t have = (uint64_t)pages * (uint64_t)size, need = world_bytes(w);
+    if (need <= have) return SQ_OK;
+    sq_world_set_error(w, "elements %llu on %d workers: the buffers take %.3g GB, more than the "
+                          "%.3g GB of memory; use fewer elements or workers",
+                       (unsigned long long)w->n, w->N, (double)need / 1e9, (double)have / 1e9);
+    return SQ_ERR_NOMEM;
 }
 
 /* Each worker gets the buffers of the paths the scheme runs on this
@@ -256,6 +316,7 @@ int sq_world_open(const sq_world_config *cfg, sq_world **out, char *err, size_t 
     }
     w->padded = P;
     w->shard = P / (uint64_t)N;
+    if ((rc = check_counters(w)) != SQ_OK) goto fail;
     w->traffic = calloc((size_t)N, sizeof *w->traffic);
     w->workers = calloc((size_t)N, sizeof *w->workers);
     if (!w->traffic || !w->workers) {
@@ -264,6 +325,7 @@ int sq_world_open(const sq_world_config *cfg, sq_world **out, char *err, size_t 
         goto fail;
     }
     if (!w->dry) {
+        if ((rc = check_memory(w, cfg->device)) != SQ_OK) goto fail;
         if ((rc = sq_placement_open(cfg->device ? cfg->device : "cpu", &w->pl, w->err,
                                     sizeof w->err)))
             goto fail;
@@ -311,6 +373,12 @@ uint64_t sq_world_elements(const sq_world *w) { return w->n; }
 uint64_t sq_world_padded(const sq_world *w) { return w->padded; }
 uint64_t sq_world_shard(const sq_world *w) { return w->shard; }
 uint64_t sq_world_pad_unit(const sq_world *w) { return w->unit; }
+uint64_t sq_world_shard_len(const sq_world *w, int r)
+{
+    if (r < 0 || r >= w->N) return 0;
+    uint64_t first = (uint64_t)r * w->shard;
+    return first >= w->n ? 0 : w->n - first < w->shard ? w->n - first : w->shard;
+}
 sq_grad_mode sq_world_grad_path(const sq_world *w) { return w->grad_path; }
 const sq_wire *sq_world_single_wire(const sq_world *w) { return w->single_wire; }
 struct sq_backend *sq_world_backend(const sq_world *w, int r)

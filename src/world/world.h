@@ -170,6 +170,11 @@ int sq_world_workers(const sq_world *w);
 uint64_t sq_world_elements(const sq_world *w); /* n */
 uint64_t sq_world_padded(const sq_world *w);   /* n rounded up by the padding rule */
 uint64_t sq_world_shard(const sq_world *w);    /* padded / N */
+/* The elements of the model in worker r's shard: min(shard, n - r * shard),
+** 0 for a shard of padding only. A shard can be larger than the whole model
+** (1000 elements on 8 workers with groups of 2048 pad to 8 shards of 2048),
+** so a caller's shard buffers need sq_world_shard() elements, not n / N or n. */
+uint64_t sq_world_shard_len(const sq_world *w, int r);
 /* The unit the padding rounds to, so that tests can check the rule. */
 uint64_t sq_world_pad_unit(const sq_world *w);
 /* The backend that holds worker r's buffers (NULL in a dry world). */

@@ -1,0 +1,69 @@
+/*
+** input.h -- what the readers share: opening an input file so that it
+** cannot hang or flood them, and the check for duplicate keys in JSON.
+**
+** An input must be a regular file. A FIFO would block open() until some
+** writer came (forever, if none does) and a device such as /dev/zero never
+** ends, so both are refused by name before a byte is read; the open itself
+** is non-blocking, so a FIFO cannot hang it. Standard input ("-" or
+** /dev/stdin) is the one exception, where the caller allows it: it may be
+** a pipe, and what comes through a pipe is bounded by SQ_INPUT_STREAM_MAX
+** bytes (the readers check a header's promise against it before reading).
+**
+** JSON objects with the same key twice are legal to cJSON, which keeps both
+** and finds the first; a manifest or header that says `steps` twice would
+** silently lose one. sq_json_dup_key finds such keys in linear time.
+*/
+#ifndef SQ_TRACE_INPUT_H
+#define SQ_TRACE_INPUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most bytes a reader takes from a pipe on standard input. */
+#define SQ_INPUT_STREAM_MAX ((uint64_t)1 << 32)
+
+/* Flags of sq_input_open. */
+#define SQ_INPUT_STDIN 1 /* "-" and /dev/stdin are standard input, may be a pipe */
+
+typedef struct sq_input {
+    int fd;        /* open for reading, blocking, close-on-exec */
+    int stream;    /* 1: a pipe on standard input, size unknown */
+    uint64_t size; /* the size of a regular file */
+} sq_input;
+
+/* 1 when path names standard input ("-" or /dev/stdin). */
+int sq_input_is_stdin(const char *path);
+
+/* Opens path for reading into *in. Fails, naming path, when it cannot be
+** opened, is a directory ("is a directory"), or is not a regular file
+** ("not a regular file (a FIFO)"); with SQ_INPUT_STDIN, standard input may
+** also be a pipe or FIFO. Never blocks. */
+int sq_input_open(const char *path, int flags, sq_input *in, char *err, size_t errlen);
+
+/* The same as a stdio stream (*in gets the fd's facts; fclose closes it). */
+FILE *sq_input_fopen(const char *path, int flags, sq_input *in, char *err, size_t errlen);
+
+/* The string of keys[0..n) given twice whose second occurrence comes first
+** (the one a reader in order meets first), or NULL. Sorting makes it
+** n log n where comparing every pair is quadratic (100k names: a minute).
+** *oom is set to 1 when out of memory (and NULL returned). */
+const char *sq_dup_string(const char *const *keys, size_t n, int *oom);
+
+struct cJSON;
+/* Looks for a key given twice in any object of the JSON tree v (objects in
+** arrays and objects included). Returns 0 when there is none, 1 with *key
+** the duplicated key and where[0..wherelen) the path of its object, e.g.
+** "the top level", "params[3]" or "model.layers", and -1 when out of
+** memory. */
+int sq_json_dup_key(const struct cJSON *v, const char **key, char *where, size_t wherelen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
