@@ -3,7 +3,10 @@
 # its trace, the replay sweep, the training comparison, a bench run, the cost
 # model, the report), it prints the three lines and where the report is, a
 # second run resumes without running anything again, and bad options fail.
-# The full-size demo takes minutes; the README gives its output and time.
+# Then paths the recipe reader would cut (" ;", 300 characters), a second
+# demo into the same directory, and a bench run of other options already in
+# the database. The full-size demo takes minutes; the README gives its output
+# and time. tests/cli_demo_resume.sh kills demos and changes their options.
 
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
@@ -69,5 +72,57 @@ c = sqlite3.connect(sys.argv[1])
 k = dict(c.execute("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
 assert k == {"train": 6, "replay": 42, "bench": 1, "model": 1}, k
 ' "$T/d/shardq.db"
+
+# --- paths the recipe reader would cut, two demos, a foreign bench run -------
+# The corpus's path holds " ;", where the recipe reader (libinih) starts a
+# comment, beside a directory named like the part before it that holds other
+# text, and is over 300 characters, longer than the reader's lines; so is
+# the output directory's. Every training run must read the same text.
+long=$T/$(printf 'p%.0s' $(seq 1 140))/$(printf 'q%.0s' $(seq 1 140))
+mkdir -p "$long/c" "$long/out ;d"
+cp "$T/corpus.txt" "$long/c ;x.txt"
+for i in $(seq 1 200); do echo "other text $i: pack my box with five dozen liquor jugs"; done \
+  >"$long/c/decoy.txt"
+out="$long/out ;d"
+ok "the paths are over 300 characters" test "$(printf %s "$long/c ;x.txt" | wc -c)" -gt 300
+# a bench run of other sizes: not the demo's
+ok "a bench run of other options" "$SHARDQ" bench --db "$out/shardq.db" --sizes 1 \
+  --min-time 0.01 --ops quantize
+"$SHARDQ" demo --tiny --steps 4 --corpus "$long/c ;x.txt" --out "$out" >"$T/paths.txt" 2>&1 &
+demo=$!
+for _ in $(seq 1 1200); do
+  grep -q '^\[1/6' "$T/paths.txt" && break
+  sleep 0.05
+done
+expect_fail_with 75 "--out $out: another demo (pid $demo) is writing into this directory" \
+  "$SHARDQ" demo --tiny --steps 4 --corpus "$T/corpus.txt" --out "$out"
+wait "$demo"
+status=$?
+cat "$T/paths.txt" >"$sq_tmp/out"
+ok "the demo with those paths completes" test "$status" -eq 0
+pyrun "every training run read the same copy of the corpus, in the output directory" '
+import os
+c = sqlite3.connect(sys.argv[1])
+paths = {json.loads(r[0])["corpus"] for r in
+         c.execute("SELECT config FROM runs WHERE kind = \"train\" AND status = \"done\"")}
+assert len(paths) == 1, paths
+p = paths.pop()
+assert os.path.dirname(p) == sys.argv[2] and os.path.basename(p).startswith("corpus-"), p
+assert open(p, "rb").read() == open(sys.argv[3], "rb").read()
+assert c.execute("SELECT count(*) FROM runs WHERE kind = \"train\"").fetchone()[0] == 6
+' "$out/shardq.db" "$out" "$long/c ;x.txt"
+pyrun "the recipes hold no value the reader would cut" '
+for f in sys.argv[1:]:
+    for n, line in enumerate(open(f), 1):
+        assert len(line) < 190, (f, n, len(line))
+        assert line.startswith(";") or ";" not in line and "#" not in line, (f, n, line)
+' "$out/demo-train.ini" "$out/demo-replay.ini"
+ok "the demo did not take the other bench run for its own" sh -c '! grep -q "bench run" "$0"' \
+  "$T/paths.txt"
+pyrun "... and ran its own" '
+c = sqlite3.connect(sys.argv[1])
+n = c.execute("SELECT count(*) FROM runs WHERE kind = \"bench\" AND status = \"done\"").fetchone()
+assert n[0] == 2, n
+' "$out/shardq.db"
 
 finish

@@ -2,8 +2,10 @@
 # `shardq trace info` and `shardq replay` say about broken traces: a missing
 # manifest, step or file, a truncated file, a header that lies, a tensor that
 # differs from the manifest, a dtype that is not a float, NaN and Inf values,
-# zero-sized tensors. Every error must name the file and the field, exit 1,
-# and never crash.
+# zero-sized tensors, a file of another trace. Every error must name the file
+# and the field, exit 1, and never crash. And one writer per directory: a
+# second writer is refused while the first runs, an unfinished trace is taken
+# up by the same command run again and refused to any other.
 
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
@@ -48,6 +50,13 @@ ok "synth creates missing parent directories" "$SHARDQ" trace synth --steps 1 --
   "$T/new/parents/tr"
 ok "... and the trace is there" "$SHARDQ" trace info "$T/new/parents/tr"
 expect_fail_with 2 "--params" "$SHARDQ" trace synth --params "x" "$T/bad1"
+# a list with a hole in it is an error, not a shorter list
+expect_fail_with 2 "--params" "$SHARDQ" trace synth --params "x:10x" "$T/bad1"
+expect_fail_with 2 "--params" "$SHARDQ" trace synth --params "a:4,,b:2" "$T/bad1"
+expect_fail_with 2 "--params" "$SHARDQ" trace synth --params "a:4x,b:2" "$T/bad1"
+expect_fail_with 2 "--lr: it moves the weights, and --no-weights writes none" \
+  "$SHARDQ" trace synth --no-weights --lr 2 --params "x:10" "$T/bad1"
+ok "... and none of them left a directory" test ! -e "$T/bad1"
 expect_fail_with 2 "--dtype" "$SHARDQ" trace synth --dtype I32 "$T/bad2"
 expect_fail_with 1 "field 'topology'" "$SHARDQ" trace synth --workers 3 --topology 2x2 \
   --params x:4 "$T/bad3"
@@ -197,6 +206,45 @@ expect_fail_with 1 "write failed" sh -c "trap '' XFSZ; ulimit -f 128; exec \"\$0
 ok "the cut-short trace has no manifest, so it is refused" test ! -e "$T/full/manifest.json"
 expect_fail_with 1 "no manifest.json" "$SHARDQ" trace info "$T/full"
 ok "and no partial file is left" sh -c "! ls '$T'/full/step-*/ | grep -q tmp"
+expect_fail_with 1 "full: holds the unfinished trace of another writer (pid" \
+  "$SHARDQ" trace synth --params "x:100000" --seed 2 "$T/full"
+ok "the same command again takes up its unfinished trace" \
+  "$SHARDQ" trace synth --params "x:100000" "$T/full"
+ok "... and finishes it, with no writer file left" sh -c \
+  '"$0" trace info "$1" >/dev/null && test ! -e "$1/.shardq-writer"' "$SHARDQ" "$T/full"
+
+# --- one writer per directory ------------------------------------------------
+# a writer that runs long (it is killed below): the second one is refused,
+# named by the first one's pid, while the first keeps writing
+"$SHARDQ" trace synth --steps 100000 --params "x:100000" "$T/two" >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 1 600); do
+  grep -q "^pid $first\$" "$T/two/.shardq-writer" 2>/dev/null && break
+  sleep 0.05
+done
+expect_fail_with 1 "two: another process (pid $first) is writing a trace into this directory" \
+  "$SHARDQ" trace synth --steps 1 --params "x:100000" "$T/two"
+kill -9 "$first"
+wait "$first" 2>/dev/null
+expect_fail_with 1 "two: holds the unfinished trace of another writer (pid $first" \
+  "$SHARDQ" trace synth --steps 1 --params "x:100000" "$T/two"
+expect_fail_with 1 "no manifest.json" "$SHARDQ" trace info "$T/two"
+
+# a file of another trace, of the same shapes, is refused by name
+"$SHARDQ" trace synth --steps 3 --workers 2 --params "a:40,b:8x8" --seed 7 "$T/other" \
+  >/dev/null 2>&1
+broken mixed
+cp "$T/other/step-000002/grads-w01.safetensors" "$T/mixed/step-000002/grads-w01.safetensors"
+expect_fail_with 1 "mixed/step-000002/grads-w01.safetensors: field 'trace_id'" \
+  "$SHARDQ" trace info "$T/mixed"
+expect_fail_with 1 "a file of another trace" "$SHARDQ" replay --no-db "$T/mixed"
+"$SHARDQ" trace info --json "$T/good" >"$T/info-id.json"
+pyjson "info --json: the trace's id, which every file carries" "$T/info-id.json" "
+import struct
+assert len(d['id']) == 32, d['id']
+f = open(sys.argv[1].replace('info-id.json', 'good/step-000003/weights.safetensors'), 'rb').read()
+n = struct.unpack('<Q', f[:8])[0]
+assert json.loads(f[8:8 + n])['__metadata__']['trace_id'] == d['id']"
 
 # usage errors
 expect_fail_with 2 "unknown command 'inof'" "$SHARDQ" trace inof "$T/tr"

@@ -15,20 +15,34 @@
 ** run in this process, every result goes to one database in the output
 ** directory, and each run carries a key: a demo interrupted at any point
 ** completes by running it again, and a finished one reruns in seconds.
+**
+** A configuration (the options and the corpus's bytes) is named by the
+** capture run's key, which holds all of them: another --steps, --tiny or
+** corpus is another capture into its own trace directory, so the keys of
+** the sweeps after it (which hold the trace's and the corpus's paths) are
+** new too, and the lines printed and the report read that configuration's
+** runs only. The corpus is read from a copy named by its hash in the output
+** directory, which the recipes can name safely (libinih cannot quote). One
+** demo at a time holds the directory (a lock file).
 */
 #define _GNU_SOURCE /* realpath */
 #include "cli.h"
+#include "recipe.h"
 #include "store/store.h"
+#include "train/corpus.h"
 
 #include <sqlite3.h>
 
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,8 +55,11 @@ static const char demo_usage[] =
     "the Hadamard transform and every preset over that trace; trains the main\n"
     "presets for comparison; measures the codec kernels; predicts the speedup on\n"
     "the SDP4Bit A100 cluster with the cost model; and writes a report (about\n"
-    "four minutes on 2 cores). Everything lands in DIR: shardq.db, the trace,\n"
-    "the recipes it ran, and report/index.html. Run it again to resume.\n"
+    "four minutes on 2 cores). Everything lands in DIR: shardq.db, the trace\n"
+    "(trace-ID, and the link trace), the copy of the corpus it trains on\n"
+    "(corpus-HASH.txt), the recipes it ran, and report/index.html. Run it again\n"
+    "to resume: it says what it reuses. Other options or another corpus in the\n"
+    "same DIR are another configuration, run afresh beside the first.\n"
     "\n"
     "options:\n"
     "  --out DIR        where everything goes (default shardq-demo)\n"
@@ -51,21 +68,37 @@ static const char demo_usage[] =
     "  --steps N        training steps of each run (default 200)\n"
     "  --tiny           a 1-layer, 32-wide model on 1x2 workers and a short\n"
     "                   sweep: the whole tour in seconds (a smoke test)\n"
-    "  -h, --help       this text\n";
+    "  -h, --help       this text\n"
+    "\n"
+    "Exit status: 0 done, 1 error, 2 usage, 75 another demo is writing into DIR.\n";
 
 /* The presets compared by training: the baseline, the paper's weight and
 ** gradient halves, SDP4Bit itself and ZeRO++ at 4 bits. */
 static const char demo_presets[] = "qw, qwd, tlqhs, sdp4bit, zeropp";
 
+/* Run ids, for the queries and the report of one configuration. */
+typedef struct idset {
+    int64_t *v;
+    size_t n, cap;
+} idset;
+
 typedef struct demo {
     char out[PATH_MAX];
     char db[PATH_MAX + 16];
-    char trace[PATH_MAX + 16];
     char report[PATH_MAX + 16];
-    const char *corpus;
+    const char *corpus_src;   /* the text the user gave, or the default */
+    char corpus[PATH_MAX + 64]; /* OUT/corpus-HASH.txt: what every run trains on */
+    char corpus_name[64];     /* corpus-HASH.txt */
+    char corpus_id[64];       /* fnv1a64:HASH:BYTES */
+    char trace[PATH_MAX + 64]; /* OUT/trace-ID, one per capture key */
+    char trace_name[64];      /* trace-ID */
+    char key[2048];           /* the capture run's key */
     int steps, tiny;
     char every[32]; /* a quarter of the steps: evaluations and captured steps */
     double t0;
+    /* the done runs of this configuration, found as each phase ends */
+    int64_t capture_run, bench_run, model_run;
+    idset replays, trains, all;
 } demo;
 
 static double now(void)
@@ -97,6 +130,299 @@ static int run(int (*cmd)(int, char **), const char *const *args)
     return rc;
 }
 
+/* 64-bit FNV-1a of n bytes, from h: the corpus's identity and the capture
+** key's short name. */
+#define FNV_BASIS 0xcbf29ce484222325ULL
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static int idset_add(idset *s, int64_t id)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        int64_t *v = realloc(s->v, cap * sizeof *v);
+        if (!v) return -1;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = id;
+    return 0;
+}
+
+/* "1,2,3" (malloc'd; "0" for none, which matches no run). */
+static char *idset_sql(const idset *s)
+{
+    char *p = malloc(s->n * 21 + 2);
+    if (!p) return NULL;
+    size_t len = 0;
+    p[0] = '0', p[1] = '\0';
+    for (size_t i = 0; i < s->n; i++)
+        len += (size_t)sprintf(p + len, "%s%lld", i ? "," : "", (long long)s->v[i]);
+    return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* One writer per output directory                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Locks OUT/.shardq-demo.lock for the life of this demo: two demos in one
+** directory would delete each other's figures and mix their runs. Returns
+** the descriptor, or -1 (said on stderr; *busy when another demo holds it). */
+static int lock_out(const demo *d, int *busy)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/.shardq-demo.lock", d->out);
+    *busy = 0;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        fprintf(stderr, "shardq demo: %s: cannot create: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char buf[64] = "";
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        long pid = 0;
+        if (n > 0) buf[n] = '\0', sscanf(buf, "pid %ld", &pid);
+        close(fd);
+        if (e != EWOULDBLOCK) {
+            fprintf(stderr, "shardq demo: %s: cannot lock: %s\n", path, strerror(e));
+            return -1;
+        }
+        *busy = 1;
+        fprintf(stderr, "shardq demo: --out %s: another demo", d->out);
+        if (pid > 0) fprintf(stderr, " (pid %ld)", pid);
+        fprintf(stderr, " is writing into this directory; wait for it to finish, or give "
+                "another --out\n");
+        return -1;
+    }
+    char text[32];
+    int len = snprintf(text, sizeof text, "pid %ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len) {
+        fprintf(stderr, "shardq demo: %s: cannot write: %s\n", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The corpus                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The corpus's bytes in the order it was read: the loader deals them into
+** training and validation blocks (corpus.h), and this deals them back. */
+static void join_blocks(const sq_corpus *c, uint8_t *all)
+{
+    size_t len = c->ntrain + c->nval, at = 0, ti = 0, vi = 0;
+    size_t block = len >= 10 * (size_t)SQ_CORPUS_BLOCK ? SQ_CORPUS_BLOCK : len / 10;
+    for (size_t k = 0; at < len; k++) {
+        size_t n = len - at < block ? len - at : block;
+        if (k % 10 == 9) memcpy(all + at, c->val + vi, n), vi += n;
+        else memcpy(all + at, c->train + ti, n), ti += n;
+        at += n;
+    }
+}
+
+/* Whether the file at path holds exactly data[0..len). */
+static int holds(const char *path, const uint8_t *data, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    uint8_t buf[65536];
+    size_t at = 0, n;
+    int same = 1;
+    while (same && (n = fread(buf, 1, sizeof buf, f)) > 0) {
+        same = at + n <= len && memcmp(buf, data + at, n) == 0;
+        at += n;
+    }
+    fclose(f);
+    return same && at == len;
+}
+
+/* Every run trains on OUT/corpus-HASH.txt, a copy of the corpus's bytes
+** named by their hash: the recipes refer to it by that name (a path as
+** written by the user could hold what the recipe reader takes for a
+** comment, or be longer than its lines), and the keys of the runs, which
+** hold its real path, change when the text does. */
+static int take_corpus(demo *d)
+{
+    char err[2048];
+    sq_corpus c, copy;
+    if (sq_corpus_load(d->corpus_src, &c, err, sizeof err)) {
+        fprintf(stderr, "shardq demo: --corpus: %s\n", err);
+        return CLI_RUNTIME;
+    }
+    size_t len = c.ntrain + c.nval;
+    uint8_t *all = malloc(len);
+    if (!all) {
+        fprintf(stderr, "shardq demo: --corpus %s: out of memory for %zu bytes\n",
+                d->corpus_src, len);
+        sq_corpus_free(&c);
+        return CLI_RUNTIME;
+    }
+    join_blocks(&c, all);
+    uint64_t h = fnv1a(all, len, FNV_BASIS);
+    snprintf(d->corpus_name, sizeof d->corpus_name, "corpus-%016llx.txt", (unsigned long long)h);
+    snprintf(d->corpus_id, sizeof d->corpus_id, "fnv1a64:%016llx:%zu", (unsigned long long)h,
+             len);
+    snprintf(d->corpus, sizeof d->corpus, "%s/%s", d->out, d->corpus_name);
+    int rc = CLI_OK;
+    if (!holds(d->corpus, all, len) && cli_write_file("demo", d->corpus, all, len))
+        rc = CLI_RUNTIME;
+    /* the copy must train exactly like the original */
+    if (rc == CLI_OK) {
+        if (sq_corpus_load(d->corpus, &copy, err, sizeof err)) {
+            fprintf(stderr, "shardq demo: %s\n", err);
+            rc = CLI_RUNTIME;
+        } else {
+            if (copy.ntrain != c.ntrain || copy.nval != c.nval ||
+                memcmp(copy.train, c.train, c.ntrain) || memcmp(copy.val, c.val, c.nval)) {
+                fprintf(stderr, "shardq demo: %s: the copy of --corpus %s does not read as the "
+                        "same text\n", d->corpus, d->corpus_src);
+                rc = CLI_RUNTIME;
+            }
+            sq_corpus_free(&copy);
+        }
+    }
+    if (rc == CLI_OK)
+        printf("corpus: %s, %zu bytes in %zu file%s, trained on as %s\n", d->corpus_src, len,
+               c.files, c.files == 1 ? "" : "s", d->corpus_name);
+    free(all);
+    sq_corpus_free(&c);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Recipes                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A recipe being written. The recipe reader (libinih) has no quoting: a
+** value with ';' or '#' is cut at the comment, spaces around it are
+** dropped, a newline ends it, and a line is at most 200 bytes. A value it
+** would not read back as written is refused, by name. */
+typedef struct ini {
+    const char *path;
+    char text[8192];
+    size_t len;
+    int bad;
+} ini;
+
+static void ini_raw(ini *b, const char *text)
+{
+    size_t n = strlen(text);
+    if (b->len + n >= sizeof b->text) {
+        fprintf(stderr, "shardq demo: %s: the recipe is too long\n", b->path);
+        b->bad = 1;
+        return;
+    }
+    memcpy(b->text + b->len, text, n + 1);
+    b->len += n;
+}
+
+static void ini_kv(ini *b, const char *key, const char *value)
+{
+    const char *why = NULL;
+    size_t n = strlen(value);
+    if (strpbrk(value, ";#"))
+        why = "it holds ';' or '#', which the recipe reader takes for a comment";
+    else if (strpbrk(value, "\n\r"))
+        why = "it holds a line break";
+    else if (n && (isspace((unsigned char)value[0]) || isspace((unsigned char)value[n - 1])))
+        why = "it starts or ends with a space, which the recipe reader drops";
+    else if (strlen(key) + n + 4 > 190)
+        why = "the line would be longer than the recipe reader's 200 bytes";
+    if (why) {
+        fprintf(stderr, "shardq demo: %s: cannot write %s = '%s': %s\n", b->path, key, value,
+                why);
+        b->bad = 1;
+        return;
+    }
+    ini_raw(b, key);
+    ini_raw(b, " = ");
+    ini_raw(b, value);
+    ini_raw(b, "\n");
+}
+
+static int ini_write(ini *b)
+{
+    if (b->bad) return CLI_RUNTIME;
+    return cli_write_file("demo", b->path, b->text, b->len) ? CLI_RUNTIME : CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The database                                                             */
+/* ------------------------------------------------------------------------ */
+
+static int open_db(const demo *d, sq_store **s)
+{
+    char err[1024];
+    if (sq_store_open(d->db, SQ_STORE_BUSY_MS, 0, s, err, sizeof err)) {
+        fprintf(stderr, "shardq demo: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The done run with this key: its id, 0 when there is none. */
+static int64_t run_by_key(sqlite3 *db, const char *key)
+{
+    sqlite3_stmt *st;
+    int64_t id = 0;
+    if (sqlite3_prepare_v2(db, "SELECT id FROM runs WHERE key = ?1 AND status = 'done'", -1, &st,
+                           NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return id;
+}
+
+/* The done runs of every configuration of the recipe at path, into *ids
+** (and d->all): a phase is done only when all of them are. */
+static int recipe_runs(demo *d, const char *path, idset *ids)
+{
+    recipe r;
+    char err[2048];
+    sq_store *s;
+    if (recipe_load(path, NULL, &r, err, sizeof err)) {
+        fprintf(stderr, "shardq demo: %s\n", err);
+        return CLI_RUNTIME;
+    }
+    if (open_db(d, &s)) {
+        recipe_free(&r);
+        return CLI_RUNTIME;
+    }
+    size_t missing = 0;
+    int oom = 0;
+    for (size_t i = 0; i < r.nruns; i++) {
+        int64_t id = run_by_key(sq_store_db(s), r.runs[i].key);
+        if (id <= 0) missing++;
+        else oom |= idset_add(ids, id) || idset_add(&d->all, id);
+    }
+    sq_store_close(s);
+    size_t n = r.nruns;
+    recipe_free(&r);
+    if (oom) {
+        fprintf(stderr, "shardq demo: out of memory\n");
+        return CLI_RUNTIME;
+    }
+    if (missing) {
+        fprintf(stderr, "shardq demo: %s: %zu of its %zu runs are not done in %s\n", path,
+                missing, n, d->db);
+        return CLI_RUNTIME;
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The phases                                                               */
+/* ------------------------------------------------------------------------ */
+
 /* The model options of every training run. */
 static void model_args(const demo *d, const char **a, int *n)
 {
@@ -112,115 +438,281 @@ static void model_args(const demo *d, const char **a, int *n)
     } else {
         a[(*n)++] = "--workers", a[(*n)++] = "2x4";
     }
-    if (d->corpus) a[(*n)++] = "--corpus", a[(*n)++] = d->corpus;
+    a[(*n)++] = "--corpus", a[(*n)++] = d->corpus;
+}
+
+/* The capture run's key: every option of the run and the corpus's hash,
+** so that another --steps, --tiny or text is another run, with its own
+** trace directory (named by the key's hash), never the old one reused. */
+static void capture_key(demo *d)
+{
+    const char *a[64];
+    int n = 0;
+    model_args(d, a, &n);
+    size_t len = (size_t)snprintf(d->key, sizeof d->key, "demo/capture;scheme=baseline;"
+                                  "capture-every=%s", d->every);
+    for (int i = 0; i + 1 < n; i += 2)
+        if (strcmp(a[i], "--corpus"))
+            len += (size_t)snprintf(d->key + len, sizeof d->key - len, ";%s=%s", a[i] + 2,
+                                    a[i + 1]);
+    snprintf(d->key + len, sizeof d->key - len, ";corpus=%s", d->corpus_id);
+    snprintf(d->trace_name, sizeof d->trace_name, "trace-%016llx",
+             (unsigned long long)fnv1a(d->key, strlen(d->key), FNV_BASIS));
+    snprintf(d->trace, sizeof d->trace, "%s/%s", d->out, d->trace_name);
+}
+
+/* OUT/trace: a link to the trace of the configuration run last. A trace
+** directory of that name (from an older demo) is left alone. */
+static void link_trace(const demo *d)
+{
+    char link[PATH_MAX + 16], tmp[PATH_MAX + 48];
+    struct stat st;
+    snprintf(link, sizeof link, "%s/trace", d->out);
+    if (lstat(link, &st) == 0 && !S_ISLNK(st.st_mode)) {
+        printf("%s is not a link: left as it is (this trace is %s)\n", link, d->trace);
+        return;
+    }
+    snprintf(tmp, sizeof tmp, "%s/.trace.%ld", d->out, (long)getpid());
+    unlink(tmp);
+    if (symlink(d->trace_name, tmp) != 0 || rename(tmp, link) != 0) {
+        fprintf(stderr, "shardq demo: %s: cannot link it to %s: %s\n", link, d->trace_name,
+                strerror(errno));
+        unlink(tmp);
+    }
 }
 
 static int step_capture(demo *d)
 {
     phase(d, 1, "training the GPT under the baseline, capturing a trace of its weights and "
                 "gradients");
+    sq_store *s;
+    if (open_db(d, &s)) return CLI_RUNTIME;
+    int64_t id = run_by_key(sq_store_db(s), d->key);
+    sq_store_close(s);
+    if (id > 0)
+        printf("reusing capture run %lld (same options, same corpus) and its trace %s\n",
+               (long long)id, d->trace_name);
+    /* a trace cut short by a kill carries this key: the training takes it up */
     const char *a[64] = {"train", "--scheme", "baseline", "--db", d->db, "--key",
-                         "demo/capture", "--sweep", "demo-train", "--capture", d->trace,
+                         d->key, "--sweep", "demo-train", "--capture", d->trace,
                          "--capture-every", d->every};
     int n = 13;
     model_args(d, a, &n);
     a[n] = NULL;
-    return run(cmd_train, a);
+    int rc = run(cmd_train, a);
+    if (rc != CLI_OK) return rc;
+    if (open_db(d, &s)) return CLI_RUNTIME;
+    d->capture_run = run_by_key(sq_store_db(s), d->key);
+    sq_store_close(s);
+    if (d->capture_run <= 0) {
+        fprintf(stderr, "shardq demo: the capture run is not done in %s\n", d->db);
+        return CLI_RUNTIME;
+    }
+    if (idset_add(&d->trains, d->capture_run) || idset_add(&d->all, d->capture_run)) {
+        fprintf(stderr, "shardq demo: out of memory\n");
+        return CLI_RUNTIME;
+    }
+    link_trace(d);
+    return CLI_OK;
 }
 
 static int step_replays(demo *d)
 {
     phase(d, 2, "sweeping bits x group sizes x Hadamard, and every preset over 3 seeds, on the "
                 "trace");
-    char path[PATH_MAX + 32], text[2048];
+    ini b = {.path = NULL};
+    char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/demo-replay.ini", d->out);
-    snprintf(text, sizeof text,
-             "; demo-replay.ini -- written by `shardq demo`: the quantization ablation on\n"
-             "; the trace the demo's baseline training captured.\n\n"
-             "[sweep]\nname = demo-replay\ntrace = trace\nworkers = %s\nseeds = 1\n\n"
-             "[grid gradients]\npresets = sdp4bit\npaths = grad\ngrad.bits = %s\n"
-             "grad.group = %s\ngrad.hadamard = 0, 32\n\n"
-             "[grid presets]\npresets = baseline, qw, qwd, ulq, tlq, tlqhs, sdp4bit, zeropp, "
-             "zeropp8, qsdp\nseeds = 1, 2, 3\n",
-             d->tiny ? "1x2" : "2x4", d->tiny ? "2, 4, 8" : "2, 3, 4, 6, 8",
-             d->tiny ? "32, 128" : "32, 128, 512, 2048");
-    if (cli_write_file("demo", path, text, strlen(text))) return CLI_RUNTIME;
+    b.path = path;
+    ini_raw(&b, "; demo-replay.ini -- written by `shardq demo`: the quantization ablation on\n"
+                "; the trace the demo's baseline training captured.\n\n[sweep]\n");
+    ini_kv(&b, "name", "demo-replay");
+    ini_kv(&b, "trace", d->trace_name);
+    ini_kv(&b, "workers", d->tiny ? "1x2" : "2x4");
+    ini_kv(&b, "seeds", "1");
+    ini_raw(&b, "\n[grid gradients]\n");
+    ini_kv(&b, "presets", "sdp4bit");
+    ini_kv(&b, "paths", "grad");
+    ini_kv(&b, "grad.bits", d->tiny ? "2, 4, 8" : "2, 3, 4, 6, 8");
+    ini_kv(&b, "grad.group", d->tiny ? "32, 128" : "32, 128, 512, 2048");
+    ini_kv(&b, "grad.hadamard", "0, 32");
+    ini_raw(&b, "\n[grid presets]\n");
+    ini_kv(&b, "presets", "baseline, qw, qwd, ulq, tlq, tlqhs, sdp4bit, zeropp, zeropp8, qsdp");
+    ini_kv(&b, "seeds", "1, 2, 3");
+    int rc = ini_write(&b);
+    if (rc != CLI_OK) return rc;
     const char *a[] = {"sweep", "--db", d->db, path, NULL};
-    return run(cmd_sweep, a);
+    rc = run(cmd_sweep, a);
+    return rc != CLI_OK ? rc : recipe_runs(d, path, &d->replays);
 }
 
 static int step_training(demo *d)
 {
     phase(d, 3, "training the same model under the main presets (same data, same seed)");
-    char path[PATH_MAX + 32], text[2048], opts[1024] = "";
+    ini b = {.path = NULL};
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/demo-train.ini", d->out);
+    b.path = path;
+    ini_raw(&b, "; demo-train.ini -- written by `shardq demo`: the main presets trained like\n"
+                "; the demo's baseline (its run is the capture, in the same sweep).\n\n[sweep]\n");
+    ini_kv(&b, "name", "demo-train");
+    ini_kv(&b, "command", "train");
+    ini_kv(&b, "workers", d->tiny ? "1x2" : "2x4");
+    ini_kv(&b, "seeds", "1");
+    ini_kv(&b, "corpus", d->corpus_name);
+    ini_raw(&b, "\n[grid presets]\n");
+    ini_kv(&b, "presets", demo_presets);
+    /* the same options as recipe keys, but the workers and corpus */
     const char *a[64];
     int n = 0;
     model_args(d, a, &n);
-    /* the same options as recipe keys, but the workers and corpus */
-    for (int i = 0; i + 1 < n; i += 2) {
-        if (!strcmp(a[i], "--workers") || !strcmp(a[i], "--corpus")) continue;
-        size_t len = strlen(opts);
-        snprintf(opts + len, sizeof opts - len, "%s = %s\n", a[i] + 2, a[i + 1]);
-    }
-    snprintf(text, sizeof text,
-             "; demo-train.ini -- written by `shardq demo`: the main presets trained like\n"
-             "; the demo's baseline (its run is the capture, in the same sweep).\n\n"
-             "[sweep]\nname = demo-train\ncommand = train\nworkers = %s\nseeds = 1\n%s%s%s\n"
-             "[grid presets]\npresets = %s\n",
-             d->tiny ? "1x2" : "2x4", d->corpus ? "corpus = " : "", d->corpus ? d->corpus : "",
-             d->corpus ? "\n" : "", demo_presets);
-    size_t len = strlen(text);
-    snprintf(text + len, sizeof text - len, "%s", opts);
-    snprintf(path, sizeof path, "%s/demo-train.ini", d->out);
-    if (cli_write_file("demo", path, text, strlen(text))) return CLI_RUNTIME;
+    for (int i = 0; i + 1 < n; i += 2)
+        if (strcmp(a[i], "--workers") && strcmp(a[i], "--corpus")) ini_kv(&b, a[i] + 2, a[i + 1]);
+    int rc = ini_write(&b);
+    if (rc != CLI_OK) return rc;
     const char *s[] = {"sweep", "--db", d->db, path, NULL};
-    return run(cmd_sweep, s);
+    rc = run(cmd_sweep, s);
+    return rc != CLI_OK ? rc : recipe_runs(d, path, &d->trains);
 }
 
-/* Whether the database holds a finished run of this kind: bench and model
-** runs carry no key, so the demo looks before it runs them again. */
-static int have_done(const demo *d, const char *kind, int *out)
+/* The newest done run that sql (one '?1' .. '?3' parameters at most, as
+** text) selects: bench and model runs carry no key, so the demo looks for
+** one with its own options. */
+static int64_t find_run(const demo *d, const char *sql, const char *p1, const char *p2,
+                        double p3)
 {
-    char err[1024];
     sq_store *s;
-    *out = 0;
-    if (sq_store_open(d->db, SQ_STORE_BUSY_MS, 0, &s, err, sizeof err)) {
-        fprintf(stderr, "shardq demo: %s\n", err);
-        return -1;
-    }
+    if (open_db(d, &s)) return -1;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(sq_store_db(s), "SELECT count(*) FROM runs WHERE kind = ?1 AND "
-                           "status = 'done'", -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW) *out = sqlite3_column_int(st, 0) > 0;
+    int64_t id = 0;
+    if (sqlite3_prepare_v2(sq_store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "shardq demo: %s: %s\n", d->db, sqlite3_errmsg(sq_store_db(s)));
+        id = -1;
+    } else {
+        if (p1) sqlite3_bind_text(st, 1, p1, -1, SQLITE_STATIC);
+        if (p2) sqlite3_bind_text(st, 2, p2, -1, SQLITE_STATIC);
+        if (p3 > 0) sqlite3_bind_double(st, 3, p3);
+        if (sqlite3_step(st) == SQLITE_ROW) id = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
     }
     sq_store_close(s);
-    if (*out) printf("already done: a %s run is in %s\n", kind, d->db);
-    return 0;
+    return id;
 }
+
+static const char bench_ops[] = "quantize,quantize-nh,dequantize,quantize-8,sum-requant";
+static const char bench_ops_json[] =
+    "[\"quantize\",\"quantize-nh\",\"dequantize\",\"quantize-8\",\"sum-requant\"]";
+static const char bench_sql[] =
+    "SELECT max(id) FROM runs WHERE kind = 'bench' AND status = 'done' AND "
+    "json_extract(config, '$.device') = 'cpu' AND json_extract(config, '$.codec') IS NULL AND "
+    "json_extract(config, '$.sizes_mb') = ?1 AND json_extract(config, '$.ops') = ?2 AND "
+    "json_extract(config, '$.min_time') = ?3 AND id IN (SELECT run_id FROM bench_results)";
 
 static int step_bench(demo *d)
 {
     phase(d, 4, "measuring the codec kernels beside the copy bandwidth");
-    int have;
-    if (have_done(d, "bench", &have)) return CLI_RUNTIME;
-    if (have) return CLI_OK;
-    const char *a[] = {"bench", "--db", d->db, "--sizes", d->tiny ? "1,4" : "1,4,16,64",
-                       "--min-time", d->tiny ? "0.01" : "0.05", "--ops",
-                       "quantize,quantize-nh,dequantize,quantize-8,sum-requant", NULL};
-    return run(cmd_bench, a);
+    const char *sizes = d->tiny ? "1,4" : "1,4,16,64", *min = d->tiny ? "0.01" : "0.05";
+    char sizes_json[32];
+    snprintf(sizes_json, sizeof sizes_json, "[%s]", sizes);
+    int64_t id = find_run(d, bench_sql, sizes_json, bench_ops_json, atof(min));
+    if (id < 0) return CLI_RUNTIME;
+    if (id > 0) {
+        printf("reusing bench run %lld (same sizes, operations and time)\n", (long long)id);
+    } else {
+        const char *a[] = {"bench", "--db", d->db, "--sizes", sizes, "--min-time", min,
+                           "--ops", bench_ops, NULL};
+        int rc = run(cmd_bench, a);
+        if (rc != CLI_OK) return rc;
+        if ((id = find_run(d, bench_sql, sizes_json, bench_ops_json, atof(min))) <= 0) {
+            fprintf(stderr, "shardq demo: the bench run is not in %s\n", d->db);
+            return CLI_RUNTIME;
+        }
+    }
+    d->bench_run = id;
+    return idset_add(&d->all, id) ? CLI_RUNTIME : CLI_OK;
 }
+
+#define MODEL_SCHEMES "qw,qwd,ulq,tlq,tlqhs,sdp4bit,zeropp"
+static const char model_sql[] =
+    "SELECT max(id) FROM runs WHERE kind = 'model' AND status = 'done' AND "
+    "json_extract(config, '$.platform') = 'a100-slingshot10' AND "
+    "json_extract(config, '$.model') = 'GPT-1.3B' AND "
+    "(SELECT count(DISTINCT gpus) FROM model_results WHERE run_id = runs.id) > 1 AND "
+    "(SELECT count(DISTINCT scheme) FROM model_results WHERE run_id = runs.id AND scheme IN "
+    "('qw', 'qwd', 'ulq', 'tlq', 'tlqhs', 'sdp4bit', 'zeropp')) = 7";
 
 static int step_model(demo *d)
 {
     phase(d, 5, "predicting the speedup on the SDP4Bit A100 cluster (cost model)");
-    int have;
-    if (have_done(d, "model", &have)) return CLI_RUNTIME;
-    if (have) return CLI_OK;
-    const char *a[] = {"model", "--sweep-gpus", "--scheme", "qw,qwd,ulq,tlq,tlqhs,sdp4bit,zeropp",
-                       "--db", d->db, NULL};
-    return run(cmd_model, a);
+    int64_t id = find_run(d, model_sql, NULL, NULL, 0);
+    if (id < 0) return CLI_RUNTIME;
+    if (id > 0) {
+        printf("reusing model run %lld (same platform, model and schemes)\n", (long long)id);
+    } else {
+        const char *a[] = {"model", "--sweep-gpus", "--scheme", MODEL_SCHEMES, "--db", d->db,
+                           NULL};
+        int rc = run(cmd_model, a);
+        if (rc != CLI_OK) return rc;
+        if ((id = find_run(d, model_sql, NULL, NULL, 0)) <= 0) {
+            fprintf(stderr, "shardq demo: the model run is not in %s\n", d->db);
+            return CLI_RUNTIME;
+        }
+    }
+    d->model_run = id;
+    return idset_add(&d->all, id) ? CLI_RUNTIME : CLI_OK;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* "id BETWEEN 1 AND 43 OR id IN (45, 49)": the runs of s as a condition
+** that reads well in the report (malloc'd). */
+static char *id_condition(idset *s)
+{
+    char *p = malloc(s->n * 48 + 16);
+    if (!p) return NULL;
+    qsort(s->v, s->n, sizeof *s->v, cmp_id);
+    size_t len = 0, nsingle = 0;
+    p[0] = '\0';
+    for (size_t i = 0, j; i < s->n; i = j) {
+        for (j = i + 1; j < s->n && s->v[j] == s->v[j - 1] + 1;) j++;
+        if (j - i >= 3)
+            len += (size_t)sprintf(p + len, "%sid BETWEEN %lld AND %lld", len ? " OR " : "",
+                                   (long long)s->v[i], (long long)s->v[j - 1]);
+        else
+            nsingle += j - i;
+    }
+    if (nsingle) {
+        len += (size_t)sprintf(p + len, "%sid IN (", len ? " OR " : "");
+        size_t k = 0;
+        for (size_t i = 0, j; i < s->n; i = j) {
+            for (j = i + 1; j < s->n && s->v[j] == s->v[j - 1] + 1;) j++;
+            if (j - i < 3)
+                for (size_t m = i; m < j; m++)
+                    len += (size_t)sprintf(p + len, "%s%lld", k++ ? ", " : "", (long long)s->v[m]);
+        }
+        sprintf(p + len, ")");
+    }
+    if (!s->n) sprintf(p, "id IN (0)");
+    return p;
+}
+
+/* The report of this configuration's runs only: one database may hold
+** several (another --steps, --tiny or corpus). */
+static int step_report(demo *d)
+{
+    phase(d, 6, "writing the report");
+    char *filter = id_condition(&d->all);
+    if (!filter) {
+        fprintf(stderr, "shardq demo: out of memory\n");
+        return CLI_RUNTIME;
+    }
+    int rc = cli_report_write(d->db, d->report, filter, 0);
+    free(filter);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -238,49 +730,67 @@ static double q1(sqlite3 *db, const char *sql)
     return v;
 }
 
-static double replay_err(sqlite3 *db, const char *preset, const char *path)
+/* The queries below read this configuration's runs only (ids). */
+static double replay_err(sqlite3 *db, const char *ids, const char *preset, const char *path)
 {
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT avg(m.rel_l2) FROM runs r JOIN step_metrics m ON "
-             "m.run_id = r.id WHERE r.sweep = 'demo-replay' AND r.status = 'done' AND r.preset "
-             "= '%s' AND m.path = '%s' AND r.key LIKE '%%paths=grad,weight%%'", preset, path);
-    return q1(db, sql);
+    size_t len = strlen(ids) + 512;
+    char *sql = malloc(len);
+    if (!sql) return NAN;
+    snprintf(sql, len, "SELECT avg(m.rel_l2) FROM runs r JOIN step_metrics m ON m.run_id = r.id "
+             "WHERE r.id IN (%s) AND r.preset = '%s' AND m.path = '%s' AND r.key LIKE "
+             "'%%paths=grad,weight%%'", ids, preset, path);
+    double v = q1(db, sql);
+    free(sql);
+    return v;
 }
 
-static double final_val(sqlite3 *db, const char *preset)
+static double final_val(sqlite3 *db, const char *ids, const char *preset)
 {
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT t.val_loss FROM runs r JOIN train_steps t ON t.run_id = "
-             "r.id WHERE r.sweep = 'demo-train' AND r.status = 'done' AND r.preset = '%s' AND "
-             "t.val_loss IS NOT NULL ORDER BY r.id DESC, t.step DESC LIMIT 1", preset);
-    return q1(db, sql);
+    size_t len = strlen(ids) + 512;
+    char *sql = malloc(len);
+    if (!sql) return NAN;
+    snprintf(sql, len, "SELECT t.val_loss FROM runs r JOIN train_steps t ON t.run_id = r.id "
+             "WHERE r.id IN (%s) AND r.preset = '%s' AND t.val_loss IS NOT NULL ORDER BY "
+             "t.step DESC LIMIT 1", ids, preset);
+    double v = q1(db, sql);
+    free(sql);
+    return v;
 }
 
-static double speedup(sqlite3 *db, const char *scheme, int gpus)
+static double speedup(sqlite3 *db, int64_t run, const char *scheme, int gpus)
 {
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT speedup FROM model_results WHERE scheme = '%s' AND gpus "
-             "%s ORDER BY run_id DESC, gpus DESC LIMIT 1", scheme,
-             gpus ? "= 64" : "= (SELECT max(gpus) FROM model_results)");
+    char sql[512], at[128] = "= 64";
+    if (!gpus)
+        snprintf(at, sizeof at, "= (SELECT max(gpus) FROM model_results WHERE run_id = %lld)",
+                 (long long)run);
+    snprintf(sql, sizeof sql, "SELECT speedup FROM model_results WHERE run_id = %lld AND scheme "
+             "= '%s' AND gpus %s", (long long)run, scheme, at);
     return q1(db, sql);
 }
 
 static void key_lines(const demo *d)
 {
-    char err[1024];
     sq_store *s;
-    if (sq_store_open(d->db, SQ_STORE_BUSY_MS, 1, &s, err, sizeof err)) {
-        fprintf(stderr, "shardq demo: %s\n", err);
+    char *reps = idset_sql(&d->replays), *trains = idset_sql(&d->trains);
+    if (!reps || !trains || open_db(d, &s)) {
+        free(reps), free(trains);
         return;
     }
     sqlite3 *db = sq_store_db(s);
-    double g_sdp = replay_err(db, "sdp4bit", "grad"), g_ulq = replay_err(db, "ulq", "grad");
-    double w_qw = replay_err(db, "qw", "weight"), w_qwd = replay_err(db, "qwd", "weight");
-    double v_base = final_val(db, "baseline"), v_sdp = final_val(db, "sdp4bit");
-    double v_qw = final_val(db, "qw");
-    double s64 = speedup(db, "sdp4bit", 64), smax = speedup(db, "sdp4bit", 0);
-    int gmax = (int)q1(db, "SELECT max(gpus) FROM model_results");
+    double g_sdp = replay_err(db, reps, "sdp4bit", "grad");
+    double g_ulq = replay_err(db, reps, "ulq", "grad");
+    double w_qw = replay_err(db, reps, "qw", "weight");
+    double w_qwd = replay_err(db, reps, "qwd", "weight");
+    double v_base = final_val(db, trains, "baseline"), v_sdp = final_val(db, trains, "sdp4bit");
+    double v_qw = final_val(db, trains, "qw");
+    double s64 = speedup(db, d->model_run, "sdp4bit", 64);
+    double smax = speedup(db, d->model_run, "sdp4bit", 0);
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT max(gpus) FROM model_results WHERE run_id = %lld",
+             (long long)d->model_run);
+    int gmax = (int)q1(db, sql);
     sq_store_close(s);
+    free(reps), free(trains);
 
     printf("\nThe three lines that matter:\n");
     printf("  error:       on the captured gradients sdp4bit (8/4-bit, Hadamard) adds %.3g "
@@ -307,6 +817,44 @@ static int make_dir(const char *path)
     return -1;
 }
 
+/* The corpus of every run: --corpus, else $SHARDQ_CORPUS, else the
+** default, as `shardq train` takes it. */
+static int find_corpus(demo *d, const char *given)
+{
+    if (given) {
+        if (access(given, R_OK) != 0) {
+            fprintf(stderr, "shardq demo: --corpus %s: %s\n", given, strerror(errno));
+            return -1;
+        }
+        d->corpus_src = given;
+        return 0;
+    }
+    const char *env = getenv("SHARDQ_CORPUS");
+    d->corpus_src = env && *env ? env : SQ_CORPUS_DEFAULT;
+    if (access(d->corpus_src, R_OK) != 0) {
+        fprintf(stderr, "shardq demo: the default corpus %s is missing: install the Debian "
+                "package fortunes (./bootstrap --deps does), or give a text file or directory "
+                "with --corpus PATH\n", d->corpus_src);
+        return -1;
+    }
+    return 0;
+}
+
+static int demo_run(demo *d)
+{
+    int rc = take_corpus(d);
+    if (rc != CLI_OK) return rc;
+    capture_key(d);
+    printf("configuration: %s\n", d->key);
+    rc = step_capture(d);
+    if (rc == CLI_OK) rc = step_replays(d);
+    if (rc == CLI_OK) rc = step_training(d);
+    if (rc == CLI_OK) rc = step_bench(d);
+    if (rc == CLI_OK) rc = step_model(d);
+    if (rc == CLI_OK) rc = step_report(d);
+    return rc;
+}
+
 int cmd_demo(int argc, char **argv)
 {
     static const struct option opts[] = {{"out", required_argument, NULL, 'o'},
@@ -317,7 +865,7 @@ int cmd_demo(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     static const char *const longnames[] = {"out", "corpus", "steps", "tiny", "help", NULL};
     demo d = {.steps = 200};
-    const char *out = "shardq-demo";
+    const char *out = "shardq-demo", *corpus = NULL;
     uint64_t u;
     opterr = 0;
     optind = 1;
@@ -325,7 +873,7 @@ int cmd_demo(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
-        case 'c': d.corpus = optarg; break;
+        case 'c': corpus = optarg; break;
         case 's':
             if (cli_parse_u64("demo", "--steps", optarg, 1000000, &u)) return CLI_USAGE;
             if (u < 4) {
@@ -342,43 +890,30 @@ int cmd_demo(int argc, char **argv)
     }
     if (cli_check_positional("demo", argv + optind, argc - optind, 0, 0, "no arguments"))
         return CLI_USAGE;
-    /* absolute: the training recipe is read relative to its own directory */
-    static char corpus[PATH_MAX];
-    if (d.corpus) {
-        if (access(d.corpus, R_OK) != 0 || !realpath(d.corpus, corpus)) {
-            fprintf(stderr, "shardq demo: --corpus %s: %s\n", d.corpus, strerror(errno));
-            return CLI_RUNTIME;
-        }
-        d.corpus = corpus;
-    }
+    if (find_corpus(&d, corpus)) return CLI_RUNTIME;
     if (make_dir(out)) return CLI_RUNTIME;
     /* absolute, so that the recipes written into it are read from anywhere */
     if (!realpath(out, d.out)) {
         fprintf(stderr, "shardq demo: --out %s: %s\n", out, strerror(errno));
         return CLI_RUNTIME;
     }
+    int busy, lock = lock_out(&d, &busy);
+    if (lock < 0) return busy ? CLI_BUSY : CLI_RUNTIME;
     snprintf(d.db, sizeof d.db, "%s/shardq.db", d.out);
-    snprintf(d.trace, sizeof d.trace, "%s/trace", d.out);
     snprintf(d.report, sizeof d.report, "%s/report", d.out);
     snprintf(d.every, sizeof d.every, "%d", d.steps / 4);
     d.t0 = now();
     printf("shardq demo: everything goes to %s (database %s)\n", d.out, d.db);
 
-    int rc = step_capture(&d);
-    if (rc == CLI_OK) rc = step_replays(&d);
-    if (rc == CLI_OK) rc = step_training(&d);
-    if (rc == CLI_OK) rc = step_bench(&d);
-    if (rc == CLI_OK) rc = step_model(&d);
+    int rc = demo_run(&d);
     if (rc == CLI_OK) {
-        phase(&d, 6, "writing the report");
-        rc = cli_report_write(d.db, d.report, NULL, 0);
-    }
-    if (rc != CLI_OK) {
+        key_lines(&d);
+        printf("\nreport: %s/index.html (and report.md), written in %.0f s\n", d.report,
+               now() - d.t0);
+    } else {
         fprintf(stderr, "shardq demo: stopped (exit %d); run it again to resume\n", rc);
-        return rc;
     }
-    key_lines(&d);
-    printf("\nreport: %s/index.html (and report.md), written in %.0f s\n", d.report,
-           now() - d.t0);
-    return CLI_OK;
+    free(d.replays.v), free(d.trains.v), free(d.all.v);
+    close(lock);
+    return rc;
 }

@@ -9,6 +9,7 @@
 #include "trace/npy.h"
 #include "trace/tracedir.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -46,8 +47,9 @@ static const char info_usage[] =
 static const char synth_usage[] =
     "usage: shardq trace synth [options] DIR\n"
     "\n"
-    "Writes a synthetic trace into DIR (which must not exist, or be empty;\n"
-    "missing parent directories are created):\n"
+    "Writes a synthetic trace into DIR (which must not exist, or be empty, or\n"
+    "hold what this same command left unfinished; missing parent directories\n"
+    "are created; one writer at a time):\n"
     "weights start as 0.02 x N(0,1); at every step each worker's gradient is\n"
     "1e-3 x (a part shared by all workers + its own noise), and the next\n"
     "step's weights are w - lr x mean(gradients), so consecutive weights differ\n"
@@ -119,8 +121,11 @@ static int trace_info(int argc, char **argv)
         cli_json_str(t.path);
         printf(",\"kind\":\"%s\",\"steps\":[", kind_name(t.kind));
         for (size_t s = 0; s < t.nsteps; s++) printf("%s%u", s ? "," : "", (unsigned)t.steps[s]);
-        printf("],\"consecutive\":%s,\"workers\":%d,\"weights\":%s,\"topology\":",
+        printf("],\"consecutive\":%s,\"workers\":%d,\"weights\":%s,\"id\":",
                consecutive ? "true" : "false", t.workers, t.has_weights ? "true" : "false");
+        if (t.id[0]) cli_json_str(t.id);
+        else printf("null");
+        printf(",\"topology\":");
         if (t.topo[0]) cli_json_str(t.topo);
         else printf("null");
         printf(",\"model\":%s,\"dtypes\":\"%s\",\"elements\":%llu,\"bytes\":%llu,"
@@ -145,6 +150,7 @@ static int trace_info(int argc, char **argv)
         printf("workers    %d gradient file%s per step%s%s\n", t.workers,
                t.workers == 1 ? "" : "s", t.topo[0] ? ", captured on " : "", t.topo);
         printf("weights    %s\n", t.has_weights ? "yes" : "no");
+        if (t.id[0]) printf("id         %s\n", t.id);
         if (t.model) printf("model      %s\n", t.model);
         printf("dtypes     %s\n", dt);
         printf("elements   %llu per file\n", (unsigned long long)t.elements);
@@ -163,23 +169,27 @@ static int trace_info(int argc, char **argv)
     return CLI_OK;
 }
 
-/* NAME:D0xD1,... into params (names point into spec, which is modified). */
+/* NAME:D0xD1,... into params (names point into spec, which is modified).
+** Every item and every dimension must be there: "a:4,,b:2" or "x:10x" is
+** an error, not a shorter list. */
 static int parse_params(char *spec, sq_trace_param *p, size_t max, size_t *np)
 {
     *np = 0;
-    for (char *save = NULL, *item = strtok_r(spec, ",", &save); item;
-         item = strtok_r(NULL, ",", &save)) {
+    for (char *item = spec, *next; item; item = next) {
+        if ((next = strchr(item, ',')) != NULL) *next++ = '\0';
         char *colon = strrchr(item, ':');
         if (!colon || colon == item || !colon[1] || *np == max) return -1;
         *colon = '\0';
         sq_trace_param *q = &p[(*np)++];
         memset(q, 0, sizeof *q);
         q->name = item;
-        for (char *s2 = NULL, *d = strtok_r(colon + 1, "x", &s2); d; d = strtok_r(NULL, "x", &s2)) {
+        for (char *d = colon + 1, *nd; d; d = nd) {
+            if ((nd = strchr(d, 'x')) != NULL) *nd++ = '\0';
             char *end;
             if (q->ndim == SQ_ST_MAXDIM || *d < '0' || *d > '9') return -1;
+            errno = 0;
             q->shape[q->ndim++] = strtoull(d, &end, 10);
-            if (*end) return -1;
+            if (*end || errno) return -1;
         }
         q->n = 1;
         for (int d = 0; d < q->ndim; d++) {
@@ -202,7 +212,7 @@ static int trace_synth(int argc, char **argv)
     char spec_buf[4096] = "wte:256x64,h0.qkv:64x192,h0.proj:64x64,h0.fc:64x256,h0.ln:64";
     uint64_t steps = 4, first = 1, workers = 4, seed = 1;
     const char *topo = NULL;
-    int dtype = SQ_ST_F32, kind = SYNTH_NORMAL, weights = 1, ch;
+    int dtype = SQ_ST_F32, kind = SYNTH_NORMAL, weights = 1, lr_given = 0, ch;
     double lr = 1.0;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -246,7 +256,8 @@ static int trace_synth(int argc, char **argv)
         case 'l': {
             char *end;
             lr = strtod(optarg, &end);
-            if (*end || !isfinite(lr)) {
+            lr_given = 1;
+            if (end == optarg || *end || !isfinite(lr)) {
                 fprintf(stderr, "shardq trace synth: --lr: '%s' is not a number\n", optarg);
                 return CLI_USAGE;
             }
@@ -267,6 +278,21 @@ static int trace_synth(int argc, char **argv)
         fprintf(stderr, "shardq trace synth: --steps and --workers must be at least 1\n");
         return CLI_USAGE;
     }
+    if (lr_given && !weights) {
+        fprintf(stderr, "shardq trace synth: --lr: it moves the weights, and --no-weights writes "
+                "none\n");
+        return CLI_USAGE;
+    }
+    /* the trace's owner: every option that decides its bytes, so that the
+    ** same command run again (after a kill) takes up its unfinished trace,
+    ** and writes the same bytes as into any other directory */
+    char owner[sizeof spec_buf + 512];
+    snprintf(owner, sizeof owner, "trace synth --params %s --steps %llu --first %llu "
+             "--workers %llu --topology %s --dtype %s --data %s%s --lr %.17g --seed %llu",
+             spec_buf, (unsigned long long)steps, (unsigned long long)first,
+             (unsigned long long)workers, topo ? topo : "-",
+             sq_st_dtype_name((sq_st_dtype)dtype), synth_kind_name(kind),
+             weights ? "" : " --no-weights", lr, (unsigned long long)seed);
     enum { MAXP = 256 };
     sq_trace_param params[MAXP];
     size_t np;
@@ -294,8 +320,8 @@ static int trace_synth(int argc, char **argv)
                 (unsigned long long)total);
         goto done;
     }
-    if (sq_trace_writer_open(&tw, dir, (int)workers, params, np, (sq_st_dtype)dtype, topo,
-                             "{\"synthetic\":true}", err, sizeof err)) {
+    if (sq_trace_writer_open_as(&tw, dir, owner, (int)workers, params, np, (sq_st_dtype)dtype,
+                                topo, "{\"synthetic\":true}", err, sizeof err)) {
         fprintf(stderr, "shardq trace synth: %s\n", err);
         goto done;
     }

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "progress.h"
 #include "store/store.h"
+#include "trace/tracedir.h"
 #include "train/trainer.h"
 
 #include <cjson/cJSON.h>
@@ -63,7 +64,8 @@ static const char train_usage[] =
     "capture:\n"
     "  --capture DIR      write a trace of the run to DIR (see 'shardq trace\n"
     "                     --help'): the master weights and every worker's\n"
-    "                     gradient of the captured steps, fp32\n"
+    "                     gradient of the captured steps, fp32 (with --key, a\n"
+    "                     trace of that key cut short is written afresh)\n"
     "  --capture-every S  capture steps 0, S, 2S, ... (default 1: every step)\n"
     "output:\n"
     "  --db FILE          the database (default $SHARDQ_DB, else shardq.db)\n"
@@ -341,6 +343,29 @@ static int float_opt(const char *opt, const char *text, double min, double max, 
     return 0;
 }
 
+/* A run of this key is done and the command asks for a trace: it must be
+** in dir, complete and of this key, or the user would get no trace while
+** told the run is done. */
+static int check_captured(const char *dir, const char *key)
+{
+    sq_trace t;
+    char err[1024], id[SQ_TRACE_ID_MAX];
+    sq_trace_id_of(key, id);
+    int ok = sq_trace_open(dir, &t, err, sizeof err) == 0;
+    if (ok) {
+        if (strcmp(t.id, id) != 0) {
+            snprintf(err, sizeof err, "%s/manifest.json: field 'id': '%s' is not the id of "
+                     "this key's trace", dir, t.id);
+            ok = 0;
+        }
+        sq_trace_close(&t);
+    }
+    if (ok) return CLI_OK;
+    fprintf(stderr, "shardq train: --capture %s: the run of this --key is done, but its trace "
+            "is not there: %s\n", dir, err);
+    return CLI_RUNTIME;
+}
+
 int cmd_train(int argc, char **argv)
 {
     const char *longnames[sizeof longopts / sizeof longopts[0]];
@@ -352,6 +377,7 @@ int cmd_train(int argc, char **argv)
     const char *device = "cpu", *db = cli_default_db(), *key = NULL, *sweep = NULL;
     const char *sets[64];
     int nsets = 0, json = 0, quiet = 0, nodb = 0, min_lr_given = 0, warmup_given = 0, ch;
+    int capture_every_given = 0;
     uint64_t u, busy = SQ_STORE_BUSY_MS;
     opterr = 0;
     optind = 1;
@@ -407,6 +433,7 @@ int cmd_train(int argc, char **argv)
         case O_CAPTURE_EVERY:
             bad = cli_parse_u64("train", "--capture-every", optarg, UINT32_MAX, &u);
             c.capture_every = (uint32_t)u;
+            capture_every_given = 1;
             break;
         case O_DB: db = optarg; break;
         case O_NODB: nodb = 1; break;
@@ -422,6 +449,10 @@ int cmd_train(int argc, char **argv)
     }
     if (cli_check_positional("train", argv + optind, argc - optind, 0, 0, "no arguments"))
         return CLI_USAGE;
+    if (capture_every_given && !c.capture) {
+        fprintf(stderr, "shardq train: --capture-every: there is no --capture DIR to write\n");
+        return CLI_USAGE;
+    }
     if (!min_lr_given) c.lr.min_lr = c.lr.lr / 10;
     if (!warmup_given) c.lr.warmup = c.steps / 10;
     if (cli_scheme("train", preset, sets, nsets, &c.scheme)) return CLI_USAGE;
@@ -456,6 +487,8 @@ int cmd_train(int argc, char **argv)
     char *config = config_json(&c, corpus_path, preset, scheme, topo, device, 0);
     char *model = config_json(&c, corpus_path, preset, scheme, topo, device, 1);
     c.capture_model = model;
+    /* the trace belongs to the run's key: a rerun of the key resumes it */
+    c.capture_owner = key;
     sq_store *store = NULL;
     int64_t run = 0;
     int rc = CLI_RUNTIME;
@@ -488,6 +521,7 @@ int cmd_train(int argc, char **argv)
                                 {"corpus", corpus_path}};
         rc = cli_run_begin("train", db, (int)busy, &info, &c.scheme, params,
                            sizeof params / sizeof params[0], quiet, &store, &run);
+        if (rc == CLI_OK && !store && c.capture) rc = check_captured(c.capture, key);
         if (rc != CLI_OK || !store) goto done;
         rc = CLI_RUNTIME;
     }

@@ -303,6 +303,17 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
         }
         snprintf(t->topo, sizeof t->topo, "%s", v->valuestring);
     }
+    /* the trace's id, which every file of it carries (tracewrite.c) */
+    v = cJSON_GetObjectItemCaseSensitive(root, "id");
+    if (v && !cJSON_IsNull(v)) {
+        if (!cJSON_IsString(v) || !v->valuestring[0] ||
+            strlen(v->valuestring) >= sizeof t->id) {
+            sq_set_err(err, errlen, "%s: field 'id': expected a string of 1 to %zu characters",
+                       mpath, sizeof t->id - 1);
+            goto done;
+        }
+        snprintf(t->id, sizeof t->id, "%s", v->valuestring);
+    }
     v = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (v && !cJSON_IsNull(v)) {
         t->model = cJSON_PrintUnformatted(v);
@@ -469,6 +480,14 @@ static int open_dir(const char *dir, sq_trace *t, char *err, size_t errlen)
             int rc = sq_st_open(fname, &f, err, errlen);
             if (rc == 0) {
                 rc = check_file(t, fname, &f, err, errlen);
+                /* a file of another trace (two writers, a copied file); a file
+                ** without an id was written by another tool, and is let be */
+                const char *id = sq_st_meta_get(&f, "trace_id");
+                if (rc == 0 && t->id[0] && id && strcmp(id, t->id)) {
+                    sq_set_err(err, errlen, "%s: field 'trace_id': '%s', but the manifest's id "
+                               "is '%s': a file of another trace", fname, id, t->id);
+                    rc = -1;
+                }
                 for (size_t i = 0; i < f.ntensors; i++) t->dtypes |= 1u << f.tensors[i].dtype;
                 t->bytes += f.data_len;
                 sq_st_free(&f);

@@ -38,6 +38,8 @@ extern "C" {
 #define SQ_TRACE_VERSION 1
 /* Gradient files per step, at most. */
 #define SQ_TRACE_MAX_WORKERS 4096
+/* Bytes of a trace id with its NUL: 32 hexadecimal digits. */
+#define SQ_TRACE_ID_MAX 33
 
 typedef enum sq_trace_kind {
     SQ_TRACE_DIR = 0,         /* a directory with manifest.json */
@@ -59,6 +61,7 @@ typedef struct sq_trace {
     int has_weights;       /* 1 when every step has weights.safetensors */
     char topo[32];         /* "KxG" it was captured on, "" when not recorded */
     char *model;           /* the manifest's "model" as JSON text, or NULL */
+    char id[SQ_TRACE_ID_MAX]; /* the manifest's "id", "" when it has none */
     size_t nsteps;
     uint32_t *steps;       /* training step numbers, strictly increasing */
     size_t nparams;
@@ -119,10 +122,28 @@ typedef struct sq_trace_writer sq_trace_writer;
 ** are created) for a trace of
 ** `workers` gradient files per step with the params p[0..np) stored as
 ** dtype (F32, F16, BF16 or F64). topo ("KxG" or NULL) and model (JSON text
-** or NULL) go into the manifest. */
+** or NULL) go into the manifest.
+**
+** The writer holds a lock on dir/.shardq-writer until close or abort: a
+** second writer into dir is refused, with the first one's pid. That file
+** stays behind a writer that did not finish (a kill, a full disk) and names
+** its owner.
+**
+** sq_trace_writer_open_as gives the writer an owner (the key of a training
+** run, the options of a synthetic trace: what determines the trace's bytes).
+** The manifest records it, the trace's id is derived from it, and dir may
+** then also hold a trace of the same owner, finished or cut short: it is
+** removed and written again, which is how a rerun resumes a capture that was
+** killed. Without an owner, the id is random. */
 int sq_trace_writer_open(sq_trace_writer **w, const char *dir, int workers,
                          const sq_trace_param *p, size_t np, sq_st_dtype dtype,
                          const char *topo, const char *model, char *err, size_t errlen);
+int sq_trace_writer_open_as(sq_trace_writer **w, const char *dir, const char *owner,
+                            int workers, const sq_trace_param *p, size_t np, sq_st_dtype dtype,
+                            const char *topo, const char *model, char *err, size_t errlen);
+/* The id of the traces of owner (32 hexadecimal digits), which the manifest
+** ("id") and the metadata of every file ("trace_id") carry. */
+void sq_trace_id_of(const char *owner, char id[SQ_TRACE_ID_MAX]);
 /* Starts the file of step `step` (steps strictly increase across calls to
 ** begin with worker -1 or 0 ...): worker -1 is weights.safetensors, else
 ** grads-wWW.safetensors. Then put every param in order, then end. */

@@ -1,6 +1,15 @@
 /*
 ** tracewrite.c -- writing traces (tracedir.h): each file streamed tensor by
 ** tensor through the safe writer, manifest.json last.
+**
+** One writer per directory: the writer holds a lock (flock) on the file
+** .shardq-writer in the directory for its whole life, and that file names
+** its pid and owner. The lock keeps a second writer out (two writers into
+** one directory would mix their files); the file, left behind by a writer
+** that was killed, lets a rerun of the same owner recognise the unfinished
+** trace as its own and start it again. Every file carries the trace's id in
+** its metadata, as the manifest does, so that a file of another trace is
+** refused by the reader.
 */
 #include "trace/tracedir.h"
 #include "trace/tracedir_internal.h"
@@ -9,19 +18,26 @@
 
 #include <cjson/cJSON.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
-/* Writing                                                                  */
+/* The writer                                                               */
 /* ------------------------------------------------------------------------ */
 
 struct sq_trace_writer {
     char *dir;
+    char *owner;         /* NULL: none */
+    char id[SQ_TRACE_ID_MAX];
+    int lock_fd;         /* .shardq-writer, locked; -1 when none */
     int workers;
     sq_trace_param *params;
     size_t nparams;
@@ -59,9 +75,303 @@ static void make_parents(const char *path)
     free(p);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Identity and the writer's lock                                           */
+/* ------------------------------------------------------------------------ */
+
+#define WRITER_FILE ".shardq-writer"
+
+/* 64-bit FNV-1a of n bytes, continuing from h. */
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+void sq_trace_id_of(const char *owner, char id[SQ_TRACE_ID_MAX])
+{
+    /* two passes from two bases: 128 bits, so that two owners do not share
+    ** an id by accident */
+    size_t n = strlen(owner);
+    snprintf(id, SQ_TRACE_ID_MAX, "%016llx%016llx",
+             (unsigned long long)fnv1a(owner, n, 0xcbf29ce484222325ULL),
+             (unsigned long long)fnv1a(owner, n, 0x84222325cbf29ce4ULL));
+}
+
+/* An id no other writer has: 16 random bytes (the time and the pid where
+** there is no /dev/urandom). */
+static void random_id(char id[SQ_TRACE_ID_MAX])
+{
+    unsigned char r[16];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, r, sizeof r) : -1;
+    if (fd >= 0) close(fd);
+    if (got != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t a = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        uint64_t b = (uint64_t)getpid();
+        memcpy(r, &a, 8);
+        memcpy(r + 8, &b, 8);
+    }
+    for (int i = 0; i < 16; i++) snprintf(id + 2 * i, 3, "%02x", r[i]);
+}
+
+/* What the writer file says: "pid N\nOWNER\n". *owner is NULL when the file
+** is empty (just created), else malloc'd ("" for a writer without owner). */
+static void read_marker(int fd, long *pid, char **owner)
+{
+    char buf[16384];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    *pid = 0;
+    *owner = NULL;
+    if (n <= 0) return;
+    buf[n] = '\0';
+    if (sscanf(buf, "pid %ld", pid) != 1) *pid = 0;
+    char *nl = strchr(buf, '\n');
+    const char *o = nl ? nl + 1 : "";
+    size_t len = strlen(o);
+    if (len && o[len - 1] == '\n') len--;
+    *owner = strndup(o, len);
+}
+
+/* The "owner" of dir/manifest.json, malloc'd; NULL when there is no
+** manifest, or no owner in it. */
+static char *manifest_owner(const char *dir)
+{
+    char *path = sq_trace_join(dir, "manifest.json"), *text = NULL, *owner = NULL;
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    struct stat st;
+    if (f && fstat(fileno(f), &st) == 0 && st.st_size < (64 << 20) &&
+        (text = malloc((size_t)st.st_size + 1)) != NULL) {
+        size_t n = fread(text, 1, (size_t)st.st_size, f);
+        text[n] = '\0';
+        cJSON *root = cJSON_Parse(text);
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "owner");
+        if (cJSON_IsString(o)) owner = strdup(o->valuestring);
+        cJSON_Delete(root);
+    }
+    if (f) fclose(f);
+    free(text);
+    free(path);
+    return owner;
+}
+
+/* The names a trace writer writes: manifest.json (and its temporary) at the
+** top, step-NNNNNN directories, and in them the step's files (and their
+** temporaries). */
+static int is_step_dir(const char *n)
+{
+    return !strncmp(n, "step-", 5) && strlen(n + 5) >= 6 && strspn(n + 5, "0123456789") ==
+                                                                strlen(n + 5);
+}
+
+static int is_step_file(const char *n)
+{
+    return !strncmp(n, "weights.safetensors", 19) || !strncmp(n, "grads-w", 7);
+}
+
+/* Entries of dir besides . .. and the writer file; -1 when it cannot be read. */
+static long count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    long n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, WRITER_FILE);
+    closedir(d);
+    return n;
+}
+
+/* Removes the files of a trace from dir (dry: only checks that there is
+** nothing else). A file no trace writer writes is never removed: it is
+** named as the error. */
+static int remove_trace(const char *dir, int dry, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        sq_set_err(err, errlen, "%s: cannot read: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        const char *n = e->d_name;
+        if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, WRITER_FILE)) continue;
+        char *path = sq_trace_join(dir, n);
+        if (!path) {
+            sq_set_err(err, errlen, "%s: out of memory", dir);
+            rc = -1;
+        } else if (!strncmp(n, "manifest.json", 13)) {
+            if (!dry && unlink(path) != 0) {
+                sq_set_err(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
+                rc = -1;
+            }
+        } else if (is_step_dir(n)) {
+            DIR *sd = opendir(path);
+            if (!sd) {
+                sq_set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+                rc = -1;
+            }
+            for (struct dirent *f; rc == 0 && sd && (f = readdir(sd)) != NULL;) {
+                if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, "..")) continue;
+                char *fp = sq_trace_join(path, f->d_name);
+                if (!fp || !is_step_file(f->d_name)) {
+                    sq_set_err(err, errlen, "%s/%s: not a file of a trace: not removing it",
+                               path, f->d_name);
+                    rc = -1;
+                } else if (!dry && unlink(fp) != 0) {
+                    sq_set_err(err, errlen, "%s: cannot remove: %s", fp, strerror(errno));
+                    rc = -1;
+                }
+                free(fp);
+            }
+            if (sd) closedir(sd);
+            if (rc == 0 && !dry && rmdir(path) != 0) {
+                sq_set_err(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
+                rc = -1;
+            }
+        } else {
+            sq_set_err(err, errlen, "%s: not a file of a trace: not removing it", path);
+            rc = -1;
+        }
+        free(path);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Whether the directory may be written by this owner, before any lock: it
+** is empty, or it has a writer file (decided under the lock), or it holds a
+** finished trace of this owner. */
+static int may_write(const char *dir, const char *owner)
+{
+    char *lpath = sq_trace_join(dir, WRITER_FILE);
+    int marker = lpath && access(lpath, F_OK) == 0;
+    free(lpath);
+    if (marker || count_entries(dir) == 0) return 1;
+    char *mo = owner ? manifest_owner(dir) : NULL;
+    int ours = mo && !strcmp(mo, owner);
+    free(mo);
+    return ours;
+}
+
+/* Takes the directory for one writer: locks dir/.shardq-writer (another
+** live writer is refused, named by its pid), checks that the directory is
+** empty or holds only a trace of this owner, finished or cut short (which
+** is removed: the owner writes it again), and writes this writer's pid and
+** owner into the file. Returns the locked descriptor, or -1. */
+static int take_dir(const char *dir, const char *owner, char *err, size_t errlen)
+{
+    if (!may_write(dir, owner)) {
+        sq_set_err(err, errlen, "%s: cannot create the trace directory: it exists and is not "
+                   "empty", dir);
+        return -1;
+    }
+    char *lpath = sq_trace_join(dir, WRITER_FILE), *prev = NULL;
+    int fd = -1, created = 0;
+    if (!lpath) {
+        sq_set_err(err, errlen, "%s: out of memory", dir);
+        return -1;
+    }
+    for (int tries = 0;; tries++) {
+        fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0) {
+            sq_set_err(err, errlen, "%s: cannot create: %s", lpath, strerror(errno));
+            goto fail;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            long pid;
+            read_marker(fd, &pid, &prev);
+            if (e == EWOULDBLOCK) {
+                char who[64] = "";
+                if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
+                sq_set_err(err, errlen, "%s: another process%s is writing a trace into this "
+                           "directory", dir, who);
+            } else {
+                sq_set_err(err, errlen, "%s: cannot lock: %s", lpath, strerror(e));
+            }
+            goto fail;
+        }
+        /* a writer that finished meanwhile removed the file: lock the new one */
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(lpath, &b) == 0 && a.st_ino == b.st_ino &&
+            a.st_dev == b.st_dev)
+            break;
+        close(fd);
+        fd = -1;
+        if (tries == 10) {
+            sq_set_err(err, errlen, "%s: cannot lock: it keeps being replaced", lpath);
+            goto fail;
+        }
+    }
+    long pid;
+    read_marker(fd, &pid, &prev);
+    /* an empty file is this writer's own, until it names the writer */
+    created = !prev;
+    long n = count_entries(dir);
+    int ours = 0;
+    if (owner && prev) {
+        ours = !strcmp(prev, owner);
+    } else if (owner) {
+        char *mo = manifest_owner(dir);
+        ours = mo && !strcmp(mo, owner);
+        free(mo);
+    }
+    if (n != 0 && !ours) {
+        if (n < 0)
+            sq_set_err(err, errlen, "%s: cannot read: %s", dir, strerror(errno));
+        else if (prev)
+            sq_set_err(err, errlen, "%s: holds the unfinished trace of another writer (pid %ld%s"
+                       "%s%s, which stopped before the end): remove the directory, or write "
+                       "the trace elsewhere", dir, pid, *prev ? ", '" : "", prev,
+                       *prev ? "'" : "");
+        else
+            sq_set_err(err, errlen, "%s: cannot create the trace directory: it exists and is "
+                       "not empty", dir);
+        goto fail;
+    }
+    if (n > 0 && remove_trace(dir, 1, err, errlen)) goto fail;
+    char head[32];
+    int hl = snprintf(head, sizeof head, "pid %ld\n", (long)getpid());
+    const char *o = owner ? owner : "";
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, head, (size_t)hl, 0) != hl ||
+        pwrite(fd, o, strlen(o), hl) != (ssize_t)strlen(o) ||
+        pwrite(fd, "\n", 1, hl + (off_t)strlen(o)) != 1) {
+        sq_set_err(err, errlen, "%s: cannot write: %s", lpath, strerror(errno));
+        goto fail;
+    }
+    /* from here the file names this writer, and stays if it fails */
+    created = 0;
+    /* the trace of this owner that was there is written again from the start */
+    if (n > 0 && remove_trace(dir, 0, err, errlen)) goto fail;
+    free(prev);
+    free(lpath);
+    return fd;
+fail:
+    if (created) unlink(lpath); /* refused: leave nothing behind */
+    if (fd >= 0) close(fd);
+    free(prev);
+    free(lpath);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                  */
+/* ------------------------------------------------------------------------ */
+
 int sq_trace_writer_open(sq_trace_writer **out, const char *dir, int workers,
                          const sq_trace_param *p, size_t np, sq_st_dtype dtype,
                          const char *topo, const char *model, char *err, size_t errlen)
+{
+    return sq_trace_writer_open_as(out, dir, NULL, workers, p, np, dtype, topo, model, err,
+                                   errlen);
+}
+
+int sq_trace_writer_open_as(sq_trace_writer **out, const char *dir, const char *owner,
+                            int workers, const sq_trace_param *p, size_t np, sq_st_dtype dtype,
+                            const char *topo, const char *model, char *err, size_t errlen)
 {
     *out = NULL;
     if (workers < 1 || workers > SQ_TRACE_MAX_WORKERS) {
@@ -102,21 +412,26 @@ int sq_trace_writer_open(sq_trace_writer **out, const char *dir, int workers,
     }
     make_parents(dir);
     if (mkdir(dir, 0777) != 0) {
-        int empty = 0;
-        if (errno == EEXIST) {
-            /* An existing empty directory is fine. */
-            if (rmdir(dir) == 0 && mkdir(dir, 0777) == 0) empty = 1;
-        }
-        if (!empty) {
+        int e = errno;
+        struct stat st;
+        if (e != EEXIST || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
             sq_set_err(err, errlen, "%s: cannot create the trace directory: %s", dir,
-                       errno == EEXIST || errno == ENOTEMPTY ? "it exists and is not empty"
-                                                             : strerror(errno));
+                       e == EEXIST ? "it exists and is not a directory" : strerror(e));
             return -1;
         }
     }
+    int fd = take_dir(dir, owner, err, errlen);
+    if (fd < 0) return -1;
     sq_trace_writer *w = calloc(1, sizeof *w);
-    if (!w) goto oom;
+    if (!w) {
+        close(fd);
+        goto oom;
+    }
+    w->lock_fd = fd;
     w->dir = strdup(dir);
+    w->owner = owner ? strdup(owner) : NULL;
+    if (owner) sq_trace_id_of(owner, w->id);
+    else random_id(w->id);
     w->workers = workers;
     w->dtype = dtype;
     w->params = calloc(np, sizeof *w->params);
@@ -125,7 +440,9 @@ int sq_trace_writer_open(sq_trace_writer **out, const char *dir, int workers,
     w->model = model ? strdup(model) : NULL;
     w->conv = malloc(CONV_CHUNK * sizeof(double));
     w->weights_seen = -1;
-    if (!w->dir || !w->params || !w->conv || (topo && !w->topo) || (model && !w->model)) goto oom;
+    if (!w->dir || !w->params || !w->conv || (topo && !w->topo) || (model && !w->model) ||
+        (owner && !w->owner))
+        goto oom;
     for (size_t i = 0; i < np; i++) {
         w->params[i] = p[i];
         w->params[i].name = strdup(p[i].name);
@@ -144,6 +461,9 @@ void sq_trace_writer_abort(sq_trace_writer *w)
 {
     if (!w) return;
     if (w->file) sq_st_writer_abort(w->file);
+    /* the writer file stays: it names the owner of what was written */
+    if (w->lock_fd >= 0) close(w->lock_fd);
+    free(w->owner);
     if (w->params)
         for (size_t i = 0; i < w->nparams; i++) free(w->params[i].name);
     free(w->params);
@@ -245,8 +565,8 @@ int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, char *err
     }
     char step_text[16];
     snprintf(step_text, sizeof step_text, "%u", (unsigned)step);
-    sq_st_kv meta[2] = {{"format", SQ_TRACE_FORMAT}, {"step", step_text}};
-    int rc = sq_st_writer_open(&w->file, fname, t, w->nparams, meta, 2, err, errlen);
+    sq_st_kv meta[3] = {{"format", SQ_TRACE_FORMAT}, {"step", step_text}, {"trace_id", w->id}};
+    int rc = sq_st_writer_open(&w->file, fname, t, w->nparams, meta, 3, err, errlen);
     free(fname);
     free(t);
     if (rc) {
@@ -324,6 +644,8 @@ int sq_trace_writer_close(sq_trace_writer *w, char *err, size_t errlen)
     cJSON *steps = cJSON_CreateArray(), *params = cJSON_CreateArray();
     cJSON_AddStringToObject(root, "format", SQ_TRACE_FORMAT);
     cJSON_AddNumberToObject(root, "version", SQ_TRACE_VERSION);
+    cJSON_AddStringToObject(root, "id", w->id);
+    if (w->owner) cJSON_AddStringToObject(root, "owner", w->owner);
     cJSON_AddNumberToObject(root, "workers", w->workers);
     cJSON_AddBoolToObject(root, "weights", w->weights_seen == 1);
     cJSON_AddStringToObject(root, "dtype", sq_st_dtype_name(w->dtype));
@@ -356,6 +678,12 @@ int sq_trace_writer_close(sq_trace_writer *w, char *err, size_t errlen)
     sq_wfile_write(&f, text, strlen(text));
     sq_wfile_write(&f, "\n", 1);
     rc = sq_wfile_commit(&f, err, errlen);
+    if (rc == 0) {
+        /* finished: no writer file, and the lock goes with it */
+        char *lpath = sq_trace_join(w->dir, WRITER_FILE);
+        if (lpath) unlink(lpath);
+        free(lpath);
+    }
 done:
     cJSON_Delete(root);
     free(text);

@@ -450,8 +450,8 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
             }
             char topo[32];
             snprintf(topo, sizeof topo, "%dx%d", c->topo.nodes, c->topo.per_node);
-            rc = sq_trace_writer_open(&s.tw, c->capture, s.N, tp, s.np, SQ_ST_F32, topo,
-                                      c->capture_model, err, errlen);
+            rc = sq_trace_writer_open_as(&s.tw, c->capture, c->capture_owner, s.N, tp, s.np,
+                                         SQ_ST_F32, topo, c->capture_model, err, errlen);
             if (rc) s.tw = NULL;
             free(tp);
         }

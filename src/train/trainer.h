@@ -59,6 +59,7 @@ typedef struct sq_train_config {
     const char *capture;   /* trace directory to write, or NULL */
     uint32_t capture_every; /* capture steps t with t % capture_every == 0 */
     const char *capture_model; /* JSON for the manifest's "model", or NULL */
+    const char *capture_owner; /* the trace's owner (sq_trace_writer_open_as), or NULL */
 } sq_train_config;
 
 /* The defaults of `shardq train`. */

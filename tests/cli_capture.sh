@@ -1,0 +1,75 @@
+# cli_capture.sh -- `shardq train --capture` and a run's --key: a capture
+# killed half way is taken up by the same command run again (its trace names
+# the key that wrote it), a directory of anything else is never written into
+# nor emptied, a run already done under its key is not taken for a trace that
+# is not there, and --capture-every alone is an error, not ignored.
+
+: "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
+: "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
+. "$SHARDQ_SRCDIR/tests/lib.sh"
+T=$TEST_TMPDIR
+export SHARDQ_PROGRESS=0
+unset SHARDQ_DB
+
+for i in $(seq 1 200); do
+  echo "line $i: the quick brown fox jumps over the lazy dog; sharded data parallel training"
+done >"$T/corpus.txt"
+# a tiny model, so that a run takes seconds
+train() {
+  "$SHARDQ" train --corpus "$T/corpus.txt" --layers 1 --channels 32 --heads 2 --context 32 \
+    --seq 32 --eval-seqs 8 --workers 1x2 --eval-every 0 --scheme baseline --db "$T/s.db" "$@"
+}
+
+expect_fail_with 2 "--capture-every: there is no --capture DIR to write" train --steps 4 \
+  --capture-every 2 --key none
+
+# the run under a key, and the same command again: already done
+ok "train --key k1 --capture" train --steps 8 --capture-every 2 --key k1 --capture "$T/c1"
+ok "its trace" "$SHARDQ" trace info "$T/c1"
+pyjson "the manifest names the key that wrote it" "$T/c1/manifest.json" "
+assert d['owner'] == 'k1' and len(d['id']) == 32 and d['steps'] == [0, 2, 4, 6], d"
+ok "the same command again: already done" train --steps 8 --capture-every 2 --key k1 \
+  --capture "$T/c1"
+cp "$sq_tmp/out" "$T/again.txt"
+ok "... said so" grep -q "already done: run 1" "$T/again.txt"
+expect_fail_with 1 "--capture $T/elsewhere: the run of this --key is done, but its trace is not there" \
+  train --steps 8 --capture-every 2 --key k1 --capture "$T/elsewhere"
+rm -r "$T/c1/step-000004"
+expect_fail_with 1 "step-000004/weights.safetensors: missing" train --steps 8 --capture-every 2 \
+  --key k1 --capture "$T/c1"
+
+# someone else's directory is refused, and left as it was
+mkdir "$T/mine"
+echo "keep me" >"$T/mine/notes.txt"
+expect_fail_with 1 "mine: cannot create the trace directory: it exists and is not empty" \
+  train --steps 4 --key k2 --capture "$T/mine"
+ok "... and left as it was" sh -c 'test "$(ls -A "$0")" = notes.txt' "$T/mine"
+
+# killed while it captures: the same command again starts the trace afresh
+# and finishes it; another key is refused the unfinished trace
+train --steps 60 --capture-every 20 --key k3 --capture "$T/c3" >/dev/null 2>&1 &
+# the training's own pid, from the file its trace writer holds
+pid=
+for _ in $(seq 1 600); do
+  test -d "$T/c3/step-000000" && pid=$(sed -n 's/^pid //p' "$T/c3/.shardq-writer") &&
+    test -n "$pid" && break
+  sleep 0.02
+done
+kill -9 "$pid"
+wait
+ok "the kill left an unfinished trace of k3" sh -c 'test ! -e "$0/manifest.json" &&
+  grep -qx k3 "$0/.shardq-writer" && grep -qx "pid $1" "$0/.shardq-writer"' "$T/c3" "$pid"
+expect_fail_with 1 "c3: holds the unfinished trace of another writer (pid $pid, 'k3'" \
+  train --steps 60 --capture-every 20 --key k4 --capture "$T/c3"
+ok "the same command again resumes" train --steps 60 --capture-every 20 --key k3 \
+  --capture "$T/c3"
+"$SHARDQ" trace info --json "$T/c3" >"$T/c3.json"
+pyjson "... and the trace is whole" "$T/c3.json" "assert d['steps'] == [0, 20, 40], d['steps']"
+ok "... with no writer file left" test ! -e "$T/c3/.shardq-writer"
+pyrun "one run of k3, done" '
+c = sqlite3.connect(sys.argv[1])
+rows = c.execute("SELECT status FROM runs WHERE key = \"k3\"").fetchall()
+assert rows == [("done",)], rows
+' "$T/s.db"
+
+finish
