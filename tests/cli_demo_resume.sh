@@ -20,9 +20,10 @@
 # bench's GB/s (a bench run killed and run again measures again); and every
 # table of report.md but its run-id columns ("runs", "run") and the bench's
 # throughput columns. A run of a demo killed while it ran a bench or the cost
-# model stays behind as 'running' (those commands take no --key, so nothing
-# deletes it); only runs that are done are compared, and any other run must
-# be such a bench or model run.
+# model stays behind (those commands take no --key, so nothing deletes it),
+# marked failed as interrupted by the next run that begins; only runs that
+# are done are compared, and any other run must be such a bench or model run,
+# never one still 'running'.
 #
 # SHARDQ_TEST_KILLS sets the number of chains (default 3; 1 under a
 # sanitizer build, ASAN_OPTIONS set, where a demo is several times slower):
@@ -112,7 +113,7 @@ def md_tables(path, out):
     return tables
 
 # the columns that are measurements or a process's bookkeeping
-SKIP = {"runs": {"id", "host", "pid", "started", "ended"},
+SKIP = {"runs": {"id", "host", "pid", "pid_start", "boot_id", "heartbeat", "started", "ended"},
         "step_metrics": {"seconds"}, "tensor_stats": {"seconds"},
         "train_steps": {"seconds"}, "timings": {"seconds", "gb_per_s"},
         "bench_results": {"gb_per_s", "gb_per_s_std", "copy_gb_per_s"}}
@@ -123,7 +124,7 @@ def db_tables(path, out):
     for rid, kind, key, status in c.execute("SELECT id, kind, key, status FROM runs"):
         if status == "done":
             name[rid] = (key or kind).replace(out, "OUT")
-        elif kind not in ("bench", "model"):
+        elif kind not in ("bench", "model") or status == "running":
             raise AssertionError("run %d (%s) is %s" % (rid, key, status))
     dump = {}
     tables = [r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]

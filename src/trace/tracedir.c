@@ -195,7 +195,8 @@ static char *read_small_file(const char *path, size_t limit, char *err, size_t e
 /* The keys a manifest and its params entries may have: a misspelt one
 ** ("weight": false) would otherwise be ignored without a word. */
 static const char *const top_keys[] = {"format", "version", "workers", "steps", "params",
-                                       "weights", "topology", "dtype", "model", NULL};
+                                       "weights", "topology", "dtype", "model", "id", "owner",
+                                       NULL};
 static const char *const param_keys[] = {"name", "shape", NULL};
 
 /* The first key of object o that is not in known[], or NULL. */
@@ -255,7 +256,8 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     const char *unknown = unknown_key(root, top_keys);
     if (unknown) {
         sq_set_err(err, errlen, "%s: field '%s': unknown (a manifest has %s)", mpath, unknown,
-                   "format, version, workers, steps, params, weights, topology, dtype, model");
+                   "format, version, workers, steps, params, weights, topology, dtype, model, id, "
+                   "owner");
         goto done;
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "format");

@@ -13,6 +13,7 @@
 */
 #include "trace/tracedir.h"
 #include "trace/tracedir_internal.h"
+#include "trace/input.h"
 #include "trace/wfile.h"
 #include "shardq.h"
 
@@ -404,11 +405,19 @@ int sq_trace_writer_open_as(sq_trace_writer **out, const char *dir, const char *
             sq_set_err(err, errlen, "%s: param %zu: invalid name or shape", dir, i);
             return -1;
         }
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(p[i].name, p[j].name) == 0) {
-                sq_set_err(err, errlen, "%s: param '%s' given twice", dir, p[i].name);
-                return -1;
-            }
+    }
+    if (np > 1) { /* by sorting: a model of 100k params is no quadratic wait */
+        const char **names = malloc(np * sizeof *names);
+        int oom = !names;
+        const char *dup = NULL;
+        if (names) {
+            for (size_t i = 0; i < np; i++) names[i] = p[i].name;
+            dup = sq_dup_string(names, np, &oom);
+        }
+        if (oom) sq_set_err(err, errlen, "%s: out of memory", dir);
+        else if (dup) sq_set_err(err, errlen, "%s: param '%s' given twice", dir, dup);
+        free(names);
+        if (oom || dup) return -1;
     }
     make_parents(dir);
     if (mkdir(dir, 0777) != 0) {
