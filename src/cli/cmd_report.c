@@ -15,10 +15,11 @@
 ** the ids it selected: none of the user's text reaches the sqlite3 program,
 ** which could load a library. gnuplot draws into a directory of its own
 ** inside OUT; a figure is renamed into place only once both its files are
-** complete, so a full disk or a kill leaves no truncated image behind. A script without data for its figure says why
-** on one line and draws nothing; the report then names the reason in place
-** of the figure. The tables are queried here, on a read-only connection,
-** with the same labels as the figures.
+** complete, so a full disk or a kill leaves no truncated image behind. A
+** script without data for its figure says why on one line and draws
+** nothing; the report then names the reason in place of the figure. The
+** tables are queried here, on a read-only connection, with the same labels
+** as the figures.
 */
 #include "cli.h"
 #include "cli/report.h"
@@ -142,10 +143,6 @@ typedef struct drawn {
     char runs[4096];  /* "3-17, 20" when drawn */
     char why[1024];   /* why not, when skipped */
 } drawn;
-
-/* ------------------------------------------------------------------------ */
-/* Files and programs                                                       */
-/* ------------------------------------------------------------------------ */
 
 /* ------------------------------------------------------------------------ */
 /* Drawing into a directory of its own                                      */
@@ -274,6 +271,10 @@ static int complete(const char *path, int svg)
     close(fd);
     return ok;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Files and programs                                                       */
+/* ------------------------------------------------------------------------ */
 
 /* Creates dir and its missing parents; prints why not (naming the path). */
 static int make_dirs(const char *dir)
