@@ -24,12 +24,13 @@ sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' "$sq_tmp/out" >"$T/needed.txt"
 ok "libshardq.so needs libraries" test -s "$T/needed.txt"
 
 # libNAME.so.N is -lNAME, except what the compiler driver adds by itself (libc,
-# the dynamic loader) and OpenMP's runtime, which -fopenmp brings.
+# the dynamic loader, libgcc_s, a sanitizer's runtime from -fsanitize in the
+# user's LDFLAGS) and OpenMP's runtime, which -fopenmp brings.
 while read -r lib; do
   name=${lib#lib}
   name=${name%%.so*}
   case $name in
-    c | ld-linux* | ld64* | ld) continue ;;
+    c | ld-linux* | ld64* | ld | gcc_s | asan | ubsan | tsan | lsan | hwasan) continue ;;
     gomp) flag=-fopenmp ;;
     *) flag=-l$name ;;
   esac
