@@ -252,10 +252,10 @@ static QPlan plan_quantize(const KCodec &c)
 {
     QPlan p = {};
     const uint64_t keys = c.minmax ? 2 : 1;
-    uint64_t whole = sq_hd_lcm_u64(c.group, EPT); /* elements a tile must be a multiple of */
-    if (c.h) whole = sq_hd_lcm_u64(whole, (uint64_t)c.h);
+    uint64_t whole = sq_hd_lcm_u64(c.group, EPT, NULL); /* elements a tile must be a multiple of */
+    if (c.h) whole = sq_hd_lcm_u64(whole, (uint64_t)c.h, NULL);
     if (whole / EPT <= BLOCK_MAX) {
-        const uint64_t b0 = sq_hd_lcm_u64(whole / EPT, 32);
+        const uint64_t b0 = sq_hd_lcm_u64(whole / EPT, 32, NULL);
         if (b0 <= BLOCK_MAX) {
             const uint64_t b = b0 <= BLOCK ? b0 * (BLOCK / b0) : b0;
             const uint64_t tile = EPT * b;

@@ -1074,10 +1074,13 @@ START_TEST(test_flops)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
-/* Speed (printed, not asserted)                                            */
+/* Speed (printed, not asserted), and which BLAS does the work             */
 /* ------------------------------------------------------------------------ */
 
-/* Also the loss at init of this larger model (the one thing asserted). */
+/* Also the loss at init of this larger model and, asserted, that OpenBLAS
+** is the CBLAS this process binds to: configure promises it, and another
+** CBLAS first on a link line (GSL's reference -lgslcblas) runs the trainer
+** a thirtieth as fast, silently. */
 START_TEST(test_speed)
 {
     model m = model_new(4, 128, 4, 128, 8, 128, 1);
@@ -1104,10 +1107,15 @@ START_TEST(test_speed)
         bs = fmin(bs, now_s() - t0);
     }
     /* which library's sgemm this process binds to (a CBLAS linked before
-    ** OpenBLAS, e.g. GSL's -lgslcblas, takes its place) */
-    Dl_info info;
+    ** OpenBLAS, e.g. GSL's -lgslcblas, takes its place); OpenBLAS is the
+    ** object that also defines openblas_get_num_threads, whatever its file
+    ** is called (a Debian alternative may name it libblas.so.3) */
+    Dl_info info, ob;
     void *sgemm = dlsym(RTLD_DEFAULT, "cblas_sgemm");
+    void *obget = dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
     const char *lib = sgemm && dladdr(sgemm, &info) && info.dli_fname ? info.dli_fname : "?";
+    const int openblas = sgemm && obget && dladdr(obget, &ob) && lib[0] != '?' &&
+                         ob.dli_fbase == info.dli_fbase;
     fprintf(stderr,
             "gpt L=4 C=128 NH=4 T=128 B=8: forward+backward %.1f ms, %.2f GFLOP, %.1f GFLOP/s "
             "(%d OpenMP threads); sgemm 1024x512x512 (gl_matmul_fwd): %.2f ms, %.1f GFLOP/s; "
@@ -1115,6 +1123,9 @@ START_TEST(test_speed)
             1e3 * best, fl * 1e-9, fl * 1e-9 / best, sq_get_threads(), 1e3 * bs,
             2.0 * M * N * K * 1e-9 / bs, lib);
     free(a), free(b), free(o);
+    ck_assert_msg(openblas, "cblas_sgemm binds to %s, which is not OpenBLAS (%s)", lib,
+                  obget ? "OpenBLAS is loaded, but another CBLAS comes first"
+                        : "no openblas_get_num_threads in the process");
 }
 END_TEST
 

@@ -10,6 +10,7 @@
 */
 #include "check_util.h"
 #include "shardq.h"
+#include "sq_hd.h"
 #include "world/world.h"
 
 #include <check.h>
@@ -850,6 +851,40 @@ START_TEST(test_small_models)
 }
 END_TEST
 
+/* The one lcm of the codec's tiles and the world's padding unit: the value
+** and the overflow flag of the world's former checked version (gcd, then
+** a / gcd * b with a checked multiply), on small, large and coprime sizes. */
+START_TEST(test_lcm)
+{
+    static const uint64_t v[] = {1, 2, 3, 8, 12, 64, 96, 1000, 4294967291u, (uint64_t)1 << 32,
+                                 ((uint64_t)1 << 32) + 1, (uint64_t)1 << 50, (uint64_t)3 << 61,
+                                 UINT64_MAX, UINT64_MAX - 1};
+    size_t n = sizeof v / sizeof v[0];
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            uint64_t a = v[i], b = v[j], x = a, y = b, want;
+            while (y) {
+                uint64_t t = x % y;
+                x = y;
+                y = t;
+            }
+            int want_ov = __builtin_mul_overflow(a / x, b, &want), ov = 0;
+            uint64_t got = sq_hd_lcm_u64(a, b, &ov);
+            ck_assert_msg(got == want && ov == want_ov, "lcm(%llu, %llu) = %llu (overflow %d), "
+                          "want %llu (%d)", (unsigned long long)a, (unsigned long long)b,
+                          (unsigned long long)got, ov, (unsigned long long)want, want_ov);
+            ck_assert_uint_eq(sq_hd_lcm_u64(a, b, NULL), want);
+        }
+    int ov = 0;
+    ck_assert_uint_eq(sq_hd_lcm_u64(4, 6, &ov), 12);
+    ck_assert_int_eq(ov, 0);
+    sq_hd_lcm_u64((uint64_t)1 << 63, 3, &ov);
+    ck_assert_int_eq(ov, 1);
+    sq_hd_lcm_u64(4, 6, &ov); /* a chain is tested once: the flag stays set */
+    ck_assert_int_eq(ov, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("world");
@@ -881,6 +916,7 @@ int main(void)
     tc = tcase_create("sizes");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_small_models);
+    tcase_add_test(tc, test_lcm);
     suite_add_tcase(s, tc);
     return sqt_run(s);
 }

@@ -10,6 +10,7 @@
 #include "backend/cuda.h"
 #include "backend/device.h"
 #include "sq_check.h"
+#include "sq_clock.h"
 #include "sq_hd.h"
 
 #include <errno.h>
@@ -17,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct sq_backend {
     sq_backend_kind kind;
@@ -44,13 +44,6 @@ static int cuda_status(sq_backend *be, int rc)
     if (rc == SQ_ERR_DEVICE || rc == SQ_ERR_NOMEM)
         snprintf(be->error, sizeof be->error, "%s", sq_cuda_error(be->cuda));
     return rc;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -395,7 +388,7 @@ int sq_backend_sync(sq_backend *be)
 int sq_backend_timer_start(sq_backend *be)
 {
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_timer_start(be->cuda));
-    be->t0 = now_s();
+    be->t0 = sq_clock_s();
     return SQ_OK;
 }
 
@@ -403,7 +396,7 @@ int sq_backend_timer_stop(sq_backend *be, double *seconds)
 {
     if (!seconds) return SQ_ERR_ARG;
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_timer_stop(be->cuda, seconds));
-    *seconds = now_s() - be->t0;
+    *seconds = sq_clock_s() - be->t0;
     return SQ_OK;
 }
 

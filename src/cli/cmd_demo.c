@@ -28,6 +28,7 @@
 #define _GNU_SOURCE /* realpath */
 #include "cli.h"
 #include "recipe.h"
+#include "sq_clock.h"
 #include "store/store.h"
 #include "train/corpus.h"
 
@@ -44,7 +45,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char demo_usage[] =
@@ -101,16 +101,9 @@ typedef struct demo {
     idset replays, trains, all;
 } demo;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void phase(const demo *d, int k, const char *what)
 {
-    printf("\n[%d/6 %5.0f s] %s\n", k, now() - d->t0, what);
+    printf("\n[%d/6 %5.0f s] %s\n", k, sq_clock_s() - d->t0, what);
     fflush(stdout);
 }
 
@@ -902,14 +895,14 @@ int cmd_demo(int argc, char **argv)
     snprintf(d.db, sizeof d.db, "%s/shardq.db", d.out);
     snprintf(d.report, sizeof d.report, "%s/report", d.out);
     snprintf(d.every, sizeof d.every, "%d", d.steps / 4);
-    d.t0 = now();
+    d.t0 = sq_clock_s();
     printf("shardq demo: everything goes to %s (database %s)\n", d.out, d.db);
 
     int rc = demo_run(&d);
     if (rc == CLI_OK) {
         key_lines(&d);
         printf("\nreport: %s/index.html (and report.md), written in %.0f s\n", d.report,
-               now() - d.t0);
+               sq_clock_s() - d.t0);
     } else {
         fprintf(stderr, "shardq demo: stopped (exit %d); run it again to resume\n", rc);
     }

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "progress.h"
 #include "recipe.h"
+#include "sq_clock.h"
 #include "store/store.h"
 
 #include <sqlite3.h>

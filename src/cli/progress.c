@@ -2,11 +2,11 @@
 ** progress.c -- the progress bar of progress.h.
 */
 #include "progress.h"
+#include "sq_clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define BAR_WIDTH 24
@@ -19,13 +19,6 @@ struct sq_progress {
     double t0, last;
     int width; /* characters of the line on screen, 0 when none */
 };
-
-double sq_clock_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 sq_progress *sq_progress_start(const char *label, size_t total)
 {

@@ -26,7 +26,4 @@ void sq_progress_pause(sq_progress *p);
 /* Erases the bar and frees p. */
 void sq_progress_finish(sq_progress *p);
 
-/* Seconds on the monotonic clock (what the bar and the benchmark time with). */
-double sq_clock_s(void);
-
 #endif

@@ -31,9 +31,9 @@
 /* Tile length for codecs that share groups/hadamard (c2 may be NULL). */
 static uint64_t tile_length(const sq_codec *c, const sq_codec *c2, uint64_t n)
 {
-    uint64_t l = sq_hd_lcm_u64(c->group, 8);
-    if (c->hadamard) l = sq_hd_lcm_u64(l, (uint64_t)c->hadamard);
-    if (c2) l = sq_hd_lcm_u64(l, c2->group);
+    uint64_t l = sq_hd_lcm_u64(c->group, 8, NULL);
+    if (c->hadamard) l = sq_hd_lcm_u64(l, (uint64_t)c->hadamard, NULL);
+    if (c2) l = sq_hd_lcm_u64(l, c2->group, NULL);
     if (l < TILE_TARGET) l *= (TILE_TARGET + l - 1) / l;
     return l < n ? l : (n ? n : 1);
 }

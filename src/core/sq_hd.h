@@ -51,8 +51,12 @@ SQ_HD float sq_hd_order_value(uint32_t k)
 }
 
 /* Tile lengths are multiples of several sizes (a group, 8, a Hadamard
-** block): the C reference's tiles and the kernels' blocks use this. */
-SQ_HD uint64_t sq_hd_lcm_u64(uint64_t a, uint64_t b)
+** block): the C reference's tiles, the kernels' blocks and the world's
+** padding unit use this. a, b > 0. When the lcm does not fit in 64 bits,
+** *overflow is set to 1 (never cleared, so a chain of calls is tested once
+** at its end) and the product wraps; overflow may be NULL where the operands
+** are known to be small (a codec's group and Hadamard sizes). */
+SQ_HD uint64_t sq_hd_lcm_u64(uint64_t a, uint64_t b, int *overflow)
 {
     uint64_t x = a, y = b;
     while (y) {
@@ -60,7 +64,9 @@ SQ_HD uint64_t sq_hd_lcm_u64(uint64_t a, uint64_t b)
         x = y;
         y = t;
     }
-    return a / x * b;
+    uint64_t q = a / x;
+    if (overflow && b && q > UINT64_MAX / b) *overflow = 1;
+    return q * b;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -2,20 +2,13 @@
 ** replay.c -- a scheme over a captured trace, param by param (replay.h).
 */
 #include "replay/replay.h"
+#include "sq_clock.h"
 #include "trace/wfile.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 sq_topo sq_replay_default_topo(const sq_trace *t)
 {
@@ -107,7 +100,7 @@ static void count_read(replay_state *st, const sq_trace_step *ts, int worker, si
                            : worker < 0 ? ts->wentry[p]
                                         : ts->gentry[(size_t)worker * st->t->nparams + p];
     uint64_t bytes = e ? e->end - e->begin : st->t->params[p].n * 4;
-    add_timing(st, T_READ, now_s() - t0, bytes);
+    add_timing(st, T_READ, sq_clock_s() - t0, bytes);
     st->res->trace_bytes += bytes;
 }
 
@@ -135,7 +128,7 @@ static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p,
                                                                    : sq_world_single_wire(w);
     memset(b->exact, 0, (size_t)sq_world_padded(w) * sizeof *b->exact);
     for (int tw = 0; tw < W && tw < N; tw++) {
-        double t0 = now_s();
+        double t0 = sq_clock_s();
         if (sq_trace_load(ts, tw, p, b->g, b->g64, err, errlen)) return -1;
         count_read(st, ts, tw, p, t0);
         double copies = 0;
@@ -155,19 +148,19 @@ static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p,
     }
     if (sc->grad_mean)
         for (uint64_t i = 0; i < n; i++) b->exact[i] /= (double)N;
-    double t0 = now_s();
+    double t0 = sq_clock_s();
     if (sq_world_reduce_grads(w, ts->step)) goto world_fail;
     /* what the collective read and wrote: every worker's full gradient in,
     ** its partition out, fp32 */
-    add_timing(st, T_GRAD, now_s() - t0, (uint64_t)N * (n + S) * 4);
-    t0 = now_s();
+    add_timing(st, T_GRAD, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
+    t0 = sq_clock_s();
     for (int r = 0; r < N; r++) {
         if (sq_world_get_grad_shard(w, r, b->shard)) goto world_fail;
         uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
         sq_erracc_add(e, b->shard, b->exact + first, len);
         if (b->red) memcpy(b->red + first, b->shard, (size_t)S * sizeof *b->red);
     }
-    add_timing(st, T_STATS, now_s() - t0, 0);
+    add_timing(st, T_STATS, sq_clock_s() - t0, 0);
     return b->red ? give_tensor(st, ts->step, p, SQ_REPLAY_GRAD, b->red, err, errlen) : 0;
 world_fail:
     sq_set_err(err, errlen, "%s", sq_world_error(w));
@@ -183,7 +176,7 @@ static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t 
     const sq_scheme *sc = sq_world_scheme(w);
     const int N = sq_world_workers(w);
     const uint64_t n = t->params[p].n, S = sq_world_shard(w);
-    double t0 = now_s();
+    double t0 = sq_clock_s();
     if (sq_trace_load(ts, -1, p, b->wcur, b->g64, err, errlen)) return -1;
     count_read(st, ts, -1, p, t0);
     *did = 0;
@@ -206,10 +199,10 @@ static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t 
         if (len) memcpy(b->shard, b->wcur + first, (size_t)len * sizeof *b->shard);
         if (sq_world_put_master(w, r, b->shard)) goto world_fail;
     }
-    t0 = now_s();
+    t0 = sq_clock_s();
     if (sq_world_gather_weights(w, ts->step)) goto world_fail;
-    add_timing(st, T_WEIGHT, now_s() - t0, (uint64_t)N * (n + S) * 4);
-    t0 = now_s();
+    add_timing(st, T_WEIGHT, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
+    t0 = sq_clock_s();
     if (sq_world_get_weights(w, 0, b->what0)) goto world_fail;
     for (int r = 1; r < N; r++) {
         if (sq_world_get_weights(w, r, b->what)) goto world_fail;
@@ -221,7 +214,7 @@ static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t 
         }
     }
     sq_erracc_add(e, b->what0, b->g64, n);
-    add_timing(st, T_STATS, now_s() - t0, 0);
+    add_timing(st, T_STATS, sq_clock_s() - t0, 0);
     *did = 1;
     return give_tensor(st, ts->step, p, SQ_REPLAY_WEIGHT, b->what0, err, errlen);
 world_fail:
@@ -276,7 +269,7 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
     const int N = sq_world_workers(w);
     size_t nrows = 0;
     for (size_t s = 0; s < st->nsteps; s++) {
-        double t0 = now_s();
+        double t0 = sq_clock_s();
         sq_trace_step ts;
         /* only the files this replay reads: the weights, and the gradients
         ** of trace workers 0 .. min(W, N) - 1 */
@@ -291,7 +284,7 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
                                             errlen));
         sq_trace_step_close(&ts);
         if (bad) goto fail;
-        double secs = now_s() - t0;
+        double secs = sq_clock_s() - t0;
         step_acc *a = &st->acc[s];
         a->seconds += secs;
         if (do_grad) {
@@ -334,7 +327,7 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
                   sq_replay_result *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    double t_start = now_s();
+    double t_start = sq_clock_s();
     replay_state st = {.cfg = cfg, .t = t, .sink = sink, .res = out};
     st.nsteps = cfg->max_steps && cfg->max_steps < t->nsteps ? cfg->max_steps : t->nsteps;
     out->steps = st.nsteps;
@@ -412,7 +405,7 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
     rc = 0;
 done:
     free(st.acc);
-    out->seconds = now_s() - t_start;
+    out->seconds = sq_clock_s() - t_start;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) out->peak_rss = (uint64_t)ru.ru_maxrss * 1024;
     return rc;

@@ -3,6 +3,7 @@
 ** (trainer.h).
 */
 #include "train/trainer.h"
+#include "sq_clock.h"
 #include "trace/tracedir.h"
 #include "trace/wfile.h"
 
@@ -12,17 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 const char *const sq_train_time_names[SQ_TT_N] = {
     "compute", "grad_reducescatter", "optimizer", "weight_allgather", "eval", "capture"};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void sq_train_defaults(sq_train_config *c)
 {
@@ -106,12 +99,12 @@ double sq_train_sgemm_gflops(const sq_gpt_config *m, int rows, double seconds)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c,
                     N);
         long reps = 0;
-        double t0 = now_s(), t;
+        double t0 = sq_clock_s(), t;
         do {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f,
                         c, N);
             reps++;
-        } while ((t = now_s() - t0) < seconds);
+        } while ((t = sq_clock_s() - t0) < seconds);
         rate = 2.0 * M * (double)N * K * (double)reps / t / 1e9;
     }
     free(a), free(b), free(c);
@@ -289,14 +282,14 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, char
     sq_train_result *res = s->res;
     double sum = 0;
     for (int r = 0; r < s->N; r++) {
-        double t0 = now_s();
+        double t0 = sq_clock_s();
         sq_corpus_train_batch(s->corpus, c->seed, t, (uint64_t)r * (uint64_t)c->batch, c->batch,
                               c->seq, s->inputs, s->targets);
         sum += sq_gpt_forward(s->ws, (const float *const *)s->wptr, s->inputs, s->targets,
                               c->batch, c->seq);
         sq_gpt_backward(s->ws, (const float *const *)s->wptr, s->gptr);
-        res->time[SQ_TT_COMPUTE] += now_s() - t0;
-        t0 = now_s();
+        res->time[SQ_TT_COMPUTE] += sq_clock_s() - t0;
+        t0 = sq_clock_s();
         /* the world refuses a gradient that is not finite, naming the element */
         for (size_t p = 0; p < s->np; p++) {
             int rc = sq_world_put_grad(s->ps[p].w, r, s->gptr[p]);
@@ -307,16 +300,16 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, char
             }
             if (rc) return world_fail(s, p, err, errlen);
         }
-        res->time[SQ_TT_GRAD] += now_s() - t0;
+        res->time[SQ_TT_GRAD] += sq_clock_s() - t0;
         /* captured once the world took it: a trace holds finite gradients only */
         if (capture) {
-            t0 = now_s();
+            t0 = sq_clock_s();
             if (capture_file(s, t, r, s->gptr, err, errlen)) return -1;
-            res->time[SQ_TT_CAPTURE] += now_s() - t0;
+            res->time[SQ_TT_CAPTURE] += sq_clock_s() - t0;
         }
     }
     *loss = sum / s->N;
-    double t0 = now_s();
+    double t0 = sq_clock_s();
     for (size_t p = 0; p < s->np; p++) {
         param_state *q = &s->ps[p];
         if (sq_world_reduce_grads(q->w, t)) return world_fail(s, p, err, errlen);
@@ -324,7 +317,7 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, char
             if (sq_world_get_grad_shard(q->w, r, q->red + (size_t)r * q->S))
                 return world_fail(s, p, err, errlen);
     }
-    res->time[SQ_TT_GRAD] += now_s() - t0;
+    res->time[SQ_TT_GRAD] += sq_clock_s() - t0;
     if (s->sink && s->sink->tensor)
         for (size_t p = 0; p < s->np; p++)
             if (s->sink->tensor(s->sink->ctx, t, p, SQ_TRAIN_REDUCED, s->ps[p].red, s->ps[p].n)) {
@@ -378,15 +371,15 @@ static int train_loop(train_state *s, char *err, size_t errlen)
     sched.total = c->steps;
     const double step_flops = s->N * sq_gpt_flops(&c->model, c->batch, c->seq);
     const uint64_t step_tokens = (uint64_t)s->N * (uint64_t)c->batch * (uint64_t)c->seq;
-    double t_start = now_s();
+    double t_start = sq_clock_s();
     if (init_weights(s, err, errlen) || read_weights(s, err, errlen)) return -1;
     for (uint32_t t = 0; t < c->steps; t++) {
         int capture = s->tw && t % c->capture_every == 0;
         if (capture) {
             /* the masters at the start of the step: what replay gathers */
-            double t0 = now_s();
+            double t0 = sq_clock_s();
             if (capture_file(s, t, -1, s->mptr, err, errlen)) return -1;
-            res->time[SQ_TT_CAPTURE] += now_s() - t0;
+            res->time[SQ_TT_CAPTURE] += sq_clock_s() - t0;
             res->captured++;
         }
         if (s->sink && s->sink->tensor)
@@ -399,18 +392,18 @@ static int train_loop(train_state *s, char *err, size_t errlen)
         double loss;
         if (gradients(s, t, capture, &loss, err, errlen)) return -1;
         float lr = sq_lr_at(&sched, t);
-        double norm, t0 = now_s();
+        double norm, t0 = sq_clock_s();
         optimize(s, t, lr, &norm);
-        res->time[SQ_TT_OPTIM] += now_s() - t0;
-        t0 = now_s();
+        res->time[SQ_TT_OPTIM] += sq_clock_s() - t0;
+        t0 = sq_clock_s();
         if (gather(s, t, err, errlen)) return -1;
-        res->time[SQ_TT_WEIGHT] += now_s() - t0;
+        res->time[SQ_TT_WEIGHT] += sq_clock_s() - t0;
         sq_train_row row = {.step = t, .loss = loss, .val_loss = NAN, .lr = lr,
                             .grad_norm = norm};
         if ((c->eval_every && (t + 1) % c->eval_every == 0) || t + 1 == c->steps) {
-            t0 = now_s();
+            t0 = sq_clock_s();
             row.val_loss = evaluate(s);
-            res->time[SQ_TT_EVAL] += now_s() - t0;
+            res->time[SQ_TT_EVAL] += sq_clock_s() - t0;
             res->final_val = row.val_loss;
         }
         res->steps = t + 1;
@@ -419,7 +412,7 @@ static int train_loop(train_state *s, char *err, size_t errlen)
         if (t == 0) res->first_loss = loss;
         res->final_loss = loss;
         row.tokens = res->tokens;
-        row.seconds = now_s() - t_start;
+        row.seconds = sq_clock_s() - t_start;
         if (s->sink && s->sink->step && s->sink->step(s->sink->ctx, &row, err, errlen)) return -1;
         if (s->sink && s->sink->progress) s->sink->progress(s->sink->ctx, t + 1, c->steps, loss);
     }
@@ -433,7 +426,7 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
     out->final_val = NAN;
     if (sq_train_validate(c, corpus, err, errlen)) return -1;
     train_state s = {.c = c, .corpus = corpus, .sink = sink, .res = out};
-    double t0 = now_s();
+    double t0 = sq_clock_s();
     int rc = open_state(&s, err, errlen);
     if (!rc && c->capture) {
         sq_trace_param *tp = calloc(s.np, sizeof *tp);
@@ -458,10 +451,10 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
     }
     if (!rc) rc = train_loop(&s, err, errlen);
     if (!rc && s.tw) {
-        double tc = now_s();
+        double tc = sq_clock_s();
         rc = sq_trace_writer_close(s.tw, err, errlen);
         s.tw = NULL;
-        out->time[SQ_TT_CAPTURE] += now_s() - tc;
+        out->time[SQ_TT_CAPTURE] += sq_clock_s() - tc;
     }
     if (s.ps) {
         sq_traffic sum;
@@ -470,7 +463,7 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
         sq_bytes_rows(&sum, out->bytes);
     }
     free_state(&s);
-    out->seconds = now_s() - t0;
+    out->seconds = sq_clock_s() - t0;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) out->peak_rss = (uint64_t)ru.ru_maxrss * 1024;
     return rc;

@@ -3,6 +3,7 @@
 ** and their accounting. The collectives themselves are in collectives.c.
 */
 #include "world/world_internal.h"
+#include "sq_hd.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,23 +75,12 @@ static uint64_t mul(uint64_t a, uint64_t b, int *overflow)
     return r;
 }
 
-static uint64_t lcm(uint64_t a, uint64_t b, int *overflow)
-{
-    uint64_t x = a, y = b;
-    while (y) {
-        uint64_t t = x % y;
-        x = y;
-        y = t;
-    }
-    return mul(a / x, b, overflow);
-}
-
 /* Elements one unit of a wire needs: whole groups, whole transform blocks,
 ** and whole bytes of codes whatever the bit width (8 elements). */
 static uint64_t wire_unit(const sq_wire *wr, int *ov)
 {
-    uint64_t u = lcm(8, sq_wire_group(wr), ov);
-    if (!sq_wire_raw(wr) && wr->codec.hadamard) u = lcm(u, (uint64_t)wr->codec.hadamard, ov);
+    uint64_t u = sq_hd_lcm_u64(8, sq_wire_group(wr), ov);
+    if (!sq_wire_raw(wr) && wr->codec.hadamard) u = sq_hd_lcm_u64(u, (uint64_t)wr->codec.hadamard, ov);
     return u;
 }
 
@@ -108,14 +98,15 @@ static int pad_unit(sq_world *w, uint64_t *unit)
     uint64_t uw = mul(wire_unit(&w->scheme.weight, &ov), N, &ov);
     uint64_t ug;
     if (w->grad_path == SQ_GRAD_TWOLEVEL) {
-        ug = lcm(wire_unit(&w->scheme.grad_intra, &ov), wire_unit(&w->scheme.grad_inter, &ov), &ov);
+        ug = sq_hd_lcm_u64(wire_unit(&w->scheme.grad_intra, &ov),
+                           wire_unit(&w->scheme.grad_inter, &ov), &ov);
         ug = mul(mul(ug, N, &ov), (uint64_t)w->scheme.pipe, &ov);
     } else if (w->grad_path == SQ_GRAD_A2A) {
         ug = mul(wire_unit(w->single_wire, &ov), N, &ov);
     } else {
         ug = 8 * N;
     }
-    uint64_t u = lcm(uw, ug, &ov);
+    uint64_t u = sq_hd_lcm_u64(uw, ug, &ov);
     if (ov || u > ((uint64_t)1 << 50)) {
         sq_world_set_error(w, "the padding unit (lcm of the groups, Hadamard sizes, pipe and N) "
                               "overflows: choose smaller or rounder group sizes");
