@@ -9,9 +9,11 @@
 T=$TEST_TMPDIR
 
 so=$SHARDQ_BUILDDIR/.libs/libshardq.so
-command -v pkg-config >/dev/null 2>&1 || skip_all "no pkg-config"
-command -v readelf >/dev/null 2>&1 || skip_all "no readelf"
-test -f "$so" || skip_all "no shared library (configured with --disable-shared?)"
+# Only GPU tests skip: a missing tool or library is an error (exit 99).
+need() { echo "error: $*" >&2; exit 99; }
+command -v pkg-config >/dev/null 2>&1 || need "pkg-config is needed (apt-get install pkg-config)"
+command -v readelf >/dev/null 2>&1 || need "readelf is needed (apt-get install binutils)"
+test -f "$so" || need "no shared library $so (configured with --disable-shared?)"
 
 # The uninstalled shardq.pc of the build tree; its Requires.private modules
 # resolve from the system's pkg-config path.
