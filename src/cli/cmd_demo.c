@@ -30,6 +30,7 @@
 #include "recipe.h"
 #include "sq_clock.h"
 #include "store/store.h"
+#include "trace/tracedir.h"
 #include "train/corpus.h"
 
 #include <sqlite3.h>
@@ -121,16 +122,6 @@ static int run(int (*cmd)(int, char **), const char *const *args)
     int rc = cmd(argc, argv);
     fflush(stdout);
     return rc;
-}
-
-/* 64-bit FNV-1a of n bytes, from h: the corpus's identity and the capture
-** key's short name. */
-#define FNV_BASIS 0xcbf29ce484222325ULL
-static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
 }
 
 static int idset_add(idset *s, int64_t id)
@@ -259,7 +250,7 @@ static int take_corpus(demo *d)
         return CLI_RUNTIME;
     }
     join_blocks(&c, all);
-    uint64_t h = fnv1a(all, len, FNV_BASIS);
+    uint64_t h = sq_fnv1a64(all, len, SQ_FNV1A64_BASIS);
     snprintf(d->corpus_name, sizeof d->corpus_name, "corpus-%016llx.txt", (unsigned long long)h);
     snprintf(d->corpus_id, sizeof d->corpus_id, "fnv1a64:%016llx:%zu", (unsigned long long)h,
              len);
@@ -450,7 +441,7 @@ static void capture_key(demo *d)
                                     a[i + 1]);
     snprintf(d->key + len, sizeof d->key - len, ";corpus=%s", d->corpus_id);
     snprintf(d->trace_name, sizeof d->trace_name, "trace-%016llx",
-             (unsigned long long)fnv1a(d->key, strlen(d->key), FNV_BASIS));
+             (unsigned long long)sq_fnv1a64(d->key, strlen(d->key), SQ_FNV1A64_BASIS));
     snprintf(d->trace, sizeof d->trace, "%s/%s", d->out, d->trace_name);
 }
 

@@ -144,6 +144,10 @@ int sq_trace_writer_open_as(sq_trace_writer **w, const char *dir, const char *ow
 /* The id of the traces of owner (32 hexadecimal digits), which the manifest
 ** ("id") and the metadata of every file ("trace_id") carry. */
 void sq_trace_id_of(const char *owner, char id[SQ_TRACE_ID_MAX]);
+/* 64-bit FNV-1a of n bytes, continuing from h (SQ_FNV1A64_BASIS to start):
+** the identity of a trace's owner, and of a demo's corpus and capture key. */
+#define SQ_FNV1A64_BASIS 0xcbf29ce484222325ULL
+uint64_t sq_fnv1a64(const void *p, size_t n, uint64_t h);
 /* Starts the file of step `step` (steps strictly increase across calls to
 ** begin with worker -1 or 0 ...): worker -1 is weights.safetensors, else
 ** grads-wWW.safetensors. Then put every param in order, then end. */

@@ -82,8 +82,7 @@ static void make_parents(const char *path)
 
 #define WRITER_FILE ".shardq-writer"
 
-/* 64-bit FNV-1a of n bytes, continuing from h. */
-static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
+uint64_t sq_fnv1a64(const void *p, size_t n, uint64_t h)
 {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
@@ -96,8 +95,8 @@ void sq_trace_id_of(const char *owner, char id[SQ_TRACE_ID_MAX])
     ** an id by accident */
     size_t n = strlen(owner);
     snprintf(id, SQ_TRACE_ID_MAX, "%016llx%016llx",
-             (unsigned long long)fnv1a(owner, n, 0xcbf29ce484222325ULL),
-             (unsigned long long)fnv1a(owner, n, 0x84222325cbf29ce4ULL));
+             (unsigned long long)sq_fnv1a64(owner, n, SQ_FNV1A64_BASIS),
+             (unsigned long long)sq_fnv1a64(owner, n, 0x84222325cbf29ce4ULL));
 }
 
 /* An id no other writer has: 16 random bytes (the time and the pid where

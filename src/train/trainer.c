@@ -342,8 +342,8 @@ static void optimize(train_state *s, uint32_t t, float lr, double *norm)
         param_state *q = &s->ps[p];
         for (int r = 0; r < s->N; r++) {
             uint64_t first = (uint64_t)r * q->S;
-            if (first >= q->n) break;
-            size_t len = (size_t)(q->n - first < q->S ? q->n - first : q->S);
+            size_t len = (size_t)sq_world_shard_len(q->w, r);
+            if (!len) break;
             sq_adamw_step(&c->adamw, lr, t + 1, s->meta[p].decay, scale, q->red + first,
                           q->master + first, q->m + first, q->v + first, len);
         }
