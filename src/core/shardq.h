@@ -14,8 +14,8 @@
 ** number and a packed byte are) are documented in README.md, "Formats".
 **
 ** Errors: functions that can fail return an sq_status; SQ_OK is zero and every
-** failure is negative. sq_strerror() turns a status into a sentence. On
-** failure the contents of output buffers are unspecified.
+** failure is negative (see "Status codes and errors" below). On failure the
+** contents of output buffers are unspecified.
 */
 #ifndef SHARDQ_H
 #define SHARDQ_H
@@ -30,24 +30,77 @@ extern "C" {
 #define SHARDQ_VERSION_STRING "0.1.0"
 
 /* ------------------------------------------------------------------------ */
-/* Status codes                                                             */
+/* Status codes and errors                                                  */
 /* ------------------------------------------------------------------------ */
-
+/*
+** One convention holds across the whole library (core, backend, world,
+** trace, store, replay, train, sweep, cost model, bench):
+**
+**   - every function that can fail returns an int: SQ_OK (zero) or a
+**     negative sq_status that says what KIND of failure it was;
+**   - a function that can say more than its kind (which file, tensor, field,
+**     value, worker) writes a sentence into an sq_error: the caller's, passed
+**     as the last argument (it may be NULL), or the one kept on a handle
+**     (sq_world_error, sq_backend_error and sq_store_error give its sentence);
+**   - the sentence speaks of the thing at fault, never of a command-line
+**     option; sq_error_message() gives it (or sq_strerror() of the kind when
+**     nothing more was said).
+**
+** The pure codec calls of this header fail only in the ways their kind
+** names, so they return the kind alone. The shardq command maps kinds to
+** exit statuses (SQ_ERR_BUSY: 75, any other: 1).
+*/
 typedef enum sq_status {
     SQ_OK = 0,
     SQ_ERR_ARG = -1,        /* a NULL pointer, a size that overflows, k = 0 ... */
-    SQ_ERR_SPEC = -2,       /* a codec spec that is out of range */
+    SQ_ERR_SPEC = -2,       /* a codec spec or a setting that is out of range */
     SQ_ERR_NONFINITE = -3,  /* the input holds NaN or +-Inf */
     SQ_ERR_RANGE = -4,      /* finite values whose result does not fit fp32 (or
                             ** a scale its 16-bit dtype), or decoded output that
                             ** is not finite */
     SQ_ERR_NOMEM = -5,      /* an allocation failed */
     SQ_ERR_UNSUPPORTED = -6, /* the operation is not available on this backend */
-    SQ_ERR_DEVICE = -7      /* a CUDA call failed (the backend's error message
-                            ** names the call) */
+    SQ_ERR_DEVICE = -7,     /* a CUDA call failed (the message names the call) */
+    SQ_ERR_IO = -8,         /* the system refused a read, write, open or rename
+                            ** (the message names the file and the reason) */
+    SQ_ERR_FORMAT = -9,     /* a file's content is malformed, truncated or lies
+                            ** about itself (the message names file and field) */
+    SQ_ERR_BUSY = -10,      /* another process holds the database, directory
+                            ** or run: try again later */
+    SQ_ERR_NOTFOUND = -11,  /* a named file, tensor, run or preset does not exist */
+    SQ_ERR_CONFLICT = -12,  /* what is stored disagrees with what is asked (a
+                            ** trace or run of another identity) */
+    SQ_ERR_INTERRUPTED = -13 /* a signal asked the work to stop */
 } sq_status;
 
 const char *sq_strerror(int status);
+
+#define SQ_ERROR_MSG 512
+
+/* Where a failure is described: its kind and a sentence. A zeroed sq_error
+** (or one passed to sq_error_clear) says SQ_OK. */
+typedef struct sq_error {
+    int status;
+    char msg[SQ_ERROR_MSG];
+} sq_error;
+
+/* Records status and the printf-style sentence in e (which may be NULL) and
+** returns status, so that a failure reads `return sq_error_set(e, ...)`. */
+int sq_error_set(sq_error *e, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Prepends context to e's sentence ("reading FILE: " + sentence), keeping
+** its kind, and returns that kind. */
+int sq_error_prefix(sq_error *e, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void sq_error_clear(sq_error *e);
+/* The sentence, or sq_strerror(e->status) when none was written. */
+const char *sq_error_message(const sq_error *e);
 
 /* ------------------------------------------------------------------------ */
 /* Scalar dtypes                                                            */
