@@ -587,7 +587,9 @@ static int store_size(sq_store *store, int64_t run, const row *rows, int nops, u
                                 .bytes = (uint64_t)r->bytes, .gb_per_s = r->gbs,
                                 .gb_per_s_std = r->gbs_std, .copy_gb_per_s = r->copy_gbs};
     }
-    return sq_store_add_bench(store, run, b, k, err, errlen);
+    int rc = sq_store_add_bench(store, run, b, k);
+    if (rc) snprintf(err, errlen, "%s", sq_store_error(store));
+    return rc;
 }
 
 int cmd_bench(int argc, char **argv)
@@ -852,9 +854,10 @@ int cmd_bench(int argc, char **argv)
     sq_backend_close(be);
     if (store) {
         char err[1024];
+        (void)err;
         if (sq_store_run_end(store, run, status ? "failed" : "done", status ? failure : NULL,
-                             NULL, 0, NULL, 0, err, sizeof err)) {
-            fprintf(stderr, "shardq bench: %s\n", err);
+                             NULL, 0, NULL, 0)) {
+            fprintf(stderr, "shardq bench: %s\n", sq_store_error(store));
             status = CLI_RUNTIME;
         } else if (!status && !json) {
             printf("\nstored as run %lld in %s\n", (long long)run, db);

@@ -344,9 +344,9 @@ static int ini_write(ini *b)
 
 static int open_db(const demo *d, sq_store **s)
 {
-    char err[1024];
-    if (sq_store_open(d->db, SQ_STORE_BUSY_MS, 0, s, err, sizeof err)) {
-        fprintf(stderr, "shardq demo: %s\n", err);
+    sq_error err = {0};
+    if (sq_store_open(d->db, SQ_STORE_BUSY_MS, 0, s, &err)) {
+        fprintf(stderr, "shardq demo: %s\n", sq_error_message(&err));
         return -1;
     }
     return 0;

@@ -97,7 +97,11 @@ static int predict(const model_opts *o, int gpus, model_point *pt, char *err, si
 static int quant_from_db(const char *path, model_opts *o, char *err, size_t errlen)
 {
     sq_store *s;
-    if (sq_store_open(path, 1000, 1, &s, err, errlen)) return -1;
+    sq_error e = {0};
+    if (sq_store_open(path, 1000, 1, &s, &e)) {
+        snprintf(err, errlen, "%s", sq_error_message(&e));
+        return -1;
+    }
     static const char sql[] =
         "WITH last AS (SELECT max(b.run_id) AS id FROM bench_results b JOIN runs r"
         "  ON r.id = b.run_id WHERE r.status = 'done' AND b.op IN ('quantize', 'dequantize')),"
@@ -273,10 +277,11 @@ static int store_points(const char *db, const model_opts *o, const model_point *
     sq_run_info info = {.kind = "model", .config = cfg, .device = o->plat.name};
     sq_store *s = NULL;
     int64_t run;
-    if (sq_store_open(db, SQ_STORE_BUSY_MS, 0, &s, err, sizeof err) ||
-        sq_store_run_begin(s, &info, params, sizeof params / sizeof *params, &run, err,
-                           sizeof err) != SQ_STORE_STARTED) {
-        fprintf(stderr, "shardq model: %s\n", err);
+    sq_error e = {0};
+    if (sq_store_open(db, SQ_STORE_BUSY_MS, 0, &s, &e) ||
+        sq_store_run_begin(s, &info, params, sizeof params / sizeof *params, &run) !=
+            SQ_STORE_STARTED) {
+        fprintf(stderr, "shardq model: %s\n", s ? sq_store_error(s) : sq_error_message(&e));
         if (s) sq_store_close(s);
         return CLI_RUNTIME;
     }
@@ -296,12 +301,14 @@ static int store_points(const char *db, const model_opts *o, const model_point *
                 .speedup = speedup_of(&pts[k].base, c),
                 .inter_bytes_per_node = c->inter_bytes_per_node};
         }
-    int rc = rows ? sq_store_add_model(s, run, rows, nr, err, sizeof err) : -1;
+    int rc = rows ? sq_store_add_model(s, run, rows, nr) : -1;
     if (!rows) snprintf(err, sizeof err, "out of memory");
+    else if (rc) snprintf(err, sizeof err, "%s", sq_store_error(s));
     free(rows);
     char end_err[1024];
-    if (sq_store_run_end(s, run, rc ? "failed" : "done", rc ? err : NULL, NULL, 0, NULL, 0,
-                         end_err, sizeof end_err) && !rc) {
+    if (sq_store_run_end(s, run, rc ? "failed" : "done", rc ? err : NULL, NULL, 0, NULL, 0) &&
+        !rc) {
+        snprintf(end_err, sizeof end_err, "%s", sq_store_error(s));
         snprintf(err, sizeof err, "%s", end_err);
         rc = -1;
     }

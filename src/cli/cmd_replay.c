@@ -66,7 +66,9 @@ static int sink_rows(void *ctx, const sq_stat_row *rows, size_t n, char *err, si
 {
     sink_ctx *c = ctx;
     if (!c->store) return 0;
-    return sq_store_add_stats(c->store, c->run, rows, n, err, errlen);
+    int rc = sq_store_add_stats(c->store, c->run, rows, n);
+    if (rc) snprintf(err, errlen, "%s", sq_store_error(c->store));
+    return rc;
 }
 
 static void sink_progress(void *ctx, size_t done, size_t total)
@@ -316,16 +318,15 @@ int cmd_replay(int argc, char **argv)
     if (bad) {
         fprintf(stderr, "shardq replay: %s\n", err);
         if (store) {
-            char err2[1024];
             if (sq_store_run_end(store, run, "failed", err, NULL, 0, res.timings,
-                                 SQ_REPLAY_NTIMINGS, err2, sizeof err2))
-                fprintf(stderr, "shardq replay: %s\n", err2);
+                                 SQ_REPLAY_NTIMINGS))
+                fprintf(stderr, "shardq replay: %s\n", sq_store_error(store));
         }
         goto done;
     }
     if (store && sq_store_run_end(store, run, "done", NULL, res.bytes, SQ_NCOLL * SQ_NLINK,
-                                  res.timings, SQ_REPLAY_NTIMINGS, err, sizeof err)) {
-        fprintf(stderr, "shardq replay: %s\n", err);
+                                  res.timings, SQ_REPLAY_NTIMINGS)) {
+        fprintf(stderr, "shardq replay: %s\n", sq_store_error(store));
         goto done;
     }
     if (json) print_json(&res, trace_path, preset, scheme, topo, seed, device, run);

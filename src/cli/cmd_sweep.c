@@ -118,7 +118,11 @@ static int load_done(const char *db, const recipe *r, unsigned char *done, int q
     sq_store *s;
     /* opened for writing: this creates or migrates the file once, up front,
     ** and a database that cannot be written stops the sweep here */
-    if (sq_store_open(db, 0, 0, &s, err, errlen)) return -1;
+    sq_error e = {0};
+    if (sq_store_open(db, 0, 0, &s, &e)) {
+        snprintf(err, errlen, "%s", sq_error_message(&e));
+        return -1;
+    }
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(sq_store_db(s),
                                 "SELECT key FROM runs WHERE status = 'done' AND sweep = ?1", -1,
@@ -279,8 +283,7 @@ static void say_waiting(const recipe_run *x, const sq_run_holder *h, double *sai
 static int may_retry(sq_store *s, const recipe_run *x, const wait_opts *w, double *said)
 {
     sq_run_holder h;
-    char err[1024];
-    if (!s || sq_store_key_holder(s, x->key, &h, err, sizeof err)) return 1;
+    if (!s || sq_store_key_holder(s, x->key, &h)) return 1;
     if (h.id == 0 || strcmp(h.status, "running") != 0 || h.state == SQ_PROC_GONE) return 1;
     int stale = w->stale_after >= 0 && !isnan(h.idle_s) && h.idle_s >= w->stale_after;
     if (h.state != SQ_PROC_ELSEWHERE || !(w->takeover || stale)) {
@@ -297,9 +300,9 @@ static int may_retry(sq_store *s, const recipe_run *x, const wait_opts *w, doubl
     else
         snprintf(why, sizeof why, "taken over by shardq sweep on %s (pid %lld): no write for %s "
                  "(--stale-after %g)", host, (long long)getpid(), idle, w->stale_after);
-    int t = sq_store_run_takeover(s, &h, why, err, sizeof err);
+    int t = sq_store_run_takeover(s, &h, why);
     if (t < 0)
-        fprintf(stderr, "shardq sweep: %s\n", err);
+        fprintf(stderr, "shardq sweep: %s\n", sq_store_error(s));
     else if (t == 0)
         fprintf(stderr, "shardq sweep: taking over %s: run %lld (key %s) of pid %lld on host %s, "
                 "under way since %s, last write %s ago (%s)\n", x->label, (long long)h.id, x->key,
@@ -311,8 +314,9 @@ static int may_retry(sq_store *s, const recipe_run *x, const wait_opts *w, doubl
 static sq_store *open_quietly(const char *db)
 {
     sq_store *s = NULL;
-    char err[1024];
-    if (sq_store_open(db, 0, 0, &s, err, sizeof err)) fprintf(stderr, "shardq sweep: %s\n", err);
+    sq_error err = {0};
+    if (sq_store_open(db, 0, 0, &s, &err))
+        fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
     return s;
 }
 

@@ -100,7 +100,8 @@ typedef struct sink_ctx {
 static int flush_rows(sink_ctx *c, char *err, size_t errlen)
 {
     if (!c->store || !c->nrows) return 0;
-    int rc = sq_store_add_train(c->store, c->run, c->rows, c->nrows, err, errlen);
+    int rc = sq_store_add_train(c->store, c->run, c->rows, c->nrows);
+    if (rc) snprintf(err, errlen, "%s", sq_store_error(c->store));
     c->nrows = 0;
     return rc;
 }
@@ -547,15 +548,14 @@ int cmd_train(int argc, char **argv)
         if (store) {
             char err2[1024];
             flush_rows(&sc, err2, sizeof err2);
-            if (sq_store_run_end(store, run, "failed", err, NULL, 0, timings, SQ_TT_N, err2,
-                                 sizeof err2))
-                fprintf(stderr, "shardq train: %s\n", err2);
+            if (sq_store_run_end(store, run, "failed", err, NULL, 0, timings, SQ_TT_N))
+                fprintf(stderr, "shardq train: %s\n", sq_store_error(store));
         }
         goto done;
     }
     if (store && sq_store_run_end(store, run, "done", NULL, res.bytes, SQ_NCOLL * SQ_NLINK,
-                                  timings, SQ_TT_N, err, sizeof err)) {
-        fprintf(stderr, "shardq train: %s\n", err);
+                                  timings, SQ_TT_N)) {
+        fprintf(stderr, "shardq train: %s\n", sq_store_error(store));
         goto done;
     }
     if (json) print_json(&res, &f, &c, &corpus, preset, scheme, topo, run);

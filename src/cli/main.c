@@ -210,10 +210,10 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_inf
                   const sq_scheme *scheme, const sq_store_kv *extra, size_t nextra, int quiet,
                   sq_store **store, int64_t *run)
 {
-    char err[2048];
+    sq_error err = {0};
     *run = 0;
-    if (sq_store_open(db, busy_ms, 0, store, err, sizeof err)) {
-        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+    if (sq_store_open(db, busy_ms, 0, store, &err)) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
         return CLI_RUNTIME;
     }
     /* every knob too, so that a report can group runs by any of them; a run
@@ -235,7 +235,7 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_inf
         all[nextra + k].key = sq_scheme_knobs[k].key;
         all[nextra + k].value = vals[k];
     }
-    int b = sq_store_run_begin(*store, info, all, np, run, err, sizeof err);
+    int b = sq_store_run_begin(*store, info, all, np, run);
     free(all), free(vals);
     if (b == SQ_STORE_STARTED) {
         /* said even when quiet: a run was left behind by a process that died */
@@ -245,23 +245,16 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_inf
     }
     if (b == SQ_STORE_DONE) {
         if (!quiet) printf("already done: run %lld in %s\n", (long long)*run, db);
-    } else if (b == SQ_STORE_BUSY) {
-        sq_run_holder h;
-        if (!quiet && info->key &&
-            sq_store_key_holder(*store, info->key, &h, err, sizeof err) == 0 && h.id == *run)
-            fprintf(stderr, "shardq %s: run %lld with this key is under way: pid %lld on %s%s "
-                    "(since %s)\n", cmd, (long long)*run, (long long)h.pid, h.host,
-                    h.state == SQ_PROC_ELSEWHERE ? ", another host" : "", h.started);
-        else if (!quiet)
-            fprintf(stderr, "shardq %s: run %lld with this key is under way in another "
-                    "process\n", cmd, (long long)*run);
+    } else if (b == SQ_ERR_BUSY && *run > 0) {
+        if (!quiet) fprintf(stderr, "shardq %s: %s\n", cmd, sq_store_error(*store));
     } else {
-        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_store_error(*store));
     }
+    int held = b == SQ_ERR_BUSY && *run > 0;
     sq_store_close(*store);
     *store = NULL;
     *run = 0;
-    return b == SQ_STORE_DONE ? CLI_OK : b == SQ_STORE_BUSY ? CLI_BUSY : CLI_RUNTIME;
+    return b == SQ_STORE_DONE ? CLI_OK : held ? CLI_BUSY : CLI_RUNTIME;
 }
 
 double cli_bits_per_elem(const sq_bytes_row *b)
