@@ -6,8 +6,11 @@
 #include "trace/wfile.h"
 #include "backend/device.h"
 #include "shardq.h"
+#include "progress.h"
 #include "store/store.h"
+#include "sweep/sweep.h"
 #include "world/world.h"
+
 
 #include <errno.h>
 #include <getopt.h>
@@ -255,6 +258,57 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_inf
     *store = NULL;
     *run = 0;
     return b == SQ_STORE_DONE ? CLI_OK : held ? CLI_BUSY : CLI_RUNTIME;
+}
+
+static void job_start(void *ctx, uint64_t total)
+{
+    cli_job *j = ctx;
+    /* said even when quiet: a run was left behind by a process that died */
+    if (j->out && j->out->notice[0]) fprintf(stderr, "shardq %s: %s\n", j->cmd, j->out->notice);
+    j->bar = j->quiet ? NULL : sq_progress_start(j->cmd, (size_t)total);
+}
+
+static void job_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    cli_job *j = ctx;
+    (void)total;
+    sq_progress_update(j->bar, (size_t)done);
+}
+
+static void job_train_step(void *ctx, const sq_train_row *row)
+{
+    cli_job *j = ctx;
+    if (!j->lines || isnan(row->val_loss)) return;
+    sq_progress_pause(j->bar);
+    printf("step %6llu  loss %.4f  val %.4f  lr %.3g  norm %.3g  %.0f tokens/s\n",
+           (unsigned long long)row->step, row->loss, row->val_loss, row->lr, row->grad_norm,
+           row->seconds > 0 ? (double)row->tokens / row->seconds : 0.0);
+    fflush(stdout);
+}
+
+void cli_job_hooks(cli_job *j, sq_sweep_hooks *h)
+{
+    *h = (sq_sweep_hooks){.ctx = j, .start = job_start, .progress = job_progress,
+                          .train_step = job_train_step};
+}
+
+int cli_job_end(cli_job *j, int rc, const sq_error *e, const char *db)
+{
+    sq_progress_finish(j->bar);
+    j->bar = NULL;
+    const sq_sweep_outcome *out = j->out;
+    if (out->status == SQ_SWEEP_HELD) {
+        if (!j->quiet) fprintf(stderr, "shardq %s: %s\n", j->cmd, sq_error_message(e));
+        return CLI_BUSY;
+    }
+    if (out->status == SQ_SWEEP_ALREADY_DONE && !j->quiet)
+        printf("already done: run %lld in %s\n", (long long)out->run, db);
+    if (rc) {
+        fprintf(stderr, "shardq %s: %s\n", j->cmd, sq_error_message(e));
+        if (out->end_error[0]) fprintf(stderr, "shardq %s: %s\n", j->cmd, out->end_error);
+        return CLI_RUNTIME;
+    }
+    return out->status == SQ_SWEEP_ALREADY_DONE ? CLI_OK : -1;
 }
 
 double cli_bits_per_elem(const sq_bytes_row *b)

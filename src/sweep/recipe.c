@@ -493,8 +493,9 @@ static int add_run(sq_sweep *r, sq_sweep_config *x)
 
 /* The key: the sweep's name and every setting of x, the scheme canonical
 ** (so that two spellings of one scheme are one key) and the input by its
-** real path. The training options follow in the recipe's order, as the
-** keys of the store's older runs do. */
+** real path. The training options follow in the order of train_keys, not
+** the recipe's: the same settings written in another order are the same
+** run. */
 static char *make_key(const sq_sweep *r, const sq_sweep_config *x)
 {
     char canon[SQ_SCHEME_STRLEN];
@@ -518,8 +519,12 @@ static char *make_key(const sq_sweep *r, const sq_sweep_config *x)
                       train ? "corpus" : "trace", real ? real : input ? input : "default", workers,
                       (unsigned long long)x->seed, x->device,
                       train ? "-" : sq_sweep_paths_name(x->paths), (unsigned long long)x->steps);
-    for (int k = 0; k < x->noptions; k++)
-        kl += snprintf(key + kl, klen - (size_t)kl, ";%s", x->options[k]);
+    for (size_t t = 0; t < NTRAIN_KEYS; t++) {
+        size_t len = strlen(train_keys[t].name);
+        for (int k = 0; k < x->noptions; k++)
+            if (!strncmp(x->options[k], train_keys[t].name, len) && x->options[k][len] == '=')
+                kl += snprintf(key + kl, klen - (size_t)kl, ";%s", x->options[k]);
+    }
     free(real);
     return key;
 }
@@ -879,8 +884,7 @@ int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_
     } else {
         for (size_t i = 0; i < ps.n; i++)
             if (&ps.s[i] != sweep &&
-                expand_grid(r, sweep, &ps.s[i], ps.s[i].name + 5, dir, trace_override, err,
-                            err))
+                expand_grid(r, sweep, &ps.s[i], ps.s[i].name + 5, dir, trace_override, err))
                 goto done;
     }
     if (r->nruns == 0) {

@@ -154,6 +154,7 @@ typedef struct sq_sweep_outcome {
     int status;          /* SQ_SWEEP_RAN, SQ_SWEEP_ALREADY_DONE, SQ_SWEEP_HELD */
     int64_t run;         /* the stored run; 0: none */
     char notice[1024];   /* a run left 'running' by a process that is gone, replaced; "" */
+    char end_error[SQ_ERROR_MSG]; /* a failed run that could not be marked so: why; "" */
     char topo[32];       /* "KxG" */
     char scheme[SQ_SCHEME_STRLEN]; /* canonical */
     char corpus[4096];   /* train: the corpus path that was read */
