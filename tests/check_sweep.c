@@ -14,6 +14,8 @@
 
 #include <check.h>
 
+#include <stdarg.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,8 +175,8 @@ START_TEST(test_key_order_free)
     sq_scheme s;
     char v[64], err[256], text[256];
     ck_assert_int_eq(sq_scheme_preset("sdp4bit", &s, err, sizeof err), 0);
-    ck_assert_int_eq(sq_scheme_get(&s, "grad.bits", v, sizeof v), 0);
-    snprintf(text, sizeof text, REPLAY_BASE "grad.bits = %s\n", v);
+    ck_assert_int_gt(sq_scheme_get(&s, "grad.inter.bits", v, sizeof v), 0);
+    snprintf(text, sizeof text, REPLAY_BASE "grad.inter.bits = %s\n", v);
     b = key_of(text);
     ck_assert_str_eq(a, b);
     free(a), free(b);
@@ -229,12 +231,17 @@ START_TEST(test_expansion)
     ck_assert_int_eq(x->paths, SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT);
     ck_assert_str_eq(x->device, "cpu");
     ck_assert_str_eq(sw.runs[1].sets[1], "grad.group=128");
-    ck_assert_uint_eq(sw.runs[2].seed, 2);
-    ck_assert_str_eq(sw.runs[6].sets[0], "grad.bits=4");
+    ck_assert_uint_eq(sw.runs[2].seed, 1);
+    ck_assert_str_eq(sw.runs[2].sets[0], "grad.bits=4");
+    ck_assert_str_eq(sw.runs[6].sets[0], "grad.bits=8");
+    ck_assert_uint_eq(sw.runs[8].seed, 2);
+    ck_assert_str_eq(sw.runs[8].sets[0], "grad.bits=2");
     /* the scheme is the preset with the knobs applied */
     char v[64];
-    ck_assert_int_eq(sq_scheme_get(&sw.runs[6].scheme, "grad.bits", v, sizeof v), 0);
+    ck_assert_int_gt(sq_scheme_get(&sw.runs[2].scheme, "grad.inter.bits", v, sizeof v), 0);
     ck_assert_str_eq(v, "4");
+    ck_assert_int_gt(sq_scheme_get(&sw.runs[2].scheme, "grad.inter.group", v, sizeof v), 0);
+    ck_assert_str_eq(v, "32");
     /* the trace is relative to the recipe's directory */
     char want[700];
     snprintf(want, sizeof want, "%s/t", dir);
