@@ -214,50 +214,24 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_inf
                   sq_store **store, int64_t *run)
 {
     sq_error err = {0};
-    *run = 0;
-    if (sq_store_open(db, busy_ms, 0, store, &err)) {
-        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
-        return CLI_RUNTIME;
-    }
-    /* every knob too, so that a report can group runs by any of them; a run
-    ** without a scheme (a benchmark) has only its extra params */
-    size_t nknobs = scheme ? sq_scheme_nknobs : 0;
-    size_t np = nextra + nknobs;
-    sq_store_kv *all = calloc(np ? np : 1, sizeof *all);
-    char (*vals)[64] = calloc(nknobs ? nknobs : 1, sizeof *vals);
-    if (!all || !vals) {
-        free(all), free(vals);
-        fprintf(stderr, "shardq %s: out of memory\n", cmd);
-        sq_store_close(*store);
-        *store = NULL;
-        return CLI_RUNTIME;
-    }
-    if (nextra) memcpy(all, extra, nextra * sizeof *all);
-    for (size_t k = 0; k < nknobs; k++) {
-        sq_scheme_get(scheme, sq_scheme_knobs[k].key, vals[k], sizeof vals[k]);
-        all[nextra + k].key = sq_scheme_knobs[k].key;
-        all[nextra + k].value = vals[k];
-    }
-    int b = sq_store_run_begin(*store, info, all, np, run);
-    free(all), free(vals);
-    if (b == SQ_STORE_STARTED) {
+    int status;
+    int rc = sq_sweep_run_begin(db, busy_ms, info, scheme, extra, nextra, store, run, &status,
+                                &err);
+    if (!rc && *store) {
         /* said even when quiet: a run was left behind by a process that died */
         if (sq_store_notice(*store))
             fprintf(stderr, "shardq %s: %s\n", cmd, sq_store_notice(*store));
         return CLI_OK;
     }
-    if (b == SQ_STORE_DONE) {
+    if (!rc) { /* already done */
         if (!quiet) printf("already done: run %lld in %s\n", (long long)*run, db);
-    } else if (b == SQ_ERR_BUSY && *run > 0) {
-        if (!quiet) fprintf(stderr, "shardq %s: %s\n", cmd, sq_store_error(*store));
-    } else {
-        fprintf(stderr, "shardq %s: %s\n", cmd, sq_store_error(*store));
+        *run = 0;
+        return CLI_OK;
     }
-    int held = b == SQ_ERR_BUSY && *run > 0;
-    sq_store_close(*store);
-    *store = NULL;
+    if (status != SQ_SWEEP_HELD || !quiet)
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
     *run = 0;
-    return b == SQ_STORE_DONE ? CLI_OK : held ? CLI_BUSY : CLI_RUNTIME;
+    return status == SQ_SWEEP_HELD ? CLI_BUSY : CLI_RUNTIME;
 }
 
 static void job_start(void *ctx, uint64_t total)

@@ -559,6 +559,26 @@ static int64_t proc_start(int64_t pid)
     return end == p || errno || v < 0 ? START_UNKNOWN : v;
 }
 
+/* Whether process pid has ended but not been waited for yet (a zombie, state
+** Z or X in /proc/PID/stat): it runs nothing, though kill(pid, 0) still
+** finds it. A job process killed with its parent stays one until its new
+** parent reaps it, which may take a while. */
+static int proc_ended(int64_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    if (!p) return 0;
+    while (*++p == ' ') {
+    }
+    return *p == 'Z' || *p == 'X';
+}
+
 /* This boot of the machine ("" when unknown): a pid and a start time are
 ** only comparable within one boot. */
 static void boot_id(char *buf, size_t len)
@@ -598,6 +618,7 @@ static int proc_state(const proc_id *me, const char *host, int64_t pid, int64_t 
     if (boot && *boot && *me->boot && strcmp(boot, me->boot) != 0) return SQ_PROC_GONE;
     if (pid <= 0 || pid > INT_MAX) return SQ_PROC_GONE; /* kill(0) or kill(-1) would mean groups */
     if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return SQ_PROC_GONE;
+    if (proc_ended(pid)) return SQ_PROC_GONE;
     int64_t now = start >= 0 && me->start >= 0 ? proc_start(pid) : -1;
     if (now >= 0 && now != start) return SQ_PROC_GONE; /* the pid was given to another */
     return SQ_PROC_ALIVE;

@@ -144,7 +144,8 @@ enum {
 ** ticks after boot; < 0: unknown) and boot_id (NULL or "": unknown). Alive
 ** only when all that is known matches a live process here: a pid that now
 ** belongs to a process started at another time, or a row from another boot
-** of this host, is gone. */
+** of this host, is gone, and so is a process that has ended but is not yet
+** waited for (a zombie: a job killed with its parent, not reaped yet). */
 int sq_store_proc_state(const char *host, int64_t pid, int64_t start, const char *boot);
 
 /* The run that holds a key, for a caller that waits for it. */

@@ -26,47 +26,56 @@ static int kind_of(int rc, int fallback)
 /* Beginning a run                                                          */
 /* ------------------------------------------------------------------------ */
 
-/* Begins the run in the store at job->db (into *store): info, then the
-** extra params and every knob of the scheme, so that a report can group
-** runs by any of them. SQ_OK with *store NULL when the key is done. */
-static int run_begin(const sq_sweep_job *job, const sq_run_info *info, const sq_store_kv *extra,
-                     size_t nextra, sq_store **store, sq_sweep_outcome *out, sq_error *err)
+int sq_sweep_run_begin(const char *db, int busy_ms, const sq_run_info *info,
+                       const sq_scheme *scheme, const sq_store_kv *extra, size_t nextra,
+                       sq_store **store, int64_t *run, int *status, sq_error *err)
 {
-    int rc = sq_store_open(job->db, job->busy_ms, 0, store, err);
+    *run = 0;
+    *status = SQ_SWEEP_RAN;
+    int rc = sq_store_open(db, busy_ms, 0, store, err);
     if (rc) return rc;
-    size_t np = nextra + sq_scheme_nknobs;
-    sq_store_kv *all = calloc(np, sizeof *all);
-    char(*vals)[64] = calloc(sq_scheme_nknobs, sizeof *vals);
+    size_t nknobs = scheme ? sq_scheme_nknobs : 0, np = nextra + nknobs;
+    sq_store_kv *all = calloc(np ? np : 1, sizeof *all);
+    char(*vals)[64] = calloc(nknobs ? nknobs : 1, sizeof *vals);
     if (!all || !vals) {
         free(all), free(vals);
         rc = sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
         goto fail;
     }
     if (nextra) memcpy(all, extra, nextra * sizeof *all);
-    for (size_t k = 0; k < sq_scheme_nknobs; k++) {
-        sq_scheme_get(&job->cfg->scheme, sq_scheme_knobs[k].key, vals[k], sizeof vals[k]);
+    for (size_t k = 0; k < nknobs; k++) {
+        sq_scheme_get(scheme, sq_scheme_knobs[k].key, vals[k], sizeof vals[k]);
         all[nextra + k].key = sq_scheme_knobs[k].key;
         all[nextra + k].value = vals[k];
     }
-    rc = sq_store_run_begin(*store, info, all, np, &out->run);
+    rc = sq_store_run_begin(*store, info, all, np, run);
     free(all), free(vals);
-    if (rc == SQ_STORE_STARTED) {
-        if (sq_store_notice(*store))
-            snprintf(out->notice, sizeof out->notice, "%s", sq_store_notice(*store));
-        return SQ_OK;
-    }
+    if (rc == SQ_STORE_STARTED) return SQ_OK;
     if (rc == SQ_STORE_DONE) {
-        out->status = SQ_SWEEP_ALREADY_DONE;
+        *status = SQ_SWEEP_ALREADY_DONE;
         sq_store_close(*store);
         *store = NULL;
         return SQ_OK;
     }
-    if (rc == SQ_ERR_BUSY && out->run > 0) out->status = SQ_SWEEP_HELD;
+    if (rc == SQ_ERR_BUSY && *run > 0) *status = SQ_SWEEP_HELD;
     sq_error_set(err, rc, "%s", sq_store_error(*store));
 fail:
     sq_store_close(*store);
     *store = NULL;
-    if (out->status != SQ_SWEEP_HELD) out->run = 0;
+    if (*status != SQ_SWEEP_HELD) *run = 0;
+    return rc;
+}
+
+/* Begins job's run: its params are extra, then every knob of its scheme,
+** so that a report can group runs by any of them. SQ_OK with *store NULL
+** when the key is done. */
+static int run_begin(const sq_sweep_job *job, const sq_run_info *info, const sq_store_kv *extra,
+                     size_t nextra, sq_store **store, sq_sweep_outcome *out, sq_error *err)
+{
+    int rc = sq_sweep_run_begin(job->db, job->busy_ms, info, &job->cfg->scheme, extra, nextra,
+                                store, &out->run, &out->status, err);
+    if (!rc && *store && sq_store_notice(*store))
+        snprintf(out->notice, sizeof out->notice, "%s", sq_store_notice(*store));
     return rc;
 }
 

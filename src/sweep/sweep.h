@@ -163,6 +163,19 @@ typedef struct sq_sweep_outcome {
     double sgemm;        /* train, when asked: GFLOP/s */
 } sq_sweep_outcome;
 
+/* Begins a run in the store at db (opened into *store, busy_ms the busy
+** timeout): info, and as its params the extra ones, then every knob of
+** scheme (none when scheme is NULL: a benchmark). SQ_OK with *status
+** SQ_SWEEP_RAN and *store open when the run began (sq_store_notice says
+** what it replaced); SQ_OK with *status SQ_SWEEP_ALREADY_DONE and *store
+** NULL when a run with info->key is done (*run is that run); SQ_ERR_BUSY
+** with *status SQ_SWEEP_HELD when a live process runs that key (*run its
+** run, the sentence its pid, host and start); another kind on a failure
+** (a locked database is SQ_ERR_BUSY with *status SQ_SWEEP_RAN). */
+int sq_sweep_run_begin(const char *db, int busy_ms, const sq_run_info *info,
+                       const sq_scheme *scheme, const sq_store_kv *extra, size_t nextra,
+                       sq_store **store, int64_t *run, int *status, sq_error *err);
+
 /* Runs job: opens the trace (replay) or reads the corpus (train); begins
 ** the run in the store (a key already done: SQ_SWEEP_ALREADY_DONE and
 ** SQ_OK; a key held by a live process: SQ_SWEEP_HELD and SQ_ERR_BUSY, and a
