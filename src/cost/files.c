@@ -125,7 +125,7 @@ typedef struct parse_ctx {
     void *target;
     int seen[MAX_KEYS]; /* the line where each key was set; 0: not yet */
     sq_error *err;
-    int failed;
+    int failed; /* the line of the first failure the handler met; 0: none */
 } parse_ctx;
 
 /* inih's reader: the next line of the text (at most num - 1 bytes of it, as
@@ -159,7 +159,7 @@ static int fail(parse_ctx *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    c->failed = 1;
+    c->failed = c->line;
     sq_error_set(c->err, SQ_ERR_FORMAT, "%s", msg);
     return 0;
 }
@@ -243,7 +243,8 @@ static int parse_text(parse_ctx *c, const char *text, ini_handler handler)
     c->next = text;
     c->line = 0;
     int line = ini_parse_stream(read_line, c, handler, c);
-    if (c->failed) return SQ_ERR_FORMAT;
+    /* inih reads on after a line it cannot parse: the first failure counts */
+    if (c->failed && (!line || c->failed <= line)) return SQ_ERR_FORMAT;
     if (line)
         return sq_error_set(c->err, SQ_ERR_FORMAT,
                             "%s: line %d: not 'key = value', '[section]' or a comment", c->file,
