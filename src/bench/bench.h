@@ -126,6 +126,22 @@ int sq_bench_run(sq_backend *be, const sq_bench_config *cfg, sq_bench_progress p
 ** or the CPU's model name. */
 void sq_bench_device_text(const sq_backend *be, char *buf, size_t len);
 
+/* The quantization throughput a stored bench run measured: the mean GB/s of
+** its quantize and dequantize rows at its largest size and thread count, in
+** the newest finished run that has them. SQ_OK; SQ_ERR_NOTFOUND when the
+** store has no such run; SQ_ERR_IO when the store cannot be read;
+** SQ_ERR_FORMAT when its figure is not positive. */
+typedef struct sq_bench_quant {
+    int64_t run;        /* the run's id */
+    double gb_per_s;
+    uint64_t elements;  /* the size the figure is from */
+    int threads;        /* 0 on a GPU */
+    char device[128];   /* the run's device, "?" when it has none */
+} sq_bench_quant;
+
+struct sq_store;
+int sq_bench_stored_quant(struct sq_store *s, sq_bench_quant *out, sq_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
 ** count or a sweep of them, beside the baseline; and `--validate`, which
 ** sets its predictions beside published results.
 */
+#include "bench/bench.h"
 #include "cli.h"
 #include "cost/cost.h"
 #include "store/store.h"
@@ -11,7 +12,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,47 +100,26 @@ static void load_failed(const char *context, const sq_error *e, const char *what
     fputc('\n', stderr);
 }
 
-/* --quant-db: the mean quantize/dequantize throughput of the newest bench run
-** at its largest size and thread count. */
+/* --quant-db: the quantization throughput a bench run stored in path. */
 static int quant_from_db(const char *path, model_opts *o, char *err, size_t errlen)
 {
     sq_store *s;
     if (sq_store_open(path, 1000, 1, &s, err, errlen)) return -1;
-    static const char sql[] =
-        "WITH last AS (SELECT max(b.run_id) AS id FROM bench_results b JOIN runs r"
-        "  ON r.id = b.run_id WHERE r.status = 'done' AND b.op IN ('quantize', 'dequantize')),"
-        " big AS (SELECT max(elements) AS n FROM bench_results"
-        "  WHERE run_id = (SELECT id FROM last) AND op IN ('quantize', 'dequantize')),"
-        " thr AS (SELECT max(threads) AS t FROM bench_results WHERE run_id = (SELECT id FROM last)"
-        "  AND elements = (SELECT n FROM big))"
-        " SELECT (SELECT id FROM last), avg(gb_per_s), (SELECT n FROM big), (SELECT t FROM thr),"
-        "  (SELECT device FROM runs WHERE id = (SELECT id FROM last)) FROM bench_results"
-        " WHERE run_id = (SELECT id FROM last) AND op IN ('quantize', 'dequantize')"
-        "  AND elements = (SELECT n FROM big) AND threads = (SELECT t FROM thr)";
-    sqlite3_stmt *st = NULL;
-    int rc = -1;
-    if (sq_store_version(s) < 3) {
-        snprintf(err, errlen, "%s: no bench results (schema version %d; run shardq bench --db %s)",
-                 path, sq_store_version(s), path);
-    } else if (sqlite3_prepare_v2(sq_store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(sq_store_db(s)));
-    } else if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
-        snprintf(err, errlen, "%s: no finished bench run with quantize or dequantize rows (run "
-                 "shardq bench --db %s)", path, path);
-    } else {
-        double gbs = sqlite3_column_double(st, 1);
-        const unsigned char *dev = sqlite3_column_text(st, 4);
-        o->plat.quant_bw = gbs * 1e9;
-        snprintf(o->quant_text, sizeof o->quant_text, "bench run %lld in %s (%s, %.0f MB, %d "
-                 "thread%s)", (long long)sqlite3_column_int64(st, 0), path,
-                 dev ? (const char *)dev : "?", sqlite3_column_double(st, 2) * 4 / 1e6,
-                 sqlite3_column_int(st, 3), sqlite3_column_int(st, 3) == 1 ? "" : "s");
-        rc = gbs > 0 ? 0 : -1;
-        if (rc) snprintf(err, errlen, "%s: bench run has no positive throughput", path);
-    }
-    sqlite3_finalize(st);
+    sq_bench_quant q;
+    sq_error e = {0};
+    int rc = sq_bench_stored_quant(s, &q, &e);
     sq_store_close(s);
-    return rc;
+    if (rc != SQ_OK) {
+        snprintf(err, errlen, "%s: %s%s%s%s", path, sq_error_message(&e),
+                 rc == SQ_ERR_NOTFOUND ? " (run shardq bench --db " : "",
+                 rc == SQ_ERR_NOTFOUND ? path : "", rc == SQ_ERR_NOTFOUND ? ")" : "");
+        return -1;
+    }
+    o->plat.quant_bw = q.gb_per_s * 1e9;
+    snprintf(o->quant_text, sizeof o->quant_text, "bench run %lld in %s (%s, %.0f MB, %d thread%s)",
+             (long long)q.run, path, q.device, (double)q.elements * 4 / 1e6, q.threads,
+             q.threads == 1 ? "" : "s");
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
