@@ -83,20 +83,23 @@ static const char *platform_with(int line, const char *with)
 
 START_TEST(test_builtins_load)
 {
-    const char *name;
+    char name[128];
     size_t n[3] = {0, 0, 0};
     sq_error e = {0};
-    for (size_t i = 0; (name = sq_cost_builtin_name(SQ_COST_PLATFORM, i)); i++, n[0]++) {
+    for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_PLATFORM, i, name, sizeof name);
+         i++, n[0]++) {
         sq_cost_platform p;
         ck_assert_msg(sq_cost_platform_read(name, &p, &e) == SQ_OK, "%s: %s", name, e.msg);
         ck_assert_str_eq(p.name, name);
     }
-    for (size_t i = 0; (name = sq_cost_builtin_name(SQ_COST_MODEL, i)); i++, n[1]++) {
+    for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_MODEL, i, name, sizeof name);
+         i++, n[1]++) {
         sq_cost_model_shape m;
         ck_assert_msg(sq_cost_model_read(name, &m, &e) == SQ_OK, "%s: %s", name, e.msg);
         ck_assert(sq_cost_model_params(&m, 1) > 0);
     }
-    for (size_t i = 0; (name = sq_cost_builtin_name(SQ_COST_VALIDATION, i)); i++, n[2]++) {
+    for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_VALIDATION, i, name, sizeof name);
+         i++, n[2]++) {
         static sq_cost_validation v;
         ck_assert_msg(sq_cost_validation_read(name, &v, &e) == SQ_OK, "%s: %s", name, e.msg);
         ck_assert_int_gt(v.nrows, 0);
@@ -112,7 +115,9 @@ START_TEST(test_builtins_load)
     ck_assert_uint_ge(n[0], 2);
     ck_assert_uint_ge(n[1], 6);
     ck_assert_uint_ge(n[2], 1);
-    ck_assert_ptr_null(sq_cost_builtin_name(SQ_COST_PLATFORM, n[0]));
+    ck_assert_int_eq(sq_cost_builtin_name(SQ_COST_PLATFORM, n[0], name, sizeof name),
+                     SQ_ERR_NOTFOUND);
+    ck_assert_int_eq(sq_cost_builtin_name(SQ_COST_PLATFORM, 0, name, 4), SQ_ERR_RANGE);
 }
 END_TEST
 

@@ -153,7 +153,8 @@ static const op_impl ops[] = {
     {{"dequantize-add", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
       "w_ref + D(q) (qWD receive)"},
      op_dequantize_add, IN_QUANT},
-    {{"sum-requant", "kind=sym,bits=8,group=128,round=sr", "kind=sym,bits=4,group=128,round=sr", 0, NULL,
+    {{"sum-requant", "kind=sym,bits=8,group=128,round=sr",
+      "kind=sym,bits=4,group=128,round=sr", 0, NULL,
       "4 x 8-bit -> sum -> 4-bit SR (middle hop)"},
      op_sum_requant, IN_CHUNKS},
     {{"sum-nh", "kind=sym,bits=4,group=128,round=sr", NULL, 0, NULL,
@@ -366,7 +367,8 @@ static int op_setup(bench_ctx *b, const op_impl *o, const char *codec_override)
     if (o->pub.codec_out && sq_codec_parse(o->pub.codec_out, &b->c_out, err, sizeof err) != SQ_OK)
         return SQ_ERR_SPEC;
     int rc = sq_backend_qbuf_alloc(b->be, &b->c, b->n, &b->q);
-    if (rc == SQ_OK && o->pub.codec_out) rc = sq_backend_qbuf_alloc(b->be, &b->c_out, b->n, &b->qout);
+    if (rc == SQ_OK && o->pub.codec_out)
+        rc = sq_backend_qbuf_alloc(b->be, &b->c_out, b->n, &b->qout);
     if (rc == SQ_OK && o->input == IN_QUANT)
         rc = sq_backend_quantize(b->be, &b->c, b->x, b->n, &b->key, &b->q);
     for (int k = 0; rc == SQ_OK && o->input == IN_CHUNKS && k < SQ_BENCH_CHUNKS; k++) {

@@ -213,7 +213,8 @@ static char *bench_config(const char *device, const char *where, const int *size
     cJSON_AddItemToObject(o, "threads", a = cJSON_CreateArray());
     for (int i = 0; i < nthreads; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(threads[i]));
     cJSON_AddItemToObject(o, "ops", a = cJSON_CreateArray());
-    for (int i = 0; i < nops; i++) cJSON_AddItemToArray(a, cJSON_CreateString(sq_bench_op_at((size_t)opsel[i])->name));
+    for (int i = 0; i < nops; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(sq_bench_op_at((size_t)opsel[i])->name));
     if (codec)
         cJSON_AddStringToObject(o, "codec", codec);
     else

@@ -400,9 +400,9 @@ static int validate(const char *table, model_opts *o, int json)
 /* --list: the built-in platforms and models, one line each. */
 static void print_builtins(void)
 {
-    const char *name;
+    char name[128];
     printf("platforms:\n");
-    for (size_t i = 0; (name = sq_cost_builtin_name(SQ_COST_PLATFORM, i)); i++) {
+    for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_PLATFORM, i, name, sizeof name); i++) {
         sq_cost_platform p;
         if (sq_cost_platform_read(name, &p, NULL) == SQ_OK)
             printf("  %-20s %d GPUs per node, %d nodes; %g TFLOP/s achieved; NVLink "
@@ -411,7 +411,7 @@ static void print_builtins(void)
                    p.nic_bw / 1e9);
     }
     printf("models:\n");
-    for (size_t i = 0; (name = sq_cost_builtin_name(SQ_COST_MODEL, i)); i++) {
+    for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_MODEL, i, name, sizeof name); i++) {
         sq_cost_model_shape m;
         if (sq_cost_model_read(name, &m, NULL) == SQ_OK)
             printf("  %-20s %-9s %d layers, hidden %d, %d heads, vocabulary %d, sequence "

@@ -142,9 +142,10 @@ typedef struct sq_cost_validation {
 
 int sq_cost_validation_read(const char *what, sq_cost_validation *v, sq_error *err);
 
-/* The name of the i-th built-in file of a kind (in the order of the build),
-** NULL past the last. */
-const char *sq_cost_builtin_name(sq_cost_file_kind kind, size_t i);
+/* Writes the name of the i-th built-in file of a kind (in the order of the
+** build) into name[0..len): SQ_OK, SQ_ERR_NOTFOUND past the last,
+** SQ_ERR_RANGE when len is too short. */
+int sq_cost_builtin_name(sq_cost_file_kind kind, size_t i, char *name, size_t len);
 
 #ifdef __cplusplus
 }

@@ -36,27 +36,18 @@ static const sq_cost_embedded *find_builtin(const char *dir, const char *name)
     return NULL;
 }
 
-const char *sq_cost_builtin_name(sq_cost_file_kind kind, size_t i)
+int sq_cost_builtin_name(sq_cost_file_kind kind, size_t i, char *name, size_t len)
 {
-    /* the name is the embedded path's base name less ".ini": kept in a
-    ** table of its own, so that the pointer stays valid */
-    static char names[3][64][64];
-    static size_t counts[3];
-    static int ready;
-    if ((unsigned)kind > SQ_COST_VALIDATION) return NULL;
-    if (!ready) {
-        for (int k = 0; k < 3; k++) {
-            size_t nd = strlen(kind_dir[k]);
-            for (const sq_cost_embedded *f = sq_cost_embedded_files; f->name; f++) {
-                size_t len = strlen(f->name);
-                if (strncmp(f->name, kind_dir[k], nd) || len < nd + 4 || counts[k] == 64) continue;
-                snprintf(names[k][counts[k]++], sizeof names[k][0], "%.*s", (int)(len - nd - 4),
-                         f->name + nd);
-            }
-        }
-        ready = 1;
+    if ((unsigned)kind > SQ_COST_VALIDATION || !name || !len) return SQ_ERR_ARG;
+    size_t nd = strlen(kind_dir[kind]);
+    for (const sq_cost_embedded *f = sq_cost_embedded_files; f->name; f++) {
+        size_t n = strlen(f->name);
+        if (strncmp(f->name, kind_dir[kind], nd) || n < nd + 4 || i--) continue;
+        if (n - nd - 4 >= len) return SQ_ERR_RANGE;
+        snprintf(name, len, "%.*s", (int)(n - nd - 4), f->name + nd);
+        return SQ_OK;
     }
-    return i < counts[kind] ? names[kind][i] : NULL;
+    return SQ_ERR_NOTFOUND;
 }
 
 /* A platform file is a page: anything near a megabyte is not one. */
@@ -86,7 +77,8 @@ static int load_text(const char *what, sq_cost_file_kind kind, char **text, cons
     char *buf = malloc(MAX_FILE + 1);
     size_t len = buf ? fread(buf, 1, MAX_FILE + 1, fp) : 0;
     int rc = !buf ? sq_error_set(err, SQ_ERR_NOMEM, "out of memory")
-             : ferror(fp) ? sq_error_set(err, SQ_ERR_IO, "%s: cannot read: %s", what, strerror(errno))
+             : ferror(fp) ? sq_error_set(err, SQ_ERR_IO, "%s: cannot read: %s", what,
+                                         strerror(errno))
              : len > MAX_FILE ? sq_error_set(err, SQ_ERR_FORMAT, "%s: larger than 1 MB", what)
              : memchr(buf, 0, len) ? sq_error_set(err, SQ_ERR_FORMAT, "%s: not a text file", what)
              : SQ_OK;
