@@ -11,7 +11,6 @@
 */
 #include "bench/bench.h"
 
-#include "backend/device.h"
 #include "shardq.h"
 
 #include <math.h>

@@ -10,7 +10,6 @@
 ** what this machine measured rather than a datasheet's number.
 */
 #include "backend/backend.h"
-#include "backend/device.h"
 #include "bench/bench.h"
 #include "cli.h"
 #include "progress.h"
@@ -21,7 +20,6 @@
 
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
