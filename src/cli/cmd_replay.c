@@ -263,8 +263,9 @@ int cmd_replay(int argc, char **argv)
         return CLI_USAGE;
     }
     sq_trace t;
-    if (sq_trace_open(trace_path, &t, err, sizeof err)) {
-        fprintf(stderr, "shardq replay: %s\n", err);
+    sq_error terr = {0};
+    if (sq_trace_open(trace_path, &t, &terr)) {
+        fprintf(stderr, "shardq replay: %s\n", sq_error_message(&terr));
         return CLI_RUNTIME;
     }
     if (!workers) cfg.topo = sq_replay_default_topo(&t);

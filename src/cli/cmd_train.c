@@ -351,7 +351,9 @@ static int check_captured(const char *dir, const char *key)
     sq_trace t;
     char err[1024], id[SQ_TRACE_ID_MAX];
     sq_trace_id_of(key, id);
-    int ok = sq_trace_open(dir, &t, err, sizeof err) == 0;
+    sq_error terr = {0};
+    int ok = sq_trace_open(dir, &t, &terr) == 0;
+    if (!ok) snprintf(err, sizeof err, "%s", sq_error_message(&terr));
     if (ok) {
         if (strcmp(t.id, id) != 0) {
             snprintf(err, sizeof err, "%s/manifest.json: field 'id': '%s' is not the id of "

@@ -46,7 +46,9 @@ static int load_text(const char *what, const char *dir, const char *kind, char *
         *shown = f->name;
     } else {
         sq_input in; /* a regular file: a FIFO would block the open */
-        FILE *fp = sq_input_fopen(what, 0, &in, err, errlen);
+        sq_error te = {0};
+        FILE *fp = sq_input_fopen(what, 0, &in, &te);
+        if (!fp) sq_set_err(err, errlen, "%s", sq_error_message(&te));
         if (!fp) return -1;
         size_t cap = 4096, len = 0;
         char *buf = malloc(cap);
