@@ -1386,12 +1386,13 @@ START_TEST(test_kinds)
     ck_assert_int_eq(sq_npy_parse("m.npy", "PK\x03\x04xxxxxxxx", 12, &a, &e), SQ_ERR_FORMAT);
     size_t len;
     const float v[2] = {1, 2};
-    unsigned char *b =
-        npy_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", v, sizeof v, &len);
+    unsigned char *b = npy_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                                 v, sizeof v, &len);
     ck_assert_int_eq(sq_npy_parse("m.npy", b, len, &a, &e), SQ_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "data truncated"));
     free(b);
-    b = npy_image(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", v, sizeof v, &len);
+    b = npy_image(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", v, sizeof v,
+                  &len);
     ck_assert_int_eq(sq_npy_parse("m.npy", b, len, &a, &e), SQ_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "field 'descr'"));
     free(b);

@@ -423,7 +423,8 @@ START_TEST(test_writer_errors)
     ck_assert_msg(strstr(err, "not empty"), "%s", err);
     ck_assert_int_eq(terr.status, SQ_ERR_CONFLICT);
     /* an integer dtype */
-    ck_assert_int_ne(sq_trace_writer_open(&w, tpath("we2"), 1, p, 1, SQ_ST_I32, NULL, NULL, &terr), 0);
+    ck_assert_int_ne(sq_trace_writer_open(&w, tpath("we2"), 1, p, 1, SQ_ST_I32, NULL, NULL,
+                                          &terr), 0);
     ck_assert_int_eq(terr.status, SQ_ERR_ARG);
 }
 END_TEST
