@@ -91,8 +91,9 @@ static void npy_fails(const char *name, int major, const char *dict, int pad, co
     const char *p = tpath(name);
     write_npy(p, major, dict, pad, data, len);
     sq_npy a;
-    char err[512] = "";
-    int rc = sq_npy_read(p, &a, err, sizeof err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    int rc = sq_npy_read(p, &a, &err_);
     EXPECT_ERR(rc, err, p, w1, w2);
     ck_assert_ptr_null(a.data);
 }
@@ -112,8 +113,9 @@ START_TEST(test_npy_roundtrip)
         for (uint64_t i = 0; i < n; i++) x[i] = (float)i * 0.37f - 3.0f;
         if (n > 2) x[1] = -0.0f;
         const char *p = tpath("rt.npy");
-        char err[512] = "";
-        ck_assert_msg(sq_npy_write_f32(p, x, shapes[s], ndims[s], err, sizeof err) == 0, "%s",
+        sq_error err_ = {0};
+        char *err = err_.msg;
+        ck_assert_msg(sq_npy_write_f32(p, x, shapes[s], ndims[s], &err_) == 0, "%s",
                       err);
         size_t len;
         unsigned char *b = read_bytes(p, &len);
@@ -125,7 +127,7 @@ START_TEST(test_npy_roundtrip)
         ck_assert_uint_eq(len, 10 + hl + 4 * n);
         free(b);
         sq_npy a;
-        ck_assert_msg(sq_npy_read(p, &a, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(sq_npy_read(p, &a, &err_) == 0, "%s", err);
         ck_assert_int_eq(a.ndim, ndims[s]);
         ck_assert_uint_eq(a.n, n);
         ck_assert_int_eq(a.version, 1);
@@ -139,9 +141,9 @@ START_TEST(test_npy_roundtrip)
     /* The exact header NumPy writes for a 1-d shape. */
     float v[3] = {1, 2, 3};
     uint64_t sh = 3;
-    char err[512];
+    sq_error err_ = {0};
     const char *p = tpath("exact.npy");
-    ck_assert_int_eq(sq_npy_write_f32(p, v, &sh, 1, err, sizeof err), 0);
+    ck_assert_int_eq(sq_npy_write_f32(p, v, &sh, 1, &err_), 0);
     size_t len;
     unsigned char *b = read_bytes(p, &len);
     const char *want = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }";
@@ -164,8 +166,9 @@ START_TEST(test_npy_versions)
         const char *p = tpath("v.npy");
         write_npy(p, major, dict, 1, v, sizeof v);
         sq_npy a;
-        char err[512] = "";
-        ck_assert_msg(sq_npy_read(p, &a, err, sizeof err) == 0, "v%d: %s", major, err);
+        sq_error err_ = {0};
+        char *err = err_.msg;
+        ck_assert_msg(sq_npy_read(p, &a, &err_) == 0, "v%d: %s", major, err);
         ck_assert_int_eq(a.version, major);
         ck_assert_uint_eq(a.n, 6);
         ck_assert_int_eq(memcmp(a.data, v, sizeof v), 0);
@@ -177,8 +180,9 @@ START_TEST(test_npy_versions)
     const char *p = tpath("odd.npy");
     write_npy(p, 2, odd, 0, v, sizeof v);
     sq_npy a;
-    char err[512] = "";
-    ck_assert_msg(sq_npy_read(p, &a, err, sizeof err) == 0, "%s", err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_npy_read(p, &a, &err_) == 0, "%s", err);
     ck_assert_int_eq(a.ndim, 2);
     ck_assert_uint_eq(a.shape[1], 3);
     sq_npy_free(&a);
@@ -191,8 +195,9 @@ START_TEST(test_npy_dtypes)
     const char *p = tpath("f8.npy");
     write_npy(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (5,), }", 1, d, sizeof d);
     sq_npy a;
-    char err[512] = "";
-    ck_assert_msg(sq_npy_read(p, &a, err, sizeof err) == 0, "%s", err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_npy_read(p, &a, &err_) == 0, "%s", err);
     ck_assert_int_eq(a.dtype, SQ_NPY_F8);
     ck_assert(a.data[0] == (float)0.1);
     ck_assert(isinf(a.data[1]) && a.data[1] < 0);
@@ -204,7 +209,7 @@ START_TEST(test_npy_dtypes)
     double edge[2] = {0x1.fffffefffffffp+127, 0x1.ffffffp+127};
     write_npy(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", 1, edge,
               sizeof edge);
-    ck_assert_int_eq(sq_npy_read(p, &a, err, sizeof err), 0);
+    ck_assert_int_eq(sq_npy_read(p, &a, &err_), 0);
     ck_assert(a.data[0] == 0x1.fffffep+127f);
     ck_assert(isinf(a.data[1]));
     sq_npy_free(&a);
@@ -212,7 +217,7 @@ START_TEST(test_npy_dtypes)
     uint16_t h[5] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00};
     p = tpath("f2.npy");
     write_npy(p, 3, "{'descr': '<f2', 'fortran_order': False, 'shape': (5,), }", 1, h, sizeof h);
-    ck_assert_msg(sq_npy_read(p, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_npy_read(p, &a, &err_) == 0, "%s", err);
     ck_assert_int_eq(a.dtype, SQ_NPY_F2);
     ck_assert(a.data[0] == 1.0f);
     ck_assert(a.data[1] == -2.0f);
@@ -227,42 +232,43 @@ START_TEST(test_npy_malformed)
 {
     float v[4] = {1, 2, 3, 4};
     const char *good = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
-    char err[512];
+    sq_error err_ = {0};
+    char *err = err_.msg;
     sq_npy a;
     int rc;
 
     /* Bad magic, empty file, unsupported version. */
     const char *p = tpath("magic.npy");
     write_bytes(p, "\x93NUMPX\x01\x00", 8);
-    rc = sq_npy_read(p, &a, err, sizeof err);
+    rc = sq_npy_read(p, &a, &err_);
     EXPECT_ERR(rc, err, p, "magic");
     p = tpath("empty.npy");
     write_bytes(p, "", 0);
-    rc = sq_npy_read(p, &a, err, sizeof err);
+    rc = sq_npy_read(p, &a, &err_);
     EXPECT_ERR(rc, err, p, "empty");
     p = tpath("ver.npy");
     write_npy(p, 4, good, 1, v, sizeof v);
-    rc = sq_npy_read(p, &a, err, sizeof err);
+    rc = sq_npy_read(p, &a, &err_);
     EXPECT_ERR(rc, err, p, "version", "4.0");
 
     /* Truncated header: in the length field, and in the dict. */
     p = tpath("trunc1.npy");
     write_bytes(p, "\x93NUMPY\x01\x00\x40", 9);
-    rc = sq_npy_read(p, &a, err, sizeof err);
+    rc = sq_npy_read(p, &a, &err_);
     EXPECT_ERR(rc, err, p, "truncated header");
     p = tpath("trunc2.npy");
     write_bytes(p, "\x93NUMPY", 6);
-    rc = sq_npy_read(p, &a, err, sizeof err);
+    rc = sq_npy_read(p, &a, &err_);
     EXPECT_ERR(rc, err, p, "truncated header");
 
     /* Header length beyond the file. */
     p = tpath("hlen.npy");
     write_bytes(p, "\x93NUMPY\x01\x00\x00\x10{'descr'", 18);
-    rc = sq_npy_read(p, &a, err, sizeof err);
+    rc = sq_npy_read(p, &a, &err_);
     EXPECT_ERR(rc, err, p, "header_len", "beyond the end");
     p = tpath("hlen2.npy");
     write_bytes(p, "\x93NUMPY\x02\x00\x00\x00\x00\x80{", 13);
-    rc = sq_npy_read(p, &a, err, sizeof err);
+    rc = sq_npy_read(p, &a, &err_);
     EXPECT_ERR(rc, err, p, "header_len");
 
     /* Bad dictionaries. */
@@ -331,17 +337,18 @@ START_TEST(test_npy_data_and_shape)
     write_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 18446744073709551615), }",
               1, v, 0);
     sq_npy a;
-    char err[512] = "";
-    ck_assert_msg(sq_npy_read(p, &a, err, sizeof err) == 0, "%s", err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_npy_read(p, &a, &err_) == 0, "%s", err);
     ck_assert_uint_eq(a.n, 0);
     sq_npy_free(&a);
     /* A scalar holds one element. */
     npy_fails("scalar.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 1, v,
               8, "trailing", "<f4");
     p = tpath("missing.npy");
-    int rc = sq_npy_read(p, &a, err, sizeof err);
+    int rc = sq_npy_read(p, &a, &err_);
     EXPECT_ERR(rc, err, p, "cannot open");
-    rc = sq_npy_read(tmpdir, &a, err, sizeof err);
+    rc = sq_npy_read(tmpdir, &a, &err_);
     EXPECT_ERR(rc, err, tmpdir, "directory");
 }
 END_TEST
@@ -352,19 +359,20 @@ START_TEST(test_raw)
     const char *p = tpath("x.f32");
     write_bytes(p, v, sizeof v);
     sq_npy a;
-    char err[512] = "";
-    ck_assert_msg(sq_npy_read_raw(p, &a, err, sizeof err) == 0, "%s", err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_npy_read_raw(p, &a, &err_) == 0, "%s", err);
     ck_assert_uint_eq(a.n, 3);
     ck_assert_int_eq(a.ndim, 1);
     ck_assert_int_eq(a.dtype, SQ_NPY_RAW_F4);
     ck_assert_int_eq(memcmp(a.data, v, sizeof v), 0);
     sq_npy_free(&a);
     write_bytes(p, v, 0);
-    ck_assert_int_eq(sq_npy_read_raw(p, &a, err, sizeof err), 0);
+    ck_assert_int_eq(sq_npy_read_raw(p, &a, &err_), 0);
     ck_assert_uint_eq(a.n, 0);
     sq_npy_free(&a);
     write_bytes(p, v, 7);
-    int rc = sq_npy_read_raw(p, &a, err, sizeof err);
+    int rc = sq_npy_read_raw(p, &a, &err_);
     EXPECT_ERR(rc, err, p, "multiple of 4");
 }
 END_TEST
@@ -373,31 +381,32 @@ START_TEST(test_write_errors)
 {
     float v[2] = {1, 2};
     uint64_t sh = 2;
-    char err[512] = "";
+    sq_error err_ = {0};
+    char *err = err_.msg;
     const char *p = tpath("no-such-dir/x.npy");
-    int rc = sq_npy_write_f32(p, v, &sh, 1, err, sizeof err);
+    int rc = sq_npy_write_f32(p, v, &sh, 1, &err_);
     EXPECT_ERR(rc, err, p, "cannot create");
     /* A write that fails leaves the existing file as it was. */
     p = tpath("keep.npy");
-    ck_assert_int_eq(sq_npy_write_f32(p, v, &sh, 1, err, sizeof err), 0);
+    ck_assert_int_eq(sq_npy_write_f32(p, v, &sh, 1, &err_), 0);
     uint64_t big[2] = {UINT64_MAX, 3};
-    rc = sq_npy_write_f32(p, v, big, 2, err, sizeof err);
+    rc = sq_npy_write_f32(p, v, big, 2, &err_);
     EXPECT_ERR(rc, err, p, "shape", "overflows");
     sq_npy a;
-    ck_assert_int_eq(sq_npy_read(p, &a, err, sizeof err), 0);
+    ck_assert_int_eq(sq_npy_read(p, &a, &err_), 0);
     ck_assert_uint_eq(a.n, 2);
     sq_npy_free(&a);
     /* A symbolic link stays one: the file it points to is rewritten. */
     const char *target = tpath("target.npy"), *lnk = tpath("link.npy");
-    ck_assert_int_eq(sq_npy_write_f32(target, v, &sh, 1, err, sizeof err), 0);
+    ck_assert_int_eq(sq_npy_write_f32(target, v, &sh, 1, &err_), 0);
     ck_assert_int_eq(symlink("target.npy", lnk), 0);
     float w[3] = {7, 8, 9};
     uint64_t sh3 = 3;
-    ck_assert_msg(sq_npy_write_f32(lnk, w, &sh3, 1, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_npy_write_f32(lnk, w, &sh3, 1, &err_) == 0, "%s", err);
     struct stat st;
     ck_assert_int_eq(lstat(lnk, &st), 0);
     ck_assert(S_ISLNK(st.st_mode));
-    ck_assert_int_eq(sq_npy_read(target, &a, err, sizeof err), 0);
+    ck_assert_int_eq(sq_npy_read(target, &a, &err_), 0);
     ck_assert_uint_eq(a.n, 3);
     ck_assert(a.data[2] == 9.0f);
     sq_npy_free(&a);
@@ -405,10 +414,10 @@ START_TEST(test_write_errors)
     if (access("/dev/full", W_OK) == 0) {
         float *x = calloc(1 << 16, sizeof *x);
         uint64_t n = 1 << 16;
-        rc = sq_npy_write_f32("/dev/full", x, &n, 1, err, sizeof err);
+        rc = sq_npy_write_f32("/dev/full", x, &n, 1, &err_);
         EXPECT_ERR(rc, err, "/dev/full", "write failed");
         sq_st_tensor t = {"t", SQ_ST_F32, 1, {n}, x};
-        rc = sq_st_write("/dev/full", &t, 1, NULL, 0, err, sizeof err);
+        rc = sq_st_write("/dev/full", &t, 1, NULL, 0, &err_);
         EXPECT_ERR(rc, err, "/dev/full", "write failed");
         free(x);
     }
@@ -438,8 +447,9 @@ static void st_fails(const char *name, const char *json, size_t datalen, const c
     const char *p = tpath(name);
     write_st(p, json, data, datalen);
     sq_st_file f;
-    char err[512] = "";
-    int rc = sq_st_read(p, &f, err, sizeof err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    int rc = sq_st_read(p, &f, &err_);
     EXPECT_ERR(rc, err, p, w1, w2);
     ck_assert_ptr_null(f.tensors);
 }
@@ -459,8 +469,9 @@ START_TEST(test_st_roundtrip)
     t[4] = (sq_st_tensor){.name = "scalar", .dtype = SQ_ST_F64, .ndim = 0, .data = &one};
     sq_st_kv m[2] = {{"format", "test/1"}, {"note", "tab\there \\ \"quoted\""}};
     const char *p = tpath("rt.safetensors");
-    char err[512] = "";
-    ck_assert_msg(sq_st_write(p, t, 5, m, 2, err, sizeof err) == 0, "%s", err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_st_write(p, t, 5, m, 2, &err_) == 0, "%s", err);
     size_t len;
     unsigned char *b = read_bytes(p, &len);
     uint64_t n = 0;
@@ -470,7 +481,7 @@ START_TEST(test_st_roundtrip)
     free(b);
 
     sq_st_file f;
-    ck_assert_msg(sq_st_read(p, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_read(p, &f, &err_) == 0, "%s", err);
     ck_assert_uint_eq(f.ntensors, 5);
     ck_assert_uint_eq(f.nmeta, 2);
     ck_assert_str_eq(sq_st_meta_get(&f, "note"), "tab\there \\ \"quoted\"");
@@ -501,17 +512,17 @@ START_TEST(test_st_roundtrip)
     sq_st_free(&f);
 
     /* No tensors, no metadata. */
-    ck_assert_int_eq(sq_st_write(p, NULL, 0, NULL, 0, err, sizeof err), 0);
-    ck_assert_msg(sq_st_read(p, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(sq_st_write(p, NULL, 0, NULL, 0, &err_), 0);
+    ck_assert_msg(sq_st_read(p, &f, &err_) == 0, "%s", err);
     ck_assert_uint_eq(f.ntensors, 0);
     sq_st_free(&f);
 
     /* The writer refuses duplicate and reserved names. */
     t[1].name = "codes";
-    ck_assert_int_ne(sq_st_write(p, t, 2, NULL, 0, err, sizeof err), 0);
+    ck_assert_int_ne(sq_st_write(p, t, 2, NULL, 0, &err_), 0);
     ck_assert_ptr_nonnull(strstr(err, "codes"));
     t[1].name = "__metadata__";
-    ck_assert_int_ne(sq_st_write(p, t, 2, NULL, 0, err, sizeof err), 0);
+    ck_assert_int_ne(sq_st_write(p, t, 2, NULL, 0, &err_), 0);
 
     /* Dtype names. */
     for (int d = 0; d < SQ_ST_NDTYPES; d++)
@@ -532,8 +543,9 @@ START_TEST(test_st_foreign)
     const char *p = tpath("foreign.safetensors");
     write_st(p, json, data, 8);
     sq_st_file f;
-    char err[512] = "";
-    ck_assert_msg(sq_st_read(p, &f, err, sizeof err) == 0, "%s", err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_st_read(p, &f, &err_) == 0, "%s", err);
     ck_assert_str_eq(f.tensors[0].name, "a");
     ck_assert_int_eq(sq_st_find(&f, "b")->data[0], 7);
     sq_st_free(&f);
@@ -543,15 +555,16 @@ END_TEST
 START_TEST(test_st_malformed)
 {
     sq_st_file f;
-    char err[512] = "";
+    sq_error err_ = {0};
+    char *err = err_.msg;
     /* Header length beyond the file, and too short a file. */
     const char *p = tpath("hl.safetensors");
     write_bytes(p, "\x00\x01\x00\x00\x00\x00\x00\x00{}", 10);
-    int rc = sq_st_read(p, &f, err, sizeof err);
+    int rc = sq_st_read(p, &f, &err_);
     EXPECT_ERR(rc, err, p, "header length", "beyond the end");
     p = tpath("short.safetensors");
     write_bytes(p, "\x02\x00\x00", 3);
-    rc = sq_st_read(p, &f, err, sizeof err);
+    rc = sq_st_read(p, &f, &err_);
     EXPECT_ERR(rc, err, p, "too short");
 
     st_fails("json.safetensors", "{\"a\":{\"dtype\":\"U8\",", 0, "header", "invalid JSON");
@@ -608,10 +621,10 @@ START_TEST(test_st_malformed)
     st_fails("notens.safetensors", "{\"a\":[1]}", 0, "tensor 'a'", "expected an object");
     p = tpath("nul.safetensors");
     write_bytes(p, "\x04\x00\x00\x00\x00\x00\x00\x00{}\x00 ", 12);
-    rc = sq_st_read(p, &f, err, sizeof err);
+    rc = sq_st_read(p, &f, &err_);
     EXPECT_ERR(rc, err, p, "NUL");
     p = tpath("missing.safetensors");
-    rc = sq_st_read(p, &f, err, sizeof err);
+    rc = sq_st_read(p, &f, &err_);
     EXPECT_ERR(rc, err, p, "cannot open");
 }
 END_TEST

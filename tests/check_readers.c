@@ -110,15 +110,19 @@ static void st_bad_image(const char *name, const unsigned char *img, size_t len,
     const char *p = tpath(name);
     write_bytes(p, img, len);
     sq_st_file f;
-    char err[512] = "", err2[512] = "";
-    int rc = sq_st_open(p, &f, err, sizeof err);
+    sq_error err_ = {0}, err2_ = {0};
+    char *err = err_.msg, *err2 = err2_.msg;
+    int rc = sq_st_open(p, &f, &err_);
     EXPECT_ERR(rc, err, p, w1, w2);
+    ck_assert_int_eq(rc, SQ_ERR_FORMAT); /* a malformed file, by its kind */
+    ck_assert_int_eq(err_.status, SQ_ERR_FORMAT);
     ck_assert_ptr_null(f.tensors);
     ck_assert_ptr_null(f.map);
     unsigned char *copy = malloc(len ? len : 1);
     if (len) memcpy(copy, img, len);
-    rc = sq_st_parse(p, copy, len, &f, err2, sizeof err2);
+    rc = sq_st_parse(p, copy, len, &f, &err2_);
     ck_assert_int_ne(rc, 0);
+    ck_assert_int_eq(rc, SQ_ERR_FORMAT);
     ck_assert_str_eq(err2, err);
     ck_assert_ptr_null(f.tensors);
     free(copy);
@@ -141,8 +145,9 @@ static void st_good(const char *json, const void *data, size_t datalen, sq_st_fi
 {
     size_t len;
     *img = st_image(json, data, datalen, &len);
-    char err[512] = "";
-    ck_assert_msg(sq_st_parse("good.st", *img, len, f, err, sizeof err) == 0, "%s", err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_st_parse("good.st", *img, len, f, &err_) == 0, "%s", err);
 }
 
 /* A multi-tensor file of several dtypes with metadata; *len its size. */
@@ -160,8 +165,9 @@ static unsigned char *sample_file(const char *path, size_t *len)
         {.name = "d", .dtype = SQ_ST_F64, .ndim = 1, .shape = {2}, .data = d},
     };
     sq_st_kv m[2] = {{"format", "test/1"}, {"note", "a \"quoted\" value"}};
-    char err[512] = "";
-    ck_assert_msg(sq_st_write(path, t, 5, m, 2, err, sizeof err) == 0, "%s", err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_st_write(path, t, 5, m, 2, &err_) == 0, "%s", err);
     return read_bytes(path, len);
 }
 
@@ -245,10 +251,11 @@ START_TEST(test_st_map_pipe_buffer)
     const char *p = tpath("sample.st");
     size_t len;
     unsigned char *img = sample_file(p, &len);
-    char err[512] = "";
+    sq_error err_ = {0};
+    char *err = err_.msg;
 
     sq_st_file fm, fp, fb;
-    ck_assert_msg(sq_st_open(p, &fm, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_open(p, &fm, &err_) == 0, "%s", err);
     ck_assert_ptr_nonnull(fm.map); /* mapped, not copied */
     ck_assert_ptr_null(fm.copy);
     ck_assert_ptr_eq(fm.data, (const unsigned char *)fm.map + 8 + fm.header_len);
@@ -259,7 +266,7 @@ START_TEST(test_st_map_pipe_buffer)
     /* The same bytes through a pipe on standard input: read into memory. */
     piped in;
     stdin_pipe(&in, img, len, 0);
-    int rc = sq_st_open("-", &fp, err, sizeof err);
+    int rc = sq_st_open("-", &fp, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
     ck_assert_msg(rc == 0, "%s", err);
     ck_assert_ptr_null(fp.map);
@@ -267,7 +274,7 @@ START_TEST(test_st_map_pipe_buffer)
     assert_same_file(&fm, &fp);
 
     /* And parsed in place from a buffer: the data point into it. */
-    ck_assert_msg(sq_st_parse("buf.st", img, len, &fb, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_parse("buf.st", img, len, &fb, &err_) == 0, "%s", err);
     ck_assert_ptr_null(fb.map);
     ck_assert_ptr_null(fb.copy);
     ck_assert_ptr_eq(fb.data, img + 8 + fb.header_len);
@@ -279,7 +286,7 @@ START_TEST(test_st_map_pipe_buffer)
 
     /* sq_st_read is sq_st_open. */
     sq_st_file fr;
-    ck_assert_int_eq(sq_st_read(p, &fr, err, sizeof err), 0);
+    ck_assert_int_eq(sq_st_read(p, &fr, &err_), 0);
     ck_assert_ptr_nonnull(fr.map);
     assert_same_file(&fm, &fr);
 
@@ -292,9 +299,9 @@ START_TEST(test_st_map_pipe_buffer)
     free(img);
 
     /* A buffer without a name, and without bytes. */
-    rc = sq_st_parse(NULL, NULL, 0, &fb, err, sizeof err);
+    rc = sq_st_parse(NULL, NULL, 0, &fb, &err_);
     EXPECT_ERR(rc, err, "(memory)", "too short");
-    rc = sq_st_parse("x.st", NULL, 5, &fb, err, sizeof err);
+    rc = sq_st_parse("x.st", NULL, 5, &fb, &err_);
     EXPECT_ERR(rc, err, "x.st", "no buffer");
 }
 END_TEST
@@ -302,19 +309,20 @@ END_TEST
 START_TEST(test_st_open_errors)
 {
     sq_st_file f;
-    char err[512] = "";
+    sq_error err_ = {0};
+    char *err = err_.msg;
     const char *p = tpath("missing.st");
-    int rc = sq_st_open(p, &f, err, sizeof err);
+    int rc = sq_st_open(p, &f, &err_);
     EXPECT_ERR(rc, err, p, "cannot open");
-    rc = sq_st_open(tmpdir, &f, err, sizeof err);
+    rc = sq_st_open(tmpdir, &f, &err_);
     EXPECT_ERR(rc, err, tmpdir, "is a directory");
     /* An empty file cannot be mapped (length 0): it fails as too short. */
     p = tpath("empty.st");
     write_bytes(p, "", 0);
-    rc = sq_st_open(p, &f, err, sizeof err);
+    rc = sq_st_open(p, &f, &err_);
     EXPECT_ERR(rc, err, p, "0 bytes", "too short");
     ck_assert_ptr_null(f.tensors);
-    rc = sq_st_open(NULL, &f, err, sizeof err);
+    rc = sq_st_open(NULL, &f, &err_);
     EXPECT_ERR(rc, err, "(null)", "no file name");
 
     /* A zero-length data section: no tensors, or only empty ones. */
@@ -329,12 +337,12 @@ START_TEST(test_st_open_errors)
         unsigned char *img = st_image(jsons[i], NULL, 0, &len);
         p = tpath("nodata.st");
         write_bytes(p, img, len);
-        ck_assert_msg(sq_st_open(p, &f, err, sizeof err) == 0, "%s: %s", jsons[i], err);
+        ck_assert_msg(sq_st_open(p, &f, &err_) == 0, "%s: %s", jsons[i], err);
         ck_assert_uint_eq(f.data_len, 0);
         for (size_t k = 0; k < f.ntensors; k++) {
             ck_assert_uint_eq(f.tensors[k].nelem, 0);
-            ck_assert_int_eq(sq_st_to_f32(&f, &f.tensors[k], NULL, err, sizeof err), 0);
-            ck_assert_int_eq(sq_st_to_f64(&f, &f.tensors[k], NULL, err, sizeof err), 0);
+            ck_assert_int_eq(sq_st_to_f32(&f, &f.tensors[k], NULL, &err_), 0);
+            ck_assert_int_eq(sq_st_to_f64(&f, &f.tensors[k], NULL, &err_), 0);
             sq_st_release(&f, &f.tensors[k]);
         }
         sq_st_release(&f, NULL);
@@ -352,20 +360,21 @@ START_TEST(test_st_every_prefix)
     size_t len;
     unsigned char *img = sample_file(p, &len);
     const char *cut = tpath("cut.st");
-    char err[512], err2[512];
+    sq_error err_ = {0}, err2_ = {0};
+    char *err = err_.msg, *err2 = err2_.msg;
     for (size_t n = 0; n < len; n++) {
         sq_st_file f;
         unsigned char *b = malloc(n ? n : 1);
         memcpy(b, img, n);
         err[0] = '\0';
-        int rc = sq_st_parse(cut, b, n, &f, err, sizeof err);
+        int rc = sq_st_parse(cut, b, n, &f, &err_);
         ck_assert_msg(rc != 0, "a prefix of %zu of %zu bytes was accepted", n, len);
         ck_assert_msg(strstr(err, cut) != NULL, "cut %zu: message lacks the file name: %s", n,
                       err);
         ck_assert_ptr_null(f.tensors);
         write_bytes(cut, b, n);
         err2[0] = '\0';
-        rc = sq_st_open(cut, &f, err2, sizeof err2);
+        rc = sq_st_open(cut, &f, &err2_);
         ck_assert_msg(rc != 0, "a file of %zu of %zu bytes was accepted", n, len);
         ck_assert_str_eq(err2, err);
         free(b);
@@ -374,10 +383,10 @@ START_TEST(test_st_every_prefix)
     memcpy(longer, img, len);
     longer[len] = 0;
     sq_st_file f;
-    int rc = sq_st_parse(cut, longer, len + 1, &f, err, sizeof err);
+    int rc = sq_st_parse(cut, longer, len + 1, &f, &err_);
     EXPECT_ERR(rc, err, cut, "data section", "belong to no tensor");
     /* The whole file itself is fine. */
-    ck_assert_msg(sq_st_parse(cut, longer, len, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_parse(cut, longer, len, &f, &err_) == 0, "%s", err);
     sq_st_free(&f);
     free(longer);
     free(img);
@@ -386,7 +395,8 @@ END_TEST
 
 START_TEST(test_st_header_length)
 {
-    char err[512] = "";
+    sq_error err_ = {0};
+    char *err = err_.msg;
     sq_st_file f;
     /* N one byte beyond the file, and absurdly large. */
     unsigned char b[18] = {9, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
@@ -418,7 +428,7 @@ START_TEST(test_st_header_length)
     fputc('{', fp);
     ck_assert_int_eq(fclose(fp), 0);
     ck_assert_int_eq(truncate(p, (off_t)(8 + n + 16)), 0);
-    int rc = sq_st_open(p, &f, err, sizeof err);
+    int rc = sq_st_open(p, &f, &err_);
     EXPECT_ERR(rc, err, p, "header length 100000001 exceeds the limit of 100000000 bytes");
     unlink(p);
 }
@@ -598,9 +608,9 @@ START_TEST(test_st_shapes)
     ck_assert_uint_eq(s->nelem, 1);
     float v = 0;
     double dv = 0;
-    char err[512];
-    ck_assert_int_eq(sq_st_to_f32(&f, s, &v, err, sizeof err), 0);
-    ck_assert_int_eq(sq_st_to_f64(&f, s, &dv, err, sizeof err), 0);
+    sq_error err_ = {0};
+    ck_assert_int_eq(sq_st_to_f32(&f, s, &v, &err_), 0);
+    ck_assert_int_eq(sq_st_to_f64(&f, s, &dv, &err_), 0);
     ck_assert(v == 1.0f && dv == 1.0);
     sq_st_free(&f);
     free(img);
@@ -641,9 +651,10 @@ static void expect_values(const char *dt, const void *raw, size_t n, size_t isz,
     ck_assert((uintptr_t)e->data % 2 == 1);
     float *o32 = malloc(n * sizeof *o32);
     double *o64 = malloc(n * sizeof *o64);
-    char err[512] = "";
-    ck_assert_msg(sq_st_to_f32(&f, e, o32, err, sizeof err) == 0, "%s: %s", dt, err);
-    ck_assert_msg(sq_st_to_f64(&f, e, o64, err, sizeof err) == 0, "%s: %s", dt, err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_st_to_f32(&f, e, o32, &err_) == 0, "%s: %s", dt, err);
+    ck_assert_msg(sq_st_to_f64(&f, e, o64, &err_) == 0, "%s: %s", dt, err);
     char what[32];
     snprintf(what, sizeof what, "%s to fp32", dt);
     SQT_ASSERT_FLOATS_BITS(o32, want32, n, what);
@@ -711,15 +722,24 @@ static void expect_bad(const char *dt, const void *raw, size_t n, size_t isz, co
     const sq_st_entry *e = sq_st_find(&f, "t");
     float *o32 = malloc(n * sizeof *o32);
     double *o64 = malloc(n * sizeof *o64);
-    char err[512] = "", want[256];
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    char want[256];
     snprintf(want, sizeof want, "good.st: tensor 't': %s", what);
-    int rc = sq_st_to_f32(&f, e, o32, err, sizeof err);
+    /* the kind: NaN and Inf are non-finite, a finite F64 beyond fp32 out of
+    ** range, an integer dtype a format error */
+    int kind = strstr(what, "overflows") ? SQ_ERR_RANGE
+               : strstr(what, "dtype")   ? SQ_ERR_FORMAT
+                                         : SQ_ERR_NONFINITE;
+    int rc = sq_st_to_f32(&f, e, o32, &err_);
     ck_assert_msg(rc != 0, "%s to fp32: no error for %s", dt, what);
     ck_assert_str_eq(err, want);
+    ck_assert_msg(rc == kind, "%s to fp32, %s: kind %d, expected %d", dt, what, rc, kind);
     err[0] = '\0';
-    rc = sq_st_to_f64(&f, e, o64, err, sizeof err);
+    rc = sq_st_to_f64(&f, e, o64, &err_);
     ck_assert_msg(rc != 0, "%s to fp64: no error for %s", dt, what);
     ck_assert_str_eq(err, want);
+    ck_assert_msg(rc == kind, "%s to fp64, %s: kind %d, expected %d", dt, what, rc, kind);
     free(o32);
     free(o64);
     sq_st_free(&f);
@@ -798,9 +818,10 @@ START_TEST(test_convert_large)
         const sq_st_entry *e = sq_st_find(&f, "t");
         float *o = malloc(n * sizeof *o);
         double *o64 = malloc(n * sizeof *o64);
-        char err[512] = "";
-        ck_assert_msg(sq_st_to_f32(&f, e, o, err, sizeof err) == 0, "%s", err);
-        ck_assert_msg(sq_st_to_f64(&f, e, o64, err, sizeof err) == 0, "%s", err);
+        sq_error err_ = {0};
+        char *err = err_.msg;
+        ck_assert_msg(sq_st_to_f32(&f, e, o, &err_) == 0, "%s", err);
+        ck_assert_msg(sq_st_to_f64(&f, e, o64, &err_) == 0, "%s", err);
         for (size_t i = 0; i < n; i++) {
             float want = k == 0 ? sq_f16_to_f32(h[i]) : sq_bf16_to_f32(h[i]);
             SQT_CHECK(sqt_bits(o[i]) == sqt_bits(want) && o64[i] == (double)want &&
@@ -846,22 +867,23 @@ START_TEST(test_writer_roundtrip)
     size_t total;
     fill_tensors(t, buf, &total);
     sq_st_kv m[1] = {{"k", "v"}};
-    char err[512] = "";
+    sq_error err_ = {0};
+    char *err = err_.msg;
     const char *whole = tpath("whole.st"), *streamed = tpath("streamed.st");
-    ck_assert_msg(sq_st_write(whole, t, 4, m, 1, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_write(whole, t, 4, m, 1, &err_) == 0, "%s", err);
     /* Pieces of odd sizes that straddle the tensors, and empty puts. */
     sq_st_writer *w;
-    ck_assert_msg(sq_st_writer_open(&w, streamed, t, 4, m, 1, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_writer_open(&w, streamed, t, 4, m, 1, &err_) == 0, "%s", err);
     ck_assert_ptr_nonnull(w);
     struct stat st;
     ck_assert_int_ne(stat(streamed, &st), 0); /* nothing in place before commit */
     for (size_t off = 0, k = 1; off < total; k = k * 3 % 1009) {
         size_t piece = total - off < k ? total - off : k;
-        ck_assert_msg(sq_st_writer_put(w, buf + off, piece, err, sizeof err) == 0, "%s", err);
-        ck_assert_int_eq(sq_st_writer_put(w, NULL, 0, err, sizeof err), 0);
+        ck_assert_msg(sq_st_writer_put(w, buf + off, piece, &err_) == 0, "%s", err);
+        ck_assert_int_eq(sq_st_writer_put(w, NULL, 0, &err_), 0);
         off += piece;
     }
-    ck_assert_msg(sq_st_writer_commit(w, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_writer_commit(w, &err_) == 0, "%s", err);
     size_t la, lb;
     unsigned char *a = read_bytes(whole, &la), *b = read_bytes(streamed, &lb);
     ck_assert_uint_eq(la, lb);
@@ -869,7 +891,7 @@ START_TEST(test_writer_roundtrip)
     free(a);
     free(b);
     sq_st_file f;
-    ck_assert_msg(sq_st_open(streamed, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_open(streamed, &f, &err_) == 0, "%s", err);
     ck_assert_uint_eq(f.ntensors, 4);
     const sq_st_entry *e = sq_st_find(&f, "delta");
     ck_assert_uint_eq(e->nelem, 4097);
@@ -878,9 +900,9 @@ START_TEST(test_writer_roundtrip)
     assert_no_tmp();
 
     /* No tensors at all. */
-    ck_assert_int_eq(sq_st_writer_open(&w, streamed, NULL, 0, NULL, 0, err, sizeof err), 0);
-    ck_assert_msg(sq_st_writer_commit(w, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(sq_st_open(streamed, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(sq_st_writer_open(&w, streamed, NULL, 0, NULL, 0, &err_), 0);
+    ck_assert_msg(sq_st_writer_commit(w, &err_) == 0, "%s", err);
+    ck_assert_msg(sq_st_open(streamed, &f, &err_) == 0, "%s", err);
     ck_assert_uint_eq(f.ntensors, 0);
     ck_assert_uint_eq(f.data_len, 0);
     sq_st_free(&f);
@@ -903,54 +925,55 @@ START_TEST(test_writer_errors)
     static uint8_t buf[1000 + 1 + 4 * 4097];
     size_t total;
     fill_tensors(t, buf, &total);
-    char err[512] = "";
+    sq_error err_ = {0};
+    char *err = err_.msg;
     const char *keep = tpath("keep.st");
-    ck_assert_int_eq(sq_st_write(keep, t, 2, NULL, 0, err, sizeof err), 0);
+    ck_assert_int_eq(sq_st_write(keep, t, 2, NULL, 0, &err_), 0);
     size_t klen;
     unsigned char *kept = read_bytes(keep, &klen);
 
     /* Too few bytes: commit fails naming the tensor, the old file stays. */
     sq_st_writer *w;
-    ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, err, sizeof err), 0);
-    ck_assert_int_eq(sq_st_writer_put(w, buf, 1001 + 100, err, sizeof err), 0);
-    int rc = sq_st_writer_commit(w, err, sizeof err);
+    ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, &err_), 0);
+    ck_assert_int_eq(sq_st_writer_put(w, buf, 1001 + 100, &err_), 0);
+    int rc = sq_st_writer_commit(w, &err_);
     EXPECT_ERR(rc, err, keep, "tensor 'delta'", "100 of its 16388 bytes put",
                "17389 bytes in all, 1101 were put");
     assert_file_is(keep, kept, klen);
     assert_no_tmp();
 
     /* Too many: the put fails, and so does commit after it. */
-    ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, err, sizeof err), 0);
-    ck_assert_int_eq(sq_st_writer_put(w, buf, total - 1, err, sizeof err), 0);
-    rc = sq_st_writer_put(w, buf, 2, err, sizeof err);
+    ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, &err_), 0);
+    ck_assert_int_eq(sq_st_writer_put(w, buf, total - 1, &err_), 0);
+    rc = sq_st_writer_put(w, buf, 2, &err_);
     EXPECT_ERR(rc, err, keep, "2 bytes put at data offset 17388",
                "beyond the 17389 bytes the header promises", "'delta'");
     char first[512];
     snprintf(first, sizeof first, "%s", err);
-    rc = sq_st_writer_put(w, buf, 1, err, sizeof err); /* would fit, but too late */
+    rc = sq_st_writer_put(w, buf, 1, &err_); /* would fit, but too late */
     ck_assert_int_ne(rc, 0);
     ck_assert_str_eq(err, first);
-    rc = sq_st_writer_commit(w, err, sizeof err);
+    rc = sq_st_writer_commit(w, &err_);
     ck_assert_int_ne(rc, 0);
     ck_assert_str_eq(err, first);
     assert_file_is(keep, kept, klen);
 
     /* Abort, and a writer that refuses its tensors: nothing changes. */
-    ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, err, sizeof err), 0);
-    ck_assert_int_eq(sq_st_writer_put(w, buf, total, err, sizeof err), 0);
+    ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, &err_), 0);
+    ck_assert_int_eq(sq_st_writer_put(w, buf, total, &err_), 0);
     sq_st_writer_abort(w);
     assert_file_is(keep, kept, klen);
     sq_st_tensor dup[2] = {t[0], t[1]};
     dup[1].name = "alpha";
     w = (sq_st_writer *)&dup; /* must be reset to NULL */
-    rc = sq_st_writer_open(&w, keep, dup, 2, NULL, 0, err, sizeof err);
+    rc = sq_st_writer_open(&w, keep, dup, 2, NULL, 0, &err_);
     EXPECT_ERR(rc, err, keep, "tensor 'alpha'", "given twice");
     ck_assert_ptr_null(w);
-    rc = sq_st_write(keep, dup, 2, NULL, 0, err, sizeof err);
+    rc = sq_st_write(keep, dup, 2, NULL, 0, &err_);
     EXPECT_ERR(rc, err, keep, "given twice");
     sq_st_tensor nodata = t[0];
     nodata.data = NULL;
-    rc = sq_st_write(keep, &nodata, 1, NULL, 0, err, sizeof err);
+    rc = sq_st_write(keep, &nodata, 1, NULL, 0, &err_);
     EXPECT_ERR(rc, err, keep, "tensor 'alpha'", "no data");
     assert_file_is(keep, kept, klen);
     assert_no_tmp();
@@ -958,37 +981,37 @@ START_TEST(test_writer_errors)
 
     /* A missing directory: a clear error, nothing created. */
     const char *nodir = tpath("no-such-dir/x.st");
-    rc = sq_st_writer_open(&w, nodir, t, 4, NULL, 0, err, sizeof err);
+    rc = sq_st_writer_open(&w, nodir, t, 4, NULL, 0, &err_);
     EXPECT_ERR(rc, err, nodir, "cannot create", "No such file or directory");
     ck_assert_ptr_null(w);
     struct stat st;
     ck_assert_int_ne(stat(tpath("no-such-dir"), &st), 0);
-    rc = sq_st_write(nodir, t, 4, NULL, 0, err, sizeof err);
+    rc = sq_st_write(nodir, t, 4, NULL, 0, &err_);
     EXPECT_ERR(rc, err, nodir, "cannot create");
 
     /* A full disk: the put or the commit says so. */
     if (access("/dev/full", W_OK) == 0) {
         sq_st_tensor big = {.name = "big", .dtype = SQ_ST_U8, .ndim = 1, .shape = {1 << 20}};
         unsigned char *z = calloc(1, 1 << 20);
-        ck_assert_int_eq(sq_st_writer_open(&w, "/dev/full", &big, 1, NULL, 0, err, sizeof err), 0);
-        rc = sq_st_writer_put(w, z, 1 << 20, err, sizeof err);
+        ck_assert_int_eq(sq_st_writer_open(&w, "/dev/full", &big, 1, NULL, 0, &err_), 0);
+        rc = sq_st_writer_put(w, z, 1 << 20, &err_);
         EXPECT_ERR(rc, err, "/dev/full", "write failed", strerror(ENOSPC));
-        rc = sq_st_writer_commit(w, err, sizeof err);
+        rc = sq_st_writer_commit(w, &err_);
         EXPECT_ERR(rc, err, "/dev/full", "write failed");
         /* A small file fails only when flushed, at commit. */
         sq_st_tensor small = {.name = "s", .dtype = SQ_ST_U8, .ndim = 1, .shape = {3}};
-        ck_assert_int_eq(sq_st_writer_open(&w, "/dev/full", &small, 1, NULL, 0, err, sizeof err), 0);
-        ck_assert_int_eq(sq_st_writer_put(w, z, 3, err, sizeof err), 0);
-        rc = sq_st_writer_commit(w, err, sizeof err);
+        ck_assert_int_eq(sq_st_writer_open(&w, "/dev/full", &small, 1, NULL, 0, &err_), 0);
+        ck_assert_int_eq(sq_st_writer_put(w, z, 3, &err_), 0);
+        rc = sq_st_writer_commit(w, &err_);
         EXPECT_ERR(rc, err, "/dev/full", "write failed", strerror(ENOSPC));
         big.data = z;
-        rc = sq_st_write("/dev/full", &big, 1, NULL, 0, err, sizeof err);
+        rc = sq_st_write("/dev/full", &big, 1, NULL, 0, &err_);
         EXPECT_ERR(rc, err, "/dev/full", "write failed");
         free(z);
     }
     /* NULL writer. */
-    ck_assert_int_ne(sq_st_writer_put(NULL, buf, 1, err, sizeof err), 0);
-    ck_assert_int_ne(sq_st_writer_commit(NULL, err, sizeof err), 0);
+    ck_assert_int_ne(sq_st_writer_put(NULL, buf, 1, &err_), 0);
+    ck_assert_int_ne(sq_st_writer_commit(NULL, &err_), 0);
     sq_st_writer_abort(NULL);
 }
 END_TEST
@@ -1028,20 +1051,21 @@ START_TEST(test_release_rss)
         t[i] = (sq_st_tensor){.name = names[i], .dtype = SQ_ST_U8, .ndim = 1, .shape = {PER}};
     unsigned char *piece = malloc(PIECE);
     const char *p = tpath("big.st");
-    char err[512] = "";
+    sq_error err_ = {0};
+    char *err = err_.msg;
     sq_st_writer *w;
-    ck_assert_msg(sq_st_writer_open(&w, p, t, NT, NULL, 0, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_writer_open(&w, p, t, NT, NULL, 0, &err_) == 0, "%s", err);
     uint64_t sum = 0;
     for (uint64_t off = 0; off < (uint64_t)NT * PER; off += PIECE) {
         for (size_t i = 0; i < PIECE; i++) piece[i] = (unsigned char)((off + i) * 2654435761u >> 13);
         for (size_t i = 0; i < PIECE; i += 4096) sum += piece[i];
-        ck_assert_msg(sq_st_writer_put(w, piece, PIECE, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(sq_st_writer_put(w, piece, PIECE, &err_) == 0, "%s", err);
     }
-    ck_assert_msg(sq_st_writer_commit(w, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_writer_commit(w, &err_) == 0, "%s", err);
     free(piece);
 
     sq_st_file f;
-    ck_assert_msg(sq_st_open(p, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_open(p, &f, &err_) == 0, "%s", err);
     ck_assert_ptr_nonnull(f.map);
     /* Touch every page, then give them back tensor by tensor. */
     long before = rss_file_kb();
@@ -1099,13 +1123,14 @@ START_TEST(test_npy_parse)
     const float v[6] = {1.5f, -2, NAN, 4, 5, 6.25f};
     const double dv[3] = {0.1, -1e39, 2};
     const uint16_t hv[2] = {0x3c00, 0x0001};
-    char err[512] = "", err2[512] = "";
+    sq_error err_ = {0}, err2_ = {0};
+    char *err = err_.msg, *err2 = err2_.msg;
     for (int major = 1; major <= 3; major++) {
         size_t len;
         unsigned char *b = npy_image(major, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
                                      v, sizeof v, &len);
         sq_npy a, r;
-        ck_assert_msg(sq_npy_parse("mem.npy", b, len, &a, err, sizeof err) == 0, "v%d: %s",
+        ck_assert_msg(sq_npy_parse("mem.npy", b, len, &a, &err_) == 0, "v%d: %s",
                       major, err);
         ck_assert_int_eq(a.version, major);
         ck_assert_int_eq(a.ndim, 2);
@@ -1115,7 +1140,7 @@ START_TEST(test_npy_parse)
         /* The same as reading the file. */
         const char *p = tpath("mem.npy");
         write_bytes(p, b, len);
-        ck_assert_int_eq(sq_npy_read(p, &r, err, sizeof err), 0);
+        ck_assert_int_eq(sq_npy_read(p, &r, &err_), 0);
         ck_assert_uint_eq(r.n, a.n);
         ck_assert_int_eq(r.version, a.version);
         ck_assert_int_eq(memcmp(r.data, a.data, sizeof v), 0);
@@ -1125,11 +1150,11 @@ START_TEST(test_npy_parse)
         for (size_t n = 0; n < len; n++) {
             unsigned char *c = malloc(n ? n : 1);
             memcpy(c, b, n);
-            int rc = sq_npy_parse(p, c, n, &a, err, sizeof err);
+            int rc = sq_npy_parse(p, c, n, &a, &err_);
             ck_assert_msg(rc != 0, "v%d: a prefix of %zu of %zu bytes was accepted", major, n, len);
             ck_assert_ptr_null(a.data);
             write_bytes(p, c, n);
-            rc = sq_npy_read(p, &r, err2, sizeof err2);
+            rc = sq_npy_read(p, &r, &err2_);
             ck_assert_int_ne(rc, 0);
             ck_assert_str_eq(err, err2);
             ck_assert_ptr_nonnull(strstr(err, p));
@@ -1142,27 +1167,27 @@ START_TEST(test_npy_parse)
     unsigned char *b = npy_image(2, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
                                  dv, sizeof dv, &len);
     sq_npy a;
-    ck_assert_msg(sq_npy_parse("d.npy", b, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_npy_parse("d.npy", b, len, &a, &err_) == 0, "%s", err);
     ck_assert(a.data[0] == (float)0.1 && isinf(a.data[1]) && a.data[2] == 2.0f);
     sq_npy_free(&a);
     free(b);
     b = npy_image(3, "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", hv, sizeof hv,
                   &len);
-    ck_assert_msg(sq_npy_parse("h.npy", b, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_npy_parse("h.npy", b, len, &a, &err_) == 0, "%s", err);
     ck_assert(a.data[0] == 1.0f && a.data[1] == 0x1p-24f);
     sq_npy_free(&a);
     unsigned char *more = malloc(len + 1);
     memcpy(more, b, len);
     more[len] = 0;
-    int rc = sq_npy_parse("h.npy", more, len + 1, &a, err, sizeof err);
+    int rc = sq_npy_parse("h.npy", more, len + 1, &a, &err_);
     EXPECT_ERR(rc, err, "h.npy", "1 bytes of trailing data");
     free(more);
     free(b);
-    rc = sq_npy_parse(NULL, "\x93NUMPX", 6, &a, err, sizeof err);
+    rc = sq_npy_parse(NULL, "\x93NUMPX", 6, &a, &err_);
     EXPECT_ERR(rc, err, "(memory)", "bad magic");
-    rc = sq_npy_parse("z.npy", NULL, 3, &a, err, sizeof err);
+    rc = sq_npy_parse("z.npy", NULL, 3, &a, &err_);
     EXPECT_ERR(rc, err, "z.npy", "no buffer");
-    rc = sq_npy_parse("z.npy", "", 0, &a, err, sizeof err);
+    rc = sq_npy_parse("z.npy", "", 0, &a, &err_);
     EXPECT_ERR(rc, err, "z.npy", "empty");
 }
 END_TEST
@@ -1172,29 +1197,30 @@ START_TEST(test_npy_check_finite)
     float x[40];
     for (int i = 0; i < 40; i++) x[i] = (float)i - 20.0f;
     sq_npy a = {.data = x, .n = 40, .ndim = 1, .shape = {40}};
-    char err[512] = "";
-    ck_assert_msg(sq_npy_check_finite("x.npy", &a, err, sizeof err) == 0, "%s", err);
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    ck_assert_msg(sq_npy_check_finite("x.npy", &a, &err_) == 0, "%s", err);
     x[17] = NAN;
     x[30] = INFINITY;
-    int rc = sq_npy_check_finite("x.npy", &a, err, sizeof err);
+    int rc = sq_npy_check_finite("x.npy", &a, &err_);
     ck_assert_int_ne(rc, 0);
     ck_assert_str_eq(err, "x.npy: element 17 is NaN");
     x[17] = 0;
-    rc = sq_npy_check_finite("x.npy", &a, err, sizeof err);
+    rc = sq_npy_check_finite("x.npy", &a, &err_);
     ck_assert_str_eq(err, "x.npy: element 30 is +Inf");
     x[30] = -INFINITY;
-    rc = sq_npy_check_finite("x.npy", &a, err, sizeof err);
+    rc = sq_npy_check_finite("x.npy", &a, &err_);
     ck_assert_str_eq(err, "x.npy: element 30 is -Inf");
     /* Past the first block of the scan, and n = 0. */
     size_t n = 100000;
     float *y = calloc(n, sizeof *y);
     y[n - 1] = NAN;
     sq_npy b = {.data = y, .n = n, .ndim = 1, .shape = {n}};
-    rc = sq_npy_check_finite("y.npy", &b, err, sizeof err);
+    rc = sq_npy_check_finite("y.npy", &b, &err_);
     ck_assert_int_ne(rc, 0);
     ck_assert_str_eq(err, "y.npy: element 99999 is NaN");
     b.n = 0;
-    ck_assert_int_eq(sq_npy_check_finite("y.npy", &b, err, sizeof err), 0);
+    ck_assert_int_eq(sq_npy_check_finite("y.npy", &b, &err_), 0);
     free(y);
 }
 END_TEST
@@ -1217,7 +1243,8 @@ static const char *after_name(const char *err, const char *name)
 ** a pipe carries is bounded by the header before it is read. */
 START_TEST(test_inputs)
 {
-    char err[512] = "", err2[512] = "";
+    sq_error err_ = {0}, err2_ = {0};
+    char *err = err_.msg, *err2 = err2_.msg;
     sq_st_file f;
     sq_npy a;
     const char *fifo = tpath("nowriter.fifo");
@@ -1225,13 +1252,13 @@ START_TEST(test_inputs)
     const char *paths[2] = {fifo, "/dev/zero"};
     const char *kinds[2] = {"not a regular file (a FIFO)", "not a regular file (a character device)"};
     for (int i = 0; i < 2; i++) {
-        int rc = sq_st_open(paths[i], &f, err, sizeof err);
+        int rc = sq_st_open(paths[i], &f, &err_);
         EXPECT_ERR(rc, err, paths[i], kinds[i]);
         ck_assert_ptr_null(f.tensors);
-        rc = sq_npy_read(paths[i], &a, err, sizeof err);
+        rc = sq_npy_read(paths[i], &a, &err_);
         EXPECT_ERR(rc, err, paths[i], kinds[i]);
         ck_assert_ptr_null(a.data);
-        rc = sq_npy_read_raw(paths[i], &a, err, sizeof err);
+        rc = sq_npy_read_raw(paths[i], &a, &err_);
         EXPECT_ERR(rc, err, paths[i], kinds[i]);
     }
 
@@ -1240,9 +1267,9 @@ START_TEST(test_inputs)
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(dup2(fd, 0), 0);
     close(fd);
-    int rc = sq_npy_read_raw("-", &a, err, sizeof err);
+    int rc = sq_npy_read_raw("-", &a, &err_);
     EXPECT_ERR(rc, err, "-", "not a regular file (a character device)", "standard input");
-    rc = sq_st_open("/dev/stdin", &f, err, sizeof err);
+    rc = sq_st_open("/dev/stdin", &f, &err_);
     EXPECT_ERR(rc, err, "/dev/stdin", "not a regular file (a character device)");
     size_t len;
     const char *sp = tpath("inputs.st");
@@ -1250,7 +1277,7 @@ START_TEST(test_inputs)
     fd = open(sp, O_RDONLY);
     ck_assert_int_eq(dup2(fd, 0), 0);
     close(fd);
-    ck_assert_msg(sq_st_open("-", &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_open("-", &f, &err_) == 0, "%s", err);
     ck_assert_ptr_nonnull(f.map);
     ck_assert_uint_eq(f.ntensors, 5);
     char trailing[96];
@@ -1263,7 +1290,7 @@ START_TEST(test_inputs)
     /* A pipe that goes on past the data is not read to its end. */
     piped in;
     stdin_pipe(&in, img, len, 1);
-    rc = sq_st_open("-", &f, err, sizeof err);
+    rc = sq_st_open("-", &f, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
     EXPECT_ERR(rc, err, "-", trailing);
     /* A header that promises more than a pipe may carry: refused unread. */
@@ -1271,22 +1298,22 @@ START_TEST(test_inputs)
     unsigned char *big = st_image("{\"t\":{\"dtype\":\"F32\",\"shape\":[2147483648],"
                                   "\"data_offsets\":[0,8589934592]}}", NULL, 0, &blen);
     stdin_pipe(&in, big, blen, 1);
-    rc = sq_st_open("-", &f, err, sizeof err);
+    rc = sq_st_open("-", &f, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
     EXPECT_ERR(rc, err, "-", "promises 8589934592 bytes", "give the file by name");
     free(big);
     unsigned char hl[8] = {0, 0, 0, 0, 0, 0, 0, 1}; /* 2^56 bytes of header */
     stdin_pipe(&in, hl, 8, 1);
-    rc = sq_st_open("-", &f, err, sizeof err);
+    rc = sq_st_open("-", &f, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
     EXPECT_ERR(rc, err, "-", "exceeds the limit");
     /* A pipe cut short fails as the file cut short does. */
     for (size_t cut = 0; cut < len; cut += len / 7 + 1) {
         const char *cp = tpath("cut.st");
         write_bytes(cp, img, cut);
-        ck_assert_int_ne(sq_st_open(cp, &f, err, sizeof err), 0);
+        ck_assert_int_ne(sq_st_open(cp, &f, &err_), 0);
         stdin_pipe(&in, img, cut, 0);
-        rc = sq_st_open("-", &f, err2, sizeof err2);
+        rc = sq_st_open("-", &f, &err2_);
         ck_assert_int_eq(stdin_restore(&in), 0);
         ck_assert_int_ne(rc, 0);
         ck_assert_str_eq(after_name(err2, "-"), after_name(err, cp));
@@ -1298,26 +1325,26 @@ START_TEST(test_inputs)
     unsigned char *b = npy_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
                                  v, sizeof v, &len);
     stdin_pipe(&in, b, len, 0);
-    rc = sq_npy_read("-", &a, err, sizeof err);
+    rc = sq_npy_read("-", &a, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
     ck_assert_msg(rc == 0, "%s", err);
     ck_assert_int_eq(memcmp(a.data, v, sizeof v), 0);
     sq_npy_free(&a);
     stdin_pipe(&in, b, len, 1);
-    rc = sq_npy_read("-", &a, err, sizeof err);
+    rc = sq_npy_read("-", &a, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
     EXPECT_ERR(rc, err, "-", "more than 1048576 bytes of trailing data");
     free(b);
     b = npy_image(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2147483648,), }", NULL,
                   0, &len);
     stdin_pipe(&in, b, len, 1);
-    rc = sq_npy_read("-", &a, err, sizeof err);
+    rc = sq_npy_read("-", &a, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
     EXPECT_ERR(rc, err, "-", "promises 17179869184 bytes", "give the file by name");
     ck_assert_ptr_null(a.data);
     free(b);
     stdin_pipe(&in, (const unsigned char *)v, sizeof v, 0);
-    rc = sq_npy_read_raw("-", &a, err, sizeof err);
+    rc = sq_npy_read_raw("-", &a, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
     ck_assert_msg(rc == 0, "%s", err);
     ck_assert_uint_eq(a.n, 3);
@@ -1326,6 +1353,84 @@ START_TEST(test_inputs)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------ */
+/* The kind of each failure                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Each class of bad input gives its kind (shardq.h), besides its sentence:
+** a file that is not there NOTFOUND, one that cannot be read as a file IO,
+** a malformed one FORMAT, NaN or Inf NONFINITE, a write refused IO, a call
+** with nothing to work on ARG, a writer's tensors that do not add up ARG. */
+START_TEST(test_kinds)
+{
+    sq_error e = {0};
+    sq_st_file f;
+    sq_npy a;
+    /* missing files */
+    const char *none = tpath("absent.bin");
+    ck_assert_int_eq(sq_st_open(none, &f, &e), SQ_ERR_NOTFOUND);
+    ck_assert_int_eq(e.status, SQ_ERR_NOTFOUND);
+    ck_assert_int_eq(sq_npy_read(none, &a, &e), SQ_ERR_NOTFOUND);
+    ck_assert_int_eq(sq_npy_read_raw(none, &a, &e), SQ_ERR_NOTFOUND);
+    /* a directory and a FIFO are refused as files */
+    ck_assert_int_eq(sq_st_open(tmpdir, &f, &e), SQ_ERR_IO);
+    ck_assert_int_eq(sq_npy_read(tmpdir, &a, &e), SQ_ERR_IO);
+    const char *fifo = tpath("kinds.fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(sq_st_open(fifo, &f, &e), SQ_ERR_IO);
+    ck_assert_int_eq(sq_npy_read(fifo, &a, &e), SQ_ERR_IO);
+    unlink(fifo);
+    /* malformed: truncated, wrong magic, a lying header */
+    ck_assert_int_eq(sq_npy_parse("m.npy", "\x93NUMPY\x01", 7, &a, &e), SQ_ERR_FORMAT);
+    ck_assert_int_eq(sq_npy_parse("m.npy", "PK\x03\x04xxxxxxxx", 12, &a, &e), SQ_ERR_FORMAT);
+    size_t len;
+    const float v[2] = {1, 2};
+    unsigned char *b = npy_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                                 v, sizeof v, &len);
+    ck_assert_int_eq(sq_npy_parse("m.npy", b, len, &a, &e), SQ_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "data truncated"));
+    free(b);
+    b = npy_image(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", v, sizeof v,
+                  &len);
+    ck_assert_int_eq(sq_npy_parse("m.npy", b, len, &a, &e), SQ_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "field 'descr'"));
+    free(b);
+    const char *rawp = tpath("odd.raw");
+    write_bytes(rawp, "abcdef", 6);
+    ck_assert_int_eq(sq_npy_read_raw(rawp, &a, &e), SQ_ERR_FORMAT);
+    ck_assert_int_eq(sq_st_parse("s.st", "\x02\0\0\0\0\0\0\0{}", 10, &f, &e), SQ_OK);
+    sq_st_free(&f);
+    ck_assert_int_eq(sq_st_parse("s.st", "\x09\0\0\0\0\0\0\0{}", 10, &f, &e), SQ_ERR_FORMAT);
+    ck_assert_int_eq(sq_st_parse("s.st", "\x02\0\0", 3, &f, &e), SQ_ERR_FORMAT);
+    /* non-finite data */
+    float x[3] = {0, INFINITY, 1};
+    sq_npy arr = {.data = x, .n = 3, .ndim = 1, .shape = {3}};
+    ck_assert_int_eq(sq_npy_check_finite("x.npy", &arr, &e), SQ_ERR_NONFINITE);
+    ck_assert_int_eq(e.status, SQ_ERR_NONFINITE);
+    /* nothing to work on */
+    ck_assert_int_eq(sq_npy_parse("z.npy", NULL, 3, &a, &e), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_st_parse("z.st", NULL, 3, &f, &e), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_npy_check_finite("z.npy", NULL, &e), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_st_to_f32(NULL, NULL, x, &e), SQ_ERR_ARG);
+    /* writers: a write refused is IO; tensors that do not add up are ARG */
+    uint64_t sh = 3;
+    ck_assert_int_eq(sq_npy_write_f32(tpath("no/dir/x.npy"), v, &sh, 1, &e), SQ_ERR_IO);
+    if (access("/dev/full", W_OK) == 0)
+        ck_assert_int_eq(sq_npy_write_f32("/dev/full", x, &sh, 1, &e), SQ_ERR_IO);
+    sq_st_tensor t = {.name = "t", .dtype = SQ_ST_F32, .ndim = 1, .shape = {2}, .data = v};
+    sq_st_writer *w;
+    ck_assert_int_eq(sq_st_writer_open(&w, tpath("w.st"), &t, 1, NULL, 0, &e), SQ_OK);
+    ck_assert_int_eq(sq_st_writer_put(w, v, 12, &e), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_st_writer_commit(w, &e), SQ_ERR_ARG); /* the put's failure again */
+    ck_assert_int_eq(sq_st_writer_open(&w, tpath("w.st"), &t, 1, NULL, 0, &e), SQ_OK);
+    ck_assert_int_eq(sq_st_writer_put(w, v, 4, &e), SQ_OK);
+    ck_assert_int_eq(sq_st_writer_commit(w, &e), SQ_ERR_ARG); /* 4 of 8 bytes put */
+    sq_st_tensor twice[2] = {t, t};
+    ck_assert_int_eq(sq_st_write(tpath("w.st"), twice, 2, NULL, 0, &e), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_st_write(tpath("no/dir/w.st"), &t, 1, NULL, 0, &e), SQ_ERR_IO);
+}
+END_TEST
 
 int main(void)
 {
@@ -1360,6 +1465,7 @@ int main(void)
     suite_add_tcase(s, tn);
     TCase *ti = tcase_create("inputs");
     tcase_add_test(ti, test_inputs);
+    tcase_add_test(ti, test_kinds);
     suite_add_tcase(s, ti);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -41,25 +41,26 @@ static void write_trace(const char *dir, int steps, int workers, sq_st_dtype dty
     sq_trace_param p[2] = {{.name = "w.a", .ndim = 2, .shape = {7, 5}},
                            {.name = "b", .ndim = 1, .shape = {300}}};
     sq_trace_writer *w;
-    char err[1024];
+    sq_error terr = {0};
+    char *err = terr.msg;
     int coarse = dtype == SQ_ST_BF16 || dtype == SQ_ST_F16;
     ck_assert_msg(sq_trace_writer_open(&w, dir, workers, p, 2, dtype, "1x2", "{\"layers\":1}",
-                                       err, sizeof err) == 0,
+                                       &terr) == 0,
                   "%s", err);
     float buf[300];
     for (int s = 0; s < steps; s++) {
         uint32_t step = 5 + (uint32_t)s;
         for (int r = weights ? -1 : 0; r < workers; r++) {
-            ck_assert_msg(sq_trace_file_begin(w, step, r, err, sizeof err) == 0, "%s", err);
+            ck_assert_msg(sq_trace_file_begin(w, step, r, &terr) == 0, "%s", terr.msg);
             for (size_t q = 0; q < 2; q++) {
                 uint64_t n = q ? 300 : 35;
                 for (uint64_t i = 0; i < n; i++) buf[i] = value(step, r, q, i, coarse);
-                ck_assert_msg(sq_trace_file_put(w, buf, err, sizeof err) == 0, "%s", err);
+                ck_assert_msg(sq_trace_file_put(w, buf, &terr) == 0, "%s", terr.msg);
             }
-            ck_assert_msg(sq_trace_file_end(w, err, sizeof err) == 0, "%s", err);
+            ck_assert_msg(sq_trace_file_end(w, &terr) == 0, "%s", terr.msg);
         }
     }
-    ck_assert_msg(sq_trace_writer_close(w, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_trace_writer_close(w, &terr) == 0, "%s", terr.msg);
 }
 
 START_TEST(test_roundtrip_dtypes)
@@ -71,8 +72,8 @@ START_TEST(test_roundtrip_dtypes)
         sqt_rm_tree(dir);
         write_trace(dir, 3, 2, dts[d], 1);
         sq_trace t;
-        char err[1024];
-        ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+        sq_error terr = {0};
+        ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", terr.msg);
         ck_assert_int_eq(t.kind, SQ_TRACE_DIR);
         ck_assert_uint_eq(t.nsteps, 3);
         ck_assert_uint_eq(t.steps[0], 5);
@@ -92,10 +93,10 @@ START_TEST(test_roundtrip_dtypes)
         double y[300];
         for (size_t s = 0; s < 3; s++) {
             sq_trace_step ts;
-            ck_assert_msg(sq_trace_step_open(&t, s, 1, 2, &ts, err, sizeof err) == 0, "%s", err);
+            ck_assert_msg(sq_trace_step_open(&t, s, 1, 2, &ts, &terr) == 0, "%s", terr.msg);
             for (int r = -1; r < 2; r++)
                 for (size_t q = 0; q < 2; q++) {
-                    ck_assert_msg(sq_trace_load(&ts, r, q, x, y, err, sizeof err) == 0, "%s", err);
+                    ck_assert_msg(sq_trace_load(&ts, r, q, x, y, &terr) == 0, "%s", terr.msg);
                     for (uint64_t i = 0; i < t.params[q].n; i++) {
                         float want = value(t.steps[s], r, q, i, coarse);
                         ck_assert_msg(sqt_bits(x[i]) == sqt_bits(want),
@@ -116,7 +117,8 @@ START_TEST(test_manifest_errors)
 {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", tpath("man"));
-    char err[1024];
+    sq_error terr = {0};
+    char *err = terr.msg;
     sq_trace t;
     static const struct {
         const char *json, *want;
@@ -175,9 +177,10 @@ START_TEST(test_manifest_errors)
         ck_assert_ptr_nonnull(f);
         fputs(cases[c].json, f);
         fclose(f);
-        ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+        ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
         ck_assert_msg(strstr(err, "manifest.json") && strstr(err, cases[c].want),
                       "case %zu: '%s' lacks '%s'", c, err, cases[c].want);
+        ck_assert_msg(terr.status == SQ_ERR_FORMAT, "case %zu: kind %d", c, terr.status);
     }
     /* a valid manifest whose step directory is missing */
     sqt_rm_tree(dir);
@@ -186,11 +189,17 @@ START_TEST(test_manifest_errors)
     fputs("{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[12],"
           "\"params\":[{\"name\":\"a\",\"shape\":[3]}]}", f);
     fclose(f);
-    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "step-000012/weights.safetensors: missing"), "%s", err);
+    ck_assert_int_eq(terr.status, SQ_ERR_NOTFOUND);
+    /* a directory without manifest.json */
+    unlink(tpath("man/manifest.json"));
+    ck_assert_int_eq(sq_trace_open(dir, &t, &terr), SQ_ERR_NOTFOUND);
+    ck_assert_msg(strstr(err, "no manifest.json"), "%s", err);
     sqt_rm_tree(dir);
-    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "cannot open"), "%s", err);
+    ck_assert_int_eq(terr.status, SQ_ERR_NOTFOUND);
 }
 END_TEST
 
@@ -198,7 +207,8 @@ START_TEST(test_file_errors)
 {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", tpath("fe"));
-    char err[1024];
+    sq_error terr = {0};
+    char *err = terr.msg;
     sq_trace t;
     /* a gradient file of the wrong shape for a param */
     sqt_rm_tree(dir);
@@ -209,37 +219,42 @@ START_TEST(test_file_errors)
     bad[0].data = zeros;
     bad[1].data = zeros;
     ck_assert_msg(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
-                              err, sizeof err) == 0, "%s", err);
-    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+                              &terr) == 0, "%s", terr.msg);
+    ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "step-000006/grads-w01.safetensors: tensor 'w.a': field 'shape': "
                               "[5, 7], but the manifest says [7, 5]"), "%s", err);
+    ck_assert_int_eq(terr.status, SQ_ERR_FORMAT);
     /* a missing param */
     ck_assert_int_eq(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad + 1, 1, NULL,
-                                 0, err, sizeof err), 0);
-    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+                                 0, &terr), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "tensor 'w.a': missing"), "%s", err);
+    ck_assert_int_eq(terr.status, SQ_ERR_NOTFOUND);
     /* a non-float dtype */
     bad[0].shape[0] = 7, bad[0].shape[1] = 5, bad[0].dtype = SQ_ST_I32;
     ck_assert_int_eq(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
-                                 err, sizeof err), 0);
-    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+                                 &terr), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "field 'dtype': I32 is not a floating-point dtype"), "%s", err);
+    ck_assert_int_eq(terr.status, SQ_ERR_FORMAT);
     /* NaN: the header is fine, the load names the element */
     bad[0].dtype = SQ_ST_F32;
     float nan_at[300] = {0};
     nan_at[123] = NAN;
     bad[1].data = nan_at;
     ck_assert_int_eq(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
-                                 err, sizeof err), 0);
-    ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+                                 &terr), 0);
+    ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", terr.msg);
     sq_trace_step ts;
-    ck_assert_int_eq(sq_trace_step_open(&t, 1, 1, 2, &ts, err, sizeof err), 0);
+    ck_assert_int_eq(sq_trace_step_open(&t, 1, 1, 2, &ts, &terr), 0);
     float x[300];
-    ck_assert_int_eq(sq_trace_load(&ts, 1, 0, x, NULL, err, sizeof err), 0);
-    ck_assert_int_ne(sq_trace_load(&ts, 1, 1, x, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(sq_trace_load(&ts, 1, 0, x, NULL, &terr), 0);
+    ck_assert_int_ne(sq_trace_load(&ts, 1, 1, x, NULL, &terr), 0);
     ck_assert_msg(strstr(err, "grads-w01.safetensors: tensor 'b': element 123 is NaN"), "%s", err);
+    ck_assert_int_eq(terr.status, SQ_ERR_NONFINITE);
     /* no weights of a worker that is not there */
-    ck_assert_int_ne(sq_trace_load(&ts, 2, 0, x, NULL, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_load(&ts, 2, 0, x, NULL, &terr), 0);
+    ck_assert_int_eq(terr.status, SQ_ERR_ARG);
     sq_trace_step_close(&ts);
     sq_trace_close(&t);
 }
@@ -252,7 +267,8 @@ START_TEST(test_not_regular)
 {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", tpath("nr"));
-    char err[1024];
+    sq_error terr = {0};
+    char *err = terr.msg;
     sq_trace t;
     sqt_rm_tree(dir);
     write_trace(dir, 2, 2, SQ_ST_F32, 1);
@@ -260,29 +276,30 @@ START_TEST(test_not_regular)
     const char *keep = tpath("grads-w01.keep");
     ck_assert_int_eq(rename(grad, keep), 0);
     ck_assert_int_eq(mkfifo(grad, 0600), 0);
-    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "step-000006/grads-w01.safetensors: not a regular file (a FIFO)"),
                   "%s", err);
+    ck_assert_int_eq(terr.status, SQ_ERR_IO);
     /* a file that became a FIFO after the trace was opened */
     unlink(grad);
     ck_assert_int_eq(rename(keep, grad), 0);
-    ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", terr.msg);
     ck_assert_int_eq(rename(grad, keep), 0);
     ck_assert_int_eq(mkfifo(grad, 0600), 0);
     sq_trace_step ts;
-    ck_assert_int_ne(sq_trace_step_open(&t, 1, 1, 2, &ts, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_step_open(&t, 1, 1, 2, &ts, &terr), 0);
     ck_assert_msg(strstr(err, "grads-w01.safetensors: not a regular file (a FIFO)"), "%s", err);
     sq_trace_close(&t);
     /* the manifest */
     const char *man = tpath("nr/manifest.json");
     ck_assert_int_eq(unlink(man), 0);
     ck_assert_int_eq(mkfifo(man, 0600), 0);
-    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "manifest.json: not a regular file (a FIFO)"), "%s", err);
     /* a single-file trace */
-    ck_assert_int_ne(sq_trace_open(grad, &t, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open(grad, &t, &terr), 0);
     ck_assert_msg(strstr(err, "grads-w01.safetensors: not a regular file (a FIFO)"), "%s", err);
-    ck_assert_int_ne(sq_trace_open("/dev/zero", &t, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open("/dev/zero", &t, &terr), 0);
     ck_assert_msg(strstr(err, "/dev/zero: not a regular file (a character device)"), "%s", err);
 }
 END_TEST
@@ -310,7 +327,9 @@ static void write_many_manifest(const char *dir, size_t n, size_t dup)
 START_TEST(test_many_params)
 {
     const size_t n = 100000;
-    char dir[512], sub[600], err[1024];
+    char dir[512], sub[600];
+    sq_error terr = {0};
+    char *err = terr.msg;
     snprintf(dir, sizeof dir, "%s", tpath("many"));
     sqt_rm_tree(dir);
     ck_assert_int_eq(mkdir(dir, 0777), 0);
@@ -329,29 +348,29 @@ START_TEST(test_many_params)
     }
     char fname[700];
     snprintf(fname, sizeof fname, "%s/grads-w00.safetensors", sub);
-    ck_assert_msg(sq_st_write(fname, ts, n, NULL, 0, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_st_write(fname, ts, n, NULL, 0, &terr) == 0, "%s", terr.msg);
     write_many_manifest(dir, n, n);
     sq_trace t;
-    ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", terr.msg);
     ck_assert_uint_eq(t.nparams, n);
     ck_assert_int_eq(sq_trace_param_index(&t, "p00000"), 0);
     ck_assert_int_eq(sq_trace_param_index(&t, "p77777"), 77777);
     ck_assert_int_eq(sq_trace_param_index(&t, "p99999"), 99999);
     ck_assert_int_eq(sq_trace_param_index(&t, "p100000"), -1);
     sq_trace_step st;
-    ck_assert_msg(sq_trace_step_open(&t, 0, 0, 1, &st, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_trace_step_open(&t, 0, 0, 1, &st, &terr) == 0, "%s", terr.msg);
     float x;
-    ck_assert_msg(sq_trace_load(&st, 0, 77777, &x, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_trace_load(&st, 0, 77777, &x, NULL, &terr) == 0, "%s", terr.msg);
     ck_assert(x == 77777.0f);
     sq_trace_step_close(&st);
     sq_trace_close(&t);
     /* the last name again as the first: found, named */
     write_many_manifest(dir, n, n - 1);
-    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "manifest.json: field 'params': 'p00000' listed twice"), "%s", err);
     /* and a tensor name twice in the writer */
     ts[n - 1].name = names[5];
-    ck_assert_int_ne(sq_st_write(fname, ts, n, NULL, 0, err, sizeof err), 0);
+    ck_assert_int_ne(sq_st_write(fname, ts, n, NULL, 0, &terr), 0);
     ck_assert_msg(strstr(err, "tensor 'p00005': name given twice"), "%s", err);
     free(ts), free(names), free(vals);
 }
@@ -361,49 +380,110 @@ START_TEST(test_writer_errors)
 {
     sq_trace_param p[1] = {{.name = "a", .ndim = 1, .shape = {4}}};
     sq_trace_writer *w;
-    char err[1024];
+    sq_error terr = {0};
+    char *err = terr.msg;
     float x[4] = {1, 2, 3, 4};
     char dir[512];
     snprintf(dir, sizeof dir, "%s", tpath("we"));
     sqt_rm_tree(dir);
-    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 2, p, 1, SQ_ST_F32, NULL, NULL, err,
-                                          sizeof err), 0);
+    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 2, p, 1, SQ_ST_F32, NULL, NULL, &terr), 0);
     /* files in the wrong order */
-    ck_assert_int_ne(sq_trace_file_begin(w, 1, 1, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_file_begin(w, 1, 1, &terr), 0);
     ck_assert_msg(strstr(err, "files must come as weights, then grads-w00"), "%s", err);
-    ck_assert_int_eq(sq_trace_file_begin(w, 1, 0, err, sizeof err), 0);
+    ck_assert_int_eq(terr.status, SQ_ERR_ARG);
+    ck_assert_int_eq(sq_trace_file_begin(w, 1, 0, &terr), 0);
     /* ending a file before its params are put */
-    ck_assert_int_ne(sq_trace_file_end(w, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_file_end(w, &terr), 0);
     ck_assert_msg(strstr(err, "0 of 1 params written"), "%s", err);
+    ck_assert_int_eq(terr.status, SQ_ERR_ARG);
     /* a step left with a worker's file missing */
-    ck_assert_int_ne(sq_trace_file_begin(w, 2, 0, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_file_begin(w, 2, 0, &terr), 0);
     ck_assert_msg(strstr(err, "step 1: grads-w00.safetensors was not written"), "%s", err);
-    ck_assert_int_ne(sq_trace_writer_close(w, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_writer_close(w, &terr), 0);
     /* without a manifest, what was written is no trace */
     sq_trace t;
-    ck_assert_int_ne(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "no manifest.json"), "%s", err);
     /* steps must increase */
     sqt_rm_tree(dir);
-    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 1, p, 1, SQ_ST_F32, NULL, NULL, err,
-                                          sizeof err), 0);
-    ck_assert_int_eq(sq_trace_file_begin(w, 3, 0, err, sizeof err), 0);
-    ck_assert_int_eq(sq_trace_file_put(w, x, err, sizeof err), 0);
-    ck_assert_int_eq(sq_trace_file_end(w, err, sizeof err), 0);
-    ck_assert_int_ne(sq_trace_file_begin(w, 2, 0, err, sizeof err), 0);
+    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 1, p, 1, SQ_ST_F32, NULL, NULL, &terr), 0);
+    ck_assert_int_eq(sq_trace_file_begin(w, 3, 0, &terr), 0);
+    ck_assert_int_eq(sq_trace_file_put(w, x, &terr), 0);
+    ck_assert_int_eq(sq_trace_file_end(w, &terr), 0);
+    ck_assert_int_ne(sq_trace_file_begin(w, 2, 0, &terr), 0);
     ck_assert_msg(strstr(err, "steps must increase"), "%s", err);
-    ck_assert_int_eq(sq_trace_writer_close(w, err, sizeof err), 0);
-    ck_assert_int_eq(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_int_eq(terr.status, SQ_ERR_ARG);
+    ck_assert_int_eq(sq_trace_writer_close(w, &terr), 0);
+    ck_assert_int_eq(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_uint_eq(t.nsteps, 1);
     ck_assert_int_eq(t.has_weights, 0);
     sq_trace_close(&t);
     /* a directory that holds something already */
-    ck_assert_int_ne(sq_trace_writer_open(&w, dir, 1, p, 1, SQ_ST_F32, NULL, NULL, err,
-                                          sizeof err), 0);
+    ck_assert_int_ne(sq_trace_writer_open(&w, dir, 1, p, 1, SQ_ST_F32, NULL, NULL, &terr), 0);
     ck_assert_msg(strstr(err, "not empty"), "%s", err);
+    ck_assert_int_eq(terr.status, SQ_ERR_CONFLICT);
     /* an integer dtype */
-    ck_assert_int_ne(sq_trace_writer_open(&w, tpath("we2"), 1, p, 1, SQ_ST_I32, NULL, NULL, err,
-                                          sizeof err), 0);
+    ck_assert_int_ne(sq_trace_writer_open(&w, tpath("we2"), 1, p, 1, SQ_ST_I32, NULL, NULL,
+                                          &terr), 0);
+    ck_assert_int_eq(terr.status, SQ_ERR_ARG);
+}
+END_TEST
+
+/* The writer's lock and the trace's identity, by kind: a second writer
+** while the first lives is BUSY; a directory holding the trace of another
+** owner, or a file of another trace, is a CONFLICT. */
+START_TEST(test_writer_busy_and_conflict)
+{
+    sq_trace_param p[1] = {{.name = "a", .ndim = 1, .shape = {4}}};
+    float x[4] = {1, 2, 3, 4};
+    sq_error e = {0};
+    char dir[512], other[512];
+    snprintf(dir, sizeof dir, "%s", tpath("bc"));
+    snprintf(other, sizeof other, "%s", tpath("bc2"));
+    sqt_rm_tree(dir);
+    sqt_rm_tree(other);
+    sq_trace_writer *w, *w2;
+    ck_assert_int_eq(sq_trace_writer_open_as(&w, dir, "me", 1, p, 1, SQ_ST_F32, NULL, NULL, &e),
+                     SQ_OK);
+    /* the same owner again, while the first writer holds the lock */
+    ck_assert_int_eq(sq_trace_writer_open_as(&w2, dir, "me", 1, p, 1, SQ_ST_F32, NULL, NULL, &e),
+                     SQ_ERR_BUSY);
+    ck_assert_msg(strstr(e.msg, "is writing a trace into this directory"), "%s", e.msg);
+    ck_assert_int_eq(sq_trace_file_begin(w, 1, 0, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_put(w, x, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_end(w, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_writer_close(w, &e), SQ_OK);
+    /* another owner's finished trace */
+    ck_assert_int_eq(sq_trace_writer_open_as(&w2, dir, "you", 1, p, 1, SQ_ST_F32, NULL, NULL, &e),
+                     SQ_ERR_CONFLICT);
+    ck_assert_ptr_nonnull(strstr(e.msg, dir));
+    /* a file of another trace (another owner, so another id) */
+    ck_assert_int_eq(sq_trace_writer_open_as(&w2, other, "you", 1, p, 1, SQ_ST_F32, NULL, NULL,
+                                             &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_begin(w2, 1, 0, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_put(w2, x, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_end(w2, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_writer_close(w2, &e), SQ_OK);
+    char from[600], to[600];
+    snprintf(from, sizeof from, "%s/step-000001/grads-w00.safetensors", other);
+    snprintf(to, sizeof to, "%s/step-000001/grads-w00.safetensors", dir);
+    ck_assert_int_eq(rename(from, to), 0);
+    sq_trace t;
+    ck_assert_int_eq(sq_trace_open(dir, &t, &e), SQ_ERR_CONFLICT);
+    ck_assert_msg(strstr(e.msg, "field 'trace_id'"), "%s", e.msg);
+    /* a step past the end is not found */
+    ck_assert_int_eq(sq_trace_open(other, &t, &e), SQ_ERR_NOTFOUND); /* its file moved away */
+    snprintf(to, sizeof to, "%s", tpath("bc3"));
+    sqt_rm_tree(to);
+    ck_assert_int_eq(sq_trace_writer_open(&w, to, 1, p, 1, SQ_ST_F32, NULL, NULL, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_begin(w, 1, 0, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_put(w, x, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_end(w, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_writer_close(w, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_open(to, &t, &e), SQ_OK);
+    sq_trace_step ts;
+    ck_assert_int_eq(sq_trace_step_open(&t, 1, 0, 1, &ts, &e), SQ_ERR_NOTFOUND);
+    sq_trace_close(&t);
 }
 END_TEST
 
@@ -441,7 +521,8 @@ START_TEST(test_replay_straight_line)
     write_trace(dir, 3, 2, SQ_ST_F32, 1);
     sq_trace t;
     char err[1024];
-    ck_assert_int_eq(sq_trace_open(dir, &t, err, sizeof err), 0);
+    sq_error terr = {0};
+    ck_assert_int_eq(sq_trace_open(dir, &t, &terr), 0);
     sq_replay_config cfg = {.topo = {2, 2}, .seed = 99, .paths = 3, .tensor_rows = 1};
     ck_assert_int_eq(sq_scheme_preset("sdp4bit", &cfg.scheme, err, sizeof err), 0);
     ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.group=32", err, sizeof err), 0);
@@ -548,19 +629,19 @@ START_TEST(test_replay_params_differ_in_seed)
     sqt_rm_tree(dir);
     sq_trace_writer *w;
     char err[1024];
-    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 4, p, 2, SQ_ST_F32, NULL, NULL, err,
-                                          sizeof err), 0);
+    sq_error terr = {0};
+    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 4, p, 2, SQ_ST_F32, NULL, NULL, &terr), 0);
     static float g[4096];
     for (int r = 0; r < 4; r++) {
-        ck_assert_int_eq(sq_trace_file_begin(w, 1, r, err, sizeof err), 0);
+        ck_assert_int_eq(sq_trace_file_begin(w, 1, r, &terr), 0);
         sqt_gen_input(7 + (uint64_t)r, 4096, -12, g);
-        ck_assert_int_eq(sq_trace_file_put(w, g, err, sizeof err), 0);
-        ck_assert_int_eq(sq_trace_file_put(w, g, err, sizeof err), 0);
-        ck_assert_int_eq(sq_trace_file_end(w, err, sizeof err), 0);
+        ck_assert_int_eq(sq_trace_file_put(w, g, &terr), 0);
+        ck_assert_int_eq(sq_trace_file_put(w, g, &terr), 0);
+        ck_assert_int_eq(sq_trace_file_end(w, &terr), 0);
     }
-    ck_assert_int_eq(sq_trace_writer_close(w, err, sizeof err), 0);
+    ck_assert_int_eq(sq_trace_writer_close(w, &terr), 0);
     sq_trace t;
-    ck_assert_int_eq(sq_trace_open(dir, &t, err, sizeof err), 0);
+    ck_assert_int_eq(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_int_eq(t.has_weights, 0);
     sq_replay_config cfg = {.topo = sq_replay_default_topo(&t), .seed = 3, .paths = 3,
                             .tensor_rows = 1};
@@ -604,6 +685,7 @@ int main(void)
     tcase_add_test(tc, test_manifest_errors);
     tcase_add_test(tc, test_file_errors);
     tcase_add_test(tc, test_writer_errors);
+    tcase_add_test(tc, test_writer_busy_and_conflict);
     tcase_add_test(tc, test_not_regular);
     tcase_add_test(tc, test_many_params);
     suite_add_tcase(s, tc);

@@ -485,7 +485,8 @@ static void capture_and_replay(const char *preset, int K, int G, uint32_t steps,
 
     sq_trace t;
     char err[1024];
-    ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+    sq_error terr = {0};
+    ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", terr.msg);
     ck_assert_uint_eq(t.nsteps, captured);
     ck_assert_int_eq(t.workers, K * G);
     ck_assert(t.has_weights);
@@ -513,7 +514,7 @@ static void capture_and_replay(const char *preset, int K, int G, uint32_t steps,
     /* the check bites: another seed rounds differently (every preset but
     ** the baseline rounds something stochastically) */
     if (strcmp(preset, "baseline") != 0) {
-        ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", terr.msg);
         rc.seed = cfg.seed + 1;
         cc = (compare_ctx){.train = &r};
         sink.ctx = &cc;

@@ -2,16 +2,15 @@
 ** cmd_codec.c -- `shardq codec encode|decode|stats|info`: the codec of the
 ** C reference applied to files.
 **
-** encode writes a safetensors file (README, "Formats"): tensors "codes"
-** (U8), "scales" and, for min-max codecs, "offsets" (F32, BF16 or F16 as the
-** codec's scale dtype), and __metadata__ with everything decode needs: the
-** canonical codec, n and the original shape, plus the random-number key.
+** encode writes, and decode reads, the shardq.codec/1 container of the
+** trace module (trace/container.h): a safetensors file of the codes, scales
+** and offsets with everything decode needs in its metadata.
 */
 #include "cli.h"
 #include "progress.h"
 #include "shardq.h"
+#include "trace/container.h"
 #include "trace/npy.h"
-#include "trace/safetensors.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -19,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FORMAT_ID "shardq.codec/1"
 #define DEFAULT_INFO_N ((uint64_t)1 << 20)
 #define MAX_INFO_N ((uint64_t)1 << 60)
 
@@ -235,11 +233,10 @@ static const char *io_path(const char *p, int output)
 /* Reads IN and refuses non-finite values. */
 static int load_input(const char *cmd, const opts *o, const char *path, sq_npy *a)
 {
-    char err[512];
-    int rc = o->raw ? sq_npy_read_raw(path, a, err, sizeof err)
-                    : sq_npy_read(path, a, err, sizeof err);
+    sq_error err = {0};
+    int rc = o->raw ? sq_npy_read_raw(path, a, &err) : sq_npy_read(path, a, &err);
     if (rc) {
-        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
         return -1;
     }
     size_t bad = sq_find_nonfinite(a->data, (size_t)a->n);
@@ -253,12 +250,6 @@ static int load_input(const char *cmd, const opts *o, const char *path, sq_npy *
         return -1;
     }
     return 0;
-}
-
-static sq_st_dtype scale_st_dtype(const sq_codec *c)
-{
-    return c->scale == SQ_SCALE_FP32 ? SQ_ST_F32 : c->scale == SQ_SCALE_BF16 ? SQ_ST_BF16
-                                                                             : SQ_ST_F16;
 }
 
 static int quantize(const char *cmd, const char *path, const opts *o, const sq_npy *a,
@@ -303,50 +294,18 @@ static int codec_encode(int argc, char **argv)
     const char *in = io_path(o.pos[0], 0), *out = io_path(o.pos[1], 1);
 
     sq_npy a;
-    sq_qbuf q;
-    if (load_and_quantize(cmd, &o, in, &a, &q)) return CLI_RUNTIME;
-    uint64_t n = a.n;
-    char shape[SQ_NPY_MAXDIM * 24 + 8];
-    sq_npy_shape_str(a.shape, a.ndim, shape, sizeof shape);
+    sq_container ct = {.codec = o.codec};
+    if (load_and_quantize(cmd, &o, in, &a, &ct.q)) return CLI_RUNTIME;
+    ct.n = a.n;
+    ct.ndim = a.ndim;
+    memcpy(ct.shape, a.shape, sizeof ct.shape);
+    ct.key = (sq_rng_key){o.seed, (uint32_t)o.step, (uint32_t)o.worker, (uint32_t)o.site};
     sq_npy_free(&a);
-
-    const sq_codec *c = &o.codec;
-    sq_st_tensor t[3];
-    memset(t, 0, sizeof t);
-    t[0].name = "codes";
-    t[0].dtype = SQ_ST_U8;
-    t[0].ndim = 1;
-    t[0].shape[0] = sq_codec_code_bytes(c, n);
-    t[0].data = q.codes;
-    t[1].name = "scales";
-    t[1].dtype = scale_st_dtype(c);
-    t[1].ndim = 1;
-    t[1].shape[0] = sq_codec_groups(c, n);
-    t[1].data = q.scales;
-    size_t nt = 2;
-    if (c->kind == SQ_KIND_MINMAX) {
-        t[2] = t[1];
-        t[2].name = "offsets";
-        t[2].data = q.offsets;
-        nt = 3;
-    }
-    char spec[SQ_CODEC_STRLEN], sn[24], sseed[24], sstep[24], sworker[24], ssite[24];
-    sq_codec_format(c, spec, sizeof spec);
-    snprintf(sn, sizeof sn, "%llu", (unsigned long long)n);
-    snprintf(sseed, sizeof sseed, "%llu", (unsigned long long)o.seed);
-    snprintf(sstep, sizeof sstep, "%llu", (unsigned long long)o.step);
-    snprintf(sworker, sizeof sworker, "%llu", (unsigned long long)o.worker);
-    snprintf(ssite, sizeof ssite, "%llu", (unsigned long long)o.site);
-    const sq_st_kv meta[] = {
-        {"format", FORMAT_ID}, {"codec", spec},     {"n", sn},
-        {"shape", shape},      {"seed", sseed},     {"step", sstep},
-        {"worker", sworker},   {"site", ssite},     {"shardq_version", SHARDQ_VERSION_STRING},
-    };
-    char err[512];
-    rc = sq_st_write(out, t, nt, meta, sizeof meta / sizeof *meta, err, sizeof err);
-    sq_qbuf_free(&q);
+    sq_error err = {0};
+    rc = sq_container_write(out, &ct, &err);
+    sq_qbuf_free(&ct.q);
     if (rc) {
-        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
         return CLI_RUNTIME;
     }
     return CLI_OK;
@@ -356,111 +315,6 @@ static int codec_encode(int argc, char **argv)
 /* decode                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* A metadata value that is a plain decimal unsigned integer. */
-static int meta_u64(const char *s, uint64_t *out)
-{
-    if (!s || !(*s >= '0' && *s <= '9') || (s[0] == '0' && s[1])) return -1;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9') return -1;
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10) return -1;
-        v = 10 * v + d;
-    }
-    *out = v;
-    return 0;
-}
-
-/* "[3, 4]" -> shape; "[]" is a scalar. */
-static int parse_shape_meta(const char *s, uint64_t *shape, int *ndim)
-{
-    int nd = 0;
-    while (*s == ' ') s++;
-    if (*s++ != '[') return -1;
-    while (*s == ' ') s++;
-    if (*s == ']') {
-        s++;
-    } else {
-        for (;;) {
-            if (nd == SQ_NPY_MAXDIM || !(*s >= '0' && *s <= '9')) return -1;
-            uint64_t v = 0;
-            while (*s >= '0' && *s <= '9') {
-                unsigned d = (unsigned)(*s - '0');
-                if (v > (UINT64_MAX - d) / 10) return -1;
-                v = 10 * v + d;
-                s++;
-            }
-            shape[nd++] = v;
-            while (*s == ' ') s++;
-            if (*s == ']') {
-                s++;
-                break;
-            }
-            if (*s++ != ',') return -1;
-            while (*s == ' ') s++;
-        }
-    }
-    while (*s == ' ') s++;
-    if (*s) return -1;
-    *ndim = nd;
-    return 0;
-}
-
-/* Checks one tensor of the encoded file against the codec. */
-static int check_tensor(const char *cmd, const char *path, const sq_st_file *f, const char *name,
-                        sq_st_dtype want_dtype, uint64_t want_n, const char *spec, uint64_t n,
-                        const sq_st_entry **out)
-{
-    const sq_st_entry *e = sq_st_find(f, name);
-    if (!e) {
-        fprintf(stderr, "shardq %s: %s: tensor '%s': missing (codec %s needs it)\n", cmd, path,
-                name, spec);
-        return -1;
-    }
-    if (e->dtype != want_dtype) {
-        fprintf(stderr, "shardq %s: %s: tensor '%s': dtype %s, codec %s needs %s\n", cmd, path,
-                name, sq_st_dtype_name(e->dtype), spec, sq_st_dtype_name(want_dtype));
-        return -1;
-    }
-    if (e->ndim != 1) {
-        fprintf(stderr, "shardq %s: %s: tensor '%s': %d dimensions, expected 1\n", cmd, path,
-                name, e->ndim);
-        return -1;
-    }
-    if (e->nelem != want_n) {
-        fprintf(stderr, "shardq %s: %s: tensor '%s': %llu values, codec %s for n=%llu needs %llu\n",
-                cmd, path, name, (unsigned long long)e->nelem, spec, (unsigned long long)n,
-                (unsigned long long)want_n);
-        return -1;
-    }
-    *out = e;
-    return 0;
-}
-
-/* Refuses a scales or offsets tensor holding NaN or Inf (a damaged or
-** hand-edited file), naming the tensor and the group: decoding it would
-** only produce non-finite output. */
-static int check_meta_finite(const char *cmd, const char *path, const char *name,
-                             const sq_codec *c, const void *data, uint64_t groups)
-{
-    for (uint64_t g = 0; g < groups; g++) {
-        float v;
-        if (c->scale == SQ_SCALE_FP32) {
-            memcpy(&v, (const uint8_t *)data + 4 * g, 4);
-        } else {
-            uint16_t h;
-            memcpy(&h, (const uint8_t *)data + 2 * g, 2);
-            v = c->scale == SQ_SCALE_BF16 ? sq_bf16_to_f32(h) : sq_f16_to_f32(h);
-        }
-        if (!isfinite(v)) {
-            fprintf(stderr, "shardq %s: %s: tensor '%s': group %llu is %s\n", cmd, path, name,
-                    (unsigned long long)g, isnan(v) ? "NaN" : "infinite");
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static int codec_decode(int argc, char **argv)
 {
     const char *cmd = "codec decode";
@@ -469,115 +323,31 @@ static int codec_decode(int argc, char **argv)
     if (rc >= 0) return rc;
     const char *in = io_path(o.pos[0], 0), *out = io_path(o.pos[1], 1);
 
-    char err[512];
-    sq_st_file f;
-    if (sq_st_read(in, &f, err, sizeof err)) {
-        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+    sq_error err = {0};
+    sq_container ct;
+    if (sq_container_read(in, &ct, &err)) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
         return CLI_RUNTIME;
     }
     rc = CLI_RUNTIME;
     float *x = NULL;
-    sq_qbuf q = {0};
-    const char *v;
-    const char *keys[] = {"format", "codec", "n", "shape"};
-    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        if (!sq_st_meta_get(&f, keys[i])) {
-            fprintf(stderr,
-                    "shardq %s: %s: __metadata__ '%s': missing (not written by 'shardq codec "
-                    "encode'?)\n",
-                    cmd, in, keys[i]);
-            goto done;
-        }
-    v = sq_st_meta_get(&f, "format");
-    if (strcmp(v, FORMAT_ID) != 0) {
-        fprintf(stderr, "shardq %s: %s: __metadata__ 'format': '%s', expected '%s'\n", cmd, in, v,
-                FORMAT_ID);
-        goto done;
-    }
-    sq_codec c;
-    char cerr[256];
-    v = sq_st_meta_get(&f, "codec");
-    if (sq_codec_parse(v, &c, cerr, sizeof cerr) != SQ_OK) {
-        fprintf(stderr, "shardq %s: %s: __metadata__ 'codec': %s\n", cmd, in, cerr);
-        goto done;
-    }
-    uint64_t n;
-    v = sq_st_meta_get(&f, "n");
-    if (meta_u64(v, &n)) {
-        fprintf(stderr, "shardq %s: %s: __metadata__ 'n': '%s' is not an unsigned integer\n", cmd,
-                in, v);
-        goto done;
-    }
-    uint64_t shape[SQ_NPY_MAXDIM];
-    int ndim;
-    v = sq_st_meta_get(&f, "shape");
-    if (parse_shape_meta(v, shape, &ndim)) {
-        fprintf(stderr,
-                "shardq %s: %s: __metadata__ 'shape': '%s' is not a list like [1024, 3]\n", cmd,
-                in, v);
-        goto done;
-    }
-    uint64_t prod = 1;
-    int zero = 0, ovf = 0;
-    for (int d = 0; d < ndim; d++) zero |= shape[d] == 0;
-    for (int d = 0; d < ndim && !zero; d++) {
-        if (prod > UINT64_MAX / shape[d]) ovf = 1;
-        prod *= shape[d];
-    }
-    if (zero) prod = 0;
-    if (ovf || prod != n) {
-        char held[32];
-        snprintf(held, sizeof held, "%llu", (unsigned long long)prod);
-        fprintf(stderr, "shardq %s: %s: __metadata__ 'shape': %s holds %s elements, 'n' says %llu\n",
-                cmd, in, v, ovf ? "more than 2^64" : held, (unsigned long long)n);
-        goto done;
-    }
-    char spec[SQ_CODEC_STRLEN];
-    sq_codec_format(&c, spec, sizeof spec);
-    for (size_t i = 0; i < f.ntensors; i++) {
-        const char *name = f.tensors[i].name;
-        if (strcmp(name, "codes") && strcmp(name, "scales") &&
-            (c.kind != SQ_KIND_MINMAX || strcmp(name, "offsets"))) {
-            fprintf(stderr, "shardq %s: %s: tensor '%s': unexpected (codec %s has %s)\n", cmd, in,
-                    name, spec,
-                    c.kind == SQ_KIND_MINMAX ? "codes, scales, offsets" : "codes, scales");
-            goto done;
-        }
-    }
-    const sq_st_entry *codes, *scales, *offsets = NULL;
-    uint64_t groups = sq_codec_groups(&c, n);
-    if (check_tensor(cmd, in, &f, "codes", SQ_ST_U8, sq_codec_code_bytes(&c, n), spec, n,
-                     &codes) ||
-        check_tensor(cmd, in, &f, "scales", scale_st_dtype(&c), groups, spec, n, &scales) ||
-        (c.kind == SQ_KIND_MINMAX && check_tensor(cmd, in, &f, "offsets", scale_st_dtype(&c),
-                                                  groups, spec, n, &offsets)))
-        goto done;
-    if (check_meta_finite(cmd, in, "scales", &c, scales->data, groups) ||
-        (offsets && check_meta_finite(cmd, in, "offsets", &c, offsets->data, groups)))
-        goto done;
-    if (n > (uint64_t)SIZE_MAX / sizeof(float) || sq_qbuf_alloc(&c, n, &q) != SQ_OK ||
-        !(x = malloc(n ? (size_t)n * sizeof(float) : 1))) {
+    if (!(x = malloc(ct.n ? (size_t)ct.n * sizeof(float) : 1))) {
         fprintf(stderr, "shardq %s: %s: out of memory for n=%llu\n", cmd, in,
-                (unsigned long long)n);
+                (unsigned long long)ct.n);
         goto done;
     }
-    memcpy(q.codes, codes->data, (size_t)(codes->end - codes->begin));
-    memcpy(q.scales, scales->data, (size_t)(scales->end - scales->begin));
-    if (offsets) memcpy(q.offsets, offsets->data, (size_t)(offsets->end - offsets->begin));
-    sq_st_free(&f);
-    int st = sq_dequantize(&c, &q, n, x);
+    int st = sq_dequantize(&ct.codec, &ct.q, ct.n, x);
     if (st != SQ_OK) {
         fprintf(stderr, "shardq %s: %s: cannot dequantize: %s\n", cmd, in, sq_strerror(st));
         goto done;
     }
-    if (sq_npy_write_f32(out, x, shape, ndim, err, sizeof err)) {
-        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+    if (sq_npy_write_f32(out, x, ct.shape, ct.ndim, &err)) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
         goto done;
     }
     rc = CLI_OK;
 done:
-    sq_st_free(&f);
-    sq_qbuf_free(&q);
+    sq_container_free(&ct);
     free(x);
     return rc;
 }

@@ -803,9 +803,9 @@ static int db_export(const char *path, int argc, char **argv)
         return rc;
     }
     sink out = {.file = o.output && strcmp(o.output, "-") != 0};
-    char err[768];
-    if (out.file && sq_wfile_open(&out.w, o.output, err, sizeof err)) {
-        fprintf(stderr, "shardq db export: %s\n", err);
+    sq_error err = {0};
+    if (out.file && sq_wfile_open(&out.w, o.output, &err)) {
+        fprintf(stderr, "shardq db export: %s\n", sq_error_message(&err));
         sqlite3_finalize(st);
         sq_store_close(s);
         return CLI_RUNTIME;
@@ -813,8 +813,8 @@ static int db_export(const char *path, int argc, char **argv)
     if (write_csv(&out, st)) {
         rc = query_failed("db export", s);
         if (out.file) sq_wfile_abort(&out.w);
-    } else if (out.file && sq_wfile_commit(&out.w, err, sizeof err)) {
-        fprintf(stderr, "shardq db export: %s\n", err);
+    } else if (out.file && sq_wfile_commit(&out.w, &err)) {
+        fprintf(stderr, "shardq db export: %s\n", sq_error_message(&err));
         rc = CLI_RUNTIME;
     } else {
         rc = out.file ? CLI_OK : finish_stdout("db export");

@@ -5,7 +5,7 @@
 */
 #include "cli.h"
 #include "progress.h"
-#include "synth.h"
+#include "synth/synth.h"
 #include "trace/npy.h"
 #include "trace/tracedir.h"
 
@@ -106,9 +106,9 @@ static int trace_info(int argc, char **argv)
         return CLI_USAGE;
     }
     sq_trace t;
-    char err[1024];
-    if (sq_trace_open(argv[optind], &t, err, sizeof err)) {
-        fprintf(stderr, "shardq trace info: %s\n", err);
+    sq_error err = {0};
+    if (sq_trace_open(argv[optind], &t, &err)) {
+        fprintf(stderr, "shardq trace info: %s\n", sq_error_message(&err));
         return CLI_RUNTIME;
     }
     char dt[128];
@@ -200,6 +200,11 @@ static int parse_params(char *spec, sq_trace_param *p, size_t max, size_t *np)
     return *np ? 0 : -1;
 }
 
+static void show_progress(void *bar, size_t files)
+{
+    sq_progress_update(bar, files);
+}
+
 static int trace_synth(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -212,7 +217,7 @@ static int trace_synth(int argc, char **argv)
     char spec_buf[4096] = "wte:256x64,h0.qkv:64x192,h0.proj:64x64,h0.fc:64x256,h0.ln:64";
     uint64_t steps = 4, first = 1, workers = 4, seed = 1;
     const char *topo = NULL;
-    int dtype = SQ_ST_F32, kind = SYNTH_NORMAL, weights = 1, lr_given = 0, ch;
+    int dtype = SQ_ST_F32, kind = SQ_SYNTH_NORMAL, weights = 1, lr_given = 0, ch;
     double lr = 1.0;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -238,14 +243,15 @@ static int trace_synth(int argc, char **argv)
         case 'T': topo = optarg; break;
         case 'd':
             dtype = sq_st_dtype_parse(optarg);
-            if (dtype < 0 || !sq_st_dtype_is_float((sq_st_dtype)dtype)) {
-                fprintf(stderr, "shardq trace synth: --dtype: '%s': expected F32, BF16, F16 or F64\n",
+            if (dtype == SQ_ST_DTYPE_NONE || !sq_st_dtype_is_float((sq_st_dtype)dtype)) {
+                fprintf(stderr,
+                        "shardq trace synth: --dtype: '%s': expected F32, BF16, F16 or F64\n",
                         optarg);
                 return CLI_USAGE;
             }
             break;
         case 'D':
-            if ((kind = synth_parse_kind(optarg)) < 0) {
+            if ((kind = sq_synth_parse_kind(optarg)) < 0) {
                 fprintf(stderr,
                         "shardq trace synth: --data: '%s': expected normal, heavy or outliers\n",
                         optarg);
@@ -287,12 +293,13 @@ static int trace_synth(int argc, char **argv)
     ** same command run again (after a kill) takes up its unfinished trace,
     ** and writes the same bytes as into any other directory */
     char owner[sizeof spec_buf + 512];
-    snprintf(owner, sizeof owner, "trace synth --params %s --steps %llu --first %llu "
+    snprintf(owner, sizeof owner,
+             "trace synth --params %s --steps %llu --first %llu "
              "--workers %llu --topology %s --dtype %s --data %s%s --lr %.17g --seed %llu",
              spec_buf, (unsigned long long)steps, (unsigned long long)first,
-             (unsigned long long)workers, topo ? topo : "-",
-             sq_st_dtype_name((sq_st_dtype)dtype), synth_kind_name(kind),
-             weights ? "" : " --no-weights", lr, (unsigned long long)seed);
+             (unsigned long long)workers, topo ? topo : "-", sq_st_dtype_name((sq_st_dtype)dtype),
+             sq_synth_kind_name(kind), weights ? "" : " --no-weights", lr,
+             (unsigned long long)seed);
     enum { MAXP = 256 };
     sq_trace_param params[MAXP];
     size_t np;
@@ -302,77 +309,18 @@ static int trace_synth(int argc, char **argv)
         return CLI_USAGE;
     }
     const char *dir = argv[optind];
-    char err[1024];
-    /* the weights of the current step and the next, for every tensor */
-    uint64_t total = 0, maxn = 1;
-    for (size_t p = 0; p < np; p++) {
-        total += params[p].n;
-        if (params[p].n > maxn) maxn = params[p].n;
-    }
-    float *w = malloc((size_t)(total ? total : 1) * sizeof *w);
-    float *next = malloc((size_t)(total ? total : 1) * sizeof *next);
-    float *g = malloc((size_t)maxn * sizeof *g), *tmp = malloc((size_t)maxn * sizeof *tmp);
-    float *u = malloc((size_t)maxn * 3 * sizeof *u);
-    sq_trace_writer *tw = NULL;
-    int rc = CLI_RUNTIME;
-    if (!w || !next || !g || !tmp || !u) {
-        fprintf(stderr, "shardq trace synth: out of memory for %llu elements\n",
-                (unsigned long long)total);
-        goto done;
-    }
-    if (sq_trace_writer_open_as(&tw, dir, owner, (int)workers, params, np, (sq_st_dtype)dtype,
-                                topo, "{\"synthetic\":true}", err, sizeof err)) {
-        fprintf(stderr, "shardq trace synth: %s\n", err);
-        goto done;
-    }
-    for (size_t p = 0, off = 0; p < np; off += params[p].n, p++)
-        synth_weights(seed ^ ((uint64_t)p << 40), w + off, params[p].n, u);
+    sq_synth_trace st = {
+        params,  np, steps, (uint32_t)first, (int)workers, topo, (sq_st_dtype)dtype, kind,
+        weights, lr, seed};
     sq_progress *bar = sq_progress_start("files", (size_t)(steps * (workers + (uint64_t)weights)));
-    size_t files = 0;
-    for (uint64_t s = 0; s < steps; s++) {
-        uint32_t step = (uint32_t)(first + s);
-        if (weights) {
-            if (sq_trace_file_begin(tw, step, -1, err, sizeof err)) goto fail;
-            for (size_t p = 0, off = 0; p < np; off += params[p].n, p++)
-                if (sq_trace_file_put(tw, w + off, err, sizeof err)) goto fail;
-            if (sq_trace_file_end(tw, err, sizeof err)) goto fail;
-            sq_progress_update(bar, ++files);
-        }
-        memcpy(next, w, (size_t)total * sizeof *w);
-        for (int r = 0; r < (int)workers; r++) {
-            if (sq_trace_file_begin(tw, step, r, err, sizeof err)) goto fail;
-            for (size_t p = 0, off = 0; p < np; off += params[p].n, p++) {
-                synth_grad_stream(seed, (uint32_t)p, step, r, kind, params[p].n, g, tmp, u);
-                if (sq_trace_file_put(tw, g, err, sizeof err)) goto fail;
-                float a = (float)(lr / (double)workers);
-                for (uint64_t i = 0; i < params[p].n; i++) next[off + i] -= a * g[i];
-            }
-            if (sq_trace_file_end(tw, err, sizeof err)) goto fail;
-            sq_progress_update(bar, ++files);
-        }
-        float *x = w;
-        w = next;
-        next = x;
-    }
+    sq_error err = {0};
+    int rc = sq_synth_trace_write(dir, &st, owner, show_progress, bar, &err);
     sq_progress_finish(bar);
-    bar = NULL;
-    {
-        sq_trace_writer *x = tw;
-        tw = NULL;
-        if (sq_trace_writer_close(x, err, sizeof err)) {
-            fprintf(stderr, "shardq trace synth: %s\n", err);
-            goto done;
-        }
+    if (rc) {
+        fprintf(stderr, "shardq trace synth: %s\n", sq_error_message(&err));
+        return CLI_RUNTIME;
     }
-    rc = CLI_OK;
-    goto done;
-fail:
-    sq_progress_finish(bar);
-    fprintf(stderr, "shardq trace synth: %s\n", err);
-done:
-    sq_trace_writer_abort(tw);
-    free(w), free(next), free(g), free(tmp), free(u);
-    return rc;
+    return CLI_OK;
 }
 
 int cmd_trace(int argc, char **argv)

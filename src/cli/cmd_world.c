@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "metrics/errstats.h"
 #include "progress.h"
-#include "synth.h"
+#include "synth/synth.h"
 #include "shardq.h"
 #include "world/world.h"
 
@@ -288,7 +288,7 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
         fprintf(stderr, "shardq world: out of memory for %llu elements\n", (unsigned long long)n);
         goto done;
     }
-    synth_weights(seed, g, n, u);
+    sq_synth_weights(seed, g, n, u);
     if (sq_world_init_weights(w, g)) goto fail;
 
     const sq_wire *gw = sq_world_grad_path(w) == SQ_GRAD_TWOLEVEL ? &sc->grad_intra
@@ -301,7 +301,7 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
         memset(exact, 0, Pad * sizeof *exact);
         uint64_t clipped_g = 0, clipped_w = 0;
         for (int r = 0; r < N; r++) {
-            synth_grad(seed, step, r, o->data, n, g, tmp, u);
+            sq_synth_grad(seed, step, r, o->data, n, g, tmp, u);
             for (uint64_t i = 0; i < n; i++) exact[i] += (double)g[i];
             if (sq_world_put_grad(w, r, g)) goto fail;
             if (!sq_wire_raw(gw) && sq_world_grad_path(w) != SQ_GRAD_NONE) {
@@ -392,7 +392,7 @@ int cmd_world(int argc, char **argv)
     const char *sets[64];
     int nsets = 0, run = 0, json = 0;
     uint64_t elements = 16777216, seed = 1, steps = 3;
-    run_opts o = {3, SYNTH_NORMAL, 1.0};
+    run_opts o = {3, SQ_SYNTH_NORMAL, 1.0};
     char err[768] = "";
     int ch;
     optind = 1;
@@ -419,7 +419,7 @@ int cmd_world(int argc, char **argv)
             if (cli_parse_u64("world", "--seed", optarg, UINT64_MAX, &seed)) return CLI_USAGE;
             break;
         case 'D':
-            if ((o.data = synth_parse_kind(optarg)) < 0) {
+            if ((o.data = sq_synth_parse_kind(optarg)) < 0) {
                 fprintf(stderr, "shardq world: --data: '%s': expected normal, heavy or outliers\n",
                         optarg);
                 return CLI_USAGE;
@@ -509,8 +509,8 @@ int cmd_world(int argc, char **argv)
         if (!json) {
             sq_backend *be = sq_world_backend(w, 0);
             printf("running %d steps on %s, %s gradients, seed %llu\n", o.steps,
-                   sq_backend_description(be), o.data == SYNTH_NORMAL ? "normal"
-                   : o.data == SYNTH_HEAVY ? "heavy-tailed" : "outlier", (unsigned long long)seed);
+                   sq_backend_description(be), o.data == SQ_SYNTH_NORMAL ? "normal"
+                   : o.data == SQ_SYNTH_HEAVY ? "heavy-tailed" : "outlier", (unsigned long long)seed);
         }
         rc = run_steps(w, &o, seed, json);
         if (rc) {

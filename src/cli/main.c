@@ -148,12 +148,12 @@ int cli_scheme(const char *cmd, const char *preset, const char *const *sets, int
 int cli_write_file(const char *cmd, const char *path, const void *data, size_t len)
 {
     sq_wfile w;
-    char err[1024];
-    if (sq_wfile_open(&w, path, err, sizeof err) == 0) {
+    sq_error err = {0};
+    if (sq_wfile_open(&w, path, &err) == 0) {
         sq_wfile_write(&w, data, len);
-        if (sq_wfile_commit(&w, err, sizeof err) == 0) return 0;
+        if (sq_wfile_commit(&w, &err) == 0) return 0;
     }
-    fprintf(stderr, "shardq %s: %s\n", cmd, err);
+    fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
     return -1;
 }
 

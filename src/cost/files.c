@@ -70,10 +70,10 @@ static int load_text(const char *what, sq_cost_file_kind kind, char **text, cons
         return SQ_OK;
     }
     *shown = what;
-    char msg[SQ_ERROR_MSG] = "";
     sq_input in; /* a regular file: a FIFO would block the open */
-    FILE *fp = sq_input_fopen(what, 0, &in, msg, sizeof msg);
-    if (!fp) return sq_error_set(err, SQ_ERR_IO, "%s", msg);
+    sq_error e = {0};
+    FILE *fp = sq_input_fopen(what, 0, &in, &e);
+    if (!fp) return sq_error_set(err, e.status, "%s", sq_error_message(&e));
     char *buf = malloc(MAX_FILE + 1);
     size_t len = buf ? fread(buf, 1, MAX_FILE + 1, fp) : 0;
     int rc = !buf ? sq_error_set(err, SQ_ERR_NOMEM, "out of memory")

@@ -129,7 +129,11 @@ static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p,
     memset(b->exact, 0, (size_t)sq_world_padded(w) * sizeof *b->exact);
     for (int tw = 0; tw < W && tw < N; tw++) {
         double t0 = sq_clock_s();
-        if (sq_trace_load(ts, tw, p, b->g, b->g64, err, errlen)) return -1;
+        sq_error te = {0};
+        if (sq_trace_load(ts, tw, p, b->g, b->g64, &te)) {
+            sq_set_err(err, errlen, "%s", sq_error_message(&te));
+            return -1;
+        }
         count_read(st, ts, tw, p, t0);
         double copies = 0;
         for (int r = tw; r < N; r += W) {
@@ -177,7 +181,11 @@ static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t 
     const int N = sq_world_workers(w);
     const uint64_t n = t->params[p].n, S = sq_world_shard(w);
     double t0 = sq_clock_s();
-    if (sq_trace_load(ts, -1, p, b->wcur, b->g64, err, errlen)) return -1;
+    sq_error te = {0};
+    if (sq_trace_load(ts, -1, p, b->wcur, b->g64, &te)) {
+        sq_set_err(err, errlen, "%s", sq_error_message(&te));
+        return -1;
+    }
     count_read(st, ts, -1, p, t0);
     *did = 0;
     if (s == 0) {
@@ -273,7 +281,11 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
         sq_trace_step ts;
         /* only the files this replay reads: the weights, and the gradients
         ** of trace workers 0 .. min(W, N) - 1 */
-        if (sq_trace_step_open(t, s, do_weight, do_grad ? N : 0, &ts, err, errlen)) goto fail;
+        sq_error te = {0};
+        if (sq_trace_step_open(t, s, do_weight, do_grad ? N : 0, &ts, &te)) {
+            sq_set_err(err, errlen, "%s", sq_error_message(&te));
+            goto fail;
+        }
         sq_erracc ge, we;
         sq_erracc_init(&ge);
         sq_erracc_init(&we);

@@ -144,8 +144,8 @@ static int run_replay(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *
     const sq_sweep_config *x = job->cfg;
     char buf[2048];
     sq_trace t;
-    int rc = sq_trace_open(x->trace, &t, buf, sizeof buf);
-    if (rc) return sq_error_set(err, kind_of(rc, SQ_ERR_IO), "%s", buf);
+    int rc = sq_trace_open(x->trace, &t, err);
+    if (rc) return rc;
     sq_replay_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.scheme = x->scheme;
@@ -302,8 +302,9 @@ static int check_captured(const char *dir, const char *key, sq_error *err)
     sq_trace t;
     char buf[1024], id[SQ_TRACE_ID_MAX];
     sq_trace_id_of(key, id);
-    int rc = sq_trace_open(dir, &t, buf, sizeof buf);
-    if (rc) rc = kind_of(rc, SQ_ERR_NOTFOUND);
+    sq_error te = {0};
+    int rc = sq_trace_open(dir, &t, &te);
+    if (rc) snprintf(buf, sizeof buf, "%s", sq_error_message(&te));
     else {
         if (strcmp(t.id, id) != 0) {
             snprintf(buf, sizeof buf, "%s/manifest.json: field 'id': '%s' is not the id of "

@@ -3,6 +3,7 @@
 */
 #include "trace/input.h"
 #include "trace/wfile.h"
+#include "shardq.h"
 
 #include <cjson/cJSON.h>
 
@@ -29,13 +30,12 @@ static const char *kind_of(mode_t m)
            : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a file";
 }
 
-int sq_input_open(const char *path, int flags, sq_input *in, char *err, size_t errlen)
+int sq_input_open(const char *path, int flags, sq_input *in, sq_error *err)
 {
     memset(in, 0, sizeof *in);
     in->fd = -1;
     if (!path) {
-        sq_set_err(err, errlen, "(null): no file name");
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "(null): no file name");
     }
     int std = (flags & SQ_INPUT_STDIN) && sq_input_is_stdin(path);
     /* Standard input is a copy of descriptor 0 (closing it leaves stdin
@@ -43,33 +43,33 @@ int sq_input_open(const char *path, int flags, sq_input *in, char *err, size_t e
     ** FIFO waits for a writer. */
     int fd = std ? fcntl(0, F_DUPFD_CLOEXEC, 0) : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
+        /* a file that is not there is named as missing, not as a failed read */
+        return sq_error_set(err, errno == ENOENT ? SQ_ERR_NOTFOUND : SQ_ERR_IO,
+                            "%s: cannot open: %s", path, strerror(errno));
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        sq_set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        int rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
-        return -1;
+        return rc;
     }
     if (S_ISDIR(st.st_mode)) {
-        sq_set_err(err, errlen, "%s: is a directory", path);
         close(fd);
-        return -1;
+        return sq_error_set(err, SQ_ERR_IO, "%s: is a directory", path);
     }
     int pipe_in = std && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
     if (!S_ISREG(st.st_mode) && !pipe_in) {
-        sq_set_err(err, errlen, "%s: not a regular file (%s)%s", path, kind_of(st.st_mode),
-                   std ? ": standard input must be a file or a pipe" : "");
         close(fd);
-        return -1;
+        return sq_error_set(err, SQ_ERR_IO, "%s: not a regular file (%s)%s", path,
+                            kind_of(st.st_mode),
+                            std ? ": standard input must be a file or a pipe" : "");
     }
     if (!std) {
         int fl = fcntl(fd, F_GETFL);
         if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-            sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+            int rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
             close(fd);
-            return -1;
+            return rc;
         }
     }
     in->fd = fd;
@@ -78,12 +78,12 @@ int sq_input_open(const char *path, int flags, sq_input *in, char *err, size_t e
     return 0;
 }
 
-FILE *sq_input_fopen(const char *path, int flags, sq_input *in, char *err, size_t errlen)
+FILE *sq_input_fopen(const char *path, int flags, sq_input *in, sq_error *err)
 {
-    if (sq_input_open(path, flags, in, err, errlen)) return NULL;
+    if (sq_input_open(path, flags, in, err)) return NULL;
     FILE *f = fdopen(in->fd, "rb");
     if (!f) {
-        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        sq_error_set(err, SQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         close(in->fd);
         in->fd = -1;
     }
@@ -179,7 +179,7 @@ int sq_json_dup_key(const cJSON *v, const char **key, char *where, size_t wherel
     *key = NULL;
     if (wherelen) where[0] = '\0';
     if (!walk_dups(v, key, where, wherelen, 0, &oom)) return 0;
-    if (oom) return -1;
+    if (oom) return SQ_ERR_NOMEM;
     if (wherelen && !where[0]) snprintf(where, wherelen, "the top level");
     return 1;
 }

@@ -17,6 +17,8 @@
 #ifndef SQ_TRACE_INPUT_H
 #define SQ_TRACE_INPUT_H
 
+#include "shardq.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,11 +45,13 @@ int sq_input_is_stdin(const char *path);
 /* Opens path for reading into *in. Fails, naming path, when it cannot be
 ** opened, is a directory ("is a directory"), or is not a regular file
 ** ("not a regular file (a FIFO)"); with SQ_INPUT_STDIN, standard input may
-** also be a pipe or FIFO. Never blocks. */
-int sq_input_open(const char *path, int flags, sq_input *in, char *err, size_t errlen);
+** also be a pipe or FIFO. Never blocks. The kind: SQ_ERR_NOTFOUND when path
+** does not exist, SQ_ERR_IO for any other refusal. */
+int sq_input_open(const char *path, int flags, sq_input *in, sq_error *err);
 
-/* The same as a stdio stream (*in gets the fd's facts; fclose closes it). */
-FILE *sq_input_fopen(const char *path, int flags, sq_input *in, char *err, size_t errlen);
+/* The same as a stdio stream (*in gets the fd's facts; fclose closes it);
+** NULL on failure, with err's kind saying why (when err is not NULL). */
+FILE *sq_input_fopen(const char *path, int flags, sq_input *in, sq_error *err);
 
 /* The string of keys[0..n) given twice whose second occurrence comes first
 ** (the one a reader in order meets first), or NULL. Sorting makes it
@@ -59,8 +63,8 @@ struct cJSON;
 /* Looks for a key given twice in any object of the JSON tree v (objects in
 ** arrays and objects included). Returns 0 when there is none, 1 with *key
 ** the duplicated key and where[0..wherelen) the path of its object, e.g.
-** "the top level", "params[3]" or "model.layers", and -1 when out of
-** memory. */
+** "the top level", "params[3]" or "model.layers", and SQ_ERR_NOMEM (negative) when out
+** of memory. */
 int sq_json_dup_key(const struct cJSON *v, const char **key, char *where, size_t wherelen);
 
 #ifdef __cplusplus

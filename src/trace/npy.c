@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -131,8 +132,7 @@ typedef struct hparser {
     const char *s;
     size_t i, len;
     const char *path;
-    char *err;
-    size_t errlen;
+    sq_error *err;
 } hparser;
 
 static void skip_ws(hparser *p)
@@ -167,30 +167,26 @@ static int parse_string(hparser *p, const char *what, char *out, size_t cap)
 {
     char ex[40];
     if (p->i >= p->len || (p->s[p->i] != '\'' && p->s[p->i] != '"')) {
-        sq_set_err(p->err, p->errlen, "%s: %s: expected a quoted string, found %s", p->path, what,
-                excerpt(p, p->i, ex, sizeof ex));
-        return -1;
+        return sq_error_set(p->err, SQ_ERR_FORMAT, "%s: %s: expected a quoted string, found %s",
+                            p->path, what, excerpt(p, p->i, ex, sizeof ex));
     }
     char q = p->s[p->i++];
     size_t k = 0;
     while (p->i < p->len && p->s[p->i] != q) {
         unsigned char c = (unsigned char)p->s[p->i];
         if (c == '\\' || c < 0x20 || c >= 0x7f) {
-            sq_set_err(p->err, p->errlen,
-                    "%s: %s: unsupported character in a string (escape or non-ASCII)", p->path,
-                    what);
-            return -1;
+            return sq_error_set(p->err, SQ_ERR_FORMAT,
+                                "%s: %s: unsupported character in a string (escape or non-ASCII)",
+                                p->path, what);
         }
         if (k + 1 >= cap) {
-            sq_set_err(p->err, p->errlen, "%s: %s: string too long", p->path, what);
-            return -1;
+            return sq_error_set(p->err, SQ_ERR_FORMAT, "%s: %s: string too long", p->path, what);
         }
         out[k++] = (char)c;
         p->i++;
     }
     if (p->i >= p->len) {
-        sq_set_err(p->err, p->errlen, "%s: %s: unterminated string", p->path, what);
-        return -1;
+        return sq_error_set(p->err, SQ_ERR_FORMAT, "%s: %s: unterminated string", p->path, what);
     }
     p->i++;
     out[k] = '\0';
@@ -216,9 +212,9 @@ static int parse_bool(hparser *p, int *out)
         *out = 0;
         return 0;
     }
-    sq_set_err(p->err, p->errlen, "%s: header field 'fortran_order': expected True or False, found %s",
-            p->path, excerpt(p, start, ex, sizeof ex));
-    return -1;
+    return sq_error_set(p->err, SQ_ERR_FORMAT,
+                        "%s: header field 'fortran_order': expected True or False, found %s",
+                        p->path, excerpt(p, start, ex, sizeof ex));
 }
 
 /* A tuple of non-negative integers: (), (5,), (3, 4), (3, 4,). */
@@ -227,49 +223,47 @@ static int parse_shape(hparser *p, uint64_t *shape, int *ndim)
     char ex[40];
     size_t start = p->i;
     if (p->i >= p->len || p->s[p->i] != '(') {
-        sq_set_err(p->err, p->errlen,
-                "%s: header field 'shape': expected a tuple of non-negative integers, found %s",
-                p->path, excerpt(p, start, ex, sizeof ex));
-        return -1;
+        return sq_error_set(
+            p->err, SQ_ERR_FORMAT,
+            "%s: header field 'shape': expected a tuple of non-negative integers, found %s",
+            p->path, excerpt(p, start, ex, sizeof ex));
     }
     p->i++;
     int nd = 0, commas = 0;
     skip_ws(p);
     while (p->i < p->len && p->s[p->i] != ')') {
         if (p->s[p->i] == '-') {
-            sq_set_err(p->err, p->errlen, "%s: header field 'shape': negative dimension %s", p->path,
-                    excerpt(p, p->i, ex, sizeof ex));
-            return -1;
+            return sq_error_set(p->err, SQ_ERR_FORMAT,
+                                "%s: header field 'shape': negative dimension %s", p->path,
+                                excerpt(p, p->i, ex, sizeof ex));
         }
         if (p->s[p->i] < '0' || p->s[p->i] > '9') {
-            sq_set_err(p->err, p->errlen,
-                    "%s: header field 'shape': expected an integer, found %s", p->path,
-                    excerpt(p, p->i, ex, sizeof ex));
-            return -1;
+            return sq_error_set(p->err, SQ_ERR_FORMAT,
+                                "%s: header field 'shape': expected an integer, found %s", p->path,
+                                excerpt(p, p->i, ex, sizeof ex));
         }
         if (p->s[p->i] == '0' && p->i + 1 < p->len && p->s[p->i + 1] >= '0' &&
             p->s[p->i + 1] <= '9') {
-            sq_set_err(p->err, p->errlen, "%s: header field 'shape': integer with a leading zero %s",
-                    p->path, excerpt(p, p->i, ex, sizeof ex));
-            return -1;
+            return sq_error_set(p->err, SQ_ERR_FORMAT,
+                                "%s: header field 'shape': integer with a leading zero %s", p->path,
+                                excerpt(p, p->i, ex, sizeof ex));
         }
         uint64_t v = 0;
         while (p->i < p->len && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
             unsigned dgt = (unsigned)(p->s[p->i] - '0');
             if (v > (UINT64_MAX - dgt) / 10) {
-                sq_set_err(p->err, p->errlen,
-                        "%s: header field 'shape': dimension %d does not fit 64 bits", p->path,
-                        nd);
-                return -1;
+                return sq_error_set(p->err, SQ_ERR_FORMAT,
+                                    "%s: header field 'shape': dimension %d does not fit 64 bits",
+                                    p->path, nd);
             }
             v = 10 * v + dgt;
             p->i++;
         }
         if (p->i < p->len && p->s[p->i] == 'L') p->i++; /* Python 2 long */
         if (nd == SQ_NPY_MAXDIM) {
-            sq_set_err(p->err, p->errlen, "%s: header field 'shape': more than %d dimensions",
-                    p->path, SQ_NPY_MAXDIM);
-            return -1;
+            return sq_error_set(p->err, SQ_ERR_FORMAT,
+                                "%s: header field 'shape': more than %d dimensions", p->path,
+                                SQ_NPY_MAXDIM);
         }
         shape[nd++] = v;
         skip_ws(p);
@@ -278,21 +272,21 @@ static int parse_shape(hparser *p, uint64_t *shape, int *ndim)
             p->i++;
             skip_ws(p);
         } else if (p->i < p->len && p->s[p->i] != ')') {
-            sq_set_err(p->err, p->errlen, "%s: header field 'shape': expected ',' or ')', found %s",
-                    p->path, excerpt(p, p->i, ex, sizeof ex));
-            return -1;
+            return sq_error_set(p->err, SQ_ERR_FORMAT,
+                                "%s: header field 'shape': expected ',' or ')', found %s", p->path,
+                                excerpt(p, p->i, ex, sizeof ex));
         }
     }
     if (p->i >= p->len) {
-        sq_set_err(p->err, p->errlen, "%s: header field 'shape': unterminated tuple", p->path);
-        return -1;
+        return sq_error_set(p->err, SQ_ERR_FORMAT, "%s: header field 'shape': unterminated tuple",
+                            p->path);
     }
     p->i++; /* ')' */
     if (nd == 1 && commas == 0) {
-        sq_set_err(p->err, p->errlen,
-                "%s: header field 'shape': (%llu) is not a tuple (a 1-d shape is written (%llu,))",
-                p->path, (unsigned long long)shape[0], (unsigned long long)shape[0]);
-        return -1;
+        return sq_error_set(
+            p->err, SQ_ERR_FORMAT,
+            "%s: header field 'shape': (%llu) is not a tuple (a 1-d shape is written (%llu,))",
+            p->path, (unsigned long long)shape[0], (unsigned long long)shape[0]);
     }
     *ndim = nd;
     return 0;
@@ -301,25 +295,25 @@ static int parse_shape(hparser *p, uint64_t *shape, int *ndim)
 static int parse_header(hparser *p, sq_npy *out)
 {
     char ex[40];
-    int have_descr = 0, have_fortran = 0, have_shape = 0, fortran = 0;
+    int have_descr = 0, have_fortran = 0, have_shape = 0, fortran = 0, rc;
     char descr[64] = "";
     skip_ws(p);
     if (p->i >= p->len || p->s[p->i] != '{') {
-        sq_set_err(p->err, p->errlen, "%s: header: expected a dictionary '{...}', found %s", p->path,
-                excerpt(p, p->i, ex, sizeof ex));
-        return -1;
+        return sq_error_set(p->err, SQ_ERR_FORMAT,
+                            "%s: header: expected a dictionary '{...}', found %s", p->path,
+                            excerpt(p, p->i, ex, sizeof ex));
     }
     p->i++;
     for (;;) {
         skip_ws(p);
         if (p->i < p->len && p->s[p->i] == '}') break;
         char key[64];
-        if (parse_string(p, "header key", key, sizeof key)) return -1;
+        if ((rc = parse_string(p, "header key", key, sizeof key)) != 0) return rc;
         skip_ws(p);
         if (p->i >= p->len || p->s[p->i] != ':') {
-            sq_set_err(p->err, p->errlen, "%s: header field '%s': expected ':', found %s", p->path,
-                    key, excerpt(p, p->i, ex, sizeof ex));
-            return -1;
+            return sq_error_set(p->err, SQ_ERR_FORMAT,
+                                "%s: header field '%s': expected ':', found %s", p->path, key,
+                                excerpt(p, p->i, ex, sizeof ex));
         }
         p->i++;
         skip_ws(p);
@@ -331,22 +325,22 @@ static int parse_header(hparser *p, sq_npy *out)
         else if (strcmp(key, "shape") == 0)
             seen = &have_shape;
         else {
-            sq_set_err(p->err, p->errlen,
-                    "%s: header: unknown key '%s' (expected 'descr', 'fortran_order', 'shape')",
-                    p->path, key);
-            return -1;
+            return sq_error_set(
+                p->err, SQ_ERR_FORMAT,
+                "%s: header: unknown key '%s' (expected 'descr', 'fortran_order', 'shape')",
+                p->path, key);
         }
         if (*seen) {
-            sq_set_err(p->err, p->errlen, "%s: header field '%s': given twice", p->path, key);
-            return -1;
+            return sq_error_set(p->err, SQ_ERR_FORMAT, "%s: header field '%s': given twice",
+                                p->path, key);
         }
         *seen = 1;
         if (seen == &have_descr) {
-            if (parse_string(p, "header field 'descr'", descr, sizeof descr)) return -1;
+            if ((rc = parse_string(p, "header field 'descr'", descr, sizeof descr)) != 0) return rc;
         } else if (seen == &have_fortran) {
-            if (parse_bool(p, &fortran)) return -1;
+            if ((rc = parse_bool(p, &fortran)) != 0) return rc;
         } else {
-            if (parse_shape(p, out->shape, &out->ndim)) return -1;
+            if ((rc = parse_shape(p, out->shape, &out->ndim)) != 0) return rc;
         }
         skip_ws(p);
         if (p->i < p->len && p->s[p->i] == ',') {
@@ -354,22 +348,22 @@ static int parse_header(hparser *p, sq_npy *out)
             continue;
         }
         if (p->i < p->len && p->s[p->i] == '}') break;
-        sq_set_err(p->err, p->errlen, "%s: header field '%s': expected ',' or '}' after it, found %s",
-                p->path, key, excerpt(p, p->i, ex, sizeof ex));
-        return -1;
+        return sq_error_set(p->err, SQ_ERR_FORMAT,
+                            "%s: header field '%s': expected ',' or '}' after it, found %s",
+                            p->path, key, excerpt(p, p->i, ex, sizeof ex));
     }
     p->i++; /* '}' */
     skip_ws(p);
     if (p->i < p->len) {
-        sq_set_err(p->err, p->errlen, "%s: header: unexpected text after the dictionary: %s",
-                p->path, excerpt(p, p->i, ex, sizeof ex));
-        return -1;
+        return sq_error_set(p->err, SQ_ERR_FORMAT,
+                            "%s: header: unexpected text after the dictionary: %s", p->path,
+                            excerpt(p, p->i, ex, sizeof ex));
     }
     const char *missing = !have_descr ? "descr" : !have_fortran ? "fortran_order"
                           : !have_shape ? "shape" : NULL;
     if (missing) {
-        sq_set_err(p->err, p->errlen, "%s: header field '%s': missing", p->path, missing);
-        return -1;
+        return sq_error_set(p->err, SQ_ERR_FORMAT, "%s: header field '%s': missing", p->path,
+                            missing);
     }
     if (strcmp(descr, "<f4") == 0)
         out->dtype = SQ_NPY_F4;
@@ -378,17 +372,17 @@ static int parse_header(hparser *p, sq_npy *out)
     else if (strcmp(descr, "<f2") == 0)
         out->dtype = SQ_NPY_F2;
     else {
-        sq_set_err(p->err, p->errlen,
-                "%s: header field 'descr': unsupported dtype '%s' (shardq reads <f4, <f8, <f2)",
-                p->path, descr);
-        return -1;
+        return sq_error_set(
+            p->err, SQ_ERR_FORMAT,
+            "%s: header field 'descr': unsupported dtype '%s' (shardq reads <f4, <f8, <f2)",
+            p->path, descr);
     }
     if (fortran) {
-        sq_set_err(p->err, p->errlen,
-                "%s: header field 'fortran_order': True is not supported (write the array in "
-                "C order, e.g. numpy.ascontiguousarray)",
-                p->path);
-        return -1;
+        return sq_error_set(
+            p->err, SQ_ERR_FORMAT,
+            "%s: header field 'fortran_order': True is not supported (write the array in "
+            "C order, e.g. numpy.ascontiguousarray)",
+            p->path);
     }
     /* n = product of the shape, and n * 8 bytes must stay addressable. */
     uint64_t n = 1;
@@ -399,16 +393,15 @@ static int parse_header(hparser *p, sq_npy *out)
     else
         for (int d = 0; d < out->ndim; d++) {
             if (n > UINT64_MAX / out->shape[d]) {
-                sq_set_err(p->err, p->errlen, "%s: header field 'shape': product overflows",
-                        p->path);
-                return -1;
+                return sq_error_set(p->err, SQ_ERR_FORMAT,
+                                    "%s: header field 'shape': product overflows", p->path);
             }
             n *= out->shape[d];
         }
     uint64_t limit = (uint64_t)(SIZE_MAX < UINT64_MAX ? SIZE_MAX : UINT64_MAX) / 8;
     if (n > limit) {
-        sq_set_err(p->err, p->errlen, "%s: header field 'shape': product overflows", p->path);
-        return -1;
+        return sq_error_set(p->err, SQ_ERR_FORMAT, "%s: header field 'shape': product overflows",
+                            p->path);
     }
     out->n = n;
     return 0;
@@ -440,59 +433,66 @@ static size_t read_some(src *s, void *buf, size_t len)
 }
 
 /* A regular file, or a pipe on standard input (input.h). */
-static int open_src(const char *path, src *s, char *err, size_t errlen)
+static int open_src(const char *path, src *s, sq_error *err)
 {
     memset(s, 0, sizeof *s);
     sq_input in;
-    s->f = sq_input_fopen(path, SQ_INPUT_STDIN, &in, err, errlen);
-    if (!s->f) return -1;
+    int rc = sq_input_open(path, SQ_INPUT_STDIN, &in, err);
+    if (rc) return rc;
+    s->f = fdopen(in.fd, "rb");
+    if (!s->f) {
+        rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        close(in.fd);
+        return rc;
+    }
     s->sized = !in.stream;
     s->size = in.size;
     return 0;
 }
 
-static int read_error(src *s, const char *path, char *err, size_t errlen)
+/* SQ_ERR_IO when the stream failed (not merely ended), else SQ_OK. */
+static int read_error(src *s, const char *path, sq_error *err)
 {
-    if (s->f && ferror(s->f)) {
-        sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno ? errno : EIO));
-        return 1;
-    }
-    return 0;
+    if (s->f && ferror(s->f))
+        return sq_error_set(err, SQ_ERR_IO, "%s: read error: %s", path,
+                            strerror(errno ? errno : EIO));
+    return SQ_OK;
 }
 
 /* Reads n elements of dtype d from s into a new out->data, then checks that
 ** the file ends there. `offset` is where the data starts (for messages). */
-static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, char *err,
-                     size_t errlen)
+static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, sq_error *err)
 {
     size_t isz = dtype_size(out->dtype);
     uint64_t want = out->n * isz;
+    int rc;
     const char *dname = sq_npy_dtype_name(out->dtype);
     if (!s->sized && want > SQ_INPUT_STREAM_MAX) {
-        sq_set_err(err, errlen, "%s: the header promises %llu bytes of %s, more than the %llu "
-                   "read from a pipe: give the file by name", path, (unsigned long long)want,
-                   dname, (unsigned long long)SQ_INPUT_STREAM_MAX);
-        return -1;
+        return sq_error_set(err, SQ_ERR_UNSUPPORTED,
+                            "%s: the header promises %llu bytes of %s, more than the %llu "
+                            "read from a pipe: give the file by name",
+                            path, (unsigned long long)want, dname,
+                            (unsigned long long)SQ_INPUT_STREAM_MAX);
     }
     if (s->sized) {
         uint64_t have = s->size > offset ? s->size - offset : 0;
         if (have < want) {
-            sq_set_err(err, errlen, "%s: data truncated: header promises %llu bytes of %s, file has %llu",
-                    path, (unsigned long long)want, dname, (unsigned long long)have);
-            return -1;
+            return sq_error_set(
+                err, SQ_ERR_FORMAT,
+                "%s: data truncated: header promises %llu bytes of %s, file has %llu", path,
+                (unsigned long long)want, dname, (unsigned long long)have);
         }
         if (have > want) {
-            sq_set_err(err, errlen,
-                    "%s: %llu bytes of trailing data after the %llu bytes of %s the header promises",
-                    path, (unsigned long long)(have - want), (unsigned long long)want, dname);
-            return -1;
+            return sq_error_set(
+                err, SQ_ERR_FORMAT,
+                "%s: %llu bytes of trailing data after the %llu bytes of %s the header promises",
+                path, (unsigned long long)(have - want), (unsigned long long)want, dname);
         }
     }
     out->data = malloc(out->n ? (size_t)out->n * sizeof(float) : 1);
     if (!out->data) {
-        sq_set_err(err, errlen, "%s: out of memory for %llu values", path,
-                (unsigned long long)out->n);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory for %llu values", path,
+                            (unsigned long long)out->n);
     }
     /* A small array needs no megabyte of scratch. */
     size_t chunk_bytes = want < CHUNK_BYTES ? (size_t)want : CHUNK_BYTES;
@@ -500,8 +500,7 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
     if (out->dtype != SQ_NPY_F4 || SQ_BIG_ENDIAN) {
         chunk = malloc(chunk_bytes ? chunk_bytes : 1);
         if (!chunk) {
-            sq_set_err(err, errlen, "%s: out of memory", path);
-            return -1;
+            return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         }
     }
     uint64_t done = 0; /* elements */
@@ -517,11 +516,11 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
         }
         if (got != count * isz) {
             free(chunk);
-            if (read_error(s, path, err, errlen)) return -1;
-            sq_set_err(err, errlen, "%s: data truncated: header promises %llu bytes of %s, file has %llu",
-                    path, (unsigned long long)want, dname,
-                    (unsigned long long)(done * isz + got));
-            return -1;
+            if ((rc = read_error(s, path, err)) != 0) return rc;
+            return sq_error_set(
+                err, SQ_ERR_FORMAT,
+                "%s: data truncated: header promises %llu bytes of %s, file has %llu", path,
+                (unsigned long long)want, dname, (unsigned long long)(done * isz + got));
         }
         done += count;
     }
@@ -533,136 +532,138 @@ static int read_data(src *s, const char *path, uint64_t offset, sq_npy *out, cha
         uint64_t more = 0;
         size_t got;
         while (more <= TRAILING_MAX && (got = read_some(s, extra, sizeof extra)) > 0) more += got;
-        if (read_error(s, path, err, errlen)) return -1;
+        if ((rc = read_error(s, path, err)) != 0) return rc;
         if (more) {
-            sq_set_err(err, errlen,
-                    "%s: %s%llu bytes of trailing data after the %llu bytes of %s the header "
-                    "promises", path, more > TRAILING_MAX ? "more than " : "",
-                    (unsigned long long)(more > TRAILING_MAX ? TRAILING_MAX : more),
-                    (unsigned long long)want, dname);
-            return -1;
+            return sq_error_set(
+                err, SQ_ERR_FORMAT,
+                "%s: %s%llu bytes of trailing data after the %llu bytes of %s the header "
+                "promises",
+                path, more > TRAILING_MAX ? "more than " : "",
+                (unsigned long long)(more > TRAILING_MAX ? TRAILING_MAX : more),
+                (unsigned long long)want, dname);
         }
     }
     return 0;
 }
 
 /* What both readers do first: clear *out and open path. */
-static int begin_read(const char *path, sq_npy *out, src *s, char *err, size_t errlen)
+static int begin_read(const char *path, sq_npy *out, src *s, sq_error *err)
 {
-    if (!out) return -1;
+    if (!out) return sq_error_set(err, SQ_ERR_ARG, "%s: no array given", path ? path : "(null)");
     memset(out, 0, sizeof *out);
     if (!path) {
-        sq_set_err(err, errlen, "(null): no file name");
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "(null): no file name");
     }
-    return open_src(path, s, err, errlen);
+    return open_src(path, s, err);
 }
 
 /* Reads a .npy image from s (its name is path) into *out, which is zeroed;
 ** frees it again on failure. */
-static int read_npy(src *s, const char *path, sq_npy *out, char *err, size_t errlen)
+static int read_npy(src *s, const char *path, sq_npy *out, sq_error *err)
 {
     unsigned char pre[12];
-    int rc = -1;
+    int rc;
     char *header = NULL;
     size_t got = read_some(s, pre, 8);
-    if (read_error(s, path, err, errlen)) goto done;
+    if ((rc = read_error(s, path, err)) != 0) goto done;
     if (got == 0) {
-        sq_set_err(err, errlen, "%s: not a .npy file: the file is empty", path);
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: not a .npy file: the file is empty", path);
         goto done;
     }
     if (got < 6 ? memcmp(pre, npy_magic, got) != 0 : memcmp(pre, npy_magic, 6) != 0) {
-        sq_set_err(err, errlen, "%s: not a .npy file: bad magic string (expected \\x93NUMPY)", path);
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "%s: not a .npy file: bad magic string (expected \\x93NUMPY)", path);
         goto done;
     }
     if (got < 8) {
-        sq_set_err(err, errlen, "%s: truncated header: the file ends after %zu bytes", path, got);
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: truncated header: the file ends after %zu bytes",
+                          path, got);
         goto done;
     }
     int major = pre[6], minor = pre[7];
     if (major < 1 || major > 3 || minor != 0) {
-        sq_set_err(err, errlen,
-                "%s: header field 'version': unsupported format version %d.%d (shardq reads 1.0, "
-                "2.0 and 3.0)",
-                path, major, minor);
+        rc = sq_error_set(
+            err, SQ_ERR_FORMAT,
+            "%s: header field 'version': unsupported format version %d.%d (shardq reads 1.0, "
+            "2.0 and 3.0)",
+            path, major, minor);
         goto done;
     }
     size_t lenbytes = major == 1 ? 2 : 4;
     got = read_some(s, pre + 8, lenbytes);
     if (got != lenbytes) {
-        if (read_error(s, path, err, errlen)) goto done;
-        sq_set_err(err, errlen, "%s: truncated header: the file ends in the header length field",
-                path);
+        if ((rc = read_error(s, path, err)) != 0) goto done;
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "%s: truncated header: the file ends in the header length field", path);
         goto done;
     }
     uint32_t hlen = major == 1 ? (uint32_t)(pre[8] | pre[9] << 8) : le32(pre + 8);
     uint64_t prefix = 8 + lenbytes;
     if (s->sized && prefix + hlen > s->size) {
-        sq_set_err(err, errlen,
-                "%s: header field 'header_len': %u bytes go beyond the end of the file "
-                "(%llu bytes)",
-                path, hlen, (unsigned long long)s->size);
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "%s: header field 'header_len': %u bytes go beyond the end of the file "
+                          "(%llu bytes)",
+                          path, hlen, (unsigned long long)s->size);
         goto done;
     }
     if (hlen > NPY_HEADER_MAX) {
-        sq_set_err(err, errlen, "%s: header field 'header_len': %u bytes is absurd (limit %u)", path,
-                hlen, NPY_HEADER_MAX);
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "%s: header field 'header_len': %u bytes is absurd (limit %u)", path,
+                          hlen, NPY_HEADER_MAX);
         goto done;
     }
     header = malloc((size_t)hlen + 1);
     if (!header) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     got = read_some(s, header, hlen);
     if (got != hlen) {
-        if (read_error(s, path, err, errlen)) goto done;
-        sq_set_err(err, errlen,
-                "%s: truncated header: header length says %u bytes, the file ends after %zu",
-                path, hlen, got);
+        if ((rc = read_error(s, path, err)) != 0) goto done;
+        rc = sq_error_set(
+            err, SQ_ERR_FORMAT,
+            "%s: truncated header: header length says %u bytes, the file ends after %zu", path,
+            hlen, got);
         goto done;
     }
     header[hlen] = '\0';
-    hparser p = {header, 0, hlen, path, err, errlen};
-    if (parse_header(&p, out)) goto done;
+    hparser p = {header, 0, hlen, path, err};
+    if ((rc = parse_header(&p, out)) != 0) goto done;
     out->version = major;
-    if (read_data(s, path, prefix + hlen, out, err, errlen)) goto done;
-    rc = 0;
+    rc = read_data(s, path, prefix + hlen, out, err);
 done:
     free(header);
     if (rc) sq_npy_free(out);
     return rc;
 }
 
-int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen)
+int sq_npy_read(const char *path, sq_npy *out, sq_error *err)
 {
     src s;
-    if (begin_read(path, out, &s, err, errlen)) return -1;
-    int rc = read_npy(&s, path, out, err, errlen);
+    int rc = begin_read(path, out, &s, err);
+    if (rc) return rc;
+    rc = read_npy(&s, path, out, err);
     fclose(s.f);
     return rc;
 }
 
-int sq_npy_parse(const char *name, const void *buf, size_t len, sq_npy *out, char *err,
-                 size_t errlen)
+int sq_npy_parse(const char *name, const void *buf, size_t len, sq_npy *out, sq_error *err)
 {
-    if (!out) return -1;
+    if (!out) return sq_error_set(err, SQ_ERR_ARG, "%s: no array given", name ? name : "(memory)");
     memset(out, 0, sizeof *out);
     const char *path = name ? name : "(memory)";
     if (!buf && len) {
-        sq_set_err(err, errlen, "%s: no buffer given", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no buffer given", path);
     }
     src s = {NULL, buf, 0, 1, len};
-    return read_npy(&s, path, out, err, errlen);
+    return read_npy(&s, path, out, err);
 }
 
-int sq_npy_check_finite(const char *name, const sq_npy *a, char *err, size_t errlen)
+int sq_npy_check_finite(const char *name, const sq_npy *a, sq_error *err)
 {
     const char *path = name ? name : "(null)";
     if (!a || (a->n && !a->data)) {
-        sq_set_err(err, errlen, "%s: no array given", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no array given", path);
     }
     /* Blocks of a branch-free test (vectorised); the slow search only in
     ** the block known to hold a bad value. */
@@ -675,52 +676,55 @@ int sq_npy_check_finite(const char *name, const sq_npy *a, char *err, size_t err
         for (uint64_t i = b0; i < b1; i++) {
             float v = a->data[i];
             if (isnan(v) || isinf(v)) {
-                sq_set_err(err, errlen, "%s: element %llu is %s", path, (unsigned long long)i,
-                        isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
-                return -1;
+                return sq_error_set(err, SQ_ERR_NONFINITE, "%s: element %llu is %s", path,
+                                    (unsigned long long)i,
+                                    isnan(v) ? "NaN"
+                                    : v > 0  ? "+Inf"
+                                             : "-Inf");
             }
         }
     }
     return 0;
 }
 
-int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
+int sq_npy_read_raw(const char *path, sq_npy *out, sq_error *err)
 {
     src s;
-    if (begin_read(path, out, &s, err, errlen)) return -1;
+    int rc = begin_read(path, out, &s, err);
+    if (rc) return rc;
     out->dtype = SQ_NPY_RAW_F4;
     out->ndim = 1;
-    int rc = -1;
     if (s.sized) {
         if (s.size % 4) {
-            sq_set_err(err, errlen,
-                    "%s: raw float32 input: file size %llu is not a multiple of 4 bytes", path,
-                    (unsigned long long)s.size);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: raw float32 input: file size %llu is not a multiple of 4 bytes",
+                              path, (unsigned long long)s.size);
             goto done;
         }
         if (s.size / 4 > (uint64_t)SIZE_MAX / sizeof(float)) {
-            sq_set_err(err, errlen, "%s: raw float32 input: too large", path);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: raw float32 input: too large", path);
             goto done;
         }
         out->n = s.size / 4;
         out->shape[0] = out->n;
-        rc = read_data(&s, path, 0, out, err, errlen);
+        rc = read_data(&s, path, 0, out, err);
     } else {
         /* A pipe: grow a buffer until EOF, up to the limit of a pipe. */
         size_t cap = 1 << 16, len = 0;
         unsigned char *buf = malloc(cap);
         for (;;) {
             if (!buf) {
-                sq_set_err(err, errlen, "%s: out of memory", path);
+                rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
                 goto done;
             }
             size_t got = read_some(&s, buf + len, cap - len);
             len += got;
             if (len < cap) break;
             if ((uint64_t)len >= SQ_INPUT_STREAM_MAX) {
-                sq_set_err(err, errlen, "%s: raw float32 input: %llu bytes or more from a pipe, "
-                           "the most it takes: give the file by name", path,
-                           (unsigned long long)SQ_INPUT_STREAM_MAX);
+                rc = sq_error_set(err, SQ_ERR_UNSUPPORTED,
+                                  "%s: raw float32 input: %llu bytes or more from a pipe, "
+                                  "the most it takes: give the file by name",
+                                  path, (unsigned long long)SQ_INPUT_STREAM_MAX);
                 free(buf);
                 goto done;
             }
@@ -729,10 +733,11 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
             buf = nb;
             cap *= 2;
         }
-        if (read_error(&s, path, err, errlen) || len % 4) {
-            if (len % 4 && !ferror(s.f))
-                sq_set_err(err, errlen,
-                        "%s: raw float32 input: size %zu is not a multiple of 4 bytes", path, len);
+        if ((rc = read_error(&s, path, err)) != 0 || len % 4) {
+            if (!rc)
+                rc = sq_error_set(err, SQ_ERR_FORMAT,
+                                  "%s: raw float32 input: size %zu is not a multiple of 4 bytes",
+                                  path, len);
             free(buf);
             goto done;
         }
@@ -741,7 +746,7 @@ int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen)
         out->data = malloc(len ? len : 1);
         if (!out->data) {
             free(buf);
-            sq_set_err(err, errlen, "%s: out of memory", path);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
             goto done;
         }
         convert_chunk(SQ_NPY_RAW_F4, buf, len / 4, out->data);
@@ -759,32 +764,28 @@ done:
 /* ------------------------------------------------------------------------ */
 
 int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, int ndim,
-                     char *err, size_t errlen)
+                     sq_error *err)
 {
     const char *name = path ? path : "(null)";
     if (ndim < 0 || ndim > SQ_NPY_MAXDIM || (ndim > 0 && !shape)) {
-        sq_set_err(err, errlen, "%s: shape: %d dimensions (0 to %d allowed)", name, ndim,
-                SQ_NPY_MAXDIM);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: shape: %d dimensions (0 to %d allowed)", name,
+                            ndim, SQ_NPY_MAXDIM);
     }
     uint64_t n = 1;
     int zero = 0;
     for (int d = 0; d < ndim; d++) zero |= shape[d] == 0;
     for (int d = 0; d < ndim && !zero; d++) {
         if (n > UINT64_MAX / shape[d]) {
-            sq_set_err(err, errlen, "%s: shape: product overflows", name);
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG, "%s: shape: product overflows", name);
         }
         n *= shape[d];
     }
     if (zero) n = 0;
     if (n > (uint64_t)SIZE_MAX / sizeof(float)) {
-        sq_set_err(err, errlen, "%s: shape: product overflows", name);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: shape: product overflows", name);
     }
     if (n && !x) {
-        sq_set_err(err, errlen, "%s: no data", name);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no data", name);
     }
     /* The header: magic, version 1.0, length, dict, spaces, newline; the
     ** whole preamble a multiple of 64 bytes. */
@@ -799,8 +800,7 @@ int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, in
     size_t hlen = total - 10;
     unsigned char *head = malloc(total);
     if (!head) {
-        sq_set_err(err, errlen, "%s: out of memory", name);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", name);
     }
     memcpy(head, npy_magic, 6);
     head[6] = 1;
@@ -812,9 +812,10 @@ int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, in
     head[total - 1] = '\n';
 
     sq_wfile w;
-    if (sq_wfile_open(&w, path, err, errlen)) {
+    int rc = sq_wfile_open(&w, path, err);
+    if (rc) {
         free(head);
-        return -1;
+        return rc;
     }
     sq_wfile_write(&w, head, total);
     free(head);
@@ -835,5 +836,5 @@ int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, in
             sq_wfile_write(&w, buf, 4 * m);
         }
     }
-    return sq_wfile_commit(&w, err, errlen);
+    return sq_wfile_commit(&w, err);
 }

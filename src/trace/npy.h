@@ -8,17 +8,24 @@
 ** 'fortran_order' and 'shape', the file size must equal header + n * itemsize.
 ** The writer writes version 1.0 '<f4'.
 **
-** Errors: every function returns 0 on success or -1 on failure, in which case
-** a sentence naming the file and the field at fault is written into
-** err[0..errlen) (when err is not NULL), e.g.
+** Errors: every function returns SQ_OK or a negative kind (shardq.h), and
+** writes a sentence naming the file and the field at fault into err (when
+** it is not NULL), e.g.
 **   "x.npy: header field 'shape': product overflows"
 **   "x.npy: data truncated: header promises 4000 bytes of <f4, file has 3990"
+** The kinds: SQ_ERR_FORMAT for a malformed, truncated or lying file,
+** SQ_ERR_NOTFOUND for a file that does not exist, SQ_ERR_IO for any other
+** failed open, read or write, SQ_ERR_NONFINITE for NaN or Inf
+** (sq_npy_check_finite), SQ_ERR_NOMEM, SQ_ERR_ARG for a bad argument, and
+** SQ_ERR_UNSUPPORTED for more than SQ_INPUT_STREAM_MAX bytes from a pipe.
 **
 ** Writes go through sq_wfile (wfile.h): a failed write never leaves a
 ** half-written file behind nor damages an existing one.
 */
 #ifndef SQ_TRACE_NPY_H
 #define SQ_TRACE_NPY_H
+
+#include "shardq.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -56,22 +63,21 @@ typedef struct sq_npy {
 ** sq_npy_check_finite). path must be a regular file, or standard input
 ** ("-", /dev/stdin), which may be a pipe (input.h): then no more than the
 ** header promises is read, at most SQ_INPUT_STREAM_MAX bytes. */
-int sq_npy_read(const char *path, sq_npy *out, char *err, size_t errlen);
+int sq_npy_read(const char *path, sq_npy *out, sq_error *err);
 
 /* The same for a whole .npy image buf[0..len) already in memory, with the
 ** same checks (the fuzzer calls it); name is the file name for messages.
 ** out->data is a new allocation: buf may go once this returns. */
-int sq_npy_parse(const char *name, const void *buf, size_t len, sq_npy *out, char *err,
-                 size_t errlen);
+int sq_npy_parse(const char *name, const void *buf, size_t len, sq_npy *out, sq_error *err);
 
-/* 0 when all of a's values are finite; otherwise -1 with
+/* SQ_OK when all of a's values are finite; otherwise SQ_ERR_NONFINITE with
 ** "NAME: element 17 is NaN" ("+Inf", "-Inf") for the first that is not. */
-int sq_npy_check_finite(const char *name, const sq_npy *a, char *err, size_t errlen);
+int sq_npy_check_finite(const char *name, const sq_npy *a, sq_error *err);
 
 /* Reads a raw little-endian float32 file (its size must be a multiple of 4)
 ** into *out as a 1-d array; from a pipe on standard input, at most
 ** SQ_INPUT_STREAM_MAX bytes. */
-int sq_npy_read_raw(const char *path, sq_npy *out, char *err, size_t errlen);
+int sq_npy_read_raw(const char *path, sq_npy *out, sq_error *err);
 
 /* Frees out->data and zeroes *out; safe on a zeroed struct. */
 void sq_npy_free(sq_npy *a);
@@ -80,7 +86,7 @@ void sq_npy_free(sq_npy *a);
 ** version 1.0 '<f4' file whose header is padded with spaces to a multiple of
 ** 64 bytes and ends in a newline. x may be NULL when the product is 0. */
 int sq_npy_write_f32(const char *path, const float *x, const uint64_t *shape, int ndim,
-                     char *err, size_t errlen);
+                     sq_error *err);
 
 /* Formats a shape as "[1024, 3]" ("[]" for a scalar) into buf, like snprintf. */
 int sq_npy_shape_str(const uint64_t *shape, int ndim, char *buf, size_t len);

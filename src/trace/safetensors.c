@@ -58,10 +58,10 @@ size_t sq_st_dtype_size(sq_st_dtype d)
 
 int sq_st_dtype_parse(const char *name)
 {
-    if (!name) return -1;
+    if (!name) return SQ_ST_DTYPE_NONE;
     for (int i = 0; i < SQ_ST_NDTYPES; i++)
         if (strcmp(dtypes[i].name, name) == 0) return i;
-    return -1;
+    return SQ_ST_DTYPE_NONE;
 }
 
 int sq_st_dtype_is_float(sq_st_dtype d)
@@ -70,7 +70,7 @@ int sq_st_dtype_is_float(sq_st_dtype d)
 }
 
 /* product(shape) * itemsize into *bytes (and the product into *nelem);
-** -1 when either overflows 64 bits. */
+** SQ_ERR_RANGE when either overflows 64 bits. */
 static int tensor_bytes(const uint64_t *shape, int ndim, size_t isz, uint64_t *nelem,
                         uint64_t *bytes)
 {
@@ -78,11 +78,11 @@ static int tensor_bytes(const uint64_t *shape, int ndim, size_t isz, uint64_t *n
     int zero = 0;
     for (int d = 0; d < ndim; d++) zero |= shape[d] == 0;
     for (int d = 0; d < ndim && !zero; d++) {
-        if (n > UINT64_MAX / shape[d]) return -1;
+        if (n > UINT64_MAX / shape[d]) return SQ_ERR_RANGE;
         n *= shape[d];
     }
     if (zero) n = 0;
-    if (n > UINT64_MAX / isz) return -1;
+    if (n > UINT64_MAX / isz) return SQ_ERR_RANGE;
     *nelem = n;
     *bytes = n * isz;
     return 0;
@@ -153,45 +153,45 @@ static void sb_json_str(sbuf *b, const char *s)
 /* A tensor name or metadata key given twice (sorted, not compared pair by
 ** pair: a model of 100k tensors). */
 static int names_twice(const char *fname, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
-                       size_t nm, char *err, size_t errlen)
+                       size_t nm, sq_error *err)
 {
     size_t n = nt > nm ? nt : nm;
     const char **keys = malloc((n ? n : 1) * sizeof *keys);
     if (!keys) {
-        sq_set_err(err, errlen, "%s: out of memory", fname);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", fname);
     }
-    int oom = 0;
+    int oom = 0, rc = SQ_OK;
     for (size_t i = 0; i < nm; i++) keys[i] = m[i].key;
     const char *dup = sq_dup_string(keys, nm, &oom);
-    if (dup) sq_set_err(err, errlen, "%s: __metadata__ '%s': given twice", fname, dup);
+    if (dup) rc = sq_error_set(err, SQ_ERR_ARG, "%s: __metadata__ '%s': given twice", fname, dup);
     if (!dup && !oom) {
         for (size_t i = 0; i < nt; i++) keys[i] = t[i].name;
         dup = sq_dup_string(keys, nt, &oom);
-        if (dup) sq_set_err(err, errlen, "%s: tensor '%s': name given twice", fname, dup);
+        if (dup)
+            rc = sq_error_set(err, SQ_ERR_ARG, "%s: tensor '%s': name given twice", fname, dup);
     }
-    if (oom) sq_set_err(err, errlen, "%s: out of memory", fname);
+    if (oom) rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", fname);
     free(keys);
-    return dup || oom ? -1 : 0;
+    return rc;
 }
 
 /* Checks the tensors and metadata and builds the JSON header, padded with
 ** spaces to a multiple of 8 bytes, into *b; ends[i] gets the end offset of
 ** tensor i in the data section. */
 static int build_header(const char *fname, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
-                        size_t nm, sbuf *b, uint64_t *ends, char *err, size_t errlen)
+                        size_t nm, sbuf *b, uint64_t *ends, sq_error *err)
 {
+    int rc;
     if ((nt && !t) || (nm && !m)) {
-        sq_set_err(err, errlen, "%s: no tensors or metadata given", fname);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no tensors or metadata given", fname);
     }
     sb_puts(b, "{");
     if (nm) {
         sb_puts(b, "\"__metadata__\":{");
         for (size_t i = 0; i < nm; i++) {
             if (!m[i].key || !m[i].value) {
-                sq_set_err(err, errlen, "%s: __metadata__ entry %zu: NULL key or value", fname, i);
-                return -1;
+                return sq_error_set(err, SQ_ERR_ARG,
+                                    "%s: __metadata__ entry %zu: NULL key or value", fname, i);
             }
             if (i) sb_puts(b, ",");
             sb_json_str(b, m[i].key);
@@ -204,27 +204,23 @@ static int build_header(const char *fname, const sq_st_tensor *t, size_t nt, con
     for (size_t i = 0; i < nt; i++) {
         const char *name = t[i].name;
         if (!name || !*name || strcmp(name, "__metadata__") == 0) {
-            sq_set_err(err, errlen, "%s: tensor %zu: invalid name '%s'", fname, i,
-                    name ? name : "(null)");
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG, "%s: tensor %zu: invalid name '%s'", fname, i,
+                                name ? name : "(null)");
         }
         size_t isz = sq_st_dtype_size(t[i].dtype);
         if (!isz) {
-            sq_set_err(err, errlen, "%s: tensor '%s': field 'dtype': unknown dtype %d", fname, name,
-                    (int)t[i].dtype);
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG, "%s: tensor '%s': field 'dtype': unknown dtype %d",
+                                fname, name, (int)t[i].dtype);
         }
         if (t[i].ndim < 0 || t[i].ndim > SQ_ST_MAXDIM) {
-            sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': %d dimensions", fname, name,
-                    t[i].ndim);
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG, "%s: tensor '%s': field 'shape': %d dimensions",
+                                fname, name, t[i].ndim);
         }
         uint64_t nelem, bytes;
         if (tensor_bytes(t[i].shape, t[i].ndim, isz, &nelem, &bytes) ||
             bytes > UINT64_MAX - off || bytes > SIZE_MAX) {
-            sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': product overflows", fname,
-                    name);
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG,
+                                "%s: tensor '%s': field 'shape': product overflows", fname, name);
         }
         sb_puts(b, b->len > 1 ? "," : "");
         sb_json_str(b, name);
@@ -237,11 +233,10 @@ static int build_header(const char *fname, const sq_st_tensor *t, size_t nt, con
         ends[i] = off;
     }
     sb_puts(b, "}");
-    if (names_twice(fname, t, nt, m, nm, err, errlen)) return -1;
+    if ((rc = names_twice(fname, t, nt, m, nm, err)) != 0) return rc;
     while (!b->oom && b->len % 8) sb_puts(b, " ");
     if (b->oom) {
-        sq_set_err(err, errlen, "%s: out of memory", fname);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", fname);
     }
     return 0;
 }
@@ -254,6 +249,7 @@ struct sq_st_writer {
     uint64_t *ends;
     uint64_t total, put; /* bytes of data promised, and put so far */
     char *failure;       /* the error of a failed put, repeated by commit */
+    int failure_kind;    /* and its kind */
 };
 
 static void writer_free(sq_st_writer *w)
@@ -268,31 +264,31 @@ static void writer_free(sq_st_writer *w)
 }
 
 int sq_st_writer_open(sq_st_writer **wp, const char *path, const sq_st_tensor *t, size_t nt,
-                      const sq_st_kv *m, size_t nm, char *err, size_t errlen)
+                      const sq_st_kv *m, size_t nm, sq_error *err)
 {
     const char *fname = path ? path : "(null)";
     if (!wp) {
-        sq_set_err(err, errlen, "%s: no writer given", fname);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no writer given", fname);
     }
     *wp = NULL;
     sq_st_writer *w = calloc(1, sizeof *w);
     sbuf b = {0};
+    int rc;
     if (!w || !(w->name = strdup(fname)) || !(w->ends = calloc(nt ? nt : 1, sizeof *w->ends)) ||
         !(w->names = calloc(nt ? nt : 1, sizeof *w->names))) {
-        sq_set_err(err, errlen, "%s: out of memory", fname);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", fname);
         goto fail;
     }
-    if (build_header(fname, t, nt, m, nm, &b, w->ends, err, errlen)) goto fail;
+    if ((rc = build_header(fname, t, nt, m, nm, &b, w->ends, err)) != 0) goto fail;
     for (; w->nt < nt; w->nt++)
         if (!(w->names[w->nt] = strdup(t[w->nt].name))) {
-            sq_set_err(err, errlen, "%s: out of memory", fname);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", fname);
             goto fail;
         }
     w->total = nt ? w->ends[nt - 1] : 0;
     unsigned char len8[8];
     for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)b.len >> (8 * k));
-    if (sq_wfile_open(&w->out, path, err, errlen)) goto fail;
+    if ((rc = sq_wfile_open(&w->out, path, err)) != 0) goto fail;
     sq_wfile_write(&w->out, len8, 8);
     sq_wfile_write(&w->out, b.s, b.len);
     free(b.s);
@@ -301,22 +297,25 @@ int sq_st_writer_open(sq_st_writer **wp, const char *path, const sq_st_tensor *t
 fail:
     free(b.s);
     writer_free(w);
-    return -1;
+    return rc;
 }
 
 /* Records the first failure of a put, so that commit reports it too. */
-static int put_failed(sq_st_writer *w, char *err, size_t errlen, const char *fmt, ...)
+static int put_failed(sq_st_writer *w, sq_error *err, int kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int put_failed(sq_st_writer *w, char *err, size_t errlen, const char *fmt, ...)
+static int put_failed(sq_st_writer *w, sq_error *err, int kind, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!w->failure) w->failure = strdup(msg);
-    sq_set_err(err, errlen, "%s", w->failure ? w->failure : msg);
-    return -1;
+    if (!w->failure) {
+        w->failure = strdup(msg);
+        w->failure_kind = kind;
+    }
+    return sq_error_set(err, w->failure ? w->failure_kind : kind, "%s",
+                        w->failure ? w->failure : msg);
 }
 
 /* The tensor whose data hold byte pos of the data section (the last one
@@ -328,29 +327,27 @@ static const char *tensor_at(const sq_st_writer *w, uint64_t pos)
     return w->nt ? w->names[w->nt - 1] : "(none)";
 }
 
-int sq_st_writer_put(sq_st_writer *w, const void *data, uint64_t bytes, char *err,
-                     size_t errlen)
+int sq_st_writer_put(sq_st_writer *w, const void *data, uint64_t bytes, sq_error *err)
 {
     if (!w) {
-        sq_set_err(err, errlen, "internal error: safetensors writer not open");
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "internal error: safetensors writer not open");
     }
-    if (w->failure) return put_failed(w, err, errlen, "%s", w->failure);
+    if (w->failure) return put_failed(w, err, w->failure_kind, "%s", w->failure);
     if (bytes > w->total - w->put)
-        return put_failed(w, err, errlen,
+        return put_failed(w, err, SQ_ERR_ARG,
                           "%s: %llu bytes put at data offset %llu go beyond the %llu bytes the "
                           "header promises (the last tensor is '%s')",
                           w->name, (unsigned long long)bytes, (unsigned long long)w->put,
                           (unsigned long long)w->total, w->nt ? w->names[w->nt - 1] : "(none)");
     if (bytes > SIZE_MAX)
-        return put_failed(w, err, errlen, "%s: %llu bytes in one put: too many for memory",
+        return put_failed(w, err, SQ_ERR_NOMEM, "%s: %llu bytes in one put: too many for memory",
                           w->name, (unsigned long long)bytes);
     if (bytes && !data)
-        return put_failed(w, err, errlen, "%s: tensor '%s': no data", w->name,
+        return put_failed(w, err, SQ_ERR_ARG, "%s: tensor '%s': no data", w->name,
                           tensor_at(w, w->put));
     sq_wfile_write(&w->out, data, (size_t)bytes);
     if (w->out.err_no)
-        return put_failed(w, err, errlen, "%s: write failed: %s", w->name,
+        return put_failed(w, err, SQ_ERR_IO, "%s: write failed: %s", w->name,
                           strerror(w->out.err_no));
     w->put += bytes;
     return 0;
@@ -363,16 +360,16 @@ void sq_st_writer_abort(sq_st_writer *w)
     writer_free(w);
 }
 
-int sq_st_writer_commit(sq_st_writer *w, char *err, size_t errlen)
+int sq_st_writer_commit(sq_st_writer *w, sq_error *err)
 {
     if (!w) {
-        sq_set_err(err, errlen, "internal error: safetensors writer not open");
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "internal error: safetensors writer not open");
     }
+    int rc;
     if (w->failure) {
-        sq_set_err(err, errlen, "%s", w->failure);
+        rc = sq_error_set(err, w->failure_kind, "%s", w->failure);
         sq_st_writer_abort(w);
-        return -1;
+        return rc;
     }
     if (w->put != w->total) {
         const char *name = tensor_at(w, w->put);
@@ -382,22 +379,22 @@ int sq_st_writer_commit(sq_st_writer *w, char *err, size_t errlen)
                 end = w->ends[i];
                 begin = i ? w->ends[i - 1] : 0;
             }
-        sq_set_err(err, errlen,
-                "%s: tensor '%s': %llu of its %llu bytes put; the data section needs %llu bytes "
-                "in all, %llu were put",
-                w->name, name, (unsigned long long)(w->put - begin),
-                (unsigned long long)(end - begin), (unsigned long long)w->total,
-                (unsigned long long)w->put);
+        rc = sq_error_set(err, SQ_ERR_ARG,
+                          "%s: tensor '%s': %llu of its %llu bytes put; the data section needs "
+                          "%llu bytes in all, %llu were put",
+                          w->name, name, (unsigned long long)(w->put - begin),
+                          (unsigned long long)(end - begin), (unsigned long long)w->total,
+                          (unsigned long long)w->put);
         sq_st_writer_abort(w);
-        return -1;
+        return rc;
     }
-    int rc = sq_wfile_commit(&w->out, err, errlen);
+    rc = sq_wfile_commit(&w->out, err);
     writer_free(w);
     return rc;
 }
 
-int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
-                size_t nm, char *err, size_t errlen)
+int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_kv *m, size_t nm,
+                sq_error *err)
 {
     const char *fname = path ? path : "(null)";
     /* Missing data is refused before anything is created. A tensor the
@@ -407,21 +404,21 @@ int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_
         size_t isz = sq_st_dtype_size(t[i].dtype);
         if (isz && t[i].ndim >= 0 && t[i].ndim <= SQ_ST_MAXDIM &&
             !tensor_bytes(t[i].shape, t[i].ndim, isz, &nelem, &bytes) && bytes && !t[i].data) {
-            sq_set_err(err, errlen, "%s: tensor '%s': no data", fname,
-                    t[i].name ? t[i].name : "(null)");
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG, "%s: tensor '%s': no data", fname,
+                                t[i].name ? t[i].name : "(null)");
         }
     }
     sq_st_writer *w;
-    if (sq_st_writer_open(&w, path, t, nt, m, nm, err, errlen)) return -1;
+    int rc = sq_st_writer_open(&w, path, t, nt, m, nm, err);
+    if (rc) return rc;
     for (size_t i = 0; i < nt; i++) {
         uint64_t bytes = w->ends[i] - (i ? w->ends[i - 1] : 0);
-        if (sq_st_writer_put(w, t[i].data, bytes, err, errlen)) {
+        if ((rc = sq_st_writer_put(w, t[i].data, bytes, err)) != 0) {
             sq_st_writer_abort(w);
-            return -1;
+            return rc;
         }
     }
-    return sq_st_writer_commit(w, err, errlen);
+    return sq_st_writer_commit(w, err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -476,9 +473,9 @@ const char *sq_st_meta_get(const sq_st_file *f, const char *key)
 /* A JSON number that is a non-negative integer exactly representable. */
 static int json_uint(const cJSON *v, uint64_t *out)
 {
-    if (!cJSON_IsNumber(v)) return -1;
+    if (!cJSON_IsNumber(v)) return SQ_ERR_FORMAT;
     double d = v->valuedouble;
-    if (!(d >= 0.0 && d <= 9007199254740992.0) || d != floor(d)) return -1;
+    if (!(d >= 0.0 && d <= 9007199254740992.0) || d != floor(d)) return SQ_ERR_FORMAT;
     *out = (uint64_t)d;
     return 0;
 }
@@ -498,14 +495,13 @@ static int cmp_entry_names(const void *a, const void *b)
 }
 
 /* Validates one tensor entry of the header into *e. */
-static int parse_tensor(const char *path, const cJSON *item, sq_st_entry *e, char *err,
-                        size_t errlen)
+static int parse_tensor(const char *path, const cJSON *item, sq_st_entry *e, sq_error *err)
 {
     const char *name = item->string;
     if (!cJSON_IsObject(item)) {
-        sq_set_err(err, errlen, "%s: tensor '%s': expected an object with dtype, shape, data_offsets",
-                path, name);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT,
+                            "%s: tensor '%s': expected an object with dtype, shape, data_offsets",
+                            path, name);
     }
     const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
     for (const cJSON *f = item->child; f; f = f->next) {
@@ -514,112 +510,109 @@ static int parse_tensor(const char *path, const cJSON *item, sq_st_entry *e, cha
                              : strcmp(f->string, "data_offsets") == 0 ? &offs
                                                                        : NULL;
         if (!slot) {
-            sq_set_err(err, errlen,
-                    "%s: tensor '%s': unknown field '%s' (expected dtype, shape, data_offsets)",
-                    path, name, f->string);
-            return -1;
+            return sq_error_set(
+                err, SQ_ERR_FORMAT,
+                "%s: tensor '%s': unknown field '%s' (expected dtype, shape, data_offsets)", path,
+                name, f->string);
         }
         if (*slot) {
-            sq_set_err(err, errlen, "%s: tensor '%s': field '%s': given twice", path, name,
-                    f->string);
-            return -1;
+            return sq_error_set(err, SQ_ERR_FORMAT, "%s: tensor '%s': field '%s': given twice",
+                                path, name, f->string);
         }
         *slot = f;
     }
     const char *missing = !dtype ? "dtype" : !shape ? "shape" : !offs ? "data_offsets" : NULL;
     if (missing) {
-        sq_set_err(err, errlen, "%s: tensor '%s': field '%s': missing", path, name, missing);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT, "%s: tensor '%s': field '%s': missing", path, name,
+                            missing);
     }
-    int dt = cJSON_IsString(dtype) ? sq_st_dtype_parse(dtype->valuestring) : -1;
+    int dt = cJSON_IsString(dtype) ? sq_st_dtype_parse(dtype->valuestring) : SQ_ST_DTYPE_NONE;
     if (dt < 0) {
-        sq_set_err(err, errlen, "%s: tensor '%s': field 'dtype': unknown dtype %s%s%s", path, name,
-                cJSON_IsString(dtype) ? "'" : "(not a string)",
-                cJSON_IsString(dtype) ? dtype->valuestring : "",
-                cJSON_IsString(dtype) ? "'" : "");
-        return -1;
+        return sq_error_set(
+            err, SQ_ERR_FORMAT, "%s: tensor '%s': field 'dtype': unknown dtype %s%s%s", path, name,
+            cJSON_IsString(dtype) ? "'" : "(not a string)",
+            cJSON_IsString(dtype) ? dtype->valuestring : "", cJSON_IsString(dtype) ? "'" : "");
     }
     e->dtype = (sq_st_dtype)dt;
     if (!cJSON_IsArray(shape)) {
-        sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': expected an array of integers",
-                path, name);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT,
+                            "%s: tensor '%s': field 'shape': expected an array of integers", path,
+                            name);
     }
     int nd = 0;
     for (const cJSON *d = shape->child; d; d = d->next, nd++) {
         if (nd == SQ_ST_MAXDIM) {
-            sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': more than %d dimensions", path,
-                    name, SQ_ST_MAXDIM);
-            return -1;
+            return sq_error_set(err, SQ_ERR_FORMAT,
+                                "%s: tensor '%s': field 'shape': more than %d dimensions", path,
+                                name, SQ_ST_MAXDIM);
         }
         if (json_uint(d, &e->shape[nd])) {
-            sq_set_err(err, errlen,
-                    "%s: tensor '%s': field 'shape': entry %d is not a non-negative integer",
-                    path, name, nd);
-            return -1;
+            return sq_error_set(
+                err, SQ_ERR_FORMAT,
+                "%s: tensor '%s': field 'shape': entry %d is not a non-negative integer", path,
+                name, nd);
         }
     }
     e->ndim = nd;
     uint64_t bytes;
     if (tensor_bytes(e->shape, nd, sq_st_dtype_size(e->dtype), &e->nelem, &bytes)) {
-        sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': product overflows", path, name);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT, "%s: tensor '%s': field 'shape': product overflows",
+                            path, name);
     }
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
         json_uint(offs->child, &e->begin) || json_uint(offs->child->next, &e->end)) {
-        sq_set_err(err, errlen,
-                "%s: tensor '%s': field 'data_offsets': expected [begin, end], two non-negative "
-                "integers",
-                path, name);
-        return -1;
+        return sq_error_set(
+            err, SQ_ERR_FORMAT,
+            "%s: tensor '%s': field 'data_offsets': expected [begin, end], two non-negative "
+            "integers",
+            path, name);
     }
     if (e->begin > e->end) {
-        sq_set_err(err, errlen, "%s: tensor '%s': field 'data_offsets': begin %llu > end %llu", path,
-                name, (unsigned long long)e->begin, (unsigned long long)e->end);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT,
+                            "%s: tensor '%s': field 'data_offsets': begin %llu > end %llu", path,
+                            name, (unsigned long long)e->begin, (unsigned long long)e->end);
     }
     if (bytes != e->end - e->begin) {
         char sh[96];
         sq_npy_shape_str(e->shape, e->ndim, sh, sizeof sh);
-        sq_set_err(err, errlen,
-                "%s: tensor '%s': field 'shape': %s of %s is %llu bytes, but data_offsets "
-                "[%llu, %llu] span %llu",
-                path, name, sh, sq_st_dtype_name(e->dtype), (unsigned long long)bytes,
-                (unsigned long long)e->begin, (unsigned long long)e->end,
-                (unsigned long long)(e->end - e->begin));
-        return -1;
+        return sq_error_set(
+            err, SQ_ERR_FORMAT,
+            "%s: tensor '%s': field 'shape': %s of %s is %llu bytes, but data_offsets "
+            "[%llu, %llu] span %llu",
+            path, name, sh, sq_st_dtype_name(e->dtype), (unsigned long long)bytes,
+            (unsigned long long)e->begin, (unsigned long long)e->end,
+            (unsigned long long)(e->end - e->begin));
     }
     return 0;
 }
 
 /* Parses and validates the JSON header hdr (NUL-terminated, N bytes) into *f;
 ** data_len is the size of the data section. */
-static int parse_header(const char *path, const char *hdr, sq_st_file *f, char *err,
-                        size_t errlen)
+static int parse_header(const char *path, const char *hdr, sq_st_file *f, sq_error *err)
 {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(hdr, &end, 1);
     if (!root) {
         size_t at = end && end >= hdr ? (size_t)(end - hdr) : 0;
-        sq_set_err(err, errlen, "%s: header: invalid JSON near byte %zu of the header", path, at);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT,
+                            "%s: header: invalid JSON near byte %zu of the header", path, at);
     }
-    int rc = -1;
+    int rc;
     if (!cJSON_IsObject(root)) {
-        sq_set_err(err, errlen, "%s: header: the JSON is not an object", path);
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: header: the JSON is not an object", path);
         goto done;
     }
     size_t count = (size_t)cJSON_GetArraySize(root);
     f->tensors = calloc(count ? count : 1, sizeof *f->tensors);
     if (!f->tensors) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     const cJSON *meta = NULL;
     for (const cJSON *it = root->child; it; it = it->next) {
         if (strcmp(it->string, "__metadata__") == 0) {
             if (meta) {
-                sq_set_err(err, errlen, "%s: __metadata__: given twice", path);
+                rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: __metadata__: given twice", path);
                 goto done;
             }
             meta = it;
@@ -628,42 +621,46 @@ static int parse_header(const char *path, const char *hdr, sq_st_file *f, char *
         sq_st_entry *e = &f->tensors[f->ntensors];
         e->name = strdup(it->string);
         if (!e->name) {
-            sq_set_err(err, errlen, "%s: out of memory", path);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
             goto done;
         }
         f->ntensors++;
-        if (parse_tensor(path, it, e, err, errlen)) goto done;
+        if ((rc = parse_tensor(path, it, e, err)) != 0) goto done;
     }
     if (meta) {
         if (!cJSON_IsObject(meta)) {
-            sq_set_err(err, errlen, "%s: __metadata__: expected an object of strings", path);
+            rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: __metadata__: expected an object of strings",
+                              path);
             goto done;
         }
         size_t nm = (size_t)cJSON_GetArraySize(meta);
         f->meta = calloc(nm ? nm : 1, sizeof *f->meta);
         if (!f->meta) {
-            sq_set_err(err, errlen, "%s: out of memory", path);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
             goto done;
         }
         /* a key given twice: by sorting, not by looking each one up */
         const char *dup;
         int d = sq_json_dup_key(meta, &dup, NULL, 0);
         if (d) {
-            if (d < 0) sq_set_err(err, errlen, "%s: out of memory", path);
-            else sq_set_err(err, errlen, "%s: __metadata__ '%s': given twice", path, dup);
+            if (d < 0)
+                rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
+            else
+                rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: __metadata__ '%s': given twice", path,
+                                  dup);
             goto done;
         }
         for (const cJSON *kv = meta->child; kv; kv = kv->next) {
             if (!cJSON_IsString(kv)) {
-                sq_set_err(err, errlen, "%s: __metadata__ '%s': value is not a string", path,
-                        kv->string);
+                rc = sq_error_set(err, SQ_ERR_FORMAT,
+                                  "%s: __metadata__ '%s': value is not a string", path, kv->string);
                 goto done;
             }
             char *k = strdup(kv->string), *v = strdup(kv->valuestring);
             if (!k || !v) {
                 free(k);
                 free(v);
-                sq_set_err(err, errlen, "%s: out of memory", path);
+                rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
                 goto done;
             }
             f->meta[f->nmeta].key = k;
@@ -675,14 +672,15 @@ static int parse_header(const char *path, const char *hdr, sq_st_file *f, char *
     if (f->ntensors > 1) {
         const sq_st_entry **byname = malloc(f->ntensors * sizeof *byname);
         if (!byname) {
-            sq_set_err(err, errlen, "%s: out of memory", path);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
             goto done;
         }
         for (size_t i = 0; i < f->ntensors; i++) byname[i] = &f->tensors[i];
         qsort(byname, f->ntensors, sizeof *byname, cmp_entry_names);
         for (size_t i = 1; i < f->ntensors; i++)
             if (strcmp(byname[i]->name, byname[i - 1]->name) == 0) {
-                sq_set_err(err, errlen, "%s: tensor '%s': given twice", path, byname[i]->name);
+                rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: tensor '%s': given twice", path,
+                                  byname[i]->name);
                 free(byname);
                 goto done;
             }
@@ -695,45 +693,44 @@ done:
 }
 
 /* Offsets within the data section, no overlap, no gap. */
-static int check_layout(const char *path, sq_st_file *f, char *err, size_t errlen)
+static int check_layout(const char *path, sq_st_file *f, sq_error *err)
 {
     qsort(f->tensors, f->ntensors, sizeof *f->tensors, cmp_entry_offsets);
     uint64_t pos = 0;
     for (size_t i = 0; i < f->ntensors; i++) {
         sq_st_entry *e = &f->tensors[i];
         if (e->end > f->data_len) {
-            sq_set_err(err, errlen,
-                    "%s: tensor '%s': field 'data_offsets': end %llu beyond the data section "
-                    "(%llu bytes)",
-                    path, e->name, (unsigned long long)e->end, (unsigned long long)f->data_len);
-            return -1;
+            return sq_error_set(
+                err, SQ_ERR_FORMAT,
+                "%s: tensor '%s': field 'data_offsets': end %llu beyond the data section "
+                "(%llu bytes)",
+                path, e->name, (unsigned long long)e->end, (unsigned long long)f->data_len);
         }
     }
     for (size_t i = 0; i < f->ntensors; i++) {
         sq_st_entry *e = &f->tensors[i];
         if (e->begin < pos) {
             const sq_st_entry *p = &f->tensors[i - 1];
-            sq_set_err(err, errlen,
-                    "%s: tensor '%s': field 'data_offsets': [%llu, %llu] overlaps tensor '%s' "
-                    "[%llu, %llu]",
-                    path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
-                    p->name, (unsigned long long)p->begin, (unsigned long long)p->end);
-            return -1;
+            return sq_error_set(
+                err, SQ_ERR_FORMAT,
+                "%s: tensor '%s': field 'data_offsets': [%llu, %llu] overlaps tensor '%s' "
+                "[%llu, %llu]",
+                path, e->name, (unsigned long long)e->begin, (unsigned long long)e->end, p->name,
+                (unsigned long long)p->begin, (unsigned long long)p->end);
         }
         if (e->begin > pos) {
-            sq_set_err(err, errlen,
-                    "%s: data section: bytes [%llu, %llu) belong to no tensor (before tensor "
-                    "'%s')",
-                    path, (unsigned long long)pos, (unsigned long long)e->begin, e->name);
-            return -1;
+            return sq_error_set(
+                err, SQ_ERR_FORMAT,
+                "%s: data section: bytes [%llu, %llu) belong to no tensor (before tensor "
+                "'%s')",
+                path, (unsigned long long)pos, (unsigned long long)e->begin, e->name);
         }
         pos = e->end;
     }
     if (pos != f->data_len) {
-        sq_set_err(err, errlen,
-                "%s: data section: bytes [%llu, %llu) at its end belong to no tensor", path,
-                (unsigned long long)pos, (unsigned long long)f->data_len);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT,
+                            "%s: data section: bytes [%llu, %llu) at its end belong to no tensor",
+                            path, (unsigned long long)pos, (unsigned long long)f->data_len);
     }
     for (size_t i = 0; i < f->ntensors; i++)
         f->tensors[i].data = f->data + f->tensors[i].begin;
@@ -743,54 +740,49 @@ static int check_layout(const char *path, sq_st_file *f, char *err, size_t errle
 /* Validates the header length and the JSON header of the image buf[0..len)
 ** into *f (zeroed, with its name set); the data section is not looked at. */
 static int parse_head(const char *path, const unsigned char *buf, size_t len, sq_st_file *f,
-                      char *err, size_t errlen)
+                      sq_error *err)
 {
     if (len < 8) {
-        sq_set_err(err, errlen,
-                "%s: not a safetensors file: %zu bytes, too short for the header length", path,
-                len);
-        return -1;
+        return sq_error_set(
+            err, SQ_ERR_FORMAT,
+            "%s: not a safetensors file: %zu bytes, too short for the header length", path, len);
     }
     uint64_t n = 0;
     for (int k = 0; k < 8; k++) n |= (uint64_t)buf[k] << (8 * k);
     if (n > len - 8) {
-        sq_set_err(err, errlen,
-                "%s: header length %llu goes beyond the end of the file (%llu bytes)", path,
-                (unsigned long long)n, (unsigned long long)len);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT,
+                            "%s: header length %llu goes beyond the end of the file (%llu bytes)",
+                            path, (unsigned long long)n, (unsigned long long)len);
     }
     if (n > SQ_ST_HEADER_MAX) {
-        sq_set_err(err, errlen, "%s: header length %llu exceeds the limit of %llu bytes", path,
-                (unsigned long long)n, (unsigned long long)SQ_ST_HEADER_MAX);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT,
+                            "%s: header length %llu exceeds the limit of %llu bytes", path,
+                            (unsigned long long)n, (unsigned long long)SQ_ST_HEADER_MAX);
     }
     if (n < 2) {
-        sq_set_err(err, errlen, "%s: header length %llu: too short for a JSON object", path,
-                (unsigned long long)n);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT,
+                            "%s: header length %llu: too short for a JSON object", path,
+                            (unsigned long long)n);
     }
     f->header_len = n;
     const unsigned char *json = buf + 8;
     const unsigned char *nul = memchr(json, '\0', (size_t)n);
     if (nul) {
-        sq_set_err(err, errlen, "%s: header: NUL byte at byte %zu of the JSON", path,
-                (size_t)(nul - json));
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT, "%s: header: NUL byte at byte %zu of the JSON",
+                            path, (size_t)(nul - json));
     }
     if (json[0] != '{') {
-        sq_set_err(err, errlen, "%s: header: does not start with '{'", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_FORMAT, "%s: header: does not start with '{'", path);
     }
     /* cJSON wants a terminated string; the header is small beside the data,
     ** which is never copied. */
     char *hdr = malloc((size_t)n + 1);
     if (!hdr) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     }
     memcpy(hdr, json, (size_t)n);
     hdr[n] = '\0';
-    int rc = parse_header(path, hdr, f, err, errlen);
+    int rc = parse_header(path, hdr, f, err);
     free(hdr);
     return rc;
 }
@@ -799,60 +791,53 @@ static int parse_head(const char *path, const unsigned char *buf, size_t len, sq
 ** name set): the header length, the JSON, then the layout of the data,
 ** which stays in buf. */
 static int parse_image(const char *path, const unsigned char *buf, size_t len, sq_st_file *f,
-                       char *err, size_t errlen)
+                       sq_error *err)
 {
-    if (parse_head(path, buf, len, f, err, errlen)) return -1;
+    int rc;
+    if ((rc = parse_head(path, buf, len, f, err)) != 0) return rc;
     f->data = buf + 8 + f->header_len;
     f->data_len = len - 8 - f->header_len;
-    if (check_layout(path, f, err, errlen)) return -1;
+    if ((rc = check_layout(path, f, err)) != 0) return rc;
     /* the index by name, once the tensors have their final places */
     f->byname = malloc((f->ntensors ? f->ntensors : 1) * sizeof *f->byname);
     if (!f->byname) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     }
     for (size_t i = 0; i < f->ntensors; i++) f->byname[i] = &f->tensors[i];
     qsort(f->byname, f->ntensors, sizeof *f->byname, cmp_entry_names);
     return 0;
 }
 
-int sq_st_parse(const char *name, const void *buf, size_t len, sq_st_file *out, char *err,
-                size_t errlen)
+int sq_st_parse(const char *name, const void *buf, size_t len, sq_st_file *out, sq_error *err)
 {
-    if (!out) return -1;
+    if (!out) return sq_error_set(err, SQ_ERR_ARG, "%s: no file given", name ? name : "(memory)");
     memset(out, 0, sizeof *out);
     const char *path = name ? name : "(memory)";
     static const unsigned char none[1];
     if (!buf) {
         if (len) {
-            sq_set_err(err, errlen, "%s: no buffer given", path);
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG, "%s: no buffer given", path);
         }
         buf = none;
     }
     if (!(out->name = strdup(path))) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     }
-    if (parse_image(out->name, buf, len, out, err, errlen)) {
-        sq_st_free(out);
-        return -1;
-    }
-    return 0;
+    int rc = parse_image(out->name, buf, len, out, err);
+    if (rc) sq_st_free(out);
+    return rc;
 }
 
 /* Reads up to len bytes of fd into buf, stopping early only at its end:
-** how many, or -1 on a read error (named in err). */
-static ssize_t read_upto(int fd, const char *path, unsigned char *buf, size_t len, char *err,
-                         size_t errlen)
+** how many, or SQ_ERR_IO on a read error (named in err). */
+static ssize_t read_upto(int fd, const char *path, unsigned char *buf, size_t len, sq_error *err)
 {
     size_t n = 0;
     while (n < len) {
         ssize_t k = read(fd, buf + n, len - n);
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) {
-            sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
-            return -1;
+            return sq_error_set(err, SQ_ERR_IO, "%s: read error: %s", path, strerror(errno));
         }
         if (k == 0) break;
         n += (size_t)k;
@@ -861,12 +846,11 @@ static ssize_t read_upto(int fd, const char *path, unsigned char *buf, size_t le
 }
 
 /* Grows *buf to hold cap bytes. */
-static int grow(unsigned char **buf, size_t cap, const char *path, char *err, size_t errlen)
+static int grow(unsigned char **buf, size_t cap, const char *path, sq_error *err)
 {
     unsigned char *p = realloc(*buf, cap ? cap : 1);
     if (!p) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     }
     *buf = p;
     return 0;
@@ -877,8 +861,7 @@ static int grow(unsigned char **buf, size_t cap, const char *path, char *err, si
 ** data section up to the largest end of a tensor. A pipe that ends early
 ** gives a short image (which the parser refuses as a file cut short would
 ** be); one that goes on past the data fails here, without reading it all. */
-static int read_stream(int fd, const char *path, unsigned char **buf, size_t *len, char *err,
-                       size_t errlen)
+static int read_stream(int fd, const char *path, unsigned char **buf, size_t *len, sq_error *err)
 {
     unsigned char *b = NULL;
     size_t have = 0;
@@ -888,21 +871,23 @@ static int read_stream(int fd, const char *path, unsigned char **buf, size_t *le
     memset(&head, 0, sizeof head);
     *buf = NULL;
     *len = 0;
-    if (grow(&b, 8, path, err, errlen)) return -1;
-    if ((k = read_upto(fd, path, b, 8, err, errlen)) < 0) goto fail;
+    int rc = grow(&b, 8, path, err);
+    if (rc) return rc;
+    if ((k = read_upto(fd, path, b, 8, err)) < 0) goto fail_read;
     have = (size_t)k;
     if (have < 8) goto done; /* the parser names the fault */
     for (int i = 0; i < 8; i++) n |= (uint64_t)b[i] << (8 * i);
     if (n > SQ_ST_HEADER_MAX) {
-        sq_set_err(err, errlen, "%s: header length %llu exceeds the limit of %llu bytes", path,
-                   (unsigned long long)n, (unsigned long long)SQ_ST_HEADER_MAX);
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "%s: header length %llu exceeds the limit of %llu bytes", path,
+                          (unsigned long long)n, (unsigned long long)SQ_ST_HEADER_MAX);
         goto fail;
     }
-    if (grow(&b, 8 + (size_t)n, path, err, errlen)) goto fail;
-    if ((k = read_upto(fd, path, b + 8, (size_t)n, err, errlen)) < 0) goto fail;
+    if ((rc = grow(&b, 8 + (size_t)n, path, err)) != 0) goto fail;
+    if ((k = read_upto(fd, path, b + 8, (size_t)n, err)) < 0) goto fail_read;
     have += (size_t)k;
     if ((uint64_t)k < n) goto done;
-    if (parse_head(path, b, have, &head, err, errlen)) {
+    if ((rc = parse_head(path, b, have, &head, err)) != 0) {
         sq_st_free(&head);
         goto fail;
     }
@@ -911,20 +896,22 @@ static int read_stream(int fd, const char *path, unsigned char **buf, size_t *le
         if (head.tensors[i].end > data) data = head.tensors[i].end;
     sq_st_free(&head);
     if (data > SQ_INPUT_STREAM_MAX - have) {
-        sq_set_err(err, errlen, "%s: the header promises %llu bytes of data, more than the %llu "
-                   "read from a pipe: give the file by name", path, (unsigned long long)data,
-                   (unsigned long long)SQ_INPUT_STREAM_MAX);
+        rc = sq_error_set(err, SQ_ERR_UNSUPPORTED,
+                          "%s: the header promises %llu bytes of data, more than the %llu "
+                          "read from a pipe: give the file by name",
+                          path, (unsigned long long)data, (unsigned long long)SQ_INPUT_STREAM_MAX);
         goto fail;
     }
-    if (grow(&b, have + (size_t)data, path, err, errlen)) goto fail;
-    if ((k = read_upto(fd, path, b + have, (size_t)data, err, errlen)) < 0) goto fail;
+    if ((rc = grow(&b, have + (size_t)data, path, err)) != 0) goto fail;
+    if ((k = read_upto(fd, path, b + have, (size_t)data, err)) < 0) goto fail_read;
     have += (size_t)k;
     if ((uint64_t)k == data) {
         unsigned char more;
-        if ((k = read_upto(fd, path, &more, 1, err, errlen)) < 0) goto fail;
+        if ((k = read_upto(fd, path, &more, 1, err)) < 0) goto fail_read;
         if (k) {
-            sq_set_err(err, errlen, "%s: data section: bytes from %llu on belong to no tensor",
-                       path, (unsigned long long)data);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: data section: bytes from %llu on belong to no tensor", path,
+                              (unsigned long long)data);
             goto fail;
         }
     }
@@ -932,40 +919,43 @@ done:
     *buf = b;
     *len = have;
     return 0;
+fail_read:
+    rc = (int)k;
 fail:
     free(b);
-    return -1;
+    return rc;
 }
 
 /* Reads a regular file of `size` bytes that cannot be mapped (an empty
 ** one) into a new buffer. */
 static int read_file(int fd, const char *path, uint64_t size, unsigned char **buf, size_t *len,
-                     char *err, size_t errlen)
+                     sq_error *err)
 {
     *buf = NULL;
     if (size > SIZE_MAX - 1) {
-        sq_set_err(err, errlen, "%s: %llu bytes: too large to read", path,
-                   (unsigned long long)size);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: %llu bytes: too large to read", path,
+                            (unsigned long long)size);
     }
     unsigned char *b = NULL;
-    if (grow(&b, (size_t)size, path, err, errlen)) return -1;
-    ssize_t k = read_upto(fd, path, b, (size_t)size, err, errlen);
+    int rc = grow(&b, (size_t)size, path, err);
+    if (rc) return rc;
+    ssize_t k = read_upto(fd, path, b, (size_t)size, err);
     if (k < 0) {
         free(b);
-        return -1;
+        return (int)k;
     }
     *buf = b;
     *len = (size_t)k;
     return 0;
 }
 
-int sq_st_open(const char *path, sq_st_file *out, char *err, size_t errlen)
+int sq_st_open(const char *path, sq_st_file *out, sq_error *err)
 {
-    if (!out) return -1;
+    if (!out) return sq_error_set(err, SQ_ERR_ARG, "%s: no file given", path ? path : "(null)");
     memset(out, 0, sizeof *out);
     sq_input in;
-    if (sq_input_open(path, SQ_INPUT_STDIN, &in, err, errlen)) return -1;
+    int rc = sq_input_open(path, SQ_INPUT_STDIN, &in, err);
+    if (rc) return rc;
     int fd = in.fd;
     /* A regular file is mapped; mmap of length 0 is invalid, so an empty
     ** file is read (and fails as too short). */
@@ -973,27 +963,27 @@ int sq_st_open(const char *path, sq_st_file *out, char *err, size_t errlen)
     size_t size = 0;
     if (!in.stream && in.size > 0) {
         if (in.size > SIZE_MAX) {
-            sq_set_err(err, errlen, "%s: %llu bytes: too large to map", path,
-                    (unsigned long long)in.size);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: %llu bytes: too large to map", path,
+                              (unsigned long long)in.size);
             close(fd);
-            return -1;
+            return rc;
         }
         size = (size_t)in.size;
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     }
     unsigned char *copy = NULL;
     if (map == MAP_FAILED &&
-        (in.stream ? read_stream(fd, path, &copy, &size, err, errlen)
-                   : read_file(fd, path, in.size, &copy, &size, err, errlen))) {
+        (rc = in.stream ? read_stream(fd, path, &copy, &size, err)
+                        : read_file(fd, path, in.size, &copy, &size, err)) != 0) {
         close(fd);
-        return -1;
+        return rc;
     }
     close(fd); /* a mapping outlives its descriptor */
     const void *image = map != MAP_FAILED ? map : copy;
-    if (sq_st_parse(path, image, size, out, err, errlen)) {
+    if ((rc = sq_st_parse(path, image, size, out, err)) != 0) {
         if (map != MAP_FAILED) munmap(map, size);
         free(copy);
-        return -1;
+        return rc;
     }
     if (map != MAP_FAILED) {
         out->map = map;
@@ -1003,9 +993,9 @@ int sq_st_open(const char *path, sq_st_file *out, char *err, size_t errlen)
     return 0;
 }
 
-int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen)
+int sq_st_read(const char *path, sq_st_file *out, sq_error *err)
 {
-    return sq_st_open(path, out, err, errlen);
+    return sq_st_open(path, out, err);
 }
 
 void sq_st_release(const sq_st_file *f, const sq_st_entry *e)
@@ -1082,33 +1072,32 @@ static void shortest_g(double v, char *buf, size_t len)
 }
 
 /* Finds the first bad element of chunk c (one is known to be there) and
-** writes the error naming it. */
-static void report_bad(const sq_st_file *f, const sq_st_entry *e, uint64_t c, char *err,
-                       size_t errlen)
+** writes the error naming it: SQ_ERR_NONFINITE for NaN or Inf, SQ_ERR_RANGE
+** for a finite F64 beyond fp32. */
+static int report_bad(const sq_st_file *f, const sq_st_entry *e, uint64_t c, sq_error *err)
 {
     uint64_t i = c * CONV_CHUNK, stop = e->nelem - i < CONV_CHUNK ? e->nelem : i + CONV_CHUNK;
     for (; i < stop; i++) {
         double v = elem_f64(e->dtype, e->data, i);
         if (isnan(v)) {
-            sq_set_err(err, errlen, "%s: tensor '%s': element %llu is NaN", f->name, e->name,
-                    (unsigned long long)i);
-            return;
+            return sq_error_set(err, SQ_ERR_NONFINITE, "%s: tensor '%s': element %llu is NaN",
+                                f->name, e->name, (unsigned long long)i);
         }
         if (isinf(v)) {
-            sq_set_err(err, errlen, "%s: tensor '%s': element %llu is %s", f->name, e->name,
-                    (unsigned long long)i, v > 0 ? "+Inf" : "-Inf");
-            return;
+            return sq_error_set(err, SQ_ERR_NONFINITE, "%s: tensor '%s': element %llu is %s",
+                                f->name, e->name, (unsigned long long)i, v > 0 ? "+Inf" : "-Inf");
         }
         if (fabs(v) >= F32_OVERFLOW) {
             char num[40];
             shortest_g(v, num, sizeof num);
-            sq_set_err(err, errlen, "%s: tensor '%s': element %llu: %s overflows fp32", f->name,
-                    e->name, (unsigned long long)i, num);
-            return;
+            return sq_error_set(err, SQ_ERR_RANGE,
+                                "%s: tensor '%s': element %llu: %s overflows fp32", f->name,
+                                e->name, (unsigned long long)i, num);
         }
     }
-    sq_set_err(err, errlen, "%s: tensor '%s': internal error: no bad element in chunk %llu",
-            f->name, e->name, (unsigned long long)c);
+    return sq_error_set(err, SQ_ERR_ARG,
+                        "%s: tensor '%s': internal error: no bad element in chunk %llu", f->name,
+                        e->name, (unsigned long long)c);
 }
 
 /* Converts n elements at p to fp32; nonzero when one is NaN, Inf or (F64)
@@ -1191,34 +1180,31 @@ static int chunk_f64(sq_st_dtype dt, const unsigned char *p, size_t n, double *o
 /* Both conversions: checks the arguments, runs the chunks in parallel and
 ** names the first bad element (the lowest bad chunk is found whatever the
 ** thread count, so the message is too). */
-static int convert(const sq_st_file *f, const sq_st_entry *e, void *out, int to64, char *err,
-                   size_t errlen)
+static int convert(const sq_st_file *f, const sq_st_entry *e, void *out, int to64, sq_error *err)
 {
     const char *path = f && f->name ? f->name : "(null)";
     if (!f || !e) {
-        sq_set_err(err, errlen, "%s: no tensor given", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no tensor given", path);
     }
     if (!sq_st_dtype_is_float(e->dtype)) {
         const char *dn = sq_st_dtype_name(e->dtype);
-        sq_set_err(err, errlen,
-                "%s: tensor '%s': field 'dtype': %s is not a floating-point dtype (F32, F16, "
-                "BF16, F64)",
-                path, e->name, dn ? dn : "(invalid)");
-        return -1;
+        return sq_error_set(
+            err, SQ_ERR_FORMAT,
+            "%s: tensor '%s': field 'dtype': %s is not a floating-point dtype (F32, F16, "
+            "BF16, F64)",
+            path, e->name, dn ? dn : "(invalid)");
     }
     size_t isz = sq_st_dtype_size(e->dtype);
     /* The entry must lie in this file's data, as the reader made it. */
     if (e->end > f->data_len || e->begin > e->end || e->data != f->data + e->begin ||
         e->nelem > (e->end - e->begin) / isz || e->nelem * isz != e->end - e->begin) {
-        sq_set_err(err, errlen, "%s: tensor '%s': not a tensor of this file", path, e->name);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: tensor '%s': not a tensor of this file", path,
+                            e->name);
     }
     uint64_t n = e->nelem;
     if (n == 0) return 0;
     if (!out) {
-        sq_set_err(err, errlen, "%s: tensor '%s': no output buffer", path, e->name);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: tensor '%s': no output buffer", path, e->name);
     }
     uint64_t nchunks = (n + CONV_CHUNK - 1) / CONV_CHUNK, first = UINT64_MAX;
 #pragma omp parallel for num_threads(sq_get_threads()) if (nchunks > 4) schedule(static) \
@@ -1232,18 +1218,15 @@ static int convert(const sq_st_file *f, const sq_st_entry *e, void *out, int to6
         if (bad && c < first) first = c;
     }
     if (first == UINT64_MAX) return 0;
-    report_bad(f, e, first, err, errlen);
-    return -1;
+    return report_bad(f, e, first, err);
 }
 
-int sq_st_to_f32(const sq_st_file *f, const sq_st_entry *e, float *out, char *err,
-                 size_t errlen)
+int sq_st_to_f32(const sq_st_file *f, const sq_st_entry *e, float *out, sq_error *err)
 {
-    return convert(f, e, out, 0, err, errlen);
+    return convert(f, e, out, 0, err);
 }
 
-int sq_st_to_f64(const sq_st_file *f, const sq_st_entry *e, double *out, char *err,
-                 size_t errlen)
+int sq_st_to_f64(const sq_st_file *f, const sq_st_entry *e, double *out, sq_error *err)
 {
-    return convert(f, e, out, 1, err, errlen);
+    return convert(f, e, out, 1, err);
 }

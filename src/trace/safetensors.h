@@ -21,14 +21,22 @@
 ** sq_st_parse validates an image that is already in memory (the fuzzers
 ** call it); the file reader runs the same code on its mapping.
 **
-** Errors: 0 on success, -1 on failure with a sentence naming the file, the
-** tensor and the field in err[0..errlen), e.g.
+** Errors: SQ_OK or a negative kind (shardq.h), with a sentence naming the
+** file, the tensor and the field in err (when it is not NULL), e.g.
 **   "x.safetensors: tensor 'codes': field 'data_offsets': end 100 beyond the
 **    data section (96 bytes)"
+** The reader's kinds: SQ_ERR_FORMAT for a malformed, truncated or lying
+** file, SQ_ERR_NOTFOUND for a file that does not exist, SQ_ERR_IO for any
+** other failed open or read, SQ_ERR_NOMEM, SQ_ERR_UNSUPPORTED for more than
+** SQ_INPUT_STREAM_MAX bytes from a pipe. The writer's: SQ_ERR_ARG for
+** tensors or metadata it refuses (and puts that do not add up), SQ_ERR_IO
+** for a failed write, SQ_ERR_NOMEM.
 ** Writes go through a temporary file renamed over the target (wfile.h).
 */
 #ifndef SQ_TRACE_SAFETENSORS_H
 #define SQ_TRACE_SAFETENSORS_H
+
+#include "shardq.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -53,7 +61,8 @@ typedef enum sq_st_dtype {
 const char *sq_st_dtype_name(sq_st_dtype d);
 /* Bytes per element (1, 2, 4 or 8); 0 for an out-of-range value. */
 size_t sq_st_dtype_size(sq_st_dtype d);
-/* The dtype of a name ("F32"), or -1 when unknown. */
+/* The dtype of a name ("F32"), or SQ_ST_DTYPE_NONE (-1) when unknown. */
+#define SQ_ST_DTYPE_NONE (-1)
 int sq_st_dtype_parse(const char *name);
 /* 1 for the floating-point dtypes the codecs take (F32, F16, BF16, F64),
 ** else 0. */
@@ -78,8 +87,8 @@ typedef struct sq_st_kv {
 /* Writes the tensors t[0..nt) in that order with the metadata m[0..nm)
 ** (no "__metadata__" object when nm = 0). Names must be unique, non-empty
 ** and not "__metadata__". */
-int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_kv *m,
-                size_t nm, char *err, size_t errlen);
+int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_kv *m, size_t nm,
+                sq_error *err);
 
 /* The streaming writer, for files that need not be in memory at once.
 ** sq_st_writer_open checks the tensors and metadata as sq_st_write does
@@ -93,10 +102,9 @@ int sq_st_write(const char *path, const sq_st_tensor *t, size_t nt, const sq_st_
 typedef struct sq_st_writer sq_st_writer;
 
 int sq_st_writer_open(sq_st_writer **w, const char *path, const sq_st_tensor *t, size_t nt,
-                      const sq_st_kv *m, size_t nm, char *err, size_t errlen);
-int sq_st_writer_put(sq_st_writer *w, const void *data, uint64_t bytes, char *err,
-                     size_t errlen);
-int sq_st_writer_commit(sq_st_writer *w, char *err, size_t errlen);
+                      const sq_st_kv *m, size_t nm, sq_error *err);
+int sq_st_writer_put(sq_st_writer *w, const void *data, uint64_t bytes, sq_error *err);
+int sq_st_writer_commit(sq_st_writer *w, sq_error *err);
 void sq_st_writer_abort(sq_st_writer *w);
 
 /* A tensor of a file that was read. */
@@ -131,14 +139,13 @@ typedef struct sq_st_file {
 ** regular file is mapped read-only; a pipe on standard input ("-" or
 ** /dev/stdin) is read into memory; anything else that is not a regular
 ** file (a FIFO, a device) is refused, naming it. */
-int sq_st_open(const char *path, sq_st_file *out, char *err, size_t errlen);
+int sq_st_open(const char *path, sq_st_file *out, sq_error *err);
 /* The same as sq_st_open (its older name). */
-int sq_st_read(const char *path, sq_st_file *out, char *err, size_t errlen);
+int sq_st_read(const char *path, sq_st_file *out, sq_error *err);
 /* Validates the file image buf[0..len) (all of a file) into *out. Nothing is
 ** copied: the tensors' data point into buf, which must outlive *out. name
 ** is the file name for messages. */
-int sq_st_parse(const char *name, const void *buf, size_t len, sq_st_file *out, char *err,
-                size_t errlen);
+int sq_st_parse(const char *name, const void *buf, size_t len, sq_st_file *out, sq_error *err);
 /* Unmaps or frees everything and zeroes *f; safe on a zeroed struct. */
 void sq_st_free(sq_st_file *f);
 
@@ -153,15 +160,14 @@ void sq_st_release(const sq_st_file *f, const sq_st_entry *e);
 ** rounds to nearest even. Fails, naming the file, the tensor and the first
 ** offending element, on a dtype that is not a float, on NaN or +-Inf, and
 ** on an F64 value beyond fp32's range:
-**   "x.st: tensor 'w': element 123 is NaN"
-**   "x.st: tensor 'w': element 5: 1e+300 overflows fp32"
-** out is undefined after a failure. */
-int sq_st_to_f32(const sq_st_file *f, const sq_st_entry *e, float *out, char *err,
-                 size_t errlen);
+**   "x.st: tensor 'w': element 123 is NaN"          (SQ_ERR_NONFINITE)
+**   "x.st: tensor 'w': element 5: 1e+300 overflows fp32" (SQ_ERR_RANGE)
+** and SQ_ERR_FORMAT for a dtype that is not a float. out is undefined
+** after a failure. */
+int sq_st_to_f32(const sq_st_file *f, const sq_st_entry *e, float *out, sq_error *err);
 /* The same checks (so both accept the same tensors), converting exactly to
 ** double: the fp64 reference of the values. */
-int sq_st_to_f64(const sq_st_file *f, const sq_st_entry *e, double *out, char *err,
-                 size_t errlen);
+int sq_st_to_f64(const sq_st_file *f, const sq_st_entry *e, double *out, sq_error *err);
 
 /* The tensor called name, or NULL (a binary search: a file of many tensors
 ** is checked name by name against a manifest in n log n). */

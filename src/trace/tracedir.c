@@ -53,7 +53,7 @@ static int shape_equal(const uint64_t *a, int na, const uint64_t *b, int nb)
     return 1;
 }
 
-/* product of shape, or -1 on overflow */
+/* product of shape, or SQ_ERR_RANGE on overflow */
 int sq_trace_shape_product(const uint64_t *shape, int ndim, uint64_t *n)
 {
     uint64_t p = 1;
@@ -64,7 +64,7 @@ int sq_trace_shape_product(const uint64_t *shape, int ndim, uint64_t *n)
         }
     }
     for (int d = 0; d < ndim; d++) {
-        if (p > UINT64_MAX / shape[d]) return -1;
+        if (p > UINT64_MAX / shape[d]) return SQ_ERR_RANGE;
         p *= shape[d];
     }
     *n = p;
@@ -92,7 +92,7 @@ int sq_trace_param_index(const sq_trace *t, const char *name)
     if (!t->byname) { /* not opened by sq_trace_open */
         for (size_t i = 0; i < t->nparams; i++)
             if (strcmp(t->params[i].name, name) == 0) return (int)i;
-        return -1;
+        return SQ_TRACE_NO_PARAM;
     }
     size_t lo = 0, hi = t->nparams;
     while (lo < hi) {
@@ -102,7 +102,7 @@ int sq_trace_param_index(const sq_trace *t, const char *name)
         if (c < 0) lo = mid + 1;
         else hi = mid;
     }
-    return -1;
+    return SQ_TRACE_NO_PARAM;
 }
 
 static int cmp_param_names(const void *a, const void *b)
@@ -115,12 +115,12 @@ static int cmp_param_names(const void *a, const void *b)
 /* Sorts the params into t->byname. A name listed twice: the one whose
 ** second listing comes first into *dup, and 1. Sorting keeps this n log n
 ** for the 100k params of a large model, where comparing every pair took
-** over a minute. -1 when out of memory. */
+** over a minute. SQ_ERR_NOMEM when out of memory. */
 static int index_params(sq_trace *t, const char **dup)
 {
     *dup = NULL;
     t->byname = malloc((t->nparams ? t->nparams : 1) * sizeof *t->byname);
-    if (!t->byname) return -1;
+    if (!t->byname) return SQ_ERR_NOMEM;
     for (size_t i = 0; i < t->nparams; i++) t->byname[i] = &t->params[i];
     qsort(t->byname, t->nparams, sizeof *t->byname, cmp_param_names);
     const sq_trace_param *second = NULL;
@@ -143,28 +143,37 @@ uint64_t sq_trace_max_param(const sq_trace *t)
 /* A JSON number that is an integer in [0, max]. */
 static int json_uint(const cJSON *v, uint64_t max, uint64_t *out)
 {
-    if (!cJSON_IsNumber(v)) return -1;
+    if (!cJSON_IsNumber(v)) return SQ_ERR_FORMAT;
     double d = v->valuedouble;
-    if (!(d >= 0.0 && d <= 9007199254740992.0) || d != floor(d) || (uint64_t)d > max) return -1;
+    if (!(d >= 0.0 && d <= 9007199254740992.0) || d != floor(d) || (uint64_t)d > max)
+        return SQ_ERR_FORMAT;
     *out = (uint64_t)d;
     return 0;
 }
 
-static char *read_small_file(const char *path, size_t limit, char *err, size_t errlen)
+/* Reads a text file of at most `limit` bytes into *text (malloc'd). */
+static int read_small_file(const char *path, size_t limit, char **text, sq_error *err)
 {
+    *text = NULL;
     sq_input in;
-    FILE *f = sq_input_fopen(path, 0, &in, err, errlen);
-    if (!f) return NULL;
+    int rc = sq_input_open(path, 0, &in, err);
+    if (rc) return rc;
+    FILE *f = fdopen(in.fd, "rb");
+    if (!f) {
+        rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        close(in.fd);
+        return rc;
+    }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     while (buf) {
         len += fread(buf + len, 1, cap - len - 1, f);
         if (len < cap - 1) break;
         if (cap > limit) {
-            sq_set_err(err, errlen, "%s: larger than %zu bytes: not a manifest", path, limit);
             free(buf);
             fclose(f);
-            return NULL;
+            return sq_error_set(err, SQ_ERR_FORMAT, "%s: larger than %zu bytes: not a manifest",
+                                path, limit);
         }
         char *p = realloc(buf, cap * 2);
         if (!p) free(buf);
@@ -172,24 +181,25 @@ static char *read_small_file(const char *path, size_t limit, char *err, size_t e
         cap *= 2;
     }
     if (!buf) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
         fclose(f);
-        return NULL;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     }
     if (ferror(f)) {
-        sq_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+        rc = sq_error_set(err, SQ_ERR_IO, "%s: read error: %s", path, strerror(errno));
         free(buf);
         fclose(f);
-        return NULL;
+        return rc;
     }
     fclose(f);
     buf[len] = '\0';
     if (strlen(buf) != len) {
-        sq_set_err(err, errlen, "%s: NUL byte at byte %zu: not JSON", path, strlen(buf));
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: NUL byte at byte %zu: not JSON", path,
+                          strlen(buf));
         free(buf);
-        return NULL;
+        return rc;
     }
-    return buf;
+    *text = buf;
+    return SQ_OK;
 }
 
 /* The keys a manifest and its params entries may have: a misspelt one
@@ -211,36 +221,35 @@ static const char *unknown_key(const cJSON *o, const char *const *known)
 }
 
 /* Parses manifest.json of dir into t (the params, steps, workers). */
-static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen)
+static int parse_manifest(const char *dir, sq_trace *t, sq_error *err)
 {
     char *mpath = sq_trace_join(dir, "manifest.json");
     if (!mpath) {
-        sq_set_err(err, errlen, "%s: out of memory", dir);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", dir);
     }
     struct stat st;
+    int rc;
     if (stat(mpath, &st) != 0) {
-        sq_set_err(err, errlen,
-                   "%s: no manifest.json: not a trace directory (or its writer did not finish)",
-                   dir);
         free(mpath);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOTFOUND,
+                            "%s: no manifest.json: not a trace directory "
+                            "(or its writer did not finish)",
+                            dir);
     }
-    char *text = read_small_file(mpath, (size_t)256 << 20, err, errlen);
-    if (!text) {
+    char *text;
+    if ((rc = read_small_file(mpath, (size_t)256 << 20, &text, err)) != 0) {
         free(mpath);
-        return -1;
+        return rc;
     }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    int rc = -1;
     if (!root) {
-        sq_set_err(err, errlen, "%s: invalid JSON near byte %zu", mpath,
-                   end && end >= text ? (size_t)(end - text) : (size_t)0);
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: invalid JSON near byte %zu", mpath,
+                          end && end >= text ? (size_t)(end - text) : (size_t)0);
         goto done;
     }
     if (!cJSON_IsObject(root)) {
-        sq_set_err(err, errlen, "%s: not a JSON object", mpath);
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: not a JSON object", mpath);
         goto done;
     }
     /* cJSON keeps both of a key given twice and finds the first: `steps`
@@ -249,37 +258,45 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     char where[256];
     int d = sq_json_dup_key(root, &dup, where, sizeof where);
     if (d) {
-        if (d < 0) sq_set_err(err, errlen, "%s: out of memory", mpath);
-        else sq_set_err(err, errlen, "%s: key '%s' given twice in %s", mpath, dup, where);
+        if (d < 0)
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", mpath);
+        else
+            rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: key '%s' given twice in %s", mpath, dup,
+                              where);
         goto done;
     }
     const char *unknown = unknown_key(root, top_keys);
     if (unknown) {
-        sq_set_err(err, errlen, "%s: field '%s': unknown (a manifest has %s)", mpath, unknown,
-                   "format, version, workers, steps, params, weights, topology, dtype, model, id, "
-                   "owner");
+        rc = sq_error_set(
+            err, SQ_ERR_FORMAT, "%s: field '%s': unknown (a manifest has %s)", mpath, unknown,
+            "format, version, workers, steps, params, weights, topology, dtype, model, id, "
+            "owner");
         goto done;
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(v) || strcmp(v->valuestring, SQ_TRACE_FORMAT) != 0) {
-        sq_set_err(err, errlen, "%s: field 'format': expected \"%s\"", mpath, SQ_TRACE_FORMAT);
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: field 'format': expected \"%s\"", mpath,
+                          SQ_TRACE_FORMAT);
         goto done;
     }
     uint64_t u;
     v = cJSON_GetObjectItemCaseSensitive(root, "version");
     if (json_uint(v, UINT32_MAX, &u)) {
-        sq_set_err(err, errlen, "%s: field 'version': missing or not an integer", mpath);
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: field 'version': missing or not an integer",
+                          mpath);
         goto done;
     }
     if (u != SQ_TRACE_VERSION) {
-        sq_set_err(err, errlen, "%s: field 'version': %llu is not a version this shardq reads (%d)",
-                   mpath, (unsigned long long)u, SQ_TRACE_VERSION);
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "%s: field 'version': %llu is not a version this shardq reads (%d)",
+                          mpath, (unsigned long long)u, SQ_TRACE_VERSION);
         goto done;
     }
     v = cJSON_GetObjectItemCaseSensitive(root, "workers");
     if (json_uint(v, SQ_TRACE_MAX_WORKERS, &u) || u == 0) {
-        sq_set_err(err, errlen, "%s: field 'workers': expected an integer from 1 to %d", mpath,
-                   SQ_TRACE_MAX_WORKERS);
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "%s: field 'workers': expected an integer from 1 to %d", mpath,
+                          SQ_TRACE_MAX_WORKERS);
         goto done;
     }
     t->workers = (int)u;
@@ -287,7 +304,8 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     t->has_weights = 1;
     if (v) {
         if (!cJSON_IsBool(v)) {
-            sq_set_err(err, errlen, "%s: field 'weights': expected true or false", mpath);
+            rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: field 'weights': expected true or false",
+                              mpath);
             goto done;
         }
         t->has_weights = cJSON_IsTrue(v);
@@ -298,9 +316,9 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
         if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof t->topo ||
             sscanf(v->valuestring, "%dx%d%n", &k, &g, &used) != 2 ||
             v->valuestring[used] != '\0' || k < 1 || g < 1 || (long)k * g != t->workers) {
-            sq_set_err(err, errlen,
-                       "%s: field 'topology': expected \"KxG\" with K * G = workers (%d)", mpath,
-                       t->workers);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: field 'topology': expected \"KxG\" with K * G = workers (%d)",
+                              mpath, t->workers);
             goto done;
         }
         snprintf(t->topo, sizeof t->topo, "%s", v->valuestring);
@@ -310,8 +328,9 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     if (v && !cJSON_IsNull(v)) {
         if (!cJSON_IsString(v) || !v->valuestring[0] ||
             strlen(v->valuestring) >= sizeof t->id) {
-            sq_set_err(err, errlen, "%s: field 'id': expected a string of 1 to %zu characters",
-                       mpath, sizeof t->id - 1);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: field 'id': expected a string of 1 to %zu characters", mpath,
+                              sizeof t->id - 1);
             goto done;
         }
         snprintf(t->id, sizeof t->id, "%s", v->valuestring);
@@ -320,33 +339,35 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     if (v && !cJSON_IsNull(v)) {
         t->model = cJSON_PrintUnformatted(v);
         if (!t->model) {
-            sq_set_err(err, errlen, "%s: out of memory", mpath);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", mpath);
             goto done;
         }
     }
     /* steps */
     v = cJSON_GetObjectItemCaseSensitive(root, "steps");
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0) {
-        sq_set_err(err, errlen, "%s: field 'steps': expected a non-empty array of step numbers",
-                   mpath);
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "%s: field 'steps': expected a non-empty array of step numbers", mpath);
         goto done;
     }
     t->nsteps = (size_t)cJSON_GetArraySize(v);
     t->steps = malloc(t->nsteps * sizeof *t->steps);
     if (!t->steps) {
-        sq_set_err(err, errlen, "%s: out of memory", mpath);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", mpath);
         goto done;
     }
     size_t i = 0;
     for (const cJSON *s = v->child; s; s = s->next, i++) {
         if (json_uint(s, UINT32_MAX, &u)) {
-            sq_set_err(err, errlen, "%s: field 'steps': entry %zu is not an integer from 0 to %u",
-                       mpath, i, UINT32_MAX);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: field 'steps': entry %zu is not an integer from 0 to %u", mpath,
+                              i, UINT32_MAX);
             goto done;
         }
         if (i && u <= t->steps[i - 1]) {
-            sq_set_err(err, errlen, "%s: field 'steps': entry %zu (%llu) does not increase", mpath,
-                       i, (unsigned long long)u);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: field 'steps': entry %zu (%llu) does not increase", mpath, i,
+                              (unsigned long long)u);
             goto done;
         }
         t->steps[i] = (uint32_t)u;
@@ -354,14 +375,16 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
     /* params */
     v = cJSON_GetObjectItemCaseSensitive(root, "params");
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0) {
-        sq_set_err(err, errlen, "%s: field 'params': expected a non-empty array of "
-                   "{\"name\": ..., \"shape\": [...]}", mpath);
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "%s: field 'params': expected a non-empty array of "
+                          "{\"name\": ..., \"shape\": [...]}",
+                          mpath);
         goto done;
     }
     size_t np = (size_t)cJSON_GetArraySize(v);
     t->params = calloc(np, sizeof *t->params);
     if (!t->params) {
-        sq_set_err(err, errlen, "%s: out of memory", mpath);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", mpath);
         goto done;
     }
     i = 0;
@@ -370,48 +393,56 @@ static int parse_manifest(const char *dir, sq_trace *t, char *err, size_t errlen
         const cJSON *shape = cJSON_GetObjectItemCaseSensitive(p, "shape");
         unknown = cJSON_IsObject(p) ? unknown_key(p, param_keys) : NULL;
         if (unknown) {
-            sq_set_err(err, errlen, "%s: field 'params': entry %zu: '%s' is unknown (an entry "
-                       "has name and shape)", mpath, i, unknown);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: field 'params': entry %zu: '%s' is unknown (an entry "
+                              "has name and shape)",
+                              mpath, i, unknown);
             goto done;
         }
         if (!cJSON_IsString(name) || !name->valuestring[0]) {
-            sq_set_err(err, errlen, "%s: field 'params': entry %zu: 'name' missing or empty",
-                       mpath, i);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: field 'params': entry %zu: 'name' missing or empty", mpath, i);
             goto done;
         }
         sq_trace_param *q = &t->params[t->nparams];
         q->name = strdup(name->valuestring);
         if (!q->name) {
-            sq_set_err(err, errlen, "%s: out of memory", mpath);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", mpath);
             goto done;
         }
         t->nparams++;
         if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > SQ_ST_MAXDIM) {
-            sq_set_err(err, errlen, "%s: param '%s': field 'shape': expected an array of at most "
-                       "%d integers", mpath, q->name, SQ_ST_MAXDIM);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: param '%s': field 'shape': expected an array of at most "
+                              "%d integers",
+                              mpath, q->name, SQ_ST_MAXDIM);
             goto done;
         }
         int nd = 0;
         for (const cJSON *d = shape->child; d; d = d->next, nd++) {
             if (json_uint(d, UINT64_MAX, &q->shape[nd])) {
-                sq_set_err(err, errlen,
-                           "%s: param '%s': field 'shape': entry %d is not a non-negative integer",
-                           mpath, q->name, nd);
+                rc = sq_error_set(
+                    err, SQ_ERR_FORMAT,
+                    "%s: param '%s': field 'shape': entry %d is not a non-negative integer", mpath,
+                    q->name, nd);
                 goto done;
             }
         }
         q->ndim = nd;
         if (sq_trace_shape_product(q->shape, nd, &q->n) || q->n > UINT64_MAX - t->elements) {
-            sq_set_err(err, errlen, "%s: param '%s': field 'shape': product overflows", mpath,
-                       q->name);
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: param '%s': field 'shape': product overflows", mpath, q->name);
             goto done;
         }
         t->elements += q->n;
     }
     d = index_params(t, &dup);
     if (d) {
-        if (d < 0) sq_set_err(err, errlen, "%s: out of memory", mpath);
-        else sq_set_err(err, errlen, "%s: field 'params': '%s' listed twice", mpath, dup);
+        if (d < 0)
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", mpath);
+        else
+            rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: field 'params': '%s' listed twice", mpath,
+                              dup);
         goto done;
     }
     rc = 0;
@@ -423,79 +454,77 @@ done:
 }
 
 /* Checks that file f holds exactly the params of t, as floats. */
-static int check_file(const sq_trace *t, const char *fname, const sq_st_file *f, char *err,
-                      size_t errlen)
+static int check_file(const sq_trace *t, const char *fname, const sq_st_file *f, sq_error *err)
 {
     for (size_t i = 0; i < t->nparams; i++) {
         const sq_trace_param *p = &t->params[i];
         const sq_st_entry *e = sq_st_find(f, p->name);
         if (!e) {
-            sq_set_err(err, errlen, "%s: tensor '%s': missing (the manifest lists it)", fname,
-                       p->name);
-            return -1;
+            return sq_error_set(err, SQ_ERR_NOTFOUND,
+                                "%s: tensor '%s': missing (the manifest lists it)", fname, p->name);
         }
         if (!sq_st_dtype_is_float(e->dtype)) {
-            sq_set_err(err, errlen,
-                       "%s: tensor '%s': field 'dtype': %s is not a floating-point dtype "
-                       "(F32, F16, BF16, F64)",
-                       fname, p->name, sq_st_dtype_name(e->dtype));
-            return -1;
+            return sq_error_set(err, SQ_ERR_FORMAT,
+                                "%s: tensor '%s': field 'dtype': %s is not a floating-point dtype "
+                                "(F32, F16, BF16, F64)",
+                                fname, p->name, sq_st_dtype_name(e->dtype));
         }
         if (!shape_equal(e->shape, e->ndim, p->shape, p->ndim)) {
             char a[128], b[128];
             sq_npy_shape_str(e->shape, e->ndim, a, sizeof a);
             sq_npy_shape_str(p->shape, p->ndim, b, sizeof b);
-            sq_set_err(err, errlen, "%s: tensor '%s': field 'shape': %s, but the manifest says %s",
-                       fname, p->name, a, b);
-            return -1;
+            return sq_error_set(err, SQ_ERR_FORMAT,
+                                "%s: tensor '%s': field 'shape': %s, but the manifest says %s",
+                                fname, p->name, a, b);
         }
     }
     if (f->ntensors != t->nparams) {
         for (size_t i = 0; i < f->ntensors; i++)
             if (sq_trace_param_index(t, f->tensors[i].name) < 0) {
-                sq_set_err(err, errlen, "%s: tensor '%s': not in the manifest", fname,
-                           f->tensors[i].name);
-                return -1;
+                return sq_error_set(err, SQ_ERR_FORMAT, "%s: tensor '%s': not in the manifest",
+                                    fname, f->tensors[i].name);
             }
     }
     return 0;
 }
 
-static int open_dir(const char *dir, sq_trace *t, char *err, size_t errlen)
+static int open_dir(const char *dir, sq_trace *t, sq_error *err)
 {
-    if (parse_manifest(dir, t, err, errlen)) return -1;
+    int rc = parse_manifest(dir, t, err);
+    if (rc) return rc;
     for (size_t s = 0; s < t->nsteps; s++) {
         for (int w = t->has_weights ? -1 : 0; w < t->workers; w++) {
             char *fname = sq_trace_step_file(dir, t->steps[s], w);
             if (!fname) {
-                sq_set_err(err, errlen, "%s: out of memory", dir);
-                return -1;
+                return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", dir);
             }
             struct stat st;
             if (stat(fname, &st) != 0) {
-                sq_set_err(err, errlen, "%s: missing (step %u is in the manifest)%s", fname,
-                           (unsigned)t->steps[s], errno == ENOENT ? "" : ": cannot stat");
+                rc = sq_error_set(err, errno == ENOENT ? SQ_ERR_NOTFOUND : SQ_ERR_IO,
+                                  "%s: missing (step %u is in the manifest)%s", fname,
+                                  (unsigned)t->steps[s], errno == ENOENT ? "" : ": cannot stat");
                 free(fname);
-                return -1;
+                return rc;
             }
             sq_st_file f;
-            int rc = sq_st_open(fname, &f, err, errlen);
+            rc = sq_st_open(fname, &f, err);
             if (rc == 0) {
-                rc = check_file(t, fname, &f, err, errlen);
+                rc = check_file(t, fname, &f, err);
                 /* a file of another trace (two writers, a copied file); a file
                 ** without an id was written by another tool, and is let be */
                 const char *id = sq_st_meta_get(&f, "trace_id");
                 if (rc == 0 && t->id[0] && id && strcmp(id, t->id)) {
-                    sq_set_err(err, errlen, "%s: field 'trace_id': '%s', but the manifest's id "
-                               "is '%s': a file of another trace", fname, id, t->id);
-                    rc = -1;
+                    rc = sq_error_set(err, SQ_ERR_CONFLICT,
+                                      "%s: field 'trace_id': '%s', but "
+                                      "the manifest's id is '%s': a file of another trace",
+                                      fname, id, t->id);
                 }
                 for (size_t i = 0; i < f.ntensors; i++) t->dtypes |= 1u << f.tensors[i].dtype;
                 t->bytes += f.data_len;
                 sq_st_free(&f);
             }
             free(fname);
-            if (rc) return -1;
+            if (rc) return rc;
         }
     }
     return 0;
@@ -507,15 +536,15 @@ static const char *base_name(const char *path)
     return b ? b + 1 : path;
 }
 
-static int open_safetensors(const char *path, sq_trace *t, char *err, size_t errlen)
+static int open_safetensors(const char *path, sq_trace *t, sq_error *err)
 {
     sq_st_file f;
-    if (sq_st_open(path, &f, err, errlen)) return -1;
-    int rc = -1;
+    int rc = sq_st_open(path, &f, err);
+    if (rc) return rc;
     t->params = calloc(f.ntensors ? f.ntensors : 1, sizeof *t->params);
     t->steps = malloc(sizeof *t->steps);
     if (!t->params || !t->steps) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     for (size_t i = 0; i < f.ntensors; i++) {
@@ -528,7 +557,7 @@ static int open_safetensors(const char *path, sq_trace *t, char *err, size_t err
         sq_trace_param *q = &t->params[t->nparams];
         q->name = strdup(e->name);
         if (!q->name) {
-            sq_set_err(err, errlen, "%s: out of memory", path);
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
             goto done;
         }
         t->nparams++;
@@ -539,8 +568,8 @@ static int open_safetensors(const char *path, sq_trace *t, char *err, size_t err
         t->bytes += e->end - e->begin;
     }
     if (t->nparams == 0) {
-        sq_set_err(err, errlen, "%s: no floating-point tensor (F32, F16, BF16, F64) to replay",
-                   path);
+        rc = sq_error_set(err, SQ_ERR_NOTFOUND,
+                          "%s: no floating-point tensor (F32, F16, BF16, F64) to replay", path);
         goto done;
     }
     rc = 0;
@@ -549,10 +578,11 @@ done:
     return rc;
 }
 
-static int open_npy(const char *path, sq_trace *t, char *err, size_t errlen)
+static int open_npy(const char *path, sq_trace *t, sq_error *err)
 {
     sq_npy a;
-    if (sq_npy_read(path, &a, err, errlen)) return -1;
+    int rc = sq_npy_read(path, &a, err);
+    if (rc) return rc;
     t->params = calloc(1, sizeof *t->params);
     t->steps = malloc(sizeof *t->steps);
     const char *b = base_name(path);
@@ -562,8 +592,7 @@ static int open_npy(const char *path, sq_trace *t, char *err, size_t errlen)
     if (!t->steps || !name) {
         free(name);
         sq_npy_free(&a);
-        sq_set_err(err, errlen, "%s: out of memory", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     }
     t->params[0].name = name;
     t->params[0].ndim = a.ndim;
@@ -578,56 +607,53 @@ static int open_npy(const char *path, sq_trace *t, char *err, size_t errlen)
     return 0;
 }
 
-int sq_trace_open(const char *path, sq_trace *t, char *err, size_t errlen)
+int sq_trace_open(const char *path, sq_trace *t, sq_error *err)
 {
     memset(t, 0, sizeof *t);
     if (!path || !*path) {
-        sq_set_err(err, errlen, "(empty): no trace given");
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "(empty): no trace given");
     }
     t->path = strdup(path);
     if (!t->path) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     }
     struct stat st;
-    if (stat(path, &st) != 0) {
-        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        sq_trace_close(t);
-        return -1;
-    }
     int rc;
+    if (stat(path, &st) != 0) {
+        rc = sq_error_set(err, errno == ENOENT ? SQ_ERR_NOTFOUND : SQ_ERR_IO, "%s: cannot open: %s",
+                          path, strerror(errno));
+        sq_trace_close(t);
+        return rc;
+    }
     if (S_ISDIR(st.st_mode)) {
         t->kind = SQ_TRACE_DIR;
-        rc = open_dir(path, t, err, errlen);
+        rc = open_dir(path, t, err);
     } else {
         /* A .npy file starts with its magic; everything else is read as
         ** safetensors. Both are read again for each step, so a pipe (read
         ** once) cannot be a trace: only a regular file. */
         unsigned char magic[6] = {0};
         sq_input in;
-        FILE *f = sq_input_fopen(path, 0, &in, err, errlen);
-        if (!f) {
+        if ((rc = sq_input_open(path, 0, &in, err)) != 0) {
             sq_trace_close(t);
-            return -1;
+            return rc;
         }
-        size_t got = fread(magic, 1, sizeof magic, f);
-        fclose(f);
+        ssize_t got = read(in.fd, magic, sizeof magic);
+        close(in.fd);
         t->workers = 1;
         t->has_weights = 0;
         t->nsteps = 1;
         if (got == 6 && memcmp(magic, "\x93NUMPY", 6) == 0) {
             t->kind = SQ_TRACE_NPY;
-            rc = open_npy(path, t, err, errlen);
+            rc = open_npy(path, t, err);
         } else {
             t->kind = SQ_TRACE_SAFETENSORS;
-            rc = open_safetensors(path, t, err, errlen);
+            rc = open_safetensors(path, t, err);
         }
         if (rc == 0) t->steps[0] = 0;
         const char *dup; /* names from one file are unique already */
         if (rc == 0 && index_params(t, &dup) < 0) {
-            sq_set_err(err, errlen, "%s: out of memory", path);
-            rc = -1;
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         }
     }
     if (rc) sq_trace_close(t);
@@ -655,39 +681,38 @@ void sq_trace_step_close(sq_trace_step *s)
 }
 
 /* Maps one file of the step and finds the params' entries in it. */
-static int open_step_file(sq_trace_step *s, int worker, char *err, size_t errlen)
+static int open_step_file(sq_trace_step *s, int worker, sq_error *err)
 {
     const sq_trace *t = s->trace;
     sq_st_file *f = worker < 0 ? &s->weights : &s->grads[worker];
     const sq_st_entry **ent = worker < 0 ? s->wentry : s->gentry + (size_t)worker * t->nparams;
     char *fname = t->kind == SQ_TRACE_DIR ? sq_trace_step_file(t->path, s->step, worker) : strdup(t->path);
     if (!fname) {
-        sq_set_err(err, errlen, "%s: out of memory", t->path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
     }
-    int rc = sq_st_open(fname, f, err, errlen);
+    int rc = sq_st_open(fname, f, err);
     free(fname);
-    if (rc) return -1;
+    if (rc) return rc;
     /* sq_trace_open checked every file; this catches one changed since */
     for (size_t p = 0; p < t->nparams; p++) {
         ent[p] = sq_st_find(f, t->params[p].name);
         if (!ent[p] || !sq_st_dtype_is_float(ent[p]->dtype) || ent[p]->nelem != t->params[p].n) {
-            sq_set_err(err, errlen, "%s: tensor '%s': changed since the trace was opened",
-                       sq_trace_file_name(s, worker), t->params[p].name);
-            return -1;
+            return sq_error_set(err, SQ_ERR_FORMAT,
+                                "%s: tensor '%s': changed since the trace was opened",
+                                sq_trace_file_name(s, worker), t->params[p].name);
         }
     }
     return 0;
 }
 
-int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads,
-                       sq_trace_step *s, char *err, size_t errlen)
+int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads, sq_trace_step *s,
+                       sq_error *err)
 {
     memset(s, 0, sizeof *s);
+    int rc;
     if (index >= t->nsteps) {
-        sq_set_err(err, errlen, "%s: step index %zu: the trace has %zu steps", t->path, index,
-                   t->nsteps);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOTFOUND, "%s: step index %zu: the trace has %zu steps",
+                            t->path, index, t->nsteps);
     }
     s->trace = t;
     s->index = index;
@@ -695,12 +720,12 @@ int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads,
     if (t->kind == SQ_TRACE_NPY) {
         s->npy = calloc(1, sizeof *s->npy);
         if (!s->npy) {
-            sq_set_err(err, errlen, "%s: out of memory", t->path);
-            return -1;
+            return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
         }
-        if (sq_npy_read(t->path, s->npy, err, errlen)) goto fail;
+        if ((rc = sq_npy_read(t->path, s->npy, err)) != 0) goto fail;
         if (s->npy->n != t->params[0].n) {
-            sq_set_err(err, errlen, "%s: changed since the trace was opened", t->path);
+            rc =
+                sq_error_set(err, SQ_ERR_FORMAT, "%s: changed since the trace was opened", t->path);
             goto fail;
         }
         return 0;
@@ -709,17 +734,17 @@ int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads,
     s->gentry = calloc((size_t)t->workers * t->nparams, sizeof *s->gentry);
     s->wentry = calloc(t->nparams, sizeof *s->wentry);
     if (!s->grads || !s->gentry || !s->wentry) {
-        sq_set_err(err, errlen, "%s: out of memory", t->path);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
         goto fail;
     }
     s->ngrads = ngrads < t->workers ? ngrads : t->workers;
     s->has_weights = weights && t->has_weights;
     for (int w = s->has_weights ? -1 : 0; w < s->ngrads; w++)
-        if (open_step_file(s, w, err, errlen)) goto fail;
+        if ((rc = open_step_file(s, w, err)) != 0) goto fail;
     return 0;
 fail:
     sq_trace_step_close(s);
-    return -1;
+    return rc;
 }
 
 const char *sq_trace_file_name(const sq_trace_step *s, int worker)
@@ -735,18 +760,19 @@ const char *sq_trace_file_name(const sq_trace_step *s, int worker)
 }
 
 int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *out64,
-                  char *err, size_t errlen)
+                  sq_error *err)
 {
     const sq_trace *t = s->trace;
     int opened = s->npy ? worker == 0 : worker < 0 ? s->has_weights : worker < s->ngrads;
     if (p >= t->nparams || !opened) {
-        sq_set_err(err, errlen, "%s: step %u: no %s%d of param %zu was opened", t->path,
-                   (unsigned)s->step, worker < 0 ? "weights" : "gradient of worker ",
-                   worker < 0 ? 0 : worker, p);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: step %u: no %s%d of param %zu was opened",
+                            t->path, (unsigned)s->step,
+                            worker < 0 ? "weights" : "gradient of worker ", worker < 0 ? 0 : worker,
+                            p);
     }
+    int rc;
     if (s->npy) {
-        if (sq_npy_check_finite(t->path, s->npy, err, errlen)) return -1;
+        if ((rc = sq_npy_check_finite(t->path, s->npy, err)) != 0) return rc;
         uint64_t n = s->npy->n;
         if (out32) memcpy(out32, s->npy->data, n * sizeof *out32);
         if (out64)
@@ -755,18 +781,17 @@ int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *
     }
     const sq_st_file *f = worker < 0 ? &s->weights : &s->grads[worker];
     const sq_st_entry *e = worker < 0 ? s->wentry[p] : s->gentry[(size_t)worker * t->nparams + p];
-    int rc;
     if (out64) {
         /* one pass over the file: every fp32 value is the fp64 one rounded
         ** (exact but for F64, rounded to nearest as sq_st_to_f32 does) */
-        rc = sq_st_to_f64(f, e, out64, err, errlen);
+        rc = sq_st_to_f64(f, e, out64, err);
         if (rc == 0 && out32) {
             const uint64_t n = e->nelem;
 #pragma omp parallel for simd schedule(static) if (n > 65536)
             for (uint64_t i = 0; i < n; i++) out32[i] = (float)out64[i];
         }
     } else {
-        rc = out32 ? sq_st_to_f32(f, e, out32, err, errlen) : 0;
+        rc = out32 ? sq_st_to_f32(f, e, out32, err) : 0;
     }
     sq_st_release(f, e);
     return rc;

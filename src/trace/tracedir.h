@@ -19,8 +19,17 @@
 ** files (sq_trace_load), so memory stays bounded by the largest tensor, not
 ** by the trace.
 **
-** Errors: 0 on success, -1 with a sentence naming the file and the field in
-** err[0..errlen).
+** Errors: SQ_OK or a negative kind (shardq.h), with a sentence naming the
+** file and the field in err (when it is not NULL). The reader's kinds:
+** SQ_ERR_NOTFOUND for a trace, manifest, step file or tensor that is not
+** there (a step index past the end too), SQ_ERR_FORMAT for a manifest or
+** file that is malformed or disagrees with the manifest, SQ_ERR_CONFLICT
+** for a file of another trace (its trace_id), SQ_ERR_NONFINITE (or
+** SQ_ERR_RANGE) for values sq_trace_load refuses, SQ_ERR_IO, SQ_ERR_NOMEM.
+** The writer's: SQ_ERR_BUSY while another live process writes into the
+** directory, SQ_ERR_CONFLICT for a directory that holds something else (a
+** trace of another owner, files no trace has), SQ_ERR_ARG for calls out of
+** order or params it refuses, SQ_ERR_IO, SQ_ERR_NOMEM.
 */
 #ifndef SQ_TRACE_TRACEDIR_H
 #define SQ_TRACE_TRACEDIR_H
@@ -73,9 +82,11 @@ typedef struct sq_trace {
     const sq_trace_param **byname; /* private: params sorted by name */
 } sq_trace;
 
-int sq_trace_open(const char *path, sq_trace *t, char *err, size_t errlen);
+int sq_trace_open(const char *path, sq_trace *t, sq_error *err);
 void sq_trace_close(sq_trace *t);
-/* The index of the param called name, or -1 (a binary search). */
+/* The index of the param called name, or SQ_TRACE_NO_PARAM (-1) (a binary
+** search). */
+#define SQ_TRACE_NO_PARAM (-1)
 int sq_trace_param_index(const sq_trace *t, const char *name);
 /* The largest param's n. */
 uint64_t sq_trace_max_param(const sq_trace *t);
@@ -98,8 +109,8 @@ typedef struct sq_trace_step {
 /* Opens the weights (when weights is 1 and the trace has them) and the
 ** gradient files of workers 0 .. min(ngrads, workers) - 1: only what a
 ** caller will load. */
-int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads,
-                       sq_trace_step *s, char *err, size_t errlen);
+int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads, sq_trace_step *s,
+                       sq_error *err);
 void sq_trace_step_close(sq_trace_step *s);
 
 /* Param p of the weights (worker < 0) or of worker w's gradient, as fp32
@@ -108,7 +119,7 @@ void sq_trace_step_close(sq_trace_step *s);
 ** tensor's pages are dropped from memory afterwards. The file must have been
 ** opened by sq_trace_step_open. */
 int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *out64,
-                  char *err, size_t errlen);
+                  sq_error *err);
 /* The file that holds it, for messages. */
 const char *sq_trace_file_name(const sq_trace_step *s, int worker);
 
@@ -135,12 +146,12 @@ typedef struct sq_trace_writer sq_trace_writer;
 ** then also hold a trace of the same owner, finished or cut short: it is
 ** removed and written again, which is how a rerun resumes a capture that was
 ** killed. Without an owner, the id is random. */
-int sq_trace_writer_open(sq_trace_writer **w, const char *dir, int workers,
-                         const sq_trace_param *p, size_t np, sq_st_dtype dtype,
-                         const char *topo, const char *model, char *err, size_t errlen);
-int sq_trace_writer_open_as(sq_trace_writer **w, const char *dir, const char *owner,
-                            int workers, const sq_trace_param *p, size_t np, sq_st_dtype dtype,
-                            const char *topo, const char *model, char *err, size_t errlen);
+int sq_trace_writer_open(sq_trace_writer **w, const char *dir, int workers, const sq_trace_param *p,
+                         size_t np, sq_st_dtype dtype, const char *topo, const char *model,
+                         sq_error *err);
+int sq_trace_writer_open_as(sq_trace_writer **w, const char *dir, const char *owner, int workers,
+                            const sq_trace_param *p, size_t np, sq_st_dtype dtype, const char *topo,
+                            const char *model, sq_error *err);
 /* The id of the traces of owner (32 hexadecimal digits), which the manifest
 ** ("id") and the metadata of every file ("trace_id") carry. */
 void sq_trace_id_of(const char *owner, char id[SQ_TRACE_ID_MAX]);
@@ -151,13 +162,13 @@ uint64_t sq_fnv1a64(const void *p, size_t n, uint64_t h);
 /* Starts the file of step `step` (steps strictly increase across calls to
 ** begin with worker -1 or 0 ...): worker -1 is weights.safetensors, else
 ** grads-wWW.safetensors. Then put every param in order, then end. */
-int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, char *err, size_t errlen);
-int sq_trace_file_put(sq_trace_writer *w, const float *x, char *err, size_t errlen);
-int sq_trace_file_end(sq_trace_writer *w, char *err, size_t errlen);
+int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, sq_error *err);
+int sq_trace_file_put(sq_trace_writer *w, const float *x, sq_error *err);
+int sq_trace_file_end(sq_trace_writer *w, sq_error *err);
 /* Writes manifest.json (last, so that a trace cut short by a crash has
 ** none and is refused) listing the steps of which every file was written,
 ** and frees w. abort frees w and leaves what was written, without manifest. */
-int sq_trace_writer_close(sq_trace_writer *w, char *err, size_t errlen);
+int sq_trace_writer_close(sq_trace_writer *w, sq_error *err);
 void sq_trace_writer_abort(sq_trace_writer *w);
 
 #ifdef __cplusplus

@@ -12,7 +12,8 @@
 char *sq_trace_step_file(const char *dir, uint32_t step, int worker);
 /* dir/name, malloc'd. */
 char *sq_trace_join(const char *dir, const char *name);
-/* The product of shape[0..ndim) into *n; -1 when it overflows 64 bits. */
+/* The product of shape[0..ndim) into *n; SQ_ERR_RANGE when it overflows 64
+** bits. */
 int sq_trace_shape_product(const uint64_t *shape, int ndim, uint64_t *n);
 
 #endif

@@ -172,11 +172,12 @@ static int is_step_file(const char *n)
     return !strncmp(n, "weights.safetensors", 19) || !strncmp(n, "grads-w", 7);
 }
 
-/* Entries of dir besides . .. and the writer file; -1 when it cannot be read. */
+/* Entries of dir besides . .. and the writer file; SQ_ERR_IO (negative, errno
+** set) when it cannot be read. */
 static long count_entries(const char *dir)
 {
     DIR *d = opendir(dir);
-    if (!d) return -1;
+    if (!d) return SQ_ERR_IO;
     long n = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;)
         n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, WRITER_FILE);
@@ -187,12 +188,11 @@ static long count_entries(const char *dir)
 /* Removes the files of a trace from dir (dry: only checks that there is
 ** nothing else). A file no trace writer writes is never removed: it is
 ** named as the error. */
-static int remove_trace(const char *dir, int dry, char *err, size_t errlen)
+static int remove_trace(const char *dir, int dry, sq_error *err)
 {
     DIR *d = opendir(dir);
     if (!d) {
-        sq_set_err(err, errlen, "%s: cannot read: %s", dir, strerror(errno));
-        return -1;
+        return sq_error_set(err, SQ_ERR_IO, "%s: cannot read: %s", dir, strerror(errno));
     }
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
@@ -200,40 +200,35 @@ static int remove_trace(const char *dir, int dry, char *err, size_t errlen)
         if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, WRITER_FILE)) continue;
         char *path = sq_trace_join(dir, n);
         if (!path) {
-            sq_set_err(err, errlen, "%s: out of memory", dir);
-            rc = -1;
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", dir);
         } else if (!strncmp(n, "manifest.json", 13)) {
             if (!dry && unlink(path) != 0) {
-                sq_set_err(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
-                rc = -1;
+                rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
             }
         } else if (is_step_dir(n)) {
             DIR *sd = opendir(path);
             if (!sd) {
-                sq_set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-                rc = -1;
+                rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
             }
             for (struct dirent *f; rc == 0 && sd && (f = readdir(sd)) != NULL;) {
                 if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, "..")) continue;
                 char *fp = sq_trace_join(path, f->d_name);
                 if (!fp || !is_step_file(f->d_name)) {
-                    sq_set_err(err, errlen, "%s/%s: not a file of a trace: not removing it",
-                               path, f->d_name);
-                    rc = -1;
+                    rc = sq_error_set(err, SQ_ERR_CONFLICT,
+                                      "%s/%s: not a file of a trace: not removing it", path,
+                                      f->d_name);
                 } else if (!dry && unlink(fp) != 0) {
-                    sq_set_err(err, errlen, "%s: cannot remove: %s", fp, strerror(errno));
-                    rc = -1;
+                    rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot remove: %s", fp, strerror(errno));
                 }
                 free(fp);
             }
             if (sd) closedir(sd);
             if (rc == 0 && !dry && rmdir(path) != 0) {
-                sq_set_err(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
-                rc = -1;
+                rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
             }
         } else {
-            sq_set_err(err, errlen, "%s: not a file of a trace: not removing it", path);
-            rc = -1;
+            rc = sq_error_set(err, SQ_ERR_CONFLICT, "%s: not a file of a trace: not removing it",
+                              path);
         }
         free(path);
     }
@@ -260,24 +255,26 @@ static int may_write(const char *dir, const char *owner)
 ** live writer is refused, named by its pid), checks that the directory is
 ** empty or holds only a trace of this owner, finished or cut short (which
 ** is removed: the owner writes it again), and writes this writer's pid and
-** owner into the file. Returns the locked descriptor, or -1. */
-static int take_dir(const char *dir, const char *owner, char *err, size_t errlen)
+** owner into the file. The locked descriptor goes into *lock_fd. */
+static int take_dir(const char *dir, const char *owner, int *lock_fd, sq_error *err)
 {
+    int rc;
+    *lock_fd = -1;
     if (!may_write(dir, owner)) {
-        sq_set_err(err, errlen, "%s: cannot create the trace directory: it exists and is not "
-                   "empty", dir);
-        return -1;
+        return sq_error_set(err, SQ_ERR_CONFLICT,
+                            "%s: cannot create the trace directory: it exists and is not "
+                            "empty",
+                            dir);
     }
     char *lpath = sq_trace_join(dir, WRITER_FILE), *prev = NULL;
     int fd = -1, created = 0;
     if (!lpath) {
-        sq_set_err(err, errlen, "%s: out of memory", dir);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", dir);
     }
     for (int tries = 0;; tries++) {
         fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0) {
-            sq_set_err(err, errlen, "%s: cannot create: %s", lpath, strerror(errno));
+            rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot create: %s", lpath, strerror(errno));
             goto fail;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -287,10 +284,12 @@ static int take_dir(const char *dir, const char *owner, char *err, size_t errlen
             if (e == EWOULDBLOCK) {
                 char who[64] = "";
                 if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
-                sq_set_err(err, errlen, "%s: another process%s is writing a trace into this "
-                           "directory", dir, who);
+                rc = sq_error_set(err, SQ_ERR_BUSY,
+                                  "%s: another process%s is writing a trace into this "
+                                  "directory",
+                                  dir, who);
             } else {
-                sq_set_err(err, errlen, "%s: cannot lock: %s", lpath, strerror(e));
+                rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot lock: %s", lpath, strerror(e));
             }
             goto fail;
         }
@@ -302,7 +301,7 @@ static int take_dir(const char *dir, const char *owner, char *err, size_t errlen
         close(fd);
         fd = -1;
         if (tries == 10) {
-            sq_set_err(err, errlen, "%s: cannot lock: it keeps being replaced", lpath);
+            rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot lock: it keeps being replaced", lpath);
             goto fail;
         }
     }
@@ -321,40 +320,44 @@ static int take_dir(const char *dir, const char *owner, char *err, size_t errlen
     }
     if (n != 0 && !ours) {
         if (n < 0)
-            sq_set_err(err, errlen, "%s: cannot read: %s", dir, strerror(errno));
+            rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot read: %s", dir, strerror(errno));
         else if (prev)
-            sq_set_err(err, errlen, "%s: holds the unfinished trace of another writer (pid %ld%s"
-                       "%s%s, which stopped before the end): remove the directory, or write "
-                       "the trace elsewhere", dir, pid, *prev ? ", '" : "", prev,
-                       *prev ? "'" : "");
+            rc = sq_error_set(err, SQ_ERR_CONFLICT,
+                              "%s: holds the unfinished trace of another writer (pid %ld%s"
+                              "%s%s, which stopped before the end): remove the directory, or write "
+                              "the trace elsewhere",
+                              dir, pid, *prev ? ", '" : "", prev, *prev ? "'" : "");
         else
-            sq_set_err(err, errlen, "%s: cannot create the trace directory: it exists and is "
-                       "not empty", dir);
+            rc = sq_error_set(err, SQ_ERR_CONFLICT,
+                              "%s: cannot create the trace directory: it exists and is "
+                              "not empty",
+                              dir);
         goto fail;
     }
-    if (n > 0 && remove_trace(dir, 1, err, errlen)) goto fail;
+    if (n > 0 && (rc = remove_trace(dir, 1, err)) != 0) goto fail;
     char head[32];
     int hl = snprintf(head, sizeof head, "pid %ld\n", (long)getpid());
     const char *o = owner ? owner : "";
     if (ftruncate(fd, 0) != 0 || pwrite(fd, head, (size_t)hl, 0) != hl ||
         pwrite(fd, o, strlen(o), hl) != (ssize_t)strlen(o) ||
         pwrite(fd, "\n", 1, hl + (off_t)strlen(o)) != 1) {
-        sq_set_err(err, errlen, "%s: cannot write: %s", lpath, strerror(errno));
+        rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot write: %s", lpath, strerror(errno));
         goto fail;
     }
     /* from here the file names this writer, and stays if it fails */
     created = 0;
     /* the trace of this owner that was there is written again from the start */
-    if (n > 0 && remove_trace(dir, 0, err, errlen)) goto fail;
+    if (n > 0 && (rc = remove_trace(dir, 0, err)) != 0) goto fail;
     free(prev);
     free(lpath);
-    return fd;
+    *lock_fd = fd;
+    return SQ_OK;
 fail:
     if (created) unlink(lpath); /* refused: leave nothing behind */
     if (fd >= 0) close(fd);
     free(prev);
     free(lpath);
-    return -1;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -362,47 +365,43 @@ fail:
 /* ------------------------------------------------------------------------ */
 
 int sq_trace_writer_open(sq_trace_writer **out, const char *dir, int workers,
-                         const sq_trace_param *p, size_t np, sq_st_dtype dtype,
-                         const char *topo, const char *model, char *err, size_t errlen)
+                         const sq_trace_param *p, size_t np, sq_st_dtype dtype, const char *topo,
+                         const char *model, sq_error *err)
 {
-    return sq_trace_writer_open_as(out, dir, NULL, workers, p, np, dtype, topo, model, err,
-                                   errlen);
+    return sq_trace_writer_open_as(out, dir, NULL, workers, p, np, dtype, topo, model, err);
 }
 
-int sq_trace_writer_open_as(sq_trace_writer **out, const char *dir, const char *owner,
-                            int workers, const sq_trace_param *p, size_t np, sq_st_dtype dtype,
-                            const char *topo, const char *model, char *err, size_t errlen)
+int sq_trace_writer_open_as(sq_trace_writer **out, const char *dir, const char *owner, int workers,
+                            const sq_trace_param *p, size_t np, sq_st_dtype dtype, const char *topo,
+                            const char *model, sq_error *err)
 {
     *out = NULL;
     if (workers < 1 || workers > SQ_TRACE_MAX_WORKERS) {
-        sq_set_err(err, errlen, "%s: workers: %d is not from 1 to %d", dir, workers,
-                   SQ_TRACE_MAX_WORKERS);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: workers: %d is not from 1 to %d", dir, workers,
+                            SQ_TRACE_MAX_WORKERS);
     }
     if (np == 0) {
-        sq_set_err(err, errlen, "%s: no params to write", dir);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no params to write", dir);
     }
     if (topo) {
         int k = 0, g = 0, used = 0;
         if (sscanf(topo, "%dx%d%n", &k, &g, &used) != 2 || topo[used] || k < 1 || g < 1 ||
             (long)k * g != workers || strlen(topo) >= sizeof ((sq_trace *)0)->topo) {
-            sq_set_err(err, errlen, "%s: field 'topology': '%s' is not \"KxG\" with K * G = "
-                       "workers (%d)", dir, topo, workers);
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG,
+                                "%s: field 'topology': '%s' is not \"KxG\" with K * G = "
+                                "workers (%d)",
+                                dir, topo, workers);
         }
     }
     if (!sq_st_dtype_is_float(dtype)) {
-        sq_set_err(err, errlen, "%s: dtype %s: a trace holds F32, F16, BF16 or F64", dir,
-                   sq_st_dtype_name(dtype) ? sq_st_dtype_name(dtype) : "?");
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: dtype %s: a trace holds F32, F16, BF16 or F64",
+                            dir, sq_st_dtype_name(dtype) ? sq_st_dtype_name(dtype) : "?");
     }
     for (size_t i = 0; i < np; i++) {
         uint64_t n;
         if (!p[i].name || !*p[i].name || p[i].ndim < 0 || p[i].ndim > SQ_ST_MAXDIM ||
             sq_trace_shape_product(p[i].shape, p[i].ndim, &n)) {
-            sq_set_err(err, errlen, "%s: param %zu: invalid name or shape", dir, i);
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG, "%s: param %zu: invalid name or shape", dir, i);
         }
     }
     if (np > 1) { /* by sorting: a model of 100k params is no quadratic wait */
@@ -413,23 +412,23 @@ int sq_trace_writer_open_as(sq_trace_writer **out, const char *dir, const char *
             for (size_t i = 0; i < np; i++) names[i] = p[i].name;
             dup = sq_dup_string(names, np, &oom);
         }
-        if (oom) sq_set_err(err, errlen, "%s: out of memory", dir);
-        else if (dup) sq_set_err(err, errlen, "%s: param '%s' given twice", dir, dup);
+        int rc = oom   ? sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", dir)
+                 : dup ? sq_error_set(err, SQ_ERR_ARG, "%s: param '%s' given twice", dir, dup)
+                       : SQ_OK;
         free(names);
-        if (oom || dup) return -1;
+        if (rc) return rc;
     }
     make_parents(dir);
     if (mkdir(dir, 0777) != 0) {
         int e = errno;
         struct stat st;
         if (e != EEXIST || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            sq_set_err(err, errlen, "%s: cannot create the trace directory: %s", dir,
-                       e == EEXIST ? "it exists and is not a directory" : strerror(e));
-            return -1;
+            return sq_error_set(err, SQ_ERR_IO, "%s: cannot create the trace directory: %s", dir,
+                                e == EEXIST ? "it exists and is not a directory" : strerror(e));
         }
     }
-    int fd = take_dir(dir, owner, err, errlen);
-    if (fd < 0) return -1;
+    int fd, rc = take_dir(dir, owner, &fd, err);
+    if (rc) return rc;
     sq_trace_writer *w = calloc(1, sizeof *w);
     if (!w) {
         close(fd);
@@ -461,8 +460,7 @@ int sq_trace_writer_open_as(sq_trace_writer **out, const char *dir, const char *
     return 0;
 oom:
     sq_trace_writer_abort(w);
-    sq_set_err(err, errlen, "%s: out of memory", dir);
-    return -1;
+    return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", dir);
 }
 
 void sq_trace_writer_abort(sq_trace_writer *w)
@@ -485,26 +483,24 @@ void sq_trace_writer_abort(sq_trace_writer *w)
 
 /* The step under way is complete: every gradient file, and the weights
 ** file if the steps have one. */
-static int finish_step(sq_trace_writer *w, char *err, size_t errlen)
+static int finish_step(sq_trace_writer *w, sq_error *err)
 {
     if (!w->cur_open) return 0;
     if (w->cur_next_worker != w->workers) {
-        sq_set_err(err, errlen, "%s: step %u: grads-w%02d.safetensors was not written", w->dir,
-                   (unsigned)w->cur_step, w->cur_next_worker);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: step %u: grads-w%02d.safetensors was not written",
+                            w->dir, (unsigned)w->cur_step, w->cur_next_worker);
     }
     if (w->weights_seen >= 0 && w->weights_seen != w->cur_weights) {
-        sq_set_err(err, errlen, "%s: step %u: %s weights.safetensors, unlike the steps before",
-                   w->dir, (unsigned)w->cur_step, w->cur_weights ? "has" : "lacks");
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "%s: step %u: %s weights.safetensors, unlike the steps before", w->dir,
+                            (unsigned)w->cur_step, w->cur_weights ? "has" : "lacks");
     }
     w->weights_seen = w->cur_weights;
     if (w->nsteps == w->capsteps) {
         size_t cap = w->capsteps ? 2 * w->capsteps : 16;
         uint32_t *p = realloc(w->steps, cap * sizeof *p);
         if (!p) {
-            sq_set_err(err, errlen, "%s: out of memory", w->dir);
-            return -1;
+            return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", w->dir);
         }
         w->steps = p;
         w->capsteps = cap;
@@ -514,36 +510,34 @@ static int finish_step(sq_trace_writer *w, char *err, size_t errlen)
     return 0;
 }
 
-int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, char *err, size_t errlen)
+int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, sq_error *err)
 {
+    int rc;
     if (w->file) {
-        sq_set_err(err, errlen, "%s: a file is still being written", w->dir);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: a file is still being written", w->dir);
     }
     if (worker < -1 || worker >= w->workers) {
-        sq_set_err(err, errlen, "%s: worker %d: the trace has %d", w->dir, worker, w->workers);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: worker %d: the trace has %d", w->dir, worker,
+                            w->workers);
     }
     if (!w->cur_open || step != w->cur_step) {
         if (w->cur_open && step < w->cur_step) {
-            sq_set_err(err, errlen, "%s: step %u after step %u: steps must increase", w->dir,
-                       (unsigned)step, (unsigned)w->cur_step);
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG, "%s: step %u after step %u: steps must increase",
+                                w->dir, (unsigned)step, (unsigned)w->cur_step);
         }
-        if (finish_step(w, err, errlen)) return -1;
+        if ((rc = finish_step(w, err)) != 0) return rc;
         if (w->nsteps && step <= w->steps[w->nsteps - 1]) {
-            sq_set_err(err, errlen, "%s: step %u after step %u: steps must increase", w->dir,
-                       (unsigned)step, (unsigned)w->steps[w->nsteps - 1]);
-            return -1;
+            return sq_error_set(err, SQ_ERR_ARG, "%s: step %u after step %u: steps must increase",
+                                w->dir, (unsigned)step, (unsigned)w->steps[w->nsteps - 1]);
         }
         char sdir[64];
         snprintf(sdir, sizeof sdir, "step-%06u", (unsigned)step);
         char *path = sq_trace_join(w->dir, sdir);
         if (!path || (mkdir(path, 0777) != 0 && errno != EEXIST)) {
-            sq_set_err(err, errlen, "%s: cannot create: %s", path ? path : w->dir,
-                       strerror(errno));
+            rc = path ? sq_error_set(err, SQ_ERR_IO, "%s: cannot create: %s", path, strerror(errno))
+                      : sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", w->dir);
             free(path);
-            return -1;
+            return rc;
         }
         free(path);
         w->cur_open = 1;
@@ -552,18 +546,18 @@ int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, char *err
         w->cur_next_worker = 0;
     }
     if (worker < 0 ? (w->cur_weights || w->cur_next_worker > 0) : worker != w->cur_next_worker) {
-        sq_set_err(err, errlen, "%s: step %u: files must come as weights, then grads-w00, w01, "
-                   "... (got %s%d)", w->dir, (unsigned)step, worker < 0 ? "weights" : "worker ",
-                   worker < 0 ? 0 : worker);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "%s: step %u: files must come as weights, then grads-w00, w01, "
+                            "... (got %s%d)",
+                            w->dir, (unsigned)step, worker < 0 ? "weights" : "worker ",
+                            worker < 0 ? 0 : worker);
     }
     char *fname = sq_trace_step_file(w->dir, step, worker);
     sq_st_tensor *t = calloc(w->nparams, sizeof *t);
     if (!fname || !t) {
         free(fname);
         free(t);
-        sq_set_err(err, errlen, "%s: out of memory", w->dir);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", w->dir);
     }
     for (size_t i = 0; i < w->nparams; i++) {
         t[i].name = w->params[i].name;
@@ -574,23 +568,23 @@ int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, char *err
     char step_text[16];
     snprintf(step_text, sizeof step_text, "%u", (unsigned)step);
     sq_st_kv meta[3] = {{"format", SQ_TRACE_FORMAT}, {"step", step_text}, {"trace_id", w->id}};
-    int rc = sq_st_writer_open(&w->file, fname, t, w->nparams, meta, 3, err, errlen);
+    rc = sq_st_writer_open(&w->file, fname, t, w->nparams, meta, 3, err);
     free(fname);
     free(t);
     if (rc) {
         w->file = NULL;
-        return -1;
+        return rc;
     }
     w->file_worker = worker;
     w->next_param = 0;
     return 0;
 }
 
-int sq_trace_file_put(sq_trace_writer *w, const float *x, char *err, size_t errlen)
+int sq_trace_file_put(sq_trace_writer *w, const float *x, sq_error *err)
 {
+    int rc;
     if (!w->file || w->next_param >= w->nparams) {
-        sq_set_err(err, errlen, "%s: no tensor is expected now", w->dir);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no tensor is expected now", w->dir);
     }
     uint64_t n = w->params[w->next_param].n;
     size_t isz = sq_st_dtype_size(w->dtype);
@@ -606,27 +600,26 @@ int sq_trace_file_put(sq_trace_writer *w, const float *x, char *err, size_t errl
             break;
         default: break;
         }
-        if (sq_st_writer_put(w->file, src, (uint64_t)m * isz, err, errlen)) return -1;
+        if ((rc = sq_st_writer_put(w->file, src, (uint64_t)m * isz, err)) != 0) return rc;
     }
     w->next_param++;
     return 0;
 }
 
-int sq_trace_file_end(sq_trace_writer *w, char *err, size_t errlen)
+int sq_trace_file_end(sq_trace_writer *w, sq_error *err)
 {
+    int rc;
     if (!w->file) {
-        sq_set_err(err, errlen, "%s: no file is being written", w->dir);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no file is being written", w->dir);
     }
     sq_st_writer *f = w->file;
     w->file = NULL;
     if (w->next_param != w->nparams) {
         sq_st_writer_abort(f);
-        sq_set_err(err, errlen, "%s: step %u: %zu of %zu params written", w->dir,
-                   (unsigned)w->cur_step, w->next_param, w->nparams);
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "%s: step %u: %zu of %zu params written", w->dir,
+                            (unsigned)w->cur_step, w->next_param, w->nparams);
     }
-    if (sq_st_writer_commit(f, err, errlen)) return -1;
+    if ((rc = sq_st_writer_commit(f, err)) != 0) return rc;
     if (w->file_worker < 0)
         w->cur_weights = 1;
     else
@@ -634,18 +627,18 @@ int sq_trace_file_end(sq_trace_writer *w, char *err, size_t errlen)
     return 0;
 }
 
-int sq_trace_writer_close(sq_trace_writer *w, char *err, size_t errlen)
+int sq_trace_writer_close(sq_trace_writer *w, sq_error *err)
 {
-    int rc = -1;
+    int rc;
     char *text = NULL, *mpath = NULL;
     cJSON *root = NULL;
     if (w->file) {
-        sq_set_err(err, errlen, "%s: a file is still being written", w->dir);
+        rc = sq_error_set(err, SQ_ERR_ARG, "%s: a file is still being written", w->dir);
         goto done;
     }
-    if (finish_step(w, err, errlen)) goto done;
+    if ((rc = finish_step(w, err)) != 0) goto done;
     if (w->nsteps == 0) {
-        sq_set_err(err, errlen, "%s: no step was written", w->dir);
+        rc = sq_error_set(err, SQ_ERR_ARG, "%s: no step was written", w->dir);
         goto done;
     }
     root = cJSON_CreateObject();
@@ -678,14 +671,14 @@ int sq_trace_writer_close(sq_trace_writer *w, char *err, size_t errlen)
     text = cJSON_Print(root);
     mpath = sq_trace_join(w->dir, "manifest.json");
     if (!text || !mpath) {
-        sq_set_err(err, errlen, "%s: out of memory", w->dir);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", w->dir);
         goto done;
     }
     sq_wfile f;
-    if (sq_wfile_open(&f, mpath, err, errlen)) goto done;
+    if ((rc = sq_wfile_open(&f, mpath, err)) != 0) goto done;
     sq_wfile_write(&f, text, strlen(text));
     sq_wfile_write(&f, "\n", 1);
-    rc = sq_wfile_commit(&f, err, errlen);
+    rc = sq_wfile_commit(&f, err);
     if (rc == 0) {
         /* finished: no writer file, and the lock goes with it */
         char *lpath = sq_trace_join(w->dir, WRITER_FILE);

@@ -21,23 +21,22 @@ void sq_set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-int sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen)
+int sq_wfile_open(sq_wfile *w, const char *path, sq_error *err)
 {
     memset(w, 0, sizeof *w);
     if (!path || !*path) {
-        sq_set_err(err, errlen, "empty output file name");
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "empty output file name");
     }
     w->path = strdup(path);
     if (!w->path) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     }
     struct stat st, lst;
     int exists = stat(path, &st) == 0;
     int link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    int rc;
     if (exists && S_ISDIR(st.st_mode)) {
-        sq_set_err(err, errlen, "%s: is a directory", path);
+        rc = sq_error_set(err, SQ_ERR_IO, "%s: is a directory", path);
         goto fail;
     }
     if (link || (exists && !S_ISREG(st.st_mode))) {
@@ -46,7 +45,8 @@ int sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen)
         ** through it, in place. */
         w->f = fopen(path, "wb");
         if (!w->f) {
-            sq_set_err(err, errlen, "%s: cannot open for writing: %s", path, strerror(errno));
+            rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot open for writing: %s", path,
+                              strerror(errno));
             goto fail;
         }
         return 0;
@@ -54,7 +54,7 @@ int sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen)
     size_t tlen = strlen(path) + 48;
     w->tmp = malloc(tlen);
     if (!w->tmp) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
     }
     static unsigned counter;
@@ -65,14 +65,14 @@ int sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen)
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
-        sq_set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
         goto fail;
     }
     /* Keep the permissions of the file we replace. */
     if (exists) (void)fchmod(fd, st.st_mode & 07777);
     w->f = fdopen(fd, "wb");
     if (!w->f) {
-        sq_set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
         close(fd);
         unlink(w->tmp);
         goto fail;
@@ -82,7 +82,7 @@ fail:
     free(w->tmp);
     free(w->path);
     memset(w, 0, sizeof *w);
-    return -1;
+    return rc;
 }
 
 void sq_wfile_write(sq_wfile *w, const void *buf, size_t len)
@@ -107,11 +107,10 @@ void sq_wfile_abort(sq_wfile *w)
     wfile_release(w);
 }
 
-int sq_wfile_commit(sq_wfile *w, char *err, size_t errlen)
+int sq_wfile_commit(sq_wfile *w, sq_error *err)
 {
     if (!w || !w->path || !w->f) {
-        sq_set_err(err, errlen, "internal error: output file not open");
-        return -1;
+        return sq_error_set(err, SQ_ERR_ARG, "internal error: output file not open");
     }
     int e = w->err_no;
     errno = 0;
@@ -121,16 +120,17 @@ int sq_wfile_commit(sq_wfile *w, char *err, size_t errlen)
     if (fclose(w->f) != 0 && !e) e = errno ? errno : EIO;
     w->f = NULL;
     if (e) {
-        sq_set_err(err, errlen, "%s: write failed: %s", w->path, strerror(e));
+        int rc = sq_error_set(err, SQ_ERR_IO, "%s: write failed: %s", w->path, strerror(e));
         if (w->tmp) unlink(w->tmp);
         wfile_release(w);
-        return -1;
+        return rc;
     }
     if (w->tmp && rename(w->tmp, w->path) != 0) {
-        sq_set_err(err, errlen, "%s: cannot replace it: %s", w->path, strerror(errno));
+        int rc =
+            sq_error_set(err, SQ_ERR_IO, "%s: cannot replace it: %s", w->path, strerror(errno));
         unlink(w->tmp);
         wfile_release(w);
-        return -1;
+        return rc;
     }
     wfile_release(w);
     return 0;

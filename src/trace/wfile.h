@@ -11,6 +11,8 @@
 #ifndef SQ_TRACE_WFILE_H
 #define SQ_TRACE_WFILE_H
 
+#include "shardq.h"
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -26,7 +28,9 @@ extern "C" {
 ** when it exists and is not a regular file, or is a symbolic link); sq_wfile_write appends bytes
 ** (a failure is remembered and reported by commit); sq_wfile_commit flushes,
 ** syncs, closes and renames it over path; sq_wfile_abort throws it away.
-** After open succeeds, exactly one of commit or abort must be called. */
+** After open succeeds, exactly one of commit or abort must be called. Both
+** fail with SQ_ERR_IO naming the file and the reason (SQ_ERR_ARG for an
+** empty name, SQ_ERR_NOMEM). */
 typedef struct sq_wfile {
     FILE *f;
     char *path;   /* the target */
@@ -34,12 +38,14 @@ typedef struct sq_wfile {
     int err_no;   /* the first errno of a failed write, 0 when none */
 } sq_wfile;
 
-int  sq_wfile_open(sq_wfile *w, const char *path, char *err, size_t errlen);
+int sq_wfile_open(sq_wfile *w, const char *path, sq_error *err);
 void sq_wfile_write(sq_wfile *w, const void *buf, size_t len);
-int  sq_wfile_commit(sq_wfile *w, char *err, size_t errlen);
+int sq_wfile_commit(sq_wfile *w, sq_error *err);
 void sq_wfile_abort(sq_wfile *w);
 
-/* Formats an error sentence into err[0..errlen), when err is not NULL. */
+/* Formats an error sentence into err[0..errlen), when err is not NULL: the
+** older convention, for the modules that still speak it (the trace module
+** itself returns kinds and writes an sq_error). */
 void sq_set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

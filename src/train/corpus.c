@@ -37,7 +37,9 @@ static int read_text_file(const char *path, off_t size, text_buf *b, char *err, 
 {
     /* opened without blocking: a FIFO put in its place since stat() is refused */
     sq_input in;
-    FILE *f = sq_input_fopen(path, 0, &in, err, errlen);
+    sq_error te = {0};
+    FILE *f = sq_input_fopen(path, 0, &in, &te);
+    if (!f) sq_set_err(err, errlen, "%s", sq_error_message(&te));
     if (!f) return -1;
     if (buf_reserve(b, (size_t)size + 1)) {
         fclose(f);

@@ -245,10 +245,13 @@ static int read_weights(train_state *s, char *err, size_t errlen)
 static int capture_file(train_state *s, uint32_t step, int worker, float *const *x, char *err,
                         size_t errlen)
 {
-    if (sq_trace_file_begin(s->tw, step, worker, err, errlen)) return -1;
-    for (size_t p = 0; p < s->np; p++)
-        if (sq_trace_file_put(s->tw, x[p], err, errlen)) return -1;
-    return sq_trace_file_end(s->tw, err, errlen);
+    sq_error te = {0};
+    int rc = sq_trace_file_begin(s->tw, step, worker, &te);
+    for (size_t p = 0; !rc && p < s->np; p++)
+        rc = sq_trace_file_put(s->tw, x[p], &te);
+    if (!rc) rc = sq_trace_file_end(s->tw, &te);
+    if (rc) sq_set_err(err, errlen, "%s", sq_error_message(&te));
+    return rc ? -1 : 0;
 }
 
 /* Mean loss over the validation sequences at the current w-hat. */
@@ -443,16 +446,23 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
             }
             char topo[32];
             snprintf(topo, sizeof topo, "%dx%d", c->topo.nodes, c->topo.per_node);
+            sq_error te = {0};
             rc = sq_trace_writer_open_as(&s.tw, c->capture, c->capture_owner, s.N, tp, s.np,
-                                         SQ_ST_F32, topo, c->capture_model, err, errlen);
-            if (rc) s.tw = NULL;
+                                         SQ_ST_F32, topo, c->capture_model, &te);
+            if (rc) {
+                sq_set_err(err, errlen, "%s", sq_error_message(&te));
+                rc = -1;
+                s.tw = NULL;
+            }
             free(tp);
         }
     }
     if (!rc) rc = train_loop(&s, err, errlen);
     if (!rc && s.tw) {
         double tc = sq_clock_s();
-        rc = sq_trace_writer_close(s.tw, err, errlen);
+        sq_error te = {0};
+        rc = sq_trace_writer_close(s.tw, &te) ? -1 : 0;
+        if (rc) sq_set_err(err, errlen, "%s", sq_error_message(&te));
         s.tw = NULL;
         out->time[SQ_TT_CAPTURE] += sq_clock_s() - tc;
     }

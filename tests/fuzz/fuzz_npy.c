@@ -28,8 +28,9 @@ static void require(int cond, const char *what)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sq_npy a;
-    char err[512] = "";
-    if (sq_npy_parse(NAME, data, size, &a, err, sizeof err) != 0) {
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    if (sq_npy_parse(NAME, data, size, &a, &err_) != 0) {
         require(strncmp(err, NAME ": ", strlen(NAME ": ")) == 0,
                 "an error message does not start with the file name");
         require(a.data == NULL, "a failed parse left data behind");
@@ -43,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t first = UINT64_MAX;
     for (uint64_t i = 0; i < a.n && first == UINT64_MAX; i++)
         if (!isfinite(a.data[i])) first = i;
-    int rc = sq_npy_check_finite(NAME, &a, err, sizeof err);
+    int rc = sq_npy_check_finite(NAME, &a, &err_);
     require((rc != 0) == (first != UINT64_MAX), "check_finite disagrees with a plain scan");
     if (rc) {
         char want[64];

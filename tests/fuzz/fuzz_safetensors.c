@@ -33,9 +33,10 @@ static void convert_both(const sq_st_file *f, const sq_st_entry *e)
     float *o32 = malloc(n ? n * sizeof *o32 : 1);
     double *o64 = malloc(n ? n * sizeof *o64 : 1);
     require(o32 && o64, "out of memory");
-    char err32[512] = "", err64[512] = "";
-    int r32 = sq_st_to_f32(f, e, o32, err32, sizeof err32);
-    int r64 = sq_st_to_f64(f, e, o64, err64, sizeof err64);
+    sq_error e32 = {0}, e64 = {0};
+    char *err32 = e32.msg, *err64 = e64.msg;
+    int r32 = sq_st_to_f32(f, e, o32, &e32);
+    int r64 = sq_st_to_f64(f, e, o64, &e64);
     require((r32 != 0) == (r64 != 0), "to_f32 and to_f64 disagree on success");
     if (r32) {
         require(strcmp(err32, err64) == 0, "to_f32 and to_f64 give different messages");
@@ -54,8 +55,9 @@ static void convert_both(const sq_st_file *f, const sq_st_entry *e)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sq_st_file f;
-    char err[512] = "";
-    if (sq_st_parse(NAME, data, size, &f, err, sizeof err) != 0) {
+    sq_error err_ = {0};
+    char *err = err_.msg;
+    if (sq_st_parse(NAME, data, size, &f, &err_) != 0) {
         require(strncmp(err, NAME ": ", strlen(NAME ": ")) == 0,
                 "an error message does not start with the file name");
         require(f.tensors == NULL && f.ntensors == 0, "a failed parse left tensors behind");

@@ -59,7 +59,8 @@ cjson=$(pkg-config --cflags --libs libcjson 2>/dev/null || echo -lcjson)
 # ignored, which is what one core per harness wants anyway.
 CFLAGS_FUZZ="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-source-uses-openmp
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-SOURCES="src/trace/safetensors.c src/trace/npy.c src/trace/input.c src/trace/wfile.c src/core/dtype.c"
+SOURCES="src/trace/safetensors.c src/trace/npy.c src/trace/input.c src/trace/wfile.c src/core/dtype.c
+  src/core/error.c"
 
 build() {
     # shellcheck disable=SC2086

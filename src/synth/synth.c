@@ -1,8 +1,7 @@
 /*
 ** synth.c -- synthetic weights and gradients (synth.h).
 */
-#include "synth.h"
-#include "shardq.h"
+#include "synth/synth.h"
 
 #include <math.h>
 #include <string.h>
@@ -11,17 +10,18 @@
 #define SITE_SYNTH_WEIGHTS 200
 #define SITE_SYNTH_GRADS 201
 
-int synth_parse_kind(const char *name)
+int sq_synth_parse_kind(const char *name)
 {
-    if (!strcmp(name, "normal")) return SYNTH_NORMAL;
-    if (!strcmp(name, "heavy")) return SYNTH_HEAVY;
-    if (!strcmp(name, "outliers")) return SYNTH_OUTLIERS;
-    return -1;
+    if (!name) return SQ_ERR_SPEC;
+    if (!strcmp(name, "normal")) return SQ_SYNTH_NORMAL;
+    if (!strcmp(name, "heavy")) return SQ_SYNTH_HEAVY;
+    if (!strcmp(name, "outliers")) return SQ_SYNTH_OUTLIERS;
+    return SQ_ERR_SPEC;
 }
 
-const char *synth_kind_name(int kind)
+const char *sq_synth_kind_name(int kind)
 {
-    return kind == SYNTH_HEAVY ? "heavy" : kind == SYNTH_OUTLIERS ? "outliers" : "normal";
+    return kind == SQ_SYNTH_HEAVY ? "heavy" : kind == SQ_SYNTH_OUTLIERS ? "outliers" : "normal";
 }
 
 /* n standard normals (Box-Muller over pairs of Philox uniforms). */
@@ -36,21 +36,21 @@ static void normals(uint64_t seed, uint32_t step, uint32_t worker, uint32_t site
     }
 }
 
-void synth_weights(uint64_t seed, float *w, uint64_t n, float *u)
+void sq_synth_weights(uint64_t seed, float *w, uint64_t n, float *u)
 {
     normals(seed, 0, 0, SITE_SYNTH_WEIGHTS, w, n, u);
     for (uint64_t i = 0; i < n; i++) w[i] *= 0.02f;
 }
 
-void synth_grad_stream(uint64_t seed, uint32_t stream, uint32_t step, int r, int kind,
-                       uint64_t n, float *g, float *tmp, float *u)
+void sq_synth_grad_stream(uint64_t seed, uint32_t stream, uint32_t step, int r, int kind,
+                          uint64_t n, float *g, float *tmp, float *u)
 {
     /* stream s > 0 moves the seed, so tensors of one step differ */
     seed ^= (uint64_t)stream << 40;
     normals(seed, step, 0xffffff, SITE_SYNTH_GRADS, g, n, u);
     normals(seed, step, (uint32_t)r, SITE_SYNTH_GRADS, tmp, n, u);
     for (uint64_t i = 0; i < n; i++) g[i] = 1e-3f * (g[i] + tmp[i]);
-    if (kind == SYNTH_HEAVY) {
+    if (kind == SQ_SYNTH_HEAVY) {
         /* Student's t with 6 degrees of freedom: z / sqrt(chi2_6 / 6) */
         sq_rng_key key = {seed, step, (uint32_t)r, SITE_SYNTH_GRADS + 1};
         sq_uniform_n(&key, 0, 3 * n, u);
@@ -59,14 +59,14 @@ void synth_grad_stream(uint64_t seed, uint32_t stream, uint32_t step, int r, int
             for (int j = 0; j < 3; j++) chi += -2.0 * log(1.0 - (double)u[3 * i + (uint64_t)j]);
             g[i] = (float)((double)g[i] / sqrt(chi / 6.0 + 1e-12));
         }
-    } else if (kind == SYNTH_OUTLIERS) {
+    } else if (kind == SQ_SYNTH_OUTLIERS) {
         for (uint64_t i = 0; i < n; i++)
             if (u[2 * i] < 1e-3f) g[i] *= 100.0f;
     }
 }
 
-void synth_grad(uint64_t seed, uint32_t step, int r, int kind, uint64_t n, float *g, float *tmp,
-                float *u)
+void sq_synth_grad(uint64_t seed, uint32_t step, int r, int kind, uint64_t n, float *g, float *tmp,
+                   float *u)
 {
-    synth_grad_stream(seed, 0, step, r, kind, n, g, tmp, u);
+    sq_synth_grad_stream(seed, 0, step, r, kind, n, g, tmp, u);
 }
