@@ -62,11 +62,13 @@ typedef struct sink_ctx {
     sq_progress *bar;
 } sink_ctx;
 
-static int sink_rows(void *ctx, const sq_stat_row *rows, size_t n, char *err, size_t errlen)
+static int sink_rows(void *ctx, const sq_stat_row *rows, size_t n, sq_error *err)
 {
     sink_ctx *c = ctx;
     if (!c->store) return 0;
-    return sq_store_add_stats(c->store, c->run, rows, n, err, errlen);
+    char msg[SQ_ERROR_MSG];
+    if (sq_store_add_stats(c->store, c->run, rows, n, msg, sizeof msg) == 0) return 0;
+    return sq_error_set(err, SQ_ERR_IO, "%s", msg);
 }
 
 static void sink_progress(void *ctx, size_t done, size_t total)
@@ -311,7 +313,9 @@ int cmd_replay(int argc, char **argv)
     sc.bar = quiet ? NULL : sq_progress_start("replay", units);
     sq_replay_sink sink = {.ctx = &sc, .rows = sink_rows, .progress = sink_progress};
     sq_replay_result res;
-    int bad = sq_replay_run(&cfg, &t, &sink, &res, err, sizeof err);
+    sq_error rerr = {0};
+    int bad = sq_replay_run(&cfg, &t, &sink, &res, &rerr);
+    if (bad) snprintf(err, sizeof err, "%s", sq_error_message(&rerr));
     sq_progress_finish(sc.bar);
     if (bad) {
         fprintf(stderr, "shardq replay: %s\n", err);

@@ -105,15 +105,16 @@ static int flush_rows(sink_ctx *c, char *err, size_t errlen)
     return rc;
 }
 
-static int sink_step(void *ctx, const sq_train_row *row, char *err, size_t errlen)
+static int sink_step(void *ctx, const sq_train_row *row, sq_error *err)
 {
     sink_ctx *c = ctx;
     if (c->store) {
         c->rows[c->nrows++] = *row;
         /* rows go in batches, and at every evaluation */
+        char msg[SQ_ERROR_MSG];
         if ((c->nrows == sizeof c->rows / sizeof c->rows[0] || !isnan(row->val_loss)) &&
-            flush_rows(c, err, errlen))
-            return -1;
+            flush_rows(c, msg, sizeof msg))
+            return sq_error_set(err, SQ_ERR_IO, "%s", msg);
     }
     if (c->lines && !isnan(row->val_loss)) {
         sq_progress_pause(c->bar);
@@ -123,6 +124,42 @@ static int sink_step(void *ctx, const sq_train_row *row, char *err, size_t errle
         fflush(stdout);
     }
     return 0;
+}
+
+/* The option of a setting that sq_train_validate refused, or NULL. */
+static const char *field_option(sq_train_field f)
+{
+    switch (f) {
+    case SQ_TRAIN_FIELD_BATCH: return "--batch";
+    case SQ_TRAIN_FIELD_SEQ: return "--seq";
+    case SQ_TRAIN_FIELD_STEPS: return "--steps";
+    case SQ_TRAIN_FIELD_LR: return "--lr";
+    case SQ_TRAIN_FIELD_CLIP: return "--clip";
+    case SQ_TRAIN_FIELD_EVAL_SEQS: return "--eval-seqs";
+    case SQ_TRAIN_FIELD_CAPTURE_EVERY: return "--capture-every";
+    default: return NULL;
+    }
+}
+
+/* sq_train_validate, its failure reported under the options' names: 1 when
+** the settings are refused. */
+static int train_invalid(const sq_train_config *c, const sq_corpus *corpus)
+{
+    sq_train_field f;
+    sq_error e = {0};
+    if (sq_train_validate(c, corpus, &f, &e) == SQ_OK) return 0;
+    const char *msg = sq_error_message(&e), *name = sq_train_field_name(f);
+    const char *opt = field_option(f);
+    size_t len = strlen(name);
+    if (f == SQ_TRAIN_FIELD_CORPUS)
+        fprintf(stderr, "shardq train: %s: %zu training and %zu validation bytes: each must "
+                "exceed --seq %d (give a larger --corpus or a smaller --seq)\n", corpus->path,
+                corpus->ntrain, corpus->nval, c->seq);
+    else if (opt && !strncmp(msg, name, len))
+        fprintf(stderr, "shardq train: %s%s\n", opt, msg + len);
+    else
+        fprintf(stderr, "shardq train: %s\n", msg);
+    return 1;
 }
 
 static void sink_progress(void *ctx, uint32_t done, uint32_t total, double loss)
@@ -462,10 +499,7 @@ int cmd_train(int argc, char **argv)
         return CLI_USAGE;
     }
     c.device = device;
-    if (sq_train_validate(&c, NULL, err, sizeof err)) {
-        fprintf(stderr, "shardq train: %s\n", err);
-        return CLI_USAGE;
-    }
+    if (train_invalid(&c, NULL)) return CLI_USAGE;
     if (!corpus_path) {
         const char *env = getenv("SHARDQ_CORPUS");
         corpus_path = env && *env ? env : SQ_CORPUS_DEFAULT;
@@ -477,8 +511,9 @@ int cmd_train(int argc, char **argv)
         }
     }
     sq_corpus corpus;
-    if (sq_corpus_load(corpus_path, &corpus, err, sizeof err)) {
-        fprintf(stderr, "shardq train: %s\n", err);
+    sq_error cerr = {0};
+    if (sq_corpus_load(corpus_path, &corpus, &cerr)) {
+        fprintf(stderr, "shardq train: %s (--corpus)\n", sq_error_message(&cerr));
         return CLI_RUNTIME;
     }
     char topo[32], scheme[SQ_SCHEME_STRLEN];
@@ -497,10 +532,7 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "shardq train: out of memory\n");
         goto done;
     }
-    if (sq_train_validate(&c, &corpus, err, sizeof err)) {
-        fprintf(stderr, "shardq train: %s\n", err);
-        goto done;
-    }
+    if (train_invalid(&c, &corpus)) goto done;
     if (!nodb) {
         sq_run_info info = {.kind = "train", .key = key, .sweep = sweep, .config = config,
                             .preset = preset, .scheme = scheme, .topo = topo, .device = device,
@@ -534,7 +566,9 @@ int cmd_train(int argc, char **argv)
     ** so that both run on the same machine in the same state */
     double sgemm = sq_train_sgemm_gflops(&c.model, c.batch * c.seq, 0.3);
     sq_train_result res;
-    int bad = sq_train_run(&c, &corpus, &sink, &res, err, sizeof err);
+    sq_error terr = {0};
+    int bad = sq_train_run(&c, &corpus, &sink, &res, &terr);
+    if (bad) snprintf(err, sizeof err, "%s", sq_error_message(&terr));
     if (!bad) bad = flush_rows(&sc, err, sizeof err);
     sq_progress_finish(sc.bar);
     figures f = compute_figures(&res, sgemm);
