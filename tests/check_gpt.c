@@ -569,8 +569,9 @@ static model model_new(int L, int C, int NH, int ctx, int B, int T, uint64_t see
     memset(&m, 0, sizeof m);
     m.c = (sq_gpt_config){L, C, NH, ctx};
     m.B = B, m.T = T;
-    char err[256];
-    ck_assert_msg(sq_gpt_validate(&m.c, err, sizeof err) == 0, "%s", err);
+    sq_error e = {0};
+    const char *err = e.msg;
+    ck_assert_msg(sq_gpt_validate(&m.c, &e) == 0, "%s", err);
     m.np = sq_gpt_nparams(&m.c);
     m.p = calloc(m.np, sizeof *m.p);
     m.w = calloc(m.np, sizeof *m.w);
@@ -579,7 +580,7 @@ static model model_new(int L, int C, int NH, int ctx, int B, int T, uint64_t see
     sq_gpt_params(&m.c, m.p);
     for (size_t i = 0; i < m.np; i++) m.w[i] = fvec(m.p[i].n), m.g[i] = fvec(m.p[i].n);
     sq_gpt_init(&m.c, seed, m.w);
-    ck_assert_msg(sq_gpt_workspace_new(&m.c, B, T, &m.ws, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_gpt_workspace_new(&m.c, B, T, &m.ws, &e) == 0, "%s", err);
     m.in = malloc((size_t)B * T), m.tg = malloc((size_t)B * T);
     sqt_rng r = {seed ^ 0x5eed};
     for (int i = 0; i < B * T; i++)
@@ -1008,13 +1009,14 @@ END_TEST
 
 static void expect_invalid(sq_gpt_config c, const char *needle)
 {
-    char err[256] = "";
-    ck_assert_msg(sq_gpt_validate(&c, err, sizeof err) == -1, "{%d, %d, %d, %d} accepted",
+    sq_error e = {0};
+    const char *err = e.msg;
+    ck_assert_msg(sq_gpt_validate(&c, &e) == SQ_ERR_SPEC, "{%d, %d, %d, %d} accepted",
                   c.layers, c.channels, c.heads, c.context);
     ck_assert_msg(strstr(err, needle), "{%d, %d, %d, %d}: '%s' lacks '%s'", c.layers, c.channels,
                   c.heads, c.context, err, needle);
     sq_gpt_workspace *ws = (sq_gpt_workspace *)&c; /* must be reset to NULL */
-    ck_assert_int_eq(sq_gpt_workspace_new(&c, 1, 1, &ws, err, sizeof err), -1);
+    ck_assert_int_eq(sq_gpt_workspace_new(&c, 1, 1, &ws, &e), SQ_ERR_SPEC);
     ck_assert_ptr_null(ws);
 }
 
@@ -1031,26 +1033,27 @@ START_TEST(test_errors)
     expect_invalid((sq_gpt_config){100, 1 << 28, 1, 8}, "overflows");
 
     const sq_gpt_config c = {2, 16, 2, 8};
-    char err[256] = "";
+    sq_error e = {0};
+    const char *err = e.msg;
     sq_gpt_workspace *ws = NULL;
-    ck_assert_int_eq(sq_gpt_workspace_new(&c, 2, 9, &ws, err, sizeof err), -1);
+    ck_assert_int_eq(sq_gpt_workspace_new(&c, 2, 9, &ws, &e), SQ_ERR_SPEC);
     ck_assert_msg(strstr(err, "T 9 exceeds the context 8"), "%s", err);
-    ck_assert_int_eq(sq_gpt_workspace_new(&c, 0, 8, &ws, err, sizeof err), -1);
+    ck_assert_int_eq(sq_gpt_workspace_new(&c, 0, 8, &ws, &e), SQ_ERR_SPEC);
     ck_assert_msg(strstr(err, "at least 1"), "%s", err);
-    ck_assert_int_eq(sq_gpt_workspace_new(&c, 1 << 30, 8, &ws, err, sizeof err), -1);
+    ck_assert_int_eq(sq_gpt_workspace_new(&c, 1 << 30, 8, &ws, &e), SQ_ERR_SPEC);
     ck_assert_msg(strstr(err, "too large"), "%s", err);
     /* sizes that overflow 64 bits: B NH T^2 L */
     const sq_gpt_config big = {1 << 20, 1 << 12, 1 << 12, 1 << 20};
-    ck_assert_int_eq(sq_gpt_validate(&big, err, sizeof err), 0);
-    ck_assert_int_eq(sq_gpt_workspace_new(&big, 400, 1 << 20, &ws, err, sizeof err), -1);
+    ck_assert_int_eq(sq_gpt_validate(&big, &e), 0);
+    ck_assert_int_eq(sq_gpt_workspace_new(&big, 400, 1 << 20, &ws, &e), SQ_ERR_SPEC);
     ck_assert_msg(strstr(err, "overflows"), "%s", err);
     /* an allocation that fails: ~2^48 bytes */
     const sq_gpt_config huge = {1024, 1024, 16, 4096};
-    ck_assert_int_eq(sq_gpt_workspace_new(&huge, 4096, 4096, &ws, err, sizeof err), -1);
+    ck_assert_int_eq(sq_gpt_workspace_new(&huge, 4096, 4096, &ws, &e), SQ_ERR_NOMEM);
     ck_assert_msg(strstr(err, "out of memory") && strstr(err, "MiB"), "%s", err);
     ck_assert_ptr_null(ws);
     /* a good one */
-    ck_assert_msg(sq_gpt_workspace_new(&c, 2, 8, &ws, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_gpt_workspace_new(&c, 2, 8, &ws, &e) == 0, "%s", err);
     ck_assert(sq_gpt_workspace_bytes(ws) > 2 * 8 * 16 * 16 * sizeof(float));
     sq_gpt_workspace_free(ws);
     sq_gpt_workspace_free(NULL);

@@ -497,10 +497,10 @@ typedef struct rows_seen {
     size_t n;
 } rows_seen;
 
-static int keep_rows(void *ctx, const sq_stat_row *rows, size_t n, char *err, size_t errlen)
+static int keep_rows(void *ctx, const sq_stat_row *rows, size_t n, sq_error *err)
 {
     rows_seen *s = ctx;
-    (void)err, (void)errlen;
+    (void)err;
     for (size_t i = 0; i < n && s->n < 256; i++) {
         s->r[s->n] = rows[i];
         snprintf(s->names[s->n], 16, "%s", rows[i].tensor ? rows[i].tensor : "");
@@ -530,7 +530,8 @@ START_TEST(test_replay_straight_line)
     rows_seen seen = {.n = 0};
     sq_replay_sink sink = {.ctx = &seen, .rows = keep_rows};
     sq_replay_result res;
-    ck_assert_msg(sq_replay_run(&cfg, &t, &sink, &res, err, sizeof err) == 0, "%s", err);
+    sq_error rerr = {0};
+    ck_assert_msg(sq_replay_run(&cfg, &t, &sink, &res, &rerr) == 0, "%s", rerr.msg);
     ck_assert_uint_eq(res.steps, 3);
     ck_assert_uint_eq(res.params, 2);
     ck_assert(res.has_grad && res.has_weight);
@@ -651,7 +652,8 @@ START_TEST(test_replay_params_differ_in_seed)
     rows_seen seen = {.n = 0};
     sq_replay_sink sink = {.ctx = &seen, .rows = keep_rows};
     sq_replay_result res;
-    ck_assert_msg(sq_replay_run(&cfg, &t, &sink, &res, err, sizeof err) == 0, "%s", err);
+    sq_error rerr = {0};
+    ck_assert_msg(sq_replay_run(&cfg, &t, &sink, &res, &rerr) == 0, "%s", rerr.msg);
     ck_assert(!res.has_weight);
     ck_assert_uint_eq(seen.n, 3);
     ck_assert_str_eq(seen.r[0].tensor, "x");
@@ -659,8 +661,8 @@ START_TEST(test_replay_params_differ_in_seed)
     ck_assert(seen.r[0].st.mse > 0 && seen.r[0].st.mse != seen.r[1].st.mse);
     /* weights only, from a trace without them: nothing to replay */
     cfg.paths = SQ_REPLAY_WEIGHT;
-    ck_assert_int_ne(sq_replay_run(&cfg, &t, NULL, &res, err, sizeof err), 0);
-    ck_assert_msg(strstr(err, "the trace holds no weights"), "%s", err);
+    ck_assert_int_ne(sq_replay_run(&cfg, &t, NULL, &res, &rerr), 0);
+    ck_assert_msg(strstr(rerr.msg, "the trace holds no weights"), "%s", rerr.msg);
     sq_trace_close(&t);
 }
 END_TEST

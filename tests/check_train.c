@@ -39,8 +39,8 @@ static const char *readme(void)
 
 static void load_readme(sq_corpus *c)
 {
-    char err[512];
-    ck_assert_msg(sq_corpus_load(readme(), c, err, sizeof err) == 0, "%s", err);
+    sq_error e = {0};
+    ck_assert_msg(sq_corpus_load(readme(), c, &e) == 0, "%s", e.msg);
 }
 
 /* A model small enough to train in a second or two. */
@@ -88,10 +88,10 @@ static void record_free(record *r)
     memset(r, 0, sizeof *r);
 }
 
-static int rec_step(void *ctx, const sq_train_row *row, char *err, size_t errlen)
+static int rec_step(void *ctx, const sq_train_row *row, sq_error *err)
 {
     record *r = ctx;
-    (void)err, (void)errlen;
+    (void)err;
     ck_assert_uint_lt(row->step, MAX_STEPS);
     r->loss[row->step] = row->loss;
     r->val[row->step] = row->val_loss;
@@ -118,9 +118,9 @@ static void train(const sq_train_config *c, const sq_corpus *corpus, record *r, 
                   sq_train_result *res)
 {
     sq_train_sink sink = {.ctx = r, .step = rec_step, .tensor = tensors ? rec_tensor : NULL};
-    char err[1024];
-    ck_assert_msg(sq_train_run(c, corpus, &sink, res, err, sizeof err) == 0, "%s: %s",
-                  c->scheme.preset, err);
+    sq_error err = {0};
+    ck_assert_msg(sq_train_run(c, corpus, &sink, res, &err) == 0, "%s: %s",
+                  c->scheme.preset, sq_error_message(&err));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -153,8 +153,8 @@ START_TEST(test_corpus_directory)
     snprintf(link, sizeof link, "%s/e.u8", tmp);
     ck_assert_int_eq(symlink("b.txt", link), 0);
     sq_corpus c;
-    char err[512];
-    ck_assert_msg(sq_corpus_load(tmp, &c, err, sizeof err) == 0, "%s", err);
+    sq_error e = {0};
+    ck_assert_msg(sq_corpus_load(tmp, &c, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(c.files, 3);
     ck_assert_uint_eq(c.skipped, 2);
     /* a.txt, b.txt, sub/c.txt: 5006 bytes in name order; under ten blocks of
@@ -169,7 +169,7 @@ START_TEST(test_corpus_directory)
 
     /* a single file is read whatever its name */
     snprintf(link, sizeof link, "%s/a.txt", tmp);
-    ck_assert_msg(sq_corpus_load(link, &c, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_corpus_load(link, &c, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(c.ntrain + c.nval, sizeof big);
     sq_corpus_free(&c);
 }
@@ -178,21 +178,24 @@ END_TEST
 START_TEST(test_corpus_errors)
 {
     sq_corpus c;
-    char err[1024], path[600];
+    char path[600];
+    sq_error e = {0};
+    const char *err = e.msg;
     snprintf(path, sizeof path, "%s/none", tmp);
-    ck_assert_int_eq(sq_corpus_load(path, &c, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, path) && strstr(err, "No such file") && strstr(err, "--corpus"),
+    ck_assert_int_eq(sq_corpus_load(path, &c, &e), SQ_ERR_NOTFOUND);
+    /* the library names the file; the option (--corpus) is the CLI's to add */
+    ck_assert_msg(strstr(err, path) && strstr(err, "No such file") && !strstr(err, "--corpus"),
                   "%s", err);
     write_text(tmp, "tiny.txt", "hello", 5);
     snprintf(path, sizeof path, "%s/tiny.txt", tmp);
-    ck_assert_int_eq(sq_corpus_load(path, &c, err, sizeof err), -1);
+    ck_assert_int_eq(sq_corpus_load(path, &c, &e), SQ_ERR_FORMAT);
     ck_assert_msg(strstr(err, path) && strstr(err, "too little to train on"), "%s", err);
     /* only binary files */
     char dir[600];
     snprintf(dir, sizeof dir, "%s/bin", tmp);
     ck_assert_int_eq(mkdir(dir, 0777), 0);
     write_text(dir, "x.dat", "\0\0\0\0", 4);
-    ck_assert_int_eq(sq_corpus_load(dir, &c, err, sizeof err), -1);
+    ck_assert_int_eq(sq_corpus_load(dir, &c, &e), SQ_ERR_FORMAT);
     ck_assert_msg(strstr(err, "0 bytes of text in 0 files (1 left out"), "%s", err);
 
     /* a corpus smaller than a sequence is refused by the trainer, named */
@@ -200,12 +203,14 @@ START_TEST(test_corpus_errors)
     memset(text, 'x', sizeof text);
     write_text(tmp, "small.txt", text, sizeof text);
     snprintf(path, sizeof path, "%s/small.txt", tmp);
-    ck_assert_msg(sq_corpus_load(path, &c, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_corpus_load(path, &c, &e) == 0, "%s", err);
     sq_train_config cfg;
     tiny_config(&cfg, "baseline", 1, 1);
     cfg.seq = 32;
-    ck_assert_int_eq(sq_train_validate(&cfg, &c, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, path) && strstr(err, "--seq 32"), "%s", err);
+    sq_train_field field;
+    ck_assert_int_eq(sq_train_validate(&cfg, &c, &field, &e), SQ_ERR_SPEC);
+    ck_assert_int_eq(field, SQ_TRAIN_FIELD_CORPUS);
+    ck_assert_msg(strstr(err, path) && strstr(err, "sequence length 32"), "%s", err);
     sq_corpus_free(&c);
 }
 END_TEST
@@ -485,8 +490,8 @@ static void capture_and_replay(const char *preset, int K, int G, uint32_t steps,
 
     sq_trace t;
     char err[1024];
-    sq_error terr = {0};
-    ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", terr.msg);
+    sq_error rerr = {0};
+    ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
     ck_assert_uint_eq(t.nsteps, captured);
     ck_assert_int_eq(t.workers, K * G);
     ck_assert(t.has_weights);
@@ -505,7 +510,7 @@ static void capture_and_replay(const char *preset, int K, int G, uint32_t steps,
     compare_ctx cc = {.train = &r};
     sq_replay_sink sink = {.ctx = &cc, .tensor = cmp_tensor};
     sq_replay_result rr;
-    ck_assert_msg(sq_replay_run(&rc, &t, &sink, &rr, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_replay_run(&rc, &t, &sink, &rr, &rerr) == 0, "%s", rerr.msg);
     ck_assert_int_eq(cc.mismatches, 0);
     ck_assert_int_eq(cc.grads, (int)(captured * t.nparams));
     ck_assert_int_eq(cc.weights, every == 1 ? (int)(captured * t.nparams) : 0);
@@ -518,7 +523,7 @@ static void capture_and_replay(const char *preset, int K, int G, uint32_t steps,
         rc.seed = cfg.seed + 1;
         cc = (compare_ctx){.train = &r};
         sink.ctx = &cc;
-        ck_assert_msg(sq_replay_run(&rc, &t, &sink, &rr, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(sq_replay_run(&rc, &t, &sink, &rr, &rerr) == 0, "%s", rerr.msg);
         ck_assert_int_gt(cc.mismatches, 0);
         sq_trace_close(&t);
     }

@@ -238,10 +238,10 @@ static int holds(const char *path, const uint8_t *data, size_t len)
 ** hold its real path, change when the text does. */
 static int take_corpus(demo *d)
 {
-    char err[2048];
+    sq_error err = {0};
     sq_corpus c, copy;
-    if (sq_corpus_load(d->corpus_src, &c, err, sizeof err)) {
-        fprintf(stderr, "shardq demo: --corpus: %s\n", err);
+    if (sq_corpus_load(d->corpus_src, &c, &err)) {
+        fprintf(stderr, "shardq demo: --corpus: %s\n", sq_error_message(&err));
         return CLI_RUNTIME;
     }
     size_t len = c.ntrain + c.nval;
@@ -263,8 +263,8 @@ static int take_corpus(demo *d)
         rc = CLI_RUNTIME;
     /* the copy must train exactly like the original */
     if (rc == CLI_OK) {
-        if (sq_corpus_load(d->corpus, &copy, err, sizeof err)) {
-            fprintf(stderr, "shardq demo: %s\n", err);
+        if (sq_corpus_load(d->corpus, &copy, &err)) {
+            fprintf(stderr, "shardq demo: %s\n", sq_error_message(&err));
             rc = CLI_RUNTIME;
         } else {
             if (copy.ntrain != c.ntrain || copy.nval != c.nval ||

@@ -84,6 +84,58 @@ static const char train_usage[] =
     "corpus, a diverged loss, a failed write), 2 usage, 75 the --key is being\n"
     "run by another live process.\n";
 
+/* The option of a setting that sq_train_validate refused, or NULL. */
+static const char *field_option(sq_train_field f)
+{
+    switch (f) {
+    case SQ_TRAIN_FIELD_BATCH: return "--batch";
+    case SQ_TRAIN_FIELD_SEQ: return "--seq";
+    case SQ_TRAIN_FIELD_STEPS: return "--steps";
+    case SQ_TRAIN_FIELD_LR: return "--lr";
+    case SQ_TRAIN_FIELD_CLIP: return "--clip";
+    case SQ_TRAIN_FIELD_EVAL_SEQS: return "--eval-seqs";
+    case SQ_TRAIN_FIELD_CAPTURE_EVERY: return "--capture-every";
+    default: return NULL;
+    }
+}
+
+/* A refused setting, said under the option's name: the library's sentence
+** begins with the setting's name (sq_train_field_name), which the option
+** replaces; the corpus sentence speaks of the sequence length, which is
+** --seq here. */
+static void report_invalid(sq_train_field f, const sq_error *e)
+{
+    const char *msg = sq_error_message(e), *name = sq_train_field_name(f);
+    const char *opt = field_option(f);
+    size_t len = strlen(name);
+    if (f == SQ_TRAIN_FIELD_CORPUS) {
+        static const char seqlen[] = "the sequence length ";
+        const char *at = strstr(msg, seqlen), *tail = strstr(msg, " (give a larger corpus");
+        msg += strncmp(msg, "corpus ", 7) == 0 ? 7 : 0;
+        if (at && tail && tail > at)
+            fprintf(stderr, "shardq train: %.*s--seq %.*s (give a larger --corpus or a smaller "
+                    "--seq)\n", (int)(at - msg), msg, (int)(tail - at - (sizeof seqlen - 1)),
+                    at + sizeof seqlen - 1);
+        else
+            fprintf(stderr, "shardq train: %s\n", msg);
+    } else if (opt && !strncmp(msg, name, len)) {
+        fprintf(stderr, "shardq train: %s%s\n", opt, msg + len);
+    } else {
+        fprintf(stderr, "shardq train: %s\n", msg);
+    }
+}
+
+/* sq_train_validate, its failure reported under the options' names: 1 when
+** the settings are refused. */
+static int train_invalid(const sq_train_config *c, const sq_corpus *corpus)
+{
+    sq_train_field f = SQ_TRAIN_FIELD_NONE;
+    sq_error e = {0};
+    if (sq_train_validate(c, corpus, &f, &e) == SQ_OK) return 0;
+    report_invalid(f, &e);
+    return 1;
+}
+
 /* The figures of the summary, computed once for text and JSON. */
 typedef struct figures {
     double tokens_per_s;
@@ -266,6 +318,10 @@ int cli_train_job(const sq_sweep_config *cfg, const char *db, const char *key,
         fprintf(stderr, "shardq train: --capture %s: the run of this --key is done, but its "
                 "trace is not there: %s\n", capture, why ? why + 14 : sq_error_message(&e));
         rc = CLI_RUNTIME;
+    } else if (bad && out->field != SQ_TRAIN_FIELD_NONE) {
+        sq_progress_finish(j.bar);
+        report_invalid(out->field, &e);
+        rc = CLI_RUNTIME;
     } else if ((rc = cli_job_end(&j, bad, &e, db)) < 0) {
         /* the configuration as run, for the summary */
         sq_train_config c = cfg->train;
@@ -382,10 +438,7 @@ int cmd_train(int argc, char **argv)
         return CLI_USAGE;
     }
     c.device = device;
-    if (sq_train_validate(&c, NULL, err, sizeof err)) {
-        fprintf(stderr, "shardq train: %s\n", err);
-        return CLI_USAGE;
-    }
+    if (train_invalid(&c, NULL)) return CLI_USAGE;
     if (!corpus_path) {
         const char *env = getenv("SHARDQ_CORPUS");
         corpus_path = env && *env ? env : SQ_CORPUS_DEFAULT;

@@ -6,7 +6,7 @@
 */
 #include "backend/backend.h"
 #include "cli.h"
-#include "metrics/errstats.h"
+#include "metrics/step.h"
 #include "progress.h"
 #include "synth/synth.h"
 #include "shardq.h"
@@ -275,82 +275,63 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
 {
     const int N = sq_world_workers(w);
     const uint64_t n = sq_world_elements(w), S = sq_world_shard(w), Pad = sq_world_padded(w);
-    const sq_scheme *sc = sq_world_scheme(w);
     /* Shard buffers hold S elements, which can exceed n: a small model on
     ** many workers pads every shard to whole groups. */
     float *g = malloc(n * sizeof *g), *tmp = malloc(n * sizeof *tmp);
-    float *u = malloc(3 * n * sizeof *u), *shard = malloc(S * sizeof *shard);
+    float *u = malloc(3 * n * sizeof *u), *red = malloc(Pad * sizeof *red);
     float *m = malloc(S * sizeof *m);
     float *what = malloc(n * sizeof *what), *what0 = malloc(n * sizeof *what0);
     double *exact = calloc(Pad, sizeof *exact);
     int rc = CLI_RUNTIME;
-    if (!g || !tmp || !u || !shard || !m || !what || !what0 || !exact) {
+    if (!g || !tmp || !u || !red || !m || !what || !what0 || !exact) {
         fprintf(stderr, "shardq world: out of memory for %llu elements\n", (unsigned long long)n);
         goto done;
     }
     sq_synth_weights(seed, g, n, u);
     if (sq_world_init_weights(w, g)) goto fail;
 
-    const sq_wire *gw = sq_world_grad_path(w) == SQ_GRAD_TWOLEVEL ? &sc->grad_intra
-                                                                   : sq_world_single_wire(w);
     sq_progress *bar = json ? NULL : sq_progress_start("steps", (size_t)o->steps);
     if (json) printf(",\"steps\":[");
     for (int t = 0; t < o->steps; t++) {
         uint32_t step = (uint32_t)t + 1;
         sq_world_reset_traffic(w);
-        memset(exact, 0, Pad * sizeof *exact);
+        sq_step_exact_zero(w, exact);
         uint64_t clipped_g = 0, clipped_w = 0;
         for (int r = 0; r < N; r++) {
             sq_synth_grad(seed, step, r, o->data, n, g, tmp, u);
-            for (uint64_t i = 0; i < n; i++) exact[i] += (double)g[i];
             if (sq_world_put_grad(w, r, g)) goto fail;
-            if (!sq_wire_raw(gw) && sq_world_grad_path(w) != SQ_GRAD_NONE) {
-                float div = sc->grad_mean ? (float)N : 1.0f;
-                for (uint64_t i = 0; i < n; i++) tmp[i] = g[i] / div;
-                clipped_g += sq_count_clipped(&gw->codec, tmp, n);
-            }
+            clipped_g += sq_step_add_grad(w, exact, g, NULL, 1, tmp);
         }
-        if (sc->grad_mean)
-            for (uint64_t i = 0; i < n; i++) exact[i] /= (double)N;
+        sq_step_exact_mean(w, exact);
         if (sq_world_reduce_grads(w, step)) goto fail;
 
         sq_erracc ge, we;
         sq_erracc_init(&ge);
         sq_erracc_init(&we);
         if (sq_world_get_weights(w, 0, what0)) goto fail;
+        if (sq_step_grad_error(w, exact, red, NULL, &ge)) goto fail;
         for (int r = 0; r < N; r++) {
-            if (sq_world_get_grad_shard(w, r, shard)) goto fail;
             uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
-            sq_erracc_add(&ge, shard, exact + first, len);
             /* SGD on the master shard's model elements, at the reduced
             ** gradient; its padding stays zero */
             if (sq_world_get_master(w, r, m)) goto fail;
-            for (uint64_t i = 0; i < len; i++) m[i] -= (float)o->lr * shard[i];
-            if (!sq_wire_raw(&sc->weight) && N > 1) {
-                if (sc->weight_mode == SQ_WEIGHT_DIFF)
-                    for (uint64_t i = 0; i < len; i++) u[i] = m[i] - what0[first + i];
-                else
-                    memcpy(u, m, len * sizeof *u);
-                clipped_w += sq_count_clipped(&sc->weight.codec, u, len);
-            }
+            for (uint64_t i = 0; i < len; i++) m[i] -= (float)o->lr * red[first + i];
+            clipped_w += sq_step_weight_clipped(w, m, what0 + first, len, u);
             for (uint64_t i = 0; i < len; i++) exact[first + i] = (double)m[i];
             if (sq_world_put_master(w, r, m)) goto fail;
         }
         if (sq_world_gather_weights(w, step)) goto fail;
-        /* every replica must hold the same bytes */
-        int identical = 1;
-        if (sq_world_get_weights(w, 0, what0)) goto fail;
-        for (int r = 1; r < N; r++) {
-            if (sq_world_get_weights(w, r, what)) goto fail;
-            if (memcmp(what, what0, n * sizeof *what) != 0) identical = 0;
-        }
+        int differs;
+        if (sq_step_replicas(w, what0, what, &differs)) goto fail;
+        int identical = !differs;
         sq_erracc_add(&we, what0, exact, n);
         sq_errstats gs = sq_erracc_finish(&ge), ws = sq_erracc_finish(&we);
+        double gclip = sq_step_frac(clipped_g, n * (uint64_t)N), wclip = sq_step_frac(clipped_w, n);
         if (json) {
             printf("%s{\"step\":%u,\"replicas_identical\":%s,", t ? "," : "", step,
                    identical ? "true" : "false");
-            json_stats("grad", &gs, (double)clipped_g / ((double)n * N), 0);
-            json_stats("weight", &ws, (double)clipped_w / (double)n, 1);
+            json_stats("grad", &gs, gclip, 0);
+            json_stats("weight", &ws, wclip, 1);
             printf("}");
         } else {
             sq_progress_pause(bar);
@@ -358,8 +339,8 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
                    "zeroed %.3g  clipped %.3g\n"
                    "        weight: rel_l2 %.4g  snr %.2f dB  max %.3g  replicas %s\n",
                    step, gs.rel_l2, gs.snr_db, gs.cosine, gs.mean_signed, gs.max_abs,
-                   gs.frac_zeroed, (double)clipped_g / ((double)n * N), ws.rel_l2, ws.snr_db,
-                   ws.max_abs, identical ? "identical" : "DIFFER");
+                   gs.frac_zeroed, gclip, ws.rel_l2, ws.snr_db, ws.max_abs,
+                   identical ? "identical" : "DIFFER");
             sq_progress_update(bar, (size_t)t + 1);
         }
         if (!identical) {
@@ -374,7 +355,7 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
 fail:
     fprintf(stderr, "shardq world: %s\n", sq_world_error(w));
 done:
-    free(g), free(tmp), free(u), free(shard), free(m), free(what), free(what0), free(exact);
+    free(g), free(tmp), free(u), free(red), free(m), free(what), free(what0), free(exact);
     return rc;
 }
 

@@ -2,6 +2,7 @@
 ** replay.c -- a scheme over a captured trace, param by param (replay.h).
 */
 #include "replay/replay.h"
+#include "metrics/step.h"
 #include "sq_clock.h"
 #include "trace/wfile.h"
 
@@ -59,7 +60,7 @@ static int alloc_bufs(param_bufs *b, uint64_t n, uint64_t shard, uint64_t padded
     b->exact = malloc((size_t)padded * sizeof *b->exact);
     b->shard = malloc(ns * sizeof *b->shard);
     b->tmp = malloc((nn > ns ? nn : ns) * sizeof *b->tmp);
-    if (whole_grad && !(b->red = malloc((size_t)padded * sizeof *b->red))) return -1;
+    if (whole_grad && !(b->red = malloc((size_t)padded * sizeof *b->red))) return SQ_ERR_NOMEM;
     if (weights) {
         b->wcur = malloc(nn * sizeof *b->wcur);
         b->what = malloc(nn * sizeof *b->what);
@@ -67,8 +68,8 @@ static int alloc_bufs(param_bufs *b, uint64_t n, uint64_t shard, uint64_t padded
     }
     return b->g && b->g64 && b->exact && b->shard && b->tmp &&
                    (!weights || (b->wcur && b->what && b->what0))
-               ? 0
-               : -1;
+               ? SQ_OK
+               : SQ_ERR_NOMEM;
 }
 
 typedef struct replay_state {
@@ -104,145 +105,106 @@ static void count_read(replay_state *st, const sq_trace_step *ts, int worker, si
     st->res->trace_bytes += bytes;
 }
 
-/* The gradient path of param p at step index s: stats into *e. */
 /* The sink's tensor callback, if any. */
 static int give_tensor(replay_state *st, uint32_t step, size_t p, int path, const float *x,
-                       char *err, size_t errlen)
+                       sq_error *err)
 {
-    if (!st->sink || !st->sink->tensor) return 0;
-    if (st->sink->tensor(st->sink->ctx, step, p, path, x, st->t->params[p].n) == 0) return 0;
-    sq_set_err(err, errlen, "param '%s', step %u: stopped by the caller", st->t->params[p].name,
-               (unsigned)step);
-    return -1;
+    if (!st->sink || !st->sink->tensor) return SQ_OK;
+    if (st->sink->tensor(st->sink->ctx, step, p, path, x, st->t->params[p].n) == 0) return SQ_OK;
+    return sq_error_set(err, SQ_ERR_INTERRUPTED, "param '%s', step %u: stopped by the caller",
+                        st->t->params[p].name, (unsigned)step);
 }
 
+/* A failed world call: the world's kind and sentence. */
+static int world_fail(const sq_world *w, int rc, sq_error *err)
+{
+    return sq_error_set(err, rc, "%s", sq_world_error(w));
+}
+
+/* The gradient path of param p at trace step ts: stats into *e. */
 static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p, param_bufs *b,
-                     sq_erracc *e, uint64_t *clipped, char *err, size_t errlen)
+                     sq_erracc *e, uint64_t *clipped, sq_error *err)
 {
     const sq_trace *t = st->t;
-    const sq_scheme *sc = sq_world_scheme(w);
     const int N = sq_world_workers(w), W = t->workers;
     const uint64_t n = t->params[p].n, S = sq_world_shard(w);
-    const int quantized = sq_world_grad_path(w) != SQ_GRAD_NONE;
-    const sq_wire *gw = sq_world_grad_path(w) == SQ_GRAD_TWOLEVEL ? &sc->grad_intra
-                                                                   : sq_world_single_wire(w);
-    memset(b->exact, 0, (size_t)sq_world_padded(w) * sizeof *b->exact);
+    int rc;
+    sq_step_exact_zero(w, b->exact);
     for (int tw = 0; tw < W && tw < N; tw++) {
         double t0 = sq_clock_s();
-        sq_error te = {0};
-        if (sq_trace_load(ts, tw, p, b->g, b->g64, &te)) {
-            sq_set_err(err, errlen, "%s", sq_error_message(&te));
-            return -1;
-        }
+        if ((rc = sq_trace_load(ts, tw, p, b->g, b->g64, err))) return rc;
         count_read(st, ts, tw, p, t0);
-        double copies = 0;
+        uint32_t copies = 0;
         for (int r = tw; r < N; r += W) {
-            copies += 1;
-            if (sq_world_put_grad(w, r, b->g)) goto world_fail;
+            copies++;
+            if ((rc = sq_world_put_grad(w, r, b->g))) return world_fail(w, rc, err);
         }
-        double *ex = b->exact;
-        const double *g64 = b->g64;
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-        for (uint64_t i = 0; i < n; i++) ex[i] += copies * g64[i];
-        if (quantized && !sq_wire_raw(gw)) {
-            float div = sc->grad_mean ? (float)N : 1.0f;
-            for (uint64_t i = 0; i < n; i++) b->tmp[i] = b->g[i] / div;
-            *clipped += (uint64_t)copies * sq_count_clipped(&gw->codec, b->tmp, n);
-        }
+        *clipped += sq_step_add_grad(w, b->exact, b->g, b->g64, copies, b->tmp);
     }
-    if (sc->grad_mean)
-        for (uint64_t i = 0; i < n; i++) b->exact[i] /= (double)N;
+    sq_step_exact_mean(w, b->exact);
     double t0 = sq_clock_s();
-    if (sq_world_reduce_grads(w, ts->step)) goto world_fail;
+    if ((rc = sq_world_reduce_grads(w, ts->step))) return world_fail(w, rc, err);
     /* what the collective read and wrote: every worker's full gradient in,
     ** its partition out, fp32 */
     add_timing(st, T_GRAD, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
     t0 = sq_clock_s();
-    for (int r = 0; r < N; r++) {
-        if (sq_world_get_grad_shard(w, r, b->shard)) goto world_fail;
-        uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
-        sq_erracc_add(e, b->shard, b->exact + first, len);
-        if (b->red) memcpy(b->red + first, b->shard, (size_t)S * sizeof *b->red);
-    }
+    if ((rc = sq_step_grad_error(w, b->exact, b->red, b->shard, e))) return world_fail(w, rc, err);
     add_timing(st, T_STATS, sq_clock_s() - t0, 0);
-    return b->red ? give_tensor(st, ts->step, p, SQ_REPLAY_GRAD, b->red, err, errlen) : 0;
-world_fail:
-    sq_set_err(err, errlen, "%s", sq_world_error(w));
-    return -1;
+    return b->red ? give_tensor(st, ts->step, p, SQ_REPLAY_GRAD, b->red, err) : SQ_OK;
 }
 
 /* The weight path of param p at step index s (s > 0; s = 0 initialises). */
 static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t s, size_t p,
-                       param_bufs *b, sq_erracc *e, uint64_t *clipped, int *did,
-                       char *err, size_t errlen)
+                       param_bufs *b, sq_erracc *e, uint64_t *clipped, int *did, sq_error *err)
 {
     const sq_trace *t = st->t;
-    const sq_scheme *sc = sq_world_scheme(w);
     const int N = sq_world_workers(w);
     const uint64_t n = t->params[p].n, S = sq_world_shard(w);
+    int rc;
     double t0 = sq_clock_s();
-    sq_error te = {0};
-    if (sq_trace_load(ts, -1, p, b->wcur, b->g64, &te)) {
-        sq_set_err(err, errlen, "%s", sq_error_message(&te));
-        return -1;
-    }
+    if ((rc = sq_trace_load(ts, -1, p, b->wcur, b->g64, err))) return rc;
     count_read(st, ts, -1, p, t0);
     *did = 0;
     if (s == 0) {
         /* the full-precision broadcast that starts training */
-        if (sq_world_init_weights(w, b->wcur)) goto world_fail;
+        if ((rc = sq_world_init_weights(w, b->wcur))) return world_fail(w, rc, err);
         memcpy(b->what0, b->wcur, (size_t)n * sizeof *b->what0);
-        return give_tensor(st, ts->step, p, SQ_REPLAY_WEIGHT, b->what0, err, errlen);
+        return give_tensor(st, ts->step, p, SQ_REPLAY_WEIGHT, b->what0, err);
     }
-    if (!sq_wire_raw(&sc->weight) && N > 1) {
-        if (sc->weight_mode == SQ_WEIGHT_DIFF)
-            for (uint64_t i = 0; i < n; i++) b->tmp[i] = b->wcur[i] - b->what0[i];
-        else
-            memcpy(b->tmp, b->wcur, (size_t)n * sizeof *b->tmp);
-        *clipped += sq_count_clipped(&sc->weight.codec, b->tmp, n);
-    }
+    *clipped += sq_step_weight_clipped(w, b->wcur, b->what0, n, b->tmp);
     for (int r = 0; r < N; r++) {
         uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
         memset(b->shard, 0, (size_t)S * sizeof *b->shard);
         if (len) memcpy(b->shard, b->wcur + first, (size_t)len * sizeof *b->shard);
-        if (sq_world_put_master(w, r, b->shard)) goto world_fail;
+        if ((rc = sq_world_put_master(w, r, b->shard))) return world_fail(w, rc, err);
     }
     t0 = sq_clock_s();
-    if (sq_world_gather_weights(w, ts->step)) goto world_fail;
+    if ((rc = sq_world_gather_weights(w, ts->step))) return world_fail(w, rc, err);
     add_timing(st, T_WEIGHT, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
     t0 = sq_clock_s();
-    if (sq_world_get_weights(w, 0, b->what0)) goto world_fail;
-    for (int r = 1; r < N; r++) {
-        if (sq_world_get_weights(w, r, b->what)) goto world_fail;
-        if (memcmp(b->what, b->what0, (size_t)n * sizeof *b->what) != 0) {
-            sq_set_err(err, errlen, "param '%s', step %u: the replicas of the weights differ "
-                       "(worker %d against worker 0): a bug in the world",
-                       t->params[p].name, (unsigned)ts->step, r);
-            return -1;
-        }
-    }
+    int differs;
+    if ((rc = sq_step_replicas(w, b->what0, b->what, &differs))) return world_fail(w, rc, err);
+    if (differs)
+        return sq_error_set(err, SQ_ERR_CONFLICT, "param '%s', step %u: the replicas of the "
+                            "weights differ (worker %d against worker 0): a bug in the world",
+                            t->params[p].name, (unsigned)ts->step, differs);
     sq_erracc_add(e, b->what0, b->g64, n);
     add_timing(st, T_STATS, sq_clock_s() - t0, 0);
     *did = 1;
-    return give_tensor(st, ts->step, p, SQ_REPLAY_WEIGHT, b->what0, err, errlen);
-world_fail:
-    sq_set_err(err, errlen, "%s", sq_world_error(w));
-    return -1;
+    return give_tensor(st, ts->step, p, SQ_REPLAY_WEIGHT, b->what0, err);
 }
 
-static int emit(replay_state *st, const sq_stat_row *rows, size_t n, char *err, size_t errlen)
+/* Rows to the sink; a sink that refuses them without saying why stopped
+** the replay. */
+static int emit(replay_state *st, const sq_stat_row *rows, size_t n, sq_error *err)
 {
-    if (!n || !st->sink || !st->sink->rows) return 0;
-    return st->sink->rows(st->sink->ctx, rows, n, err, errlen);
-}
-
-static double frac(uint64_t a, uint64_t b)
-{
-    return b ? (double)a / (double)b : NAN;
+    if (!n || !st->sink || !st->sink->rows) return SQ_OK;
+    int rc = st->sink->rows(st->sink->ctx, rows, n, err);
+    return rc < 0 ? rc : rc ? SQ_ERR_INTERRUPTED : SQ_OK;
 }
 
 /* Replays param p over every step. */
-static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
+static int replay_param(replay_state *st, size_t p, sq_error *err)
 {
     const sq_replay_config *cfg = st->cfg;
     const sq_trace *t = st->t;
@@ -257,19 +219,17 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
     };
     sq_world *w = NULL;
     char werr[512];
-    if (sq_world_open(&wc, &w, werr, sizeof werr)) {
-        sq_set_err(err, errlen, "param '%s' (%llu elements): %s", t->params[p].name,
-                   (unsigned long long)t->params[p].n, werr);
-        return -1;
-    }
+    int rc = sq_world_open(&wc, &w, werr, sizeof werr);
+    if (rc)
+        return sq_error_set(err, rc, "param '%s' (%llu elements): %s", t->params[p].name,
+                            (unsigned long long)t->params[p].n, werr);
     param_bufs b;
     sq_stat_row *rows = calloc(2 * st->nsteps, sizeof *rows);
-    int rc = -1;
     if (!rows || alloc_bufs(&b, t->params[p].n, sq_world_shard(w), sq_world_padded(w),
                             do_weight, do_grad && st->sink && st->sink->tensor)) {
-        sq_set_err(err, errlen, "param '%s': out of memory for %llu elements x %d workers",
-                   t->params[p].name, (unsigned long long)t->params[p].n,
-                   sq_world_workers(w));
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "param '%s': out of memory for %llu elements x "
+                          "%d workers", t->params[p].name, (unsigned long long)t->params[p].n,
+                          sq_world_workers(w));
         if (rows) free_bufs(&b);
         goto done;
     }
@@ -281,21 +241,16 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
         sq_trace_step ts;
         /* only the files this replay reads: the weights, and the gradients
         ** of trace workers 0 .. min(W, N) - 1 */
-        sq_error te = {0};
-        if (sq_trace_step_open(t, s, do_weight, do_grad ? N : 0, &ts, &te)) {
-            sq_set_err(err, errlen, "%s", sq_error_message(&te));
-            goto fail;
-        }
+        if ((rc = sq_trace_step_open(t, s, do_weight, do_grad ? N : 0, &ts, err))) goto fail;
         sq_erracc ge, we;
         sq_erracc_init(&ge);
         sq_erracc_init(&we);
         uint64_t gclip = 0, wclip = 0;
         int wdid = 0;
-        int bad = (do_grad && grad_step(st, w, &ts, p, &b, &ge, &gclip, err, errlen)) ||
-                  (do_weight && weight_step(st, w, &ts, s, p, &b, &we, &wclip, &wdid, err,
-                                            errlen));
+        rc = do_grad ? grad_step(st, w, &ts, p, &b, &ge, &gclip, err) : SQ_OK;
+        if (!rc && do_weight) rc = weight_step(st, w, &ts, s, p, &b, &we, &wclip, &wdid, err);
         sq_trace_step_close(&ts);
-        if (bad) goto fail;
+        if (rc) goto fail;
         double secs = sq_clock_s() - t0;
         step_acc *a = &st->acc[s];
         a->seconds += secs;
@@ -303,7 +258,7 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
             sq_errstats gs = sq_erracc_finish(&ge);
             rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "grad",
                                           .tensor = t->params[p].name, .st = gs,
-                                          .frac_clipped = frac(gclip, n * (uint64_t)N),
+                                          .frac_clipped = sq_step_frac(gclip, n * (uint64_t)N),
                                           .seconds = secs};
             /* merge into the step's and the run's accumulators */
             sq_erracc_merge(&a->e[0], &ge);
@@ -315,7 +270,7 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
             sq_errstats ws = sq_erracc_finish(&we);
             rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "weight",
                                           .tensor = t->params[p].name, .st = ws,
-                                          .frac_clipped = frac(wclip, n), .seconds = secs};
+                                          .frac_clipped = sq_step_frac(wclip, n), .seconds = secs};
             sq_erracc_merge(&a->e[1], &we);
             sq_erracc_merge(&st->total[1], &we);
             a->clipped[1] += wclip, a->clip_n[1] += n;
@@ -325,8 +280,8 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
         if (st->sink && st->sink->progress) st->sink->progress(st->sink->ctx, st->done, st->units);
     }
     sq_world_add_traffic(w, &st->traffic);
-    if (cfg->tensor_rows && emit(st, rows, nrows, err, errlen)) goto fail;
-    rc = 0;
+    if (cfg->tensor_rows && (rc = emit(st, rows, nrows, err))) goto fail;
+    rc = SQ_OK;
 fail:
     free_bufs(&b);
 done:
@@ -336,7 +291,7 @@ done:
 }
 
 int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_replay_sink *sink,
-                  sq_replay_result *out, char *err, size_t errlen)
+                  sq_replay_result *out, sq_error *err)
 {
     memset(out, 0, sizeof *out);
     double t_start = sq_clock_s();
@@ -353,43 +308,41 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
                                                         "weight_allgather", "stats"};
     for (int k = 0; k < SQ_REPLAY_NTIMINGS; k++) out->timings[k].op = ops[k];
     if (!out->has_grad && !out->has_weight) {
-        sq_set_err(err, errlen, "%s: nothing to replay: %s", t->path,
-                   (cfg->paths & SQ_REPLAY_WEIGHT) && !(cfg->paths & SQ_REPLAY_GRAD)
-                       ? (t->has_weights ? "the weight path needs at least two steps"
-                                         : "the trace holds no weights")
-                       : "no path chosen");
-        return -1;
+        /* the trace lacks what was asked for, or nothing was asked */
+        int weights_only = (cfg->paths & SQ_REPLAY_WEIGHT) && !(cfg->paths & SQ_REPLAY_GRAD);
+        return sq_error_set(err, weights_only ? SQ_ERR_NOTFOUND : SQ_ERR_ARG,
+                            "%s: nothing to replay: %s", t->path,
+                            weights_only ? (t->has_weights ? "the weight path needs at least "
+                                                             "two steps"
+                                                           : "the trace holds no weights")
+                                         : "no path chosen");
     }
     for (size_t p = 0; p < t->nparams; p++)
         if (t->params[p].n) st.units += st.nsteps;
     if (!st.units) {
         /* statistics of nothing would read as a perfect scheme */
-        sq_set_err(err, errlen, "%s: nothing to replay: every tensor of the trace has 0 elements",
-                   t->path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOTFOUND, "%s: nothing to replay: every tensor of the "
+                            "trace has 0 elements", t->path);
     }
     st.acc = calloc(st.nsteps, sizeof *st.acc);
-    if (!st.acc) {
-        sq_set_err(err, errlen, "%s: out of memory", t->path);
-        return -1;
-    }
+    if (!st.acc) return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
     for (size_t s = 0; s < st.nsteps; s++) {
         sq_erracc_init(&st.acc[s].e[0]);
         sq_erracc_init(&st.acc[s].e[1]);
     }
     sq_erracc_init(&st.total[0]);
     sq_erracc_init(&st.total[1]);
-    int rc = -1;
+    int rc;
     for (size_t p = 0; p < t->nparams; p++) {
         if (!t->params[p].n) continue;
-        if (replay_param(&st, p, err, errlen)) goto done;
+        if ((rc = replay_param(&st, p, err))) goto done;
         out->params++;
         out->elements += t->params[p].n;
     }
     /* the steps as a whole */
     sq_stat_row *rows = calloc(2 * st.nsteps, sizeof *rows);
     if (!rows) {
-        sq_set_err(err, errlen, "%s: out of memory", t->path);
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
         goto done;
     }
     size_t nrows = 0;
@@ -398,23 +351,23 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
         if (out->has_grad)
             rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "grad",
                                           .st = sq_erracc_finish(&a->e[0]),
-                                          .frac_clipped = frac(a->clipped[0], a->clip_n[0]),
+                                          .frac_clipped = sq_step_frac(a->clipped[0], a->clip_n[0]),
                                           .seconds = a->seconds};
         if (out->has_weight && s > 0)
             rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "weight",
                                           .st = sq_erracc_finish(&a->e[1]),
-                                          .frac_clipped = frac(a->clipped[1], a->clip_n[1]),
+                                          .frac_clipped = sq_step_frac(a->clipped[1], a->clip_n[1]),
                                           .seconds = a->seconds};
     }
-    int bad = emit(&st, rows, nrows, err, errlen);
+    rc = emit(&st, rows, nrows, err);
     free(rows);
-    if (bad) goto done;
+    if (rc) goto done;
     out->grad = sq_erracc_finish(&st.total[0]);
     out->weight = sq_erracc_finish(&st.total[1]);
-    out->grad_clipped = frac(st.clipped[0], st.clip_n[0]);
-    out->weight_clipped = frac(st.clipped[1], st.clip_n[1]);
+    out->grad_clipped = sq_step_frac(st.clipped[0], st.clip_n[0]);
+    out->weight_clipped = sq_step_frac(st.clipped[1], st.clip_n[1]);
     sq_bytes_rows(&st.traffic, out->bytes);
-    rc = 0;
+    rc = SQ_OK;
 done:
     free(st.acc);
     out->seconds = sq_clock_s() - t_start;

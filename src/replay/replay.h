@@ -55,15 +55,18 @@ typedef struct sq_replay_config {
 typedef struct sq_replay_sink {
     void *ctx;
     /* rows of statistics: per tensor as each param finishes, per step at the
-    ** end. A non-zero return stops the replay with the sink's error. */
-    int (*rows)(void *ctx, const sq_stat_row *rows, size_t n, char *err, size_t errlen);
+    ** end. A non-zero return stops the replay: a negative sq_status kind
+    ** with the sink's sentence in err is the replay's error; any other
+    ** value stops it as SQ_ERR_INTERRUPTED. */
+    int (*rows)(void *ctx, const sq_stat_row *rows, size_t n, sq_error *err);
     /* done of total (param, step) units */
     void (*progress)(void *ctx, size_t done, size_t total);
     /* what the collectives produced, for checks against a training run:
     ** path SQ_REPLAY_GRAD, the reduced gradient of param p at trace step
     ** `step` (the partitions in worker order, n elements); SQ_REPLAY_WEIGHT,
     ** the reconstructed weights w-hat after that step's all-gather (the
-    ** first step's: its own weights). A non-zero return stops the replay. */
+    ** first step's: its own weights). A non-zero return stops the replay
+    ** (SQ_ERR_INTERRUPTED). */
     int (*tensor)(void *ctx, uint32_t step, size_t p, int path, const float *x, uint64_t n);
 } sq_replay_sink;
 
@@ -88,10 +91,16 @@ typedef struct sq_replay_result {
 ** records, else 1 x W for W > 1 gradient files, else 2 x 4. */
 sq_topo sq_replay_default_topo(const sq_trace *t);
 
-/* Replays t; 0 on success, -1 with the reason (naming the file, tensor and
-** element, or the world's error) in err. */
+/* Replays t: SQ_OK, or the kind of the failure that stopped it, with its
+** sentence (naming the file, tensor and element, or the world's error) in
+** err. The kind is the one the trace, the world or the sink gave:
+** SQ_ERR_NONFINITE for a NaN or Inf in the trace, SQ_ERR_FORMAT or
+** SQ_ERR_IO for a file that cannot be read as it should, SQ_ERR_NOMEM,
+** SQ_ERR_DEVICE for a failed CUDA call, SQ_ERR_CONFLICT when the replicas
+** of the weights differ (a bug), SQ_ERR_INTERRUPTED when a sink stopped it;
+** SQ_ERR_NOTFOUND or SQ_ERR_ARG when there is nothing to replay. */
 int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_replay_sink *sink,
-                  sq_replay_result *out, char *err, size_t errlen);
+                  sq_replay_result *out, sq_error *err);
 
 #ifdef __cplusplus
 }

@@ -15,13 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The kind of a callee's failure: its own when it says one, else fallback
-** (for callees that still answer -1). */
-static int kind_of(int rc, int fallback)
-{
-    return rc < 0 && rc != -1 && rc >= SQ_ERR_INTERRUPTED ? rc : fallback;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Beginning a run                                                          */
 /* ------------------------------------------------------------------------ */
@@ -106,13 +99,12 @@ typedef struct replay_ctx {
     int64_t run;
 } replay_ctx;
 
-static int replay_rows(void *ctx, const sq_stat_row *rows, size_t n, char *err, size_t errlen)
+static int replay_rows(void *ctx, const sq_stat_row *rows, size_t n, sq_error *err)
 {
     replay_ctx *c = ctx;
-    if (!c->store) return 0;
+    if (!c->store) return SQ_OK;
     int rc = sq_store_add_stats(c->store, c->run, rows, n);
-    if (rc) snprintf(err, errlen, "%s", sq_store_error(c->store));
-    return rc;
+    return rc ? sq_error_set(err, rc, "%s", sq_store_error(c->store)) : SQ_OK;
 }
 
 static void replay_progress(void *ctx, size_t done, size_t total)
@@ -142,7 +134,6 @@ static char *replay_json(const sq_sweep_config *x, const char *scheme, const cha
 static int run_replay(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *err)
 {
     const sq_sweep_config *x = job->cfg;
-    char buf[2048];
     sq_trace t;
     int rc = sq_trace_open(x->trace, &t, err);
     if (rc) return rc;
@@ -183,9 +174,8 @@ static int run_replay(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *
     if (job->hooks.start) job->hooks.start(job->hooks.ctx, units);
     sq_replay_sink sink = {.ctx = &rctx, .rows = replay_rows, .progress = replay_progress};
     memset(&out->replay, 0, sizeof out->replay);
-    rc = sq_replay_run(&cfg, &t, &sink, &out->replay, buf, sizeof buf);
+    rc = sq_replay_run(&cfg, &t, &sink, &out->replay, err);
     if (rc) {
-        rc = sq_error_set(err, kind_of(rc, SQ_ERR_IO), "%s", buf);
         run_end(store, out, 1, err, NULL, 0, out->replay.timings, SQ_REPLAY_NTIMINGS, err);
         goto done;
     }
@@ -210,16 +200,16 @@ typedef struct train_ctx {
     size_t nrows;
 } train_ctx;
 
-static int flush_rows(train_ctx *c, char *err, size_t errlen)
+static int flush_rows(train_ctx *c, sq_error *err)
 {
-    if (!c->store || !c->nrows) return 0;
+    if (!c->store || !c->nrows) return SQ_OK;
     int rc = sq_store_add_train(c->store, c->run, c->rows, c->nrows);
-    if (rc) snprintf(err, errlen, "%s", sq_store_error(c->store));
+    if (rc) sq_error_set(err, rc, "%s", sq_store_error(c->store));
     c->nrows = 0;
     return rc;
 }
 
-static int train_step(void *ctx, const sq_train_row *row, char *err, size_t errlen)
+static int train_step(void *ctx, const sq_train_row *row, sq_error *err)
 {
     train_ctx *c = ctx;
     if (c->store) {
@@ -227,7 +217,7 @@ static int train_step(void *ctx, const sq_train_row *row, char *err, size_t errl
         /* rows go in batches, and at every evaluation */
         int rc = 0;
         if ((c->nrows == sizeof c->rows / sizeof c->rows[0] || !isnan(row->val_loss)) &&
-            (rc = flush_rows(c, err, errlen)))
+            (rc = flush_rows(c, err)))
             return rc;
     }
     if (c->job->hooks.train_step) c->job->hooks.train_step(c->job->hooks.ctx, row);
@@ -326,14 +316,13 @@ static int run_train(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
     int rc;
     if (x->has_topo) c.topo = x->topo;
     else if ((rc = sq_topo_parse("2x4", &c.topo, buf, sizeof buf)))
-        return sq_error_set(err, kind_of(rc, SQ_ERR_SPEC), "%s", buf);
+        return sq_error_set(err, SQ_ERR_SPEC, "%s", buf); /* TODO world merge */
     c.scheme = x->scheme;
     c.seed = x->seed;
     c.device = x->device;
     if (job->capture) c.capture = job->capture;
     if (job->capture_every) c.capture_every = job->capture_every;
-    if ((rc = sq_train_validate(&c, NULL, buf, sizeof buf)))
-        return sq_error_set(err, kind_of(rc, SQ_ERR_SPEC), "%s", buf);
+    if ((rc = sq_train_validate(&c, NULL, &out->field, err))) return rc;
     const char *corpus_path = x->corpus;
     if (!corpus_path) {
         const char *env = getenv("SHARDQ_CORPUS");
@@ -345,8 +334,7 @@ static int run_train(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
     }
     snprintf(out->corpus, sizeof out->corpus, "%s", corpus_path);
     sq_corpus corpus;
-    if ((rc = sq_corpus_load(corpus_path, &corpus, buf, sizeof buf)))
-        return sq_error_set(err, kind_of(rc, SQ_ERR_IO), "%s", buf);
+    if ((rc = sq_corpus_load(corpus_path, &corpus, err))) return rc;
     snprintf(out->topo, sizeof out->topo, "%dx%d", c.topo.nodes, c.topo.per_node);
     sq_scheme_format(&c.scheme, out->scheme, sizeof out->scheme);
     char *config = train_json(&c, corpus_path, x->preset, out->scheme, out->topo, x->device, 0);
@@ -359,10 +347,7 @@ static int run_train(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
         rc = sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if ((rc = sq_train_validate(&c, &corpus, buf, sizeof buf))) {
-        rc = sq_error_set(err, kind_of(rc, SQ_ERR_SPEC), "%s", buf);
-        goto done;
-    }
+    if ((rc = sq_train_validate(&c, &corpus, &out->field, err))) goto done;
     if (job->db) {
         sq_run_info info = {.kind = "train", .key = job->key, .sweep = job->sweep,
                             .config = config, .preset = x->preset, .scheme = out->scheme,
@@ -393,16 +378,14 @@ static int run_train(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
     ** so that both run on the same machine in the same state */
     out->sgemm = job->sgemm ? sq_train_sgemm_gflops(&c.model, c.batch * c.seq, 0.3) : NAN;
     memset(&out->train, 0, sizeof out->train);
-    rc = sq_train_run(&c, &corpus, &sink, &out->train, buf, sizeof buf);
-    if (!rc) rc = flush_rows(&tctx, buf, sizeof buf);
+    rc = sq_train_run(&c, &corpus, &sink, &out->train, err);
+    if (!rc) rc = flush_rows(&tctx, err);
     sq_timing_row timings[SQ_TT_N];
     for (int k = 0; k < SQ_TT_N; k++)
         timings[k] = (sq_timing_row){.op = sq_train_time_names[k], .calls = out->train.steps,
                                      .seconds = out->train.time[k]};
     if (rc) {
-        rc = sq_error_set(err, kind_of(rc, SQ_ERR_IO), "%s", buf);
-        char b2[1024];
-        flush_rows(&tctx, b2, sizeof b2);
+        flush_rows(&tctx, NULL);
         run_end(store, out, 1, err, NULL, 0, timings, SQ_TT_N, err);
         goto done;
     }

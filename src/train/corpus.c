@@ -21,31 +21,29 @@ typedef struct text_buf {
 
 static int buf_reserve(text_buf *b, size_t more)
 {
-    if (b->len + more <= b->cap) return 0;
+    if (b->len + more <= b->cap) return SQ_OK;
     size_t cap = b->cap ? b->cap : 1 << 20;
     while (cap < b->len + more) cap *= 2;
     uint8_t *p = realloc(b->data, cap);
-    if (!p) return -1;
+    if (!p) return SQ_ERR_NOMEM;
     b->data = p;
     b->cap = cap;
-    return 0;
+    return SQ_OK;
 }
 
 /* Appends the file at path unless it holds a NUL byte: 1 if appended, 0 if
-** left out as binary, -1 on error. */
-static int read_text_file(const char *path, off_t size, text_buf *b, char *err, size_t errlen)
+** left out as binary, a negative sq_status on error. */
+static int read_text_file(const char *path, off_t size, text_buf *b, sq_error *err)
 {
     /* opened without blocking: a FIFO put in its place since stat() is refused */
     sq_input in;
-    sq_error te = {0};
-    FILE *f = sq_input_fopen(path, 0, &in, &te);
-    if (!f) sq_set_err(err, errlen, "%s", sq_error_message(&te));
-    if (!f) return -1;
+    sq_error oerr = {0};
+    FILE *f = sq_input_fopen(path, 0, &in, &oerr);
+    if (!f) return sq_error_set(err, oerr.status, "%s", sq_error_message(&oerr));
     if (buf_reserve(b, (size_t)size + 1)) {
         fclose(f);
-        sq_set_err(err, errlen, "%s: out of memory for %lld bytes of text", path,
-                   (long long)size);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory for %lld bytes of text", path,
+                            (long long)size);
     }
     /* straight into the buffer; a file that grew since stat() grows it */
     size_t start = b->len, got;
@@ -53,16 +51,12 @@ static int read_text_file(const char *path, off_t size, text_buf *b, char *err, 
         b->len += got;
         if (b->len == b->cap && buf_reserve(b, 1 << 16)) {
             fclose(f);
-            sq_set_err(err, errlen, "%s: out of memory", path);
-            return -1;
+            return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         }
     }
     int bad = ferror(f);
     fclose(f);
-    if (bad) {
-        sq_set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        return -1;
-    }
+    if (bad) return sq_error_set(err, SQ_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     if (memchr(b->data + start, 0, b->len - start)) {
         b->len = start;
         return 0;
@@ -75,41 +69,42 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int walk(const char *path, int top, sq_corpus *c, text_buf *b, char *err, size_t errlen)
+/* The kind of a failed stat or open: a missing file, or another refusal. */
+static int errno_kind(int e)
+{
+    return e == ENOENT ? SQ_ERR_NOTFOUND : SQ_ERR_IO;
+}
+
+static int walk(const char *path, int top, sq_corpus *c, text_buf *b, sq_error *err)
 {
     struct stat st;
-    if ((top ? stat(path, &st) : lstat(path, &st)) != 0) {
-        sq_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
+    if ((top ? stat(path, &st) : lstat(path, &st)) != 0)
+        return sq_error_set(err, errno_kind(errno), "%s: %s", path, strerror(errno));
     if (S_ISLNK(st.st_mode)) {
         c->skipped++;
-        return 0;
+        return SQ_OK;
     }
     if (S_ISREG(st.st_mode)) {
-        int rc = read_text_file(path, st.st_size, b, err, errlen);
-        if (rc < 0) return -1;
+        int rc = read_text_file(path, st.st_size, b, err);
+        if (rc < 0) return rc;
         if (rc) c->files++;
         else c->skipped++;
-        return 0;
+        return SQ_OK;
     }
     if (!S_ISDIR(st.st_mode)) {
-        if (top) {
-            sq_set_err(err, errlen, "%s: not a regular file or a directory (a FIFO or a "
-                       "device cannot be a corpus)", path);
-            return -1;
-        }
+        if (top)
+            return sq_error_set(err, SQ_ERR_FORMAT, "%s: not a regular file or a directory (a "
+                                "FIFO or a device cannot be a corpus)", path);
         c->skipped++;
-        return 0;
+        return SQ_OK;
     }
     DIR *d = opendir(path);
-    if (!d) {
-        sq_set_err(err, errlen, "%s: cannot open the directory: %s", path, strerror(errno));
-        return -1;
-    }
+    if (!d)
+        return sq_error_set(err, errno_kind(errno), "%s: cannot open the directory: %s", path,
+                            strerror(errno));
     char **names = NULL;
     size_t n = 0, cap = 0;
-    int rc = 0;
+    int rc = SQ_OK;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.') continue; /* ., .. and hidden files */
@@ -117,30 +112,29 @@ static int walk(const char *path, int top, sq_corpus *c, text_buf *b, char *err,
             cap = cap ? 2 * cap : 64;
             char **p = realloc(names, cap * sizeof *p);
             if (!p) {
-                rc = -1;
+                rc = SQ_ERR_NOMEM;
                 break;
             }
             names = p;
         }
         if (!(names[n] = strdup(e->d_name))) {
-            rc = -1;
+            rc = SQ_ERR_NOMEM;
             break;
         }
         n++;
     }
     closedir(d);
-    if (rc) sq_set_err(err, errlen, "%s: out of memory", path);
+    if (rc) sq_error_set(err, rc, "%s: out of memory", path);
     if (!rc) qsort(names, n, sizeof *names, name_cmp);
     for (size_t i = 0; !rc && i < n; i++) {
         size_t len = strlen(path) + strlen(names[i]) + 2;
         char *child = malloc(len);
         if (!child) {
-            sq_set_err(err, errlen, "%s: out of memory", path);
-            rc = -1;
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
             break;
         }
         snprintf(child, len, "%s/%s", path, names[i]);
-        rc = walk(child, 0, c, b, err, errlen);
+        rc = walk(child, 0, c, b, err);
         free(child);
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
@@ -148,28 +142,23 @@ static int walk(const char *path, int top, sq_corpus *c, text_buf *b, char *err,
     return rc;
 }
 
-int sq_corpus_load(const char *path, sq_corpus *c, char *err, size_t errlen)
+int sq_corpus_load(const char *path, sq_corpus *c, sq_error *err)
 {
     memset(c, 0, sizeof *c);
     struct stat st;
-    if (stat(path, &st) != 0) {
-        sq_set_err(err, errlen, "%s: %s (--corpus)", path, strerror(errno));
-        return -1;
-    }
+    if (stat(path, &st) != 0)
+        return sq_error_set(err, errno_kind(errno), "%s: %s", path, strerror(errno));
     text_buf b = {0};
-    if (!(c->path = strdup(path)) || walk(path, 1, c, &b, err, errlen)) {
-        if (!c->path) sq_set_err(err, errlen, "%s: out of memory", path);
+    int rc = (c->path = strdup(path)) ? walk(path, 1, c, &b, err)
+                                      : sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
+    if (!rc && b.len < 20)
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: %zu bytes of text in %zu file%s (%zu left out "
+                          "as binary or links): too little to train on", path, b.len, c->files,
+                          c->files == 1 ? "" : "s", c->skipped);
+    if (rc) {
         free(b.data);
         sq_corpus_free(c);
-        return -1;
-    }
-    if (b.len < 20) {
-        sq_set_err(err, errlen, "%s: %zu bytes of text in %zu file%s (%zu left out as binary or "
-                   "links): too little to train on (--corpus)",
-                   path, b.len, c->files, c->files == 1 ? "" : "s", c->skipped);
-        free(b.data);
-        sq_corpus_free(c);
-        return -1;
+        return rc;
     }
     /* every tenth block is validation; a corpus under ten blocks gets ten
     ** smaller ones, so it still has both parts */
@@ -181,10 +170,9 @@ int sq_corpus_load(const char *path, sq_corpus *c, char *err, size_t errlen)
     c->val = malloc(nval);
     c->train = malloc(b.len - nval);
     if (!c->val || !c->train) {
-        sq_set_err(err, errlen, "%s: out of memory for %zu bytes", path, b.len);
         free(b.data);
         sq_corpus_free(c);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory for %zu bytes", path, b.len);
     }
     for (size_t k = 0; k < nblocks; k++) {
         size_t len = (k + 1) * block <= b.len ? block : b.len - k * block;
@@ -197,7 +185,7 @@ int sq_corpus_load(const char *path, sq_corpus *c, char *err, size_t errlen)
         }
     }
     free(b.data);
-    return 0;
+    return SQ_OK;
 }
 
 void sq_corpus_free(sq_corpus *c)

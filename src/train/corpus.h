@@ -22,6 +22,8 @@
 #ifndef SQ_TRAIN_CORPUS_H
 #define SQ_TRAIN_CORPUS_H
 
+#include "shardq.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,8 +44,10 @@ typedef struct sq_corpus {
     size_t skipped; /* binary files and links left out */
 } sq_corpus;
 
-/* Reads path. Errors name the path. */
-int sq_corpus_load(const char *path, sq_corpus *c, char *err, size_t errlen);
+/* Reads path: SQ_OK, or SQ_ERR_NOTFOUND (no such file), SQ_ERR_IO (a
+** refused open or read), SQ_ERR_FORMAT (not a file or directory, or too
+** little text) or SQ_ERR_NOMEM, with a sentence naming the path. */
+int sq_corpus_load(const char *path, sq_corpus *c, sq_error *err);
 void sq_corpus_free(sq_corpus *c);
 
 /* The bytes of sequences first .. first + count - 1 of training step

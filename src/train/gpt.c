@@ -53,41 +53,30 @@ static uint64_t elements_chk(const sq_gpt_config *c, int *ov)
     return add_chk(n, mul_chk(2, C, ov), ov);
 }
 
-int sq_gpt_validate(const sq_gpt_config *c, char *err, size_t errlen)
+int sq_gpt_validate(const sq_gpt_config *c, sq_error *err)
 {
-    if (c->layers < 1 || c->channels < 1 || c->heads < 1 || c->context < 1) {
-        snprintf(err, errlen,
-                 "layers %d, channels %d, heads %d, context %d: each must be at least 1",
-                 c->layers, c->channels, c->heads, c->context);
-        return -1;
-    }
-    if (c->channels % c->heads) {
-        snprintf(err, errlen, "channels %d is not a multiple of heads %d", c->channels, c->heads);
-        return -1;
-    }
+    if (c->layers < 1 || c->channels < 1 || c->heads < 1 || c->context < 1)
+        return sq_error_set(err, SQ_ERR_SPEC, "layers %d, channels %d, heads %d, context %d: "
+                            "each must be at least 1", c->layers, c->channels, c->heads,
+                            c->context);
+    if (c->channels % c->heads)
+        return sq_error_set(err, SQ_ERR_SPEC, "channels %d is not a multiple of heads %d",
+                            c->channels, c->heads);
     /* the widest matrix dimension, 4 C, is an int in the BLAS calls */
-    if (c->channels > INT_MAX / 4) {
-        snprintf(err, errlen,
-                 "channels %d is too large: 4 x channels must fit in an int (at most %d)",
-                 c->channels, INT_MAX / 4);
-        return -1;
-    }
+    if (c->channels > INT_MAX / 4)
+        return sq_error_set(err, SQ_ERR_SPEC, "channels %d is too large: 4 x channels must fit "
+                            "in an int (at most %d)", c->channels, INT_MAX / 4);
     /* the param index is the Philox step of the initialisation: 32 bits */
-    if ((uint64_t)c->layers > (UINT32_MAX - 4) / P_PER_LAYER) {
-        snprintf(err, errlen, "layers %d is too large: at most %u", c->layers,
-                 (unsigned)((UINT32_MAX - 4) / P_PER_LAYER));
-        return -1;
-    }
+    if ((uint64_t)c->layers > (UINT32_MAX - 4) / P_PER_LAYER)
+        return sq_error_set(err, SQ_ERR_SPEC, "layers %d is too large: at most %u", c->layers,
+                            (unsigned)((UINT32_MAX - 4) / P_PER_LAYER));
     int ov = 0;
     uint64_t n = elements_chk(c, &ov);
     (void)mul_chk(n, sizeof(float), &ov); /* the bytes of the params, and of their grads */
-    if (ov || n > SIZE_MAX / sizeof(float)) {
-        snprintf(err, errlen,
-                 "layers %d, channels %d, context %d: the number of param elements overflows",
-                 c->layers, c->channels, c->context);
-        return -1;
-    }
-    return 0;
+    if (ov || n > SIZE_MAX / sizeof(float))
+        return sq_error_set(err, SQ_ERR_SPEC, "layers %d, channels %d, context %d: the number "
+                            "of param elements overflows", c->layers, c->channels, c->context);
+    return SQ_OK;
 }
 
 size_t sq_gpt_nparams(const sq_gpt_config *c)
@@ -287,29 +276,23 @@ static void layout(sq_gpt_workspace *ws, carver *k)
 }
 
 int sq_gpt_workspace_new(const sq_gpt_config *c, int B, int T, sq_gpt_workspace **out,
-                         char *err, size_t errlen)
+                         sq_error *err)
 {
     *out = NULL;
-    if (sq_gpt_validate(c, err, errlen)) return -1;
-    if (B < 1 || T < 1) {
-        snprintf(err, errlen, "batch %d x %d tokens: both must be at least 1", B, T);
-        return -1;
-    }
-    if (T > c->context) {
-        snprintf(err, errlen, "T %d exceeds the context %d of the model", T, c->context);
-        return -1;
-    }
+    int rc = sq_gpt_validate(c, err);
+    if (rc) return rc;
+    if (B < 1 || T < 1)
+        return sq_error_set(err, SQ_ERR_SPEC, "batch %d x %d tokens: both must be at least 1",
+                            B, T);
+    if (T > c->context)
+        return sq_error_set(err, SQ_ERR_SPEC, "T %d exceeds the context %d of the model", T,
+                            c->context);
     /* rows are ints in the BLAS calls, and so is B NH (the attention loop) */
-    if ((int64_t)B * T > INT_MAX / 4 || (int64_t)B * c->heads > INT_MAX) {
-        snprintf(err, errlen, "batch %d x %d tokens is too large (at most %d rows)", B, T,
-                 INT_MAX / 4);
-        return -1;
-    }
+    if ((int64_t)B * T > INT_MAX / 4 || (int64_t)B * c->heads > INT_MAX)
+        return sq_error_set(err, SQ_ERR_SPEC, "batch %d x %d tokens is too large (at most %d "
+                            "rows)", B, T, INT_MAX / 4);
     sq_gpt_workspace *ws = calloc(1, sizeof *ws);
-    if (!ws) {
-        snprintf(err, errlen, "out of memory (the workspace header)");
-        return -1;
-    }
+    if (!ws) return sq_error_set(err, SQ_ERR_NOMEM, "out of memory (the workspace header)");
     ws->c = *c;
     ws->Bmax = B;
     ws->Tmax = T;
@@ -317,27 +300,25 @@ int sq_gpt_workspace_new(const sq_gpt_config *c, int B, int T, sq_gpt_workspace 
     layout(ws, &k);
     uint64_t bytes = mul_chk(k.used, sizeof(float), &k.overflow);
     if (k.overflow || bytes > SIZE_MAX - 64) {
-        snprintf(err, errlen,
-                 "batch %d x %d tokens with %d layers of %d channels: the workspace size overflows",
-                 B, T, c->layers, c->channels);
         free(ws);
-        return -1;
+        return sq_error_set(err, SQ_ERR_SPEC, "batch %d x %d tokens with %d layers of %d "
+                            "channels: the workspace size overflows", B, T, c->layers,
+                            c->channels);
     }
     ws->layer = calloc((size_t)c->layers, sizeof *ws->layer);
     ws->inputs = malloc(2 * (size_t)B * (size_t)T);
     ws->mem = aligned_alloc(64, ((size_t)bytes + 63) & ~(size_t)63);
     if (!ws->layer || !ws->inputs || !ws->mem) {
-        snprintf(err, errlen, "out of memory: the workspace needs %.1f MiB",
-                 (double)bytes / (1024.0 * 1024.0));
         sq_gpt_workspace_free(ws);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "out of memory: the workspace needs %.1f MiB",
+                            (double)bytes / (1024.0 * 1024.0));
     }
     ws->targets = ws->inputs + (size_t)B * (size_t)T;
     ws->nfloats = k.used;
     carver k2 = {ws->mem, 0, 0};
     layout(ws, &k2);
     *out = ws;
-    return 0;
+    return SQ_OK;
 }
 
 void sq_gpt_workspace_free(sq_gpt_workspace *ws)

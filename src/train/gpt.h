@@ -16,11 +16,14 @@
 ** run's bytes depend on its inputs alone, not on the thread counts (OpenBLAS
 ** picks its kernels by CPU, so another CPU type may round differently).
 **
-** Errors: functions returning int give 0 on success, -1 with a sentence
-** in err[0..errlen).
+** Errors: functions returning int give SQ_OK, or SQ_ERR_SPEC for a shape
+** out of range and SQ_ERR_NOMEM when memory runs out, with a sentence in
+** err (which may be NULL).
 */
 #ifndef SQ_TRAIN_GPT_H
 #define SQ_TRAIN_GPT_H
+
+#include "shardq.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -40,7 +43,7 @@ typedef struct sq_gpt_config {
 } sq_gpt_config;
 
 /* The shape checks (C % heads, sizes that overflow, ...). */
-int sq_gpt_validate(const sq_gpt_config *c, char *err, size_t errlen);
+int sq_gpt_validate(const sq_gpt_config *c, sq_error *err);
 
 /* One param tensor: "wte", "wpe", "h.0.ln1.w", ... "lnf.b". */
 typedef struct sq_gpt_param {
@@ -72,7 +75,7 @@ void sq_gpt_init(const sq_gpt_config *c, uint64_t seed, float *const *params);
 ** <= context tokens. */
 typedef struct sq_gpt_workspace sq_gpt_workspace;
 int sq_gpt_workspace_new(const sq_gpt_config *c, int B, int T, sq_gpt_workspace **out,
-                         char *err, size_t errlen);
+                         sq_error *err);
 void sq_gpt_workspace_free(sq_gpt_workspace *ws);
 /* Bytes the workspace holds. */
 uint64_t sq_gpt_workspace_bytes(const sq_gpt_workspace *ws);

@@ -3,12 +3,14 @@
 ** (trainer.h).
 */
 #include "train/trainer.h"
+#include "metrics/step.h"
 #include "sq_clock.h"
 #include "trace/tracedir.h"
 #include "trace/wfile.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,56 +36,79 @@ void sq_train_defaults(sq_train_config *c)
     c->capture_every = 1;
 }
 
-int sq_train_validate(const sq_train_config *c, const sq_corpus *corpus, char *err,
-                      size_t errlen)
+const char *sq_train_field_name(sq_train_field f)
 {
-    if (sq_gpt_validate(&c->model, err, errlen)) return -1;
-    if (c->batch < 1 || c->batch > 1 << 16) {
-        sq_set_err(err, errlen, "--batch %d: expected 1 .. 65536 sequences per worker", c->batch);
-        return -1;
+    switch (f) {
+    case SQ_TRAIN_FIELD_MODEL: return "model";
+    case SQ_TRAIN_FIELD_BATCH: return "batch size";
+    case SQ_TRAIN_FIELD_SEQ: return "sequence length";
+    case SQ_TRAIN_FIELD_STEPS: return "training steps";
+    case SQ_TRAIN_FIELD_LR: return "learning rate";
+    case SQ_TRAIN_FIELD_ADAMW: return "AdamW";
+    case SQ_TRAIN_FIELD_CLIP: return "gradient clipping norm";
+    case SQ_TRAIN_FIELD_EVAL_SEQS: return "validation sequences";
+    case SQ_TRAIN_FIELD_CAPTURE_EVERY: return "capture interval";
+    case SQ_TRAIN_FIELD_CORPUS: return "corpus";
+    default: return "";
     }
-    if (c->seq < 1 || c->seq > c->model.context) {
-        sq_set_err(err, errlen, "--seq %d: expected 1 .. the context (%d)", c->seq,
-                   c->model.context);
-        return -1;
+}
+
+/* The failed check: its field and a sentence that begins with the
+** field's name (sq_train_field_name). */
+static int invalid(sq_train_field f, sq_train_field *bad, sq_error *err, const char *fmt, ...)
+{
+    if (bad) *bad = f;
+    char what[SQ_ERROR_MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return sq_error_set(err, SQ_ERR_SPEC, "%s %s", sq_train_field_name(f), what);
+}
+
+int sq_train_validate(const sq_train_config *c, const sq_corpus *corpus, sq_train_field *bad,
+                      sq_error *err)
+{
+    if (bad) *bad = SQ_TRAIN_FIELD_NONE;
+    int rc = sq_gpt_validate(&c->model, err);
+    if (rc) {
+        if (bad) *bad = SQ_TRAIN_FIELD_MODEL;
+        return rc;
     }
-    if (c->steps < 1) {
-        sq_set_err(err, errlen, "--steps 0: train at least one step");
-        return -1;
-    }
+    if (c->batch < 1 || c->batch > 1 << 16)
+        return invalid(SQ_TRAIN_FIELD_BATCH, bad, err,
+                       "%d: expected 1 .. 65536 sequences per worker", c->batch);
+    if (c->seq < 1 || c->seq > c->model.context)
+        return invalid(SQ_TRAIN_FIELD_SEQ, bad, err, "%d: expected 1 .. the context (%d)",
+                       c->seq, c->model.context);
+    if (c->steps < 1)
+        return invalid(SQ_TRAIN_FIELD_STEPS, bad, err, "0: train at least one step");
     if (!(c->lr.lr > 0) || !(c->lr.min_lr >= 0) || c->lr.min_lr > c->lr.lr ||
-        !isfinite(c->lr.lr)) {
-        sq_set_err(err, errlen, "--lr %g with minimum %g: expected 0 < min <= lr, finite",
-                   (double)c->lr.lr, (double)c->lr.min_lr);
-        return -1;
-    }
+        !isfinite(c->lr.lr))
+        return invalid(SQ_TRAIN_FIELD_LR, bad, err,
+                       "%g with minimum %g: expected 0 < min <= lr, finite", (double)c->lr.lr,
+                       (double)c->lr.min_lr);
     if (!(c->adamw.beta1 >= 0 && c->adamw.beta1 < 1) ||
         !(c->adamw.beta2 >= 0 && c->adamw.beta2 < 1) || !(c->adamw.eps > 0) ||
-        !(c->adamw.weight_decay >= 0) || !isfinite(c->adamw.weight_decay)) {
-        sq_set_err(err, errlen, "AdamW beta1 %g, beta2 %g, eps %g, weight decay %g: expected "
-                   "betas in [0, 1), eps > 0, decay >= 0", (double)c->adamw.beta1,
-                   (double)c->adamw.beta2, (double)c->adamw.eps, (double)c->adamw.weight_decay);
-        return -1;
-    }
-    if (!(c->clip >= 0) || !isfinite(c->clip)) {
-        sq_set_err(err, errlen, "--clip %g: expected >= 0 (0: off)", (double)c->clip);
-        return -1;
-    }
-    if (c->eval_seqs < 1) {
-        sq_set_err(err, errlen, "--eval-seqs %d: expected >= 1", c->eval_seqs);
-        return -1;
-    }
-    if (c->capture && c->capture_every < 1) {
-        sq_set_err(err, errlen, "--capture-every 0: expected >= 1");
-        return -1;
-    }
-    if (corpus && (corpus->ntrain <= (size_t)c->seq || corpus->nval <= (size_t)c->seq)) {
-        sq_set_err(err, errlen, "%s: %zu training and %zu validation bytes: each must exceed "
-                   "--seq %d (give a larger --corpus or a smaller --seq)", corpus->path,
-                   corpus->ntrain, corpus->nval, c->seq);
-        return -1;
-    }
-    return 0;
+        !(c->adamw.weight_decay >= 0) || !isfinite(c->adamw.weight_decay))
+        return invalid(SQ_TRAIN_FIELD_ADAMW, bad, err,
+                       "beta1 %g, beta2 %g, eps %g, weight decay %g: expected betas in "
+                       "[0, 1), eps > 0, decay >= 0", (double)c->adamw.beta1,
+                       (double)c->adamw.beta2, (double)c->adamw.eps,
+                       (double)c->adamw.weight_decay);
+    if (!(c->clip >= 0) || !isfinite(c->clip))
+        return invalid(SQ_TRAIN_FIELD_CLIP, bad, err, "%g: expected >= 0 (0: off)",
+                       (double)c->clip);
+    if (c->eval_seqs < 1)
+        return invalid(SQ_TRAIN_FIELD_EVAL_SEQS, bad, err, "%d: expected >= 1", c->eval_seqs);
+    if (c->capture && c->capture_every < 1)
+        return invalid(SQ_TRAIN_FIELD_CAPTURE_EVERY, bad, err, "0: expected >= 1");
+    if (corpus && (corpus->ntrain <= (size_t)c->seq || corpus->nval <= (size_t)c->seq))
+        return invalid(SQ_TRAIN_FIELD_CORPUS, bad, err,
+                       "%s: %zu training and %zu validation bytes: each must exceed the "
+                       "sequence length %d (give a larger corpus or a shorter sequence)",
+                       corpus->path, corpus->ntrain, corpus->nval, c->seq);
+    return SQ_OK;
 }
 
 double sq_train_sgemm_gflops(const sq_gpt_config *m, int rows, double seconds)
@@ -156,13 +181,13 @@ static void free_state(train_state *s)
     if (s->tw) sq_trace_writer_abort(s->tw);
 }
 
-static int world_fail(train_state *s, size_t p, char *err, size_t errlen)
+/* A failed call of param p's world: the world's kind and sentence. */
+static int world_fail(train_state *s, size_t p, int rc, sq_error *err)
 {
-    sq_set_err(err, errlen, "param '%s': %s", s->meta[p].name, sq_world_error(s->ps[p].w));
-    return -1;
+    return sq_error_set(err, rc, "param '%s': %s", s->meta[p].name, sq_world_error(s->ps[p].w));
 }
 
-static int open_state(train_state *s, char *err, size_t errlen)
+static int open_state(train_state *s, sq_error *err)
 {
     const sq_train_config *c = s->c;
     s->np = sq_gpt_nparams(&c->model);
@@ -182,11 +207,10 @@ static int open_state(train_state *s, char *err, size_t errlen)
         sq_world_config wc = {.topo = c->topo, .scheme = c->scheme, .elements = s->meta[p].n,
                               .seed = c->seed ^ ((uint64_t)p << 40), .device = c->device};
         char werr[512];
-        if (sq_world_open(&wc, &q->w, werr, sizeof werr)) {
-            sq_set_err(err, errlen, "param '%s' (%llu elements): %s", s->meta[p].name,
-                       (unsigned long long)s->meta[p].n, werr);
-            return -1;
-        }
+        int rc = sq_world_open(&wc, &q->w, werr, sizeof werr);
+        if (rc)
+            return sq_error_set(err, rc, "param '%s' (%llu elements): %s", s->meta[p].name,
+                                (unsigned long long)s->meta[p].n, werr);
         q->n = s->meta[p].n;
         q->S = sq_world_shard(q->w);
         q->padded = sq_world_padded(q->w);
@@ -205,53 +229,45 @@ static int open_state(train_state *s, char *err, size_t errlen)
         s->mptr[p] = q->master;
         s->res->elements += q->n;
     }
-    if (sq_gpt_workspace_new(&c->model, c->batch, c->seq, &s->ws, err, errlen)) return -1;
-    return 0;
+    return sq_gpt_workspace_new(&c->model, c->batch, c->seq, &s->ws, err);
 oom:
-    sq_set_err(err, errlen, "out of memory for the model's state (%d workers)", s->N);
-    return -1;
+    return sq_error_set(err, SQ_ERR_NOMEM, "out of memory for the model's state (%d workers)",
+                        s->N);
 }
 
 /* The bf16 initialisation on every worker; the masters are its copy. */
-static int init_weights(train_state *s, char *err, size_t errlen)
+static int init_weights(train_state *s, sq_error *err)
 {
     sq_gpt_init(&s->c->model, s->c->seed, s->mptr);
     for (size_t p = 0; p < s->np; p++) {
-        if (sq_world_init_weights(s->ps[p].w, s->ps[p].master)) return world_fail(s, p, err, errlen);
+        int rc = sq_world_init_weights(s->ps[p].w, s->ps[p].master);
+        if (rc) return world_fail(s, p, rc, err);
     }
-    return 0;
+    return SQ_OK;
 }
 
 /* Every worker's w-hat into wptr (worker 0's), each compared with worker 0's:
 ** the replicas of a sharded model must hold the same bytes. */
-static int read_weights(train_state *s, char *err, size_t errlen)
+static int read_weights(train_state *s, sq_error *err)
 {
     for (size_t p = 0; p < s->np; p++) {
         param_state *q = &s->ps[p];
-        if (sq_world_get_weights(q->w, 0, q->what)) return world_fail(s, p, err, errlen);
-        for (int r = 1; r < s->N; r++) {
-            if (sq_world_get_weights(q->w, r, q->tmp)) return world_fail(s, p, err, errlen);
-            if (memcmp(q->tmp, q->what, (size_t)q->n * sizeof *q->tmp) != 0) {
-                sq_set_err(err, errlen, "param '%s': the replicas of the weights differ "
-                           "(worker %d against worker 0): a bug in the world",
-                           s->meta[p].name, r);
-                return -1;
-            }
-        }
+        int differs, rc = sq_step_replicas(q->w, q->what, q->tmp, &differs);
+        if (rc) return world_fail(s, p, rc, err);
+        if (differs)
+            return sq_error_set(err, SQ_ERR_CONFLICT, "param '%s': the replicas of the weights "
+                                "differ (worker %d against worker 0): a bug in the world",
+                                s->meta[p].name, differs);
     }
-    return 0;
+    return SQ_OK;
 }
 
-static int capture_file(train_state *s, uint32_t step, int worker, float *const *x, char *err,
-                        size_t errlen)
+static int capture_file(train_state *s, uint32_t step, int worker, float *const *x,
+                        sq_error *err)
 {
-    sq_error te = {0};
-    int rc = sq_trace_file_begin(s->tw, step, worker, &te);
-    for (size_t p = 0; !rc && p < s->np; p++)
-        rc = sq_trace_file_put(s->tw, x[p], &te);
-    if (!rc) rc = sq_trace_file_end(s->tw, &te);
-    if (rc) sq_set_err(err, errlen, "%s", sq_error_message(&te));
-    return rc ? -1 : 0;
+    int rc = sq_trace_file_begin(s->tw, step, worker, err);
+    for (size_t p = 0; p < s->np && !rc; p++) rc = sq_trace_file_put(s->tw, x[p], err);
+    return rc ? rc : sq_trace_file_end(s->tw, err);
 }
 
 /* Mean loss over the validation sequences at the current w-hat. */
@@ -278,8 +294,7 @@ static double evaluate(train_state *s)
 
 /* Steps 1 and 2: every worker's gradient, then the reduce-scatter. Returns
 ** the mean training loss in *loss. */
-static int gradients(train_state *s, uint32_t t, int capture, double *loss, char *err,
-                     size_t errlen)
+static int gradients(train_state *s, uint32_t t, int capture, double *loss, sq_error *err)
 {
     const sq_train_config *c = s->c;
     sq_train_result *res = s->res;
@@ -296,18 +311,18 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, char
         /* the world refuses a gradient that is not finite, naming the element */
         for (size_t p = 0; p < s->np; p++) {
             int rc = sq_world_put_grad(s->ps[p].w, r, s->gptr[p]);
-            if (rc == SQ_ERR_NONFINITE) {
-                sq_set_err(err, errlen, "step %u: param '%s': %s (the loss diverged: lower --lr?)",
-                           (unsigned)t, s->meta[p].name, sq_world_error(s->ps[p].w));
-                return -1;
-            }
-            if (rc) return world_fail(s, p, err, errlen);
+            if (rc == SQ_ERR_NONFINITE)
+                return sq_error_set(err, rc, "step %u: param '%s': %s (the loss diverged: a "
+                                    "lower learning rate?)", (unsigned)t, s->meta[p].name,
+                                    sq_world_error(s->ps[p].w));
+            if (rc) return world_fail(s, p, rc, err);
         }
         res->time[SQ_TT_GRAD] += sq_clock_s() - t0;
         /* captured once the world took it: a trace holds finite gradients only */
         if (capture) {
             t0 = sq_clock_s();
-            if (capture_file(s, t, r, s->gptr, err, errlen)) return -1;
+            int rc = capture_file(s, t, r, s->gptr, err);
+            if (rc) return rc;
             res->time[SQ_TT_CAPTURE] += sq_clock_s() - t0;
         }
     }
@@ -315,19 +330,17 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, char
     double t0 = sq_clock_s();
     for (size_t p = 0; p < s->np; p++) {
         param_state *q = &s->ps[p];
-        if (sq_world_reduce_grads(q->w, t)) return world_fail(s, p, err, errlen);
-        for (int r = 0; r < s->N; r++)
-            if (sq_world_get_grad_shard(q->w, r, q->red + (size_t)r * q->S))
-                return world_fail(s, p, err, errlen);
+        int rc = sq_world_reduce_grads(q->w, t);
+        if (!rc) rc = sq_step_grad_error(q->w, NULL, q->red, NULL, NULL);
+        if (rc) return world_fail(s, p, rc, err);
     }
     res->time[SQ_TT_GRAD] += sq_clock_s() - t0;
     if (s->sink && s->sink->tensor)
         for (size_t p = 0; p < s->np; p++)
-            if (s->sink->tensor(s->sink->ctx, t, p, SQ_TRAIN_REDUCED, s->ps[p].red, s->ps[p].n)) {
-                sq_set_err(err, errlen, "step %u: stopped by the caller", (unsigned)t);
-                return -1;
-            }
-    return 0;
+            if (s->sink->tensor(s->sink->ctx, t, p, SQ_TRAIN_REDUCED, s->ps[p].red, s->ps[p].n))
+                return sq_error_set(err, SQ_ERR_INTERRUPTED, "step %u: stopped by the caller",
+                                    (unsigned)t);
+    return SQ_OK;
 }
 
 /* Step 3: clipping and every worker's AdamW on its shard. */
@@ -354,19 +367,20 @@ static void optimize(train_state *s, uint32_t t, float lr, double *norm)
 }
 
 /* Step 4: the masters out, the all-gather of step t + 1, the new w-hat in. */
-static int gather(train_state *s, uint32_t t, char *err, size_t errlen)
+static int gather(train_state *s, uint32_t t, sq_error *err)
 {
     for (size_t p = 0; p < s->np; p++) {
         param_state *q = &s->ps[p];
-        for (int r = 0; r < s->N; r++)
-            if (sq_world_put_master(q->w, r, q->master + (size_t)r * q->S))
-                return world_fail(s, p, err, errlen);
-        if (sq_world_gather_weights(q->w, t + 1)) return world_fail(s, p, err, errlen);
+        int rc = SQ_OK;
+        for (int r = 0; r < s->N && !rc; r++)
+            rc = sq_world_put_master(q->w, r, q->master + (size_t)r * q->S);
+        if (!rc) rc = sq_world_gather_weights(q->w, t + 1);
+        if (rc) return world_fail(s, p, rc, err);
     }
-    return read_weights(s, err, errlen);
+    return read_weights(s, err);
 }
 
-static int train_loop(train_state *s, char *err, size_t errlen)
+static int train_loop(train_state *s, sq_error *err)
 {
     const sq_train_config *c = s->c;
     sq_train_result *res = s->res;
@@ -375,31 +389,32 @@ static int train_loop(train_state *s, char *err, size_t errlen)
     const double step_flops = s->N * sq_gpt_flops(&c->model, c->batch, c->seq);
     const uint64_t step_tokens = (uint64_t)s->N * (uint64_t)c->batch * (uint64_t)c->seq;
     double t_start = sq_clock_s();
-    if (init_weights(s, err, errlen) || read_weights(s, err, errlen)) return -1;
+    int rc = init_weights(s, err);
+    if (!rc) rc = read_weights(s, err);
+    if (rc) return rc;
     for (uint32_t t = 0; t < c->steps; t++) {
         int capture = s->tw && t % c->capture_every == 0;
         if (capture) {
             /* the masters at the start of the step: what replay gathers */
             double t0 = sq_clock_s();
-            if (capture_file(s, t, -1, s->mptr, err, errlen)) return -1;
+            if ((rc = capture_file(s, t, -1, s->mptr, err))) return rc;
             res->time[SQ_TT_CAPTURE] += sq_clock_s() - t0;
             res->captured++;
         }
         if (s->sink && s->sink->tensor)
             for (size_t p = 0; p < s->np; p++)
                 if (s->sink->tensor(s->sink->ctx, t, p, SQ_TRAIN_MODEL, s->wptr[p],
-                                    s->ps[p].n)) {
-                    sq_set_err(err, errlen, "step %u: stopped by the caller", (unsigned)t);
-                    return -1;
-                }
-        double loss;
-        if (gradients(s, t, capture, &loss, err, errlen)) return -1;
+                                    s->ps[p].n))
+                    return sq_error_set(err, SQ_ERR_INTERRUPTED, "step %u: stopped by the "
+                                        "caller", (unsigned)t);
+        double loss = 0;
+        if ((rc = gradients(s, t, capture, &loss, err))) return rc;
         float lr = sq_lr_at(&sched, t);
         double norm, t0 = sq_clock_s();
         optimize(s, t, lr, &norm);
         res->time[SQ_TT_OPTIM] += sq_clock_s() - t0;
         t0 = sq_clock_s();
-        if (gather(s, t, err, errlen)) return -1;
+        if ((rc = gather(s, t, err))) return rc;
         res->time[SQ_TT_WEIGHT] += sq_clock_s() - t0;
         sq_train_row row = {.step = t, .loss = loss, .val_loss = NAN, .lr = lr,
                             .grad_norm = norm};
@@ -416,26 +431,27 @@ static int train_loop(train_state *s, char *err, size_t errlen)
         res->final_loss = loss;
         row.tokens = res->tokens;
         row.seconds = sq_clock_s() - t_start;
-        if (s->sink && s->sink->step && s->sink->step(s->sink->ctx, &row, err, errlen)) return -1;
+        if (s->sink && s->sink->step && (rc = s->sink->step(s->sink->ctx, &row, err)))
+            return rc < 0 ? rc : SQ_ERR_INTERRUPTED;
         if (s->sink && s->sink->progress) s->sink->progress(s->sink->ctx, t + 1, c->steps, loss);
     }
-    return 0;
+    return SQ_OK;
 }
 
 int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_train_sink *sink,
-                 sq_train_result *out, char *err, size_t errlen)
+                 sq_train_result *out, sq_error *err)
 {
     memset(out, 0, sizeof *out);
     out->final_val = NAN;
-    if (sq_train_validate(c, corpus, err, errlen)) return -1;
+    int rc = sq_train_validate(c, corpus, NULL, err);
+    if (rc) return rc;
     train_state s = {.c = c, .corpus = corpus, .sink = sink, .res = out};
     double t0 = sq_clock_s();
-    int rc = open_state(&s, err, errlen);
+    rc = open_state(&s, err);
     if (!rc && c->capture) {
         sq_trace_param *tp = calloc(s.np, sizeof *tp);
         if (!tp) {
-            sq_set_err(err, errlen, "out of memory");
-            rc = -1;
+            rc = sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
         } else {
             for (size_t p = 0; p < s.np; p++) {
                 tp[p].name = s.meta[p].name;
@@ -446,23 +462,16 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
             }
             char topo[32];
             snprintf(topo, sizeof topo, "%dx%d", c->topo.nodes, c->topo.per_node);
-            sq_error te = {0};
             rc = sq_trace_writer_open_as(&s.tw, c->capture, c->capture_owner, s.N, tp, s.np,
-                                         SQ_ST_F32, topo, c->capture_model, &te);
-            if (rc) {
-                sq_set_err(err, errlen, "%s", sq_error_message(&te));
-                rc = -1;
-                s.tw = NULL;
-            }
+                                           SQ_ST_F32, topo, c->capture_model, err);
+            if (rc) s.tw = NULL;
             free(tp);
         }
     }
-    if (!rc) rc = train_loop(&s, err, errlen);
+    if (!rc) rc = train_loop(&s, err);
     if (!rc && s.tw) {
         double tc = sq_clock_s();
-        sq_error te = {0};
-        rc = sq_trace_writer_close(s.tw, &te) ? -1 : 0;
-        if (rc) sq_set_err(err, errlen, "%s", sq_error_message(&te));
+        rc = sq_trace_writer_close(s.tw, err);
         s.tw = NULL;
         out->time[SQ_TT_CAPTURE] += sq_clock_s() - tc;
     }

@@ -65,17 +65,41 @@ typedef struct sq_train_config {
 /* The defaults of `shardq train`. */
 void sq_train_defaults(sq_train_config *c);
 
-/* Shape and option checks, with the offending option named. */
-int sq_train_validate(const sq_train_config *c, const sq_corpus *corpus, char *err,
-                      size_t errlen);
+/* The settings sq_train_validate checks, for a front end that names them
+** its own way (a command-line flag). */
+typedef enum sq_train_field {
+    SQ_TRAIN_FIELD_NONE = 0,
+    SQ_TRAIN_FIELD_MODEL,         /* model: layers, channels, heads, context */
+    SQ_TRAIN_FIELD_BATCH,         /* batch */
+    SQ_TRAIN_FIELD_SEQ,           /* seq */
+    SQ_TRAIN_FIELD_STEPS,         /* steps */
+    SQ_TRAIN_FIELD_LR,            /* lr.lr and lr.min_lr */
+    SQ_TRAIN_FIELD_ADAMW,         /* adamw */
+    SQ_TRAIN_FIELD_CLIP,          /* clip */
+    SQ_TRAIN_FIELD_EVAL_SEQS,     /* eval_seqs */
+    SQ_TRAIN_FIELD_CAPTURE_EVERY, /* capture_every */
+    SQ_TRAIN_FIELD_CORPUS         /* the corpus, too small for seq */
+} sq_train_field;
+
+/* The setting's name in sq_train_validate's sentences ("sequence length"). */
+const char *sq_train_field_name(sq_train_field f);
+
+/* Shape and setting checks: SQ_OK, or SQ_ERR_SPEC with *bad (may be NULL)
+** the field at fault and a sentence in err. The sentence begins with the
+** field's name (sq_train_field_name) followed by a space, but for the
+** model, whose sentence is sq_gpt_validate's. */
+int sq_train_validate(const sq_train_config *c, const sq_corpus *corpus, sq_train_field *bad,
+                      sq_error *err);
 
 enum { SQ_TRAIN_REDUCED = 0, SQ_TRAIN_MODEL = 1 };
 
 /* Where results go while training runs; every callback may be NULL. */
 typedef struct sq_train_sink {
     void *ctx;
-    /* after every step; a non-zero return stops training with the sink's error */
-    int (*step)(void *ctx, const sq_train_row *row, char *err, size_t errlen);
+    /* after every step; a non-zero return stops training: a negative sq_status
+    ** kind with the sink's sentence in err is the run's error, any other
+    ** value stops it as SQ_ERR_INTERRUPTED */
+    int (*step)(void *ctx, const sq_train_row *row, sq_error *err);
     void (*progress)(void *ctx, uint32_t done, uint32_t total, double loss);
     /* for tests: the reduced mean gradient of param p at step (its
     ** partitions in worker order: the param's n elements, before clipping),
@@ -108,10 +132,14 @@ typedef struct sq_train_result {
     uint64_t peak_rss;
 } sq_train_result;
 
-/* Trains; 0 on success, -1 with the reason in err (a world's error names
-** the param). */
+/* Trains: SQ_OK, or the kind of the failure with its sentence in err (a
+** world's error names the param): SQ_ERR_SPEC for a setting (see
+** sq_train_validate), SQ_ERR_NONFINITE when the loss diverged, SQ_ERR_NOMEM,
+** SQ_ERR_DEVICE for a failed CUDA call, SQ_ERR_IO or SQ_ERR_BUSY from
+** writing the capture, SQ_ERR_INTERRUPTED when a sink stopped it, or the
+** sink's own kind. */
 int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_train_sink *sink,
-                 sq_train_result *out, char *err, size_t errlen);
+                 sq_train_result *out, sq_error *err);
 
 /* The sgemm rate of this machine in GFLOP/s, on the shape of the model's
 ** largest product for a batch of rows (B T x 4C x C), timed for about
