@@ -258,8 +258,9 @@ int cmd_replay(int argc, char **argv)
     memset(&cfg, 0, sizeof cfg);
     if (cli_scheme("replay", preset, sets, nsets, &cfg.scheme)) return CLI_USAGE;
     char err[2048];
-    if (workers && sq_topo_parse(workers, &cfg.topo, err, sizeof err)) {
-        fprintf(stderr, "shardq replay: --workers: %s\n", err);
+    sq_error terr;
+    if (workers && sq_topo_parse(workers, &cfg.topo, &terr)) {
+        fprintf(stderr, "shardq replay: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
     sq_trace t;

@@ -457,8 +457,9 @@ int cmd_train(int argc, char **argv)
     if (!warmup_given) c.lr.warmup = c.steps / 10;
     if (cli_scheme("train", preset, sets, nsets, &c.scheme)) return CLI_USAGE;
     char err[2048];
-    if (sq_topo_parse(workers, &c.topo, err, sizeof err)) {
-        fprintf(stderr, "shardq train: --workers: %s\n", err);
+    sq_error terr;
+    if (sq_topo_parse(workers, &c.topo, &terr)) {
+        fprintf(stderr, "shardq train: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
     c.device = device;

@@ -397,9 +397,9 @@ static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, con
         case K_TRACE: if (!trace_override) trace = v; break;
         case K_WORKERS: {
             sq_topo t;
-            char e2[256];
-            if (sq_topo_parse(v, &t, e2, sizeof e2)) {
-                sq_set_err(err, errlen, "%s: [%s] workers: %s", r->path, grid, e2);
+            sq_error e2;
+            if (sq_topo_parse(v, &t, &e2)) {
+                sq_set_err(err, errlen, "%s: [%s] workers: %s", r->path, grid, sq_error_message(&e2));
                 goto fail;
             }
             slot = &x.workers;
@@ -466,20 +466,20 @@ static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, con
     /* the scheme: an unknown preset or knob is the recipe's error; a
     ** combination the world cannot run is left out and counted */
     sq_scheme sc;
-    char e2[768];
-    if (sq_scheme_preset(x.preset, &sc, e2, sizeof e2)) {
-        sq_set_err(err, errlen, "%s: [%s] presets: %s", r->path, grid, e2);
+    sq_error e2;
+    if (sq_scheme_preset(x.preset, &sc, &e2)) {
+        sq_set_err(err, errlen, "%s: [%s] presets: %s", r->path, grid, sq_error_message(&e2));
         goto fail;
     }
     for (int k = 0; k < x.nsets; k++)
-        if (sq_scheme_set(&sc, x.sets[k], e2, sizeof e2)) {
-            sq_set_err(err, errlen, "%s: [%s] %s", r->path, grid, e2);
+        if (sq_scheme_set(&sc, x.sets[k], &e2)) {
+            sq_set_err(err, errlen, "%s: [%s] %s", r->path, grid, sq_error_message(&e2));
             goto fail;
         }
-    if (sq_scheme_validate(&sc, e2, sizeof e2)) {
+    if (sq_scheme_validate(&sc, &e2)) {
         if (!r->first_invalid) {
             char buf[1024];
-            snprintf(buf, sizeof buf, "%s", e2);
+            snprintf(buf, sizeof buf, "%s", sq_error_message(&e2));
             r->first_invalid = strdup(buf);
         }
         r->ninvalid++;

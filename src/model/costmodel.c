@@ -129,7 +129,11 @@ static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t e
 {
     sq_world_config cfg = {.topo = *topo, .scheme = *s, .elements = elements, .seed = 1, .dry = 1};
     sq_world *w;
-    if (sq_world_open(&cfg, &w, err, errlen)) return -1;
+    sq_error werr;
+    if (sq_world_open(&cfg, &w, &werr)) {
+        sq_set_err(err, errlen, "%s", sq_error_message(&werr));
+        return -1;
+    }
     if (sq_world_reduce_grads(w, 1) || sq_world_gather_weights(w, 1)) {
         sq_set_err(err, errlen, "%s", sq_world_error(w));
         sq_world_close(w);

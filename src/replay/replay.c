@@ -248,10 +248,10 @@ static int replay_param(replay_state *st, size_t p, char *err, size_t errlen)
         .dry = 0,
     };
     sq_world *w = NULL;
-    char werr[512];
-    if (sq_world_open(&wc, &w, werr, sizeof werr)) {
+    sq_error werr;
+    if (sq_world_open(&wc, &w, &werr)) {
         sq_set_err(err, errlen, "param '%s' (%llu elements): %s", t->params[p].name,
-                   (unsigned long long)t->params[p].n, werr);
+                   (unsigned long long)t->params[p].n, sq_error_message(&werr));
         return -1;
     }
     param_bufs b;

@@ -181,10 +181,10 @@ static int open_state(train_state *s, char *err, size_t errlen)
         param_state *q = &s->ps[p];
         sq_world_config wc = {.topo = c->topo, .scheme = c->scheme, .elements = s->meta[p].n,
                               .seed = c->seed ^ ((uint64_t)p << 40), .device = c->device};
-        char werr[512];
-        if (sq_world_open(&wc, &q->w, werr, sizeof werr)) {
+        sq_error werr;
+        if (sq_world_open(&wc, &q->w, &werr)) {
             sq_set_err(err, errlen, "param '%s' (%llu elements): %s", s->meta[p].name,
-                       (unsigned long long)s->meta[p].n, werr);
+                       (unsigned long long)s->meta[p].n, sq_error_message(&werr));
             return -1;
         }
         q->n = s->meta[p].n;
