@@ -405,8 +405,7 @@ static void check_execution(const topo3 *t, const char *preset, uint64_t n, int 
     for (int r = 0; r < N; r++) ck_assert_int_eq(sq_world_put_master(w, r, w1 + (uint64_t)r * S), SQ_OK);
 
     sq_backend *be;
-    char berr[256];
-    ck_assert_int_eq(sq_backend_open("cpu", &be, berr, sizeof berr), SQ_OK);
+    ck_assert_int_eq(sq_backend_open("cpu", &be, NULL), SQ_OK);
     sq_plan_mem *mem = calloc((size_t)N, sizeof *mem);
     ck_assert_ptr_nonnull(mem);
     for (int r = 0; r < N; r++) {

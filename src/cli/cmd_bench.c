@@ -729,9 +729,9 @@ int cmd_bench(int argc, char **argv)
     }
 
     sq_backend *be = NULL;
-    char err[512];
-    if (sq_backend_open(device, &be, err, sizeof err) != SQ_OK) {
-        fprintf(stderr, "shardq bench: --device %s: %s\n", device, err);
+    sq_error err;
+    if (sq_backend_open(device, &be, &err) != SQ_OK) {
+        fprintf(stderr, "shardq bench: --device %s: %s\n", device, sq_error_message(&err));
         return CLI_RUNTIME;
     }
     char where[320];

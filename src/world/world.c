@@ -259,12 +259,7 @@ int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
     }
     if (!w->dry) {
         if ((rc = check_memory(w, cfg->device)) != SQ_OK) goto fail;
-        char why[SQ_ERROR_MSG];
-        why[0] = '\0';
-        if ((rc = sq_placement_open(cfg->device ? cfg->device : "cpu", &w->pl, why, sizeof why))) {
-            sq_world_set_error(w, rc, "%s", why);
-            goto fail;
-        }
+        if ((rc = sq_placement_open(cfg->device ? cfg->device : "cpu", &w->pl, &w->err))) goto fail;
         w->have_placement = 1;
         w->stage = malloc((size_t)P * sizeof(float));
         w->mem = calloc((size_t)N, sizeof *w->mem);
