@@ -156,6 +156,7 @@ static void check_consistent(const sq_world_config *cfg, int coll, const char *w
             free(rg);
         }
         ck_assert_int_eq(sends, recvs);
+        ck_assert_int_eq(sends > 0, sq_plan_phase_moves(&L, coll, ph));
     }
     /* the ops of a plan are its phases in order */
     for (int r = 0; r < N; r++)

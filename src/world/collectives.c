@@ -4,14 +4,16 @@
 ** in-process transport.
 **
 ** The emulation runs the ranks one after another, phase by phase: every
-** rank's ops of a phase -- its encodes, or its sends and own chunks, then
-** its receives -- before the next phase. That changes no byte, because no
-** rank reads in a phase what another writes in it (plan.h).
+** rank's ops of a phase before the next phase. That changes no byte,
+** because no rank reads in a phase what another writes in it (plan.h).
 **
 ** The in-process transport copies a message straight into the receiver's
 ** buffer when it is sent (sq_backend_copy between the two workers'
-** backends, a peer copy between GPUs); receiving it is then nothing. A dry
-** world runs the same plans with no memory: only the counting happens.
+** backends, a peer copy between GPUs); receiving it is then nothing but
+** the counting, so one pass over the ranks runs a phase whatever the order
+** of a rank's sends and receives. A dry world runs the same plans with no
+** memory and no transport: only the counting happens, and only the phases
+** that move messages are visited.
 */
 #include "world/world_internal.h"
 
@@ -48,18 +50,20 @@ static int inproc_recv(void *ctx, const sq_plan_msg *m, sq_qbuf *to, sq_error *e
 /* Running the plans of every rank                                          */
 /* ------------------------------------------------------------------------ */
 
-/* Runs rank r's ops of one phase: pass 0 everything but the receives,
-** pass 1 the receives. */
+/* Runs rank r's ops of one phase. */
 static int run_rank_phase(sq_world *w, const sq_transport *tr, int r, int coll, int phase,
-                          int pass, uint32_t step)
+                          uint32_t step)
 {
     size_t nops = sq_plan_phase_ops(&w->L, r, coll, phase, w->ops);
-    sq_plan_mem *mem = w->dry ? NULL : &w->mem[r];
+    if (w->dry) { /* only the counting */
+        for (size_t i = 0; i < nops; i++) sq_plan_count(&w->ops[i], &w->traffic[r]);
+        return SQ_OK;
+    }
+    sq_plan_mem *mem = &w->mem[r];
     for (size_t i = 0; i < nops; i++) {
         const sq_plan_op *op = &w->ops[i];
-        if ((op->kind == SQ_PLAN_RECV) != pass) continue;
         sq_error e;
-        sq_error_clear(&e);
+        e.msg[0] = '\0';
         int rc = sq_plan_exec_op(&w->L, r, op, step, mem, tr, &w->traffic[r], &e);
         if (rc == SQ_OK) continue;
         if (op->kind == SQ_PLAN_SEND || op->kind == SQ_PLAN_RECV) {
@@ -75,14 +79,16 @@ static int run_rank_phase(sq_world *w, const sq_transport *tr, int r, int coll, 
 
 static int run_plans(sq_world *w, int coll, uint32_t step)
 {
-    const sq_transport tr = {w, inproc_send, inproc_recv, NULL};
+    const sq_transport inproc = {w, inproc_send, inproc_recv, NULL};
+    const sq_transport *tr = w->dry ? NULL : &inproc;
     const int np = sq_plan_nphases(&w->L, coll);
-    for (int phase = 0; phase < np; phase++)
-        for (int pass = 0; pass < 2; pass++)
-            for (int r = 0; r < w->N; r++) {
-                int rc = run_rank_phase(w, &tr, r, coll, phase, pass, step);
-                if (rc) return rc;
-            }
+    for (int phase = 0; phase < np; phase++) {
+        if (w->dry && !sq_plan_phase_moves(&w->L, coll, phase)) continue;
+        for (int r = 0; r < w->N; r++) {
+            int rc = run_rank_phase(w, tr, r, coll, phase, step);
+            if (rc) return rc;
+        }
+    }
     return SQ_OK;
 }
 

@@ -231,26 +231,43 @@ typedef struct xchg {
     int to, from;
     int src, dst;
     uint64_t src_off, to_off, from_off, n;
+    uint64_t codes, meta; /* bytes of n elements of the wire */
+    int lo;               /* the first rank of the sender's node */
 } xchg;
 
-static int link_of(const sq_plan_layout *L, int a, int b)
-{
-    return a / L->G == b / L->G ? SQ_LINK_INTRA : SQ_LINK_INTER;
-}
+/* (a - b) mod m for a, b in [0, m): the world asks for these ops at every
+** collective of every rank, so no division where a comparison does. */
+static int minus_mod(int a, int b, int m) { return a >= b ? a - b : a - b + m; }
 
+/* Written in place: the world asks for these ops at every collective. */
 static size_t emit_round(const sq_plan_layout *L, int me, int phase, int coll, int wire,
                          const xchg *x, sq_plan_op *ops)
 {
-    sq_plan_op s = blank(SQ_PLAN_SEND, phase, coll, wire, "sending");
-    s.round = x->round, s.peer = x->to, s.link = link_of(L, me, x->to);
-    s.src = x->src, s.src_off = x->src_off, s.dst = x->dst, s.dst_off = x->to_off, s.n = x->n;
-    sq_plan_op r = blank(SQ_PLAN_RECV, phase, coll, wire, "receiving");
-    r.round = x->round, r.peer = x->from, r.link = link_of(L, me, x->from);
-    r.dst = x->dst, r.dst_off = x->from_off, r.n = x->n;
-    int send_first = x->i < gcd(x->m, x->d);
-    ops[0] = send_first ? s : r;
-    ops[1] = send_first ? r : s;
+    int send_first = x->i < (x->d == 1 ? 1 : gcd(x->m, x->d)), lo = x->lo, hi = x->lo + L->G;
+    (void)me;
+    ops[send_first ? 0 : 1] = (sq_plan_op){
+        .kind = SQ_PLAN_SEND, .phase = phase, .round = x->round, .coll = coll, .peer = x->to,
+        .link = x->to >= lo && x->to < hi ? SQ_LINK_INTRA : SQ_LINK_INTER, .wire = wire, .wire_out = -1, .site = -1,
+        .src = x->src, .dst = x->dst, .ref = -1, .src_off = x->src_off, .dst_off = x->to_off,
+        .n = x->n, .code_bytes = x->codes, .meta_bytes = x->meta, .what = "sending"};
+    ops[send_first ? 1 : 0] = (sq_plan_op){
+        .kind = SQ_PLAN_RECV, .phase = phase, .round = x->round, .coll = coll, .peer = x->from,
+        .link = x->from >= lo && x->from < hi ? SQ_LINK_INTRA : SQ_LINK_INTER, .wire = wire, .wire_out = -1, .site = -1,
+        .src = -1, .dst = x->dst, .ref = -1, .dst_off = x->from_off,
+        .n = x->n, .code_bytes = x->codes, .meta_bytes = x->meta, .what = "receiving"};
     return 2;
+}
+
+/* The packed sizes of n elements of wire wi. */
+static void sizes(const sq_plan_layout *L, int wi, uint64_t n, uint64_t *codes, uint64_t *meta)
+{
+    *codes = sq_wire_code_bytes(&L->wires[wi], n);
+    *meta = sq_wire_meta_bytes(&L->wires[wi], n);
+}
+
+static void local_sizes(const sq_plan_layout *L, sq_plan_op *o)
+{
+    sizes(L, o->wire, o->n, &o->code_bytes, &o->meta_bytes);
 }
 
 static size_t weight_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *ops)
@@ -276,9 +293,11 @@ static size_t weight_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *
     }
     if (phase < N) {
         /* ring step s: pass slot r - s to r + 1, take slot r - 1 - s from r - 1 */
-        int s = phase - 1, c = ((r - s) % N + N) % N, cin = ((r - 1 - s) % N + N) % N;
-        xchg x = {r, N, 1, 0, (r + 1) % N, (r - 1 + N) % N, SQ_PLAN_WRECV, SQ_PLAN_WRECV,
-                  (uint64_t)c * S, (uint64_t)c * S, (uint64_t)cin * S, S};
+        int s = phase - 1, c = minus_mod(r, s, N), cin = minus_mod(c, 1, N);
+        xchg x = {r, N, 1, 0, r + 1 < N ? r + 1 : 0, minus_mod(r, 1, N), SQ_PLAN_WRECV,
+                  SQ_PLAN_WRECV, (uint64_t)c * S, (uint64_t)c * S, (uint64_t)cin * S, S, 0, 0,
+                  r - r % L->G};
+        sizes(L, W, S, &x.codes, &x.meta);
         return emit_round(L, r, phase, C, W, &x, ops);
     }
     sq_plan_op o = blank(diff ? SQ_PLAN_DECODE_ADD : SQ_PLAN_DECODE, N, C, W,
@@ -308,8 +327,9 @@ static size_t ring_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *op
         return 1;
     }
     if (part == 1) {
-        xchg x = {r, N, 1, 0, (r + 1) % N, (r - 1 + N) % N, SQ_PLAN_RSEND, SQ_PLAN_RRECV,
-                  0, 0, 0, S};
+        xchg x = {r, N, 1, 0, r + 1 < N ? r + 1 : 0, minus_mod(r, 1, N), SQ_PLAN_RSEND,
+                  SQ_PLAN_RRECV, 0, 0, 0, S, 0, 0, r - r % L->G};
+        sizes(L, W, S, &x.codes, &x.meta);
         return emit_round(L, r, phase, C, W, &x, ops);
     }
     ops[0] = blank(SQ_PLAN_ADD, phase, C, W, "adding to a partial sum");
@@ -336,11 +356,14 @@ static size_t a2a_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *ops
         ops[k] = blank(SQ_PLAN_LOCAL, 1, C, W, "keeping the own chunk");
         ops[k].src = SQ_PLAN_GENC, ops[k].src_off = (uint64_t)r * S;
         ops[k].dst = SQ_PLAN_GRECV, ops[k].dst_off = (uint64_t)r * S, ops[k].n = S;
+        local_sizes(L, &ops[k]);
         k++;
+        const int lo = r - r % L->G;
         for (int d = 1; d < N; d++) {
-            int to = (r + d) % N, from = (r - d + N) % N;
+            int to = r + d < N ? r + d : r + d - N, from = minus_mod(r, d, N);
             xchg x = {r, N, d, d - 1, to, from, SQ_PLAN_GENC, SQ_PLAN_GRECV,
-                      (uint64_t)to * S, (uint64_t)r * S, (uint64_t)from * S, S};
+                      (uint64_t)to * S, (uint64_t)r * S, (uint64_t)from * S, S,
+                      ops[0].code_bytes, ops[0].meta_bytes, lo};
             k += emit_round(L, r, 1, C, W, &x, ops + k);
         }
         return k;
@@ -384,13 +407,15 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
             ops[k].src = SQ_PLAN_GSWZ, ops[k].src_off = base + (uint64_t)l * (uint64_t)K * P;
             ops[k].dst = SQ_PLAN_GRECV, ops[k].dst_off = (uint64_t)l * Q + at;
             ops[k].n = (uint64_t)K * P;
+            local_sizes(L, &ops[k]);
+            const uint64_t cb = ops[k].code_bytes, mb = ops[k].meta_bytes;
             k++;
             for (int d = 1; d < G; d++) {
                 int l2 = (l + d) % G, lf = (l - d + G) % G;
                 xchg x = {l, G, d, y * (G - 1) + d - 1, node * G + l2, node * G + lf,
                           SQ_PLAN_GSWZ, SQ_PLAN_GRECV,
                           base + (uint64_t)l2 * (uint64_t)K * P, (uint64_t)l * Q + at,
-                          (uint64_t)lf * Q + at, (uint64_t)K * P};
+                          (uint64_t)lf * Q + at, (uint64_t)K * P, cb, mb, node * G};
                 k += emit_round(L, r, 1, C, WI, &x, ops + k);
             }
         }
@@ -408,12 +433,14 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
             ops[k] = blank(SQ_PLAN_LOCAL, 3, C, WO, "keeping the own piece");
             ops[k].src = SQ_PLAN_GREQ, ops[k].src_off = base + (uint64_t)node * P;
             ops[k].dst = SQ_PLAN_GRECV2, ops[k].dst_off = (uint64_t)node * S + at, ops[k].n = P;
+            local_sizes(L, &ops[k]);
+            const uint64_t cb = ops[k].code_bytes, mb = ops[k].meta_bytes;
             k++;
             for (int d = 1; d < K; d++) {
                 int k2 = (node + d) % K, kf = (node - d + K) % K;
                 xchg x = {node, K, d, y * (K - 1) + d - 1, k2 * G + l, kf * G + l,
                           SQ_PLAN_GREQ, SQ_PLAN_GRECV2, base + (uint64_t)k2 * P,
-                          (uint64_t)node * S + at, (uint64_t)kf * S + at, P};
+                          (uint64_t)node * S + at, (uint64_t)kf * S + at, P, cb, mb, node * G};
                 k += emit_round(L, r, 3, C, WO, &x, ops + k);
             }
         }
@@ -426,7 +453,7 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
     }
 }
 
-int sq_plan_nphases(const sq_plan_layout *L, int coll)
+static int nphases(const sq_plan_layout *L, int coll)
 {
     if (coll == SQ_COLL_WEIGHT) return L->N == 1 ? 1 : L->N + 1;
     switch (L->grad_path) {
@@ -434,6 +461,20 @@ int sq_plan_nphases(const sq_plan_layout *L, int coll)
     case SQ_GRAD_A2A: return 3;
     case SQ_GRAD_TWOLEVEL: return 5;
     default: return 1;
+    }
+}
+
+int sq_plan_nphases(const sq_plan_layout *L, int coll) { return nphases(L, coll); }
+
+int sq_plan_phase_moves(const sq_plan_layout *L, int coll, int phase)
+{
+    if (phase < 0 || phase >= nphases(L, coll)) return 0;
+    if (coll == SQ_COLL_WEIGHT) return L->N > 1 && phase >= 1 && phase < L->N;
+    switch (L->grad_path) {
+    case SQ_GRAD_RING: return phase >= 1 && (phase - 1) % 3 == 1;
+    case SQ_GRAD_A2A: return phase == 1;
+    case SQ_GRAD_TWOLEVEL: return phase == 1 || phase == 3;
+    default: return 0;
     }
 }
 
@@ -446,7 +487,7 @@ size_t sq_plan_max_phase_ops(const sq_plan_layout *L)
 
 size_t sq_plan_phase_ops(const sq_plan_layout *L, int r, int coll, int phase, sq_plan_op *ops)
 {
-    if (phase < 0 || phase >= sq_plan_nphases(L, coll)) return 0;
+    if (phase < 0 || phase >= nphases(L, coll)) return 0;
     if (coll == SQ_COLL_WEIGHT) return weight_ops(L, r, phase, ops);
     switch (L->grad_path) {
     case SQ_GRAD_RING: return ring_ops(L, r, phase, ops);
@@ -560,10 +601,10 @@ static int copy_region(sq_backend *be, const sq_wire *wr, sq_qbuf *to, const sq_
     return rc;
 }
 
-static void count(const sq_plan_layout *L, const sq_plan_op *op, sq_traffic *t)
+void sq_plan_count(const sq_plan_op *op, sq_traffic *t)
 {
-    const sq_wire *wr = &L->wires[op->wire];
-    uint64_t codes = sq_wire_code_bytes(wr, op->n), meta = sq_wire_meta_bytes(wr, op->n);
+    if (op->kind != SQ_PLAN_SEND && op->kind != SQ_PLAN_RECV) return;
+    const uint64_t codes = op->code_bytes, meta = op->meta_bytes;
     sq_link_traffic *x = &t->t[op->coll][op->link];
     if (op->kind == SQ_PLAN_SEND) {
         x->sent_codes += codes;
@@ -588,7 +629,7 @@ int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32
 {
     int rc = SQ_OK;
     if (op->kind == SQ_PLAN_SEND || op->kind == SQ_PLAN_RECV) {
-        if (traffic) count(L, op, traffic);
+        if (traffic) sq_plan_count(op, traffic);
         if (!tr) return SQ_OK;
         sq_plan_msg m = sq_plan_message(L, r, op);
         if (op->kind == SQ_PLAN_SEND) {

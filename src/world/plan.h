@@ -26,10 +26,11 @@
 ** the same for every rank (sq_plan_nphases). An op only reads what earlier
 ** phases of its own rank wrote, or what it received, so a runner may run
 ** the ranks' phases in any interleaving that respects each rank's order and
-** the pairing of messages. The in-process world runs phase by phase: every
-** rank's ops of phase p (all SENDs and local ops first, then all RECVs)
-** before phase p + 1. Within a phase no rank writes a region that another
-** rank's SEND of that phase reads, so the order inside a phase changes no
+** the pairing of messages. The in-process world runs phase by phase:
+** every rank's ops of phase p before phase p + 1 (its transport writes a
+** message into the receiver's buffer when it is sent). Within a phase no
+** rank writes a region that any rank's SEND or LOCAL of that phase reads,
+** and no region is received twice, so the order inside a phase changes no
 ** byte.
 **
 ** Message order (why a blocking transport cannot deadlock). The SENDs and
@@ -175,6 +176,7 @@ typedef struct sq_plan_op {
     int src, dst, ref;             /* sq_plan_buf, -1 when unused */
     uint64_t src_off, dst_off, ref_off; /* elements */
     uint64_t n;                    /* elements (of each chunk for SUM*) */
+    uint64_t code_bytes, meta_bytes; /* SEND/RECV/LOCAL: the packed sizes of n elements */
     int k;                         /* SUM*: chunks */
     uint64_t stride;               /* SUM*: elements between chunks */
     const char *what;              /* what the op does, for messages */
@@ -196,6 +198,9 @@ int sq_plan_coll(const sq_plan *p);
 
 /* Phases of collective coll on this layout (the same on every rank). */
 int sq_plan_nphases(const sq_plan_layout *L, int coll);
+/* 1 if the phase moves messages (holds SENDs and RECVs), 0 if it only
+** computes on each rank. */
+int sq_plan_phase_moves(const sq_plan_layout *L, int coll, int phase);
 /* The most ops one rank has in one phase: the capacity sq_plan_phase_ops needs. */
 size_t sq_plan_max_phase_ops(const sq_plan_layout *L);
 /* Writes rank r's ops of one phase into ops[] and returns their number:
@@ -236,6 +241,11 @@ typedef struct sq_transport {
 
 /* The message a SEND or RECV op of rank r stands for. */
 sq_plan_msg sq_plan_message(const sq_plan_layout *L, int r, const sq_plan_op *op);
+
+/* The accounting of one SEND (the sender's sent bytes, elements and one
+** message) or RECV (the receiver's received bytes) into that rank's
+** counters; other ops count nothing. sq_plan_exec_op calls it. */
+void sq_plan_count(const sq_plan_op *op, sq_traffic *traffic);
 
 /* Runs one op of rank r in step `step`: the codec work on mem's backend,
 ** SEND/RECV through tr, and the counting into traffic (rank r's counters;
