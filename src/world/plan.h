@@ -231,7 +231,8 @@ typedef struct sq_plan_msg {
 ** before the message is received only if it has copied the bytes (the
 ** sender may overwrite them in a later phase). phase_end (may be NULL) is
 ** called by a runner after each phase it runs for all its ranks. Failures
-** return a kind and describe it in err. */
+** return a kind and describe it in err. For a dry rank (no memory) from
+** and to are NULL: only the sizes in the message are meaningful. */
 typedef struct sq_transport {
     void *ctx;
     int (*send)(void *ctx, const sq_plan_msg *m, const sq_qbuf *from, sq_error *err);

@@ -1,7 +1,7 @@
 /*
 ** world_internal.h -- what the files of src/world share: the world's
-** state, the per-worker buffers, and the wire and transfer helpers the
-** collectives are written with.
+** state, the per-worker buffers, and the wire helpers the plans' ops are
+** executed with.
 */
 #ifndef SQ_WORLD_INTERNAL_H
 #define SQ_WORLD_INTERNAL_H
