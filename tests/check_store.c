@@ -51,11 +51,29 @@ static void teardown(void)
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* A store call whose failure sentence (sq_store_error) goes into buf, as
+** the calls wrote it themselves before the error convention. */
+static int store_call(int rc, sq_store *h, char *buf, size_t len)
+{
+    if (rc < 0) snprintf(buf, len, "%s", sq_store_error(h));
+    return rc;
+}
+#define SQ(h, buf, call) store_call((call), (h), (buf), sizeof(buf))
+
+static int open_err(const char *path, int busy_ms, int ro, sq_store **s, char *buf, size_t len)
+{
+    sq_error e = {0};
+    int rc = sq_store_open(path, busy_ms, ro, s, &e);
+    if (rc < 0) snprintf(buf, len, "%s", sq_error_message(&e));
+    return rc;
+}
+
+
 static sq_store *open_store(const char *path, int busy_ms)
 {
     sq_store *s = NULL;
     char err[512] = "";
-    int rc = sq_store_open(path, busy_ms, 0, &s, err, sizeof err);
+    int rc = open_err(path, busy_ms, 0, &s, err, sizeof err);
     ck_assert_msg(rc == 0 && s, "open %s: %s", path, err);
     return s;
 }
@@ -145,7 +163,7 @@ static int64_t begin_run(sq_store *s, const char *key)
     sq_store_kv p[2] = {{"lr", "0.5"}, {"note", NULL}};
     int64_t id = -1;
     char err[512] = "";
-    int rc = sq_store_run_begin(s, &r, p, 2, &id, err, sizeof err);
+    int rc = SQ(s, err, sq_store_run_begin(s, &r, p, 2, &id));
     ck_assert_msg(rc == SQ_STORE_STARTED, "run_begin %s: %d %s", key ? key : "(none)", rc, err);
     ck_assert_int_gt(id, 0);
     return id;
@@ -183,7 +201,7 @@ static void add_steps(sq_store *s, int64_t id, int nsteps)
         rows[n++] = stat_row((uint64_t)t, "grad", "layer0.w", 0.02 * t);
     }
     char err[512] = "";
-    ck_assert_msg(sq_store_add_stats(s, id, rows, n, err, sizeof err) == 0, "add_stats: %s", err);
+    ck_assert_msg(SQ(s, err, sq_store_add_stats(s, id, rows, n)) == 0, "add_stats: %s", err);
 }
 
 static void end_run(sq_store *s, int64_t id, const char *status)
@@ -194,8 +212,8 @@ static void end_run(sq_store *s, int64_t id, const char *status)
                           {"weight_allgather", 4, 0.0, 100},
                           {"read", 1, 0.25, 0}};
     char err[512] = "";
-    ck_assert_msg(sq_store_run_end(s, id, status, strcmp(status, "failed") ? NULL : "boom", b, 2,
-                                   t, 3, err, sizeof err) == 0,
+    ck_assert_msg(SQ(s, err, sq_store_run_end(s, id, status, strcmp(status, "failed") ? NULL : "boom", b, 2,
+                                   t, 3)) == 0,
                   "run_end: %s", err);
 }
 
@@ -403,16 +421,16 @@ START_TEST(test_migrate_v1_and_train_rows)
          .seconds = 1.5},
     };
     char err[512];
-    ck_assert_msg(sq_store_add_train(s, id, rows, 3, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(SQ(s, err, sq_store_add_train(s, id, rows, 3)) == 0, "%s", err);
     /* the same step twice is refused, and the first rows stay */
-    ck_assert_int_eq(sq_store_add_train(s, id, rows, 1, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_add_train(s, id, rows, 1)), SQ_ERR_CONFLICT);
     ck_assert_msg(strstr(err, db_path) != NULL, "%s", err);
     sqlite3 *h = sq_store_db(s);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM train_steps"), 3);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM train_steps WHERE val_loss IS NULL"), 2);
     ck_assert_int_eq(q_int(h, "SELECT tokens FROM train_steps WHERE step = 2"), 300);
     ck_assert_int_eq(q_int(h, "SELECT val_loss = 5.25 FROM train_steps WHERE step = 1"), 1);
-    ck_assert_int_eq(sq_store_run_delete(s, id, err, sizeof err), 0);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_delete(s, id)), 0);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM train_steps"), 0);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs"), 1);
     sq_store_close(s);
@@ -444,8 +462,8 @@ START_TEST(test_migrate_v2_bench_model_rows)
          .gb_per_s_std = NAN, .copy_gb_per_s = 10},
     };
     char err[512];
-    ck_assert_msg(sq_store_add_bench(s, id, b, 2, err, sizeof err) == 0, "%s", err);
-    ck_assert_int_eq(sq_store_add_bench(s, id, b, 1, err, sizeof err), -1);
+    ck_assert_msg(SQ(s, err, sq_store_add_bench(s, id, b, 2)) == 0, "%s", err);
+    ck_assert_int_eq(SQ(s, err, sq_store_add_bench(s, id, b, 1)), SQ_ERR_CONFLICT);
     ck_assert_msg(strstr(err, db_path) != NULL, "%s", err);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM bench_results WHERE gb_per_s_std IS NULL"), 1);
     ck_assert_int_eq(q_int(h, "SELECT bytes FROM bench_results WHERE op = 'quantize'"), 4608);
@@ -456,12 +474,12 @@ START_TEST(test_migrate_v2_bench_model_rows)
          .quant_s = 0.01, .iteration_s = 0.3, .tflops = 60, .speedup = NAN,
          .inter_bytes_per_node = 1310000000ull},
     };
-    ck_assert_msg(sq_store_add_model(s, id, m, 2, err, sizeof err) == 0, "%s", err);
-    ck_assert_int_eq(sq_store_add_model(s, id, m + 1, 1, err, sizeof err), -1);
+    ck_assert_msg(SQ(s, err, sq_store_add_model(s, id, m, 2)) == 0, "%s", err);
+    ck_assert_int_eq(SQ(s, err, sq_store_add_model(s, id, m + 1, 1)), SQ_ERR_CONFLICT);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM model_results WHERE speedup IS NULL"), 1);
     ck_assert_int_eq(q_int(h, "SELECT inter_bytes_per_node FROM model_results"
                               " WHERE scheme = 'baseline'"), 7770000000ll);
-    ck_assert_int_eq(sq_store_run_delete(s, id, err, sizeof err), 0);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_delete(s, id)), 0);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM bench_results"), 0);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM model_results"), 0);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs"), 1);
@@ -505,7 +523,7 @@ START_TEST(test_migrate_v3_liveness)
     sqlite3_close(db);
 
     char err[512];
-    ck_assert_int_eq(sq_store_open(db_path, 0, 1, &s, err, sizeof err), 0);
+    ck_assert_int_eq(open_err(db_path, 0, 1, &s, err, sizeof err), 0);
     ck_assert_int_eq(sq_store_version(s), 3);
     sq_store_close(s);
     ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM pragma_table_info('runs')"
@@ -522,9 +540,9 @@ START_TEST(test_migrate_v3_liveness)
 
     sq_run_info r = run_info("live");
     int64_t got;
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_ERR_BUSY);
     r.key = "dead";
-    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err) == SQ_STORE_STARTED,
+    ck_assert_msg(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)) == SQ_STORE_STARTED,
                   "%s", err);
     snprintf(sql, sizeof sql, "SELECT pid_start FROM runs WHERE id = %lld", (long long)got);
     ck_assert_int_eq(q_int(h, sql), self_start());
@@ -549,7 +567,7 @@ START_TEST(test_newer_refused)
              SQ_STORE_VERSION);
     for (int ro = 0; ro <= 1; ro++) {
         sq_store *s = (sq_store *)1;
-        ck_assert_int_eq(sq_store_open(db_path, 0, ro, &s, err, sizeof err), -1);
+        ck_assert_int_eq(open_err(db_path, 0, ro, &s, err, sizeof err), SQ_ERR_FORMAT);
         ck_assert_ptr_null(s);
         ck_assert_str_eq(err, want);
     }
@@ -572,7 +590,7 @@ START_TEST(test_not_a_database)
     snprintf(want, sizeof want, "%s: file is not a database", db_path);
     for (int ro = 0; ro <= 1; ro++) {
         sq_store *s = NULL;
-        ck_assert_int_eq(sq_store_open(db_path, 0, ro, &s, err, sizeof err), -1);
+        ck_assert_int_eq(open_err(db_path, 0, ro, &s, err, sizeof err), SQ_ERR_FORMAT);
         ck_assert_str_eq(err, want);
     }
     ck_assert_int_eq(stat(db_path, &after), 0);
@@ -585,14 +603,14 @@ START_TEST(test_readonly_missing)
     char want[700], err[512];
     sq_store *s = NULL;
     snprintf(want, sizeof want, "%s: no such database", db_path);
-    ck_assert_int_eq(sq_store_open(db_path, 0, 1, &s, err, sizeof err), -1);
+    ck_assert_int_eq(open_err(db_path, 0, 1, &s, err, sizeof err), SQ_ERR_NOTFOUND);
     ck_assert_str_eq(err, want);
     ck_assert_int_eq(access(db_path, F_OK), -1); /* not created */
 
     /* a directory that does not exist: read-write cannot create it either */
     char path[700];
     snprintf(path, sizeof path, "%s/no/such/dir.db", dir);
-    ck_assert_int_eq(sq_store_open(path, 0, 0, &s, err, sizeof err), -1);
+    ck_assert_int_eq(open_err(path, 0, 0, &s, err, sizeof err), SQ_ERR_IO);
     ck_assert_msg(strstr(err, path) && strstr(err, "cannot open"), "%s", err);
 }
 END_TEST
@@ -689,7 +707,7 @@ START_TEST(test_nan_is_null)
         r[i].seconds = NAN;
     }
     char err[512] = "";
-    ck_assert_msg(sq_store_add_stats(s, id, r, 2, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(SQ(s, err, sq_store_add_stats(s, id, r, 2)) == 0, "%s", err);
     sq_store_close(s);
     sqlite3 *db = raw_open(db_path);
     const char *tables[] = {"step_metrics", "tensor_stats"};
@@ -715,10 +733,10 @@ START_TEST(test_seed_range)
     int64_t id;
     char err[512] = "";
     r.seed = (uint64_t)INT64_MAX;
-    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &id, err, sizeof err) == SQ_STORE_STARTED,
+    ck_assert_msg(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &id)) == SQ_STORE_STARTED,
                   "%s", err);
     r.seed = (uint64_t)INT64_MAX + 1;
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &id, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &id)), SQ_ERR_RANGE);
     ck_assert_msg(strstr(err, db_path) && strstr(err, "seed 9223372036854775808"), "%s", err);
     sq_store_close(s);
     ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs"), 1);
@@ -735,29 +753,29 @@ START_TEST(test_write_errors)
 
     sq_stat_row r[3] = {stat_row(1, "grad", NULL, 0.1), stat_row(2, "grad", NULL, 0.1),
                         stat_row(1, "grad", NULL, 0.2)}; /* the third repeats the first */
-    ck_assert_int_eq(sq_store_add_stats(s, id, r, 3, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_add_stats(s, id, r, 3)), SQ_ERR_CONFLICT);
     ck_assert_msg(strstr(err, db_path) && strstr(err, "UNIQUE constraint failed"), "%s", err);
     r[2].path = "both"; /* not grad or weight */
-    ck_assert_int_eq(sq_store_add_stats(s, id, r, 3, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_add_stats(s, id, r, 3)), SQ_ERR_CONFLICT);
     ck_assert_msg(strstr(err, "CHECK constraint failed"), "%s", err);
     ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM step_metrics"), 0);
 
     snprintf(want, sizeof want, "%s: no run 999", db_path);
-    ck_assert_int_eq(sq_store_add_stats(s, 999, r, 1, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_add_stats(s, 999, r, 1)), SQ_ERR_NOTFOUND);
     ck_assert_str_eq(err, want);
-    ck_assert_int_eq(sq_store_run_end(s, 999, "done", NULL, NULL, 0, NULL, 0, err, sizeof err),
-                     -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_end(s, 999, "done", NULL, NULL, 0, NULL, 0)),
+                     SQ_ERR_NOTFOUND);
     ck_assert_str_eq(err, want);
-    ck_assert_int_eq(sq_store_run_delete(s, 999, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_delete(s, 999)), SQ_ERR_NOTFOUND);
     ck_assert_str_eq(err, want);
 
-    ck_assert_int_eq(sq_store_run_end(s, id, "running", NULL, NULL, 0, NULL, 0, err, sizeof err),
-                     -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_end(s, id, "running", NULL, NULL, 0, NULL, 0)),
+                     SQ_ERR_ARG);
     ck_assert_msg(strstr(err, "'done' or 'failed'"), "%s", err);
 
     /* a bad timing row (NaN seconds) undoes the status change too */
     sq_timing_row t = {"read", 1, NAN, 10};
-    ck_assert_int_eq(sq_store_run_end(s, id, "done", NULL, NULL, 0, &t, 1, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_end(s, id, "done", NULL, NULL, 0, &t, 1)), SQ_ERR_CONFLICT);
     ck_assert_msg(strstr(err, "NOT NULL constraint failed"), "%s", err);
     ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs WHERE status = 'running' AND "
                                        "ended IS NULL"),
@@ -766,7 +784,7 @@ START_TEST(test_write_errors)
     /* a duplicate parameter name: no run is left behind */
     sq_run_info info = run_info("dup");
     sq_store_kv p[2] = {{"a", "1"}, {"a", "2"}};
-    ck_assert_int_eq(sq_store_run_begin(s, &info, p, 2, &id, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &info, p, 2, &id)), SQ_ERR_CONFLICT);
     ck_assert_msg(strstr(err, "UNIQUE constraint failed: params"), "%s", err);
     ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs WHERE key = 'dup'"), 0);
     sq_store_close(s);
@@ -783,7 +801,7 @@ START_TEST(test_run_delete)
     end_run(s, a, "done");
     end_run(s, b, "done");
     char err[512] = "";
-    ck_assert_msg(sq_store_run_delete(s, a, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(SQ(s, err, sq_store_run_delete(s, a)) == 0, "%s", err);
     sqlite3 *db = sq_store_db(s);
     ck_assert_int_eq(child_rows(db, a), 0);
     ck_assert_int_eq(child_rows(db, b), 2 + 8 + 4 + 2 + 3);
@@ -804,13 +822,13 @@ START_TEST(test_key_done_and_busy)
     int64_t id = begin_run(s, "k"), got = -1;
 
     /* running in this very process: alive */
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_ERR_BUSY);
     ck_assert_int_eq(got, id);
 
     add_steps(s, id, 2);
     end_run(s, id, "done");
     got = -1;
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_DONE);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_STORE_DONE);
     ck_assert_int_eq(got, id);
     /* neither outcome wrote anything */
     ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs"), 1);
@@ -822,7 +840,7 @@ START_TEST(test_key_done_and_busy)
              "VALUES ('replay', 'far', 'running', '{}', 1, '0', 'another-host.invalid', 1, "
              "'2026-01-01T00:00:00.000Z')");
     r.key = "far";
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_ERR_BUSY);
     ck_assert_int_eq(got, q_int(sq_store_db(s), "SELECT id FROM runs WHERE key = 'far'"));
 
     /* a live child process holding the key: it says when it has begun the
@@ -839,8 +857,8 @@ START_TEST(test_key_done_and_busy)
         sq_run_info ci = run_info("child");
         int64_t cid;
         char cerr[512];
-        char ok = sq_store_open(db_path, 0, 0, &c, cerr, sizeof cerr) == 0 &&
-                  sq_store_run_begin(c, &ci, NULL, 0, &cid, cerr, sizeof cerr) ==
+        char ok = open_err(db_path, 0, 0, &c, cerr, sizeof cerr) == 0 &&
+                  SQ(c, cerr, sq_store_run_begin(c, &ci, NULL, 0, &cid)) ==
                       SQ_STORE_STARTED;
         sq_store_close(c);
         if (write(ready[1], &ok, 1) != 1) _exit(2);
@@ -854,14 +872,14 @@ START_TEST(test_key_done_and_busy)
     ck_assert_int_eq(read(ready[0], &ok, 1), 1);
     ck_assert_int_eq(ok, 1);
     r.key = "child";
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_ERR_BUSY);
     ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs WHERE key = 'child'"), 1);
     close(hold[1]);
     int status = wait_child(pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
     close(ready[0]);
     /* once it is gone the same key starts afresh */
-    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err) == SQ_STORE_STARTED,
+    ck_assert_msg(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)) == SQ_STORE_STARTED,
                   "%s", err);
     ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs WHERE key = 'child'"), 1);
     sq_store_close(s);
@@ -882,9 +900,9 @@ START_TEST(test_key_stale_and_failed)
         sq_store_kv p = {"lr", "1"};
         int64_t cid;
         sq_stat_row r[2] = {stat_row(1, "grad", NULL, 0.1), stat_row(1, "grad", "t0", 0.1)};
-        if (sq_store_open(db_path, 0, 0, &c, cerr, sizeof cerr) ||
-            sq_store_run_begin(c, &ci, &p, 1, &cid, cerr, sizeof cerr) != SQ_STORE_STARTED ||
-            sq_store_add_stats(c, cid, r, 2, cerr, sizeof cerr))
+        if (open_err(db_path, 0, 0, &c, cerr, sizeof cerr) ||
+            SQ(c, cerr, sq_store_run_begin(c, &ci, &p, 1, &cid)) != SQ_STORE_STARTED ||
+            SQ(c, cerr, sq_store_add_stats(c, cid, r, 2)))
             _exit(1);
         _exit(0); /* no run_end, no close */
     }
@@ -902,7 +920,7 @@ START_TEST(test_key_stale_and_failed)
     sq_run_info r = run_info("stale");
     int64_t id = -1;
     char err[512] = "";
-    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &id, err, sizeof err) == SQ_STORE_STARTED,
+    ck_assert_msg(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &id)) == SQ_STORE_STARTED,
                   "%s", err);
     ck_assert_int_ne(id, -1);
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs WHERE key = 'stale'"), 1);
@@ -917,7 +935,7 @@ START_TEST(test_key_stale_and_failed)
     add_steps(s, id, 2);
     end_run(s, id, "failed");
     int64_t again = -1;
-    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &again, err, sizeof err) ==
+    ck_assert_msg(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &again)) ==
                       SQ_STORE_STARTED,
                   "%s", err);
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs WHERE key = 'stale'"), 1);
@@ -957,7 +975,7 @@ START_TEST(test_key_pid_reused)
 
     sq_run_info r = run_info("reused");
     int64_t got = -1;
-    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err) == SQ_STORE_STARTED,
+    ck_assert_msg(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)) == SQ_STORE_STARTED,
                   "%s", err);
     ck_assert_int_ne(got, reused);
     ck_assert_ptr_nonnull(sq_store_notice(s));
@@ -966,10 +984,10 @@ START_TEST(test_key_pid_reused)
              me, host);
     ck_assert_msg(strstr(sq_store_notice(s), want), "%s", sq_store_notice(s));
     r.key = "reboot";
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_STARTED);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_STORE_STARTED);
     ck_assert_int_ne(got, reboot);
     r.key = "live";
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_BUSY);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_ERR_BUSY);
     ck_assert_int_eq(got, live);
     ck_assert_ptr_null(sq_store_notice(s));
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs WHERE status = 'running'"), 3);
@@ -990,9 +1008,9 @@ START_TEST(test_reap_unkeyed)
         sq_run_info ci = run_info(NULL);
         int64_t cid;
         sq_stat_row r[1] = {stat_row(1, "grad", NULL, 0.1)};
-        if (sq_store_open(db_path, 0, 0, &c, cerr, sizeof cerr) ||
-            sq_store_run_begin(c, &ci, NULL, 0, &cid, cerr, sizeof cerr) != SQ_STORE_STARTED ||
-            sq_store_add_stats(c, cid, r, 1, cerr, sizeof cerr))
+        if (open_err(db_path, 0, 0, &c, cerr, sizeof cerr) ||
+            SQ(c, cerr, sq_store_run_begin(c, &ci, NULL, 0, &cid)) != SQ_STORE_STARTED ||
+            SQ(c, cerr, sq_store_add_stats(c, cid, r, 1)))
             _exit(1);
         raise(SIGKILL);
         _exit(2);
@@ -1037,31 +1055,31 @@ START_TEST(test_heartbeat_and_takeover)
     ck_assert_int_eq(q_int(h, "SELECT heartbeat > '2001' AND heartbeat >= started FROM runs"), 1);
 
     sq_run_holder who;
-    ck_assert_int_eq(sq_store_key_holder(s, "k", &who, err, sizeof err), 0);
+    ck_assert_int_eq(SQ(s, err, sq_store_key_holder(s, "k", &who)), 0);
     ck_assert_int_eq(who.id, id);
     ck_assert_str_eq(who.status, "running");
     ck_assert_int_eq(who.pid, getpid());
     ck_assert_int_eq(who.state, SQ_PROC_ALIVE);
     ck_assert_msg(who.idle_s >= 0 && who.idle_s < 3600, "%g", who.idle_s);
-    ck_assert_int_eq(sq_store_key_holder(s, "none", &who, err, sizeof err), 0);
+    ck_assert_int_eq(SQ(s, err, sq_store_key_holder(s, "none", &who)), 0);
     ck_assert_int_eq(who.id, 0);
 
     int64_t far = insert_running(h, "far", "another-host.invalid", 1, 5, NULL);
     raw_exec(h, "UPDATE runs SET heartbeat = '2000-01-01T00:00:00.000Z' WHERE key = 'far'");
-    ck_assert_int_eq(sq_store_key_holder(s, "far", &who, err, sizeof err), 0);
+    ck_assert_int_eq(SQ(s, err, sq_store_key_holder(s, "far", &who)), 0);
     ck_assert_int_eq(who.id, far);
     ck_assert_int_eq(who.state, SQ_PROC_ELSEWHERE);
     ck_assert_str_eq(who.host, "another-host.invalid");
     ck_assert_str_eq(who.heartbeat, "2000-01-01T00:00:00.000Z");
     ck_assert_msg(who.idle_s > 86400.0 * 365, "%g", who.idle_s);
-    ck_assert_int_eq(sq_store_run_takeover(s, &who, "taken over", err, sizeof err), 0);
-    ck_assert_int_eq(sq_store_run_takeover(s, &who, "taken over", err, sizeof err), 1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_takeover(s, &who, "taken over")), 0);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_takeover(s, &who, "taken over")), 1);
     ck_assert_str_eq(q_text(h, "SELECT status || ': ' || error FROM runs WHERE key = 'far'", buf,
                             sizeof buf),
                      "failed: taken over");
     sq_run_info r = run_info("far");
     int64_t got;
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), SQ_STORE_STARTED);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_STORE_STARTED);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM runs WHERE key = 'far'"), 1);
     sq_store_close(s);
 }
@@ -1090,7 +1108,7 @@ START_TEST(test_concurrent_writers)
             if (read(go[0], &x, 1) != 0) _exit(5); /* wait for the start */
             sq_store *c = NULL;
             char cerr[512];
-            if (sq_store_open(db_path, 0, 0, &c, cerr, sizeof cerr)) {
+            if (open_err(db_path, 0, 0, &c, cerr, sizeof cerr)) {
                 fprintf(stderr, "writer %d: %s\n", w, cerr);
                 _exit(1);
             }
@@ -1105,10 +1123,10 @@ START_TEST(test_concurrent_writers)
                     stat_row(2, "grad", NULL, 0.1), stat_row(2, "grad", "t", 0.1)};
                 sq_bytes_row b = {"grad_reducescatter", "intra", 1, 2, 3, 4, 5, 6};
                 sq_timing_row t = {"read", 1, 0.5, 10};
-                if (sq_store_run_begin(c, &ri, &p, 1, &id, cerr, sizeof cerr) != SQ_STORE_STARTED ||
-                    sq_store_add_stats(c, id, rows, 2, cerr, sizeof cerr) ||
-                    sq_store_add_stats(c, id, rows + 2, 2, cerr, sizeof cerr) ||
-                    sq_store_run_end(c, id, "done", NULL, &b, 1, &t, 1, cerr, sizeof cerr)) {
+                if (SQ(c, cerr, sq_store_run_begin(c, &ri, &p, 1, &id)) != SQ_STORE_STARTED ||
+                    SQ(c, cerr, sq_store_add_stats(c, id, rows, 2)) ||
+                    SQ(c, cerr, sq_store_add_stats(c, id, rows + 2, 2)) ||
+                    SQ(c, cerr, sq_store_run_end(c, id, "done", NULL, &b, 1, &t, 1))) {
                     fprintf(stderr, "writer %d run %d: %s\n", w, i, cerr);
                     _exit(2);
                 }
@@ -1164,16 +1182,16 @@ START_TEST(test_locked)
     char err[512] = "", want[700];
     int64_t got;
     double t0 = now_s();
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_ERR_BUSY);
     double waited = now_s() - t0;
     snprintf(want, sizeof want, "%s: database is locked (busy for more than 200 ms)", db_path);
     ck_assert_str_eq(err, want);
     ck_assert_msg(waited >= 0.15 && waited < 5, "waited %.3f s", waited);
     sq_stat_row row = stat_row(1, "grad", NULL, 0.1);
-    ck_assert_int_eq(sq_store_add_stats(s, id, &row, 1, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_add_stats(s, id, &row, 1)), SQ_ERR_BUSY);
     ck_assert_str_eq(err, want);
-    ck_assert_int_eq(sq_store_run_end(s, id, "done", NULL, NULL, 0, NULL, 0, err, sizeof err),
-                     -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_end(s, id, "done", NULL, NULL, 0, NULL, 0)),
+                     SQ_ERR_BUSY);
     ck_assert_str_eq(err, want);
     /* reading still works meanwhile (WAL), and sees the committed state */
     ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs WHERE error IS NULL"), 1);
@@ -1181,9 +1199,9 @@ START_TEST(test_locked)
     raw_exec(other, "ROLLBACK");
     sqlite3_close(other);
     /* the lock gone, the same calls go through */
-    ck_assert_msg(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err) == SQ_STORE_STARTED,
+    ck_assert_msg(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)) == SQ_STORE_STARTED,
                   "%s", err);
-    ck_assert_msg(sq_store_add_stats(s, id, &row, 1, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(SQ(s, err, sq_store_add_stats(s, id, &row, 1)) == 0, "%s", err);
     sq_store_close(s);
     assert_intact(db_path);
     ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM runs"), 2);
@@ -1200,14 +1218,14 @@ static void assert_writes_refused(sq_store *s, int64_t id)
     sq_run_info r = run_info("ro");
     int64_t got;
     sq_stat_row row = stat_row(9, "grad", NULL, 0.1);
-    ck_assert_int_eq(sq_store_run_begin(s, &r, NULL, 0, &got, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_begin(s, &r, NULL, 0, &got)), SQ_ERR_IO);
     ck_assert_str_eq(err, want);
-    ck_assert_int_eq(sq_store_add_stats(s, id, &row, 1, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_add_stats(s, id, &row, 1)), SQ_ERR_IO);
     ck_assert_str_eq(err, want);
-    ck_assert_int_eq(sq_store_run_end(s, id, "done", NULL, NULL, 0, NULL, 0, err, sizeof err),
-                     -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_end(s, id, "done", NULL, NULL, 0, NULL, 0)),
+                     SQ_ERR_IO);
     ck_assert_str_eq(err, want);
-    ck_assert_int_eq(sq_store_run_delete(s, id, err, sizeof err), -1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_delete(s, id)), SQ_ERR_IO);
     ck_assert_str_eq(err, want);
     /* reading works */
     ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM runs"), 1);
@@ -1221,7 +1239,7 @@ START_TEST(test_readonly_open)
     sq_store_close(s);
 
     char err[512] = "";
-    ck_assert_msg(sq_store_open(db_path, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(open_err(db_path, 0, 1, &s, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
     assert_writes_refused(s, id);
     sq_store_close(s);
@@ -1255,7 +1273,7 @@ START_TEST(test_readonly_file)
         char err[512] = "";
         sq_store *c = NULL;
         /* opening for writing succeeds (sqlite falls back to reading) */
-        if (sq_store_open(db_path, 0, 0, &c, err, sizeof err) != 0) {
+        if (open_err(db_path, 0, 0, &c, err, sizeof err) != 0) {
             fprintf(stderr, "open: %s\n", err);
             _exit(43);
         }
@@ -1291,7 +1309,7 @@ START_TEST(test_full_disk)
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(3);
         sq_store *c = NULL;
         char err[512] = "";
-        if (sq_store_open(db_path, 0, 0, &c, err, sizeof err)) {
+        if (open_err(db_path, 0, 0, &c, err, sizeof err)) {
             dprintf(out[1], "-1\n%s\n", err);
             _exit(1);
         }
@@ -1303,9 +1321,9 @@ START_TEST(test_full_disk)
             sq_run_info ri = run_info(key);
             int64_t id;
             for (int k = 0; k < 64; k++) rows[k] = stat_row((uint64_t)k, "grad", "tensor", 0.1);
-            failed = sq_store_run_begin(c, &ri, NULL, 0, &id, err, sizeof err) != 0 ||
-                     sq_store_add_stats(c, id, rows, 64, err, sizeof err) != 0 ||
-                     sq_store_run_end(c, id, "done", NULL, NULL, 0, NULL, 0, err, sizeof err) != 0;
+            failed = SQ(c, err, sq_store_run_begin(c, &ri, NULL, 0, &id)) != 0 ||
+                     SQ(c, err, sq_store_add_stats(c, id, rows, 64)) != 0 ||
+                     SQ(c, err, sq_store_run_end(c, id, "done", NULL, NULL, 0, NULL, 0)) != 0;
             if (!failed) done++;
         }
         dprintf(out[1], "%d\n%s\n", done, failed ? err : "(no failure)");
@@ -1366,9 +1384,9 @@ START_TEST(test_killed_midway)
         int64_t id;
         sq_stat_row rows[8];
         for (int k = 0; k < 8; k++) rows[k] = stat_row((uint64_t)k, "weight", NULL, 0.3);
-        if (sq_store_open(db_path, 0, 0, &c, err, sizeof err) ||
-            sq_store_run_begin(c, &ri, NULL, 0, &id, err, sizeof err) != SQ_STORE_STARTED ||
-            sq_store_add_stats(c, id, rows, 8, err, sizeof err))
+        if (open_err(db_path, 0, 0, &c, err, sizeof err) ||
+            SQ(c, err, sq_store_run_begin(c, &ri, NULL, 0, &id)) != SQ_STORE_STARTED ||
+            SQ(c, err, sq_store_add_stats(c, id, rows, 8)))
             _exit(1);
         /* start another write and die inside it */
         sqlite3_exec(sq_store_db(c), "BEGIN IMMEDIATE; INSERT INTO params VALUES (1, 'x', 'y');",

@@ -109,9 +109,42 @@ const char *cli_default_db(void);
 /* Exit status of a run whose --key another live process is running. */
 #define CLI_BUSY 75
 
+/* A job of the sweep library (sweep.h) run from a command: its progress
+** bar on stderr, its notices, and the exit status of how it ended. */
+struct sq_sweep_outcome;
+struct sq_sweep_hooks;
+struct sq_error;
+struct sq_progress;
+struct sq_train_row;
+typedef struct cli_job {
+    const char *cmd;                     /* "replay", "train" */
+    int quiet;
+    int lines;                           /* train: a line at each evaluation */
+    const struct sq_sweep_outcome *out;  /* where the job's notice shows */
+    struct sq_progress *bar;
+} cli_job;
+/* The hooks that draw j's progress (and its lines) and say its notice. */
+void cli_job_hooks(cli_job *j, struct sq_sweep_hooks *h);
+/* After sq_sweep_job_run returned rc: ends the bar, says what ended the job
+** ("already done: run N in DB" on stdout unless quiet; a key another live
+** process holds, unless quiet; an error) and returns its exit status:
+** CLI_OK, CLI_BUSY, CLI_RUNTIME; -1 when the job ran and its summary is
+** still to print. */
+int cli_job_end(cli_job *j, int rc, const struct sq_error *e, const char *db);
+
+/* Runs the training cfg (cmd_train.c) as `shardq train` does once its
+** options are read -- into db (NULL: nothing stored) under key and sweep,
+** capturing a trace into capture when not NULL -- and prints what it prints.
+** Returns the exit status. `shardq demo` runs its capture with it. */
+struct sq_sweep_config;
+int cli_train_job(const struct sq_sweep_config *cfg, const char *db, const char *key,
+                  const char *sweep, int busy_ms, const char *capture, uint32_t capture_every,
+                  int quiet, int json);
+
 /* Begins a run in the store at db (opened into *store): info, then every
 ** knob of scheme (none when scheme is NULL: a benchmark) and the extra
-** params as the run's params. Returns CLI_OK with *run set when the run
+** params as the run's params. (Commands that run a replay or a training go
+** through the sweep library's job runner, which does this itself.) Returns CLI_OK with *run set when the run
 ** started; CLI_OK with *run = 0 and *store NULL when a run with info->key is
 ** already done (said on stdout unless quiet); CLI_BUSY when a live process
 ** runs that key; CLI_RUNTIME on an error (all said on stderr). */

@@ -248,9 +248,9 @@ static void fn_status(sqlite3_context *cx, int argc, sqlite3_value **argv)
 static sq_store *open_store(const char *cmd, const char *path)
 {
     sq_store *s;
-    char err[768];
-    if (sq_store_open(path, 0, 1, &s, err, sizeof err)) {
-        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+    sq_error err = {0};
+    if (sq_store_open(path, 0, 1, &s, &err)) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
         return NULL;
     }
     if (sq_store_version(s) == 0) {
@@ -667,19 +667,7 @@ static int db_show(const char *path, int argc, char **argv)
 /* db export                                                                */
 /* ------------------------------------------------------------------------ */
 
-static const char *const tables[] = {"runs",        "params",        "step_metrics",
-                                     "tensor_stats", "bytes",        "timings",
-                                     "train_steps",  "bench_results", "model_results"};
-static const char *const table_order[] = {"id",
-                                          "run_id, key",
-                                          "run_id, step, path",
-                                          "run_id, step, path, tensor",
-                                          "run_id, collective, link",
-                                          "run_id, op",
-                                          "run_id, step",
-                                          "run_id, op, threads, elements",
-                                          "run_id, scheme, gpus"};
-#define NTABLES (sizeof tables / sizeof tables[0])
+
 
 /* Where the CSV goes: a file through the safe writer, or standard output. */
 typedef struct sink {
@@ -741,22 +729,27 @@ static void put_value(sink *o, sqlite3_stmt *st, int i)
 ** why not and returns the exit status, or -1 with *st ready. */
 static int export_statement(sq_store *s, const char *query, sqlite3_stmt **st)
 {
-    char sql[256];
+    char sql[256], names[512] = "";
     const char *text = query;
-    for (size_t i = 0; i < NTABLES; i++)
-        if (strcmp(query, tables[i]) == 0) {
-            snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY %s", tables[i], table_order[i]);
+    size_t ntables, used = 0;
+    const sq_store_table *tables = sq_store_tables(&ntables);
+    for (size_t i = 0; i < ntables; i++) {
+        if (strcmp(query, tables[i].name) == 0) {
+            snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY %s", tables[i].name,
+                     tables[i].order);
             text = sql;
         }
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                                 tables[i].name);
+    }
     const char *tail = NULL;
     sqlite3 *db = sq_store_db(s);
     if (sqlite3_prepare_v2(db, text, -1, st, &tail) != SQLITE_OK || !*st) {
         /* no statement without an error: the text was empty (or a comment) */
         const char *why = sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errmsg(db) : "it is empty";
         fprintf(stderr,
-                "shardq db export: QUERY '%s' is neither a table (runs, params, step_metrics,"
-                " tensor_stats, bytes, timings, train_steps, bench_results, model_results) nor a valid statement: %s\n",
-                query, why);
+                "shardq db export: QUERY '%s' is neither a table (%s) nor a valid statement: %s\n",
+                query, names, why);
         sqlite3_finalize(*st);
         return CLI_USAGE;
     }
@@ -843,9 +836,9 @@ static int db_init(const char *path, int argc, char **argv)
     struct stat sb;
     int existed = stat(o.db, &sb) == 0;
     sq_store *s;
-    char err[768];
-    if (sq_store_open(o.db, 0, 0, &s, err, sizeof err)) {
-        fprintf(stderr, "shardq db init: %s\n", err);
+    sq_error err = {0};
+    if (sq_store_open(o.db, 0, 0, &s, &err)) {
+        fprintf(stderr, "shardq db init: %s\n", sq_error_message(&err));
         return CLI_RUNTIME;
     }
     printf("%s: %s, schema version %d\n", o.db, existed ? "ready" : "created",

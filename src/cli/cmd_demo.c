@@ -25,9 +25,9 @@
 ** directory, which the recipes can name safely (libinih cannot quote). One
 ** demo at a time holds the directory (a lock file).
 */
-#define _GNU_SOURCE /* realpath */
+#define _GNU_SOURCE /* realpath, PR_SET_PDEATHSIG */
 #include "cli.h"
-#include "recipe.h"
+#include "sweep/sweep.h"
 #include "sq_clock.h"
 #include "store/store.h"
 #include "trace/tracedir.h"
@@ -44,8 +44,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char demo_usage[] =
@@ -344,9 +347,9 @@ static int ini_write(ini *b)
 
 static int open_db(const demo *d, sq_store **s)
 {
-    char err[1024];
-    if (sq_store_open(d->db, SQ_STORE_BUSY_MS, 0, s, err, sizeof err)) {
-        fprintf(stderr, "shardq demo: %s\n", err);
+    sq_error err = {0};
+    if (sq_store_open(d->db, SQ_STORE_BUSY_MS, 0, s, &err)) {
+        fprintf(stderr, "shardq demo: %s\n", sq_error_message(&err));
         return -1;
     }
     return 0;
@@ -370,15 +373,15 @@ static int64_t run_by_key(sqlite3 *db, const char *key)
 ** (and d->all): a phase is done only when all of them are. */
 static int recipe_runs(demo *d, const char *path, idset *ids)
 {
-    recipe r;
-    char err[2048];
+    sq_sweep r;
+    sq_error err = {0};
     sq_store *s;
-    if (recipe_load(path, NULL, &r, err, sizeof err)) {
-        fprintf(stderr, "shardq demo: %s\n", err);
+    if (sq_sweep_load(path, NULL, &r, &err)) {
+        fprintf(stderr, "shardq demo: %s\n", sq_error_message(&err));
         return CLI_RUNTIME;
     }
     if (open_db(d, &s)) {
-        recipe_free(&r);
+        sq_sweep_free(&r);
         return CLI_RUNTIME;
     }
     size_t missing = 0;
@@ -390,7 +393,7 @@ static int recipe_runs(demo *d, const char *path, idset *ids)
     }
     sq_store_close(s);
     size_t n = r.nruns;
-    recipe_free(&r);
+    sq_sweep_free(&r);
     if (oom) {
         fprintf(stderr, "shardq demo: out of memory\n");
         return CLI_RUNTIME;
@@ -465,6 +468,71 @@ static void link_trace(const demo *d)
     }
 }
 
+/* The capture run: the options of model_args as a training configuration
+** (the same as `shardq train` makes of them), under the baseline. */
+static int capture_config(const demo *d, sq_sweep_config *c)
+{
+    sq_sweep_config_defaults(c, SQ_SWEEP_TRAIN);
+    sq_train_config *t = &c->train;
+    t->steps = (uint32_t)d->steps;
+    t->eval_every = (uint32_t)strtoul(d->every, NULL, 10);
+    const char *workers = "2x4";
+    if (d->tiny) {
+        t->model.layers = 1, t->model.channels = 32, t->model.heads = 2, t->model.context = 32;
+        t->seq = 32, t->eval_seqs = 8;
+        workers = "1x2";
+    }
+    t->lr.min_lr = t->lr.lr / 10;
+    t->lr.warmup = t->steps / 10;
+    sq_error err;
+    if (sq_scheme_preset("baseline", &c->scheme, &err) ||
+        sq_topo_parse(workers, &c->topo, &err)) {
+        fprintf(stderr, "shardq demo: %s\n", sq_error_message(&err));
+        return -1;
+    }
+    c->has_topo = 1;
+    c->preset = (char *)"baseline";
+    c->device = (char *)"cpu";
+    c->corpus = (char *)d->corpus;
+    t->scheme = c->scheme;
+    t->topo = c->topo;
+    t->seed = c->seed;
+    t->device = c->device;
+    c->steps = t->steps;
+    return 0;
+}
+
+/* Trains the capture run c in a child process, which prints what `shardq
+** train` prints. A child, because libgomp is not fork-safe: the sweeps
+** that follow fork their jobs, and this process must not have run an
+** OpenMP parallel region (the training's) before they do. */
+static int run_capture(const demo *d, const sq_sweep_config *c)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid(), pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "shardq demo: fork: %s\n", strerror(errno));
+        return CLI_RUNTIME;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a killed demo leaves no training behind */
+        if (getppid() != parent) _exit(CLI_RUNTIME);
+        int rc = cli_train_job(c, d->db, d->key, "demo-train", SQ_STORE_BUSY_MS, d->trace,
+                               c->train.eval_every, 0, 0);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(rc);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            fprintf(stderr, "shardq demo: wait: %s\n", strerror(errno));
+            return CLI_RUNTIME;
+        }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : CLI_RUNTIME;
+}
+
 static int step_capture(demo *d)
 {
     phase(d, 1, "training the GPT under the baseline, capturing a trace of its weights and "
@@ -477,13 +545,9 @@ static int step_capture(demo *d)
         printf("reusing capture run %lld (same options, same corpus) and its trace %s\n",
                (long long)id, d->trace_name);
     /* a trace cut short by a kill carries this key: the training takes it up */
-    const char *a[64] = {"train", "--scheme", "baseline", "--db", d->db, "--key",
-                         d->key, "--sweep", "demo-train", "--capture", d->trace,
-                         "--capture-every", d->every};
-    int n = 13;
-    model_args(d, a, &n);
-    a[n] = NULL;
-    int rc = run(cmd_train, a);
+    sq_sweep_config c;
+    if (capture_config(d, &c)) return CLI_RUNTIME;
+    int rc = run_capture(d, &c);
     if (rc != CLI_OK) return rc;
     if (open_db(d, &s)) return CLI_RUNTIME;
     d->capture_run = run_by_key(sq_store_db(s), d->key);
@@ -603,6 +667,8 @@ static int step_bench(demo *d)
     if (id > 0) {
         printf("reusing bench run %lld (same sizes, operations and time)\n", (long long)id);
     } else {
+        /* TODO(lead): call the bench library (src/bench, sq_bench_run and its
+        ** store sink) here instead of the command, once that module is merged */
         const char *a[] = {"bench", "--db", d->db, "--sizes", sizes, "--min-time", min,
                            "--ops", bench_ops, NULL};
         int rc = run(cmd_bench, a);
@@ -633,6 +699,9 @@ static int step_model(demo *d)
     if (id > 0) {
         printf("reusing model run %lld (same platform, model and schemes)\n", (long long)id);
     } else {
+        /* TODO(lead): call the cost-model library (src/cost, sq_cost_* over
+        ** the GPU counts, rows into the store) here instead of the command,
+        ** once that module is merged */
         const char *a[] = {"model", "--sweep-gpus", "--scheme", MODEL_SCHEMES, "--db", d->db,
                            NULL};
         int rc = run(cmd_model, a);

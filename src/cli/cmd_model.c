@@ -1,18 +1,17 @@
 /*
 ** cmd_model.c -- `shardq model`: the cost model of one training iteration at
-** cluster scale (src/model/costmodel.c), per scheme and phase, for one GPU
+** cluster scale (src/cost/cost.c), per scheme and phase, for one GPU
 ** count or a sweep of them, beside the baseline; and `--validate`, which
 ** sets its predictions beside published results.
 */
+#include "bench/bench.h"
 #include "cli.h"
-#include "model/costmodel.h"
-#include "modelfile.h"
+#include "cost/cost.h"
 #include "store/store.h"
 
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,9 +60,9 @@ static const char model_usage[] =
 #define MAX_POINTS 32
 
 typedef struct model_opts {
-    sq_platform plat;
-    sq_model_shape model;
-    sq_parallel par;
+    sq_cost_platform plat;
+    sq_cost_model_shape model;
+    sq_cost_parallel par;
     const char *quant_source; /* "platform", "--quant-gbs", or the bench run */
     char quant_text[512];
     sq_scheme schemes[MAX_SCHEMES];
@@ -75,78 +74,69 @@ typedef struct model_opts {
 /* One GPU count: the prediction of every scheme, and of the baseline. */
 typedef struct model_point {
     int gpus;
-    sq_cost base;
-    sq_cost cost[MAX_SCHEMES];
+    sq_cost_result base;
+    sq_cost_result cost[MAX_SCHEMES];
 } model_point;
 
-static int predict(const model_opts *o, int gpus, model_point *pt, char *err, size_t errlen)
+static int predict(const model_opts *o, int gpus, model_point *pt, sq_error *err)
 {
-    sq_parallel par = o->par;
+    sq_cost_parallel par = o->par;
     par.gpus = gpus;
     pt->gpus = gpus;
-    if (sq_cost_iteration(&o->plat, &o->model, &par, &o->baseline, &pt->base, err, errlen))
-        return -1;
-    for (int i = 0; i < o->nschemes; i++)
-        if (sq_cost_iteration(&o->plat, &o->model, &par, &o->schemes[i], &pt->cost[i], err, errlen))
-            return -1;
-    return 0;
+    int rc = sq_cost_iteration(&o->plat, &o->model, &par, &o->baseline, &pt->base, err);
+    for (int i = 0; rc == SQ_OK && i < o->nschemes; i++)
+        rc = sq_cost_iteration(&o->plat, &o->model, &par, &o->schemes[i], &pt->cost[i], err);
+    return rc;
 }
 
-/* --quant-db: the mean quantize/dequantize throughput of the newest bench run
-** at its largest size and thread count. */
+/* A platform, model or table that did not load; an unknown built-in name
+** gets a hint of where the names are. */
+static void load_failed(const char *context, const sq_error *e, const char *what)
+{
+    fprintf(stderr, "shardq model: %s%s", context, sq_error_message(e));
+    if (e->status == SQ_ERR_NOTFOUND)
+        fprintf(stderr, " (shardq model --list shows them; a file is named by a path such as "
+                "./%s.ini)", what);
+    fputc('\n', stderr);
+}
+
+/* --quant-db: the quantization throughput a bench run stored in path. */
 static int quant_from_db(const char *path, model_opts *o, char *err, size_t errlen)
 {
     sq_store *s;
-    if (sq_store_open(path, 1000, 1, &s, err, errlen)) return -1;
-    static const char sql[] =
-        "WITH last AS (SELECT max(b.run_id) AS id FROM bench_results b JOIN runs r"
-        "  ON r.id = b.run_id WHERE r.status = 'done' AND b.op IN ('quantize', 'dequantize')),"
-        " big AS (SELECT max(elements) AS n FROM bench_results"
-        "  WHERE run_id = (SELECT id FROM last) AND op IN ('quantize', 'dequantize')),"
-        " thr AS (SELECT max(threads) AS t FROM bench_results WHERE run_id = (SELECT id FROM last)"
-        "  AND elements = (SELECT n FROM big))"
-        " SELECT (SELECT id FROM last), avg(gb_per_s), (SELECT n FROM big), (SELECT t FROM thr),"
-        "  (SELECT device FROM runs WHERE id = (SELECT id FROM last)) FROM bench_results"
-        " WHERE run_id = (SELECT id FROM last) AND op IN ('quantize', 'dequantize')"
-        "  AND elements = (SELECT n FROM big) AND threads = (SELECT t FROM thr)";
-    sqlite3_stmt *st = NULL;
-    int rc = -1;
-    if (sq_store_version(s) < 3) {
-        snprintf(err, errlen, "%s: no bench results (schema version %d; run shardq bench --db %s)",
-                 path, sq_store_version(s), path);
-    } else if (sqlite3_prepare_v2(sq_store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(sq_store_db(s)));
-    } else if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
-        snprintf(err, errlen, "%s: no finished bench run with quantize or dequantize rows (run "
-                 "shardq bench --db %s)", path, path);
-    } else {
-        double gbs = sqlite3_column_double(st, 1);
-        const unsigned char *dev = sqlite3_column_text(st, 4);
-        o->plat.quant_bw = gbs * 1e9;
-        snprintf(o->quant_text, sizeof o->quant_text, "bench run %lld in %s (%s, %.0f MB, %d "
-                 "thread%s)", (long long)sqlite3_column_int64(st, 0), path,
-                 dev ? (const char *)dev : "?", sqlite3_column_double(st, 2) * 4 / 1e6,
-                 sqlite3_column_int(st, 3), sqlite3_column_int(st, 3) == 1 ? "" : "s");
-        rc = gbs > 0 ? 0 : -1;
-        if (rc) snprintf(err, errlen, "%s: bench run has no positive throughput", path);
+    sq_error e = {0};
+    if (sq_store_open(path, 1000, 1, &s, &e)) {
+        snprintf(err, errlen, "%s", sq_error_message(&e));
+        return -1;
     }
-    sqlite3_finalize(st);
+    sq_bench_quant q;
+    int rc = sq_bench_stored_quant(s, &q, &e);
     sq_store_close(s);
-    return rc;
+    if (rc != SQ_OK) {
+        snprintf(err, errlen, "%s: %s%s%s%s", path, sq_error_message(&e),
+                 rc == SQ_ERR_NOTFOUND ? " (run shardq bench --db " : "",
+                 rc == SQ_ERR_NOTFOUND ? path : "", rc == SQ_ERR_NOTFOUND ? ")" : "");
+        return -1;
+    }
+    o->plat.quant_bw = q.gb_per_s * 1e9;
+    snprintf(o->quant_text, sizeof o->quant_text, "bench run %lld in %s (%s, %.0f MB, %d thread%s)",
+             (long long)q.run, path, q.device, (double)q.elements * 4 / 1e6, q.threads,
+             q.threads == 1 ? "" : "s");
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Output                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static double speedup_of(const sq_cost *base, const sq_cost *c)
+static double speedup_of(const sq_cost_result *base, const sq_cost_result *c)
 {
     return c->iteration > 0 ? base->iteration / c->iteration : NAN;
 }
 
 static void print_header(const model_opts *o, const model_point *pt)
 {
-    const sq_cost *b = &pt->base;
+    const sq_cost_result *b = &pt->base;
     int G = o->plat.gpus_per_node;
     printf("%s on %s: %d GPUs (%d node%s x %d), TP %d, PP %d, DP %d; micro-batch %d, "
            "accumulation %d (global batch %d sequences of %d); overlap %s\n",
@@ -163,7 +153,7 @@ static void print_header(const model_opts *o, const model_point *pt)
            o->plat.achieved_flops / 1e12, o->plat.quant_bw / 1e9, o->quant_text);
 }
 
-static void print_row(const char *name, const sq_cost *c, const sq_cost *base)
+static void print_row(const char *name, const sq_cost_result *c, const sq_cost_result *base)
 {
     printf("  %-10s %8.1f %9.1f %9.1f %8.1f %7.1f %6.1f %10.1f %8.1f %7.2fx %12.3f\n", name,
            1e3 * c->compute, 1e3 * (c->tp + c->bubble), 1e3 * c->weight, 1e3 * c->grad,
@@ -197,7 +187,7 @@ static void print_sweep(const model_opts *o, const model_point *pts, int n)
     }
 }
 
-static void json_cost(const char *name, const sq_cost *c, const sq_cost *base)
+static void json_cost(const char *name, const sq_cost_result *c, const sq_cost_result *base)
 {
     static const char *const paths[] = {"ring", "a2a", "twolevel", "none"};
     printf("{\"scheme\":");
@@ -239,7 +229,7 @@ static void print_json(const model_opts *o, const model_point *pts, int n)
     cli_json_str(o->quant_text);
     printf(",\"points\":[");
     for (int k = 0; k < n; k++) {
-        const sq_cost *b = &pts[k].base;
+        const sq_cost_result *b = &pts[k].base;
         printf("%s{\"gpus\":%d,\"dp\":%d,\"dp_nodes\":%d,\"dp_per_node\":%d,"
                "\"groups_per_node\":%d,\"params\":%llu,\"params_per_rank\":%llu,"
                "\"model_flops\":",
@@ -273,10 +263,11 @@ static int store_points(const char *db, const model_opts *o, const model_point *
     sq_run_info info = {.kind = "model", .config = cfg, .device = o->plat.name};
     sq_store *s = NULL;
     int64_t run;
-    if (sq_store_open(db, SQ_STORE_BUSY_MS, 0, &s, err, sizeof err) ||
-        sq_store_run_begin(s, &info, params, sizeof params / sizeof *params, &run, err,
-                           sizeof err) != SQ_STORE_STARTED) {
-        fprintf(stderr, "shardq model: %s\n", err);
+    sq_error e = {0};
+    if (sq_store_open(db, SQ_STORE_BUSY_MS, 0, &s, &e) ||
+        sq_store_run_begin(s, &info, params, sizeof params / sizeof *params, &run) !=
+            SQ_STORE_STARTED) {
+        fprintf(stderr, "shardq model: %s\n", s ? sq_store_error(s) : sq_error_message(&e));
         if (s) sq_store_close(s);
         return CLI_RUNTIME;
     }
@@ -287,7 +278,7 @@ static int store_points(const char *db, const model_opts *o, const model_point *
     for (int k = 0; rows && k < n; k++)
         for (int i = -1; i < o->nschemes; i++) {
             if (i < 0 && have_base) continue;
-            const sq_cost *c = i < 0 ? &pts[k].base : &pts[k].cost[i];
+            const sq_cost_result *c = i < 0 ? &pts[k].base : &pts[k].cost[i];
             rows[nr++] = (sq_model_row){
                 .scheme = i < 0 ? "baseline" : o->names[i], .gpus = pts[k].gpus,
                 .compute_s = c->compute, .tp_s = c->tp, .bubble_s = c->bubble,
@@ -296,12 +287,14 @@ static int store_points(const char *db, const model_opts *o, const model_point *
                 .speedup = speedup_of(&pts[k].base, c),
                 .inter_bytes_per_node = c->inter_bytes_per_node};
         }
-    int rc = rows ? sq_store_add_model(s, run, rows, nr, err, sizeof err) : -1;
+    int rc = rows ? sq_store_add_model(s, run, rows, nr) : -1;
     if (!rows) snprintf(err, sizeof err, "out of memory");
+    else if (rc) snprintf(err, sizeof err, "%s", sq_store_error(s));
     free(rows);
     char end_err[1024];
-    if (sq_store_run_end(s, run, rc ? "failed" : "done", rc ? err : NULL, NULL, 0, NULL, 0,
-                         end_err, sizeof end_err) && !rc) {
+    if (sq_store_run_end(s, run, rc ? "failed" : "done", rc ? err : NULL, NULL, 0, NULL, 0) &&
+        !rc) {
+        snprintf(end_err, sizeof end_err, "%s", sq_store_error(s));
         snprintf(err, sizeof err, "%s", end_err);
         rc = -1;
     }
@@ -319,15 +312,16 @@ static int store_points(const char *db, const model_opts *o, const model_point *
 
 static int validate(const char *table, model_opts *o, int json)
 {
-    char err[1024];
-    modelfile_validation *v = malloc(sizeof *v);
+    sq_error err = {0};
+    sq_cost_validation *v = malloc(sizeof *v);
     if (!v) {
         fprintf(stderr, "shardq model: out of memory\n");
         return CLI_RUNTIME;
     }
-    if (modelfile_validation_read(table, v, err, sizeof err) ||
-        modelfile_platform(v->platform, &o->plat, err, sizeof err)) {
-        fprintf(stderr, "shardq model: --validate: %s\n", err);
+    const char *what = table;
+    if (sq_cost_validation_read(table, v, &err) == SQ_OK) what = v->platform;
+    if (err.status != SQ_OK || sq_cost_platform_read(v->platform, &o->plat, &err) != SQ_OK) {
+        load_failed("--validate: ", &err, what);
         free(v);
         return CLI_USAGE;
     }
@@ -351,17 +345,20 @@ static int validate(const char *table, model_opts *o, int json)
         printf("  %-10s %5s  %8s %8s  %8s %8s  %8s %8s\n", "", "", "model", "paper", "model",
                "paper", "model", "paper");
     for (int r = 0; r < v->nrows; r++) {
-        const modelfile_row *row = &v->rows[r];
-        sq_parallel par = {.gpus = v->gpus, .tp = row->tp, .pp = row->pp,
+        const sq_cost_validation_row *row = &v->rows[r];
+        sq_cost_parallel par = {.gpus = v->gpus, .tp = row->tp, .pp = row->pp,
                            .micro_batch = v->micro_batch, .accum = v->accum,
                            .overlap = v->overlap};
-        sq_model_shape m;
-        sq_cost base, q;
-        if (modelfile_model(row->model, &m, err, sizeof err) ||
-            sq_cost_iteration(&o->plat, &m, &par, &o->baseline, &base, err, sizeof err) ||
-            sq_cost_iteration(&o->plat, &m, &par, &s, &q, err, sizeof err)) {
+        sq_cost_model_shape m;
+        sq_cost_result base, q;
+        int rc = sq_cost_model_read(row->model, &m, &err);
+        if (rc == SQ_OK) rc = sq_cost_iteration(&o->plat, &m, &par, &o->baseline, &base, &err);
+        if (rc == SQ_OK) rc = sq_cost_iteration(&o->plat, &m, &par, &s, &q, &err);
+        if (rc != SQ_OK) {
             if (json) printf("]}\n");
-            fprintf(stderr, "shardq model: --validate: [row %s]: %s\n", row->label, err);
+            char context[128];
+            snprintf(context, sizeof context, "--validate: [row %s]: ", row->label);
+            load_failed(context, &err, row->model);
             free(v);
             return CLI_USAGE;
         }
@@ -404,6 +401,29 @@ static int validate(const char *table, model_opts *o, int json)
                 100 * v->tolerance);
     free(v);
     return out ? CLI_RUNTIME : CLI_OK;
+}
+
+/* --list: the built-in platforms and models, one line each. */
+static void print_builtins(void)
+{
+    char name[128];
+    printf("platforms:\n");
+    for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_PLATFORM, i, name, sizeof name); i++) {
+        sq_cost_platform p;
+        if (sq_cost_platform_read(name, &p, NULL) == SQ_OK)
+            printf("  %-20s %d GPUs per node, %d nodes; %g TFLOP/s achieved; NVLink "
+                   "%g GB/s; %d x %g GB/s network per node\n", name, p.gpus_per_node,
+                   p.nodes, p.achieved_flops / 1e12, p.intra_bw / 1e9, p.nics_per_node,
+                   p.nic_bw / 1e9);
+    }
+    printf("models:\n");
+    for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_MODEL, i, name, sizeof name); i++) {
+        sq_cost_model_shape m;
+        if (sq_cost_model_read(name, &m, NULL) == SQ_OK)
+            printf("  %-20s %-9s %d layers, hidden %d, %d heads, vocabulary %d, sequence "
+                   "%d (%.3g parameters)\n", name, m.name, m.layers, m.hidden, m.heads,
+                   m.vocab, m.seq, (double)sq_cost_model_params(&m, 1));
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -469,7 +489,7 @@ int cmd_model(int argc, char **argv)
         free(o), free(pts);
         return CLI_RUNTIME;
     }
-    o->par = (sq_parallel){.tp = 1, .pp = 1, .micro_batch = 1, .accum = 1};
+    o->par = (sq_cost_parallel){.tp = 1, .pp = 1, .micro_batch = 1, .accum = 1};
     opterr = 0;
     optind = 1;
     int ch, bad = 0;
@@ -515,20 +535,23 @@ int cmd_model(int argc, char **argv)
         goto done;
     }
     if (list) {
-        modelfile_list();
+        print_builtins();
         printf("validation tables:\n  sdp4bit-a100         SDP4Bit Table 2, the A100 rows\n");
         rc = CLI_OK;
         goto done;
     }
-    char err[1024];
+    sq_error err = {0};
     if (cli_scheme("model", "baseline", NULL, 0, &o->baseline)) goto done;
     if (table) {
         rc = validate(table, o, json);
         goto done;
     }
-    if (modelfile_platform(platform, &o->plat, err, sizeof err) ||
-        modelfile_model(model, &o->model, err, sizeof err)) {
-        fprintf(stderr, "shardq model: %s\n", err);
+    if (sq_cost_platform_read(platform, &o->plat, &err) != SQ_OK) {
+        load_failed("", &err, platform);
+        goto done;
+    }
+    if (sq_cost_model_read(model, &o->model, &err) != SQ_OK) {
+        load_failed("", &err, model);
         goto done;
     }
     snprintf(o->quant_text, sizeof o->quant_text, "platform %s", o->plat.name);
@@ -536,8 +559,9 @@ int cmd_model(int argc, char **argv)
         o->plat.quant_bw = quant_gbs * 1e9;
         snprintf(o->quant_text, sizeof o->quant_text, "--quant-gbs");
     }
-    if (quant_db && quant_from_db(quant_db, o, err, sizeof err)) {
-        fprintf(stderr, "shardq model: --quant-db: %s\n", err);
+    char qerr[1024];
+    if (quant_db && quant_from_db(quant_db, o, qerr, sizeof qerr)) {
+        fprintf(stderr, "shardq model: --quant-db: %s\n", qerr);
         rc = CLI_RUNTIME;
         goto done;
     }
@@ -574,7 +598,7 @@ int cmd_model(int argc, char **argv)
             goto done;
         }
         for (int g = G; g <= max_gpus && n < MAX_POINTS; g *= 2) {
-            if (predict(o, g, &pts[n], err, sizeof err) == 0) n++;
+            if (predict(o, g, &pts[n], NULL) == SQ_OK) n++;
         }
         if (!n) {
             fprintf(stderr, "shardq model: no GPU count from %d to %d fits TP %d x PP %d on "
@@ -583,8 +607,8 @@ int cmd_model(int argc, char **argv)
         }
     } else {
         if (!gpus) gpus = o->plat.nodes * G;
-        if (predict(o, gpus, &pts[0], err, sizeof err)) {
-            fprintf(stderr, "shardq model: %s\n", err);
+        if (predict(o, gpus, &pts[0], &err) != SQ_OK) {
+            fprintf(stderr, "shardq model: %s\n", sq_error_message(&err));
             goto done;
         }
         n = 1;

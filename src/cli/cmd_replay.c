@@ -1,13 +1,13 @@
 /*
 ** cmd_replay.c -- `shardq replay`: a scheme over a captured trace, every
-** result into the database (replay.h does the work, store.h the storing).
+** result into the database (the sweep library's job runner, sweep.h, runs
+** it: replay.h does the work, store.h the storing).
 */
 #include "cli.h"
 #include "progress.h"
 #include "replay/replay.h"
 #include "store/store.h"
-
-#include <cjson/cJSON.h>
+#include "sweep/sweep.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -54,27 +54,6 @@ static const char replay_usage[] =
     "\n"
     "Exit status: 0 done (or already done under --key), 1 error, 2 usage,\n"
     "75 the --key is being run by another live process.\n";
-
-/* Writes the rows of the replay into the store. */
-typedef struct sink_ctx {
-    sq_store *store;
-    int64_t run;
-    sq_progress *bar;
-} sink_ctx;
-
-static int sink_rows(void *ctx, const sq_stat_row *rows, size_t n, char *err, size_t errlen)
-{
-    sink_ctx *c = ctx;
-    if (!c->store) return 0;
-    return sq_store_add_stats(c->store, c->run, rows, n, err, errlen);
-}
-
-static void sink_progress(void *ctx, size_t done, size_t total)
-{
-    sink_ctx *c = ctx;
-    (void)total;
-    sq_progress_update(c->bar, done);
-}
 
 static void json_stats(const char *name, const sq_errstats *s, double clipped)
 {
@@ -165,26 +144,6 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
     if (run > 0) printf("  stored as run %lld in %s\n", (long long)run, db);
 }
 
-/* The configuration as a JSON object (the runs table's config column). */
-static char *config_json(const char *trace, const char *preset, const char *scheme,
-                         const char *topo, uint64_t seed, const char *device, const char *paths,
-                         uint64_t steps)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "command", "replay");
-    cJSON_AddStringToObject(o, "trace", trace);
-    cJSON_AddStringToObject(o, "preset", preset);
-    cJSON_AddStringToObject(o, "scheme", scheme);
-    cJSON_AddStringToObject(o, "workers", topo);
-    cJSON_AddNumberToObject(o, "seed", (double)seed);
-    cJSON_AddStringToObject(o, "device", device);
-    cJSON_AddStringToObject(o, "paths", paths);
-    cJSON_AddNumberToObject(o, "steps", (double)steps);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
-}
-
 int cmd_replay(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -253,88 +212,42 @@ int cmd_replay(int argc, char **argv)
         fprintf(stderr, "shardq replay: expected one TRACE\nTry 'shardq replay --help'.\n");
         return CLI_USAGE;
     }
-    const char *trace_path = argv[optind];
-    sq_replay_config cfg;
-    memset(&cfg, 0, sizeof cfg);
+    sq_sweep_config cfg;
+    sq_sweep_config_defaults(&cfg, SQ_SWEEP_REPLAY);
     if (cli_scheme("replay", preset, sets, nsets, &cfg.scheme)) return CLI_USAGE;
-    char err[2048];
     sq_error terr;
     if (workers && sq_topo_parse(workers, &cfg.topo, &terr)) {
         fprintf(stderr, "shardq replay: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
-    sq_trace t;
-    if (sq_trace_open(trace_path, &t, err, sizeof err)) {
-        fprintf(stderr, "shardq replay: %s\n", err);
+    cfg.has_topo = workers != NULL;
+    cfg.preset = (char *)preset;
+    cfg.trace = argv[optind];
+    cfg.seed = seed;
+    cfg.device = (char *)device;
+    cfg.paths = paths;
+    cfg.steps = steps;
+
+    sq_sweep_outcome *out = calloc(1, sizeof *out);
+    if (!out) {
+        fprintf(stderr, "shardq replay: out of memory\n");
         return CLI_RUNTIME;
     }
-    if (!workers) cfg.topo = sq_replay_default_topo(&t);
-    cfg.seed = seed;
-    cfg.device = device;
-    cfg.paths = paths;
-    cfg.max_steps = (size_t)steps;
-    cfg.tensor_rows = tensor_rows;
-
-    char topo[32], scheme[SQ_SCHEME_STRLEN];
-    snprintf(topo, sizeof topo, "%dx%d", cfg.topo.nodes, cfg.topo.per_node);
-    sq_scheme_format(&cfg.scheme, scheme, sizeof scheme);
-    const char *paths_text = paths == (SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT) ? "grad,weight"
-                             : paths == SQ_REPLAY_GRAD                    ? "grad"
-                                                                          : "weight";
-    const size_t nsteps = steps && steps < t.nsteps ? (size_t)steps : t.nsteps;
-    char *config = config_json(trace_path, preset, scheme, topo, seed, device, paths_text, steps);
-    sq_store *store = NULL;
-    int64_t run = 0;
-    int rc = CLI_RUNTIME;
-    sink_ctx sc = {0};
-    if (!config) {
-        fprintf(stderr, "shardq replay: out of memory\n");
-        goto done;
+    cli_job j = {.cmd = "replay", .quiet = quiet, .out = out};
+    sq_sweep_job job = {.cfg = &cfg, .db = nodb ? NULL : db, .key = key, .sweep = sweep,
+                        .busy_ms = (int)busy, .tensor_rows = tensor_rows};
+    cli_job_hooks(&j, &job.hooks);
+    sq_error e = {0};
+    int bad = sq_sweep_job_run(&job, out, &e);
+    int rc = cli_job_end(&j, bad, &e, db);
+    if (rc < 0) {
+        if (json)
+            print_json(&out->replay, cfg.trace, preset, out->scheme, out->topo, seed, device,
+                       out->run);
+        else if (!quiet)
+            print_text(&out->replay, cfg.trace, preset, out->topo, db, out->run);
+        rc = CLI_OK;
     }
-    if (!nodb) {
-        sq_run_info info = {.kind = "replay", .key = key, .sweep = sweep, .config = config,
-                            .preset = preset, .scheme = scheme, .topo = topo, .device = device,
-                            .trace = trace_path, .seed = seed};
-        char tw[16], ts[32];
-        snprintf(tw, sizeof tw, "%d", t.workers);
-        snprintf(ts, sizeof ts, "%zu", nsteps);
-        sq_store_kv params[] = {{"trace.workers", tw}, {"trace.steps", ts},
-                                {"paths", paths_text}};
-        rc = cli_run_begin("replay", db, (int)busy, &info, &cfg.scheme, params, 3, quiet, &store,
-                           &run);
-        if (rc != CLI_OK || !store) goto done;
-        rc = CLI_RUNTIME;
-    }
-    sc.store = store;
-    sc.run = run;
-    size_t units = 0;
-    for (size_t p = 0; p < t.nparams; p++) units += t.params[p].n ? nsteps : 0;
-    sc.bar = quiet ? NULL : sq_progress_start("replay", units);
-    sq_replay_sink sink = {.ctx = &sc, .rows = sink_rows, .progress = sink_progress};
-    sq_replay_result res;
-    int bad = sq_replay_run(&cfg, &t, &sink, &res, err, sizeof err);
-    sq_progress_finish(sc.bar);
-    if (bad) {
-        fprintf(stderr, "shardq replay: %s\n", err);
-        if (store) {
-            char err2[1024];
-            if (sq_store_run_end(store, run, "failed", err, NULL, 0, res.timings,
-                                 SQ_REPLAY_NTIMINGS, err2, sizeof err2))
-                fprintf(stderr, "shardq replay: %s\n", err2);
-        }
-        goto done;
-    }
-    if (store && sq_store_run_end(store, run, "done", NULL, res.bytes, SQ_NCOLL * SQ_NLINK,
-                                  res.timings, SQ_REPLAY_NTIMINGS, err, sizeof err)) {
-        fprintf(stderr, "shardq replay: %s\n", err);
-        goto done;
-    }
-    if (json) print_json(&res, trace_path, preset, scheme, topo, seed, device, run);
-    else if (!quiet) print_text(&res, trace_path, preset, topo, db, run);
-    rc = CLI_OK;
-done:
-    sq_store_close(store);
-    sq_trace_close(&t);
-    free(config);
+    free(out);
     return rc;
 }

@@ -759,9 +759,9 @@ int cli_report_write(const char *db, const char *out, const char *filter, int qu
 {
     if (filter && strspn(filter, " \t\r\n") == strlen(filter)) filter = NULL; /* none */
     sq_store *store;
-    char err[1024];
-    if (sq_store_open(db, 0, 1, &store, err, sizeof err)) {
-        fprintf(stderr, "shardq report: %s\n", err);
+    sq_error err = {0};
+    if (sq_store_open(db, 0, 1, &store, &err)) {
+        fprintf(stderr, "shardq report: %s\n", sq_error_message(&err));
         return CLI_RUNTIME;
     }
     if (sq_store_version(store) < SQ_STORE_VERSION) {

@@ -1,12 +1,12 @@
 /*
 ** cmd_sweep.c -- `shardq sweep RECIPE.ini`: every configuration of a recipe
-** (recipe.h) as one `shardq replay` (or `shardq train`) process, several at
-** a time.
+** (sweep.h) run by the sweep library's job runner in a child process of its
+** own, several at a time.
 **
-** Each configuration carries a key; `shardq replay --key` skips a key the
+** Each configuration carries a key; the job runner skips a key the
 ** database already holds as done, and replaces one left 'running' by a
 ** process that is gone. So a sweep killed at any moment (SIGKILL included:
-** its replays die with it, PR_SET_PDEATHSIG) resumes by running the same
+** its children die with it, PR_SET_PDEATHSIG) resumes by running the same
 ** command again, and two sweeps can share a database. A key that another
 ** live process holds (exit status 75), or a process on another host that
 ** cannot be checked, is waited for, saying so on stderr; --takeover and
@@ -15,15 +15,24 @@
 ** The children's stderr goes to files that have no name (O_TMPFILE, or
 ** unlinked as soon as made), so that no kill of the sweep, SIGKILL
 ** included, leaves one behind.
+**
+** The children are forks that run their job, not new programs: libgomp is
+** not fork-safe, so this process must never run an OpenMP parallel region
+** before it forks (its thread pool would not survive into the children,
+** whose first parallel region would hang). Nothing here does: reading the
+** recipe, the store's bookkeeping and the progress lines are serial, and
+** `shardq demo` runs its own training in a child of its own for that
+** reason. The children set their thread count by call (the environment,
+** OMP_NUM_THREADS and OMP_WAIT_POLICY, was read when the program started:
+** export OMP_WAIT_POLICY=passive for runs side by side on few cores).
 */
-#define _GNU_SOURCE /* PR_SET_PDEATHSIG is Linux's */
+#define _GNU_SOURCE /* mkostemp */
 #include "cli.h"
 #include "progress.h"
-#include "recipe.h"
 #include "sq_clock.h"
 #include "store/store.h"
+#include "sweep/sweep.h"
 
-#include <sqlite3.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +43,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,57 +91,16 @@ static int ncores(void)
 
 /* Says which runs of the sweep processes that are gone left 'running' (they
 ** run again), a killed sweep's or a reused pid's: up to ten, then a count. */
-static void say_left_running(sq_store *s, const recipe *r, int quiet)
+static void say_left_running(const char *db, const sq_sweep *r, int quiet)
 {
-    sqlite3_stmt *st = NULL;
-    if (quiet || sqlite3_prepare_v2(sq_store_db(s),
-                                    "SELECT id, host, pid, pid_start, boot_id, started FROM runs"
-                                    " WHERE status = 'running' AND sweep = ?1 ORDER BY id",
-                                    -1, &st, NULL) != SQLITE_OK)
-        return;
-    sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
-    int n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *host = (const char *)sqlite3_column_text(st, 1);
-        int64_t pid = sqlite3_column_int64(st, 2);
-        int64_t start = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1
-                                                                  : sqlite3_column_int64(st, 3);
-        if (sq_store_proc_state(host, pid, start, (const char *)sqlite3_column_text(st, 4)) !=
-            SQ_PROC_GONE)
-            continue;
-        if (n++ < 10)
-            fprintf(stderr, "shardq sweep: run %lld was left 'running' by pid %lld on %s (since "
-                    "%s), a process that is gone: it runs again\n",
-                    (long long)sqlite3_column_int64(st, 0), (long long)pid, host ? host : "?",
-                    (const char *)sqlite3_column_text(st, 5));
-    }
-    if (n > 10) fprintf(stderr, "shardq sweep: ... and %d more such runs\n", n - 10);
-    sqlite3_finalize(st);
-}
-
-/* The keys of the sweep's runs already done, to skip them without a process. */
-static int load_done(const char *db, const recipe *r, unsigned char *done, int quiet, char *err,
-                     size_t errlen)
-{
-    sq_store *s;
-    /* opened for writing: this creates or migrates the file once, up front,
-    ** and a database that cannot be written stops the sweep here */
-    if (sq_store_open(db, 0, 0, &s, err, errlen)) return -1;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(sq_store_db(s),
-                                "SELECT key FROM runs WHERE status = 'done' AND sweep = ?1", -1,
-                                &st, NULL);
-    if (rc == SQLITE_OK) sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
-    while (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-        const char *k = (const char *)sqlite3_column_text(st, 0);
-        for (size_t i = 0; k && i < r->nruns; i++)
-            if (!done[i] && !strcmp(k, r->runs[i].key)) done[i] = 1;
-    }
-    if (rc != SQLITE_OK) snprintf(err, errlen, "%s: %s", db, sqlite3_errmsg(sq_store_db(s)));
-    sqlite3_finalize(st);
-    if (rc == SQLITE_OK) say_left_running(s, r, quiet);
-    sq_store_close(s);
-    return rc == SQLITE_OK ? 0 : -1;
+    sq_sweep_stale st[10];
+    if (quiet) return;
+    long n = sq_sweep_left_running(db, r, st, 10, NULL);
+    for (long i = 0; i < n && i < 10; i++)
+        fprintf(stderr, "shardq sweep: run %lld was left 'running' by pid %lld on %s (since "
+                "%s), a process that is gone: it runs again\n",
+                (long long)st[i].id, (long long)st[i].pid, st[i].host, st[i].started);
+    if (n > 10) fprintf(stderr, "shardq sweep: ... and %ld more such runs\n", n - 10);
 }
 
 /* A file for a child's stderr that no exit of the sweep can leave behind:
@@ -157,61 +124,17 @@ static int open_log(void)
     return fd;
 }
 
-/* Starts `shardq replay` (or `train`) for run i; its stdout is discarded, its
-** stderr kept. */
-static pid_t spawn(const char *self, const recipe *r, size_t i, const char *db, int threads,
-                   child *c)
+/* Starts the job of run i in a child; its stdout is discarded, its stderr
+** kept. */
+static pid_t spawn(const sq_sweep *r, size_t i, const char *db, int threads, child *c)
 {
-    const recipe_run *x = &r->runs[i];
-    int logfd = c->log = open_log();
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0) return pid;
-    /* the child: die with the sweep, so that a killed sweep leaves no replay behind */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    int devnull = open("/dev/null", O_RDWR);
-    if (devnull >= 0) dup2(devnull, STDOUT_FILENO), dup2(devnull, STDIN_FILENO);
-    if (logfd >= 0) dup2(logfd, STDERR_FILENO);
-    char th[16];
-    snprintf(th, sizeof th, "%d", threads);
-    setenv("OMP_NUM_THREADS", th, 1);
-    setenv("SHARDQ_PROGRESS", "0", 1);
-    char seed[32], steps[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)x->seed);
-    snprintf(steps, sizeof steps, "%llu", (unsigned long long)x->steps);
-    setenv("OPENBLAS_NUM_THREADS", th, 1);
-    /* runs side by side: threads that spin at their barriers would take the
-    ** cores of the other runs */
-    if (threads < ncores() && !getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);
-    const char **argv = calloc((size_t)(2 * x->nsets + x->nopts + 32), sizeof *argv);
-    if (!argv) _exit(127);
-    int a = 0;
-    argv[a++] = self;
-    argv[a++] = r->train ? "train" : "replay";
-    argv[a++] = "--quiet";
-    argv[a++] = "--db", argv[a++] = db;
-    argv[a++] = "--key", argv[a++] = x->key;
-    argv[a++] = "--sweep", argv[a++] = r->name;
-    argv[a++] = "--scheme", argv[a++] = x->preset;
-    for (int k = 0; k < x->nsets; k++) argv[a++] = "--set", argv[a++] = x->sets[k];
-    if (x->workers) argv[a++] = "--workers", argv[a++] = x->workers;
-    argv[a++] = "--seed", argv[a++] = seed;
-    argv[a++] = "--device", argv[a++] = x->device;
-    if (x->steps) argv[a++] = "--steps", argv[a++] = steps;
-    if (r->train) {
-        if (x->corpus) argv[a++] = "--corpus", argv[a++] = x->corpus;
-        for (int k = 0; k < x->nopts; k++) argv[a++] = x->opts[k];
-    } else {
-        argv[a++] = "--paths", argv[a++] = x->paths;
-        /* the trace is a path, never an option, whatever it looks like */
-        argv[a++] = "--";
-        argv[a++] = x->trace;
-    }
-    argv[a] = NULL;
-    execv(self, (char *const *)argv);
-    fprintf(stderr, "shardq sweep: cannot run %s: %s\n", self, strerror(errno));
-    _exit(127);
+    const sq_sweep_config *x = &r->runs[i];
+    c->log = open_log();
+    sq_sweep_job job = {.cfg = x, .db = db, .key = x->key, .sweep = r->name, .tensor_rows = 1};
+    sq_error err = {0};
+    pid_t pid = sq_sweep_spawn(&job, threads, 1, c->log, &err);
+    if (pid < 0) fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
+    return pid;
 }
 
 /* The first 20 lines of what a failed child said. */
@@ -249,7 +172,7 @@ typedef struct wait_opts {
     double stale_after; /* --stale-after seconds; < 0: not given */
 } wait_opts;
 
-static void say_waiting(const recipe_run *x, const sq_run_holder *h, double *said)
+static void say_waiting(const sq_sweep_config *x, const sq_run_holder *h, double *said)
 {
     double now = sq_clock_s();
     if (*said > 0 && now - *said < SAY_EVERY_S) return;
@@ -276,11 +199,10 @@ static void say_waiting(const recipe_run *x, const sq_run_holder *h, double *sai
 ** run was on another host and is taken over (--takeover, or no write for
 ** --stale-after seconds). Otherwise says what it waits for (at once, then
 ** every SAY_EVERY_S) and returns 0. On an error the child is left to say it. */
-static int may_retry(sq_store *s, const recipe_run *x, const wait_opts *w, double *said)
+static int may_retry(sq_store *s, const sq_sweep_config *x, const wait_opts *w, double *said)
 {
     sq_run_holder h;
-    char err[1024];
-    if (!s || sq_store_key_holder(s, x->key, &h, err, sizeof err)) return 1;
+    if (!s || sq_store_key_holder(s, x->key, &h)) return 1;
     if (h.id == 0 || strcmp(h.status, "running") != 0 || h.state == SQ_PROC_GONE) return 1;
     int stale = w->stale_after >= 0 && !isnan(h.idle_s) && h.idle_s >= w->stale_after;
     if (h.state != SQ_PROC_ELSEWHERE || !(w->takeover || stale)) {
@@ -297,9 +219,9 @@ static int may_retry(sq_store *s, const recipe_run *x, const wait_opts *w, doubl
     else
         snprintf(why, sizeof why, "taken over by shardq sweep on %s (pid %lld): no write for %s "
                  "(--stale-after %g)", host, (long long)getpid(), idle, w->stale_after);
-    int t = sq_store_run_takeover(s, &h, why, err, sizeof err);
+    int t = sq_store_run_takeover(s, &h, why);
     if (t < 0)
-        fprintf(stderr, "shardq sweep: %s\n", err);
+        fprintf(stderr, "shardq sweep: %s\n", sq_store_error(s));
     else if (t == 0)
         fprintf(stderr, "shardq sweep: taking over %s: run %lld (key %s) of pid %lld on host %s, "
                 "under way since %s, last write %s ago (%s)\n", x->label, (long long)h.id, x->key,
@@ -311,14 +233,15 @@ static int may_retry(sq_store *s, const recipe_run *x, const wait_opts *w, doubl
 static sq_store *open_quietly(const char *db)
 {
     sq_store *s = NULL;
-    char err[1024];
-    if (sq_store_open(db, 0, 0, &s, err, sizeof err)) fprintf(stderr, "shardq sweep: %s\n", err);
+    sq_error err = {0};
+    if (sq_store_open(db, 0, 0, &s, &err))
+        fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
     return s;
 }
 
 /* The first run of those another process held that may start again now,
 ** or r->nruns when none. */
-static size_t next_held(const char *db, const recipe *r, unsigned char *busy, double *said,
+static size_t next_held(const char *db, const sq_sweep *r, unsigned char *busy, double *said,
                         const wait_opts *w)
 {
     sq_store *s = open_quietly(db);
@@ -367,42 +290,42 @@ int cmd_sweep(int argc, char **argv)
         fprintf(stderr, "shardq sweep: expected one RECIPE.ini\nTry 'shardq sweep --help'.\n");
         return CLI_USAGE;
     }
-    recipe r;
-    char err[2048];
-    if (recipe_load(argv[optind], trace, &r, err, sizeof err)) {
-        fprintf(stderr, "shardq sweep: %s\n", err);
+    sq_sweep r;
+    sq_error err = {0};
+    if (sq_sweep_load(argv[optind], trace, &r, &err)) {
+        fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
         return CLI_USAGE;
     }
     if (list) {
         for (size_t i = 0; i < r.nruns; i++) {
-            const recipe_run *x = &r.runs[i];
+            const sq_sweep_config *x = &r.runs[i];
             printf("%zu\t%s\t%s", i + 1, x->label,
                    x->trace ? x->trace : x->corpus ? x->corpus : "(default corpus)");
-            for (int k = 0; k < x->nopts; k++) printf(" %s", x->opts[k]);
+            for (int k = 0; k < x->noptions; k++) printf(" --%s", x->options[k]);
             printf("\n");
         }
         if (r.ninvalid)
             printf("# %zu combinations left out, e.g.: %s\n", r.ninvalid, r.first_invalid);
-        recipe_free(&r);
+        sq_sweep_free(&r);
         return CLI_OK;
     }
     int rc = CLI_RUNTIME;
     unsigned char *done = calloc(r.nruns, 1), *busy = calloc(r.nruns, 1);
     double *said = calloc(r.nruns, sizeof *said);
     child *kids = NULL;
-    char *self = realpath("/proc/self/exe", NULL);
-    if (!done || !busy || !said || !self) {
-        fprintf(stderr, "shardq sweep: cannot find its own executable or out of memory\n");
+    if (!done || !busy || !said) {
+        fprintf(stderr, "shardq sweep: out of memory\n");
         goto out;
     }
-    if (load_done(db, &r, done, quiet, err, sizeof err)) {
-        fprintf(stderr, "shardq sweep: %s\n", err);
+    if (sq_sweep_load_done(db, &r, done, &err)) {
+        fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
         goto out;
     }
+    say_left_running(db, &r, quiet);
     size_t already = 0;
     for (size_t i = 0; i < r.nruns; i++) already += done[i];
     /* a training run keeps every core busy itself */
-    J = jobs ? (int)jobs : r.jobs ? r.jobs : r.train ? 1 : ncores();
+    J = jobs ? (int)jobs : r.jobs ? r.jobs : r.command == SQ_SWEEP_TRAIN ? 1 : ncores();
     int threads = ncores() / J > 1 ? ncores() / J : 1;
     kids = calloc((size_t)J, sizeof *kids);
     if (!kids) goto out;
@@ -439,9 +362,8 @@ int cmd_sweep(int argc, char **argv)
             while (kids[slot].pid) slot++;
             kids[slot].run = i;
             kids[slot].started = sq_clock_s();
-            kids[slot].pid = spawn(self, &r, i, db, threads, &kids[slot]);
+            kids[slot].pid = spawn(&r, i, db, threads, &kids[slot]);
             if (kids[slot].pid < 0) {
-                fprintf(stderr, "shardq sweep: fork: %s\n", strerror(errno));
                 kids[slot].pid = 0;
                 close_log(&kids[slot]);
                 goto out;
@@ -462,8 +384,8 @@ int cmd_sweep(int argc, char **argv)
         child *c = &kids[slot];
         running--;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        const recipe_run *x = &r.runs[c->run];
-        if (code == CLI_BUSY) {
+        const sq_sweep_config *x = &r.runs[c->run];
+        if (code == SQ_SWEEP_EXIT_HELD) {
             /* say at once what it waits for (or take it over) */
             sq_store *s = open_quietly(db);
             busy[c->run] = 1;
@@ -505,7 +427,7 @@ out:
                 waitpid(kids[k].pid, NULL, 0);
                 close_log(&kids[k]);
             }
-    free(kids), free(done), free(busy), free(said), free(self);
-    recipe_free(&r);
+    free(kids), free(done), free(busy), free(said);
+    sq_sweep_free(&r);
     return rc;
 }

@@ -6,10 +6,8 @@
 #include "cli.h"
 #include "progress.h"
 #include "store/store.h"
-#include "trace/tracedir.h"
+#include "sweep/sweep.h"
 #include "train/trainer.h"
-
-#include <cjson/cJSON.h>
 
 #include <getopt.h>
 #include <limits.h>
@@ -85,52 +83,6 @@ static const char train_usage[] =
     "Exit status: 0 done (or already done under --key), 1 error (a missing\n"
     "corpus, a diverged loss, a failed write), 2 usage, 75 the --key is being\n"
     "run by another live process.\n";
-
-/* What the sink writes to and shows. */
-typedef struct sink_ctx {
-    sq_store *store;
-    int64_t run;
-    sq_progress *bar;
-    int lines;              /* print a line at each evaluation */
-    sq_train_row rows[32];  /* rows not yet stored */
-    size_t nrows;
-    uint64_t step_tokens;
-} sink_ctx;
-
-static int flush_rows(sink_ctx *c, char *err, size_t errlen)
-{
-    if (!c->store || !c->nrows) return 0;
-    int rc = sq_store_add_train(c->store, c->run, c->rows, c->nrows, err, errlen);
-    c->nrows = 0;
-    return rc;
-}
-
-static int sink_step(void *ctx, const sq_train_row *row, char *err, size_t errlen)
-{
-    sink_ctx *c = ctx;
-    if (c->store) {
-        c->rows[c->nrows++] = *row;
-        /* rows go in batches, and at every evaluation */
-        if ((c->nrows == sizeof c->rows / sizeof c->rows[0] || !isnan(row->val_loss)) &&
-            flush_rows(c, err, errlen))
-            return -1;
-    }
-    if (c->lines && !isnan(row->val_loss)) {
-        sq_progress_pause(c->bar);
-        printf("step %6llu  loss %.4f  val %.4f  lr %.3g  norm %.3g  %.0f tokens/s\n",
-               (unsigned long long)row->step, row->loss, row->val_loss, row->lr, row->grad_norm,
-               row->seconds > 0 ? (double)row->tokens / row->seconds : 0.0);
-        fflush(stdout);
-    }
-    return 0;
-}
-
-static void sink_progress(void *ctx, uint32_t done, uint32_t total, double loss)
-{
-    sink_ctx *c = ctx;
-    (void)total, (void)loss;
-    sq_progress_update(c->bar, done);
-}
 
 /* The figures of the summary, computed once for text and JSON. */
 typedef struct figures {
@@ -226,59 +178,6 @@ static void print_json(const sq_train_result *r, const figures *f, const sq_trai
     printf("}\n");
 }
 
-/* A float option as the decimal it was given as (0.001, not 0.0010000000474974513). */
-static double decimal(float x)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.7g", (double)x);
-    return strtod(buf, NULL);
-}
-
-/* The configuration as JSON: the runs table's config, and the trace's model. */
-static char *config_json(const sq_train_config *c, const char *corpus, const char *preset,
-                         const char *scheme, const char *topo, const char *device, int model_only)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!model_only) cJSON_AddStringToObject(o, "command", "train");
-    cJSON_AddStringToObject(o, "kind", "gpt");
-    cJSON_AddNumberToObject(o, "layers", c->model.layers);
-    cJSON_AddNumberToObject(o, "channels", c->model.channels);
-    cJSON_AddNumberToObject(o, "heads", c->model.heads);
-    cJSON_AddNumberToObject(o, "context", c->model.context);
-    cJSON_AddNumberToObject(o, "vocab", SQ_GPT_VOCAB);
-    cJSON_AddStringToObject(o, "corpus", corpus);
-    cJSON_AddNumberToObject(o, "batch", c->batch);
-    cJSON_AddNumberToObject(o, "seq", c->seq);
-    cJSON_AddNumberToObject(o, "steps", c->steps);
-    cJSON_AddNumberToObject(o, "lr", decimal(c->lr.lr));
-    cJSON_AddNumberToObject(o, "min_lr", decimal(c->lr.min_lr));
-    cJSON_AddNumberToObject(o, "warmup", c->lr.warmup);
-    cJSON_AddNumberToObject(o, "beta1", decimal(c->adamw.beta1));
-    cJSON_AddNumberToObject(o, "beta2", decimal(c->adamw.beta2));
-    cJSON_AddNumberToObject(o, "eps", decimal(c->adamw.eps));
-    cJSON_AddNumberToObject(o, "weight_decay", decimal(c->adamw.weight_decay));
-    cJSON_AddNumberToObject(o, "clip", decimal(c->clip));
-    cJSON_AddStringToObject(o, "preset", preset);
-    cJSON_AddStringToObject(o, "scheme", scheme);
-    cJSON_AddStringToObject(o, "workers", topo);
-    /* a 64-bit seed as text: JSON numbers are doubles */
-    char seed[24];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
-    cJSON_AddStringToObject(o, "seed", seed);
-    if (!model_only) {
-        cJSON_AddStringToObject(o, "device", device);
-        cJSON_AddNumberToObject(o, "eval_every", c->eval_every);
-        cJSON_AddNumberToObject(o, "eval_seqs", c->eval_seqs);
-        if (c->capture) {
-            cJSON_AddStringToObject(o, "capture", c->capture);
-            cJSON_AddNumberToObject(o, "capture_every", c->capture_every);
-        }
-    }
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
-}
-
 enum {
     O_CORPUS = 256, O_STEPS, O_BATCH, O_SEQ, O_EVAL_EVERY, O_EVAL_SEQS, O_LAYERS, O_CHANNELS,
     O_HEADS, O_CONTEXT, O_LR, O_MIN_LR, O_WARMUP, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
@@ -343,27 +242,46 @@ static int float_opt(const char *opt, const char *text, double min, double max, 
     return 0;
 }
 
-/* A run of this key is done and the command asks for a trace: it must be
-** in dir, complete and of this key, or the user would get no trace while
-** told the run is done. */
-static int check_captured(const char *dir, const char *key)
+int cli_train_job(const sq_sweep_config *cfg, const char *db, const char *key,
+                  const char *sweep, int busy_ms, const char *capture, uint32_t capture_every,
+                  int quiet, int json)
 {
-    sq_trace t;
-    char err[1024], id[SQ_TRACE_ID_MAX];
-    sq_trace_id_of(key, id);
-    int ok = sq_trace_open(dir, &t, err, sizeof err) == 0;
-    if (ok) {
-        if (strcmp(t.id, id) != 0) {
-            snprintf(err, sizeof err, "%s/manifest.json: field 'id': '%s' is not the id of "
-                     "this key's trace", dir, t.id);
-            ok = 0;
-        }
-        sq_trace_close(&t);
+    sq_sweep_outcome *out = calloc(1, sizeof *out);
+    if (!out) {
+        fprintf(stderr, "shardq train: out of memory\n");
+        return CLI_RUNTIME;
     }
-    if (ok) return CLI_OK;
-    fprintf(stderr, "shardq train: --capture %s: the run of this --key is done, but its trace "
-            "is not there: %s\n", dir, err);
-    return CLI_RUNTIME;
+    cli_job j = {.cmd = "train", .quiet = quiet, .lines = !quiet && !json, .out = out};
+    sq_sweep_job job = {.cfg = cfg, .db = db, .key = key, .sweep = sweep, .busy_ms = busy_ms,
+                        .capture = capture, .capture_every = capture_every, .sgemm = 1};
+    cli_job_hooks(&j, &job.hooks);
+    sq_error e = {0};
+    int bad = sq_sweep_job_run(&job, out, &e);
+    int rc;
+    if (bad && out->status == SQ_SWEEP_ALREADY_DONE && capture) {
+        /* the run of the key is done, but not its trace */
+        sq_progress_finish(j.bar);
+        if (!quiet) printf("already done: run %lld in %s\n", (long long)out->run, db);
+        const char *why = strstr(sq_error_message(&e), "is not there: ");
+        fprintf(stderr, "shardq train: --capture %s: the run of this --key is done, but its "
+                "trace is not there: %s\n", capture, why ? why + 14 : sq_error_message(&e));
+        rc = CLI_RUNTIME;
+    } else if ((rc = cli_job_end(&j, bad, &e, db)) < 0) {
+        /* the configuration as run, for the summary */
+        sq_train_config c = cfg->train;
+        c.seed = cfg->seed;
+        c.capture = capture;
+        figures f = compute_figures(&out->train, out->sgemm);
+        sq_corpus corpus = {.path = out->corpus};
+        if (json)
+            print_json(&out->train, &f, &c, &corpus, cfg->preset, out->scheme, out->topo,
+                       out->run);
+        else if (!quiet)
+            print_text(&out->train, &f, &c, &corpus, cfg->preset, out->topo, db, out->run);
+        rc = CLI_OK;
+    }
+    free(out);
+    return rc;
 }
 
 int cmd_train(int argc, char **argv)
@@ -455,6 +373,8 @@ int cmd_train(int argc, char **argv)
     }
     if (!min_lr_given) c.lr.min_lr = c.lr.lr / 10;
     if (!warmup_given) c.lr.warmup = c.steps / 10;
+    sq_sweep_config cfg;
+    sq_sweep_config_defaults(&cfg, SQ_SWEEP_TRAIN);
     if (cli_scheme("train", preset, sets, nsets, &c.scheme)) return CLI_USAGE;
     char err[2048];
     sq_error terr;
@@ -477,95 +397,15 @@ int cmd_train(int argc, char **argv)
             return CLI_RUNTIME;
         }
     }
-    sq_corpus corpus;
-    if (sq_corpus_load(corpus_path, &corpus, err, sizeof err)) {
-        fprintf(stderr, "shardq train: %s\n", err);
-        return CLI_RUNTIME;
-    }
-    char topo[32], scheme[SQ_SCHEME_STRLEN];
-    snprintf(topo, sizeof topo, "%dx%d", c.topo.nodes, c.topo.per_node);
-    sq_scheme_format(&c.scheme, scheme, sizeof scheme);
-    char *config = config_json(&c, corpus_path, preset, scheme, topo, device, 0);
-    char *model = config_json(&c, corpus_path, preset, scheme, topo, device, 1);
-    c.capture_model = model;
-    /* the trace belongs to the run's key: a rerun of the key resumes it */
-    c.capture_owner = key;
-    sq_store *store = NULL;
-    int64_t run = 0;
-    int rc = CLI_RUNTIME;
-    sink_ctx sc = {0};
-    if (!config || !model) {
-        fprintf(stderr, "shardq train: out of memory\n");
-        goto done;
-    }
-    if (sq_train_validate(&c, &corpus, err, sizeof err)) {
-        fprintf(stderr, "shardq train: %s\n", err);
-        goto done;
-    }
-    if (!nodb) {
-        sq_run_info info = {.kind = "train", .key = key, .sweep = sweep, .config = config,
-                            .preset = preset, .scheme = scheme, .topo = topo, .device = device,
-                            .trace = c.capture, .seed = c.seed};
-        char v[8][32];
-        snprintf(v[0], sizeof v[0], "%d", c.model.layers);
-        snprintf(v[1], sizeof v[1], "%d", c.model.channels);
-        snprintf(v[2], sizeof v[2], "%d", c.model.heads);
-        snprintf(v[3], sizeof v[3], "%d", c.seq);
-        snprintf(v[4], sizeof v[4], "%d", c.batch);
-        snprintf(v[5], sizeof v[5], "%u", c.steps);
-        snprintf(v[6], sizeof v[6], "%.9g", (double)c.lr.lr);
-        snprintf(v[7], sizeof v[7], "%llu", (unsigned long long)sq_gpt_elements(&c.model));
-        sq_store_kv params[] = {{"model.layers", v[0]}, {"model.channels", v[1]},
-                                {"model.heads", v[2]},  {"train.seq", v[3]},
-                                {"train.batch", v[4]},  {"train.steps", v[5]},
-                                {"train.lr", v[6]},     {"model.params", v[7]},
-                                {"corpus", corpus_path}};
-        rc = cli_run_begin("train", db, (int)busy, &info, &c.scheme, params,
-                           sizeof params / sizeof params[0], quiet, &store, &run);
-        if (rc == CLI_OK && !store && c.capture) rc = check_captured(c.capture, key);
-        if (rc != CLI_OK || !store) goto done;
-        rc = CLI_RUNTIME;
-    }
-    sc.store = store;
-    sc.run = run;
-    sc.bar = quiet ? NULL : sq_progress_start("train", c.steps);
-    sc.lines = !quiet && !json;
-    sq_train_sink sink = {.ctx = &sc, .step = sink_step, .progress = sink_progress};
-    /* the bound beside which the GFLOP/s are read, measured before training
-    ** so that both run on the same machine in the same state */
-    double sgemm = sq_train_sgemm_gflops(&c.model, c.batch * c.seq, 0.3);
-    sq_train_result res;
-    int bad = sq_train_run(&c, &corpus, &sink, &res, err, sizeof err);
-    if (!bad) bad = flush_rows(&sc, err, sizeof err);
-    sq_progress_finish(sc.bar);
-    figures f = compute_figures(&res, sgemm);
-    sq_timing_row timings[SQ_TT_N];
-    for (int k = 0; k < SQ_TT_N; k++)
-        timings[k] = (sq_timing_row){.op = sq_train_time_names[k], .calls = res.steps,
-                                     .seconds = res.time[k]};
-    if (bad) {
-        fprintf(stderr, "shardq train: %s\n", err);
-        if (store) {
-            char err2[1024];
-            flush_rows(&sc, err2, sizeof err2);
-            if (sq_store_run_end(store, run, "failed", err, NULL, 0, timings, SQ_TT_N, err2,
-                                 sizeof err2))
-                fprintf(stderr, "shardq train: %s\n", err2);
-        }
-        goto done;
-    }
-    if (store && sq_store_run_end(store, run, "done", NULL, res.bytes, SQ_NCOLL * SQ_NLINK,
-                                  timings, SQ_TT_N, err, sizeof err)) {
-        fprintf(stderr, "shardq train: %s\n", err);
-        goto done;
-    }
-    if (json) print_json(&res, &f, &c, &corpus, preset, scheme, topo, run);
-    else if (!quiet) print_text(&res, &f, &c, &corpus, preset, topo, db, run);
-    rc = CLI_OK;
-done:
-    sq_store_close(store);
-    sq_corpus_free(&corpus);
-    free(config);
-    free(model);
-    return rc;
+    cfg.train = c;
+    cfg.scheme = c.scheme;
+    cfg.has_topo = 1;
+    cfg.topo = c.topo;
+    cfg.seed = c.seed;
+    cfg.preset = (char *)preset;
+    cfg.device = (char *)device;
+    cfg.corpus = (char *)corpus_path;
+    cfg.steps = c.steps;
+    return cli_train_job(&cfg, nodb ? NULL : db, key, sweep, (int)busy, c.capture,
+                         c.capture_every, quiet, json);
 }

@@ -6,8 +6,11 @@
 #include "trace/wfile.h"
 #include "backend/device.h"
 #include "shardq.h"
+#include "progress.h"
 #include "store/store.h"
+#include "sweep/sweep.h"
 #include "world/world.h"
+
 
 #include <errno.h>
 #include <getopt.h>
@@ -210,58 +213,76 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_inf
                   const sq_scheme *scheme, const sq_store_kv *extra, size_t nextra, int quiet,
                   sq_store **store, int64_t *run)
 {
-    char err[2048];
-    *run = 0;
-    if (sq_store_open(db, busy_ms, 0, store, err, sizeof err)) {
-        fprintf(stderr, "shardq %s: %s\n", cmd, err);
-        return CLI_RUNTIME;
-    }
-    /* every knob too, so that a report can group runs by any of them; a run
-    ** without a scheme (a benchmark) has only its extra params */
-    size_t nknobs = scheme ? sq_scheme_nknobs : 0;
-    size_t np = nextra + nknobs;
-    sq_store_kv *all = calloc(np ? np : 1, sizeof *all);
-    char (*vals)[64] = calloc(nknobs ? nknobs : 1, sizeof *vals);
-    if (!all || !vals) {
-        free(all), free(vals);
-        fprintf(stderr, "shardq %s: out of memory\n", cmd);
-        sq_store_close(*store);
-        *store = NULL;
-        return CLI_RUNTIME;
-    }
-    if (nextra) memcpy(all, extra, nextra * sizeof *all);
-    for (size_t k = 0; k < nknobs; k++) {
-        sq_scheme_get(scheme, sq_scheme_knobs[k].key, vals[k], sizeof vals[k]);
-        all[nextra + k].key = sq_scheme_knobs[k].key;
-        all[nextra + k].value = vals[k];
-    }
-    int b = sq_store_run_begin(*store, info, all, np, run, err, sizeof err);
-    free(all), free(vals);
-    if (b == SQ_STORE_STARTED) {
+    sq_error err = {0};
+    int status;
+    int rc = sq_sweep_run_begin(db, busy_ms, info, scheme, extra, nextra, store, run, &status,
+                                &err);
+    if (!rc && *store) {
         /* said even when quiet: a run was left behind by a process that died */
         if (sq_store_notice(*store))
             fprintf(stderr, "shardq %s: %s\n", cmd, sq_store_notice(*store));
         return CLI_OK;
     }
-    if (b == SQ_STORE_DONE) {
+    if (!rc) { /* already done */
         if (!quiet) printf("already done: run %lld in %s\n", (long long)*run, db);
-    } else if (b == SQ_STORE_BUSY) {
-        sq_run_holder h;
-        if (!quiet && info->key &&
-            sq_store_key_holder(*store, info->key, &h, err, sizeof err) == 0 && h.id == *run)
-            fprintf(stderr, "shardq %s: run %lld with this key is under way: pid %lld on %s%s "
-                    "(since %s)\n", cmd, (long long)*run, (long long)h.pid, h.host,
-                    h.state == SQ_PROC_ELSEWHERE ? ", another host" : "", h.started);
-        else if (!quiet)
-            fprintf(stderr, "shardq %s: run %lld with this key is under way in another "
-                    "process\n", cmd, (long long)*run);
-    } else {
-        fprintf(stderr, "shardq %s: %s\n", cmd, err);
+        *run = 0;
+        return CLI_OK;
     }
-    sq_store_close(*store);
-    *store = NULL;
+    if (status != SQ_SWEEP_HELD || !quiet)
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
     *run = 0;
-    return b == SQ_STORE_DONE ? CLI_OK : b == SQ_STORE_BUSY ? CLI_BUSY : CLI_RUNTIME;
+    return status == SQ_SWEEP_HELD ? CLI_BUSY : CLI_RUNTIME;
+}
+
+static void job_start(void *ctx, uint64_t total)
+{
+    cli_job *j = ctx;
+    /* said even when quiet: a run was left behind by a process that died */
+    if (j->out && j->out->notice[0]) fprintf(stderr, "shardq %s: %s\n", j->cmd, j->out->notice);
+    j->bar = j->quiet ? NULL : sq_progress_start(j->cmd, (size_t)total);
+}
+
+static void job_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    cli_job *j = ctx;
+    (void)total;
+    sq_progress_update(j->bar, (size_t)done);
+}
+
+static void job_train_step(void *ctx, const sq_train_row *row)
+{
+    cli_job *j = ctx;
+    if (!j->lines || isnan(row->val_loss)) return;
+    sq_progress_pause(j->bar);
+    printf("step %6llu  loss %.4f  val %.4f  lr %.3g  norm %.3g  %.0f tokens/s\n",
+           (unsigned long long)row->step, row->loss, row->val_loss, row->lr, row->grad_norm,
+           row->seconds > 0 ? (double)row->tokens / row->seconds : 0.0);
+    fflush(stdout);
+}
+
+void cli_job_hooks(cli_job *j, sq_sweep_hooks *h)
+{
+    *h = (sq_sweep_hooks){.ctx = j, .start = job_start, .progress = job_progress,
+                          .train_step = job_train_step};
+}
+
+int cli_job_end(cli_job *j, int rc, const sq_error *e, const char *db)
+{
+    sq_progress_finish(j->bar);
+    j->bar = NULL;
+    const sq_sweep_outcome *out = j->out;
+    if (out->status == SQ_SWEEP_HELD) {
+        if (!j->quiet) fprintf(stderr, "shardq %s: %s\n", j->cmd, sq_error_message(e));
+        return CLI_BUSY;
+    }
+    if (out->status == SQ_SWEEP_ALREADY_DONE && !j->quiet)
+        printf("already done: run %lld in %s\n", (long long)out->run, db);
+    if (rc) {
+        fprintf(stderr, "shardq %s: %s\n", j->cmd, sq_error_message(e));
+        if (out->end_error[0]) fprintf(stderr, "shardq %s: %s\n", j->cmd, out->end_error);
+        return CLI_RUNTIME;
+    }
+    return out->status == SQ_SWEEP_ALREADY_DONE ? CLI_OK : -1;
 }
 
 double cli_bits_per_elem(const sq_bytes_row *b)

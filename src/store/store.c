@@ -33,6 +33,7 @@ struct sq_store {
     int busy_ms;
     int version; /* user_version once opened (and migrated) */
     char notice[1024]; /* what the last sq_store_run_begin replaced, or "" */
+    sq_error err;      /* the last failure: sq_store_error */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -198,28 +199,46 @@ static int io_errno(sqlite3 *db)
     return e;
 }
 
-/* The sentence for a failed sqlite call rc on s: locks, full disks and
-** read-only files get the words a user searches for; anything else is
-** "PATH: WHAT: sqlite's message". */
-static void db_error(const sq_store *s, int rc, const char *what, char *err, size_t errlen)
+/* The kind of a failed sqlite call: a lock is BUSY, a file that is not
+** a database (or a damaged one) FORMAT, an allocation NOMEM, and every
+** refusal of the file system (a full disk, a read-only file) IO. */
+static int db_kind(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return SQ_ERR_BUSY;
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+    case SQLITE_SCHEMA:
+    case SQLITE_ERROR: return SQ_ERR_FORMAT; /* SQL the file's schema cannot run */
+    case SQLITE_NOMEM: return SQ_ERR_NOMEM;
+    case SQLITE_NOTFOUND: return SQ_ERR_NOTFOUND;
+    case SQLITE_CONSTRAINT: return SQ_ERR_CONFLICT; /* a row that is there already */
+    default: return SQ_ERR_IO;
+    }
+}
+
+/* Records the failed sqlite call rc on s (its kind and sentence) and
+** returns the kind: locks, full disks and read-only files get the words a
+** user searches for; anything else is "PATH: WHAT: sqlite's message". */
+static int db_error(sq_store *s, int rc, const char *what)
 {
     int primary = rc & 0xff;
     int sys = primary == SQLITE_IOERR ? io_errno(s->db) : 0;
-    if (primary == SQLITE_BUSY) {
-        sq_set_err(err, errlen, "%s: database is locked (busy for more than %d ms)", s->path,
-                   s->busy_ms);
-    } else if (primary == SQLITE_FULL) {
-        /* sqlite says FULL for ENOSPC and for a partial write */
-        sq_set_err(err, errlen, "%s: database or disk is full", s->path);
-    } else if (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EFBIG || sys == EDQUOT)) {
+    int kind = db_kind(rc);
+    if (primary == SQLITE_BUSY)
+        return sq_error_set(&s->err, kind, "%s: database is locked (busy for more than %d ms)",
+                            s->path, s->busy_ms);
+    if (primary == SQLITE_FULL) /* sqlite says FULL for ENOSPC and for a partial write */
+        return sq_error_set(&s->err, kind, "%s: database or disk is full", s->path);
+    if (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EFBIG || sys == EDQUOT))
         /* a write refused outright: a file size limit, a quota */
-        sq_set_err(err, errlen, "%s: database or disk is full (%s)", s->path, strerror(sys));
-    } else if (primary == SQLITE_IOERR && sys) {
-        sq_set_err(err, errlen, "%s: %s: %s (%s)", s->path, what, sqlite3_errmsg(s->db),
-                   strerror(sys));
-    } else {
-        sq_set_err(err, errlen, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
-    }
+        return sq_error_set(&s->err, kind, "%s: database or disk is full (%s)", s->path,
+                            strerror(sys));
+    if (primary == SQLITE_IOERR && sys)
+        return sq_error_set(&s->err, kind, "%s: %s: %s (%s)", s->path, what,
+                            sqlite3_errmsg(s->db), strerror(sys));
+    return sq_error_set(&s->err, kind, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
 static int too_big(uint64_t v) { return v > (uint64_t)INT64_MAX; }
@@ -237,26 +256,26 @@ static void rollback(sq_store *s)
     if (!sqlite3_get_autocommit(s->db)) exec(s, "ROLLBACK");
 }
 
-static int begin(sq_store *s, char *err, size_t errlen)
+static int begin(sq_store *s)
 {
     int rc = exec(s, "BEGIN IMMEDIATE");
     if (rc != SQLITE_OK) {
-        db_error(s, rc, "cannot write", err, errlen);
+        int kind = db_error(s, rc, "cannot write");
         rollback(s);
-        return -1;
+        return kind;
     }
-    return 0;
+    return SQ_OK;
 }
 
-static int commit(sq_store *s, char *err, size_t errlen)
+static int commit(sq_store *s)
 {
     int rc = exec(s, "COMMIT");
     if (rc != SQLITE_OK) {
-        db_error(s, rc, "cannot write", err, errlen);
+        int kind = db_error(s, rc, "cannot write");
         rollback(s);
-        return -1;
+        return kind;
     }
-    return 0;
+    return SQ_OK;
 }
 
 /* Reads PRAGMA user_version into *v; returns the sqlite status. */
@@ -299,31 +318,33 @@ static int step_done(sqlite3_stmt *st)
 /* Opening                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int newer_error(const sq_store *s, int v, char *err, size_t errlen)
+static int newer_error(sq_store *s, int v)
 {
-    sq_set_err(err, errlen, "%s: schema version %d is newer than this shardq (%d): upgrade shardq",
-               s->path, v, SQ_STORE_VERSION);
-    return -1;
+    return sq_error_set(&s->err, SQ_ERR_FORMAT,
+                        "%s: schema version %d is newer than this shardq (%d): upgrade shardq",
+                        s->path, v, SQ_STORE_VERSION);
 }
 
 /* Brings the file to SQ_STORE_VERSION, one version per transaction. The
 ** version is read again under the write lock: another process may have
 ** migrated the file since we looked. */
-static int migrate(sq_store *s, char *err, size_t errlen)
+static int migrate(sq_store *s)
 {
     for (;;) {
-        if (begin(s, err, errlen)) return -1;
-        int v = 0, rc = read_version(s, &v);
+        int rc = begin(s);
+        if (rc) return rc;
+        int v = 0;
+        rc = read_version(s, &v);
         if (rc != SQLITE_OK) {
-            db_error(s, rc, "cannot read the schema version", err, errlen);
+            int kind = db_error(s, rc, "cannot read the schema version");
             rollback(s);
-            return -1;
+            return kind;
         }
         if (v >= SQ_STORE_VERSION) {
             rollback(s);
-            if (v > SQ_STORE_VERSION) return newer_error(s, v, err, errlen);
+            if (v > SQ_STORE_VERSION) return newer_error(s, v);
             s->version = v;
-            return 0;
+            return SQ_OK;
         }
         char bump[64];
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
@@ -331,11 +352,11 @@ static int migrate(sq_store *s, char *err, size_t errlen)
             char what[96];
             snprintf(what, sizeof what, "cannot migrate the schema from version %d to %d", v,
                      v + 1);
-            db_error(s, rc, what, err, errlen);
+            int kind = db_error(s, rc, what);
             rollback(s);
-            return -1;
+            return kind;
         }
-        if (commit(s, err, errlen)) return -1;
+        if ((rc = commit(s))) return rc;
     }
 }
 
@@ -344,7 +365,7 @@ static int migrate(sq_store *s, char *err, size_t errlen)
 ** without it. Switching a new file to WAL upgrades a read lock to a write
 ** lock, which sqlite reports busy at once rather than wait (another process
 ** may be opening the same new file): so we wait here, up to busy_ms. */
-static int use_wal(sq_store *s, char *err, size_t errlen)
+static int use_wal(sq_store *s)
 {
     sqlite3_stmt *st = NULL;
     int rc = SQLITE_OK;
@@ -357,20 +378,20 @@ static int use_wal(sq_store *s, char *err, size_t errlen)
         sqlite3_sleep(10);
     }
     if (rc != SQLITE_ROW) {
-        db_error(s, rc, "cannot use WAL mode", err, errlen);
+        int kind = db_error(s, rc, "cannot use WAL mode");
         sqlite3_finalize(st);
-        return -1;
+        return kind;
     }
     const char *mode = (const char *)sqlite3_column_text(st, 0);
     int ok = mode && sqlite3_stricmp(mode, "wal") == 0;
-    if (!ok)
-        sq_set_err(err, errlen, "%s: cannot use WAL mode (the journal mode stays '%s')", s->path,
-                   mode ? mode : "?");
+        if (!ok)
+        sq_error_set(&s->err, SQ_ERR_IO, "%s: cannot use WAL mode (the journal mode stays '%s')",
+                     s->path, mode ? mode : "?");
     sqlite3_finalize(st);
-    return ok ? 0 : -1;
+    return ok ? SQ_OK : SQ_ERR_IO;
 }
 
-static int open_db(sq_store *s, int readonly, char *err, size_t errlen)
+static int open_db(sq_store *s, int readonly)
 {
     int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (readonly) {
@@ -378,20 +399,16 @@ static int open_db(sq_store *s, int readonly, char *err, size_t errlen)
         ** "unable to open database file": say what is wrong */
         struct stat sb;
         if (stat(s->path, &sb) != 0) {
-            if (errno == ENOENT)
-                sq_set_err(err, errlen, "%s: no such database", s->path);
-            else
-                sq_set_err(err, errlen, "%s: cannot open: %s", s->path, strerror(errno));
-            return -1;
+                if (errno == ENOENT)
+                return sq_error_set(&s->err, SQ_ERR_NOTFOUND, "%s: no such database", s->path);
+            return sq_error_set(&s->err, SQ_ERR_IO, "%s: cannot open: %s", s->path,
+                                strerror(errno));
         }
     }
     int rc = sqlite3_open_v2(s->path, &s->db, flags, NULL);
     if (rc != SQLITE_OK) {
-        if (s->db)
-            db_error(s, rc, "cannot open", err, errlen);
-        else
-            sq_set_err(err, errlen, "%s: cannot open: out of memory", s->path);
-        return -1;
+        if (s->db) return db_error(s, rc, "cannot open");
+        return sq_error_set(&s->err, SQ_ERR_NOMEM, "%s: cannot open: out of memory", s->path);
     }
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, s->busy_ms);
@@ -402,8 +419,8 @@ static int open_db(sq_store *s, int readonly, char *err, size_t errlen)
     if (sqlite3_db_config(s->db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, &off) != SQLITE_OK ||
         off != 0 || sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, &on) != SQLITE_OK ||
         sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL) != SQLITE_OK) {
-        sq_set_err(err, errlen, "%s: cannot set up the connection safely", s->path);
-        return -1;
+        return sq_error_set(&s->err, SQ_ERR_UNSUPPORTED, "%s: cannot set up the connection safely",
+                            s->path);
     }
 
     /* The first read of the file: it tells a database from anything else,
@@ -412,45 +429,67 @@ static int open_db(sq_store *s, int readonly, char *err, size_t errlen)
     rc = read_version(s, &v);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_NOTADB)
-            sq_set_err(err, errlen, "%s: file is not a database", s->path);
-        else
-            db_error(s, rc, "cannot read the schema version", err, errlen);
-        return -1;
+            return sq_error_set(&s->err, SQ_ERR_FORMAT, "%s: file is not a database", s->path);
+        return db_error(s, rc, "cannot read the schema version");
     }
-    if (v > SQ_STORE_VERSION) return newer_error(s, v, err, errlen);
+    if (v > SQ_STORE_VERSION) return newer_error(s, v);
     s->version = v;
-    if (readonly) return 0;
+    if (readonly) return SQ_OK;
 
-    if (use_wal(s, err, errlen)) return -1;
+if ((rc = use_wal(s))) return rc;
     if ((rc = exec(s, "PRAGMA synchronous=NORMAL")) != SQLITE_OK ||
         (rc = exec(s, "PRAGMA foreign_keys=ON")) != SQLITE_OK) {
-        db_error(s, rc, "cannot set up the connection", err, errlen);
-        return -1;
+        return db_error(s, rc, "cannot set up the connection");
     }
-    return v < SQ_STORE_VERSION ? migrate(s, err, errlen) : 0;
+        return v < SQ_STORE_VERSION ? migrate(s) : SQ_OK;
 }
 
-int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, char *err,
-                  size_t errlen)
+int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, sq_error *err)
 {
     *out = NULL;
-    if (!path || !*path) {
-        sq_set_err(err, errlen, "empty database file name");
-        return -1;
-    }
+    if (!path || !*path) return sq_error_set(err, SQ_ERR_ARG, "empty database file name");
     sq_store *s = calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(path))) {
         free(s);
-        sq_set_err(err, errlen, "%s: out of memory", path);
-        return -1;
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     }
     s->busy_ms = busy_ms <= 0 ? SQ_STORE_BUSY_MS : busy_ms;
-    if (open_db(s, readonly, err, errlen)) {
+    int rc = open_db(s, readonly);
+    if (rc) {
+        /* the handle goes: its error goes to the caller's */
+        if (err) *err = s->err;
         sq_store_close(s);
-        return -1;
+        return rc;
     }
     *out = s;
-    return 0;
+    return SQ_OK;
+}
+
+const char *sq_store_error(const sq_store *s)
+{
+    return s ? sq_error_message(&s->err) : sq_strerror(SQ_ERR_ARG);
+}
+
+int sq_store_status(const sq_store *s) { return s ? s->err.status : SQ_ERR_ARG; }
+
+/* The tables of the schema, in the order of their creation, each with the
+** columns of its primary key (the order of a full export). */
+static const sq_store_table tables[] = {
+    {"runs", "id"},
+    {"params", "run_id, key"},
+    {"step_metrics", "run_id, step, path"},
+    {"tensor_stats", "run_id, step, path, tensor"},
+    {"bytes", "run_id, collective, link"},
+    {"timings", "run_id, op"},
+    {"train_steps", "run_id, step"},
+    {"bench_results", "run_id, op, threads, elements"},
+    {"model_results", "run_id, scheme, gpus"},
+};
+
+const sq_store_table *sq_store_tables(size_t *n)
+{
+    if (n) *n = sizeof tables / sizeof tables[0];
+    return tables;
 }
 
 void sq_store_close(sq_store *s)
@@ -497,17 +536,18 @@ static void host_name(char *buf, size_t len)
 ** /proc/PID/stat), or -1 when it cannot be read (no such process, no
 ** /proc). The command name, field 2, is in parentheses and may hold blanks
 ** and parentheses itself: the fields after it are counted from its last ')'. */
+#define START_UNKNOWN (-1)
 static int64_t proc_start(int64_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
     FILE *f = fopen(path, "r");
-    if (!f) return -1;
+    if (!f) return START_UNKNOWN;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
     const char *p = strrchr(buf, ')');
-    if (!p) return -1;
+    if (!p) return START_UNKNOWN;
     p++;
     for (int field = 3; field < 22; field++) {
         while (*p == ' ') p++;
@@ -516,7 +556,27 @@ static int64_t proc_start(int64_t pid)
     char *end;
     errno = 0;
     long long v = strtoll(p, &end, 10);
-    return end == p || errno || v < 0 ? -1 : v;
+    return end == p || errno || v < 0 ? START_UNKNOWN : v;
+}
+
+/* Whether process pid has ended but not been waited for yet (a zombie, state
+** Z or X in /proc/PID/stat): it runs nothing, though kill(pid, 0) still
+** finds it. A job process killed with its parent stays one until its new
+** parent reaps it, which may take a while. */
+static int proc_ended(int64_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    if (!p) return 0;
+    while (*++p == ' ') {
+    }
+    return *p == 'Z' || *p == 'X';
 }
 
 /* This boot of the machine ("" when unknown): a pid and a start time are
@@ -558,6 +618,7 @@ static int proc_state(const proc_id *me, const char *host, int64_t pid, int64_t 
     if (boot && *boot && *me->boot && strcmp(boot, me->boot) != 0) return SQ_PROC_GONE;
     if (pid <= 0 || pid > INT_MAX) return SQ_PROC_GONE; /* kill(0) or kill(-1) would mean groups */
     if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return SQ_PROC_GONE;
+    if (proc_ended(pid)) return SQ_PROC_GONE;
     int64_t now = start >= 0 && me->start >= 0 ? proc_start(pid) : -1;
     if (now >= 0 && now != start) return SQ_PROC_GONE; /* the pid was given to another */
     return SQ_PROC_ALIVE;
@@ -589,8 +650,8 @@ static int row_state(const proc_id *me, sqlite3_stmt *st, int i)
                       column_or(st, i + 2, -1), (const char *)sqlite3_column_text(st, i + 3));
 }
 
-/* Looks for the run with key; *outcome is SQ_STORE_DONE or SQ_STORE_BUSY
-** when the caller must not start it, *id that run. A failed run, or one
+/* Looks for the run with key; *outcome is SQ_STORE_DONE, or SQ_ERR_BUSY
+** (said in s->err), when the caller must not start it, *id that run. A failed run, or one
 ** left running by a process that is gone, is deleted here (its rows go with
 ** it); s->notice says so for the latter. Returns the sqlite status. */
 static int settle_key(sq_store *s, const char *key, const proc_id *me, int *outcome, int64_t *id)
@@ -610,9 +671,15 @@ static int settle_key(sq_store *s, const char *key, const proc_id *me, int *outc
         if (strcmp(status, "done") == 0) {
             *outcome = SQ_STORE_DONE;
         } else if (strcmp(status, "running") == 0) {
-            if (row_state(me, st, 2) != SQ_PROC_GONE)
-                *outcome = SQ_STORE_BUSY;
-            else
+            int state = row_state(me, st, 2);
+            if (state != SQ_PROC_GONE) {
+                *outcome = SQ_ERR_BUSY;
+                sq_error_set(&s->err, SQ_ERR_BUSY,
+                             "run %lld with this key is under way: pid %lld on %s%s (since %s)",
+                             (long long)old, (long long)sqlite3_column_int64(st, 3),
+                             column_str(st, 2), state == SQ_PROC_ELSEWHERE ? ", another host" : "",
+                             column_str(st, 6));
+            } else
                 snprintf(s->notice, sizeof s->notice,
                          "run %lld was left 'running' by pid %lld on %s (since %s), a process "
                          "that is gone: it starts afresh",
@@ -735,27 +802,27 @@ static int insert_params(sq_store *s, int64_t id, const sq_store_kv *p, size_t n
 }
 
 int sq_store_run_begin(sq_store *s, const sq_run_info *info, const sq_store_kv *p, size_t np,
-                       int64_t *run_id, char *err, size_t errlen)
+                       int64_t *run_id)
 {
     if (!info->kind || !info->config) {
-        sq_set_err(err, errlen, "%s: a run needs a kind and a config", s->path);
-        return -1;
+        return sq_error_set(&s->err, SQ_ERR_ARG, "%s: a run needs a kind and a config", s->path);
     }
     if (too_big(info->seed)) {
-        sq_set_err(err, errlen, "%s: seed %llu is larger than 2^63-1, the most the store holds",
-                   s->path, (unsigned long long)info->seed);
-        return -1;
+        return sq_error_set(&s->err, SQ_ERR_RANGE,
+                            "%s: seed %llu is larger than 2^63-1, the most the store holds",
+                            s->path, (unsigned long long)info->seed);
     }
     for (size_t i = 0; i < np; i++)
         if (!p[i].key) {
-            sq_set_err(err, errlen, "%s: parameter %zu has no name", s->path, i);
-            return -1;
+            return sq_error_set(&s->err, SQ_ERR_ARG, "%s: parameter %zu has no name", s->path, i);
         }
+    if (run_id) *run_id = 0;
     proc_id me;
     proc_self(&me);
     s->notice[0] = '\0';
-    if (begin(s, err, errlen)) return -1;
-    int outcome = SQ_STORE_STARTED, rc = SQLITE_OK;
+    int rc = begin(s);
+    if (rc) return rc;
+    int outcome = SQ_STORE_STARTED;
     int64_t id = -1;
     if (info->key) rc = settle_key(s, info->key, &me, &outcome, &id);
     if (rc == SQLITE_OK && outcome != SQ_STORE_STARTED) {
@@ -767,14 +834,14 @@ int sq_store_run_begin(sq_store *s, const sq_run_info *info, const sq_store_kv *
     if (rc == SQLITE_OK) rc = insert_run(s, info, &me, &id);
     if (rc == SQLITE_OK) rc = insert_params(s, id, p, np);
     if (rc != SQLITE_OK) {
-        db_error(s, rc, "cannot write", err, errlen);
+        int kind = db_error(s, rc, "cannot write");
         rollback(s);
         s->notice[0] = '\0';
-        return -1;
+        return kind;
     }
-    if (commit(s, err, errlen)) {
+    if ((rc = commit(s))) {
         s->notice[0] = '\0';
-        return -1;
+        return rc;
     }
     if (run_id) *run_id = id;
     return SQ_STORE_STARTED;
@@ -802,15 +869,17 @@ static int touch_run(sq_store *s, int64_t run)
 }
 
 /* Ends a write transaction that failed with rc (SQLITE_NOTFOUND: no such
-** run). Always returns -1. */
-static int write_failed(sq_store *s, int rc, int64_t run, char *err, size_t errlen)
+** run). Returns the kind of the failure. */
+static int write_failed(sq_store *s, int rc, int64_t run)
 {
-    if (rc == SQLITE_NOTFOUND)
-        sq_set_err(err, errlen, "%s: no run %lld", s->path, (long long)run);
-    else
-        db_error(s, rc, "cannot write", err, errlen);
+    if (rc == SQLITE_NOTFOUND) {
+        rollback(s);
+        return sq_error_set(&s->err, SQ_ERR_NOTFOUND, "%s: no run %lld", s->path,
+                            (long long)run);
+    }
+    int kind = db_error(s, rc, "cannot write");
     rollback(s);
-    return -1;
+    return kind;
 }
 
 static void bind_stat(sqlite3_stmt *st, int64_t run, const sq_stat_row *r)
@@ -827,8 +896,7 @@ static void bind_stat(sqlite3_stmt *st, int64_t run, const sq_stat_row *r)
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) bind_real(st, k++, v[i]);
 }
 
-int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t n, char *err,
-                       size_t errlen)
+int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t n)
 {
     static const char step_sql[] =
         "INSERT INTO step_metrics(run_id, step, path, elements, rel_l2, mse, max_abs, snr_db,"
@@ -840,13 +908,14 @@ int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
     for (size_t i = 0; i < n; i++)
         if (too_big(rows[i].step) || too_big(rows[i].st.n)) {
-            sq_set_err(err, errlen, "%s: run %lld: step or element count larger than 2^63-1",
-                       s->path, (long long)run);
-            return -1;
+            return sq_error_set(&s->err, SQ_ERR_RANGE,
+                                "%s: run %lld: step or element count larger than 2^63-1",
+                                s->path, (long long)run);
         }
-    if (begin(s, err, errlen)) return -1;
+    int rc = begin(s);
+    if (rc) return rc;
     sqlite3_stmt *sst = NULL, *tst = NULL;
-    int rc = touch_run(s, run);
+    rc = touch_run(s, run);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, step_sql, -1, &sst, NULL);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, tensor_sql, -1, &tst, NULL);
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
@@ -856,8 +925,8 @@ int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t
     }
     sqlite3_finalize(sst);
     sqlite3_finalize(tst);
-    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
-    return commit(s, err, errlen);
+    if (rc != SQLITE_OK) return write_failed(s, rc, run);
+    return commit(s);
 }
 
 /* Inserts rows[0..n) into one table in one transaction: sql binds ?1 to the
@@ -866,11 +935,12 @@ int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t
 typedef void (*row_binder)(sqlite3_stmt *st, const void *rows, size_t i);
 
 static int insert_rows(sq_store *s, int64_t run, const char *sql, const void *rows, size_t n,
-                       row_binder bind, char *err, size_t errlen)
+                       row_binder bind)
 {
-    if (begin(s, err, errlen)) return -1;
+    int rc = begin(s);
+    if (rc) return rc;
     sqlite3_stmt *st = NULL;
-    int rc = touch_run(s, run);
+    rc = touch_run(s, run);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
         sqlite3_bind_int64(st, 1, run);
@@ -878,16 +948,15 @@ static int insert_rows(sq_store *s, int64_t run, const char *sql, const void *ro
         rc = step_done(st);
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
-    return commit(s, err, errlen);
+    if (rc != SQLITE_OK) return write_failed(s, rc, run);
+    return commit(s);
 }
 
-static int count_too_big(const sq_store *s, int64_t run, const char *what, int bad, char *err,
-                         size_t errlen)
+static int count_too_big(sq_store *s, int64_t run, const char *what, int bad)
 {
-    if (!bad) return 0;
-    sq_set_err(err, errlen, "%s: run %lld: %s larger than 2^63-1", s->path, (long long)run, what);
-    return -1;
+    if (!bad) return SQ_OK;
+    return sq_error_set(&s->err, SQ_ERR_RANGE, "%s: run %lld: %s larger than 2^63-1", s->path,
+                        (long long)run, what);
 }
 
 static void bind_train(sqlite3_stmt *st, const void *rows, size_t i)
@@ -902,16 +971,16 @@ static void bind_train(sqlite3_stmt *st, const void *rows, size_t i)
     bind_real(st, 8, r->seconds);
 }
 
-int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n, char *err,
-                       size_t errlen)
+int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n)
 {
     int big = 0;
     for (size_t i = 0; i < n; i++) big |= too_big(rows[i].step) || too_big(rows[i].tokens);
-    if (count_too_big(s, run, "step or token count", big, err, errlen)) return -1;
+    int rc = count_too_big(s, run, "step or token count", big);
+    if (rc) return rc;
     return insert_rows(s, run,
                        "INSERT INTO train_steps(run_id, step, tokens, loss, val_loss, lr,"
                        " grad_norm, seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                       rows, n, bind_train, err, errlen);
+                       rows, n, bind_train);
 }
 
 static void bind_bench(sqlite3_stmt *st, const void *rows, size_t i)
@@ -926,16 +995,16 @@ static void bind_bench(sqlite3_stmt *st, const void *rows, size_t i)
     bind_real(st, 8, r->copy_gb_per_s);
 }
 
-int sq_store_add_bench(sq_store *s, int64_t run, const sq_bench_row *rows, size_t n, char *err,
-                       size_t errlen)
+int sq_store_add_bench(sq_store *s, int64_t run, const sq_bench_row *rows, size_t n)
 {
     int big = 0;
     for (size_t i = 0; i < n; i++) big |= too_big(rows[i].elements) || too_big(rows[i].bytes);
-    if (count_too_big(s, run, "element or byte count", big, err, errlen)) return -1;
+    int rc = count_too_big(s, run, "element or byte count", big);
+    if (rc) return rc;
     return insert_rows(s, run,
                        "INSERT INTO bench_results(run_id, op, threads, elements, bytes, gb_per_s,"
                        " gb_per_s_std, copy_gb_per_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                       rows, n, bind_bench, err, errlen);
+                       rows, n, bind_bench);
 }
 
 static void bind_model(sqlite3_stmt *st, const void *rows, size_t i)
@@ -949,18 +1018,18 @@ static void bind_model(sqlite3_stmt *st, const void *rows, size_t i)
     sqlite3_bind_int64(st, 14, (int64_t)r->inter_bytes_per_node);
 }
 
-int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_t n, char *err,
-                       size_t errlen)
+int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_t n)
 {
     int big = 0;
     for (size_t i = 0; i < n; i++) big |= too_big(rows[i].inter_bytes_per_node);
-    if (count_too_big(s, run, "byte count", big, err, errlen)) return -1;
+    int rc = count_too_big(s, run, "byte count", big);
+    if (rc) return rc;
     return insert_rows(s, run,
                        "INSERT INTO model_results(run_id, scheme, gpus, compute_s, tp_s, bubble_s,"
                        " weight_s, grad_s, quant_s, optimizer_s, iteration_s, tflops, speedup,"
                        " inter_bytes_per_node) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
                        " ?11, ?12, ?13, ?14)",
-                       rows, n, bind_model, err, errlen);
+                       rows, n, bind_model);
 }
 
 void sq_bytes_rows(const sq_traffic *sum, sq_bytes_row *rows)
@@ -1047,56 +1116,58 @@ static int set_status(sq_store *s, int64_t run, const char *status, const char *
 
 int sq_store_run_end(sq_store *s, int64_t run, const char *status, const char *error,
                      const sq_bytes_row *bytes, size_t nbytes, const sq_timing_row *timings,
-                     size_t ntimings, char *err, size_t errlen)
+                     size_t ntimings)
 {
     if (!status || (strcmp(status, "done") != 0 && strcmp(status, "failed") != 0)) {
-        sq_set_err(err, errlen, "%s: run %lld: a run ends 'done' or 'failed', not '%s'", s->path,
-                   (long long)run, status ? status : "(null)");
-        return -1;
+        return sq_error_set(&s->err, SQ_ERR_ARG,
+                            "%s: run %lld: a run ends 'done' or 'failed', not '%s'", s->path,
+                            (long long)run, status ? status : "(null)");
     }
     for (size_t i = 0; i < nbytes; i++) {
         const sq_bytes_row *r = &bytes[i];
         if (too_big(r->sent_codes) || too_big(r->sent_meta) || too_big(r->recv_codes) ||
             too_big(r->recv_meta) || too_big(r->sent_elems) || too_big(r->messages)) {
-            sq_set_err(err, errlen, "%s: run %lld: a byte count is larger than 2^63-1", s->path,
-                       (long long)run);
-            return -1;
+            return sq_error_set(&s->err, SQ_ERR_RANGE,
+                                "%s: run %lld: a byte count is larger than 2^63-1", s->path,
+                                (long long)run);
         }
     }
     for (size_t i = 0; i < ntimings; i++)
         if (too_big(timings[i].calls) || too_big(timings[i].bytes)) {
-            sq_set_err(err, errlen, "%s: run %lld: a timing count is larger than 2^63-1",
-                       s->path, (long long)run);
-            return -1;
+            return sq_error_set(&s->err, SQ_ERR_RANGE,
+                                "%s: run %lld: a timing count is larger than 2^63-1", s->path,
+                                (long long)run);
         }
-    if (begin(s, err, errlen)) return -1;
-    int rc = set_status(s, run, status, error);
+    int rc = begin(s);
+    if (rc) return rc;
+    rc = set_status(s, run, status, error);
     if (rc == SQLITE_OK) rc = insert_bytes(s, run, bytes, nbytes);
     if (rc == SQLITE_OK) rc = insert_timings(s, run, timings, ntimings);
-    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
-    return commit(s, err, errlen);
+    if (rc != SQLITE_OK) return write_failed(s, rc, run);
+    return commit(s);
 }
 
-int sq_store_run_delete(sq_store *s, int64_t run, char *err, size_t errlen)
+int sq_store_run_delete(sq_store *s, int64_t run)
 {
-    if (begin(s, err, errlen)) return -1;
+    int rc = begin(s);
+    if (rc) return rc;
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(s->db, "DELETE FROM runs WHERE id = ?1", -1, &st, NULL);
+    rc = sqlite3_prepare_v2(s->db, "DELETE FROM runs WHERE id = ?1", -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, run);
         rc = step_done(st);
         sqlite3_finalize(st);
         if (rc == SQLITE_OK && sqlite3_changes(s->db) == 0) rc = SQLITE_NOTFOUND;
     }
-    if (rc != SQLITE_OK) return write_failed(s, rc, run, err, errlen);
-    return commit(s, err, errlen);
+    if (rc != SQLITE_OK) return write_failed(s, rc, run);
+    return commit(s);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Who holds a key                                                          */
 /* ------------------------------------------------------------------------ */
 
-int sq_store_key_holder(sq_store *s, const char *key, sq_run_holder *h, char *err, size_t errlen)
+int sq_store_key_holder(sq_store *s, const char *key, sq_run_holder *h)
 {
     memset(h, 0, sizeof *h);
     h->idle_s = NAN;
@@ -1126,19 +1197,18 @@ int sq_store_key_holder(sq_store *s, const char *key, sq_run_holder *h, char *er
     } else if (rc == SQLITE_DONE) {
         rc = SQLITE_OK;
     }
-    if (rc != SQLITE_OK) db_error(s, rc, "cannot read", err, errlen);
     sqlite3_finalize(st);
-    return rc == SQLITE_OK ? 0 : -1;
+    return rc == SQLITE_OK ? SQ_OK : db_error(s, rc, "cannot read");
 }
 
-int sq_store_run_takeover(sq_store *s, const sq_run_holder *h, const char *why, char *err,
-                          size_t errlen)
+int sq_store_run_takeover(sq_store *s, const sq_run_holder *h, const char *why)
 {
     char now[40];
     utc_now(now, sizeof now);
-    if (begin(s, err, errlen)) return -1;
+    int rc = begin(s);
+    if (rc) return rc;
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(s->db,
+    rc = sqlite3_prepare_v2(s->db,
                                 "UPDATE runs SET status = 'failed', ended = ?4, error = ?5"
                                 " WHERE id = ?1 AND status = 'running' AND host = ?2 AND pid = ?3",
                                 -1, &st, NULL);
@@ -1151,8 +1221,8 @@ int sq_store_run_takeover(sq_store *s, const sq_run_holder *h, const char *why, 
         rc = step_done(st);
         sqlite3_finalize(st);
     }
-    if (rc != SQLITE_OK) return write_failed(s, rc, h->id, err, errlen);
+    if (rc != SQLITE_OK) return write_failed(s, rc, h->id);
     int taken = sqlite3_changes(s->db) == 1;
-    if (commit(s, err, errlen)) return -1;
+    if ((rc = commit(s))) return rc;
     return taken ? 0 : 1;
 }

@@ -23,15 +23,23 @@
 ** Every write of a run's rows also sets its heartbeat (the time of its last
 ** write): of a process on another host, that is all one can know.
 **
-** Errors: functions return 0 on success, -1 on failure with a sentence that
-** names the database file and what failed in err[0..errlen), e.g.
-**   "shardq.db: cannot write: attempt to write a readonly database"
-**   "shardq.db: database is locked (busy for more than 5000 ms)"
+** Errors (shardq.h, "Status codes and errors"): functions return SQ_OK or
+** a negative kind, and sq_store_error(s) gives the sentence, which names the
+** database file and what failed, e.g.
+**   "shardq.db: cannot write: attempt to write a readonly database" (IO)
+**   "shardq.db: database is locked (busy for more than 5000 ms)" (BUSY)
+** SQ_ERR_BUSY: the database is locked, or a run key is held by a live
+** process; SQ_ERR_IO: a failed read or write, a full disk, a read-only
+** file; SQ_ERR_FORMAT: a file that is not a database, or not shardq's, or
+** of a newer schema; SQ_ERR_NOTFOUND: a missing file or run; SQ_ERR_NOMEM.
+** sq_store_open, which has no handle yet, writes the caller's sq_error.
 */
 #ifndef SQ_STORE_H
 #define SQ_STORE_H
 
 #include "metrics/errstats.h"
+#include "shardq.h"
+
 
 #include <stddef.h>
 #include <stdint.h>
@@ -53,9 +61,12 @@ typedef struct sq_store sq_store;
 ** load_extension fails), so that SQL a user gives may read but never run a
 ** library. readonly = 1 opens an existing file without writing anything
 ** (no migration: an older file is read as it is, if its version is known). */
-int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, char *err,
-                  size_t errlen);
+int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, sq_error *err);
 void sq_store_close(sq_store *s);
+/* The sentence of the last failure of a call on s. */
+const char *sq_store_error(const sq_store *s);
+/* The kind of that failure (SQ_OK when none yet). */
+int sq_store_status(const sq_store *s);
 const char *sq_store_path(const sq_store *s);
 /* The underlying connection, for `shardq db` queries. */
 struct sqlite3 *sq_store_db(sq_store *s);
@@ -63,6 +74,15 @@ struct sqlite3 *sq_store_db(sq_store *s);
 ** SQ_STORE_VERSION unless readonly, where an older file stays as it is and
 ** 0 means no shardq schema at all (an empty file, another program's). */
 int sq_store_version(const sq_store *s);
+
+/* The tables of the schema (SQ_STORE_VERSION), in the order they were
+** created, with the columns of each primary key: the order in which an
+** export lists its rows. *n gets the count. */
+typedef struct sq_store_table {
+    const char *name;
+    const char *order; /* "run_id, step, path" */
+} sq_store_table;
+const sq_store_table *sq_store_tables(size_t *n);
 
 /* ------------------------------------------------------------------------ */
 /* Writing a run                                                            */
@@ -87,23 +107,24 @@ typedef struct sq_run_info {
     uint64_t seed;
 } sq_run_info;
 
-/* sq_store_run_begin's outcomes besides -1 (error). */
+/* sq_store_run_begin's outcomes besides a negative kind. SQ_ERR_BUSY with
+** *run_id > 0: a process that is alive, or on another host (which cannot
+** be checked), is running this key, *run_id is its run and the sentence
+** names its pid, host and start; with *run_id = 0 the database was locked. */
 enum {
     SQ_STORE_STARTED = 0, /* *run_id is the new run, status 'running' */
-    SQ_STORE_DONE = 1,    /* a run with this key is already 'done': *run_id is that run */
-    SQ_STORE_BUSY = 2     /* a process that is alive, or on another host (which cannot be
-                          ** checked), is running this key: *run_id is its run */
+    SQ_STORE_DONE = 1     /* a run with this key is already 'done': *run_id is that run */
 };
 
 /* In one transaction: when info->key is not NULL, looks for a run with that
 ** key (done: returns SQ_STORE_DONE; running in a live process of this host,
-** or on another host: SQ_STORE_BUSY; otherwise stale or failed: deletes it
+** or on another host: SQ_ERR_BUSY; otherwise stale or failed: deletes it
 ** and all its rows); marks 'failed' the runs left 'running' by processes of
 ** this host that are gone; then inserts the run ('running', this build's
 ** version, host name, pid, the process's start time and boot id, start
 ** time in UTC ISO 8601) and its params p[0..np). */
 int sq_store_run_begin(sq_store *s, const sq_run_info *info, const sq_store_kv *p, size_t np,
-                       int64_t *run_id, char *err, size_t errlen);
+                       int64_t *run_id);
 /* After a sq_store_run_begin that started a run in place of one left
 ** 'running' by a process that is gone: a sentence naming that run, its
 ** pid, host and start ("run 12 was left 'running' by pid 345 on h1 (since
@@ -123,7 +144,8 @@ enum {
 ** ticks after boot; < 0: unknown) and boot_id (NULL or "": unknown). Alive
 ** only when all that is known matches a live process here: a pid that now
 ** belongs to a process started at another time, or a row from another boot
-** of this host, is gone. */
+** of this host, is gone, and so is a process that has ended but is not yet
+** waited for (a zombie: a job killed with its parent, not reaped yet). */
 int sq_store_proc_state(const char *host, int64_t pid, int64_t start, const char *boot);
 
 /* The run that holds a key, for a caller that waits for it. */
@@ -137,16 +159,15 @@ typedef struct sq_run_holder {
     double idle_s;         /* seconds since then (NaN when unknown) */
     int state;             /* SQ_PROC_* of a running run; SQ_PROC_GONE otherwise */
 } sq_run_holder;
-int sq_store_key_holder(sq_store *s, const char *key, sq_run_holder *h, char *err,
-                        size_t errlen);
+int sq_store_key_holder(sq_store *s, const char *key, sq_run_holder *h);
 /* Takes over h's run: marks it 'failed' with the error why, provided it is
 ** still 'running' under the same host and pid, so that the next
 ** sq_store_run_begin of its key starts afresh. For a run whose process
 ** cannot be checked (another host): the caller knows that process is gone,
 ** or has waited long enough. Returns 0 when taken, 1 when the run had
-** changed meanwhile (it ended, or was taken already), -1 on error. */
-int sq_store_run_takeover(sq_store *s, const sq_run_holder *h, const char *why, char *err,
-                          size_t errlen);
+** changed meanwhile (it ended, or was taken already), a negative kind on
+** error. */
+int sq_store_run_takeover(sq_store *s, const sq_run_holder *h, const char *why);
 
 /* Error statistics of one (step, path, tensor): tensor NULL means the whole
 ** step (the step_metrics table), otherwise one tensor (tensor_stats). */
@@ -159,8 +180,7 @@ typedef struct sq_stat_row {
     double seconds;      /* wall time of that step or tensor; NaN: not measured */
 } sq_stat_row;
 
-int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t n, char *err,
-                       size_t errlen);
+int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t n);
 
 /* One optimizer step of a training run (the train_steps table). */
 typedef struct sq_train_row {
@@ -173,8 +193,7 @@ typedef struct sq_train_row {
     double seconds;    /* wall time since the run started */
 } sq_train_row;
 
-int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n, char *err,
-                       size_t errlen);
+int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n);
 
 /* One figure of `shardq bench` (the bench_results table). */
 typedef struct sq_bench_row {
@@ -186,8 +205,7 @@ typedef struct sq_bench_row {
     double gb_per_s_std;   /* NaN when not measured (stored NULL) */
     double copy_gb_per_s;  /* a plain copy of the same size, same device, same run */
 } sq_bench_row;
-int sq_store_add_bench(sq_store *s, int64_t run, const sq_bench_row *rows, size_t n, char *err,
-                       size_t errlen);
+int sq_store_add_bench(sq_store *s, int64_t run, const sq_bench_row *rows, size_t n);
 
 /* One prediction of `shardq model`: one scheme at one GPU count (the
 ** model_results table). Times are seconds of one training iteration. */
@@ -206,8 +224,7 @@ typedef struct sq_model_row {
     double speedup;          /* over the baseline preset; NaN when none (NULL) */
     uint64_t inter_bytes_per_node; /* both collectives, sent per node */
 } sq_model_row;
-int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_t n, char *err,
-                       size_t errlen);
+int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_t n);
 
 /* Bytes of one collective on one link level, summed over workers, steps and
 ** tensors (the bytes table). */
@@ -233,10 +250,10 @@ typedef struct sq_timing_row {
 ** 'failed'), the error text (NULL when none) and the end time. */
 int sq_store_run_end(sq_store *s, int64_t run, const char *status, const char *error,
                      const sq_bytes_row *bytes, size_t nbytes, const sq_timing_row *timings,
-                     size_t ntimings, char *err, size_t errlen);
+                     size_t ntimings);
 
 /* Deletes a run and every row that refers to it (one transaction). */
-int sq_store_run_delete(sq_store *s, int64_t run, char *err, size_t errlen);
+int sq_store_run_delete(sq_store *s, int64_t run);
 
 #ifdef __cplusplus
 }

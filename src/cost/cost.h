@@ -1,5 +1,5 @@
 /*
-** costmodel.h -- one training iteration of sharded data-parallel training at
+** cost.h -- the cost model: one training iteration of sharded data-parallel training at
 ** cluster scale: how long it takes under each quantization scheme, phase by
 ** phase, from the model's FLOPs, the platform's rates and the bytes the
 ** emulated world counts (README, "The cost model", explains every formula).
@@ -16,9 +16,10 @@
 ** stages. So a node holds k = min(TP, G) data-parallel groups with g = G/k
 ** GPUs each, and those k groups share the node's network cards.
 */
-#ifndef SQ_COSTMODEL_H
-#define SQ_COSTMODEL_H
+#ifndef SQ_COST_H
+#define SQ_COST_H
 
+#include "shardq.h"
 #include "world/world.h"
 
 #include <stddef.h>
@@ -29,7 +30,7 @@ extern "C" {
 #endif
 
 /* A cluster. Bandwidths in bytes/s per direction, latencies in seconds. */
-typedef struct sq_platform {
+typedef struct sq_cost_platform {
     char name[64];
     int nodes;             /* the cluster's size when no GPU count is given */
     int gpus_per_node;     /* G */
@@ -43,27 +44,27 @@ typedef struct sq_platform {
     double net_efficiency;  /* the fraction of the line rate all cards of a node reach together */
     double communicator_bw; /* the most one communicator moves through one node's cards; 0: no cap */
     double inter_latency;   /* per step of a collective across nodes */
-} sq_platform;
+} sq_cost_platform;
 
 /* A GPT-style decoder (Megatron's FLOP and parameter accounting). */
-typedef struct sq_model_shape {
+typedef struct sq_cost_model_shape {
     char name[64];
     int layers, hidden, heads, vocab, seq;
-} sq_model_shape;
+} sq_cost_model_shape;
 
-typedef struct sq_parallel {
+typedef struct sq_cost_parallel {
     int gpus;        /* every GPU of the job */
     int tp, pp;      /* tensor and pipeline parallel degrees */
     int micro_batch; /* sequences per micro-batch per data-parallel rank */
     int accum;       /* micro-batches per iteration (gradient accumulation) */
     int overlap;     /* 1: collectives overlap compute (Megatron's overlap-grad-reduce
                      ** and overlap-param-gather); 0: they run after it */
-} sq_parallel;
+} sq_cost_parallel;
 
 /* One iteration, seconds per phase. compute + tp + bubble is the forward
 ** and backward pass; weight and grad are the exposed collective times
 ** (all of their time without overlap); iteration is the sum of all. */
-typedef struct sq_cost {
+typedef struct sq_cost_result {
     double compute, tp, bubble, weight, grad, quant, optimizer, iteration;
     double weight_comm, grad_comm; /* collective time before overlap */
     double tflops;                 /* model TFLOP/s per GPU (Megatron's throughput metric) */
@@ -75,24 +76,76 @@ typedef struct sq_cost {
     uint64_t intra_bytes_per_gpu;  /* both collectives, sent by the busiest GPU over NVLink */
     uint64_t quant_bytes_per_gpu;  /* read + written by the quantization kernels */
     sq_grad_mode grad_path;        /* what the gradient collective really ran */
-} sq_cost;
+} sq_cost_result;
 
 /* Parameters of the model (vocabulary padded as Megatron pads it, to a
 ** multiple of 128 x tp) and of the largest stage's tensor-parallel rank. */
-uint64_t sq_model_params(const sq_model_shape *m, int tp);
-uint64_t sq_model_params_per_rank(const sq_model_shape *m, int tp, int pp);
+uint64_t sq_cost_model_params(const sq_cost_model_shape *m, int tp);
+uint64_t sq_cost_model_params_per_rank(const sq_cost_model_shape *m, int tp, int pp);
 /* Model FLOPs of one sequence, forward and backward (Megatron's formula). */
-double sq_model_flops_per_seq(const sq_model_shape *m);
+double sq_cost_model_flops_per_seq(const sq_cost_model_shape *m);
 
-/* The figures a platform and a model must hold; 0 if fine, else -1 with the
-** field at fault named in err. */
-int sq_platform_validate(const sq_platform *p, char *err, size_t errlen);
-int sq_model_shape_validate(const sq_model_shape *m, char *err, size_t errlen);
+/* The figures a platform and a model must hold: SQ_OK, or SQ_ERR_ARG with
+** the field at fault named in err. */
+int sq_cost_platform_validate(const sq_cost_platform *p, sq_error *err);
+int sq_cost_model_shape_validate(const sq_cost_model_shape *m, sq_error *err);
 
-/* Predicts one iteration of m on p with par under scheme s. Returns 0, or
-** -1 with a sentence in err (a layout that does not divide, TP across nodes). */
-int sq_cost_iteration(const sq_platform *p, const sq_model_shape *m, const sq_parallel *par,
-                      const sq_scheme *s, sq_cost *out, char *err, size_t errlen);
+/* Predicts one iteration of m on p with par under scheme s. SQ_OK, or
+** SQ_ERR_ARG with a sentence in err (a layout that does not divide, tensor
+** parallelism across nodes), or the kind of the dry world's failure. */
+int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
+                      const sq_cost_parallel *par, const sq_scheme *s, sq_cost_result *out,
+                      sq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* The files: platforms, model shapes, validation tables                    */
+/* ------------------------------------------------------------------------ */
+/*
+** INI files (experiments/platforms/NAME.ini, experiments/models/NAME.ini,
+** experiments/validation/NAME.ini in the source tree). Every one of those is
+** also built into the library, so a file is named either by a path (it
+** contains '/' or ends in ".ini") or by the bare NAME of a built-in one.
+**
+** Every key is known and every number checked: SQ_ERR_IO when a file cannot
+** be opened or read, SQ_ERR_FORMAT for a bad line, an unknown, repeated or
+** missing key or a bad value (the sentence names the file, the section, the
+** key and the line), SQ_ERR_NOTFOUND for an unknown built-in name,
+** SQ_ERR_NOMEM. Messages name a built-in file by its source path.
+*/
+typedef enum sq_cost_file_kind {
+    SQ_COST_PLATFORM = 0,
+    SQ_COST_MODEL = 1,
+    SQ_COST_VALIDATION = 2
+} sq_cost_file_kind;
+
+int sq_cost_platform_read(const char *what, sq_cost_platform *p, sq_error *err);
+int sq_cost_model_read(const char *what, sq_cost_model_shape *m, sq_error *err);
+
+/* A validation table: the common settings and one row per published
+** result. */
+#define SQ_COST_VALIDATION_MAX_ROWS 64
+typedef struct sq_cost_validation_row {
+    char label[64];
+    char model[256];  /* a built-in model or a model file */
+    int tp, pp;
+    double baseline_tflops, scheme_tflops, speedup; /* published; NaN when absent */
+} sq_cost_validation_row;
+
+typedef struct sq_cost_validation {
+    char platform[256]; /* a built-in platform or a platform file */
+    char scheme[32];    /* the quantized preset the rows report */
+    int gpus, micro_batch, accum, overlap;
+    double tolerance;   /* the largest relative speedup error accepted */
+    sq_cost_validation_row rows[SQ_COST_VALIDATION_MAX_ROWS];
+    int nrows;
+} sq_cost_validation;
+
+int sq_cost_validation_read(const char *what, sq_cost_validation *v, sq_error *err);
+
+/* Writes the name of the i-th built-in file of a kind (in the order of the
+** build) into name[0..len): SQ_OK, SQ_ERR_NOTFOUND past the last,
+** SQ_ERR_RANGE when len is too short. */
+int sq_cost_builtin_name(sq_cost_file_kind kind, size_t i, char *name, size_t len);
 
 #ifdef __cplusplus
 }

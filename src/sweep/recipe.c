@@ -1,14 +1,20 @@
 /*
-** recipe.c -- reading and expanding sweep recipes (recipe.h). The INI
-** syntax is inih's; this file only gives the keys their meaning.
+** recipe.c -- reading and expanding sweep recipes (sweep.h) into
+** structured configurations. The INI syntax is inih's; this file only gives
+** the keys their meaning.
 */
 #define _DEFAULT_SOURCE /* realpath */
-#include "recipe.h"
-#include "trace/wfile.h"
+#include "sweep/sweep.h"
+
+#include <stdarg.h>
+
 
 #include <ini.h>
 
+#include <ctype.h>
 #include <errno.h>
+#include <math.h>
+#include <stddef.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +50,20 @@ typedef struct parse_state {
     int after_key;    /* a key was given since the last [header]: inih continues it */
     const entry *last; /* the entry the last line gave or continued */
     char err[1024];   /* the first refusal, naming the file and line; "" when none */
+    int kind;         /* its kind */
 } parse_state;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void set_parse_err(parse_state *ps, int kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ps->err, sizeof ps->err, fmt, ap);
+    va_end(ap);
+    ps->kind = kind;
+}
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -68,7 +87,7 @@ static void on_section(parse_state *ps, const char *name, size_t len)
     }
     section *old = find_section(ps, n);
     if (old) {
-        sq_set_err(ps->err, sizeof ps->err, "%s: line %d: [%s] given twice (first at line %d)",
+        set_parse_err(ps, SQ_ERR_FORMAT, "%s: line %d: [%s] given twice (first at line %d)",
                    ps->path, ps->line, n, old->line);
         free(n);
         return;
@@ -103,13 +122,13 @@ static char *read_line(char *str, int num, void *user)
     ps->line++;
     int len = n > 0 && n <= num - 2 && str[n - 1] == '\r' ? n - 1 : n;
     if (len > max) {
-        sq_set_err(ps->err, sizeof ps->err, "%s: line %d: longer than %d characters, the most a "
+        set_parse_err(ps, SQ_ERR_FORMAT, "%s: line %d: longer than %d characters, the most a "
                    "recipe line may hold (a list may go on over the indented lines that follow)",
                    ps->path, ps->line, max);
         return NULL;
     }
     if (nul) {
-        sq_set_err(ps->err, sizeof ps->err, "%s: line %d: holds a NUL byte (not a text file?)",
+        set_parse_err(ps, SQ_ERR_FORMAT, "%s: line %d: holds a NUL byte (not a text file?)",
                    ps->path, ps->line);
         return NULL;
     }
@@ -161,14 +180,14 @@ static int on_key(void *user, const char *sec, const char *key, const char *valu
         int kind = key_kind(key), same = !strcmp(e->key, key);
         int alias = !same && kind != K_KNOB && kind != K_TRAIN && key_kind(e->key) == kind;
         if (same || alias) {
-            sq_set_err(ps->err, sizeof ps->err, "%s: line %d: [%s] %s: given twice (first%s%s%s at "
+            set_parse_err(ps, SQ_ERR_FORMAT, "%s: line %d: [%s] %s: given twice (first%s%s%s at "
                        "line %d)", ps->path, ps->line, sec, key, alias ? " as '" : "",
                        alias ? e->key : "", alias ? "'" : "", e->line);
             return 0;
         }
     }
     if (!*value) {
-        sq_set_err(ps->err, sizeof ps->err, "%s: line %d: [%s] %s: no value", ps->path, ps->line,
+        set_parse_err(ps, SQ_ERR_FORMAT, "%s: line %d: [%s] %s: no value", ps->path, ps->line,
                    sec, key);
         return 0;
     }
@@ -178,7 +197,7 @@ static int on_key(void *user, const char *sec, const char *key, const char *valu
         for (const char *v = value; v; v = strchr(v, ','), v = v ? v + 1 : NULL) {
             const char *item = v + strspn(v, " \t");
             if (*item == '-') {
-                sq_set_err(ps->err, sizeof ps->err, "%s: line %d: [%s] %s: '%.*s' starts with "
+                set_parse_err(ps, SQ_ERR_SPEC, "%s: line %d: [%s] %s: '%.*s' starts with "
                            "'-'%s", ps->path, ps->line, sec, key, (int)strcspn(item, ","), item,
                            kind == K_TRACE || kind == K_CORPUS ? " (for a path, write ./-...)"
                                                                : "");
@@ -224,12 +243,12 @@ static void vlist_free(vlist *l)
 
 static int vlist_push(vlist *l, const char *s, size_t len)
 {
-    if (l->n == MAX_VALUES) return -1;
+    if (l->n == MAX_VALUES) return SQ_ERR_SPEC;
     char **p = realloc(l->v, (l->n + 1) * sizeof *p);
-    if (!p) return -1;
+    if (!p) return SQ_ERR_NOMEM;
     l->v = p;
     l->v[l->n] = strndup(s, len);
-    if (!l->v[l->n]) return -1;
+    if (!l->v[l->n]) return SQ_ERR_NOMEM;
     l->n++;
     return 0;
 }
@@ -243,7 +262,7 @@ static int all_digits(const char *s, size_t len)
 }
 
 static int split_values(const char *file, const char *sec, const char *key, const char *text,
-                        vlist *out, char *err, size_t errlen)
+                        vlist *out, sq_error *err)
 {
     memset(out, 0, sizeof *out);
     const char *p = text;
@@ -253,7 +272,7 @@ static int split_values(const char *file, const char *sec, const char *key, cons
         size_t len = end ? (size_t)(end - p) : strlen(p);
         while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
         if (!len) {
-            sq_set_err(err, errlen, "%s: [%s] %s: empty item in '%s'", file, sec, key, text);
+            sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: empty item in '%s'", file, sec, key, text);
             goto fail;
         }
         const char *dots = NULL;
@@ -263,7 +282,7 @@ static int split_values(const char *file, const char *sec, const char *key, cons
             all_digits(dots + 2, len - (size_t)(dots + 2 - p))) {
             unsigned long long a = strtoull(p, NULL, 10), b = strtoull(dots + 2, NULL, 10);
             if (a > b || b - a >= MAX_VALUES) {
-                sq_set_err(err, errlen, "%s: [%s] %s: range %llu..%llu is empty or too long",
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: range %llu..%llu is empty or too long",
                            file, sec, key, a, b);
                 goto fail;
             }
@@ -280,38 +299,151 @@ static int split_values(const char *file, const char *sec, const char *key, cons
     }
     return 0;
 oom:
-    sq_set_err(err, errlen, "%s: [%s] %s: too many values", file, sec, key);
+    sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: too many values", file, sec, key);
 fail:
     vlist_free(out);
-    return -1;
+    return err->status;
 }
 
-void recipe_free(recipe *r)
+void sq_sweep_config_clear(sq_sweep_config *x)
+{
+    if (!x) return;
+    free(x->grid), free(x->preset), free(x->trace), free(x->device), free(x->corpus);
+    free(x->key), free(x->label);
+    for (int k = 0; k < x->nsets; k++) free(x->sets[k]);
+    for (int k = 0; k < x->noptions; k++) free(x->options[k]);
+    free(x->sets), free(x->options);
+    x->grid = x->preset = x->trace = x->device = x->corpus = x->key = x->label = NULL;
+    x->sets = x->options = NULL;
+    x->nsets = x->noptions = 0;
+}
+
+void sq_sweep_free(sq_sweep *r)
 {
     if (!r) return;
-    for (size_t i = 0; i < r->nruns; i++) {
-        recipe_run *x = &r->runs[i];
-        free(x->grid), free(x->preset), free(x->trace), free(x->workers), free(x->device);
-        free(x->paths), free(x->key), free(x->label), free(x->corpus);
-        for (int k = 0; k < x->nsets; k++) free(x->sets[k]);
-        for (int k = 0; k < x->nopts; k++) free(x->opts[k]);
-        free(x->sets), free(x->opts);
-    }
+    for (size_t i = 0; i < r->nruns; i++) sq_sweep_config_clear(&r->runs[i]);
     free(r->runs), free(r->path), free(r->name), free(r->first_invalid);
     memset(r, 0, sizeof *r);
 }
 
-/* The options of `shardq train` a recipe may set (passed as --KEY=VALUE,
-** checked by the run itself). */
-static const char *const train_keys[] = {
-    "layers", "channels", "heads", "context", "seq", "batch", "lr", "min-lr", "warmup",
-    "beta1", "beta2", "eps", "weight-decay", "clip", "eval-every", "eval-seqs"};
+void sq_sweep_config_defaults(sq_sweep_config *c, int command)
+{
+    memset(c, 0, sizeof *c);
+    c->command = command;
+    c->seed = 1;
+    c->paths = SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT;
+    sq_train_defaults(&c->train);
+}
+
+const char *sq_sweep_paths_name(int paths)
+{
+    return paths == (SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT) ? "grad,weight"
+           : paths == SQ_REPLAY_GRAD                    ? "grad"
+                                                        : "weight";
+}
+
+/* ------------------------------------------------------------------------ */
+/* The training options a recipe may set                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Each is read into its field of the training configuration when the
+** recipe is loaded, within the bounds `shardq train` takes. */
+enum { T_INT, T_U32, T_FLOAT };
+typedef struct train_key {
+    const char *name;
+    int type;
+    double min, max;
+    size_t offset; /* in sq_train_config */
+} train_key;
+
+#define TK(name, type, min, max, field) {name, type, min, max, offsetof(sq_train_config, field)}
+static const train_key train_keys[] = {
+    TK("layers", T_INT, 1, 1024, model.layers),
+    TK("channels", T_INT, 1, 1 << 16, model.channels),
+    TK("heads", T_INT, 1, 1 << 16, model.heads),
+    TK("context", T_INT, 1, 1 << 20, model.context),
+    TK("seq", T_INT, 1, 1 << 20, seq),
+    TK("batch", T_INT, 1, 65536, batch),
+    TK("lr", T_FLOAT, 1e-12, 10, lr.lr),
+    TK("min-lr", T_FLOAT, 0, 10, lr.min_lr),
+    TK("warmup", T_U32, 0, 100000000, lr.warmup),
+    TK("beta1", T_FLOAT, 0, 0.999999, adamw.beta1),
+    TK("beta2", T_FLOAT, 0, 0.999999, adamw.beta2),
+    TK("eps", T_FLOAT, 1e-30, 1, adamw.eps),
+    TK("weight-decay", T_FLOAT, 0, 10, adamw.weight_decay),
+    TK("clip", T_FLOAT, 0, 1e30, clip),
+    TK("eval-every", T_U32, 0, UINT32_MAX, eval_every),
+    TK("eval-seqs", T_INT, 1, 1 << 20, eval_seqs),
+};
+#define NTRAIN_KEYS (sizeof train_keys / sizeof train_keys[0])
+
+static const train_key *find_train_key(const char *k)
+{
+    for (size_t i = 0; i < NTRAIN_KEYS; i++)
+        if (!strcmp(k, train_keys[i].name)) return &train_keys[i];
+    return NULL;
+}
+
+/* An unsigned decimal (or 0x hexadecimal) integer, digits only. */
+static int parse_u64(const char *text, uint64_t *out)
+{
+    const char *digits = text;
+    int base = 10;
+    if (text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) digits = text + 2, base = 16;
+    int ok = base == 10 ? (*digits >= '0' && *digits <= '9') : isxdigit((unsigned char)*digits);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = ok ? strtoull(digits, &end, base) : 0;
+    if (!ok || *end) return SQ_ERR_SPEC;
+    if (errno == ERANGE) return SQ_ERR_RANGE;
+    *out = v;
+    return SQ_OK;
+}
+
+/* Sets option k of c to text; the sentence names the file, grid and key. */
+static int set_train_key(sq_train_config *c, const train_key *k, const char *text,
+                         const char *file, const char *grid, sq_error *err)
+{
+    char *field = (char *)c + k->offset;
+    if (k->type == T_FLOAT) {
+        char *end;
+        errno = 0;
+        double v = strtod(text, &end);
+        if (end == text || *end || errno == ERANGE || !isfinite(v))
+            return sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: '%s' is not a number", file,
+                                grid, k->name, text);
+        if (v < k->min || v > k->max)
+            return sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: '%s' is out of range [%g, %g]",
+                                file, grid, k->name, text, k->min, k->max);
+        float f = (float)v;
+        memcpy(field, &f, sizeof f);
+        return SQ_OK;
+    }
+    uint64_t v = 0;
+    int rc = parse_u64(text, &v);
+    if (rc == SQ_ERR_SPEC)
+        return sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: '%s' is not an unsigned integer",
+                            file, grid, k->name, text);
+    if (rc || v > (uint64_t)k->max)
+        return sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: '%s' is larger than %llu", file, grid,
+                            k->name, text, (unsigned long long)k->max);
+    if ((double)v < k->min)
+        return sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: '%s' is below %g", file, grid,
+                            k->name, text, k->min);
+    if (k->type == T_INT) {
+        int i = (int)v;
+        memcpy(field, &i, sizeof i);
+    } else {
+        uint32_t u = (uint32_t)v;
+        memcpy(field, &u, sizeof u);
+    }
+    return SQ_OK;
+}
 
 static int key_kind(const char *k)
 {
     if (!strcmp(k, "corpus")) return K_CORPUS;
-    for (size_t i = 0; i < sizeof train_keys / sizeof *train_keys; i++)
-        if (!strcmp(k, train_keys[i])) return K_TRAIN;
+    if (find_train_key(k)) return K_TRAIN;
     if (!strcmp(k, "trace") || !strcmp(k, "traces")) return K_TRACE;
     if (!strcmp(k, "workers")) return K_WORKERS;
     if (!strcmp(k, "seed") || !strcmp(k, "seeds")) return K_SEEDS;
@@ -347,62 +479,104 @@ static char *resolve(const char *dir, const char *path, int verbatim)
     return p;
 }
 
-static int add_run(recipe *r, recipe_run *x)
+static int add_run(sq_sweep *r, sq_sweep_config *x)
 {
-    if (r->nruns == MAX_RUNS) return -1;
+    if (r->nruns == MAX_RUNS) return SQ_ERR_SPEC;
     if ((r->nruns & (r->nruns - 1)) == 0) {
-        recipe_run *p = realloc(r->runs, (r->nruns ? 2 * r->nruns : 1) * sizeof *p);
-        if (!p) return -1;
+        sq_sweep_config *p = realloc(r->runs, (r->nruns ? 2 * r->nruns : 1) * sizeof *p);
+        if (!p) return SQ_ERR_NOMEM;
         r->runs = p;
     }
     r->runs[r->nruns++] = *x;
     return 0;
 }
 
-/* Builds the run of one combination (idx[d] picks a value of dims[d]). */
-static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, const size_t *idx,
-                    const char *dir, const char *trace_override, char *err, size_t errlen)
+/* The key: the sweep's name and every setting of x, the scheme canonical
+** (so that two spellings of one scheme are one key) and the input by its
+** real path. The training options follow in the order of train_keys, not
+** the recipe's: the same settings written in another order are the same
+** run. */
+static char *make_key(const sq_sweep *r, const sq_sweep_config *x)
 {
-    recipe_run x;
-    memset(&x, 0, sizeof x);
+    char canon[SQ_SCHEME_STRLEN];
+    sq_scheme_format(&x->scheme, canon, sizeof canon);
+    int train = r->command == SQ_SWEEP_TRAIN;
+    const char *input = train ? x->corpus : x->trace;
+    char *real = input ? realpath(input, NULL) : NULL;
+    char workers[32] = "default";
+    if (x->has_topo) snprintf(workers, sizeof workers, "%dx%d", x->topo.nodes, x->topo.per_node);
+    size_t klen = strlen(r->name) + strlen(x->preset) + strlen(canon) + 4096 +
+                  strlen(real ? real : input ? input : "default");
+    for (int k = 0; k < x->noptions; k++) klen += strlen(x->options[k]) + 1;
+    char *key = malloc(klen);
+    if (!key) {
+        free(real);
+        return NULL;
+    }
+    int kl = snprintf(key, klen, "sweep=%s;%spreset=%s;scheme=%s;%s=%s;workers=%s;seed=%llu;"
+                      "device=%s;paths=%s;steps=%llu",
+                      r->name, train ? "command=train;" : "", x->preset, canon,
+                      train ? "corpus" : "trace", real ? real : input ? input : "default", workers,
+                      (unsigned long long)x->seed, x->device,
+                      train ? "-" : sq_sweep_paths_name(x->paths), (unsigned long long)x->steps);
+    for (size_t t = 0; t < NTRAIN_KEYS; t++) {
+        size_t len = strlen(train_keys[t].name);
+        for (int k = 0; k < x->noptions; k++)
+            if (!strncmp(x->options[k], train_keys[t].name, len) && x->options[k][len] == '=')
+                kl += snprintf(key + kl, klen - (size_t)kl, ";%s", x->options[k]);
+    }
+    free(real);
+    return key;
+}
+
+/* Builds the run of one combination (idx[d] picks a value of dims[d]).
+** Returns SQ_OK also for a combination left out (its scheme does not
+** validate: counted in r). */
+static int make_run(sq_sweep *r, const char *grid, const dim *dims, size_t nd, const size_t *idx,
+                    const char *dir, const char *trace_override, sq_error *err)
+{
+    int train = r->command == SQ_SWEEP_TRAIN;
+    sq_sweep_config x;
+    sq_sweep_config_defaults(&x, r->command);
     x.grid = strdup(grid);
     x.preset = strdup("sdp4bit");
     x.device = strdup("cpu");
-    x.paths = strdup("grad,weight");
-    x.seed = 1;
     x.sets = calloc(nd ? nd : 1, sizeof *x.sets);
-    x.opts = calloc(nd ? nd : 1, sizeof *x.opts);
+    x.options = calloc(nd ? nd : 1, sizeof *x.options);
     const char *trace = trace_override, *corpus = NULL;
-    int rc = -1;
-    if (!x.grid || !x.preset || !x.device || !x.paths || !x.sets || !x.opts) goto oom;
+    int rc = SQ_ERR_SPEC, min_lr_given = 0, warmup_given = 0;
+    if (!x.grid || !x.preset || !x.device || !x.sets || !x.options) goto oom;
     for (size_t d = 0; d < nd; d++) {
         const char *v = dims[d].values.v[idx[d]];
         char **slot = NULL;
         int kind = dims[d].kind;
-        if (r->train ? kind == K_TRACE || kind == K_PATHS : kind == K_CORPUS || kind == K_TRAIN) {
-            sq_set_err(err, errlen, "%s: [%s] %s: not a key of a %s sweep%s", r->path, grid,
-                       dims[d].key, r->train ? "train" : "replay",
-                       r->train ? "" : " (command = train makes one)");
+        if (train ? kind == K_TRACE || kind == K_PATHS : kind == K_CORPUS || kind == K_TRAIN) {
+            sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: not a key of a %s sweep%s", r->path,
+                         grid, dims[d].key, train ? "train" : "replay",
+                         train ? "" : " (command = train makes one)");
             goto fail;
         }
         switch (kind) {
         case K_CORPUS: corpus = v; break;
         case K_TRAIN: {
-            size_t len = strlen(dims[d].key) + strlen(v) + 4;
-            x.opts[x.nopts] = malloc(len);
-            if (!x.opts[x.nopts]) goto oom;
-            snprintf(x.opts[x.nopts++], len, "--%s=%s", dims[d].key, v);
+            const train_key *k = find_train_key(dims[d].key);
+            if (set_train_key(&x.train, k, v, r->path, grid, err)) goto fail;
+            min_lr_given |= !strcmp(k->name, "min-lr");
+            warmup_given |= !strcmp(k->name, "warmup");
+            size_t len = strlen(dims[d].key) + strlen(v) + 2;
+            x.options[x.noptions] = malloc(len);
+            if (!x.options[x.noptions]) goto oom;
+            snprintf(x.options[x.noptions++], len, "%s=%s", dims[d].key, v);
             break;
         }
         case K_TRACE: if (!trace_override) trace = v; break;
         case K_WORKERS: {
-            sq_topo t;
             sq_error e2;
-            if (sq_topo_parse(v, &t, &e2)) {
-                sq_set_err(err, errlen, "%s: [%s] workers: %s", r->path, grid, sq_error_message(&e2));
+            if (sq_topo_parse(v, &x.topo, &e2)) {
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] workers: %s", r->path, grid, sq_error_message(&e2));
                 goto fail;
             }
-            slot = &x.workers;
+            x.has_topo = 1;
             break;
         }
         case K_SEEDS: {
@@ -410,8 +584,8 @@ static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, con
             errno = 0;
             unsigned long long s = strtoull(v, &end, 10);
             if (*v < '0' || *v > '9' || *end || errno || s > INT64_MAX) {
-                sq_set_err(err, errlen, "%s: [%s] seeds: '%s' is not an integer below 2^63",
-                           r->path, grid, v);
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] seeds: '%s' is not an integer below 2^63",
+                             r->path, grid, v);
                 goto fail;
             }
             x.seed = s;
@@ -420,21 +594,22 @@ static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, con
         case K_PRESETS: slot = &x.preset; break;
         case K_DEVICE: slot = &x.device; break;
         case K_PATHS:
-            if (strcmp(v, "grad") && strcmp(v, "weight") && strcmp(v, "both")) {
-                sq_set_err(err, errlen, "%s: [%s] paths: '%s': expected grad, weight or both",
-                           r->path, grid, v);
+            if (!strcmp(v, "grad")) x.paths = SQ_REPLAY_GRAD;
+            else if (!strcmp(v, "weight")) x.paths = SQ_REPLAY_WEIGHT;
+            else if (!strcmp(v, "both")) x.paths = SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT;
+            else {
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] paths: '%s': expected grad, weight or both",
+                             r->path, grid, v);
                 goto fail;
             }
-            free(x.paths);
-            x.paths = strdup(strcmp(v, "both") ? v : "grad,weight");
-            if (!x.paths) goto oom;
             break;
         case K_STEPS: {
             char *end;
             unsigned long long s = strtoull(v, &end, 10);
-            if (*v < '0' || *v > '9' || *end || s > UINT32_MAX) {
-                sq_set_err(err, errlen, "%s: [%s] steps: '%s' is not a step count", r->path,
-                           grid, v);
+            /* a training run takes at most 10^8 steps */
+            if (*v < '0' || *v > '9' || *end || s > (train ? 100000000u : UINT32_MAX)) {
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] steps: '%s' is not a step count", r->path,
+                             grid, v);
                 goto fail;
             }
             x.steps = s;
@@ -453,86 +628,69 @@ static int make_run(recipe *r, const char *grid, const dim *dims, size_t nd, con
             if (!*slot) goto oom;
         }
     }
-    if (r->train) trace = NULL;
-    if (!trace && !r->train) {
-        sq_set_err(err, errlen, "%s: [%s]: no trace (give trace = PATH, or --trace)", r->path,
-                   grid);
+    if (train) trace = NULL;
+    if (!trace && !train) {
+        sq_error_set(err, SQ_ERR_SPEC, "%s: [%s]: no trace (give trace = PATH, or --trace)",
+                     r->path, grid);
         goto fail;
     }
     /* a relative trace or corpus is relative to the recipe, not to the
     ** current directory */
     if (trace && !(x.trace = resolve(dir, trace, trace == trace_override))) goto oom;
     if (corpus && !(x.corpus = resolve(dir, corpus, 0))) goto oom;
+    if (train) {
+        /* steps 0: the trainer's default; then the defaults that follow
+        ** from the options (as `shardq train` resolves them) */
+        if (x.steps) x.train.steps = (uint32_t)x.steps;
+        if (!min_lr_given) x.train.lr.min_lr = x.train.lr.lr / 10;
+        if (!warmup_given) x.train.lr.warmup = x.train.steps / 10;
+        x.train.seed = x.seed;
+    }
     /* the scheme: an unknown preset or knob is the recipe's error; a
     ** combination the world cannot run is left out and counted */
-    sq_scheme sc;
     sq_error e2;
-    if (sq_scheme_preset(x.preset, &sc, &e2)) {
-        sq_set_err(err, errlen, "%s: [%s] presets: %s", r->path, grid, sq_error_message(&e2));
+    if (sq_scheme_preset(x.preset, &x.scheme, &e2)) {
+        sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] presets: %s", r->path, grid, sq_error_message(&e2));
         goto fail;
     }
     for (int k = 0; k < x.nsets; k++)
-        if (sq_scheme_set(&sc, x.sets[k], &e2)) {
-            sq_set_err(err, errlen, "%s: [%s] %s", r->path, grid, sq_error_message(&e2));
+        if (sq_scheme_set(&x.scheme, x.sets[k], &e2)) {
+            sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s", r->path, grid, sq_error_message(&e2));
             goto fail;
         }
-    if (sq_scheme_validate(&sc, &e2)) {
+    if (sq_scheme_validate(&x.scheme, &e2)) {
         if (!r->first_invalid) {
             char buf[1024];
             snprintf(buf, sizeof buf, "%s", sq_error_message(&e2));
             r->first_invalid = strdup(buf);
         }
         r->ninvalid++;
-        rc = 0;
+        rc = SQ_OK;
         goto fail;
     }
-    char canon[SQ_SCHEME_STRLEN];
-    sq_scheme_format(&sc, canon, sizeof canon);
-    const char *input = r->train ? x.corpus : x.trace;
-    char *real = input ? realpath(input, NULL) : NULL;
-    size_t klen = strlen(r->name) + strlen(x.preset) + strlen(canon) + 4096 +
-                  strlen(real ? real : input ? input : "default");
-    for (int k = 0; k < x.nopts; k++) klen += strlen(x.opts[k]) + 1;
-    x.key = malloc(klen);
+    x.key = make_key(r, &x);
     x.label = malloc(1024);
-    if (!x.key || !x.label) {
-        free(real);
-        goto oom;
-    }
-    int kl = snprintf(x.key, klen, "sweep=%s;%spreset=%s;scheme=%s;%s=%s;workers=%s;seed=%llu;"
-                      "device=%s;paths=%s;steps=%llu",
-                      r->name, r->train ? "command=train;" : "", x.preset, canon,
-                      r->train ? "corpus" : "trace", real ? real : input ? input : "default",
-                      x.workers ? x.workers : "default", (unsigned long long)x.seed, x.device,
-                      r->train ? "-" : x.paths, (unsigned long long)x.steps);
-    for (int k = 0; k < x.nopts; k++)
-        kl += snprintf(x.key + kl, klen - (size_t)kl, ";%s", x.opts[k] + 2);
-    free(real);
+    if (!x.key || !x.label) goto oom;
     int used = snprintf(x.label, 1024, "%s %s", grid, x.preset);
     for (int k = 0; k < x.nsets && used < 1000; k++)
         used += snprintf(x.label + used, (size_t)(1024 - used), " %s", x.sets[k]);
     if (used < 1000) snprintf(x.label + used, (size_t)(1024 - used), " seed=%llu",
                               (unsigned long long)x.seed);
     if (add_run(r, &x)) {
-        sq_set_err(err, errlen, "%s: more than %d runs", r->path, MAX_RUNS);
+        sq_error_set(err, SQ_ERR_SPEC, "%s: more than %d runs", r->path, MAX_RUNS);
         goto fail;
     }
-    return 0;
+    return SQ_OK;
 oom:
-    sq_set_err(err, errlen, "%s: out of memory", r->path);
+    rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", r->path);
 fail:
-    free(x.grid), free(x.preset), free(x.trace), free(x.workers), free(x.device), free(x.paths);
-    free(x.key), free(x.label), free(x.corpus);
-    for (int k = 0; k < x.nsets; k++) free(x.sets[k]);
-    for (int k = 0; k < x.nopts; k++) free(x.opts[k]);
-    free(x.sets), free(x.opts);
-    return rc;
+    sq_sweep_config_clear(&x);
+    return rc == SQ_OK ? SQ_OK : err->status;
 }
 
 /* Refuses a grid whose lists multiply to more runs than a sweep may have
 ** (with the runs of the grids before it), naming the count. */
-static int grid_too_big(const recipe *r, const dim *dims, size_t nd, const section *g, char *err,
-                        size_t errlen)
+static int grid_too_big(const sq_sweep *r, const dim *dims, size_t nd, const section *g, sq_error *err)
 {
     uint64_t n = 1;
     int overflow = 0;
@@ -548,26 +706,26 @@ static int grid_too_big(const recipe *r, const dim *dims, size_t nd, const secti
     else
         snprintf(count, sizeof count, "%llu", (unsigned long long)n);
     if (r->nruns)
-        sq_set_err(err, errlen, "%s: line %d: [%s]: %s configurations, which with the %zu of the "
+        sq_error_set(err, SQ_ERR_SPEC, "%s: line %d: [%s]: %s configurations, which with the %zu of the "
                    "grids before it are more than the %d a sweep may run", r->path, g->line,
                    g->name, count, r->nruns, MAX_RUNS);
     else
-        sq_set_err(err, errlen, "%s: line %d: [%s]: %s configurations, more than the %d a sweep "
+        sq_error_set(err, SQ_ERR_SPEC, "%s: line %d: [%s]: %s configurations, more than the %d a sweep "
                    "may run", r->path, g->line, g->name, count, MAX_RUNS);
-    return -1;
+    return SQ_ERR_SPEC;
 }
 
 /* Expands one grid: the [sweep] defaults overridden by the grid's keys. */
-static int expand_grid(recipe *r, const section *defaults, const section *grid, const char *gname,
-                       const char *dir, const char *trace_override, char *err, size_t errlen)
+static int expand_grid(sq_sweep *r, const section *defaults, const section *grid, const char *gname,
+                       const char *dir, const char *trace_override, sq_error *err)
 {
     size_t cap = (defaults ? defaults->n : 0) + (grid ? grid->n : 0);
     dim *dims = calloc(cap ? cap : 1, sizeof *dims);
     size_t *idx = calloc(cap ? cap : 1, sizeof *idx);
     size_t nd = 0;
-    int rc = -1;
+    int rc = SQ_ERR_SPEC;
     if (!dims || !idx) {
-        sq_set_err(err, errlen, "%s: out of memory", r->path);
+        sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", r->path);
         goto done;
     }
     for (int pass = 0; pass < 2; pass++) {
@@ -577,7 +735,7 @@ static int expand_grid(recipe *r, const section *defaults, const section *grid, 
             const char *k = s->e[i].key;
             if (!strcmp(k, "name") || !strcmp(k, "jobs") || !strcmp(k, "command")) {
                 if (pass) {
-                    sq_set_err(err, errlen, "%s: [%s] %s: belongs in [sweep]", r->path, s->name,
+                    sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: belongs in [sweep]", r->path, s->name,
                                k);
                     goto done;
                 }
@@ -594,16 +752,16 @@ static int expand_grid(recipe *r, const section *defaults, const section *grid, 
             else nd++;
             dims[at].key = k;
             dims[at].kind = kind;
-            if (split_values(r->path, s->name, k, s->e[i].value, &dims[at].values, err, errlen))
+            if (split_values(r->path, s->name, k, s->e[i].value, &dims[at].values, err))
                 goto done;
             /* counted before anything is expanded, and as the lists come: a
             ** grid of 10^10 must not take the memory of 10^6 first */
-            if (grid_too_big(r, dims, nd, grid ? grid : defaults, err, errlen)) goto done;
+            if (grid_too_big(r, dims, nd, grid ? grid : defaults, err)) goto done;
         }
     }
     size_t before = r->nruns, invalid = r->ninvalid;
     for (;;) {
-        if (make_run(r, gname, dims, nd, idx, dir, trace_override, err, errlen)) goto done;
+        if (make_run(r, gname, dims, nd, idx, dir, trace_override, err)) goto done;
         size_t d = nd;
         while (d > 0) {
             d--;
@@ -621,50 +779,48 @@ static int expand_grid(recipe *r, const section *defaults, const section *grid, 
         ** combinations left out would hide among the other grids' */
         int mine = invalid == 0 && r->first_invalid; /* the example is this grid's */
         size_t n = r->ninvalid - invalid;
-        sq_set_err(err, errlen, "%s: line %d: [%s]: none of its %zu combination%s is a valid "
+        sq_error_set(err, SQ_ERR_SPEC, "%s: line %d: [%s]: none of its %zu combination%s is a valid "
                    "scheme%s%s%s", r->path, grid->line, grid->name, n, n == 1 ? "" : "s",
                    mine ? " (e.g. " : "", mine ? r->first_invalid : "", mine ? ")" : "");
         goto done;
     }
-    rc = 0;
+    rc = SQ_OK;
 done:
     for (size_t d = 0; d < nd; d++) vlist_free(&dims[d].values);
     free(dims);
     free(idx);
-    return rc;
+    return rc == SQ_OK ? SQ_OK : err->status;
 }
 
-int recipe_load(const char *path, const char *trace_override, recipe *r, char *err,
-                size_t errlen)
+int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_error *e)
 {
+    sq_error mine = {0};
+    sq_error *err = e ? e : &mine;
     memset(r, 0, sizeof *r);
     parse_state ps = {.path = path};
     FILE *f = fopen(path, "r");
-    if (!f) {
-        sq_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
+    if (!f) return sq_error_set(err, SQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     ps.f = f;
     int line = ini_parse_stream(read_line, &ps, on_key, &ps);
     int rerr = ferror(f);
     fclose(f);
     char *dir = NULL;
-    int rc = -1;
+    int rc = SQ_ERR_SPEC;
     r->path = strdup(path);
     if (!r->path || ps.oom) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
+        sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     if (ps.err[0]) {
-        sq_set_err(err, errlen, "%s", ps.err);
+        sq_error_set(err, ps.kind, "%s", ps.err);
         goto done;
     }
     if (rerr) {
-        sq_set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
+        sq_error_set(err, SQ_ERR_IO, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
         goto done;
     }
     if (line) {
-        sq_set_err(err, errlen, "%s: line %d: not 'key = value', '[section]' or a comment "
+        sq_error_set(err, SQ_ERR_FORMAT, "%s: line %d: not 'key = value', '[section]' or a comment "
                    "(lines of at most %d characters)", path, line, INI_MAX_LINE);
         goto done;
     }
@@ -675,18 +831,18 @@ int recipe_load(const char *path, const char *trace_override, recipe *r, char *e
         else if (!strncmp(ps.s[i].name, "grid ", 5) && ps.s[i].name[5]) {
             ngrids++;
             if (ps.s[i].n == 0) {
-                sq_set_err(err, errlen, "%s: line %d: [%s]: no keys (a grid is the product "
+                sq_error_set(err, SQ_ERR_SPEC, "%s: line %d: [%s]: no keys (a grid is the product "
                            "of its lists: give one at least)", path, ps.s[i].line, ps.s[i].name);
                 goto done;
             }
         } else {
-            sq_set_err(err, errlen, "%s: [%s]: unknown section (expected [sweep] or "
+            sq_error_set(err, SQ_ERR_SPEC, "%s: [%s]: unknown section (expected [sweep] or "
                        "[grid NAME])", path, ps.s[i].name);
             goto done;
         }
     }
     if (!sweep) {
-        sq_set_err(err, errlen, "%s: no [sweep] section", path);
+        sq_error_set(err, SQ_ERR_SPEC, "%s: no [sweep] section", path);
         goto done;
     }
     const char *name = NULL;
@@ -695,17 +851,17 @@ int recipe_load(const char *path, const char *trace_override, recipe *r, char *e
         if (!strcmp(sweep->e[i].key, "command")) {
             const char *v = sweep->e[i].value;
             if (strcmp(v, "train") && strcmp(v, "replay")) {
-                sq_set_err(err, errlen, "%s: [sweep] command: '%s': expected replay or train",
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [sweep] command: '%s': expected replay or train",
                            path, v);
                 goto done;
             }
-            r->train = !strcmp(v, "train");
+            r->command = !strcmp(v, "train") ? SQ_SWEEP_TRAIN : SQ_SWEEP_REPLAY;
         }
         if (!strcmp(sweep->e[i].key, "jobs")) {
             char *end;
             long j = strtol(sweep->e[i].value, &end, 10);
             if (*end || j < 0 || j > 1024) {
-                sq_set_err(err, errlen, "%s: [sweep] jobs: '%s' is not from 0 to 1024", path,
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [sweep] jobs: '%s' is not from 0 to 1024", path,
                            sweep->e[i].value);
                 goto done;
             }
@@ -713,34 +869,33 @@ int recipe_load(const char *path, const char *trace_override, recipe *r, char *e
         }
     }
     if (!name || !*name || strchr(name, ',')) {
-        sq_set_err(err, errlen, "%s: [sweep] name: missing (every sweep has a name, which its "
+        sq_error_set(err, SQ_ERR_SPEC, "%s: [sweep] name: missing (every sweep has a name, which its "
                    "runs are stored under)", path);
         goto done;
     }
     r->name = strdup(name);
     dir = dir_of(path);
     if (!r->name || !dir) {
-        sq_set_err(err, errlen, "%s: out of memory", path);
+        sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     if (ngrids == 0) {
-        if (expand_grid(r, sweep, NULL, "sweep", dir, trace_override, err, errlen)) goto done;
+        if (expand_grid(r, sweep, NULL, "sweep", dir, trace_override, err)) goto done;
     } else {
         for (size_t i = 0; i < ps.n; i++)
             if (&ps.s[i] != sweep &&
-                expand_grid(r, sweep, &ps.s[i], ps.s[i].name + 5, dir, trace_override, err,
-                            errlen))
+                expand_grid(r, sweep, &ps.s[i], ps.s[i].name + 5, dir, trace_override, err))
                 goto done;
     }
     if (r->nruns == 0) {
-        sq_set_err(err, errlen, "%s: no valid configuration (%zu left out: %s)", path,
+        sq_error_set(err, SQ_ERR_SPEC, "%s: no valid configuration (%zu left out: %s)", path,
                    r->ninvalid, r->first_invalid ? r->first_invalid : "none");
         goto done;
     }
-    rc = 0;
+    rc = SQ_OK;
 done:
     free(dir);
     free_sections(&ps);
-    if (rc) recipe_free(r);
-    return rc;
+    if (rc) sq_sweep_free(r);
+    return rc == SQ_OK ? SQ_OK : err->status;
 }

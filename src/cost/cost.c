@@ -1,6 +1,6 @@
 /*
-** costmodel.c -- the iteration time of sharded data-parallel training under a
-** quantization scheme (costmodel.h; README, "The cost model").
+** cost.c -- the iteration time of sharded data-parallel training under a
+** quantization scheme (cost.h; README, "The cost model").
 **
 ** The collectives are priced with the alpha-beta model NCCL's own tuner uses:
 ** a latency per step plus bytes over the bottleneck link's bandwidth. The
@@ -8,10 +8,9 @@
 ** topology runs the scheme's collectives and counts what each worker sends
 ** on each link level, metadata included, exactly as the harness does.
 */
-#include "model/costmodel.h"
+#include "cost/cost.h"
 
 #include "shardq.h"
-#include "trace/wfile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +18,7 @@
 
 /* Megatron pads the vocabulary so that every tensor-parallel rank holds a
 ** multiple of 128 rows of the embedding. */
-static uint64_t padded_vocab(const sq_model_shape *m, int tp)
+static uint64_t padded_vocab(const sq_cost_model_shape *m, int tp)
 {
     uint64_t unit = 128u * (uint64_t)tp;
     return ((uint64_t)m->vocab + unit - 1) / unit * unit;
@@ -28,20 +27,20 @@ static uint64_t padded_vocab(const sq_model_shape *m, int tp)
 /* One transformer layer's parameters on one tensor-parallel rank: the four
 ** matrices and their column-split biases are divided by tp; the two
 ** LayerNorms and the row-split biases (attention and MLP output) are not. */
-static uint64_t layer_params(const sq_model_shape *m, int tp)
+static uint64_t layer_params(const sq_cost_model_shape *m, int tp)
 {
     uint64_t h = (uint64_t)m->hidden;
     return 12 * h * h / (uint64_t)tp + 7 * h / (uint64_t)tp + 6 * h;
 }
 
-uint64_t sq_model_params(const sq_model_shape *m, int tp)
+uint64_t sq_cost_model_params(const sq_cost_model_shape *m, int tp)
 {
     uint64_t h = (uint64_t)m->hidden;
     return (uint64_t)m->layers * layer_params(m, 1) + padded_vocab(m, tp) * h +
            (uint64_t)m->seq * h + 2 * h;
 }
 
-uint64_t sq_model_params_per_rank(const sq_model_shape *m, int tp, int pp)
+uint64_t sq_cost_model_params_per_rank(const sq_cost_model_shape *m, int tp, int pp)
 {
     uint64_t h = (uint64_t)m->hidden;
     uint64_t layers = (uint64_t)(m->layers / pp) * layer_params(m, tp);
@@ -54,7 +53,7 @@ uint64_t sq_model_params_per_rank(const sq_model_shape *m, int tp, int pp)
     return pp == 1 ? first + 2 * h : first;
 }
 
-double sq_model_flops_per_seq(const sq_model_shape *m)
+double sq_cost_model_flops_per_seq(const sq_cost_model_shape *m)
 {
     /* Megatron's count for one sequence, forward and backward, without
     ** recomputation: 72 s L h^2 (1 + s/6h + V/12Lh), that is the matrix
@@ -66,7 +65,7 @@ double sq_model_flops_per_seq(const sq_model_shape *m)
 
 static int positive(double x) { return isfinite(x) && x > 0; }
 
-int sq_platform_validate(const sq_platform *p, char *err, size_t errlen)
+int sq_cost_platform_validate(const sq_cost_platform *p, sq_error *err)
 {
     const char *bad = NULL;
     if (p->nodes < 1) bad = "nodes";
@@ -82,26 +81,22 @@ int sq_platform_validate(const sq_platform *p, char *err, size_t errlen)
     else if (!(p->communicator_bw >= 0) || !isfinite(p->communicator_bw))
         bad = "inter communicator_gb_s";
     else if (!(p->inter_latency >= 0) || !isfinite(p->inter_latency)) bad = "inter latency_us";
-    if (!bad) return 0;
-    sq_set_err(err, errlen, "platform %s: %s must be a positive number%s", p->name, bad,
-               strcmp(bad, "inter efficiency") == 0 ? " no larger than 1" : "");
-    return -1;
+    if (!bad) return SQ_OK;
+    return sq_error_set(err, SQ_ERR_ARG, "platform %s: %s must be a positive number%s", p->name,
+                        bad, strcmp(bad, "inter efficiency") == 0 ? " no larger than 1" : "");
 }
 
-int sq_model_shape_validate(const sq_model_shape *m, char *err, size_t errlen)
+int sq_cost_model_shape_validate(const sq_cost_model_shape *m, sq_error *err)
 {
     const char *bad = m->layers < 1 ? "layers" : m->hidden < 1 ? "hidden" : m->heads < 1 ? "heads"
                       : m->vocab < 1 ? "vocab" : m->seq < 1 ? "seq" : NULL;
-    if (bad) {
-        sq_set_err(err, errlen, "model %s: %s must be a positive integer", m->name, bad);
-        return -1;
-    }
-    if (m->hidden % m->heads) {
-        sq_set_err(err, errlen, "model %s: hidden %d is not a multiple of heads %d", m->name,
-                   m->hidden, m->heads);
-        return -1;
-    }
-    return 0;
+    if (bad)
+        return sq_error_set(err, SQ_ERR_ARG, "model %s: %s must be a positive integer", m->name,
+                            bad);
+    if (m->hidden % m->heads)
+        return sq_error_set(err, SQ_ERR_ARG, "model %s: hidden %d is not a multiple of heads %d",
+                            m->name, m->hidden, m->heads);
+    return SQ_OK;
 }
 
 /* Bytes one DP group moves, from a dry world of its topology. */
@@ -125,19 +120,19 @@ static int link_quantized(const sq_world *w, int coll, int link)
 }
 
 static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t elements,
-                             group_bytes *gb, char *err, size_t errlen)
+                             group_bytes *gb, sq_error *err)
 {
     sq_world_config cfg = {.topo = *topo, .scheme = *s, .elements = elements, .seed = 1, .dry = 1};
     sq_world *w;
     sq_error werr;
-    if (sq_world_open(&cfg, &w, &werr)) {
-        sq_set_err(err, errlen, "%s", sq_error_message(&werr));
-        return -1;
-    }
-    if (sq_world_reduce_grads(w, 1) || sq_world_gather_weights(w, 1)) {
-        sq_set_err(err, errlen, "%s", sq_world_error(w));
+    int rc = sq_world_open(&cfg, &w, &werr);
+    if (rc != SQ_OK) return sq_error_set(err, rc, "%s", sq_error_message(&werr));
+    rc = sq_world_reduce_grads(w, 1);
+    if (rc == SQ_OK) rc = sq_world_gather_weights(w, 1);
+    if (rc != SQ_OK) {
+        sq_error_set(err, rc < 0 ? rc : SQ_ERR_ARG, "%s", sq_world_error(w));
         sq_world_close(w);
-        return -1;
+        return rc < 0 ? rc : SQ_ERR_ARG;
     }
     memset(gb, 0, sizeof *gb);
     gb->grad_path = sq_world_grad_path(w);
@@ -167,7 +162,7 @@ static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t e
             if (inter[c] > gb->inter_per_node[c]) gb->inter_per_node[c] = inter[c];
     }
     sq_world_close(w);
-    return 0;
+    return SQ_OK;
 }
 
 /* Seconds of one collective of a DP group spanning `nodes` nodes with g GPUs
@@ -179,7 +174,7 @@ typedef struct layout {
 /* The network bandwidth one group's traffic gets through a node's cards when
 ** it runs as `comms` communicators at once: the cards' share of this group,
 ** and no more than its communicators can drive. */
-static double group_net_bw(const sq_platform *p, const layout *lay, int comms)
+static double group_net_bw(const sq_cost_platform *p, const layout *lay, int comms)
 {
     double share = p->net_efficiency * p->nics_per_node * p->nic_bw / lay->k;
     if (p->communicator_bw > 0 && comms * p->communicator_bw < share)
@@ -190,7 +185,7 @@ static double group_net_bw(const sq_platform *p, const layout *lay, int comms)
 /* A ring (or a one-level all-to-all) over all p = nodes x g GPUs: p - 1
 ** steps, nodes - 1 of which cross the network; the transfer is limited by the
 ** slower of the busiest GPU's NVLink and the node's share of the network. */
-static double single_level_time(const sq_platform *p, const layout *lay, double intra_bytes,
+static double single_level_time(const sq_cost_platform *p, const layout *lay, double intra_bytes,
                                 double inter_bytes)
 {
     int ranks = lay->nodes * lay->g;
@@ -204,7 +199,7 @@ static double single_level_time(const sq_platform *p, const layout *lay, double 
 /* SDP4Bit's two-step all-to-all (ZeRO++ qgZ): an all-to-all inside the node,
 ** then one across nodes on each of the g rails (g communicators at once);
 ** with `pipe` slices the two overlap but for one slice of the shorter. */
-static double two_level_time(const sq_platform *p, const layout *lay, double intra_bytes,
+static double two_level_time(const sq_cost_platform *p, const layout *lay, double intra_bytes,
                              double inter_bytes, int pipe)
 {
     double t_intra = (lay->g - 1) * p->intra_latency + intra_bytes / p->intra_bw;
@@ -215,65 +210,59 @@ static double two_level_time(const sq_platform *p, const layout *lay, double int
 }
 
 /* A ring all-reduce of S bytes among n GPUs of one node (tensor parallelism). */
-static double intra_allreduce(const sq_platform *p, int n, double bytes)
+static double intra_allreduce(const sq_cost_platform *p, int n, double bytes)
 {
     if (n <= 1) return 0;
     return 2.0 * (n - 1) * p->intra_latency + 2.0 * (n - 1) / n * bytes / p->intra_bw;
 }
 
-int sq_cost_iteration(const sq_platform *p, const sq_model_shape *m, const sq_parallel *par,
-                      const sq_scheme *s, sq_cost *out, char *err, size_t errlen)
+int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
+                      const sq_cost_parallel *par, const sq_scheme *s, sq_cost_result *out,
+                      sq_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (sq_platform_validate(p, err, errlen) || sq_model_shape_validate(m, err, errlen))
-        return -1;
+    int rc = sq_cost_platform_validate(p, err);
+    if (rc == SQ_OK) rc = sq_cost_model_shape_validate(m, err);
+    if (rc != SQ_OK) return rc;
     int G = p->gpus_per_node;
-    if (par->tp < 1 || par->pp < 1 || par->micro_batch < 1 || par->accum < 1 || par->gpus < 1) {
-        sq_set_err(err, errlen, "gpus, tp, pp, micro-batch and accumulation must be at least 1");
-        return -1;
-    }
-    if (par->gpus % (par->tp * par->pp)) {
-        sq_set_err(err, errlen, "%d GPUs do not divide into tensor x pipeline groups of %d x %d",
-                   par->gpus, par->tp, par->pp);
-        return -1;
-    }
-    if (par->tp > G || G % par->tp) {
-        sq_set_err(err, errlen, "tensor parallelism %d does not divide the %d GPUs of a node of "
-                   "%s (tensor parallelism across nodes is not modelled)", par->tp, G, p->name);
-        return -1;
-    }
-    if (m->layers % par->pp) {
-        sq_set_err(err, errlen, "model %s: %d layers do not divide into %d pipeline stages",
-                   m->name, m->layers, par->pp);
-        return -1;
-    }
-    if (m->heads % par->tp) {
-        sq_set_err(err, errlen, "model %s: %d heads do not divide among %d tensor-parallel ranks",
-                   m->name, m->heads, par->tp);
-        return -1;
-    }
+    if (par->tp < 1 || par->pp < 1 || par->micro_batch < 1 || par->accum < 1 || par->gpus < 1)
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "gpus, tp, pp, micro-batch and accumulation must be at least 1");
+    if (par->gpus % (par->tp * par->pp))
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "%d GPUs do not divide into tensor x pipeline groups of %d x %d",
+                            par->gpus, par->tp, par->pp);
+    if (par->tp > G || G % par->tp)
+        return sq_error_set(err, SQ_ERR_ARG, "tensor parallelism %d does not divide the %d GPUs "
+                            "of a node of %s (tensor parallelism across nodes is not modelled)",
+                            par->tp, G, p->name);
+    if (m->layers % par->pp)
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "model %s: %d layers do not divide into %d pipeline stages", m->name,
+                            m->layers, par->pp);
+    if (m->heads % par->tp)
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "model %s: %d heads do not divide among %d tensor-parallel ranks",
+                            m->name, m->heads, par->tp);
     int gpus_node = par->gpus < G ? par->gpus : G;
-    if (par->gpus % gpus_node) {
-        sq_set_err(err, errlen, "%d GPUs are not whole nodes of %d GPUs", par->gpus, G);
-        return -1;
-    }
+    if (par->gpus % gpus_node)
+        return sq_error_set(err, SQ_ERR_ARG, "%d GPUs are not whole nodes of %d GPUs", par->gpus,
+                            G);
     int dp = par->gpus / (par->tp * par->pp);
     int g = gpus_node / par->tp < dp ? gpus_node / par->tp : dp;
-    if (dp % g) {
-        sq_set_err(err, errlen, "data-parallel degree %d does not divide into nodes of %d GPUs "
-                   "of one group", dp, g);
-        return -1;
-    }
+    if (dp % g)
+        return sq_error_set(err, SQ_ERR_ARG, "data-parallel degree %d does not divide into nodes "
+                            "of %d GPUs of one group", dp, g);
     layout lay = {.nodes = dp / g, .g = g, .k = gpus_node / g};
     out->dp = dp, out->dp_nodes = lay.nodes, out->dp_per_node = g, out->groups_per_node = lay.k;
-    out->params = sq_model_params(m, par->tp);
-    out->params_per_rank = sq_model_params_per_rank(m, par->tp, par->pp);
+    out->params = sq_cost_model_params(m, par->tp);
+    out->params_per_rank = sq_cost_model_params_per_rank(m, par->tp, par->pp);
 
     /* Forward and backward: the matrix products of one stage's share at the
     ** achieved FLOP/s, four tensor-parallel all-reduces of the activations
     ** per layer (two forward, two backward), and the pipeline's fill and
     ** drain: m micro-batches take m + pp - 1 slots. */
-    double seq_flops = sq_model_flops_per_seq(m);
+    double seq_flops = sq_cost_model_flops_per_seq(m);
     double slot_compute = seq_flops * par->micro_batch / ((double)par->tp * par->pp) /
                           p->achieved_flops;
     double act_bytes = 2.0 * par->micro_batch * m->seq * m->hidden; /* bf16 */
@@ -286,7 +275,8 @@ int sq_cost_iteration(const sq_platform *p, const sq_model_shape *m, const sq_pa
     if (dp > 1) {
         group_bytes gb;
         sq_topo topo = {.nodes = lay.nodes, .per_node = g};
-        if (count_group_bytes(&topo, s, out->params_per_rank, &gb, err, errlen)) return -1;
+        rc = count_group_bytes(&topo, s, out->params_per_rank, &gb, err);
+        if (rc != SQ_OK) return rc;
         out->grad_path = gb.grad_path;
         out->weight_comm = single_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_WEIGHT],
                                              gb.inter_per_node[SQ_COLL_WEIGHT]);
@@ -323,5 +313,5 @@ int sq_cost_iteration(const sq_platform *p, const sq_model_shape *m, const sq_pa
                      out->optimizer;
     out->model_flops = seq_flops * dp * par->micro_batch * par->accum;
     out->tflops = out->model_flops / (out->iteration * par->gpus) / 1e12;
-    return 0;
+    return SQ_OK;
 }

@@ -1,0 +1,425 @@
+/*
+** files.c -- reading the cost model's platform, model and validation files
+** (cost.h), from a path or from the copies built into the library. Every
+** key is known and every number checked, so a typo in a platform file is an
+** error naming the file, the key and the line rather than a silently
+** default-valued cluster.
+*/
+#include "cost/cost.h"
+
+#include "cost/embedded.h"
+#include "shardq.h"
+#include "trace/input.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where the built-in files of each kind sit in the source tree (and so in
+** the embedded names), and what a message calls them. */
+static const char *const kind_dir[] = {"experiments/platforms/", "experiments/models/",
+                                       "experiments/validation/"};
+static const char *const kind_noun[] = {"platform", "model", "validation table"};
+
+/* The embedded file whose path is dir + name + ".ini"; NULL when none. */
+static const sq_cost_embedded *find_builtin(const char *dir, const char *name)
+{
+    size_t nd = strlen(dir), nn = strlen(name);
+    for (const sq_cost_embedded *f = sq_cost_embedded_files; f->name; f++)
+        if (!strncmp(f->name, dir, nd) && !strncmp(f->name + nd, name, nn) &&
+            !strcmp(f->name + nd + nn, ".ini"))
+            return f;
+    return NULL;
+}
+
+int sq_cost_builtin_name(sq_cost_file_kind kind, size_t i, char *name, size_t len)
+{
+    if ((unsigned)kind > SQ_COST_VALIDATION || !name || !len) return SQ_ERR_ARG;
+    size_t nd = strlen(kind_dir[kind]);
+    for (const sq_cost_embedded *f = sq_cost_embedded_files; f->name; f++) {
+        size_t n = strlen(f->name);
+        if (strncmp(f->name, kind_dir[kind], nd) || n < nd + 4 || i--) continue;
+        if (n - nd - 4 >= len) return SQ_ERR_RANGE;
+        snprintf(name, len, "%.*s", (int)(n - nd - 4), f->name + nd);
+        return SQ_OK;
+    }
+    return SQ_ERR_NOTFOUND;
+}
+
+/* A platform file is a page: anything near a megabyte is not one. */
+#define MAX_FILE (1u << 20)
+
+/* The text of `what` (a path, or a built-in name of the kind): *text is
+** malloc'd, *shown the name to put in messages. */
+static int load_text(const char *what, sq_cost_file_kind kind, char **text, const char **shown,
+                     sq_error *err)
+{
+    size_t n = strlen(what);
+    int is_path = strchr(what, '/') || (n > 4 && !strcmp(what + n - 4, ".ini"));
+    *text = NULL;
+    if (!is_path) {
+        const sq_cost_embedded *f = find_builtin(kind_dir[kind], what);
+        if (!f) return sq_error_set(err, SQ_ERR_NOTFOUND, "no built-in %s '%s'", kind_noun[kind],
+                                    what);
+        *shown = f->name;
+        if (!(*text = strdup(f->text))) return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+        return SQ_OK;
+    }
+    *shown = what;
+    char msg[SQ_ERROR_MSG] = "";
+    sq_input in; /* a regular file: a FIFO would block the open */
+    FILE *fp = sq_input_fopen(what, 0, &in, msg, sizeof msg);
+    if (!fp) return sq_error_set(err, SQ_ERR_IO, "%s", msg);
+    char *buf = malloc(MAX_FILE + 1);
+    size_t len = buf ? fread(buf, 1, MAX_FILE + 1, fp) : 0;
+    int rc = !buf ? sq_error_set(err, SQ_ERR_NOMEM, "out of memory")
+             : ferror(fp) ? sq_error_set(err, SQ_ERR_IO, "%s: cannot read: %s", what,
+                                         strerror(errno))
+             : len > MAX_FILE ? sq_error_set(err, SQ_ERR_FORMAT, "%s: larger than 1 MB", what)
+             : memchr(buf, 0, len) ? sq_error_set(err, SQ_ERR_FORMAT, "%s: not a text file", what)
+             : SQ_OK;
+    fclose(fp);
+    if (rc != SQ_OK) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *text = buf;
+    return SQ_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parsing: inih over the text, counting lines for the messages             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum { V_INT, V_NUM, V_NUM0, V_STR, V_BOOL } vkind;
+
+typedef struct key_spec {
+    const char *section, *key;
+    vkind kind;
+    double scale;  /* a number is stored times this (GB/s -> B/s, us -> s) */
+    size_t offset; /* into the target struct */
+    size_t size;   /* of a string field */
+} key_spec;
+
+#define MAX_KEYS 16
+
+typedef struct parse_ctx {
+    const char *file;
+    const char *next; /* the text not yet read */
+    int line;         /* of the text inih handles now */
+    const key_spec *keys;
+    size_t nkeys;
+    void *target;
+    int seen[MAX_KEYS]; /* the line where each key was set; 0: not yet */
+    sq_error *err;
+    int failed; /* the line of the first failure the handler met; 0: none */
+} parse_ctx;
+
+/* inih's reader: the next line of the text (at most num - 1 bytes of it, as
+** fgets would give), counted so that the handler knows where it is. */
+static char *read_line(char *str, int num, void *stream)
+{
+    parse_ctx *c = stream;
+    if (!*c->next || num < 2) return NULL;
+    int i = 0;
+    while (i < num - 1 && c->next[i]) {
+        str[i] = c->next[i];
+        if (c->next[i++] == '\n') break;
+    }
+    str[i] = '\0';
+    c->next += i;
+    c->line++;
+    return str;
+}
+
+/* Records the first failure; inih goes on to the end of the text, and
+** every later call of the handler returns at once. */
+static int fail(parse_ctx *c, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static int fail(parse_ctx *c, const char *fmt, ...)
+{
+    char msg[SQ_ERROR_MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->failed = c->line;
+    sq_error_set(c->err, SQ_ERR_FORMAT, "%s", msg);
+    return 0;
+}
+
+static int set_value(parse_ctx *c, const key_spec *k, const char *section, const char *value,
+                     void *target)
+{
+    char *end;
+    unsigned char *at = (unsigned char *)target + k->offset;
+    if (k->kind == V_STR) {
+        if (!*value || strlen(value) >= k->size)
+            return fail(c, "%s: [%s] %s: '%s' is empty or too long (line %d)", c->file, section,
+                        k->key, value, c->line);
+        memcpy(at, value, strlen(value) + 1);
+        return 1;
+    }
+    if (k->kind == V_BOOL) {
+        int v = !strcmp(value, "1") || !strcmp(value, "on") || !strcmp(value, "yes") ||
+                !strcmp(value, "true");
+        if (!v && strcmp(value, "0") && strcmp(value, "off") && strcmp(value, "no") &&
+            strcmp(value, "false"))
+            return fail(c, "%s: [%s] %s: '%s' is not on or off (line %d)", c->file, section,
+                        k->key, value, c->line);
+        memcpy(at, &v, sizeof v);
+        return 1;
+    }
+    errno = 0;
+    double v = strtod(value, &end);
+    if (end == value || *end || errno || !isfinite(v))
+        return fail(c, "%s: [%s] %s: '%s' is not a number (line %d)", c->file, section, k->key,
+                    value, c->line);
+    if (k->kind == V_INT) {
+        if (v != floor(v) || v < 1 || v > 1e9)
+            return fail(c, "%s: [%s] %s: '%s' is not a positive integer (line %d)", c->file,
+                        section, k->key, value, c->line);
+        int iv = (int)v;
+        memcpy(at, &iv, sizeof iv);
+        return 1;
+    }
+    if (v < 0 || (k->kind == V_NUM && v == 0))
+        return fail(c, "%s: [%s] %s: '%s' must be %s (line %d)", c->file, section, k->key, value,
+                    k->kind == V_NUM ? "positive" : "zero or positive", c->line);
+    v *= k->scale;
+    memcpy(at, &v, sizeof v);
+    return 1;
+}
+
+/* One key of keys[0..n) into target; seen[] keeps where each was set. */
+static int take_key(parse_ctx *c, const key_spec *keys, size_t n, int *seen, void *target,
+                    const char *section, const char *name, const char *value)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(keys[i].key, name)) {
+            if (seen[i])
+                return fail(c, "%s: [%s] %s: given twice (lines %d and %d)", c->file, section,
+                            name, seen[i], c->line);
+            seen[i] = c->line;
+            return set_value(c, &keys[i], section, value, target);
+        }
+    return fail(c, "%s: [%s] %s: unknown key (line %d)", c->file, section, name, c->line);
+}
+
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+    parse_ctx *c = user;
+    if (c->failed) return 0;
+    /* the keys of one section are consecutive in the table */
+    size_t first = 0;
+    while (first < c->nkeys && strcmp(c->keys[first].section, section)) first++;
+    size_t last = first;
+    while (last < c->nkeys && !strcmp(c->keys[last].section, section)) last++;
+    if (first == c->nkeys)
+        return fail(c, "%s: [%s] %s: unknown key (line %d)", c->file, section, name, c->line);
+    return take_key(c, c->keys + first, last - first, c->seen + first, c->target, section, name,
+                    value);
+}
+
+/* Runs inih over text with handler; SQ_OK or SQ_ERR_FORMAT. */
+static int parse_text(parse_ctx *c, const char *text, ini_handler handler)
+{
+    c->next = text;
+    c->line = 0;
+    int line = ini_parse_stream(read_line, c, handler, c);
+    /* inih reads on after a line it cannot parse: the first failure counts */
+    if (c->failed && (!line || c->failed <= line)) return SQ_ERR_FORMAT;
+    if (line)
+        return sq_error_set(c->err, SQ_ERR_FORMAT,
+                            "%s: line %d: not 'key = value', '[section]' or a comment", c->file,
+                            line);
+    return SQ_OK;
+}
+
+/* Every key of c->keys but the booleans (off when absent) must be there. */
+static int check_missing(parse_ctx *c)
+{
+    for (size_t i = 0; i < c->nkeys; i++)
+        if (!c->seen[i] && c->keys[i].kind != V_BOOL)
+            return sq_error_set(c->err, SQ_ERR_FORMAT, "%s: [%s] %s: missing", c->file,
+                                c->keys[i].section, c->keys[i].key);
+    return SQ_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Platforms and models                                                     */
+/* ------------------------------------------------------------------------ */
+
+#define PF(field) offsetof(sq_cost_platform, field)
+static const key_spec platform_keys[] = {
+    {"platform", "name", V_STR, 1, PF(name), sizeof(((sq_cost_platform *)0)->name)},
+    {"platform", "nodes", V_INT, 1, PF(nodes), 0},
+    {"platform", "gpus_per_node", V_INT, 1, PF(gpus_per_node), 0},
+    {"platform", "achieved_tflops", V_NUM, 1e12, PF(achieved_flops), 0},
+    {"platform", "hbm_gb_s", V_NUM, 1e9, PF(hbm_bw), 0},
+    {"platform", "quant_gb_s", V_NUM, 1e9, PF(quant_bw), 0},
+    {"intra", "bandwidth_gb_s", V_NUM, 1e9, PF(intra_bw), 0},
+    {"intra", "latency_us", V_NUM0, 1e-6, PF(intra_latency), 0},
+    {"inter", "nics_per_node", V_INT, 1, PF(nics_per_node), 0},
+    {"inter", "nic_gb_s", V_NUM, 1e9, PF(nic_bw), 0},
+    {"inter", "efficiency", V_NUM, 1, PF(net_efficiency), 0},
+    {"inter", "communicator_gb_s", V_NUM0, 1e9, PF(communicator_bw), 0},
+    {"inter", "latency_us", V_NUM0, 1e-6, PF(inter_latency), 0},
+};
+#define N_PLATFORM_KEYS (sizeof platform_keys / sizeof *platform_keys)
+enum { PLATFORM_EFFICIENCY = 10 }; /* its index above */
+
+#define MF(field) offsetof(sq_cost_model_shape, field)
+static const key_spec model_keys[] = {
+    {"model", "name", V_STR, 1, MF(name), sizeof(((sq_cost_model_shape *)0)->name)},
+    {"model", "layers", V_INT, 1, MF(layers), 0},
+    {"model", "hidden", V_INT, 1, MF(hidden), 0},
+    {"model", "heads", V_INT, 1, MF(heads), 0},
+    {"model", "vocab", V_INT, 1, MF(vocab), 0},
+    {"model", "seq", V_INT, 1, MF(seq), 0},
+};
+
+/* A file whose values parse but do not make a cluster or a model is the
+** file's fault: the validator's sentence, after the file's name. */
+static int as_format(int rc, sq_error *err, const char *file)
+{
+    if (rc == SQ_OK) return SQ_OK;
+    if (err) err->status = SQ_ERR_FORMAT;
+    sq_error_prefix(err, "%s: ", file);
+    return SQ_ERR_FORMAT;
+}
+
+int sq_cost_platform_read(const char *what, sq_cost_platform *p, sq_error *err)
+{
+    char *text;
+    const char *shown;
+    if (!what || !p) return sq_error_set(err, SQ_ERR_ARG, "no platform file or no platform");
+    memset(p, 0, sizeof *p);
+    int rc = load_text(what, SQ_COST_PLATFORM, &text, &shown, err);
+    if (rc != SQ_OK) return rc;
+    parse_ctx c = {.file = shown, .keys = platform_keys, .nkeys = N_PLATFORM_KEYS, .target = p,
+                   .err = err};
+    rc = parse_text(&c, text, on_key);
+    free(text);
+    if (rc == SQ_OK) rc = check_missing(&c);
+    if (rc == SQ_OK && p->net_efficiency > 1)
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: [inter] efficiency: %g is more than 1 (line %d)",
+                          shown, p->net_efficiency, c.seen[PLATFORM_EFFICIENCY]);
+    if (rc == SQ_OK) rc = as_format(sq_cost_platform_validate(p, err), err, shown);
+    return rc;
+}
+
+int sq_cost_model_read(const char *what, sq_cost_model_shape *m, sq_error *err)
+{
+    char *text;
+    const char *shown;
+    if (!what || !m) return sq_error_set(err, SQ_ERR_ARG, "no model file or no model");
+    memset(m, 0, sizeof *m);
+    int rc = load_text(what, SQ_COST_MODEL, &text, &shown, err);
+    if (rc != SQ_OK) return rc;
+    parse_ctx c = {.file = shown, .keys = model_keys,
+                   .nkeys = sizeof model_keys / sizeof *model_keys, .target = m, .err = err};
+    rc = parse_text(&c, text, on_key);
+    free(text);
+    if (rc == SQ_OK) rc = check_missing(&c);
+    if (rc == SQ_OK) rc = as_format(sq_cost_model_shape_validate(m, err), err, shown);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Validation tables                                                        */
+/* ------------------------------------------------------------------------ */
+
+#define VF(field) offsetof(sq_cost_validation, field)
+static const key_spec validate_keys[] = {
+    {"validate", "platform", V_STR, 1, VF(platform), sizeof(((sq_cost_validation *)0)->platform)},
+    {"validate", "scheme", V_STR, 1, VF(scheme), sizeof(((sq_cost_validation *)0)->scheme)},
+    {"validate", "gpus", V_INT, 1, VF(gpus), 0},
+    {"validate", "micro_batch", V_INT, 1, VF(micro_batch), 0},
+    {"validate", "accum", V_INT, 1, VF(accum), 0},
+    {"validate", "overlap", V_BOOL, 1, VF(overlap), 0},
+    {"validate", "tolerance", V_NUM, 1, VF(tolerance), 0},
+};
+
+/* The keys of a "[row LABEL]" section; model, tp, pp and speedup are
+** required, the published TFLOP/s optional. */
+#define RF(field) offsetof(sq_cost_validation_row, field)
+static const key_spec row_keys[] = {
+    {"", "model", V_STR, 1, RF(model), sizeof(((sq_cost_validation_row *)0)->model)},
+    {"", "tp", V_INT, 1, RF(tp), 0},
+    {"", "pp", V_INT, 1, RF(pp), 0},
+    {"", "baseline_tflops", V_NUM, 1, RF(baseline_tflops), 0},
+    {"", "scheme_tflops", V_NUM, 1, RF(scheme_tflops), 0},
+    {"", "speedup", V_NUM, 1, RF(speedup), 0},
+};
+#define NROWKEYS (sizeof row_keys / sizeof *row_keys)
+
+typedef struct vctx {
+    parse_ctx base;
+    sq_cost_validation *val;
+    int row_seen[SQ_COST_VALIDATION_MAX_ROWS][NROWKEYS];
+} vctx;
+
+static int on_validate_key(void *user, const char *section, const char *name, const char *value)
+{
+    vctx *v = user;
+    parse_ctx *c = &v->base;
+    if (c->failed) return 0;
+    if (strncmp(section, "row ", 4)) return on_key(user, section, name, value);
+    sq_cost_validation *val = v->val;
+    int r = 0;
+    while (r < val->nrows && strcmp(val->rows[r].label, section + 4)) r++;
+    if (r == val->nrows) {
+        if (r == SQ_COST_VALIDATION_MAX_ROWS || strlen(section + 4) >= sizeof val->rows[r].label ||
+            !section[4])
+            return fail(c, "%s: [%s]: too many rows, or a label that is empty or longer than 63 "
+                        "characters (line %d)", c->file, section, c->line);
+        sq_cost_validation_row *row = &val->rows[val->nrows++];
+        memset(row, 0, sizeof *row);
+        strcpy(row->label, section + 4);
+        row->baseline_tflops = row->scheme_tflops = row->speedup = NAN;
+    }
+    return take_key(c, row_keys, NROWKEYS, v->row_seen[r], &val->rows[r], section, name, value);
+}
+
+int sq_cost_validation_read(const char *what, sq_cost_validation *v, sq_error *err)
+{
+    char *text;
+    const char *shown;
+    if (!what || !v) return sq_error_set(err, SQ_ERR_ARG, "no validation file or no table");
+    memset(v, 0, sizeof *v);
+    int rc = load_text(what, SQ_COST_VALIDATION, &text, &shown, err);
+    if (rc != SQ_OK) return rc;
+    vctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(text);
+        return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    }
+    c->base = (parse_ctx){.file = shown, .keys = validate_keys,
+                          .nkeys = sizeof validate_keys / sizeof *validate_keys, .target = v,
+                          .err = err};
+    c->val = v;
+    rc = parse_text(&c->base, text, on_validate_key);
+    free(text);
+    if (rc == SQ_OK) rc = check_missing(&c->base);
+    for (int r = 0; rc == SQ_OK && r < v->nrows; r++) {
+        const int *seen = c->row_seen[r];
+        const char *miss = !seen[0] ? "model" : !seen[1] ? "tp" : !seen[2] ? "pp"
+                           : !seen[5] ? "speedup" : NULL;
+        if (miss)
+            rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: [row %s] %s: missing", shown,
+                              v->rows[r].label, miss);
+    }
+    if (rc == SQ_OK && v->nrows == 0)
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: no [row LABEL] sections", shown);
+    free(c);
+    return rc;
+}

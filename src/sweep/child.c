@@ -1,0 +1,133 @@
+/*
+** child.c -- a sweep's jobs in processes of their own (sweep.h), and what
+** the database already holds of a sweep.
+**
+** A child is a fork that runs the job and exits: it needs no executable to
+** find and no argument list to build, and a crash or a kill of one job
+** takes no other with it. It dies with its parent (PR_SET_PDEATHSIG), so a
+** killed sweep leaves no job behind.
+*/
+#define _GNU_SOURCE /* PR_SET_PDEATHSIG is Linux's */
+#include "sweep/sweep.h"
+
+#include <sqlite3.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <cblas.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+pid_t sq_sweep_spawn(const sq_sweep_job *job, int threads, int quiet, int log_fd, sq_error *err)
+{
+    pid_t parent = getpid();
+    /* what the parent has buffered must not be written twice */
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return sq_error_set(err, SQ_ERR_NOMEM, "fork: %s", strerror(errno));
+    if (pid > 0) return pid;
+    /* the child: die with the sweep, so that a killed sweep leaves no job behind */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    if (quiet) {
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) dup2(devnull, STDOUT_FILENO), dup2(devnull, STDIN_FILENO);
+    }
+    if (log_fd >= 0) dup2(log_fd, STDERR_FILENO);
+    if (threads > 0) {
+        /* the environment (OMP_NUM_THREADS) was read when the program
+        ** started: these calls are what a child can still change */
+        sq_set_threads(threads);
+        openblas_set_num_threads(threads);
+    }
+    sq_sweep_outcome *out = calloc(1, sizeof *out);
+    sq_error e = {0};
+    int rc = out ? sq_sweep_job_run(job, out, &e) : sq_error_set(&e, SQ_ERR_NOMEM, "out of memory");
+    const char *cmd = job->cfg->command == SQ_SWEEP_TRAIN ? "train" : "replay";
+    int code = SQ_SWEEP_EXIT_OK;
+    if (out && out->status == SQ_SWEEP_HELD) {
+        code = SQ_SWEEP_EXIT_HELD;
+    } else if (rc) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&e));
+        if (out && out->end_error[0]) fprintf(stderr, "shardq %s: %s\n", cmd, out->end_error);
+        code = SQ_SWEEP_EXIT_FAILED;
+    } else if (out && out->notice[0]) {
+        fprintf(stderr, "shardq %s: %s\n", cmd, out->notice);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    /* _exit: the parent's atexit handlers and stdio buffers are not ours */
+    _exit(code);
+}
+
+int sq_sweep_load_done(const char *db, const sq_sweep *sw, unsigned char *done, sq_error *err)
+{
+    sq_store *s;
+    int rc = sq_store_open(db, 0, 0, &s, err);
+    if (rc) return rc;
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(sq_store_db(s),
+                            "SELECT key FROM runs WHERE status = 'done' AND sweep = ?1", -1, &st,
+                            NULL);
+    if (rc == SQLITE_OK) sqlite3_bind_text(st, 1, sw->name, -1, SQLITE_STATIC);
+    while (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+        const char *k = (const char *)sqlite3_column_text(st, 0);
+        for (size_t i = 0; k && i < sw->nruns; i++)
+            if (!done[i] && !strcmp(k, sw->runs[i].key)) done[i] = 1;
+    }
+    int kind = SQ_OK;
+    if (rc != SQLITE_OK)
+        kind = sq_error_set(err, SQ_ERR_FORMAT, "%s: %s", db, sqlite3_errmsg(sq_store_db(s)));
+    sqlite3_finalize(st);
+    sq_store_close(s);
+    return kind;
+}
+
+long sq_sweep_left_running(const char *db, const sq_sweep *sw, sq_sweep_stale *out, size_t max,
+                           sq_error *err)
+{
+    sq_store *s;
+    int rc = sq_store_open(db, 0, 1, &s, err);
+    if (rc) return rc;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(sq_store_db(s),
+                           "SELECT id, host, pid, pid_start, boot_id, started FROM runs"
+                           " WHERE status = 'running' AND sweep = ?1 ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: %s", db, sqlite3_errmsg(sq_store_db(s)));
+        sq_store_close(s);
+        return rc;
+    }
+    sqlite3_bind_text(st, 1, sw->name, -1, SQLITE_STATIC);
+    long n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *host = (const char *)sqlite3_column_text(st, 1);
+        int64_t pid = sqlite3_column_int64(st, 2);
+        int64_t start = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1
+                                                                  : sqlite3_column_int64(st, 3);
+        if (sq_store_proc_state(host, pid, start, (const char *)sqlite3_column_text(st, 4)) !=
+            SQ_PROC_GONE)
+            continue;
+        if ((size_t)n < max) {
+            sq_sweep_stale *x = &out[n];
+            x->id = sqlite3_column_int64(st, 0);
+            x->pid = pid;
+            snprintf(x->host, sizeof x->host, "%s", host ? host : "?");
+            const char *started = (const char *)sqlite3_column_text(st, 5);
+            snprintf(x->started, sizeof x->started, "%s", started ? started : "");
+        }
+        n++;
+    }
+    sqlite3_finalize(st);
+    sq_store_close(s);
+    return n;
+}

@@ -1,0 +1,231 @@
+/*
+** sweep.h -- sweeps as a library: the INI recipes (README, "Sweeps") read
+** and expanded into structured configurations, and the job runner that
+** runs one configuration -- a replay or a training run -- into the store.
+**
+**   [sweep]                  name, jobs, and defaults for every grid
+**   name = grad-bits
+**   trace = traces/run1      relative to the recipe's directory
+**   seeds = 1..3
+**
+**   [grid gradients]         one grid: the product of every list in it
+**   presets = sdp4bit
+**   paths = grad
+**   grad.bits = 2..8
+**   grad.group = 32, 128, 512
+**
+** Keys: trace, workers, seeds, presets, device, paths (grad, weight or
+** both), steps, and any scheme knob; a value is a comma-separated list, and
+** A..B is the integers from A to B.
+**
+** With `command = train` in [sweep], each configuration is a training run
+** instead: no trace nor paths, but corpus and every training option
+** (layers, channels, heads, context, seq, batch, lr, min-lr, warmup, beta1,
+** beta2, eps, weight-decay, clip, eval-every, eval-seqs) as keys, read into
+** the training configuration when the recipe is loaded. A grid's keys
+** override the [sweep] section's. Without [grid] sections the [sweep]
+** section is the one grid. The runs come out in a fixed order: grid by
+** grid, keys in file order, the last key varying fastest. A list may go on
+** over indented lines.
+**
+** Refused with the file and line, where inih would let them pass: a line
+** longer than inih's buffer (which it would cut), a key given twice in a
+** section (or under both its names, seed and seeds), a [section] given
+** twice, a grid without keys or without one valid combination, an empty
+** value, a trace, corpus, preset, device or name that starts with '-', and
+** a grid of more than a million configurations, counted before anything is
+** expanded. Every error names the recipe file, and the section and key at
+** fault; its kind is SQ_ERR_SPEC (a value or combination the recipe may not
+** hold), SQ_ERR_FORMAT (what is not INI), SQ_ERR_IO (the file cannot be
+** read) or SQ_ERR_NOMEM.
+**
+** A configuration's key is its identity in the store: the sweep's name and
+** every setting (the canonical scheme, the trace's or corpus's real path,
+** the workers, seed, device, paths, steps and every training option), so
+** that a sweep run again skips what is done, two configurations that differ
+** in any setting never share a key, and the same settings written in
+** another order give the same key.
+*/
+#ifndef SQ_SWEEP_H
+#define SQ_SWEEP_H
+
+#include "shardq.h"
+#include "replay/replay.h"
+#include "store/store.h"
+#include "train/trainer.h"
+#include "world/world.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { SQ_SWEEP_REPLAY = 0, SQ_SWEEP_TRAIN = 1 };
+
+/* One configuration: everything one replay or one training run needs. */
+typedef struct sq_sweep_config {
+    int command;      /* SQ_SWEEP_REPLAY or SQ_SWEEP_TRAIN */
+    char *grid;       /* the [grid NAME] it came from ("sweep": the [sweep] section) */
+    char *preset;     /* the preset the scheme starts from */
+    char **sets;      /* the knobs set on it, "knob=value" as written (labels, lists) */
+    int nsets;
+    sq_scheme scheme; /* the preset with every knob applied, validated */
+    int has_topo;     /* 0: the trace's topology (replay) or 2x4 (train) */
+    sq_topo topo;
+    uint64_t seed;
+    char *device;     /* "cpu", "cuda", "cuda:0,1" */
+    int paths;        /* replay: SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT */
+    uint64_t steps;   /* replay: 0 is every step; train: already in train.steps */
+    char *trace;      /* replay: resolved against the recipe's directory */
+    char *corpus;     /* train: resolved likewise; NULL: $SHARDQ_CORPUS or the default */
+    sq_train_config train; /* train: every option, defaults resolved (min_lr, warmup) */
+    char **options;   /* train: the options the recipe set, "key=value" as written */
+    int noptions;
+    char *key;        /* identity in the store */
+    char *label;      /* short text for progress lines */
+} sq_sweep_config;
+
+typedef struct sq_sweep {
+    char *path;
+    char *name;
+    int jobs;            /* 0: one per core (replay), 1 (train) */
+    int command;         /* SQ_SWEEP_REPLAY or SQ_SWEEP_TRAIN */
+    sq_sweep_config *runs;
+    size_t nruns;
+    size_t ninvalid;     /* combinations whose scheme does not validate, left out */
+    char *first_invalid; /* the first of them, with the reason */
+} sq_sweep;
+
+/* Reads and expands the recipe at path; trace_override, when not NULL,
+** replaces every trace (verbatim: it is not resolved against the recipe's
+** directory). On failure *sw is empty and err says why. */
+int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *sw, sq_error *err);
+void sq_sweep_free(sq_sweep *sw);
+
+/* The "paths" text of a replay: "grad", "weight" or "grad,weight". */
+const char *sq_sweep_paths_name(int paths);
+
+/* Fills c with the defaults of a single run (sdp4bit on cpu, seed 1, both
+** paths, the trainer's defaults) for the command; strings are NULL. */
+void sq_sweep_config_defaults(sq_sweep_config *c, int command);
+/* Frees the strings of c (those of a loaded sweep: sq_sweep_free does). */
+void sq_sweep_config_clear(sq_sweep_config *c);
+
+/* ------------------------------------------------------------------------ */
+/* Running one configuration                                                */
+/* ------------------------------------------------------------------------ */
+
+/* How a job ended besides an error. */
+enum {
+    SQ_SWEEP_RAN = 0,         /* it ran, and is stored (when a database was given) */
+    SQ_SWEEP_ALREADY_DONE = 1, /* a run with its key is done: out->run is that run */
+    SQ_SWEEP_HELD = 2         /* a live process (or one on another host) runs the key: the
+                              ** job returns SQ_ERR_BUSY and out->run is that run */
+};
+
+/* What the caller sees while a job runs; every callback may be NULL. */
+typedef struct sq_sweep_hooks {
+    void *ctx;
+    /* the run is begun (or there is no database): total units of progress */
+    void (*start)(void *ctx, uint64_t total);
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    /* train: after every optimizer step */
+    void (*train_step)(void *ctx, const sq_train_row *row);
+} sq_sweep_hooks;
+
+/* One configuration and where it goes. */
+typedef struct sq_sweep_job {
+    const sq_sweep_config *cfg;
+    const char *db;      /* the store; NULL: store nothing */
+    const char *key;     /* the run's key, NULL: none (a sweep passes cfg->key) */
+    const char *sweep;   /* the sweep's name, or NULL */
+    int busy_ms;         /* how long to wait for a locked database (0: the default) */
+    int tensor_rows;     /* replay: per-tensor rows too */
+    const char *capture; /* train: write a trace of the run here, or NULL */
+    uint32_t capture_every; /* train: 0 is every step */
+    int sgemm;           /* train: measure the sgemm rate beside which GFLOP/s are read */
+    sq_sweep_hooks hooks;
+} sq_sweep_job;
+
+typedef struct sq_sweep_outcome {
+    int status;          /* SQ_SWEEP_RAN, SQ_SWEEP_ALREADY_DONE, SQ_SWEEP_HELD */
+    int64_t run;         /* the stored run; 0: none */
+    char notice[1024];   /* a run left 'running' by a process that is gone, replaced; "" */
+    char end_error[SQ_ERROR_MSG]; /* a failed run that could not be marked so: why; "" */
+    char topo[32];       /* "KxG" */
+    char scheme[SQ_SCHEME_STRLEN]; /* canonical */
+    char corpus[4096];   /* train: the corpus path that was read */
+    sq_replay_result replay;
+    sq_train_result train;
+    double sgemm;        /* train, when asked: GFLOP/s */
+} sq_sweep_outcome;
+
+/* Begins a run in the store at db (opened into *store, busy_ms the busy
+** timeout): info, and as its params the extra ones, then every knob of
+** scheme (none when scheme is NULL: a benchmark). SQ_OK with *status
+** SQ_SWEEP_RAN and *store open when the run began (sq_store_notice says
+** what it replaced); SQ_OK with *status SQ_SWEEP_ALREADY_DONE and *store
+** NULL when a run with info->key is done (*run is that run); SQ_ERR_BUSY
+** with *status SQ_SWEEP_HELD when a live process runs that key (*run its
+** run, the sentence its pid, host and start); another kind on a failure
+** (a locked database is SQ_ERR_BUSY with *status SQ_SWEEP_RAN). */
+int sq_sweep_run_begin(const char *db, int busy_ms, const sq_run_info *info,
+                       const sq_scheme *scheme, const sq_store_kv *extra, size_t nextra,
+                       sq_store **store, int64_t *run, int *status, sq_error *err);
+
+/* Runs job: opens the trace (replay) or reads the corpus (train); begins
+** the run in the store (a key already done: SQ_SWEEP_ALREADY_DONE and
+** SQ_OK; a key held by a live process: SQ_SWEEP_HELD and SQ_ERR_BUSY, and a
+** locked database is SQ_ERR_BUSY with status SQ_SWEEP_RAN); runs it with its
+** rows going to the store as they come; ends the run 'done', or 'failed'
+** with the error's sentence. The kind of a failure is the callee's. With a
+** capture of a key that is done, the trace must be there, complete and of
+** that key (else SQ_ERR_NOTFOUND, ..., with status SQ_SWEEP_ALREADY_DONE). */
+int sq_sweep_job_run(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Jobs in child processes                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The exit statuses of a job's process. */
+enum { SQ_SWEEP_EXIT_OK = 0, SQ_SWEEP_EXIT_FAILED = 1, SQ_SWEEP_EXIT_HELD = 75 };
+
+/* Forks a process that runs job with `threads` threads (0: as many as the
+** parent would) and exits with SQ_SWEEP_EXIT_*: it dies with its parent
+** (PR_SET_PDEATHSIG), its stdin and stdout are /dev/null when quiet, its
+** stderr goes to log_fd when >= 0, and a failure is said there as
+** "shardq CMD: SENTENCE" (CMD "replay" or "train"). Returns the pid, or a
+** negative kind (err says why).
+**
+** The calling process must not have run an OpenMP parallel region before:
+** libgomp is not fork-safe (its thread pool does not survive into the
+** child, whose first parallel region would hang). */
+pid_t sq_sweep_spawn(const sq_sweep_job *job, int threads, int quiet, int log_fd,
+                     sq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* What a database holds of a sweep                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Sets done[i] for every run i of sw that the database at db holds as done
+** (opened for writing: this creates or migrates the file once, up front). */
+int sq_sweep_load_done(const char *db, const sq_sweep *sw, unsigned char *done, sq_error *err);
+
+/* A run of the sweep that a process that is gone left 'running'. */
+typedef struct sq_sweep_stale {
+    int64_t id, pid;
+    char host[256];
+    char started[40];
+} sq_sweep_stale;
+/* Up to max of them into out[]; returns how many there are (maybe more
+** than max), or a negative kind. */
+long sq_sweep_left_running(const char *db, const sq_sweep *sw, sq_sweep_stale *out, size_t max,
+                           sq_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SQ_SWEEP_H */
