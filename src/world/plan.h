@@ -148,6 +148,10 @@ typedef struct sq_plan_mem {
 /* Ops                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* What an op does (f[]: float buffers, q[]: packed buffers of sq_plan_mem;
+** "@off" is a view from element off on). ADD, SUM and SUM_REQUANT use the
+** rank's TMP (and TMP2) as scratch; ENCODE, ENCODE_DIFF and SUM_REQUANT
+** draw stochastic rounding from sq_plan_rng_key(L, step, rank, site). */
 typedef enum sq_plan_kind {
     SQ_PLAN_COPY = 0,    /* f[dst]@dst_off = f[src]@src_off, n floats */
     SQ_PLAN_ENCODE,      /* q[dst]@dst_off = E_wire(f[src]@src_off, n), key of site */
