@@ -22,9 +22,9 @@ const char *__asan_default_options(void) { return "allocator_may_return_null=1";
 static sq_backend *open_ok(const char *name)
 {
     sq_backend *be = NULL;
-    char err[256];
-    int rc = sq_backend_open(name, &be, err, sizeof err);
-    ck_assert_msg(rc == SQ_OK, "open %s: %s", name, err);
+    sq_error err = {0};
+    int rc = sq_backend_open(name, &be, &err);
+    ck_assert_msg(rc == SQ_OK, "open %s: %s", name, err.msg);
     return be;
 }
 
@@ -59,13 +59,13 @@ START_TEST(test_open_errors)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sq_backend *be = (sq_backend *)1;
-        char err[256] = "";
-        ck_assert_int_eq(sq_backend_open(bad[i].name, &be, err, sizeof err), SQ_ERR_ARG);
+        sq_error err = {0};
+        ck_assert_int_eq(sq_backend_open(bad[i].name, &be, &err), SQ_ERR_ARG);
         ck_assert_ptr_null(be);
-        ck_assert_msg(strstr(err, bad[i].says), "'%s' gave: %s", bad[i].name, err);
+        ck_assert_msg(strstr(err.msg, bad[i].says), "'%s' gave: %s", bad[i].name, err.msg);
     }
     sq_backend *be;
-    ck_assert_int_eq(sq_backend_open(NULL, &be, NULL, 0), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_backend_open(NULL, &be, NULL), SQ_ERR_ARG);
 }
 END_TEST
 
@@ -74,19 +74,19 @@ END_TEST
 START_TEST(test_open_cuda)
 {
     sq_backend *be = NULL;
-    char err[256] = "";
+    sq_error err = {0};
     int n = sq_device_count();
     if (n == 0) {
-        ck_assert_int_eq(sq_backend_open("cuda", &be, err, sizeof err), SQ_ERR_UNSUPPORTED);
-        ck_assert_msg(strstr(err, "no CUDA device") && strstr(err, sq_device_unavailable_reason()),
-                      "%s", err);
-        ck_assert_int_eq(sq_backend_open("cuda:3", &be, err, sizeof err), SQ_ERR_UNSUPPORTED);
-        ck_assert_msg(strstr(err, "cuda:3"), "%s", err);
+        ck_assert_int_eq(sq_backend_open("cuda", &be, &err), SQ_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(err.msg, "no CUDA device") && strstr(err.msg, sq_device_unavailable_reason()),
+                      "%s", err.msg);
+        ck_assert_int_eq(sq_backend_open("cuda:3", &be, &err), SQ_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(err.msg, "cuda:3"), "%s", err.msg);
     } else {
         char name[32];
         snprintf(name, sizeof name, "cuda:%d", n);
-        ck_assert_int_eq(sq_backend_open(name, &be, err, sizeof err), SQ_ERR_ARG);
-        ck_assert_msg(strstr(err, "no such device"), "%s", err);
+        ck_assert_int_eq(sq_backend_open(name, &be, &err), SQ_ERR_ARG);
+        ck_assert_msg(strstr(err.msg, "no such device"), "%s", err.msg);
         be = open_ok("cuda");
         ck_assert_int_eq(sq_backend_kind_of(be), SQ_BACKEND_CUDA);
         ck_assert_str_eq(sq_backend_name(be), "cuda:0");
@@ -340,32 +340,32 @@ END_TEST
 START_TEST(test_placement)
 {
     sq_placement pl;
-    char err[256];
-    ck_assert_int_eq(sq_placement_open("cpu", &pl, err, sizeof err), SQ_OK);
+    sq_error err = {0};
+    ck_assert_int_eq(sq_placement_open("cpu", &pl, &err), SQ_OK);
     ck_assert_int_eq(pl.count, 1);
     for (uint64_t w = 0; w < 70; w++) ck_assert_ptr_eq(sq_placement_worker(&pl, w), pl.be[0]);
     sq_placement_close(&pl);
     ck_assert_int_eq(pl.count, 0);
 
-    ck_assert_int_eq(sq_placement_open("tpu", &pl, err, sizeof err), SQ_ERR_ARG);
-    ck_assert_msg(strstr(err, "'tpu' is not a placement"), "%s", err);
+    ck_assert_int_eq(sq_placement_open("tpu", &pl, &err), SQ_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "'tpu' is not a placement"), "%s", err.msg);
     ck_assert_int_eq(pl.count, 0);
-    ck_assert_int_eq(sq_placement_open("cuda:", &pl, err, sizeof err), SQ_ERR_ARG);
-    ck_assert_msg(strstr(err, "no device named"), "%s", err);
+    ck_assert_int_eq(sq_placement_open("cuda:", &pl, &err), SQ_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "no device named"), "%s", err.msg);
 
     int n = sq_device_count();
     if (n == 0) {
-        ck_assert_int_eq(sq_placement_open("cuda", &pl, err, sizeof err), SQ_ERR_UNSUPPORTED);
-        ck_assert_msg(strstr(err, sq_device_unavailable_reason()), "%s", err);
-        ck_assert_int_eq(sq_placement_open("cuda:0", &pl, err, sizeof err), SQ_ERR_UNSUPPORTED);
+        ck_assert_int_eq(sq_placement_open("cuda", &pl, &err), SQ_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(err.msg, sq_device_unavailable_reason()), "%s", err.msg);
+        ck_assert_int_eq(sq_placement_open("cuda:0", &pl, &err), SQ_ERR_UNSUPPORTED);
     } else {
-        ck_assert_int_eq(sq_placement_open("cuda", &pl, err, sizeof err), SQ_OK);
+        ck_assert_int_eq(sq_placement_open("cuda", &pl, &err), SQ_OK);
         ck_assert_int_eq(pl.count, n);
         for (uint64_t w = 0; w < 3 * (uint64_t)n; w++)
             ck_assert_int_eq(sq_backend_device(sq_placement_worker(&pl, w)), (int)(w % (uint64_t)n));
         sq_placement_close(&pl);
-        ck_assert_int_eq(sq_placement_open("cuda:0,0", &pl, err, sizeof err), SQ_ERR_ARG);
-        ck_assert_msg(strstr(err, "named twice"), "%s", err);
+        ck_assert_int_eq(sq_placement_open("cuda:0,0", &pl, &err), SQ_ERR_ARG);
+        ck_assert_msg(strstr(err.msg, "named twice"), "%s", err.msg);
     }
     ck_assert_ptr_null(sq_placement_worker(NULL, 0));
 }

@@ -106,7 +106,8 @@ START_TEST(test_tiny_run)
 {
     sq_backend *be;
     char msg[256];
-    ck_assert_msg(sq_backend_open("cpu", &be, msg, sizeof msg) == SQ_OK, "%s", msg);
+    sq_error berr = {0};
+    ck_assert_msg(sq_backend_open("cpu", &be, &berr) == SQ_OK, "%s", berr.msg);
     size_t ops[64];
     int nops = (int)sq_bench_default_ops(0, ops, 64);
     int sizes[] = {1}, threads[] = {1};

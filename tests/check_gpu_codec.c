@@ -430,8 +430,8 @@ static const uint64_t ew_sizes[] = {1, 7, 4099, 65537 + 3, 10000019};
 START_TEST(test_elementwise)
 {
     sq_backend *cpu = NULL;
-    char err[256];
-    ck_assert_msg(sq_backend_open("cpu", &cpu, err, sizeof err) == SQ_OK, "%s", err);
+    sq_error err = {0};
+    ck_assert_msg(sq_backend_open("cpu", &cpu, &err) == SQ_OK, "%s", err.msg);
     int failures = 0;
     uint64_t seed = 1;
     for (size_t i = 0; i < sizeof ew_sizes / sizeof ew_sizes[0]; i++)
@@ -462,7 +462,7 @@ START_TEST(test_elementwise_deferred)
     float *got = eq_alloc(n * 4, 0);
     uint16_t *h = eq_alloc(n * 2, 0), *h2 = eq_alloc(n * 2, 0);
     sq_backend *cpu = NULL;
-    ck_assert_int_eq(sq_backend_open("cpu", &cpu, NULL, 0), SQ_OK);
+    ck_assert_int_eq(sq_backend_open("cpu", &cpu, NULL), SQ_OK);
     eq_ew_fill(want, got, h2, n, EQ_EW_NONFINITE, 6); /* for h2, with NaN and Inf */
     eq_ew_fill(a, b, h, n, EQ_EW_RANGE, 5);           /* a + b overflows */
     float *da = dev_put(a, n * 4, 0), *db = dev_put(b, n * 4, 0), *dout = dev_alloc(n * 4, 0);
@@ -500,8 +500,8 @@ END_TEST
 START_TEST(test_placement)
 {
     sq_placement pl;
-    char err[256];
-    ck_assert_msg(sq_placement_open("cuda", &pl, err, sizeof err) == SQ_OK, "%s", err);
+    sq_error err = {0};
+    ck_assert_msg(sq_placement_open("cuda", &pl, &err) == SQ_OK, "%s", err.msg);
     ck_assert_int_eq(pl.count, sq_device_count());
     const uint64_t n = 300007;
     sq_codec c = codec("bits=4,group=128,round=sr,hadamard=32");
@@ -552,9 +552,9 @@ int main(void)
                sq_device_unavailable_reason());
         return 77;
     }
-    char err[256];
-    if (sq_backend_open("cuda:0", &g_be, err, sizeof err) != SQ_OK) {
-        fprintf(stderr, "cannot open cuda:0: %s\n", err);
+    sq_error err = {0};
+    if (sq_backend_open("cuda:0", &g_be, &err) != SQ_OK) {
+        fprintf(stderr, "cannot open cuda:0: %s\n", err.msg);
         return EXIT_FAILURE;
     }
     printf("%s\n", sq_backend_description(g_be));

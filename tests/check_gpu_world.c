@@ -22,14 +22,14 @@ static float *run(const char *device, const char *preset, int K, int G, uint64_t
     memset(&cfg, 0, sizeof cfg);
     cfg.topo.nodes = K;
     cfg.topo.per_node = G;
-    char err[768];
-    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, err, sizeof err), SQ_OK);
-    if (K > 1 && G > 1) ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.pipe=2", err, sizeof err), SQ_OK);
+    sq_error err = {0};
+    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, &err), SQ_OK);
+    if (K > 1 && G > 1) ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.pipe=2", &err), SQ_OK);
     cfg.elements = n;
     cfg.seed = 12345;
     cfg.device = device;
     sq_world *w;
-    ck_assert_msg(sq_world_open(&cfg, &w, err, sizeof err) == SQ_OK, "%s: %s", device, err);
+    ck_assert_msg(sq_world_open(&cfg, &w, &err) == SQ_OK, "%s: %s", device, err.msg);
     int N = K * G;
     uint64_t S = sq_world_shard(w), P = sq_world_padded(w);
     *len = (size_t)steps * (P + (size_t)N * n);

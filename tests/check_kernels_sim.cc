@@ -522,8 +522,8 @@ static const uint64_t ew_sizes[] = {0, 1, 7, 4099, 65537 + 3};
 START_TEST(test_elementwise)
 {
     sq_backend *cpu = nullptr;
-    char err[256];
-    ck_assert_msg(sq_backend_open("cpu", &cpu, err, sizeof err) == SQ_OK, "%s", err);
+    sq_error err = {};
+    ck_assert_msg(sq_backend_open("cpu", &cpu, &err) == SQ_OK, "%s", err.msg);
     int failures = 0;
     uint64_t seed = 1;
     for (uint64_t n : ew_sizes)

@@ -33,8 +33,8 @@ static sq_cost_model_shape gpt(int L, int h, int a, int V, int s)
 static sq_scheme preset(const char *name)
 {
     sq_scheme s;
-    char err[256];
-    ck_assert_msg(sq_scheme_preset(name, &s, err, sizeof err) == 0, "%s", err);
+    sq_error err = {0};
+    ck_assert_msg(sq_scheme_preset(name, &s, &err) == 0, "%s", err.msg);
     return s;
 }
 
@@ -129,8 +129,7 @@ START_TEST(test_two_level_time)
     ck_assert(c.quant > 0);
     /* pipelining 4 slices hides all but a quarter of the shorter step */
     sq_scheme s = preset("tlq");
-    char err[256];
-    ck_assert_int_eq(sq_scheme_set(&s, "grad.pipe=4", err, sizeof err), 0);
+    ck_assert_int_eq(sq_scheme_set(&s, "grad.pipe=4", NULL), 0);
     sq_cost_result piped;
     ck_assert_int_eq(sq_cost_iteration(&p, &m, &par, &s, &piped, NULL), 0);
     close_rel(piped.grad_comm, inter / 10e9 + intra / 100e9 / 4, 0.01);

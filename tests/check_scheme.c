@@ -17,17 +17,17 @@
 static sq_scheme preset_ok(const char *name)
 {
     sq_scheme s;
-    char err[512] = "";
-    int rc = sq_scheme_preset(name, &s, err, sizeof err);
-    ck_assert_msg(rc == SQ_OK, "preset %s rejected (%d): %s", name, rc, err);
+    sq_error err = {0};
+    int rc = sq_scheme_preset(name, &s, &err);
+    ck_assert_msg(rc == SQ_OK, "preset %s rejected (%d): %s", name, rc, err.msg);
     return s;
 }
 
 static void set_ok(sq_scheme *s, const char *assignment)
 {
-    char err[512] = "";
-    int rc = sq_scheme_set(s, assignment, err, sizeof err);
-    ck_assert_msg(rc == SQ_OK, "'%s' rejected (%d): %s", assignment, rc, err);
+    sq_error err = {0};
+    int rc = sq_scheme_set(s, assignment, &err);
+    ck_assert_msg(rc == SQ_OK, "'%s' rejected (%d): %s", assignment, rc, err.msg);
 }
 
 static void format_ok(const sq_scheme *s, char *buf)
@@ -159,9 +159,9 @@ START_TEST(test_presets_validate)
     for (size_t i = 0; i < sq_scheme_npresets; i++) {
         const char *name = sq_scheme_presets[i];
         sq_scheme s = preset_ok(name);
-        char err[512] = "";
-        int rc = sq_scheme_validate(&s, err, sizeof err);
-        ck_assert_msg(rc == SQ_OK, "preset %s does not validate (%d): %s", name, rc, err);
+        sq_error err = {0};
+        int rc = sq_scheme_validate(&s, &err);
+        ck_assert_msg(rc == SQ_OK, "preset %s does not validate (%d): %s", name, rc, err.msg);
         expect_common(&s, name);
     }
 }
@@ -234,19 +234,19 @@ START_TEST(test_preset_unknown)
     static const char *const bad[] = {"nope", "", "SDP4BIT", "sdp4bit ", "base"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sq_scheme s;
-        char err[512] = "";
-        ck_assert_int_eq(sq_scheme_preset(bad[i], &s, err, sizeof err), SQ_ERR_SPEC);
+        sq_error err = {0};
+        ck_assert_int_eq(sq_scheme_preset(bad[i], &s, &err), SQ_ERR_SPEC);
         char want[64];
         snprintf(want, sizeof want, "'%s'", bad[i]);
-        ck_assert_msg(strstr(err, want), "'%s': message lacks the name: %s", bad[i], err);
+        ck_assert_msg(strstr(err.msg, want), "'%s': message lacks the name: %s", bad[i], err.msg);
         for (size_t p = 0; p < sq_scheme_npresets; p++)
-            ck_assert_msg(strstr(err, sq_scheme_presets[p]), "message lacks preset %s: %s",
-                          sq_scheme_presets[p], err);
+            ck_assert_msg(strstr(err.msg, sq_scheme_presets[p]), "message lacks preset %s: %s",
+                          sq_scheme_presets[p], err.msg);
     }
     sq_scheme s;
-    char err[512] = "";
-    ck_assert_int_eq(sq_scheme_preset(NULL, &s, err, sizeof err), SQ_ERR_SPEC);
-    ck_assert_msg(strstr(err, "baseline"), "%s", err);
+    sq_error err = {0};
+    ck_assert_int_eq(sq_scheme_preset(NULL, &s, &err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err.msg, "baseline"), "%s", err.msg);
 }
 END_TEST
 
@@ -401,11 +401,11 @@ START_TEST(test_set_rejects)
 {
     const char *a = bad_sets[_i].assignment;
     sq_scheme s = preset_ok("sdp4bit"), before = s;
-    char err[512] = "";
-    int rc = sq_scheme_set(&s, a, err, sizeof err);
+    sq_error err = {0};
+    int rc = sq_scheme_set(&s, a, &err);
     ck_assert_msg(rc == SQ_ERR_SPEC, "'%s' gave %d, want SQ_ERR_SPEC", a, rc);
-    ck_assert_msg(strstr(err, bad_sets[_i].named), "'%s': message lacks '%s': %s", a,
-                  bad_sets[_i].named, err);
+    ck_assert_msg(strstr(err.msg, bad_sets[_i].named), "'%s': message lacks '%s': %s", a,
+                  bad_sets[_i].named, err.msg);
     char t0[SQ_SCHEME_STRLEN], t1[SQ_SCHEME_STRLEN];
     format_ok(&before, t0);
     format_ok(&s, t1);
@@ -416,10 +416,10 @@ END_TEST
 START_TEST(test_set_null)
 {
     sq_scheme s = preset_ok("baseline");
-    ck_assert_int_eq(sq_scheme_set(&s, NULL, NULL, 0), SQ_ERR_ARG);
-    ck_assert_int_eq(sq_scheme_set(NULL, "grad.pipe=2", NULL, 0), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_scheme_set(&s, NULL, NULL), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_scheme_set(NULL, "grad.pipe=2", NULL), SQ_ERR_ARG);
     /* no error buffer: still refused */
-    ck_assert_int_eq(sq_scheme_set(&s, "grad.foo=1", NULL, 0), SQ_ERR_SPEC);
+    ck_assert_int_eq(sq_scheme_set(&s, "grad.foo=1", NULL), SQ_ERR_SPEC);
 }
 END_TEST
 
@@ -450,12 +450,12 @@ START_TEST(test_validate_rejects)
     sq_scheme s = preset_ok(bad_schemes[_i].preset);
     set_ok(&s, bad_schemes[_i].set1);
     if (bad_schemes[_i].set2) set_ok(&s, bad_schemes[_i].set2);
-    char err[512] = "";
-    int rc = sq_scheme_validate(&s, err, sizeof err);
+    sq_error err = {0};
+    int rc = sq_scheme_validate(&s, &err);
     ck_assert_msg(rc == SQ_ERR_SPEC, "%s + %s: validate gave %d", bad_schemes[_i].preset,
                   bad_schemes[_i].set1, rc);
-    ck_assert_msg(strstr(err, bad_schemes[_i].msg), "%s + %s: message lacks '%s': %s",
-                  bad_schemes[_i].preset, bad_schemes[_i].set1, bad_schemes[_i].msg, err);
+    ck_assert_msg(strstr(err.msg, bad_schemes[_i].msg), "%s + %s: message lacks '%s': %s",
+                  bad_schemes[_i].preset, bad_schemes[_i].set1, bad_schemes[_i].msg, err.msg);
 }
 END_TEST
 
@@ -479,10 +479,10 @@ START_TEST(test_validate_accepts)
         sq_scheme s = preset_ok(good[i].preset);
         set_ok(&s, good[i].set1);
         if (good[i].set2) set_ok(&s, good[i].set2);
-        char err[512] = "";
-        int rc = sq_scheme_validate(&s, err, sizeof err);
+        sq_error err = {0};
+        int rc = sq_scheme_validate(&s, &err);
         ck_assert_msg(rc == SQ_OK, "%s + %s: rejected (%d): %s", good[i].preset, good[i].set1, rc,
-                      err);
+                      err.msg);
     }
 }
 END_TEST
@@ -587,16 +587,16 @@ START_TEST(test_format_roundtrip)
     int items = 0;
     char *save = NULL;
     for (char *item = strtok_r(work, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        char err[512] = "";
-        int rc = sq_scheme_set(&b, item, err, sizeof err);
-        ck_assert_msg(rc == SQ_OK, "%s onto %s: '%s' rejected: %s", na, nb, item, err);
+        sq_error err = {0};
+        int rc = sq_scheme_set(&b, item, &err);
+        ck_assert_msg(rc == SQ_OK, "%s onto %s: '%s' rejected: %s", na, nb, item, err.msg);
         items++;
     }
     ck_assert_int_eq(items, (int)sq_scheme_nknobs);
     format_ok(&b, tb);
     ck_assert_msg(strcmp(ta, tb) == 0, "%s onto %s:\n got %s\nwant %s", na, nb, tb, ta);
-    char err[512] = "";
-    ck_assert_msg(sq_scheme_validate(&b, err, sizeof err) == SQ_OK, "%s onto %s: %s", na, nb, err);
+    sq_error err = {0};
+    ck_assert_msg(sq_scheme_validate(&b, &err) == SQ_OK, "%s onto %s: %s", na, nb, err.msg);
     ck_assert_int_eq(b.weight_mode, a.weight_mode);
     ck_assert_int_eq(b.grad_mode, a.grad_mode);
     ck_assert_int_eq(b.weight.bits, a.weight.bits);
@@ -652,9 +652,9 @@ START_TEST(test_topo_ok)
                 {"4x1", 4, 1},   {"64x64", 64, 64}, {"1x4096", 1, 4096}, {"4096x1", 4096, 1}};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         sq_topo t = {-1, -1};
-        char err[256] = "";
-        int rc = sq_topo_parse(good[i].text, &t, err, sizeof err);
-        ck_assert_msg(rc == SQ_OK, "'%s' rejected (%d): %s", good[i].text, rc, err);
+        sq_error err = {0};
+        int rc = sq_topo_parse(good[i].text, &t, &err);
+        ck_assert_msg(rc == SQ_OK, "'%s' rejected (%d): %s", good[i].text, rc, err.msg);
         ck_assert_int_eq(t.nodes, good[i].k);
         ck_assert_int_eq(t.per_node, good[i].g);
         ck_assert_int_eq(sq_topo_workers(&t), good[i].k * good[i].g);
@@ -671,14 +671,14 @@ START_TEST(test_topo_rejects)
 {
     const char *text = bad_topos[_i];
     sq_topo t = {7, 9};
-    char err[256] = "";
-    int rc = sq_topo_parse(text, &t, err, sizeof err);
+    sq_error err = {0};
+    int rc = sq_topo_parse(text, &t, &err);
     ck_assert_msg(rc != SQ_OK, "'%s' accepted as %dx%d", text, t.nodes, t.per_node);
     ck_assert_msg(rc == SQ_ERR_ARG || rc == SQ_ERR_SPEC, "'%s': status %d", text, rc);
-    ck_assert_msg(err[0] != '\0', "'%s': no message", text);
+    ck_assert_msg(err.msg[0] != '\0', "'%s': no message", text);
     char quoted[64];
     snprintf(quoted, sizeof quoted, "'%s'", text);
-    ck_assert_msg(strstr(err, quoted), "'%s': message does not name it: %s", text, err);
+    ck_assert_msg(strstr(err.msg, quoted), "'%s': message does not name it: %s", text, err.msg);
     ck_assert_int_eq(t.nodes, 7);
     ck_assert_int_eq(t.per_node, 9);
 }
@@ -687,10 +687,10 @@ END_TEST
 START_TEST(test_topo_limit_message)
 {
     sq_topo t;
-    char err[256] = "";
-    ck_assert_int_ne(sq_topo_parse("4096x2", &t, err, sizeof err), SQ_OK);
-    ck_assert_msg(strstr(err, "4096"), "%s", err);
-    ck_assert_int_ne(sq_topo_parse(NULL, &t, err, sizeof err), SQ_OK);
+    sq_error err = {0};
+    ck_assert_int_ne(sq_topo_parse("4096x2", &t, &err), SQ_OK);
+    ck_assert_msg(strstr(err.msg, "4096"), "%s", err.msg);
+    ck_assert_int_ne(sq_topo_parse(NULL, &t, &err), SQ_OK);
 }
 END_TEST
 

@@ -173,8 +173,8 @@ START_TEST(test_key_order_free)
     /* one scheme spelled two ways: the preset's own value given again */
     a = key_of(REPLAY_BASE);
     sq_scheme s;
-    char v[64], err[256], text[256];
-    ck_assert_int_eq(sq_scheme_preset("sdp4bit", &s, err, sizeof err), 0);
+    char v[64], text[256];
+    ck_assert_int_eq(sq_scheme_preset("sdp4bit", &s, NULL), 0);
     ck_assert_int_gt(sq_scheme_get(&s, "grad.inter.bits", v, sizeof v), 0);
     snprintf(text, sizeof text, REPLAY_BASE "grad.inter.bits = %s\n", v);
     b = key_of(text);
@@ -311,14 +311,14 @@ START_TEST(test_invalid_combinations_counted)
     ck_assert_uint_eq(sw.ninvalid, 1);
     ck_assert_ptr_nonnull(sw.first_invalid);
     sq_scheme s;
-    char err[768], why[768];
-    ck_assert_int_eq(sq_scheme_preset("sdp4bit", &s, err, sizeof err), 0);
-    ck_assert_int_eq(sq_scheme_set(&s, "grad.group=32", err, sizeof err), 0);
-    ck_assert_int_eq(sq_scheme_set(&s, "grad.hadamard=64", err, sizeof err), 0);
-    ck_assert_int_ne(sq_scheme_validate(&s, why, sizeof why), 0);
-    ck_assert_str_eq(sw.first_invalid, why);
+    sq_error why = {0};
+    ck_assert_int_eq(sq_scheme_preset("sdp4bit", &s, NULL), 0);
+    ck_assert_int_eq(sq_scheme_set(&s, "grad.group=32", NULL), 0);
+    ck_assert_int_eq(sq_scheme_set(&s, "grad.hadamard=64", NULL), 0);
+    ck_assert_int_ne(sq_scheme_validate(&s, &why), 0);
+    ck_assert_str_eq(sw.first_invalid, why.msg);
     for (size_t i = 0; i < sw.nruns; i++)
-        ck_assert_int_eq(sq_scheme_validate(&sw.runs[i].scheme, err, sizeof err), 0);
+        ck_assert_int_eq(sq_scheme_validate(&sw.runs[i].scheme, NULL), 0);
     sq_sweep_free(&sw);
 }
 END_TEST

@@ -524,9 +524,9 @@ START_TEST(test_replay_straight_line)
     sq_error terr = {0};
     ck_assert_int_eq(sq_trace_open(dir, &t, &terr), 0);
     sq_replay_config cfg = {.topo = {2, 2}, .seed = 99, .paths = 3, .tensor_rows = 1};
-    ck_assert_int_eq(sq_scheme_preset("sdp4bit", &cfg.scheme, err, sizeof err), 0);
-    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.group=32", err, sizeof err), 0);
-    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "weight.group=32", err, sizeof err), 0);
+    ck_assert_int_eq(sq_scheme_preset("sdp4bit", &cfg.scheme, NULL), 0);
+    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.group=32", NULL), 0);
+    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "weight.group=32", NULL), 0);
     rows_seen seen = {.n = 0};
     sq_replay_sink sink = {.ctx = &seen, .rows = keep_rows};
     sq_replay_result res;
@@ -542,7 +542,7 @@ START_TEST(test_replay_straight_line)
     sq_world_config wc = {.topo = {2, 2}, .scheme = cfg.scheme, .elements = 300,
                           .seed = 99 ^ ((uint64_t)1 << 40)};
     sq_world *w;
-    ck_assert_int_eq(sq_world_open(&wc, &w, err, sizeof err), 0);
+    ck_assert_int_eq(sq_world_open(&wc, &w, NULL), 0);
     const uint64_t S = sq_world_shard(w);
     static float g[300], shard[4096], what[300], wt[300];
     for (size_t s = 0; s < 3; s++) {
@@ -648,7 +648,7 @@ START_TEST(test_replay_params_differ_in_seed)
                             .tensor_rows = 1};
     ck_assert_int_eq(cfg.topo.nodes, 1);
     ck_assert_int_eq(cfg.topo.per_node, 4);
-    ck_assert_int_eq(sq_scheme_preset("qsdp", &cfg.scheme, err, sizeof err), 0);
+    ck_assert_int_eq(sq_scheme_preset("qsdp", &cfg.scheme, NULL), 0);
     rows_seen seen = {.n = 0};
     sq_replay_sink sink = {.ctx = &seen, .rows = keep_rows};
     sq_replay_result res;

@@ -55,14 +55,14 @@ static void tiny_config(sq_train_config *c, const char *preset, int K, int G)
     c->eval_every = 0;
     c->eval_seqs = 8;
     c->topo = (sq_topo){K, G};
-    char err[512];
-    ck_assert_msg(sq_scheme_preset(preset, &c->scheme, err, sizeof err) == 0, "%s", err);
+    sq_error err = {0};
+    ck_assert_msg(sq_scheme_preset(preset, &c->scheme, &err) == 0, "%s", err.msg);
 }
 
 static void set_knob(sq_train_config *c, const char *kv)
 {
-    char err[512];
-    ck_assert_msg(sq_scheme_set(&c->scheme, kv, err, sizeof err) == 0, "%s", err);
+    sq_error err = {0};
+    ck_assert_msg(sq_scheme_set(&c->scheme, kv, &err) == 0, "%s", err.msg);
 }
 
 /* ------------------------------------------------------------------------ */

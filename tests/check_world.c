@@ -39,16 +39,16 @@ static sq_world *open_world(int K, int G, const char *preset, const char *const 
     memset(&cfg, 0, sizeof cfg);
     cfg.topo.nodes = K;
     cfg.topo.per_node = G;
-    char err[768];
-    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, err, sizeof err), SQ_OK);
+    sq_error err = {0};
+    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, &err), SQ_OK);
     for (int i = 0; sets && sets[i]; i++)
-        ck_assert_msg(sq_scheme_set(&cfg.scheme, sets[i], err, sizeof err) == SQ_OK, "%s", err);
+        ck_assert_msg(sq_scheme_set(&cfg.scheme, sets[i], &err) == SQ_OK, "%s", err.msg);
     cfg.elements = n;
     cfg.seed = seed;
     cfg.dry = dry;
     sq_world *w = NULL;
-    int rc = sq_world_open(&cfg, &w, err, sizeof err);
-    ck_assert_msg(rc == SQ_OK, "open %dx%d %s: %s", K, G, preset, err);
+    int rc = sq_world_open(&cfg, &w, &err);
+    ck_assert_msg(rc == SQ_OK, "open %dx%d %s: %s", K, G, preset, err.msg);
     return w;
 }
 
@@ -711,26 +711,26 @@ START_TEST(test_bad_input)
     memset(&cfg, 0, sizeof cfg);
     cfg.topo.nodes = 2;
     cfg.topo.per_node = 2;
-    char err[768];
-    ck_assert_int_eq(sq_scheme_preset("baseline", &cfg.scheme, err, sizeof err), SQ_OK);
+    sq_error err = {0};
+    ck_assert_int_eq(sq_scheme_preset("baseline", &cfg.scheme, &err), SQ_OK);
     cfg.elements = 0;
-    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_world_open(&cfg, &w, &err), SQ_ERR_ARG);
     cfg.elements = 10;
-    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.bits=4", err, sizeof err), SQ_OK);
-    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_SPEC);
-    ck_assert_msg(strstr(err, "ring"), "%s", err);
+    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.bits=4", &err), SQ_OK);
+    ck_assert_int_eq(sq_world_open(&cfg, &w, &err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err.msg, "ring"), "%s", err.msg);
     /* a dry world whose byte counts would wrap 64 bits: a 4-byte scale per
     ** element sent by 4096 workers; 2^40 elements still count */
     cfg.topo.nodes = 2;
     cfg.topo.per_node = 2048;
     cfg.dry = 1;
-    ck_assert_int_eq(sq_scheme_preset("zeropp", &cfg.scheme, err, sizeof err), SQ_OK);
-    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.group=1", err, sizeof err), SQ_OK);
+    ck_assert_int_eq(sq_scheme_preset("zeropp", &cfg.scheme, &err), SQ_OK);
+    ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.group=1", &err), SQ_OK);
     cfg.elements = (uint64_t)1 << 50;
-    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_ARG);
-    ck_assert_msg(strstr(err, "overflow the 64-bit traffic counters"), "%s", err);
+    ck_assert_int_eq(sq_world_open(&cfg, &w, &err), SQ_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "overflow the 64-bit traffic counters"), "%s", err.msg);
     cfg.elements = (uint64_t)1 << 40;
-    ck_assert_msg(sq_world_open(&cfg, &w, err, sizeof err) == SQ_OK, "%s", err);
+    ck_assert_msg(sq_world_open(&cfg, &w, &err) == SQ_OK, "%s", err.msg);
     ck_assert_int_eq(sq_world_reduce_grads(w, 1), SQ_OK);
     sq_traffic sum;
     memset(&sum, 0, sizeof sum);
@@ -745,8 +745,8 @@ START_TEST(test_bad_input)
     cfg.topo.per_node = 64;
     cfg.dry = 0;
     cfg.elements = (uint64_t)1 << 31;
-    ck_assert_int_eq(sq_world_open(&cfg, &w, err, sizeof err), SQ_ERR_NOMEM);
-    ck_assert_msg(strstr(err, "GB of memory"), "%s", err);
+    ck_assert_int_eq(sq_world_open(&cfg, &w, &err), SQ_ERR_NOMEM);
+    ck_assert_msg(strstr(err.msg, "GB of memory"), "%s", err.msg);
     free(x), free(s);
 }
 END_TEST

@@ -26,23 +26,13 @@ struct sq_backend {
     double t0;
     char name[32];
     char description[288];
-    char error[512];
+    sq_error err; /* the last failure: its kind and sentence */
 };
-
-static void set_error(sq_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_error(sq_backend *be, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(be->error, sizeof be->error, fmt, ap);
-    va_end(ap);
-}
 
 /* A CUDA call failed: its sentence becomes the backend's. */
 static int cuda_status(sq_backend *be, int rc)
 {
-    if (rc == SQ_ERR_DEVICE || rc == SQ_ERR_NOMEM)
-        snprintf(be->error, sizeof be->error, "%s", sq_cuda_error(be->cuda));
+    if (rc == SQ_ERR_DEVICE || rc == SQ_ERR_NOMEM) sq_error_set(&be->err, rc, "%s", sq_cuda_error(be->cuda));
     return rc;
 }
 
@@ -59,46 +49,29 @@ static int parse_ordinal(const char *s)
     return atoi(s);
 }
 
-static int open_cuda(int dev, sq_backend *be, char *err, size_t errlen)
+static int open_cuda(int dev, sq_backend *be, sq_error *err)
 {
     int count = sq_device_count();
-    if (count == 0) {
-        snprintf(err, errlen, "%s: no CUDA device: %s", be->name, sq_device_unavailable_reason());
-        return SQ_ERR_UNSUPPORTED;
-    }
-    if (dev >= count) {
-        snprintf(err, errlen, "%s: no such device, %d visible (cuda:0 to cuda:%d)", be->name, count,
-                 count - 1);
-        return SQ_ERR_ARG;
-    }
+    if (count == 0)
+        return sq_error_set(err, SQ_ERR_UNSUPPORTED, "%s: no CUDA device: %s", be->name,
+                            sq_device_unavailable_reason());
+    if (dev >= count)
+        return sq_error_set(err, SQ_ERR_ARG, "%s: no such device, %d visible (cuda:0 to cuda:%d)",
+                            be->name, count, count - 1);
     char why[512];
     int rc = sq_cuda_open(dev, &be->cuda, why, sizeof why);
-    if (rc != SQ_OK) {
-        snprintf(err, errlen, "%s", why);
-        return rc;
-    }
+    if (rc != SQ_OK) return sq_error_set(err, rc, "%s", why);
     snprintf(be->description, sizeof be->description, "%s", sq_cuda_description(be->cuda));
     return SQ_OK;
 }
 
-int sq_backend_open(const char *name, sq_backend **out, char *err, size_t errlen)
+int sq_backend_open(const char *name, sq_backend **out, sq_error *err)
 {
-    char dummy[8];
-    if (!err || !errlen) {
-        err = dummy;
-        errlen = sizeof dummy;
-    }
-    err[0] = '\0';
-    if (!out || !name) {
-        snprintf(err, errlen, "no backend name");
-        return SQ_ERR_ARG;
-    }
+    sq_error_clear(err);
+    if (!out || !name) return sq_error_set(err, SQ_ERR_ARG, "no backend name");
     *out = NULL;
     sq_backend *be = calloc(1, sizeof *be);
-    if (!be) {
-        snprintf(err, errlen, "out of host memory");
-        return SQ_ERR_NOMEM;
-    }
+    if (!be) return sq_error_set(err, SQ_ERR_NOMEM, "out of host memory");
     int rc = SQ_OK;
     if (strcmp(name, "cpu") == 0) {
         be->kind = SQ_BACKEND_CPU;
@@ -110,16 +83,14 @@ int sq_backend_open(const char *name, sq_backend **out, char *err, size_t errlen
         be->kind = SQ_BACKEND_CUDA;
         be->device = dev;
         if (dev < 0) {
-            snprintf(err, errlen, "%s: '%s' is not a device number (use cuda:0, cuda:1, ...)", name,
-                     name + 5);
-            rc = SQ_ERR_ARG;
+            rc = sq_error_set(err, SQ_ERR_ARG, "%s: '%s' is not a device number (use cuda:0, "
+                              "cuda:1, ...)", name, name + 5);
         } else {
             snprintf(be->name, sizeof be->name, "cuda:%d", dev);
-            rc = open_cuda(dev, be, err, errlen);
+            rc = open_cuda(dev, be, err);
         }
     } else {
-        snprintf(err, errlen, "'%s' is not a backend (use cpu, cuda or cuda:N)", name);
-        rc = SQ_ERR_ARG;
+        rc = sq_error_set(err, SQ_ERR_ARG, "'%s' is not a backend (use cpu, cuda or cuda:N)", name);
     }
     if (rc != SQ_OK) {
         free(be);
@@ -140,7 +111,7 @@ sq_backend_kind sq_backend_kind_of(const sq_backend *be) { return be->kind; }
 int sq_backend_device(const sq_backend *be) { return be->device; }
 const char *sq_backend_name(const sq_backend *be) { return be->name; }
 const char *sq_backend_description(const sq_backend *be) { return be->description; }
-const char *sq_backend_error(const sq_backend *be) { return be->error; }
+const char *sq_backend_error(const sq_backend *be) { return be->err.msg; }
 
 /* ------------------------------------------------------------------------ */
 /* Memory                                                                   */
@@ -152,7 +123,7 @@ int sq_backend_alloc(sq_backend *be, size_t bytes, void **p)
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_alloc(be->cuda, bytes, p));
     *p = malloc(bytes ? bytes : 1);
     if (!*p) {
-        set_error(be, "malloc(%zu bytes): %s", bytes, strerror(errno));
+        sq_error_set(&be->err, SQ_ERR_NOMEM, "malloc(%zu bytes): %s", bytes, strerror(errno));
         return SQ_ERR_NOMEM;
     }
     return SQ_OK;
@@ -205,8 +176,8 @@ int sq_backend_copy(sq_backend *dst_be, void *dst, sq_backend *src_be, const voi
     if (rc == SQ_ERR_DEVICE || rc == SQ_ERR_NOMEM) {
         /* the sentence lives in whichever device failed */
         const char *a = sq_cuda_error(dst_be->cuda), *b = sq_cuda_error(src_be->cuda);
-        set_error(dst_be, "%s", *a ? a : b);
-        if (src_be != dst_be) set_error(src_be, "%s", dst_be->error);
+        sq_error_set(&dst_be->err, rc, "%s", *a ? a : b);
+        if (src_be != dst_be) src_be->err = dst_be->err;
     }
     return rc;
 }
@@ -404,65 +375,55 @@ int sq_backend_timer_stop(sq_backend *be, double *seconds)
 /* Placement                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int placement_add(sq_placement *pl, const char *name, char *err, size_t errlen)
+static int placement_add(sq_placement *pl, const char *name, sq_error *err)
 {
     sq_backend **grown = realloc(pl->be, (size_t)(pl->count + 1) * sizeof *grown);
-    if (!grown) {
-        snprintf(err, errlen, "out of host memory");
-        return SQ_ERR_NOMEM;
-    }
+    if (!grown) return sq_error_set(err, SQ_ERR_NOMEM, "out of host memory");
     pl->be = grown;
-    int rc = sq_backend_open(name, &pl->be[pl->count], err, errlen);
+    int rc = sq_backend_open(name, &pl->be[pl->count], err);
     if (rc == SQ_OK) pl->count++;
     return rc;
 }
 
-int sq_placement_open(const char *spec, sq_placement *pl, char *err, size_t errlen)
+int sq_placement_open(const char *spec, sq_placement *pl, sq_error *err)
 {
-    char dummy[8];
-    if (!err || !errlen) {
-        err = dummy;
-        errlen = sizeof dummy;
-    }
-    if (!pl || !spec) return SQ_ERR_ARG;
+    if (!pl || !spec) return sq_error_set(err, SQ_ERR_ARG, "no placement");
     pl->count = 0;
     pl->be = NULL;
     int rc = SQ_OK;
     if (strcmp(spec, "cpu") == 0) {
-        rc = placement_add(pl, "cpu", err, errlen);
+        rc = placement_add(pl, "cpu", err);
     } else if (strcmp(spec, "cuda") == 0) {
         int n = sq_device_count();
         if (n == 0) {
-            snprintf(err, errlen, "cuda: no CUDA device: %s", sq_device_unavailable_reason());
-            rc = SQ_ERR_UNSUPPORTED;
+            rc = sq_error_set(err, SQ_ERR_UNSUPPORTED, "cuda: no CUDA device: %s",
+                              sq_device_unavailable_reason());
         }
         for (int d = 0; d < n && rc == SQ_OK; d++) {
             char name[32];
             snprintf(name, sizeof name, "cuda:%d", d);
-            rc = placement_add(pl, name, err, errlen);
+            rc = placement_add(pl, name, err);
         }
     } else if (strncmp(spec, "cuda:", 5) == 0) {
         char *list = strdup(spec + 5), *save = NULL;
-        if (!list) rc = SQ_ERR_NOMEM;
+        if (!list) rc = sq_error_set(err, SQ_ERR_NOMEM, "out of host memory");
         for (char *tok = list ? strtok_r(list, ",", &save) : NULL; tok && rc == SQ_OK;
              tok = strtok_r(NULL, ",", &save)) {
             char name[32];
             snprintf(name, sizeof name, "cuda:%.20s", tok);
             for (int i = 0; i < pl->count && rc == SQ_OK; i++)
                 if (strcmp(sq_backend_name(pl->be[i]), name) == 0) {
-                    snprintf(err, errlen, "%s: %s is named twice", spec, name);
-                    rc = SQ_ERR_ARG;
+                    rc = sq_error_set(err, SQ_ERR_ARG, "%s: %s is named twice", spec, name);
                 }
-            if (rc == SQ_OK) rc = placement_add(pl, name, err, errlen);
+            if (rc == SQ_OK) rc = placement_add(pl, name, err);
         }
         free(list);
         if (rc == SQ_OK && pl->count == 0) {
-            snprintf(err, errlen, "%s: no device named", spec);
-            rc = SQ_ERR_ARG;
+            rc = sq_error_set(err, SQ_ERR_ARG, "%s: no device named", spec);
         }
     } else {
-        snprintf(err, errlen, "'%s' is not a placement (use cpu, cuda or cuda:0,1,...)", spec);
-        rc = SQ_ERR_ARG;
+        rc = sq_error_set(err, SQ_ERR_ARG, "'%s' is not a placement (use cpu, cuda or cuda:0,1,...)",
+                          spec);
     }
     if (rc != SQ_OK) sq_placement_close(pl);
     return rc;

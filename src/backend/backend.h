@@ -33,10 +33,12 @@ typedef struct sq_backend sq_backend;
 
 typedef enum sq_backend_kind { SQ_BACKEND_CPU = 0, SQ_BACKEND_CUDA = 1 } sq_backend_kind;
 
-/* Opens "cpu", "cuda" (device 0) or "cuda:N". On failure returns a status
-** and writes a sentence into err[0..errlen) (e.g. "cuda:2: no such device,
-** 1 visible" or "cuda: no CUDA device: built without CUDA"). */
-int sq_backend_open(const char *name, sq_backend **out, char *err, size_t errlen);
+/* Opens "cpu", "cuda" (device 0) or "cuda:N". On failure returns the kind
+** (SQ_ERR_ARG for a bad name, SQ_ERR_UNSUPPORTED without the device,
+** SQ_ERR_DEVICE / SQ_ERR_NOMEM when it refused) and writes a sentence into
+** err (e.g. "cuda:2: no such device, 1 visible" or "cuda: no CUDA device:
+** built without CUDA"). */
+int sq_backend_open(const char *name, sq_backend **out, sq_error *err);
 void sq_backend_close(sq_backend *be);
 
 sq_backend_kind sq_backend_kind_of(const sq_backend *be);
@@ -45,7 +47,8 @@ const char *sq_backend_name(const sq_backend *be);      /* "cpu", "cuda:0" */
 /* One line for reports: "cuda:0 (NVIDIA H100 80GB HBM3, sm_90, 132 SMs,
 ** 79.1 GiB)" or "cpu (2 threads)". */
 const char *sq_backend_description(const sq_backend *be);
-/* What the last failing call of this backend did wrong; "" if none. */
+/* What the last failing call of this backend did wrong; "" if none (the
+** backend keeps an sq_error; every call returns the kind). */
 const char *sq_backend_error(const sq_backend *be);
 
 /* ------------------------------------------------------------------------ */
@@ -136,7 +139,7 @@ typedef struct sq_placement {
     sq_backend **be;
 } sq_placement;
 
-int sq_placement_open(const char *spec, sq_placement *pl, char *err, size_t errlen);
+int sq_placement_open(const char *spec, sq_placement *pl, sq_error *err);
 sq_backend *sq_placement_worker(const sq_placement *pl, uint64_t worker);
 void sq_placement_close(sq_placement *pl);
 

@@ -429,9 +429,9 @@ int cmd_bench(int argc, char **argv)
     }
 
     sq_backend *be = NULL;
-    char err[512];
-    if (sq_backend_open(device, &be, err, sizeof err) != SQ_OK) {
-        fprintf(stderr, "shardq bench: --device %s: %s\n", device, err);
+    sq_error err;
+    if (sq_backend_open(device, &be, &err) != SQ_OK) {
+        fprintf(stderr, "shardq bench: --device %s: %s\n", device, sq_error_message(&err));
         return CLI_RUNTIME;
     }
     bench_out o = {.json = json, .sizes = sizes, .nsizes = nsizes, .nops = nops};

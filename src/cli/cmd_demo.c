@@ -484,10 +484,10 @@ static int capture_config(const demo *d, sq_sweep_config *c)
     }
     t->lr.min_lr = t->lr.lr / 10;
     t->lr.warmup = t->steps / 10;
-    char err[768];
-    if (sq_scheme_preset("baseline", &c->scheme, err, sizeof err) ||
-        sq_topo_parse(workers, &c->topo, err, sizeof err)) {
-        fprintf(stderr, "shardq demo: %s\n", err);
+    sq_error err;
+    if (sq_scheme_preset("baseline", &c->scheme, &err) ||
+        sq_topo_parse(workers, &c->topo, &err)) {
+        fprintf(stderr, "shardq demo: %s\n", sq_error_message(&err));
         return -1;
     }
     c->has_topo = 1;

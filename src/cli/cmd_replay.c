@@ -215,9 +215,9 @@ int cmd_replay(int argc, char **argv)
     sq_sweep_config cfg;
     sq_sweep_config_defaults(&cfg, SQ_SWEEP_REPLAY);
     if (cli_scheme("replay", preset, sets, nsets, &cfg.scheme)) return CLI_USAGE;
-    char err[2048];
-    if (workers && sq_topo_parse(workers, &cfg.topo, err, sizeof err)) {
-        fprintf(stderr, "shardq replay: --workers: %s\n", err);
+    sq_error terr;
+    if (workers && sq_topo_parse(workers, &cfg.topo, &terr)) {
+        fprintf(stderr, "shardq replay: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
     cfg.has_topo = workers != NULL;

@@ -432,9 +432,9 @@ int cmd_train(int argc, char **argv)
     sq_sweep_config cfg;
     sq_sweep_config_defaults(&cfg, SQ_SWEEP_TRAIN);
     if (cli_scheme("train", preset, sets, nsets, &c.scheme)) return CLI_USAGE;
-    char err[2048];
-    if (sq_topo_parse(workers, &c.topo, err, sizeof err)) {
-        fprintf(stderr, "shardq train: --workers: %s\n", err);
+    sq_error terr = {0};
+    if (sq_topo_parse(workers, &c.topo, &terr)) {
+        fprintf(stderr, "shardq train: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
     c.device = device;

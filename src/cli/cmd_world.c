@@ -103,7 +103,7 @@ int cmd_schemes(int argc, char **argv)
     if (json) {
         printf("{\"presets\":[");
         for (size_t p = 0; p < sq_scheme_npresets; p++) {
-            sq_scheme_preset(sq_scheme_presets[p], &s, NULL, 0);
+            sq_scheme_preset(sq_scheme_presets[p], &s, NULL);
             printf("%s{\"name\":\"%s\",\"help\":\"%s\",\"knobs\":{", p ? "," : "",
                    sq_scheme_presets[p], preset_help[p]);
             for (size_t k = 0; k < sq_scheme_nknobs; k++) {
@@ -126,13 +126,13 @@ int cmd_schemes(int argc, char **argv)
     for (size_t p = 0; p < sq_scheme_npresets; p++) printf(" %-9s", sq_scheme_presets[p]);
     printf("\n");
     sq_scheme base;
-    sq_scheme_preset("baseline", &base, NULL, 0);
+    sq_scheme_preset("baseline", &base, NULL);
     for (size_t k = 0; k < sq_scheme_nknobs; k++) {
         printf("%-20s", sq_scheme_knobs[k].key);
         char b0[64];
         sq_scheme_get(&base, sq_scheme_knobs[k].key, b0, sizeof b0);
         for (size_t p = 0; p < sq_scheme_npresets; p++) {
-            sq_scheme_preset(sq_scheme_presets[p], &s, NULL, 0);
+            sq_scheme_preset(sq_scheme_presets[p], &s, NULL);
             sq_scheme_get(&s, sq_scheme_knobs[k].key, buf, sizeof buf);
             printf(" %-9s", p && !strcmp(buf, b0) ? "-" : buf);
         }
@@ -374,7 +374,6 @@ int cmd_world(int argc, char **argv)
     int nsets = 0, run = 0, json = 0;
     uint64_t elements = 16777216, seed = 1, steps = 3;
     run_opts o = {3, SQ_SYNTH_NORMAL, 1.0};
-    char err[768] = "";
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -431,8 +430,9 @@ int cmd_world(int argc, char **argv)
     o.steps = (int)steps;
     sq_world_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    if (sq_topo_parse(workers, &cfg.topo, err, sizeof err)) {
-        fprintf(stderr, "shardq world: --workers: %s\n", err);
+    sq_error terr;
+    if (sq_topo_parse(workers, &cfg.topo, &terr)) {
+        fprintf(stderr, "shardq world: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
     if (cli_scheme("world", scheme, sets, nsets, &cfg.scheme)) return CLI_USAGE;
@@ -452,9 +452,9 @@ int cmd_world(int argc, char **argv)
     cfg.dry = !run;
 
     sq_world *w;
-    int rc = sq_world_open(&cfg, &w, err, sizeof err);
+    int rc = sq_world_open(&cfg, &w, &terr);
     if (rc) {
-        fprintf(stderr, "shardq world: %s\n", err);
+        fprintf(stderr, "shardq world: %s\n", sq_error_message(&terr));
         return rc == SQ_ERR_SPEC || rc == SQ_ERR_ARG ? CLI_USAGE : CLI_RUNTIME;
     }
     char canon[SQ_SCHEME_STRLEN];

@@ -128,18 +128,18 @@ int cli_check_device(const char *cmd, const char *text)
 int cli_scheme(const char *cmd, const char *preset, const char *const *sets, int nsets,
                sq_scheme *out)
 {
-    char err[768];
-    if (sq_scheme_preset(preset, out, err, sizeof err)) {
-        fprintf(stderr, "shardq %s: --scheme: %s\nTry 'shardq schemes'.\n", cmd, err);
+    sq_error err;
+    if (sq_scheme_preset(preset, out, &err)) {
+        fprintf(stderr, "shardq %s: --scheme: %s\nTry 'shardq schemes'.\n", cmd, sq_error_message(&err));
         return -1;
     }
     for (int i = 0; i < nsets; i++)
-        if (sq_scheme_set(out, sets[i], err, sizeof err)) {
-            fprintf(stderr, "shardq %s: --set: %s\n", cmd, err);
+        if (sq_scheme_set(out, sets[i], &err)) {
+            fprintf(stderr, "shardq %s: --set: %s\n", cmd, sq_error_message(&err));
             return -1;
         }
-    if (sq_scheme_validate(out, err, sizeof err)) {
-        fprintf(stderr, "shardq %s: scheme %s: %s\n", cmd, preset, err);
+    if (sq_scheme_validate(out, &err)) {
+        fprintf(stderr, "shardq %s: scheme %s: %s\n", cmd, preset, sq_error_message(&err));
         return -1;
     }
     return 0;

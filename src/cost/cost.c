@@ -124,9 +124,9 @@ static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t e
 {
     sq_world_config cfg = {.topo = *topo, .scheme = *s, .elements = elements, .seed = 1, .dry = 1};
     sq_world *w;
-    char msg[SQ_ERROR_MSG] = "";
-    int rc = sq_world_open(&cfg, &w, msg, sizeof msg);
-    if (rc != SQ_OK) return sq_error_set(err, rc < 0 ? rc : SQ_ERR_ARG, "%s", msg);
+    sq_error werr;
+    int rc = sq_world_open(&cfg, &w, &werr);
+    if (rc != SQ_OK) return sq_error_set(err, rc, "%s", sq_error_message(&werr));
     rc = sq_world_reduce_grads(w, 1);
     if (rc == SQ_OK) rc = sq_world_gather_weights(w, 1);
     if (rc != SQ_OK) {

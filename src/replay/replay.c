@@ -218,11 +218,11 @@ static int replay_param(replay_state *st, size_t p, sq_error *err)
         .dry = 0,
     };
     sq_world *w = NULL;
-    char werr[512];
-    int rc = sq_world_open(&wc, &w, werr, sizeof werr);
+    sq_error werr = {0};
+    int rc = sq_world_open(&wc, &w, &werr);
     if (rc)
         return sq_error_set(err, rc, "param '%s' (%llu elements): %s", t->params[p].name,
-                            (unsigned long long)t->params[p].n, werr);
+                            (unsigned long long)t->params[p].n, sq_error_message(&werr));
     param_bufs b;
     sq_stat_row *rows = calloc(2 * st->nsteps, sizeof *rows);
     if (!rows || alloc_bufs(&b, t->params[p].n, sq_world_shard(w), sq_world_padded(w),

@@ -312,11 +312,10 @@ static int run_train(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
 {
     const sq_sweep_config *x = job->cfg;
     sq_train_config c = x->train;
-    char buf[2048];
     int rc;
     if (x->has_topo) c.topo = x->topo;
-    else if ((rc = sq_topo_parse("2x4", &c.topo, buf, sizeof buf)))
-        return sq_error_set(err, SQ_ERR_SPEC, "%s", buf); /* TODO world merge */
+    else if ((rc = sq_topo_parse("2x4", &c.topo, err)))
+        return rc;
     c.scheme = x->scheme;
     c.seed = x->seed;
     c.device = x->device;

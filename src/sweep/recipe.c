@@ -571,9 +571,9 @@ static int make_run(sq_sweep *r, const char *grid, const dim *dims, size_t nd, c
         }
         case K_TRACE: if (!trace_override) trace = v; break;
         case K_WORKERS: {
-            char e2[256];
-            if (sq_topo_parse(v, &x.topo, e2, sizeof e2)) {
-                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] workers: %s", r->path, grid, e2);
+            sq_error e2;
+            if (sq_topo_parse(v, &x.topo, &e2)) {
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] workers: %s", r->path, grid, sq_error_message(&e2));
                 goto fail;
             }
             x.has_topo = 1;
@@ -648,20 +648,20 @@ static int make_run(sq_sweep *r, const char *grid, const dim *dims, size_t nd, c
     }
     /* the scheme: an unknown preset or knob is the recipe's error; a
     ** combination the world cannot run is left out and counted */
-    char e2[768];
-    if (sq_scheme_preset(x.preset, &x.scheme, e2, sizeof e2)) {
-        sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] presets: %s", r->path, grid, e2);
+    sq_error e2;
+    if (sq_scheme_preset(x.preset, &x.scheme, &e2)) {
+        sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] presets: %s", r->path, grid, sq_error_message(&e2));
         goto fail;
     }
     for (int k = 0; k < x.nsets; k++)
-        if (sq_scheme_set(&x.scheme, x.sets[k], e2, sizeof e2)) {
-            sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s", r->path, grid, e2);
+        if (sq_scheme_set(&x.scheme, x.sets[k], &e2)) {
+            sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s", r->path, grid, sq_error_message(&e2));
             goto fail;
         }
-    if (sq_scheme_validate(&x.scheme, e2, sizeof e2)) {
+    if (sq_scheme_validate(&x.scheme, &e2)) {
         if (!r->first_invalid) {
             char buf[1024];
-            snprintf(buf, sizeof buf, "%s", e2);
+            snprintf(buf, sizeof buf, "%s", sq_error_message(&e2));
             r->first_invalid = strdup(buf);
         }
         r->ninvalid++;

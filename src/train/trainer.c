@@ -206,11 +206,11 @@ static int open_state(train_state *s, sq_error *err)
         param_state *q = &s->ps[p];
         sq_world_config wc = {.topo = c->topo, .scheme = c->scheme, .elements = s->meta[p].n,
                               .seed = c->seed ^ ((uint64_t)p << 40), .device = c->device};
-        char werr[512];
-        int rc = sq_world_open(&wc, &q->w, werr, sizeof werr);
+        sq_error werr = {0};
+        int rc = sq_world_open(&wc, &q->w, &werr);
         if (rc)
             return sq_error_set(err, rc, "param '%s' (%llu elements): %s", s->meta[p].name,
-                                (unsigned long long)s->meta[p].n, werr);
+                                (unsigned long long)s->meta[p].n, sq_error_message(&werr));
         q->n = s->meta[p].n;
         q->S = sq_world_shard(q->w);
         q->padded = sq_world_padded(q->w);

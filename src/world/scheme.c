@@ -15,14 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+/* Every failure of this file is a knob or a scheme out of range. */
+static void set_err(sq_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(sq_error *err, const char *fmt, ...)
 {
-    if (!err || !errlen) return;
+    if (!err) return;
+    err->status = SQ_ERR_SPEC;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
 }
 
@@ -80,13 +81,13 @@ static void set_tlq(sq_scheme *s, int hadamard)
     s->grad_inter = codec_wire(SQ_KIND_SYM, 4, 128, SQ_ROUND_SR, hadamard, SQ_LEVELS_SDP4BIT);
 }
 
-int sq_scheme_preset(const char *name, sq_scheme *s, char *err, size_t errlen)
+int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
 {
     size_t i;
     for (i = 0; i < sq_scheme_npresets; i++)
         if (name && strcmp(name, sq_scheme_presets[i]) == 0) break;
     if (i == sq_scheme_npresets) {
-        set_err(err, errlen,
+        set_err(err,
                 "unknown scheme '%s' (presets: baseline, qw, qwd, ulq, tlq, tlqhs, sdp4bit, "
                 "zeropp, zeropp8, qsdp)",
                 name ? name : "");
@@ -190,26 +191,26 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 /* Sets one field of a wire; the combination is checked by validate. */
 static int set_wire_field(sq_wire *w, const char *field, const char *val, const char *key,
-                          char *err, size_t errlen)
+                          sq_error *err)
 {
     uint64_t u;
     int i;
     if (!strcmp(field, "bits")) {
         if (parse_u64(val, 32, &u) || !((u >= 1 && u <= 8) || u == 16 || u == 32)) {
-            set_err(err, errlen, "%s=%s: must be 1 to 8, 16 (bf16) or 32 (fp32)", key, val);
+            set_err(err, "%s=%s: must be 1 to 8, 16 (bf16) or 32 (fp32)", key, val);
             return SQ_ERR_SPEC;
         }
         w->bits = (int)u;
         if (u <= 8) w->codec.bits = (int)u;
     } else if (!strcmp(field, "group")) {
         if (parse_u64(val, SQ_GROUP_MAX, &u) || u < 1) {
-            set_err(err, errlen, "%s=%s: must be an integer from 1 to 2^40", key, val);
+            set_err(err, "%s=%s: must be an integer from 1 to 2^40", key, val);
             return SQ_ERR_SPEC;
         }
         w->codec.group = u;
     } else if (!strcmp(field, "hadamard")) {
         if (parse_u64(val, SQ_HADAMARD_MAX, &u) || u == 1 || (u & (u - 1))) {
-            set_err(err, errlen, "%s=%s: must be 0 (off) or a power of two from 2 to 1024", key,
+            set_err(err, "%s=%s: must be 0 (off) or a power of two from 2 to 1024", key,
                     val);
             return SQ_ERR_SPEC;
         }
@@ -231,7 +232,7 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
     }
     return SQ_OK;
 bad:
-    set_err(err, errlen, "%s=%s: unknown value (%s)", key, val,
+    set_err(err, "%s=%s: unknown value (%s)", key, val,
             !strcmp(field, "kind")     ? "sym, minmax"
             : !strcmp(field, "round")  ? "rtn, sr"
             : !strcmp(field, "levels") ? "sdp4bit, deepspeed"
@@ -239,13 +240,13 @@ bad:
     return SQ_ERR_SPEC;
 }
 
-int sq_scheme_set(sq_scheme *s, const char *assignment, char *err, size_t errlen)
+int sq_scheme_set(sq_scheme *s, const char *assignment, sq_error *err)
 {
     if (!s || !assignment) return SQ_ERR_ARG;
     const char *eq = strchr(assignment, '=');
     char key[64];
     if (!eq || eq == assignment || (size_t)(eq - assignment) >= sizeof key) {
-        set_err(err, errlen, "'%s': expected KEY=VALUE ('shardq schemes' lists the keys)",
+        set_err(err, "'%s': expected KEY=VALUE ('shardq schemes' lists the keys)",
                 assignment);
         return SQ_ERR_SPEC;
     }
@@ -253,7 +254,7 @@ int sq_scheme_set(sq_scheme *s, const char *assignment, char *err, size_t errlen
     key[eq - assignment] = '\0';
     const char *val = eq + 1;
     if (!*val) {
-        set_err(err, errlen, "%s: empty value", key);
+        set_err(err, "%s: empty value", key);
         return SQ_ERR_SPEC;
     }
     uint64_t u;
@@ -270,7 +271,7 @@ int sq_scheme_set(sq_scheme *s, const char *assignment, char *err, size_t errlen
     }
     if (!strcmp(key, "grad.pipe")) {
         if (parse_u64(val, 1024, &u) || u < 1) {
-            set_err(err, errlen, "grad.pipe=%s: must be an integer from 1 to 1024", val);
+            set_err(err, "grad.pipe=%s: must be an integer from 1 to 1024", val);
             return SQ_ERR_SPEC;
         }
         s->pipe = (int)u;
@@ -282,18 +283,18 @@ int sq_scheme_set(sq_scheme *s, const char *assignment, char *err, size_t errlen
         return SQ_OK;
     }
     if (!strncmp(key, "weight.", 7)) {
-        rc = set_wire_field(&s->weight, key + 7, val, key, err, errlen);
+        rc = set_wire_field(&s->weight, key + 7, val, key, err);
     } else if (!strncmp(key, "grad.intra.", 11)) {
-        rc = set_wire_field(&s->grad_intra, key + 11, val, key, err, errlen);
+        rc = set_wire_field(&s->grad_intra, key + 11, val, key, err);
     } else if (!strncmp(key, "grad.inter.", 11)) {
-        rc = set_wire_field(&s->grad_inter, key + 11, val, key, err, errlen);
+        rc = set_wire_field(&s->grad_inter, key + 11, val, key, err);
     } else if (!strncmp(key, "grad.", 5)) {
         /* grad.FIELD sets both hops */
-        rc = set_wire_field(&s->grad_intra, key + 5, val, key, err, errlen);
-        if (rc == SQ_OK) rc = set_wire_field(&s->grad_inter, key + 5, val, key, err, errlen);
+        rc = set_wire_field(&s->grad_intra, key + 5, val, key, err);
+        if (rc == SQ_OK) rc = set_wire_field(&s->grad_inter, key + 5, val, key, err);
     }
     if (rc == SQ_ERR_ARG) {
-        set_err(err, errlen,
+        set_err(err,
                 "unknown knob '%s' (weight.*, grad.*, grad.intra.*, grad.inter.*; "
                 "'shardq schemes' lists them)",
                 key);
@@ -303,7 +304,7 @@ int sq_scheme_set(sq_scheme *s, const char *assignment, char *err, size_t errlen
 bad:
     for (size_t k = 0; k < sq_scheme_nknobs; k++)
         if (!strcmp(sq_scheme_knobs[k].key, key))
-            set_err(err, errlen, "%s=%s: unknown value (%s)", key, val, sq_scheme_knobs[k].values);
+            set_err(err, "%s=%s: unknown value (%s)", key, val, sq_scheme_knobs[k].values);
     return SQ_ERR_SPEC;
 }
 
@@ -311,7 +312,7 @@ bad:
 /* Validation and text                                                      */
 /* ------------------------------------------------------------------------ */
 
-static int check_wire(const sq_wire *w, const char *name, char *err, size_t errlen)
+static int check_wire(const sq_wire *w, const char *name, sq_error *err)
 {
     if (sq_wire_raw(w)) return SQ_OK;
     char why[160];
@@ -326,12 +327,12 @@ static int check_wire(const sq_wire *w, const char *name, char *err, size_t errl
         sq_codec tmp;
         if (sq_codec_parse(text, &tmp, why, sizeof why) == SQ_OK)
             snprintf(why, sizeof why, "invalid codec");
-        set_err(err, errlen, "%s: %s", name, why);
+        set_err(err, "%s: %s", name, why);
         return SQ_ERR_SPEC;
     }
     int h = w->codec.hadamard;
     if (h && w->codec.group % (uint64_t)h) {
-        set_err(err, errlen,
+        set_err(err,
                 "%s.hadamard=%d: the group (%llu) must be a multiple of the Hadamard size, so "
                 "that shards hold whole transform blocks",
                 name, h, (unsigned long long)w->codec.group);
@@ -340,26 +341,26 @@ static int check_wire(const sq_wire *w, const char *name, char *err, size_t errl
     return SQ_OK;
 }
 
-int sq_scheme_validate(const sq_scheme *s, char *err, size_t errlen)
+int sq_scheme_validate(const sq_scheme *s, sq_error *err)
 {
     int rc;
-    if ((rc = check_wire(&s->weight, "weight", err, errlen)) ||
-        (rc = check_wire(&s->grad_intra, "grad.intra", err, errlen)) ||
-        (rc = check_wire(&s->grad_inter, "grad.inter", err, errlen)))
+    if ((rc = check_wire(&s->weight, "weight", err)) ||
+        (rc = check_wire(&s->grad_intra, "grad.intra", err)) ||
+        (rc = check_wire(&s->grad_inter, "grad.inter", err)))
         return rc;
     if (s->weight_mode == SQ_WEIGHT_DIFF && sq_wire_raw(&s->weight)) {
-        set_err(err, errlen,
+        set_err(err,
                 "weight.mode=diff needs a quantized wire (weight.bits 1 to 8): an unquantized "
                 "difference is the baseline with extra work");
         return SQ_ERR_SPEC;
     }
     if (s->pipe < 1 || s->pipe > 1024) {
-        set_err(err, errlen, "grad.pipe=%d: must be 1 to 1024", s->pipe);
+        set_err(err, "grad.pipe=%d: must be 1 to 1024", s->pipe);
         return SQ_ERR_SPEC;
     }
     const sq_wire *a = &s->grad_intra, *b = &s->grad_inter;
     if (s->grad_mode == SQ_GRAD_RING && (!sq_wire_raw(a) || !sq_wire_raw(b))) {
-        set_err(err, errlen,
+        set_err(err,
                 "grad.mode=ring sums partial results at every hop and takes unquantized wires "
                 "only: set grad.bits=32 or 16, or grad.mode=a2a / twolevel");
         return SQ_ERR_SPEC;
@@ -371,7 +372,7 @@ int sq_scheme_validate(const sq_scheme *s, char *err, size_t errlen)
         int ha = sq_wire_raw(a) ? 0 : a->codec.hadamard;
         int hb = sq_wire_raw(b) ? 0 : b->codec.hadamard;
         if (ha != hb || (ha && (sq_wire_raw(a) || sq_wire_raw(b)))) {
-            set_err(err, errlen,
+            set_err(err,
                     "grad.intra.hadamard=%d, grad.inter.hadamard=%d: the two-level path applies "
                     "one transform before the first hop and its inverse after the second, so "
                     "both hops must be quantized with the same size (set grad.hadamard)",

@@ -1,6 +1,6 @@
 /*
-** world.c -- the workers, their buffers, the padding rule, the transfers
-** and their accounting. The collectives themselves are in collectives.c.
+** world.c -- the workers, their buffers and their traffic counters. The
+** padding rule is in plan.c, the collectives in collectives.c.
 */
 #include "world/world_internal.h"
 #include "sq_hd.h"
@@ -11,24 +11,25 @@
 #include <string.h>
 #include <unistd.h>
 
-void sq_world_set_error(sq_world *w, const char *fmt, ...)
+int sq_world_set_error(sq_world *w, int status, const char *fmt, ...)
 {
+    w->err.status = status;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(w->err, sizeof w->err, fmt, ap);
+    vsnprintf(w->err.msg, sizeof w->err.msg, fmt, ap);
     va_end(ap);
+    return status;
 }
 
 int sq_world_fail(sq_world *w, int r, int rc, const char *what)
 {
     sq_backend *be = w->workers ? w->workers[r].be : NULL;
     const char *why = be ? sq_backend_error(be) : "";
-    sq_world_set_error(w, "worker %d (%s): %s: %s%s%s", r, be ? sq_backend_name(be) : "-", what,
-                       sq_strerror(rc), *why ? ": " : "", why);
-    return rc;
+    return sq_world_set_error(w, rc, "worker %d (%s): %s: %s%s%s", r, be ? sq_backend_name(be) : "-",
+                              what, sq_strerror(rc), *why ? ": " : "", why);
 }
 
-const char *sq_world_error(const sq_world *w) { return w ? w->err : "no world"; }
+const char *sq_world_error(const sq_world *w) { return w ? w->err.msg : "no world"; }
 
 const char *sq_coll_name(int coll)
 {
@@ -41,7 +42,7 @@ const char *sq_link_name(int link) { return link == SQ_LINK_INTRA ? "intra" : "i
 /* Topology                                                                 */
 /* ------------------------------------------------------------------------ */
 
-int sq_topo_parse(const char *text, sq_topo *t, char *err, size_t errlen)
+int sq_topo_parse(const char *text, sq_topo *t, sq_error *err)
 {
     unsigned long k = 0, g = 0;
     const char *p = text ? text : "";
@@ -49,71 +50,21 @@ int sq_topo_parse(const char *text, sq_topo *t, char *err, size_t errlen)
     int ok = *p >= '0' && *p <= '9';
     if (ok) k = strtoul(p, &end, 10), ok = *end == 'x' && end[1] >= '0' && end[1] <= '9';
     if (ok) g = strtoul(end + 1, &end, 10), ok = *end == '\0';
-    if (!ok) {
-        snprintf(err, errlen, "'%s': expected NODESxPER_NODE, e.g. 16x4", p);
-        return SQ_ERR_ARG;
-    }
+    if (!ok) return sq_error_set(err, SQ_ERR_ARG, "'%s': expected NODESxPER_NODE, e.g. 16x4", p);
     if (k < 1 || g < 1 || k > SQ_WORLD_MAX_WORKERS || g > SQ_WORLD_MAX_WORKERS ||
-        k * g > SQ_WORLD_MAX_WORKERS) {
-        snprintf(err, errlen, "'%s': nodes and workers per node must be at least 1, and at most %d "
-                 "workers in all", p, SQ_WORLD_MAX_WORKERS);
-        return SQ_ERR_ARG;
-    }
+        k * g > SQ_WORLD_MAX_WORKERS)
+        return sq_error_set(err, SQ_ERR_ARG, "'%s': nodes and workers per node must be at least 1, "
+                            "and at most %d workers in all", p, SQ_WORLD_MAX_WORKERS);
     t->nodes = (int)k;
     t->per_node = (int)g;
     return SQ_OK;
 }
-
-/* ------------------------------------------------------------------------ */
-/* Padding                                                                  */
-/* ------------------------------------------------------------------------ */
 
 static uint64_t mul(uint64_t a, uint64_t b, int *overflow)
 {
     uint64_t r;
     if (__builtin_mul_overflow(a, b, &r)) *overflow = 1;
     return r;
-}
-
-/* Elements one unit of a wire needs: whole groups, whole transform blocks,
-** and whole bytes of codes whatever the bit width (8 elements). */
-static uint64_t wire_unit(const sq_wire *wr, int *ov)
-{
-    uint64_t u = sq_hd_lcm_u64(8, sq_wire_group(wr), ov);
-    if (!sq_wire_raw(wr) && wr->codec.hadamard) u = sq_hd_lcm_u64(u, (uint64_t)wr->codec.hadamard, ov);
-    return u;
-}
-
-/* The padding rule (README, "Padding"): every weight shard holds whole
-** weight groups; every gradient partition -- and, on the two-level path,
-** every pipeline slice of it -- holds whole groups of both hops. */
-static int pad_unit(sq_world *w, uint64_t *unit)
-{
-    int ov = 0;
-    uint64_t N = (uint64_t)w->N;
-    if (N == 1) {
-        *unit = 1;
-        return SQ_OK;
-    }
-    uint64_t uw = mul(wire_unit(&w->scheme.weight, &ov), N, &ov);
-    uint64_t ug;
-    if (w->grad_path == SQ_GRAD_TWOLEVEL) {
-        ug = sq_hd_lcm_u64(wire_unit(&w->scheme.grad_intra, &ov),
-                           wire_unit(&w->scheme.grad_inter, &ov), &ov);
-        ug = mul(mul(ug, N, &ov), (uint64_t)w->scheme.pipe, &ov);
-    } else if (w->grad_path == SQ_GRAD_A2A) {
-        ug = mul(wire_unit(w->single_wire, &ov), N, &ov);
-    } else {
-        ug = 8 * N;
-    }
-    uint64_t u = sq_hd_lcm_u64(uw, ug, &ov);
-    if (ov || u > ((uint64_t)1 << 50)) {
-        sq_world_set_error(w, "the padding unit (lcm of the groups, Hadamard sizes, pipe and N) "
-                              "overflows: choose smaller or rounder group sizes");
-        return SQ_ERR_SPEC;
-    }
-    *unit = u;
-    return SQ_OK;
 }
 
 /* Every byte of one iteration is counted in 64 bits, and the counters are
@@ -132,10 +83,9 @@ static int check_counters(sq_world *w)
     }
     (void)mul(per, (uint64_t)w->N, &ov);
     if (!ov) return SQ_OK;
-    sq_world_set_error(w, "elements %llu on %d workers: the bytes of one iteration overflow "
-                          "the 64-bit traffic counters; use fewer elements or workers",
-                       (unsigned long long)w->n, w->N);
-    return SQ_ERR_ARG;
+    return sq_world_set_error(w, SQ_ERR_ARG, "elements %llu on %d workers: the bytes of one "
+                              "iteration overflow the 64-bit traffic counters; use fewer elements "
+                              "or workers", (unsigned long long)w->n, w->N);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -190,10 +140,10 @@ static int check_memory(sq_world *w, const char *device)
     if (pages <= 0 || size <= 0) return SQ_OK;
     uint64_t have = (uint64_t)pages * (uint64_t)size, need = world_bytes(w);
     if (need <= have) return SQ_OK;
-    sq_world_set_error(w, "elements %llu on %d workers: the buffers take %.3g GB, more than the "
-                          "%.3g GB of memory; use fewer elements or workers",
-                       (unsigned long long)w->n, w->N, (double)need / 1e9, (double)have / 1e9);
-    return SQ_ERR_NOMEM;
+    return sq_world_set_error(w, SQ_ERR_NOMEM, "elements %llu on %d workers: the buffers take %.3g "
+                              "GB, more than the %.3g GB of memory; use fewer elements or workers",
+                              (unsigned long long)w->n, w->N, (double)need / 1e9,
+                              (double)have / 1e9);
 }
 
 /* Each worker gets the buffers of the paths the scheme runs on this
@@ -261,82 +211,73 @@ static void free_worker(sq_world *w, int r)
     sq_wire_free(be, w->single_wire, &k->rrecv);
 }
 
-int sq_world_open(const sq_world_config *cfg, sq_world **out, char *err, size_t errlen)
+/* Worker r's buffers under the names its plan uses. */
+static void plan_mem(sq_world *w, int r)
+{
+    sq_worker *k = &w->workers[r];
+    sq_plan_mem *m = &w->mem[r];
+    m->be = k->be;
+    m->f[SQ_PLAN_GRAD] = k->grad, m->f[SQ_PLAN_GOUT] = k->gout;
+    m->f[SQ_PLAN_WHAT] = k->what, m->f[SQ_PLAN_MASTER] = k->master;
+    m->f[SQ_PLAN_TMP] = k->tmp, m->f[SQ_PLAN_TMP2] = k->tmp2;
+    m->q[SQ_PLAN_WRECV] = k->wrecv, m->q[SQ_PLAN_GENC] = k->genc;
+    m->q[SQ_PLAN_GSWZ] = k->gswz, m->q[SQ_PLAN_GRECV] = k->grecv;
+    m->q[SQ_PLAN_GREQ] = k->greq, m->q[SQ_PLAN_GRECV2] = k->grecv2;
+    m->q[SQ_PLAN_RSEND] = k->rsend, m->q[SQ_PLAN_RRECV] = k->rrecv;
+}
+
+int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
 {
     *out = NULL;
-    int N = sq_topo_workers(&cfg->topo);
-    if (cfg->topo.nodes < 1 || cfg->topo.per_node < 1 || N > SQ_WORLD_MAX_WORKERS) {
-        snprintf(err, errlen, "topology %dx%d: need at least one node and worker, at most %d "
-                 "workers", cfg->topo.nodes, cfg->topo.per_node, SQ_WORLD_MAX_WORKERS);
-        return SQ_ERR_ARG;
-    }
-    int rc = sq_scheme_validate(&cfg->scheme, err, errlen);
+    sq_plan_layout L;
+    int rc = sq_plan_layout_init(cfg, &L, err);
     if (rc) return rc;
-    if (cfg->elements == 0) {
-        snprintf(err, errlen, "elements: the model has no elements (0)");
-        return SQ_ERR_ARG;
-    }
     sq_world *w = calloc(1, sizeof *w);
-    if (!w) {
-        snprintf(err, errlen, "out of memory");
-        return SQ_ERR_NOMEM;
-    }
+    if (!w) return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    w->L = L;
     w->topo = cfg->topo;
-    w->N = N;
+    w->N = L.N;
     w->scheme = cfg->scheme;
     w->n = cfg->elements;
     w->seed = cfg->seed;
     w->dry = cfg->dry;
-
-    /* SDP4Bit's fallbacks: one node or one worker per node leaves one
-    ** level, quantized as that level would be; one worker, nothing. */
-    const sq_scheme *s = &w->scheme;
-    w->single_wire = w->topo.nodes > 1 ? &s->grad_inter : &s->grad_intra;
-    w->grad_path = s->grad_mode;
-    if (N == 1)
-        w->grad_path = SQ_GRAD_NONE;
-    else if (s->grad_mode == SQ_GRAD_TWOLEVEL && (w->topo.nodes == 1 || w->topo.per_node == 1))
-        w->grad_path = SQ_GRAD_A2A;
-
-    if ((rc = pad_unit(w, &w->unit)) != SQ_OK) goto fail;
-    uint64_t P = (w->n + w->unit - 1) / w->unit * w->unit;
-    if (P < w->n || P > ((uint64_t)1 << 52)) {
-        sq_world_set_error(w, "elements %llu: too many once padded", (unsigned long long)w->n);
-        rc = SQ_ERR_ARG;
-        goto fail;
-    }
-    w->padded = P;
-    w->shard = P / (uint64_t)N;
+    w->grad_path = L.grad_path;
+    w->single_wire = L.single_wire == SQ_PLAN_WIRE_INTER ? &w->scheme.grad_inter
+                                                         : &w->scheme.grad_intra;
+    w->unit = L.unit;
+    w->padded = L.padded;
+    w->shard = L.shard;
+    const int N = w->N;
+    const uint64_t P = w->padded;
     if ((rc = check_counters(w)) != SQ_OK) goto fail;
     w->traffic = calloc((size_t)N, sizeof *w->traffic);
     w->workers = calloc((size_t)N, sizeof *w->workers);
-    if (!w->traffic || !w->workers) {
-        sq_world_set_error(w, "out of memory");
-        rc = SQ_ERR_NOMEM;
+    w->ops = malloc(sq_plan_max_phase_ops(&w->L) * sizeof *w->ops);
+    if (!w->traffic || !w->workers || !w->ops) {
+        rc = sq_world_set_error(w, SQ_ERR_NOMEM, "out of memory");
         goto fail;
     }
     if (!w->dry) {
         if ((rc = check_memory(w, cfg->device)) != SQ_OK) goto fail;
-        if ((rc = sq_placement_open(cfg->device ? cfg->device : "cpu", &w->pl, w->err,
-                                    sizeof w->err)))
-            goto fail;
+        if ((rc = sq_placement_open(cfg->device ? cfg->device : "cpu", &w->pl, &w->err))) goto fail;
         w->have_placement = 1;
         w->stage = malloc((size_t)P * sizeof(float));
-        if (!w->stage) {
-            sq_world_set_error(w, "out of memory: %llu elements of host staging",
-                               (unsigned long long)P);
-            rc = SQ_ERR_NOMEM;
+        w->mem = calloc((size_t)N, sizeof *w->mem);
+        if (!w->stage || !w->mem) {
+            rc = sq_world_set_error(w, SQ_ERR_NOMEM, "out of memory: %llu elements of host staging",
+                                    (unsigned long long)P);
             goto fail;
         }
         for (int r = 0; r < N; r++) {
             w->workers[r].be = sq_placement_worker(&w->pl, (uint64_t)r);
             if ((rc = alloc_worker(w, r)) != SQ_OK) goto fail;
+            plan_mem(w, r);
         }
     }
     *out = w;
     return SQ_OK;
 fail:
-    snprintf(err, errlen, "%s", w->err);
+    sq_error_set(err, rc, "%s", w->err.msg);
     sq_world_close(w);
     return rc;
 }
@@ -350,6 +291,8 @@ void sq_world_close(sq_world *w)
     free(w->workers);
     free(w->traffic);
     free(w->stage);
+    free(w->mem);
+    free(w->ops);
     free(w);
 }
 
@@ -364,12 +307,7 @@ uint64_t sq_world_elements(const sq_world *w) { return w->n; }
 uint64_t sq_world_padded(const sq_world *w) { return w->padded; }
 uint64_t sq_world_shard(const sq_world *w) { return w->shard; }
 uint64_t sq_world_pad_unit(const sq_world *w) { return w->unit; }
-uint64_t sq_world_shard_len(const sq_world *w, int r)
-{
-    if (r < 0 || r >= w->N) return 0;
-    uint64_t first = (uint64_t)r * w->shard;
-    return first >= w->n ? 0 : w->n - first < w->shard ? w->n - first : w->shard;
-}
+uint64_t sq_world_shard_len(const sq_world *w, int r) { return sq_plan_shard_len(&w->L, r); }
 sq_grad_mode sq_world_grad_path(const sq_world *w) { return w->grad_path; }
 const sq_wire *sq_world_single_wire(const sq_world *w) { return w->single_wire; }
 struct sq_backend *sq_world_backend(const sq_world *w, int r)
@@ -403,14 +341,10 @@ void sq_world_reset_traffic(sq_world *w) { memset(w->traffic, 0, (size_t)w->N * 
 
 static int check_worker(sq_world *w, int r, const void *p)
 {
-    if (w->dry) {
-        sq_world_set_error(w, "a dry world (sizes only) holds no data");
-        return SQ_ERR_UNSUPPORTED;
-    }
-    if (r < 0 || r >= w->N || !p) {
-        sq_world_set_error(w, "worker %d: no such worker (0 to %d) or no buffer", r, w->N - 1);
-        return SQ_ERR_ARG;
-    }
+    if (w->dry) return sq_world_set_error(w, SQ_ERR_UNSUPPORTED, "a dry world (sizes only) holds no data");
+    if (r < 0 || r >= w->N || !p)
+        return sq_world_set_error(w, SQ_ERR_ARG, "worker %d: no such worker (0 to %d) or no buffer",
+                                  r, w->N - 1);
     return SQ_OK;
 }
 
@@ -418,9 +352,8 @@ static int check_finite(sq_world *w, const float *x, uint64_t n, int r, const ch
 {
     size_t i = sq_find_nonfinite(x, (size_t)n);
     if (i == n) return SQ_OK;
-    sq_world_set_error(w, "worker %d: %s, element %zu: %s", r, what, i,
-                       x[i] != x[i] ? "NaN" : "infinite");
-    return SQ_ERR_NONFINITE;
+    return sq_world_set_error(w, SQ_ERR_NONFINITE, "worker %d: %s, element %zu: %s", r, what, i,
+                              x[i] != x[i] ? "NaN" : "infinite");
 }
 
 static int put(sq_world *w, int r, void *dst, const void *src, uint64_t bytes, const char *what)
@@ -461,12 +394,10 @@ int sq_world_put_master(sq_world *w, int r, const float *host_shard)
     /* the padding past n is part of no parameter and must stay zero */
     uint64_t first = (uint64_t)r * w->shard;
     for (uint64_t i = first < w->n ? w->n - first : 0; i < w->shard; i++)
-        if (host_shard[i] != 0.0f || 1.0f / host_shard[i] < 0) {
-            sq_world_set_error(w, "worker %d: master shard, element %llu: padding (past the %llu "
-                               "elements of the model) must stay +0", r,
-                               (unsigned long long)i, (unsigned long long)w->n);
-            return SQ_ERR_ARG;
-        }
+        if (host_shard[i] != 0.0f || 1.0f / host_shard[i] < 0)
+            return sq_world_set_error(w, SQ_ERR_ARG, "worker %d: master shard, element %llu: padding "
+                                      "(past the %llu elements of the model) must stay +0", r,
+                                      (unsigned long long)i, (unsigned long long)w->n);
     return put(w, r, w->workers[r].master, host_shard, w->shard * 4, "writing the master shard");
 }
 
@@ -502,42 +433,4 @@ int sq_world_get_grad_shard(sq_world *w, int r, float *host_out)
 {
     int rc = check_worker(w, r, host_out);
     return rc ? rc : get(w, r, host_out, w->workers[r].gout, w->shard * 4, "reading the reduced shard");
-}
-
-/* ------------------------------------------------------------------------ */
-/* Transfers                                                                */
-/* ------------------------------------------------------------------------ */
-
-static void count(sq_world *w, int coll, int src, int dst, uint64_t codes, uint64_t meta,
-                  uint64_t n)
-{
-    int link = sq_node_of(w, src) == sq_node_of(w, dst) ? SQ_LINK_INTRA : SQ_LINK_INTER;
-    sq_link_traffic *s = &w->traffic[src].t[coll][link], *d = &w->traffic[dst].t[coll][link];
-    s->sent_codes += codes;
-    s->sent_meta += meta;
-    s->sent_elems += n;
-    s->messages++;
-    d->recv_codes += codes;
-    d->recv_meta += meta;
-}
-
-int sq_world_xfer(sq_world *w, int coll, const sq_wire *wr, int src, const sq_qbuf *from,
-                  int dst, sq_qbuf *to, uint64_t n)
-{
-    uint64_t codes = sq_wire_code_bytes(wr, n), meta = sq_wire_meta_bytes(wr, n);
-    if (src != dst) count(w, coll, src, dst, codes, meta, n);
-    if (w->dry) return SQ_OK;
-    sq_backend *sb = w->workers[src].be, *db = w->workers[dst].be;
-    int rc = sq_backend_copy(db, to->codes, sb, from->codes, (size_t)codes);
-    if (rc == SQ_OK && !sq_wire_raw(wr)) {
-        uint64_t sc = sq_codec_scale_bytes(&wr->codec, n), of = sq_codec_offset_bytes(&wr->codec, n);
-        rc = sq_backend_copy(db, to->scales, sb, from->scales, (size_t)sc);
-        if (rc == SQ_OK && of) rc = sq_backend_copy(db, to->offsets, sb, from->offsets, (size_t)of);
-    }
-    if (rc) {
-        char what[96];
-        snprintf(what, sizeof what, "sending %llu elements to worker %d", (unsigned long long)n, dst);
-        return sq_world_fail(w, src, rc, what);
-    }
-    return SQ_OK;
 }

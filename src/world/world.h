@@ -23,8 +23,13 @@
 ** padding makes every shard, partition and pipeline slice hold whole
 ** groups (README, "Padding").
 **
-** Errors: functions return an sq_status of shardq.h; sq_world_error()
-** holds a sentence naming the worker, buffer or knob at fault.
+** The collectives are executed as per-rank plans (world/plan.h) through
+** an in-process transport: every rank's ops of one phase, then the next
+** phase. A runner with one rank per process executes the same plans.
+**
+** Errors: functions return an sq_status kind of shardq.h; the world keeps
+** an sq_error whose sentence (sq_world_error) names the worker, buffer or
+** knob at fault.
 */
 #ifndef SQ_WORLD_H
 #define SQ_WORLD_H
@@ -50,7 +55,7 @@ typedef struct sq_topo {
 } sq_topo;
 
 /* "KxG" (e.g. "16x4"), K, G >= 1, K * G <= SQ_WORLD_MAX_WORKERS. */
-int sq_topo_parse(const char *text, sq_topo *t, char *err, size_t errlen);
+int sq_topo_parse(const char *text, sq_topo *t, sq_error *err); /* SQ_ERR_ARG when malformed */
 static inline int sq_topo_workers(const sq_topo *t) { return t->nodes * t->per_node; }
 
 /* ------------------------------------------------------------------------ */
@@ -101,14 +106,16 @@ typedef struct sq_scheme {
 extern const char *const sq_scheme_presets[];
 extern const size_t sq_scheme_npresets;
 
-/* Loads a preset by name. */
-int sq_scheme_preset(const char *name, sq_scheme *s, char *err, size_t errlen);
-/* Applies one "key=value" knob (sq_scheme_knobs lists the keys). */
-int sq_scheme_set(sq_scheme *s, const char *assignment, char *err, size_t errlen);
+/* Loads a preset by name (an unknown name is SQ_ERR_SPEC, the sentence
+** lists the presets). */
+int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err);
+/* Applies one "key=value" knob (sq_scheme_knobs lists the keys); an unknown
+** key or a value out of range is SQ_ERR_SPEC, NULL arguments SQ_ERR_ARG. */
+int sq_scheme_set(sq_scheme *s, const char *assignment, sq_error *err);
 /* SQ_OK if the knobs form a scheme the world can run, else SQ_ERR_SPEC
 ** with the reason (ring over a quantized wire, a Hadamard size that the
 ** groups do not hold, ...). */
-int sq_scheme_validate(const sq_scheme *s, char *err, size_t errlen);
+int sq_scheme_validate(const sq_scheme *s, sq_error *err);
 /* Canonical "key=value,..." text of every knob, fixed order. */
 int sq_scheme_format(const sq_scheme *s, char *buf, size_t len);
 #define SQ_SCHEME_STRLEN 1024
@@ -160,8 +167,11 @@ typedef struct sq_world_config {
     int dry;            /* 1: count bytes only, no buffers */
 } sq_world_config;
 
-int sq_world_open(const sq_world_config *cfg, sq_world **out, char *err, size_t errlen);
+/* Opens a world, or fails with the kind and a sentence in err (the
+** topology, the scheme, the elements, the padding, memory, the device). */
+int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err);
 void sq_world_close(sq_world *w);
+/* The sentence of the world's last failure ("" if none). */
 const char *sq_world_error(const sq_world *w);
 
 const sq_topo *sq_world_topo(const sq_world *w);

@@ -1,12 +1,13 @@
 /*
 ** world_internal.h -- what the files of src/world share: the world's
-** state, the per-worker buffers, and the wire and transfer helpers the
-** collectives are written with.
+** state, the per-worker buffers, and the wire helpers the plans' ops are
+** executed with.
 */
 #ifndef SQ_WORLD_INTERNAL_H
 #define SQ_WORLD_INTERNAL_H
 
 #include "backend/backend.h"
+#include "world/plan.h"
 #include "world/world.h"
 
 /* One emulated worker: its backend and its buffers (all in the backend's
@@ -42,10 +43,15 @@ struct sq_world {
     sq_worker *workers;
     sq_traffic *traffic;
     float *stage; /* host, padded: staging of puts */
-    char err[768];
+    sq_plan_layout L;  /* what the plans of every rank derive from */
+    sq_plan_mem *mem;  /* each worker's buffers as its plan names them (NULL if dry) */
+    sq_plan_op *ops;   /* room for one rank's ops of one phase */
+    sq_error err;
 };
 
-void sq_world_set_error(sq_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Records the sentence with kind `status` and returns status. */
+int sq_world_set_error(sq_world *w, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* A failed backend call of worker r: records "worker r (be): what: status:
 ** backend's reason" and returns rc. */
 int sq_world_fail(sq_world *w, int r, int rc, const char *what);
@@ -73,15 +79,5 @@ int sq_wire_sum(sq_backend *be, const sq_wire *wr, const sq_qbuf *chunks, int k,
 int sq_wire_sum_requant(sq_backend *be, const sq_wire *in, const sq_qbuf *chunks, int k,
                         uint64_t n, const sq_wire *wout, const sq_rng_key *key, sq_qbuf *out,
                         float *tmp, float *tmp2);
-
-/* ------------------------------------------------------------------------ */
-/* Transfers (world.c)                                                      */
-/* ------------------------------------------------------------------------ */
-
-/* Copies n elements of wire wr from worker src's src to worker dst's dst
-** and counts them against collective coll (nothing counted when src ==
-** dst; only counted in a dry world). */
-int sq_world_xfer(sq_world *w, int coll, const sq_wire *wr, int src, const sq_qbuf *from,
-                  int dst, sq_qbuf *to, uint64_t n);
 
 #endif
