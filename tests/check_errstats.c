@@ -151,10 +151,10 @@ END_TEST
 static sq_world *open_world(const char *preset, int K, int G, uint64_t n)
 {
     sq_world_config wc = {.topo = {K, G}, .elements = n, .seed = 11};
-    char err[512];
-    ck_assert_msg(sq_scheme_preset(preset, &wc.scheme, err, sizeof err) == 0, "%s", err);
+    sq_error err = {0};
+    ck_assert_msg(sq_scheme_preset(preset, &wc.scheme, &err) == 0, "%s", err.msg);
     sq_world *w;
-    ck_assert_msg(sq_world_open(&wc, &w, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_world_open(&wc, &w, &err) == 0, "%s", err.msg);
     return w;
 }
 

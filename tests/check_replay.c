@@ -44,19 +44,19 @@ static void write_trace(const char *dir)
     sq_trace_param p[NP] = {{.name = "a", .ndim = 2, .shape = {20, 10}},
                             {.name = "b", .ndim = 1, .shape = {1000}}};
     sq_trace_writer *w;
-    char err[1024];
-    ck_assert_msg(sq_trace_writer_open(&w, dir, WORKERS, p, NP, SQ_ST_F32, "1x2", NULL, err,
-                                       sizeof err) == 0, "%s", err);
+    sq_error err = {0};
+    ck_assert_msg(sq_trace_writer_open(&w, dir, WORKERS, p, NP, SQ_ST_F32, "1x2", NULL, &err) == 0,
+                  "%s", err.msg);
     for (int s = 0; s < STEPS; s++)
         for (int r = -1; r < WORKERS; r++) {
-            ck_assert_msg(sq_trace_file_begin(w, FIRST_STEP + (uint32_t)s, r, err,
-                                              sizeof err) == 0, "%s", err);
+            ck_assert_msg(sq_trace_file_begin(w, FIRST_STEP + (uint32_t)s, r, &err) == 0, "%s",
+                          err.msg);
             for (int q = 0; q < NP; q++)
-                ck_assert_msg(sq_trace_file_put(w, r < 0 ? WT[s][q] : GR[s][r][q], err,
-                                                sizeof err) == 0, "%s", err);
-            ck_assert_msg(sq_trace_file_end(w, err, sizeof err) == 0, "%s", err);
+                ck_assert_msg(sq_trace_file_put(w, r < 0 ? WT[s][q] : GR[s][r][q], &err) == 0,
+                              "%s", err.msg);
+            ck_assert_msg(sq_trace_file_end(w, &err) == 0, "%s", err.msg);
         }
-    ck_assert_msg(sq_trace_writer_close(w, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sq_trace_writer_close(w, &err) == 0, "%s", err.msg);
 }
 
 static const char *tpath(const char *name)
@@ -68,16 +68,16 @@ static const char *tpath(const char *name)
 
 static void open_trace(const char *dir, sq_trace *t)
 {
-    char err[1024];
-    ck_assert_msg(sq_trace_open(dir, t, err, sizeof err) == 0, "%s", err);
+    sq_error err = {0};
+    ck_assert_msg(sq_trace_open(dir, t, &err) == 0, "%s", err.msg);
 }
 
 static sq_replay_config config(const char *preset)
 {
     sq_replay_config c = {.topo = {1, 2}, .seed = 5, .paths = SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT,
                           .tensor_rows = 1};
-    char err[512];
-    ck_assert_msg(sq_scheme_preset(preset, &c.scheme, err, sizeof err) == 0, "%s", err);
+    sq_error err = {0};
+    ck_assert_msg(sq_scheme_preset(preset, &c.scheme, &err) == 0, "%s", err.msg);
     return c;
 }
 

@@ -520,7 +520,6 @@ START_TEST(test_replay_straight_line)
     sqt_rm_tree(dir);
     write_trace(dir, 3, 2, SQ_ST_F32, 1);
     sq_trace t;
-    char err[1024];
     sq_error terr = {0};
     ck_assert_int_eq(sq_trace_open(dir, &t, &terr), 0);
     sq_replay_config cfg = {.topo = {2, 2}, .seed = 99, .paths = 3, .tensor_rows = 1};
@@ -629,7 +628,6 @@ START_TEST(test_replay_params_differ_in_seed)
     snprintf(dir, sizeof dir, "%s", tpath("same"));
     sqt_rm_tree(dir);
     sq_trace_writer *w;
-    char err[1024];
     sq_error terr = {0};
     ck_assert_int_eq(sq_trace_writer_open(&w, dir, 4, p, 2, SQ_ST_F32, NULL, NULL, &terr), 0);
     static float g[4096];

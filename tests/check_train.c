@@ -489,9 +489,8 @@ static void capture_and_replay(const char *preset, int K, int G, uint32_t steps,
     ck_assert_uint_eq(res.captured, captured);
 
     sq_trace t;
-    char err[1024];
-    sq_error rerr = {0};
-    ck_assert_msg(sq_trace_open(dir, &t, err, sizeof err) == 0, "%s", err);
+    sq_error rerr = {0}, terr = {0};
+    ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", terr.msg);
     ck_assert_uint_eq(t.nsteps, captured);
     ck_assert_int_eq(t.workers, K * G);
     ck_assert(t.has_weights);

@@ -102,7 +102,7 @@ static const char *field_option(sq_train_field f)
 /* A refused setting, said under the option's name: the library's sentence
 ** begins with the setting's name (sq_train_field_name), which the option
 ** replaces; the corpus sentence speaks of the sequence length, which is
-** --seq here. */
+** --seq here, or says why the corpus could not be read. */
 static void report_invalid(sq_train_field f, const sq_error *e)
 {
     const char *msg = sq_error_message(e), *name = sq_train_field_name(f);
@@ -116,8 +116,8 @@ static void report_invalid(sq_train_field f, const sq_error *e)
             fprintf(stderr, "shardq train: %.*s--seq %.*s (give a larger --corpus or a smaller "
                     "--seq)\n", (int)(at - msg), msg, (int)(tail - at - (sizeof seqlen - 1)),
                     at + sizeof seqlen - 1);
-        else
-            fprintf(stderr, "shardq train: %s\n", msg);
+        else /* the corpus could not be read */
+            fprintf(stderr, "shardq train: %s (--corpus)\n", sq_error_message(e));
     } else if (opt && !strncmp(msg, name, len)) {
         fprintf(stderr, "shardq train: %s%s\n", opt, msg + len);
     } else {

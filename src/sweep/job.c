@@ -333,7 +333,10 @@ static int run_train(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
     }
     snprintf(out->corpus, sizeof out->corpus, "%s", corpus_path);
     sq_corpus corpus;
-    if ((rc = sq_corpus_load(corpus_path, &corpus, err))) return rc;
+    if ((rc = sq_corpus_load(corpus_path, &corpus, err))) {
+        out->field = SQ_TRAIN_FIELD_CORPUS;
+        return rc;
+    }
     snprintf(out->topo, sizeof out->topo, "%dx%d", c.topo.nodes, c.topo.per_node);
     sq_scheme_format(&c.scheme, out->scheme, sizeof out->scheme);
     char *config = train_json(&c, corpus_path, x->preset, out->scheme, out->topo, x->device, 0);

@@ -161,7 +161,7 @@ typedef struct sq_sweep_outcome {
     sq_replay_result replay;
     sq_train_result train;
     double sgemm;        /* train, when asked: GFLOP/s */
-    sq_train_field field; /* train: the setting sq_train_validate refused, or NONE */
+    sq_train_field field; /* train: the setting refused (CORPUS: or unreadable), or NONE */
 } sq_sweep_outcome;
 
 /* Begins a run in the store at db (opened into *store, busy_ms the busy
