@@ -17,7 +17,7 @@
 #ifndef SQ_KERNELS_H
 #define SQ_KERNELS_H
 
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <stdint.h>
 

@@ -18,7 +18,7 @@
 #ifndef SQ_TILE_CUH
 #define SQ_TILE_CUH
 
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "sq_hd.h"
 #include "sq_kernels.h"
 

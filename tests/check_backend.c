@@ -5,7 +5,7 @@
 ** memory moves between backends, workers are placed round-robin. (The CUDA backend's
 ** own tests are tests/check_gpu_codec.c.)
 */
-#include "backend/backend.h"
+#include "shardq/backend.h"
 #include "backend/device.h"
 #include "equiv.h"
 

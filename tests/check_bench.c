@@ -4,7 +4,7 @@
 ** run on the CPU gives one row per op with positive times and those byte
 ** counts, its events in order. No speed is asserted.
 */
-#include "bench/bench.h"
+#include "shardq/bench.h"
 
 #include <check.h>
 #include <math.h>

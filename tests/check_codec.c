@@ -8,7 +8,7 @@
 ** (the conventions written as plain loops); the error bounds are derived
 ** from the conventions independently of any implementation.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "check_util.h"
 
 #include <gsl/gsl_cdf.h>

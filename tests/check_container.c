@@ -9,9 +9,8 @@
 ** the message. A missing file is SQ_ERR_NOTFOUND.
 */
 #include "check_util.h"
-#include "shardq.h"
-#include "trace/container.h"
-#include "trace/safetensors.h"
+#include "shardq/codec.h"
+#include "shardq/trace.h"
 
 #include <check.h>
 #include <math.h>

@@ -5,7 +5,7 @@
 ** with its kind (SQ_ERR_FORMAT, SQ_ERR_IO, SQ_ERR_NOTFOUND) and a sentence
 ** that names the file, the key and the line.
 */
-#include "cost/cost.h"
+#include "shardq/cost.h"
 
 #include <check.h>
 #include <math.h>

@@ -6,7 +6,7 @@
 ** rounds in double arithmetic from the value (frexp, ldexp, nearbyint in the
 ** default round-to-nearest-even mode) rather than from the bit pattern.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "check_util.h"
 
 #include <float.h>

@@ -4,7 +4,7 @@
 ** (the 2^64 lift), values near FLT_MAX, non-finite input, overflowing
 ** scales, and argument errors.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "check_util.h"
 
 #include <float.h>

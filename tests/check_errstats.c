@@ -5,9 +5,8 @@
 ** and the pieces of the measured step on a small world against the same
 ** sums written out here.
 */
-#include "metrics/errstats.h"
-#include "metrics/step.h"
-#include "world/world.h"
+#include "shardq/metrics.h"
+#include "shardq/world.h"
 
 #include "check_util.h"
 

@@ -22,7 +22,7 @@
 **     config SPEC input NAME n N seed SEED step S worker W site T
 **     codes HEX / scales HEX / offsets HEX|- / decoded HEX / end
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "check_util.h"
 
 #include <errno.h>

@@ -21,8 +21,8 @@
 */
 #define _GNU_SOURCE /* dlsym(RTLD_DEFAULT), dladdr */
 #include "check_util.h"
-#include "shardq.h"
-#include "train/gpt.h"
+#include "shardq/codec.h"
+#include "shardq/train.h"
 #include "train/gpt_layers.h"
 
 #include <check.h>

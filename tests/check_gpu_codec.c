@@ -14,7 +14,7 @@
 ** Without a CUDA device (or without a CUDA build) it exits 77, automake's
 ** SKIP, and says why.
 */
-#include "backend/backend.h"
+#include "shardq/backend.h"
 #include "backend/device.h"
 #include "equiv.h"
 

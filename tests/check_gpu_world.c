@@ -6,8 +6,8 @@
 */
 #include "backend/device.h"
 #include "check_util.h"
-#include "shardq.h"
-#include "world/world.h"
+#include "shardq/codec.h"
+#include "shardq/world.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 ** inverse on random floats; and the bit-exact stage order of the contract,
 ** against a butterfly written out here from the documented order.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "check_util.h"
 
 /* ------------------------------------------------------------------------ */

@@ -16,7 +16,7 @@
 #include "../kernels/dequantize.cu"
 #include "../kernels/elementwise.cu"
 
-#include "backend/backend.h"
+#include "shardq/backend.h"
 #include "equiv.h"
 
 #include <check.h>

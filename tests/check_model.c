@@ -5,7 +5,7 @@
 ** platform with round figures, how k groups share a node's cards and the
 ** per-communicator cap, overlap, the pipeline bubble, and the refusals.
 */
-#include "cost/cost.h"
+#include "shardq/cost.h"
 
 #include <check.h>
 #include <math.h>

@@ -7,9 +7,8 @@
 ** file and the field at fault.
 */
 #include "check_util.h"
-#include "shardq.h"
-#include "trace/npy.h"
-#include "trace/safetensors.h"
+#include "shardq/codec.h"
+#include "shardq/trace.h"
 
 #include <check.h>
 #include <dirent.h>

@@ -5,7 +5,7 @@
 ** written here bit by bit (bit k of the stream is bit 7 - k % 8 of byte
 ** k / 8), which shares nothing with the library's word-at-a-time packer.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "check_util.h"
 
 /* ------------------------------------------------------------------------ */

@@ -14,7 +14,7 @@
 ** i/4 high, step, (worker << 8) | site }, key = { seed low, seed high },
 ** output word i % 4, u = (word >> 8) * 2^-24.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "check_util.h"
 
 static const struct {

@@ -8,10 +8,10 @@
 ** byte for byte -- and never deadlocks.
 */
 #include "check_util.h"
-#include "shardq.h"
-#include "backend/backend.h"
-#include "world/plan.h"
-#include "world/world.h"
+#include "shardq/codec.h"
+#include "shardq/backend.h"
+#include "shardq/plan.h"
+#include "shardq/world.h"
 
 #include <check.h>
 #include <stdlib.h>

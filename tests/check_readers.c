@@ -8,10 +8,9 @@
 ** memory. The conversions are checked against values computed by hand.
 ** Scratch files live in a directory under TMPDIR, removed at the end.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "check_util.h"
-#include "trace/npy.h"
-#include "trace/safetensors.h"
+#include "shardq/trace.h"
 
 #include <check.h>
 #include <dirent.h>

@@ -8,7 +8,7 @@
 ** a time, the bit stream written bit by bit, and demands the same bytes for
 ** many codecs, sizes and thread counts.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <Random123/philox.h>
 #include <check.h>

@@ -6,9 +6,9 @@
 ** its failures (a NaN in the trace, a file cut short), the rows it gives
 ** per tensor and per step, and a sink that stops it.
 */
-#include "replay/replay.h"
-#include "trace/tracedir.h"
-#include "world/world.h"
+#include "shardq/replay.h"
+#include "shardq/trace.h"
+#include "shardq/world.h"
 
 #include "check_util.h"
 

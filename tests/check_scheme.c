@@ -6,8 +6,8 @@
 ** canonical text lists every knob in order and round-trips between every
 ** pair of presets; KxG topologies parse and bad ones are refused.
 */
-#include "shardq.h"
-#include "world/world.h"
+#include "shardq/codec.h"
+#include "shardq/world.h"
 #include "check_util.h"
 
 /* ------------------------------------------------------------------------ */

@@ -2,7 +2,7 @@
 ** check_spec.c -- codec specs (defaults, parsing, the canonical text form,
 ** validation) and the exact sizes of quantized buffers.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "check_util.h"
 
 #define DEFAULT_TEXT "kind=sym,bits=4,group=128,round=sr,hadamard=0,levels=sdp4bit,scale=fp32"

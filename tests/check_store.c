@@ -9,8 +9,8 @@
 ** Everything is read back with sqlite directly, never through store.c.
 */
 #include "check_util.h"
-#include "shardq.h"
-#include "store/store.h"
+#include "shardq/codec.h"
+#include "shardq/store.h"
 
 #include <check.h>
 #include <dirent.h>

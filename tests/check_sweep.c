@@ -8,7 +8,7 @@
 ** settings written in another order must have the same key (or a sweep
 ** would run them again).
 */
-#include "sweep/sweep.h"
+#include "shardq/sweep.h"
 
 #include "check_util.h"
 

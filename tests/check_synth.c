@@ -4,9 +4,9 @@
 ** a pure function of its options, wherever it is written.
 */
 #include "check_util.h"
-#include "shardq.h"
-#include "synth/synth.h"
-#include "trace/tracedir.h"
+#include "shardq/codec.h"
+#include "shardq/synth.h"
+#include "shardq/trace.h"
 
 #include <check.h>
 #include <math.h>

@@ -6,9 +6,9 @@
 ** and carries the qwd reconstruction from step to step.
 */
 #include "check_util.h"
-#include "replay/replay.h"
-#include "trace/tracedir.h"
-#include "shardq.h"
+#include "shardq/replay.h"
+#include "shardq/trace.h"
+#include "shardq/codec.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

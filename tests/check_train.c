@@ -9,8 +9,8 @@
 ** and code that ships with the tests.
 */
 #include "check_util.h"
-#include "replay/replay.h"
-#include "train/trainer.h"
+#include "shardq/replay.h"
+#include "shardq/train.h"
 
 #include <check.h>
 #include <math.h>

@@ -215,10 +215,10 @@ static inline int sqt_bytes_equal(const void *got, const void *want, size_t n, c
 ** floorf, sq_uniform for the random numbers (checked on its own against the
 ** Random123 known answers in check_philox) and the scalar dtype conversions
 ** (checked in check_dtype). Works on values already transformed: the
-** codec's hadamard field is ignored here. Only available where shardq.h is
+** codec's hadamard field is ignored here. Only available where shardq/codec.h is
 ** included first.
 */
-#ifdef SHARDQ_H
+#ifdef SHARDQ_CODEC_H
 
 typedef struct sqt_levels {
     float qm;  /* multiplier numerator: qmax, 2^(b-1) or 2^b - 1 */
@@ -343,7 +343,7 @@ static inline void sqt_decode(const sq_codec *c, const sq_qbuf *q, uint64_t n, f
     free(u);
 }
 
-#endif /* SHARDQ_H */
+#endif /* SHARDQ_CODEC_H */
 
 /* ------------------------------------------------------------------------ */
 /* Scratch directories                                                      */

@@ -9,9 +9,9 @@
 ** loops over single groups; they share no code with src/world.
 */
 #include "check_util.h"
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "sq_hd.h"
-#include "world/world.h"
+#include "shardq/world.h"
 
 #include <check.h>
 #include <math.h>

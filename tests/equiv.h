@@ -14,7 +14,7 @@
 #ifndef SHARDQ_EQUIV_H
 #define SHARDQ_EQUIV_H
 
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@
 ** backends refuse the same calls with the same status, and hands the rest
 ** to kernels/cuda_backend.cu.
 */
-#include "backend/backend.h"
+#include "shardq/backend.h"
 #include "backend/cuda.h"
 #include "backend/device.h"
 #include "sq_check.h"

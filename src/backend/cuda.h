@@ -9,7 +9,7 @@
 #ifndef SQ_BACKEND_CUDA_H
 #define SQ_BACKEND_CUDA_H
 
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -9,9 +9,9 @@
 ** also given as a fraction of their twin without it, which is the cost of
 ** the transform.
 */
-#include "bench/bench.h"
+#include "shardq/bench.h"
 
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <math.h>
 #include <stdio.h>

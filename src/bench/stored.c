@@ -3,9 +3,9 @@
 ** quantization kernels (bench.h), for a cost model to use instead of a
 ** datasheet's figure.
 */
-#include "bench/bench.h"
+#include "shardq/bench.h"
 
-#include "store/store.h"
+#include "shardq/store.h"
 
 #include <sqlite3.h>
 #include <stdio.h>

@@ -9,12 +9,12 @@
 ** "copy", so that `shardq report` can draw them and a cost model can read
 ** what this machine measured rather than a datasheet's number.
 */
-#include "backend/backend.h"
-#include "bench/bench.h"
+#include "shardq/backend.h"
+#include "shardq/bench.h"
 #include "cli.h"
 #include "progress.h"
-#include "shardq.h"
-#include "store/store.h"
+#include "shardq/codec.h"
+#include "shardq/store.h"
 
 #include <cjson/cJSON.h>
 

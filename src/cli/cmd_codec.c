@@ -8,9 +8,8 @@
 */
 #include "cli.h"
 #include "progress.h"
-#include "shardq.h"
-#include "trace/container.h"
-#include "trace/npy.h"
+#include "shardq/codec.h"
+#include "shardq/trace.h"
 
 #include <getopt.h>
 #include <math.h>

@@ -8,7 +8,7 @@
 ** their column names from the SQL, so what is shown is what the file holds.
 */
 #include "cli.h"
-#include "store/store.h"
+#include "shardq/store.h"
 #include "trace/wfile.h"
 
 #include <sqlite3.h>

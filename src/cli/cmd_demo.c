@@ -27,11 +27,11 @@
 */
 #define _GNU_SOURCE /* realpath, PR_SET_PDEATHSIG */
 #include "cli.h"
-#include "sweep/sweep.h"
+#include "shardq/sweep.h"
 #include "sq_clock.h"
-#include "store/store.h"
-#include "trace/tracedir.h"
-#include "train/corpus.h"
+#include "shardq/store.h"
+#include "shardq/trace.h"
+#include "shardq/train.h"
 
 #include <sqlite3.h>
 

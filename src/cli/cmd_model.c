@@ -4,10 +4,10 @@
 ** count or a sweep of them, beside the baseline; and `--validate`, which
 ** sets its predictions beside published results.
 */
-#include "bench/bench.h"
+#include "shardq/bench.h"
 #include "cli.h"
-#include "cost/cost.h"
-#include "store/store.h"
+#include "shardq/cost.h"
+#include "shardq/store.h"
 
 #include <getopt.h>
 #include <limits.h>

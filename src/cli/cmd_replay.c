@@ -5,9 +5,9 @@
 */
 #include "cli.h"
 #include "progress.h"
-#include "replay/replay.h"
-#include "store/store.h"
-#include "sweep/sweep.h"
+#include "shardq/replay.h"
+#include "shardq/store.h"
+#include "shardq/sweep.h"
 
 #include <getopt.h>
 #include <limits.h>

@@ -23,8 +23,8 @@
 */
 #include "cli.h"
 #include "cli/report.h"
-#include "shardq.h"
-#include "store/store.h"
+#include "shardq/codec.h"
+#include "shardq/store.h"
 
 #include <sqlite3.h>
 

@@ -30,8 +30,8 @@
 #include "cli.h"
 #include "progress.h"
 #include "sq_clock.h"
-#include "store/store.h"
-#include "sweep/sweep.h"
+#include "shardq/store.h"
+#include "shardq/sweep.h"
 
 
 #include <errno.h>

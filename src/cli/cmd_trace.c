@@ -5,9 +5,8 @@
 */
 #include "cli.h"
 #include "progress.h"
-#include "synth/synth.h"
-#include "trace/npy.h"
-#include "trace/tracedir.h"
+#include "shardq/synth.h"
+#include "shardq/trace.h"
 
 #include <errno.h>
 #include <getopt.h>

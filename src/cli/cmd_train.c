@@ -5,9 +5,9 @@
 */
 #include "cli.h"
 #include "progress.h"
-#include "store/store.h"
-#include "sweep/sweep.h"
-#include "train/trainer.h"
+#include "shardq/store.h"
+#include "shardq/sweep.h"
+#include "shardq/train.h"
 
 #include <getopt.h>
 #include <limits.h>

@@ -4,13 +4,13 @@
 ** collectives run for real on synthetic data with their error statistics;
 ** `shardq schemes`: the presets and their knobs.
 */
-#include "backend/backend.h"
+#include "shardq/backend.h"
 #include "cli.h"
-#include "metrics/step.h"
+#include "shardq/metrics.h"
 #include "progress.h"
-#include "synth/synth.h"
-#include "shardq.h"
-#include "world/world.h"
+#include "shardq/synth.h"
+#include "shardq/codec.h"
+#include "shardq/world.h"
 
 #include <getopt.h>
 #include <math.h>

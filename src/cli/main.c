@@ -5,11 +5,11 @@
 #include "cli.h"
 #include "trace/wfile.h"
 #include "backend/device.h"
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "progress.h"
-#include "store/store.h"
-#include "sweep/sweep.h"
-#include "world/world.h"
+#include "shardq/store.h"
+#include "shardq/sweep.h"
+#include "shardq/world.h"
 
 
 #include <errno.h>

@@ -12,7 +12,7 @@
 ** `val`, transform them, draw the uniforms, quantize group by group into
 ** one-byte codes, pack. Decoding runs the same passes backwards.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "sq_hadamard.h"
 #include "sq_hd.h"
 #include "sq_check.h"

@@ -3,7 +3,7 @@
 **
 ** The arithmetic is in sq_hd.h so that the CUDA kernels round identically.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "sq_hd.h"
 
 uint16_t sq_f32_to_bf16(float x) { return sq_hd_f32_to_bf16(x); }

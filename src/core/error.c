@@ -2,7 +2,7 @@
 ** error.c -- status codes as sentences, and the sq_error that carries a
 ** failure's kind and its description from the library to its caller.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <stdarg.h>
 #include <stdio.h>

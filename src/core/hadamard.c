@@ -6,7 +6,7 @@
 ** float addition is not associative, so a different butterfly order would give
 ** different bytes for the same input. The CUDA kernels use the same order.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "sq_hadamard.h"
 #include "sq_internal.h"
 

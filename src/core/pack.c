@@ -8,7 +8,7 @@
 ** elements fills exactly b bytes, which is what lets the fused operations
 ** pack disjoint parts of a buffer in parallel.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "sq_hd.h"
 #include "sq_internal.h"
 

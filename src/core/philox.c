@@ -5,7 +5,7 @@
 ** index), never of execution order, so a result does not depend on threads,
 ** backends or the order in which workers are emulated.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "sq_hd.h"
 #include "sq_internal.h"
 

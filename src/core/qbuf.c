@@ -1,7 +1,7 @@
 /*
 ** qbuf.c -- allocation of quantized buffers.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <stdlib.h>
 

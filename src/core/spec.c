@@ -5,7 +5,7 @@
 ** sweep can name only what it varies; printing it back always gives every key
 ** in one fixed order, so that equal codecs have equal strings in the store.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -8,7 +8,7 @@
 #ifndef SQ_CHECK_H
 #define SQ_CHECK_H
 
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <stdint.h>
 

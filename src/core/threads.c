@@ -1,7 +1,7 @@
 /*
 ** threads.c -- how many OpenMP threads the fused operations use.
 */
-#include "shardq.h"
+#include "shardq/codec.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif

@@ -8,9 +8,9 @@
 ** topology runs the scheme's collectives and counts what each worker sends
 ** on each link level, metadata included, exactly as the harness does.
 */
-#include "cost/cost.h"
+#include "shardq/cost.h"
 
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -5,10 +5,10 @@
 ** error naming the file, the key and the line rather than a silently
 ** default-valued cluster.
 */
-#include "cost/cost.h"
+#include "shardq/cost.h"
 
 #include "cost/embedded.h"
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "trace/input.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
 ** errstats.c -- error statistics in fp64, and the clipping count.
 */
-#include "metrics/errstats.h"
+#include "shardq/metrics.h"
 #include "sq_hd.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
 ** The sums stay plain fp64 in worker order and element order, so that
 ** replay, world and train give the same figures whatever the threads.
 */
-#include "metrics/step.h"
+#include "shardq/metrics.h"
 
 #include <math.h>
 #include <string.h>

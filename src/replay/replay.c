@@ -1,8 +1,8 @@
 /*
 ** replay.c -- a scheme over a captured trace, param by param (replay.h).
 */
-#include "replay/replay.h"
-#include "metrics/step.h"
+#include "shardq/replay.h"
+#include "shardq/metrics.h"
 #include "sq_clock.h"
 #include "trace/wfile.h"
 

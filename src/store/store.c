@@ -8,10 +8,10 @@
 ** we return. Error sentences name the file; the message of the failing
 ** sqlite call is taken before the rollback, which would replace it.
 */
-#include "store/store.h"
-#include "shardq.h"
+#include "shardq/store.h"
+#include "shardq/codec.h"
 #include "trace/wfile.h"
-#include "world/world.h"
+#include "shardq/world.h"
 
 #include <sqlite3.h>
 

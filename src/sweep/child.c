@@ -8,7 +8,7 @@
 ** killed sweep leaves no job behind.
 */
 #define _GNU_SOURCE /* PR_SET_PDEATHSIG is Linux's */
-#include "sweep/sweep.h"
+#include "shardq/sweep.h"
 
 #include <sqlite3.h>
 

@@ -4,8 +4,8 @@
 ** the training with its rows stored as they come, the run ended 'done' or
 ** 'failed' (sweep.h).
 */
-#include "sweep/sweep.h"
-#include "trace/tracedir.h"
+#include "shardq/sweep.h"
+#include "shardq/trace.h"
 
 #include <cjson/cJSON.h>
 

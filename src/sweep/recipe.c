@@ -4,7 +4,7 @@
 ** the keys their meaning.
 */
 #define _DEFAULT_SOURCE /* realpath */
-#include "sweep/sweep.h"
+#include "shardq/sweep.h"
 
 #include <stdarg.h>
 

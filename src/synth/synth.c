@@ -1,7 +1,7 @@
 /*
 ** synth.c -- synthetic weights and gradients (synth.h).
 */
-#include "synth/synth.h"
+#include "shardq/synth.h"
 
 #include <math.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 ** synth_trace.c -- a synthetic trace: Philox gradients and the weights of
 ** SGD on their mean, written through the trace writer (synth.h).
 */
-#include "synth/synth.h"
+#include "shardq/synth.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,8 +2,7 @@
 ** container.c -- writing and reading the shardq.codec/1 container. See
 ** container.h.
 */
-#include "trace/container.h"
-#include "trace/safetensors.h"
+#include "shardq/trace.h"
 
 #include <math.h>
 #include <stdio.h>

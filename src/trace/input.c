@@ -3,7 +3,7 @@
 */
 #include "trace/input.h"
 #include "trace/wfile.h"
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <cjson/cJSON.h>
 

@@ -17,7 +17,7 @@
 #ifndef SQ_TRACE_INPUT_H
 #define SQ_TRACE_INPUT_H
 
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -7,10 +7,10 @@
 ** Python dict literal {'descr': ..., 'fortran_order': ..., 'shape': (...)}
 ** padded with spaces and ended by a newline, then the raw data.
 */
-#include "trace/npy.h"
+#include "shardq/trace.h"
 #include "trace/input.h"
 #include "trace/wfile.h"
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "sq_hd.h"
 
 #include <errno.h>

@@ -7,11 +7,10 @@
 ** no-op on Linux), and only it drops mapped pages from the resident set. */
 #define _DEFAULT_SOURCE 1
 
-#include "trace/safetensors.h"
+#include "shardq/trace.h"
 #include "trace/input.h"
-#include "trace/npy.h"
 #include "trace/wfile.h"
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "sq_hd.h"
 
 #include <cjson/cJSON.h>

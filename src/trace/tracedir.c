@@ -2,12 +2,11 @@
 ** tracedir.c -- reading traces, and the names both directions share
 ** (tracedir.h; tracewrite.c writes them).
 */
-#include "trace/tracedir.h"
+#include "shardq/trace.h"
 #include "trace/tracedir_internal.h"
 #include "trace/input.h"
-#include "trace/npy.h"
 #include "trace/wfile.h"
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <cjson/cJSON.h>
 

@@ -11,11 +11,11 @@
 ** its metadata, as the manifest does, so that a file of another trace is
 ** refused by the reader.
 */
-#include "trace/tracedir.h"
+#include "shardq/trace.h"
 #include "trace/tracedir_internal.h"
 #include "trace/input.h"
 #include "trace/wfile.h"
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <cjson/cJSON.h>
 

@@ -11,7 +11,7 @@
 #ifndef SQ_TRACE_WFILE_H
 #define SQ_TRACE_WFILE_H
 
-#include "shardq.h"
+#include "shardq/codec.h"
 
 #include <stddef.h>
 #include <stdio.h>

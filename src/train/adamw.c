@@ -1,7 +1,7 @@
 /*
 ** adamw.c -- AdamW on a shard and the learning-rate schedule (adamw.h).
 */
-#include "train/adamw.h"
+#include "shardq/train.h"
 
 #include <math.h>
 

@@ -1,8 +1,8 @@
 /*
 ** corpus.c -- text into training and validation bytes (corpus.h).
 */
-#include "train/corpus.h"
-#include "shardq.h"
+#include "shardq/train.h"
+#include "shardq/codec.h"
 #include "trace/input.h"
 #include "trace/wfile.h"
 

@@ -3,9 +3,9 @@
 ** initialisation, the workspace of activations, and the forward and backward
 ** of the whole model, built from the layers of gpt_layers.c.
 */
-#include "train/gpt.h"
+#include "shardq/train.h"
 
-#include "shardq.h"
+#include "shardq/codec.h"
 #include "train/gpt_layers.h"
 
 #include <limits.h>

@@ -12,8 +12,8 @@
 */
 #include "train/gpt_layers.h"
 
-#include "shardq.h"
-#include "train/gpt.h"
+#include "shardq/codec.h"
+#include "shardq/train.h"
 
 #include <cblas.h>
 #include <math.h>

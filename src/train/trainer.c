@@ -2,10 +2,10 @@
 ** trainer.c -- the training loop under emulated sharded data parallelism
 ** (trainer.h).
 */
-#include "train/trainer.h"
-#include "metrics/step.h"
+#include "shardq/train.h"
+#include "shardq/metrics.h"
 #include "sq_clock.h"
-#include "trace/tracedir.h"
+#include "shardq/trace.h"
 #include "trace/wfile.h"
 
 #include <cblas.h>

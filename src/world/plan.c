@@ -13,7 +13,7 @@
 **   all-to-all: dequantize-sum in worker order 0, 1, ..., N-1;
 **   two-level: local index 0..G-1 inside the node, then node 0..K-1.
 */
-#include "world/plan.h"
+#include "shardq/plan.h"
 #include "world/world_internal.h"
 #include "sq_hd.h"
 

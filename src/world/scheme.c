@@ -7,7 +7,7 @@
 ** and the canonical text lists every knob in a fixed order so that equal
 ** schemes print equal strings.
 */
-#include "world/world.h"
+#include "shardq/world.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -6,9 +6,9 @@
 #ifndef SQ_WORLD_INTERNAL_H
 #define SQ_WORLD_INTERNAL_H
 
-#include "backend/backend.h"
-#include "world/plan.h"
-#include "world/world.h"
+#include "shardq/backend.h"
+#include "shardq/plan.h"
+#include "shardq/world.h"
 
 /* One emulated worker: its backend and its buffers (all in the backend's
 ** memory; NULL when the path does not need them or the world is dry). */

@@ -7,7 +7,7 @@
 ** check must agree with a plain scan. Any broken promise aborts, which
 ** libFuzzer reports as a crash. tests/fuzz/run.sh builds and runs it.
 */
-#include "trace/npy.h"
+#include "shardq/trace.h"
 
 #include <math.h>
 #include <stdint.h>

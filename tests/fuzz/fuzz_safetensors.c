@@ -10,7 +10,7 @@
 ** Any broken promise aborts, which libFuzzer reports as a crash.
 ** tests/fuzz/run.sh builds and runs it.
 */
-#include "trace/safetensors.h"
+#include "shardq/trace.h"
 
 #include <stdint.h>
 #include <stdio.h>

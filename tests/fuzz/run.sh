@@ -64,7 +64,7 @@ SOURCES="src/trace/safetensors.c src/trace/npy.c src/trace/input.c src/trace/wfi
 
 build() {
     # shellcheck disable=SC2086
-    (cd "$top" && "$CLANG" $CFLAGS_FUZZ -I src -I src/core $SOURCES "tests/fuzz/fuzz_$1.c" \
+    (cd "$top" && "$CLANG" $CFLAGS_FUZZ -I include -I src -I src/core $SOURCES "tests/fuzz/fuzz_$1.c" \
         $cjson -lm -o "$out/fuzz_$1")
 }
 

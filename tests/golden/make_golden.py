@@ -3,7 +3,7 @@
 
 How the expected bytes are obtained independently of the code under test:
 this script is a pure-Python reimplementation of the codec conventions as
-they are written in the project brief and in src/core/shardq.h (symmetric
+they are written in the project brief and in include/shardq/codec.h (symmetric
 absmax and min-max quantization, round-half-even and stochastic rounding,
 Philox4x32-10 uniforms, the MSB-first bit stream, the Sylvester-Hadamard
 butterfly). It shares no code with the C library and uses neither Random123

@@ -1,5 +1,27 @@
 /*
-** cost.h -- the cost model: one training iteration of sharded data-parallel training at
+** shardq/cost.h -- the cost model: platforms, model shapes, iteration times, validation tables.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
+*/
+#ifndef SHARDQ_COST_H
+#define SHARDQ_COST_H
+
+#include "shardq/codec.h"
+#include "shardq/world.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/*
+** cost -- the cost model: one training iteration of sharded data-parallel training at
 ** cluster scale: how long it takes under each quantization scheme, phase by
 ** phase, from the model's FLOPs, the platform's rates and the bytes the
 ** emulated world counts (README, "The cost model", explains every formula).
@@ -16,19 +38,6 @@
 ** stages. So a node holds k = min(TP, G) data-parallel groups with g = G/k
 ** GPUs each, and those k groups share the node's network cards.
 */
-#ifndef SQ_COST_H
-#define SQ_COST_H
-
-#include "shardq.h"
-#include "world/world.h"
-
-#include <stddef.h>
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* A cluster. Bandwidths in bytes/s per direction, latencies in seconds. */
 typedef struct sq_cost_platform {
     char name[64];
@@ -147,7 +156,10 @@ int sq_cost_validation_read(const char *what, sq_cost_validation *v, sq_error *e
 ** SQ_ERR_RANGE when len is too short. */
 int sq_cost_builtin_name(sq_cost_file_kind kind, size_t i, char *name, size_t len);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif
+#endif /* SHARDQ_COST_H */

@@ -1,5 +1,31 @@
 /*
-** sweep.h -- sweeps as a library: the INI recipes (README, "Sweeps") read
+** shardq/sweep.h -- sweeps: recipes into configurations, run keys, the job runner.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
+*/
+#ifndef SHARDQ_SWEEP_H
+#define SHARDQ_SWEEP_H
+
+#include "shardq/codec.h"
+#include "shardq/replay.h"
+#include "shardq/store.h"
+#include "shardq/train.h"
+#include "shardq/world.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/*
+** sweep -- sweeps as a library: the INI recipes (README, "Sweeps") read
 ** and expanded into structured configurations, and the job runner that
 ** runs one configuration -- a replay or a training run -- into the store.
 **
@@ -46,23 +72,6 @@
 ** in any setting never share a key, and the same settings written in
 ** another order give the same key.
 */
-#ifndef SQ_SWEEP_H
-#define SQ_SWEEP_H
-
-#include "shardq.h"
-#include "replay/replay.h"
-#include "store/store.h"
-#include "train/trainer.h"
-#include "world/world.h"
-
-#include <stddef.h>
-#include <stdint.h>
-#include <sys/types.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 enum { SQ_SWEEP_REPLAY = 0, SQ_SWEEP_TRAIN = 1 };
 
 /* One configuration: everything one replay or one training run needs. */
@@ -226,7 +235,10 @@ typedef struct sq_sweep_stale {
 long sq_sweep_left_running(const char *db, const sq_sweep *sw, sq_sweep_stale *out, size_t max,
                            sq_error *err);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif /* SQ_SWEEP_H */
+#endif /* SHARDQ_SWEEP_H */

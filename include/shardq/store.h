@@ -1,5 +1,27 @@
 /*
-** store.h -- every run of shardq in one SQLite file (default shardq.db).
+** shardq/store.h -- the SQLite store of runs and their rows.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
+*/
+#ifndef SHARDQ_STORE_H
+#define SHARDQ_STORE_H
+
+#include "shardq/codec.h"
+#include "shardq/metrics.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/*
+** store -- every run of shardq in one SQLite file (default shardq.db).
 **
 ** The schema (README, "The store") lives in STRICT tables; its version is
 ** PRAGMA user_version, and opening an older file migrates it forward one
@@ -34,20 +56,6 @@
 ** of a newer schema; SQ_ERR_NOTFOUND: a missing file or run; SQ_ERR_NOMEM.
 ** sq_store_open, which has no handle yet, writes the caller's sq_error.
 */
-#ifndef SQ_STORE_H
-#define SQ_STORE_H
-
-#include "metrics/errstats.h"
-#include "shardq.h"
-
-
-#include <stddef.h>
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* The schema version this build writes (PRAGMA user_version). */
 #define SQ_STORE_VERSION 4
 /* The busy timeout when none is given: how long a writer waits for another. */
@@ -255,7 +263,10 @@ int sq_store_run_end(sq_store *s, int64_t run, const char *status, const char *e
 /* Deletes a run and every row that refers to it (one transaction). */
 int sq_store_run_delete(sq_store *s, int64_t run);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif /* SQ_STORE_H */
+#endif /* SHARDQ_STORE_H */

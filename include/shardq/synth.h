@@ -1,13 +1,14 @@
 /*
-** synth.h -- synthetic weights, gradients and traces from Philox, for
-** `shardq world --run` and `shardq trace synth`: the same seed gives the
-** same values on every machine.
+** shardq/synth.h -- synthetic weights, gradients and traces from Philox.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
 */
-#ifndef SQ_SYNTH_H
-#define SQ_SYNTH_H
+#ifndef SHARDQ_SYNTH_H
+#define SHARDQ_SYNTH_H
 
-#include "shardq.h"
-#include "trace/tracedir.h"
+#include "shardq/codec.h"
+#include "shardq/trace.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -15,7 +16,15 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
+/*
+** synth -- synthetic weights, gradients and traces from Philox, for
+** `shardq world --run` and `shardq trace synth`: the same seed gives the
+** same values on every machine.
+*/
 /* What the gradients look like. */
 typedef enum sq_synth_kind {
     SQ_SYNTH_NORMAL = 0,
@@ -74,7 +83,10 @@ typedef void (*sq_synth_progress)(void *ctx, size_t files);
 int sq_synth_trace_write(const char *dir, const sq_synth_trace *s, const char *owner,
                          sq_synth_progress progress, void *ctx, sq_error *err);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif /* SQ_SYNTH_H */
+#endif /* SHARDQ_SYNTH_H */

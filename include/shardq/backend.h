@@ -1,5 +1,26 @@
 /*
-** backend.h -- the codec operations on the CPU or on a CUDA device.
+** shardq/backend.h -- backends: the codec operations on the CPU or a CUDA device, memory, placement.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
+*/
+#ifndef SHARDQ_BACKEND_H
+#define SHARDQ_BACKEND_H
+
+#include "shardq/codec.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/*
+** backend -- the codec operations on the CPU or on a CUDA device.
 **
 ** A backend is where buffers live and where the six codec operations of
 ** shardq.h run: "cpu" is the C reference over host memory, "cuda:N" the
@@ -17,18 +38,6 @@
 **
 ** A backend is used by one thread at a time.
 */
-#ifndef SQ_BACKEND_H
-#define SQ_BACKEND_H
-
-#include "shardq.h"
-
-#include <stddef.h>
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 typedef struct sq_backend sq_backend;
 
 typedef enum sq_backend_kind { SQ_BACKEND_CPU = 0, SQ_BACKEND_CUDA = 1 } sq_backend_kind;
@@ -143,7 +152,10 @@ int sq_placement_open(const char *spec, sq_placement *pl, sq_error *err);
 sq_backend *sq_placement_worker(const sq_placement *pl, uint64_t worker);
 void sq_placement_close(sq_placement *pl);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif
+#endif /* SHARDQ_BACKEND_H */

@@ -1,5 +1,24 @@
 /*
-** plan.h -- the collectives of the sharded world as a per-rank PLAN, and
+** shardq/plan.h -- one rank's plan of the collectives and the transport that carries it.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
+*/
+#ifndef SHARDQ_PLAN_H
+#define SHARDQ_PLAN_H
+
+#include "shardq/backend.h"
+#include "shardq/world.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/*
+** plan -- the collectives of the sharded world as a per-rank PLAN, and
 ** the TRANSPORT interface that moves a plan's messages between ranks.
 **
 ** A plan is data: for one rank r of a K x G world under a scheme, and one
@@ -54,16 +73,6 @@
 **
 ** Errors: sq_status kinds; the sentence goes into the caller's sq_error.
 */
-#ifndef SQ_PLAN_H
-#define SQ_PLAN_H
-
-#include "backend/backend.h"
-#include "world/world.h"
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* ------------------------------------------------------------------------ */
 /* Layout: the padding rule, the paths and the shard lengths                 */
 /* ------------------------------------------------------------------------ */
@@ -259,7 +268,10 @@ void sq_plan_count(const sq_plan_op *op, sq_traffic *traffic);
 int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32_t step,
                     sq_plan_mem *mem, const sq_transport *tr, sq_traffic *traffic, sq_error *err);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif
+#endif /* SHARDQ_PLAN_H */

@@ -1,5 +1,61 @@
 /*
-** step.h -- the measured step: what the collectives of one training step
+** shardq/metrics.h -- error statistics in fp64 and the measured step.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
+*/
+#ifndef SHARDQ_METRICS_H
+#define SHARDQ_METRICS_H
+
+#include "shardq/codec.h"
+#include "shardq/world.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/*
+** errstats -- how far a result is from the exact one, in fp64.
+**
+** An accumulator takes the result in pieces (shard by shard, in a fixed
+** order) against the exact fp64 values, and finishes into the statistics
+** every report of shardq uses: relative L2 error (the square root of the
+** NMSE), MSE, max abs error, SNR in dB, cosine similarity, mean signed
+** error (the bias), and the fraction of elements zeroed (exact != 0 but
+** result == 0). Sums are plain fp64 in input order, so the figures do not
+** depend on threads or backends.
+*/
+typedef struct sq_erracc {
+    uint64_t n, zeroed;
+    double sum_e2, sum_x2, sum_y2, sum_xy, sum_e, max_abs;
+} sq_erracc;
+
+typedef struct sq_errstats {
+    uint64_t n;
+    double rel_l2, mse, max_abs, snr_db, cosine, mean_signed, frac_zeroed;
+} sq_errstats;
+
+void sq_erracc_init(sq_erracc *a);
+/* got[i] against exact[i], i < n */
+void sq_erracc_add(sq_erracc *a, const float *got, const double *exact, uint64_t n);
+/* Adds what from holds into into, as if its pieces had been added there. */
+void sq_erracc_merge(sq_erracc *into, const sq_erracc *from);
+/* Finishes; an exact result of all zeros gives rel_l2 = 0 or +Inf (if the
+** result is not zero too) and snr_db = +Inf when there is no error. */
+sq_errstats sq_erracc_finish(const sq_erracc *a);
+
+/* Elements of x[0..n) that a codec clips: those whose scaled value x * m
+** (after the codec's Hadamard, per group) falls outside the code range, so
+** that the nearest code is not the nearest level. Host memory. */
+uint64_t sq_count_clipped(const sq_codec *c, const float *x, uint64_t n);
+
+/*
+** step -- the measured step: what the collectives of one training step
 ** did, against exact fp64 arithmetic.
 **
 ** `shardq replay` (a captured trace), `shardq world --run` (synthetic data)
@@ -22,18 +78,6 @@
 ** The world's calls return its sq_status kind, with its sentence in
 ** sq_world_error(); these functions return that kind unchanged.
 */
-#ifndef SQ_METRICS_STEP_H
-#define SQ_METRICS_STEP_H
-
-#include "metrics/errstats.h"
-#include "world/world.h"
-
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* exact[0 .. padded) := 0: the sums of a new step. */
 void sq_step_exact_zero(const sq_world *w, double *exact);
 
@@ -79,7 +123,10 @@ int sq_step_replicas_of(int workers, uint64_t n, sq_step_replica_fn get, void *c
 /* count / of; NaN when of is 0 (no element was measured). */
 double sq_step_frac(uint64_t count, uint64_t of);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif /* SQ_METRICS_STEP_H */
+#endif /* SHARDQ_METRICS_H */

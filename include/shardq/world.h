@@ -1,5 +1,26 @@
 /*
-** world.h -- the emulated sharded world: K nodes x G workers, each with its
+** shardq/world.h -- the sharded world: topology, wires, schemes, the two collectives, traffic.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
+*/
+#ifndef SHARDQ_WORLD_H
+#define SHARDQ_WORLD_H
+
+#include "shardq/codec.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/*
+** world -- the emulated sharded world: K nodes x G workers, each with its
 ** own buffers on a backend, and the two collectives of sharded
 ** data-parallel training between them, under a quantization scheme.
 **
@@ -31,18 +52,6 @@
 ** an sq_error whose sentence (sq_world_error) names the worker, buffer or
 ** knob at fault.
 */
-#ifndef SQ_WORLD_H
-#define SQ_WORLD_H
-
-#include "shardq.h"
-
-#include <stddef.h>
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* ------------------------------------------------------------------------ */
 /* Topology                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -222,7 +231,10 @@ void sq_world_reset_traffic(sq_world *w);
 sq_grad_mode sq_world_grad_path(const sq_world *w);
 const sq_wire *sq_world_single_wire(const sq_world *w);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif
+#endif /* SHARDQ_WORLD_H */

@@ -1,5 +1,28 @@
 /*
-** replay.h -- what a scheme would have done to a captured trace.
+** shardq/replay.h -- a scheme over a captured trace.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
+*/
+#ifndef SHARDQ_REPLAY_H
+#define SHARDQ_REPLAY_H
+
+#include "shardq/store.h"
+#include "shardq/trace.h"
+#include "shardq/world.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/*
+** replay -- what a scheme would have done to a captured trace.
 **
 ** For each param of the trace, one emulated world of K x G workers (the
 ** param's own buffers, as ZeRO-3 and FSDP shard parameter by parameter)
@@ -25,20 +48,6 @@
 ** fp32 buffers, so peak memory follows the largest param times the workers,
 ** whatever the number of steps and params.
 */
-#ifndef SQ_REPLAY_H
-#define SQ_REPLAY_H
-
-#include "store/store.h"
-#include "trace/tracedir.h"
-#include "world/world.h"
-
-#include <stddef.h>
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 enum { SQ_REPLAY_GRAD = 1, SQ_REPLAY_WEIGHT = 2 };
 
 typedef struct sq_replay_config {
@@ -102,7 +111,10 @@ sq_topo sq_replay_default_topo(const sq_trace *t);
 int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_replay_sink *sink,
                   sq_replay_result *out, sq_error *err);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif /* SQ_REPLAY_H */
+#endif /* SHARDQ_REPLAY_H */

@@ -1,5 +1,5 @@
 /*
-** shardq.h -- the shardq codec core: one public header for the C reference.
+** shardq -- the shardq codec core: one public header for the C reference.
 **
 ** The core quantizes flat fp32 buffers the way the communication of sharded
 ** data-parallel training does (SDP4Bit, ZeRO++, QSDP): groups of consecutive
@@ -17,14 +17,17 @@
 ** failure is negative (see "Status codes and errors" below). On failure the
 ** contents of output buffers are unspecified.
 */
-#ifndef SHARDQ_H
-#define SHARDQ_H
+#ifndef SHARDQ_CODEC_H
+#define SHARDQ_CODEC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 #define SHARDQ_VERSION_STRING "0.1.0"
@@ -324,7 +327,10 @@ int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
 int sq_set_threads(int n);
 int sq_get_threads(void);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif /* SHARDQ_H */
+#endif /* SHARDQ_CODEC_H */

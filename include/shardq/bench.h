@@ -1,5 +1,28 @@
 /*
-** bench.h -- the benchmark method of the codec operations: which operations
+** shardq/bench.h -- the benchmark method: operations, timing, bytes, the copy bound.
+**
+** Part of the public API of libshardq (README, "Using the library"); every
+** declaration below is exported, everything else in the library is hidden.
+*/
+#ifndef SHARDQ_BENCH_H
+#define SHARDQ_BENCH_H
+
+#include "shardq/backend.h"
+#include "shardq/codec.h"
+#include "shardq/store.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/*
+** bench -- the benchmark method of the codec operations: which operations
 ** are measured with which codecs, how they are timed, and how their bytes
 ** are counted, so that a throughput means the same in every run and on
 ** every device.
@@ -19,19 +42,6 @@
 ** the minimum time in all. A figure is the median GB/s of the batches, with
 ** their standard deviation beside it.
 */
-#ifndef SQ_BENCH_H
-#define SQ_BENCH_H
-
-#include "backend/backend.h"
-#include "shardq.h"
-
-#include <stddef.h>
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
 /* Chunks (workers of a node) that the reduce-scatter hops sum. */
 #define SQ_BENCH_CHUNKS 4
 
@@ -142,7 +152,10 @@ typedef struct sq_bench_quant {
 struct sq_store;
 int sq_bench_stored_quant(struct sq_store *s, sq_bench_quant *out, sq_error *err);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif
-#endif
+#endif /* SHARDQ_BENCH_H */

@@ -1,0 +1,97 @@
+# api.sh -- the public surface of libshardq: the shared library exports the
+# names its installed headers declare and nothing else, every header stands
+# on its own, and the README's examples of the world and of replay compile
+# against an installed copy (make install DESTDIR=..., pkg-config) and run.
+
+: "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
+: "${SHARDQ_BUILDDIR:=$SHARDQ_SRCDIR}"
+: "${SHARDQ:=$SHARDQ_BUILDDIR/src/shardq}"
+. "$SHARDQ_SRCDIR/tests/lib.sh"
+T=$TEST_TMPDIR
+
+# Only GPU tests skip: a missing tool is an error (exit 99).
+need() { echo "error: $*" >&2; exit 99; }
+for tool in nm pkg-config make cc; do
+  command -v $tool >/dev/null 2>&1 || need "$tool is needed"
+done
+so=$SHARDQ_BUILDDIR/.libs/libshardq.so
+test -f "$so" || need "no shared library $so (configured with --disable-shared?)"
+hdrs=$SHARDQ_SRCDIR/include/shardq
+
+# --- exports -------------------------------------------------------------
+ok "nm -D --defined-only libshardq.so" nm -D --defined-only "$so"
+awk '$2 ~ /^[TDBRVW]$/ {print $3}' "$sq_tmp/out" | sort >"$T/exports.txt"
+n=$(wc -l <"$T/exports.txt")
+ok "libshardq.so exports the API ($n names)" test "$n" -gt 100
+undeclared=
+while read -r sym; do
+  grep -qw -- "$sym" "$hdrs"/*.h || undeclared="$undeclared $sym"
+done <"$T/exports.txt"
+ok "every exported name is declared in include/shardq/ (undeclared:${undeclared:- none})" \
+  test -z "$undeclared"
+# internals stay inside: the safe file writer, the uniforms of the codec's
+# SR loop, the CUDA device layer
+for sym in sq_wfile_open sq_uniforms sq_device_count sq_world_fail; do
+  ok "$sym is not exported" sh -c '! grep -qx -- "$1" "$2"' sh "$sym" "$T/exports.txt"
+done
+
+# --- an installed copy ---------------------------------------------------
+root=$T/root
+ok "make install DESTDIR=..." env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+  make -s -C "$SHARDQ_BUILDDIR" install DESTDIR="$root"
+libdir=$(sed -n 's/^libdir=//p' "$SHARDQ_BUILDDIR/shardq.pc")
+prefix=$(sed -n 's/^prefix=//p' "$SHARDQ_BUILDDIR/shardq.pc")
+libdir=$(echo "$libdir" | sed "s|\${exec_prefix}|$prefix|; s|\${prefix}|$prefix|")
+PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_PATH=$root$libdir/pkgconfig
+export PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_PATH
+ok "pkg-config --cflags --libs shardq (installed)" pkg-config --cflags --libs shardq
+flags=$(cat "$sq_tmp/out")
+ok "the installed shardq.pc points into the installed copy" \
+  sh -c 'case "$1" in *"$2"*) exit 0 ;; *) exit 1 ;; esac' sh "$flags" "$root"
+
+CC=${CC:-cc}
+for h in "$root$prefix"/include/shardq/*.h "$root$prefix"/include/shardq.h; do
+  name=${h#"$root$prefix"/include/}
+  printf '#include <%s>\nint main(void) { return 0; }\n' "$name" >"$T/h.c"
+  ok "<$name> compiles on its own (C11, -Wall -Wextra -Werror)" \
+    $CC -std=c11 -Wall -Wextra -Werror -fsyntax-only $flags "$T/h.c"
+done
+
+# --- the README's examples ----------------------------------------------
+extract() { # extract NAME: the code block after <!-- example: NAME -->
+  awk -v name="$1" '
+    $0 == "<!-- example: " name " -->" { want = 1; next }
+    want && /^```c$/ { on = 1; next }
+    on && /^```$/ { exit }
+    on { print }' "$SHARDQ_SRCDIR/README.md"
+}
+for ex in world replay; do
+  extract $ex.c >"$T/$ex.c"
+  ok "README has the $ex example" test -s "$T/$ex.c"
+  ok "the $ex example compiles against the installed library" \
+    $CC -std=c11 -Wall -Wextra -Werror -o "$T/$ex" "$T/$ex.c" $flags
+done
+LD_LIBRARY_PATH=$root$libdir
+export LD_LIBRARY_PATH
+ok "the world example links the installed libshardq.so" ldd "$T/world"
+ok "... that one" grep -q "$root$libdir/libshardq.so" "$sq_tmp/out"
+
+ok "the world example runs" "$T/world"
+out=$(cat "$sq_tmp/out")
+# 8-bit intra / 4-bit inter with a Hadamard: a 4-bit error; group 128 with
+# fp32 scales: 4 + 32/128 = 4.25 bits per element between nodes
+ok "it prints the error and the bits ($out)" \
+  sh -c 'echo "$1" | awk "/gradient rel. L2 error/ { e = \$5 + 0; b = \$8 + 0;
+    exit !(e > 0.01 && e < 0.5 && b == 4.25) }"' sh "$out"
+
+ok "a synthetic trace" "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 "$T/trace"
+ok "the replay example runs" "$T/replay" "$T/trace" sdp4bit
+ex_line=$(cat "$sq_tmp/out")
+ok "shardq replay of the same trace" "$SHARDQ" replay --no-db --json --scheme sdp4bit "$T/trace"
+cli=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+print("%.4f %.4f" % (d["grad"]["rel_l2"], d["weight"]["rel_l2"]))' "$sq_tmp/out")
+lib=$(echo "$ex_line" | sed -n 's/.*gradient rel. L2 \([0-9.]*\), weights rel. L2 \([0-9.]*\)$/\1 \2/p')
+ok "the example's errors equal the command's ($lib; $cli)" test "$lib" = "$cli"
+ok "a missing trace: the example says so and fails" sh -c '! "$1" "$2/none" sdp4bit' sh "$T/replay" "$T"
+
+finish
