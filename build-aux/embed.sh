@@ -7,11 +7,11 @@
 #   embed.sh [-i HEADER] [-t TYPE] OUT.c SYMBOL SRCDIR FILE...
 #
 # writes OUT.c defining `const TYPE SYMBOL[]` (TYPE declared in HEADER;
-# by default cli_embedded of cli/embedded.h), one {name, text} per FILE
+# by default report_embedded of report/embedded.h), one {name, text} per FILE
 # (name = FILE as given, relative to SRCDIR, where it is read from), ended by
 # {NULL, NULL}. Only sed: no xxd on a bare Debian.
 set -eu
-header=cli/embedded.h type=cli_embedded
+header=report/embedded.h type=report_embedded
 while getopts i:t: opt; do
   case $opt in
     i) header=$OPTARG ;;

@@ -31,16 +31,6 @@ int cmd_model(int argc, char **argv);  /* cmd_model.c */
 int cmd_demo(int argc, char **argv);   /* cmd_demo.c */
 int cmd_report(int argc, char **argv); /* cmd_report.c */
 
-/* Writes the report of the store db into the directory out (created when
-** missing): the figures as out/NAME.png and .svg, their scripts in
-** out/scripts/, out/report.md and out/index.html. filter is an SQL condition
-** on the runs table (NULL or "": every run that is done). Progress goes to
-** stdout unless quiet, errors to stderr ("shardq report: ..."). Returns
-** CLI_OK (figures without data are skipped, and the report says why),
-** CLI_USAGE for a filter that is not one condition, CLI_RUNTIME otherwise.
-** `shardq report` is this; `shardq demo` calls it in-process. */
-int cli_report_write(const char *db, const char *out, const char *filter, int quiet);
-
 /* Parses text as an unsigned decimal integer (or 0x-prefixed hexadecimal)
 ** no larger than max, consuming all of it. On failure prints
 ** "shardq CMD: OPT: 'TEXT' is not an unsigned integer" (or "... is larger
@@ -155,5 +145,4 @@ int cli_run_begin(const char *cmd, const char *db, int busy_ms, const struct sq_
                   const struct sq_scheme *scheme, const struct sq_store_kv *extra, size_t nextra,
                   int quiet, struct sq_store **store, int64_t *run);
 
-int cli_report_write(const char *db, const char *out, const char *filter, int quiet);
 #endif

@@ -27,6 +27,7 @@
 */
 #define _GNU_SOURCE /* realpath, PR_SET_PDEATHSIG */
 #include "cli.h"
+#include "report/report.h"
 #include "shardq/sweep.h"
 #include "sq_clock.h"
 #include "shardq/store.h"
@@ -763,7 +764,7 @@ static int step_report(demo *d)
         fprintf(stderr, "shardq demo: out of memory\n");
         return CLI_RUNTIME;
     }
-    int rc = cli_report_write(d->db, d->report, filter, 0);
+    int rc = report_write(d->db, d->report, filter, 0);
     free(filter);
     return rc;
 }

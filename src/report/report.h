@@ -1,20 +1,31 @@
 /*
-** report.h -- the pieces of `shardq report` (cmd_report.c): the gnuplot
+** report.h -- `shardq report`, an application module beside the command
+** (it is not part of libshardq): the writer of a report (write.c), the gnuplot
 ** scripts built into the binary, and a document written as Markdown and as
 ** HTML side by side, whose tables come straight from SQL.
 **
 ** The scripts are analysis/NAME.gp, turned into C strings at build time
-** (Makefile.am, report_scripts.c): the binary needs no installed data file to
+** (Makefile.am, src/report/scripts.c): the binary needs no installed data file to
 ** find, and the report writes the very scripts it ran into OUT/scripts/, so
 ** that a report directory says how every figure was drawn.
 */
-#ifndef SQ_CLI_REPORT_H
-#define SQ_CLI_REPORT_H
+#ifndef SQ_REPORT_H
+#define SQ_REPORT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 struct sqlite3;
+
+/* Writes the report of the store db into the directory out (created when
+** missing): the figures as out/NAME.png and .svg, their scripts in
+** out/scripts/, out/report.md and out/index.html. filter is an SQL condition
+** on the runs table (NULL or "": every run that is done). Progress goes to
+** stdout unless quiet, errors to stderr ("shardq report: ..."). Returns
+** CLI_OK (figures without data are skipped, and the report says why),
+** CLI_USAGE for a filter that is not one condition, CLI_RUNTIME otherwise.
+** `shardq report` is this; `shardq demo` calls it in-process. */
+int report_write(const char *db, const char *out, const char *filter, int quiet);
 
 /* The text of script name, or NULL when no such script was built in. */
 const char *report_script(const char *name);

@@ -1,10 +1,10 @@
 /*
-** report.c -- the document of `shardq report` (report.h): Markdown and HTML
+** document.c -- the document of `shardq report` (report.h): Markdown and HTML
 ** written side by side from the same calls, tables from SQL, and the checks
 ** and helpers the command shares with the gnuplot scripts.
 */
-#include "cli/report.h"
-#include "cli/embedded.h"
+#include "report/report.h"
+#include "report/embedded.h"
 
 #include <sqlite3.h>
 
@@ -17,7 +17,7 @@ const char *report_script(const char *name)
 {
     static const char dir[] = "analysis/";
     size_t n = strlen(name);
-    for (const cli_embedded *f = cli_report_scripts; f->name; f++)
+    for (const report_embedded *f = report_scripts; f->name; f++)
         if (!strncmp(f->name, dir, sizeof dir - 1) && !strncmp(f->name + sizeof dir - 1, name, n) &&
             !strcmp(f->name + sizeof dir - 1 + n, ".gp"))
             return f->text;

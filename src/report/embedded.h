@@ -4,15 +4,15 @@
 ** binary runs. (The cost model's files are built into the library:
 ** src/cost/embedded.h.)
 */
-#ifndef SQ_CLI_EMBEDDED_H
-#define SQ_CLI_EMBEDDED_H
+#ifndef SQ_REPORT_EMBEDDED_H
+#define SQ_REPORT_EMBEDDED_H
 
-typedef struct cli_embedded {
+typedef struct report_embedded {
     const char *name; /* the path in the source tree, e.g. "analysis/bench.gp" */
     const char *text;
-} cli_embedded;
+} report_embedded;
 
 /* analysis/ *.gp, the scripts of `shardq report`, ended by {0, 0}. */
-extern const cli_embedded cli_report_scripts[];
+extern const report_embedded report_scripts[];
 
 #endif
