@@ -293,7 +293,12 @@ int cmd_sweep(int argc, char **argv)
     sq_sweep r;
     sq_error err = {0};
     if (sq_sweep_load(argv[optind], trace, &r, &err)) {
-        fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
+        /* the library knows the recipe; the command also has an option for it */
+        const char *m = sq_error_message(&err);
+        size_t len = strlen(m);
+        int no_trace = len > 19 && !strcmp(m + len - 19, "(give trace = PATH)");
+        fprintf(stderr, "shardq sweep: %.*s%s\n", (int)(no_trace ? len - 1 : len), m,
+                no_trace ? ", or --trace)" : "");
         return CLI_USAGE;
     }
     if (list) {

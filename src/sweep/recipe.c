@@ -630,7 +630,7 @@ static int make_run(sq_sweep *r, const char *grid, const dim *dims, size_t nd, c
     }
     if (train) trace = NULL;
     if (!trace && !train) {
-        sq_error_set(err, SQ_ERR_SPEC, "%s: [%s]: no trace (give trace = PATH, or --trace)",
+        sq_error_set(err, SQ_ERR_SPEC, "%s: [%s]: no trace (give trace = PATH)",
                      r->path, grid);
         goto fail;
     }
