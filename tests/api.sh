@@ -11,7 +11,7 @@ T=$TEST_TMPDIR
 
 # Only GPU tests skip: a missing tool is an error (exit 99).
 need() { echo "error: $*" >&2; exit 99; }
-for tool in nm pkg-config make cc; do
+for tool in nm readelf pkg-config make cc python3; do
   command -v $tool >/dev/null 2>&1 || need "$tool is needed"
 done
 so=$SHARDQ_BUILDDIR/.libs/libshardq.so
@@ -51,6 +51,11 @@ ok "the installed shardq.pc points into the installed copy" \
   sh -c 'case "$1" in *"$2"*) exit 0 ;; *) exit 1 ;; esac' sh "$flags" "$root"
 
 CC=${CC:-cc}
+# A sanitizer build of the library needs its runtime in the program too.
+san=
+if readelf -d "$so" 2>/dev/null | grep -q 'libasan'; then
+  san="-fsanitize=address,undefined -fno-omit-frame-pointer"
+fi
 for h in "$root$prefix"/include/shardq/*.h "$root$prefix"/include/shardq.h; do
   name=${h#"$root$prefix"/include/}
   printf '#include <%s>\nint main(void) { return 0; }\n' "$name" >"$T/h.c"
@@ -70,7 +75,7 @@ for ex in world replay; do
   extract $ex.c >"$T/$ex.c"
   ok "README has the $ex example" test -s "$T/$ex.c"
   ok "the $ex example compiles against the installed library" \
-    $CC -std=c11 -Wall -Wextra -Werror -o "$T/$ex" "$T/$ex.c" $flags
+    $CC -std=c11 -Wall -Wextra -Werror $san -o "$T/$ex" "$T/$ex.c" $flags
 done
 LD_LIBRARY_PATH=$root$libdir
 export LD_LIBRARY_PATH
