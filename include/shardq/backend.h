@@ -12,12 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** backend -- the codec operations on the CPU or on a CUDA device.
@@ -152,10 +147,5 @@ int sq_placement_open(const char *spec, sq_placement *pl, sq_error *err);
 sq_backend *sq_placement_worker(const sq_placement *pl, uint64_t worker);
 void sq_placement_close(sq_placement *pl);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_BACKEND_H */

@@ -14,12 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** bench -- the benchmark method of the codec operations: which operations
@@ -152,10 +147,5 @@ typedef struct sq_bench_quant {
 struct sq_store;
 int sq_bench_stored_quant(struct sq_store *s, sq_bench_quant *out, sq_error *err);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_BENCH_H */

@@ -23,12 +23,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+/* Every public header wraps its declarations in SQ_BEGIN_DECLS and
+** SQ_END_DECLS: C linkage for C++, and default visibility, since the library
+** is compiled with -fvisibility=hidden and exports what these headers
+** declare and nothing else. */
 #if defined(__GNUC__)
-#pragma GCC visibility push(default)
+#define SQ_VISIBLE_BEGIN_ _Pragma("GCC visibility push(default)")
+#define SQ_VISIBLE_END_ _Pragma("GCC visibility pop")
+#else
+#define SQ_VISIBLE_BEGIN_
+#define SQ_VISIBLE_END_
 #endif
+#ifdef __cplusplus
+#define SQ_BEGIN_DECLS extern "C" { SQ_VISIBLE_BEGIN_
+#define SQ_END_DECLS SQ_VISIBLE_END_ }
+#else
+#define SQ_BEGIN_DECLS SQ_VISIBLE_BEGIN_
+#define SQ_END_DECLS SQ_VISIBLE_END_
+#endif
+
+SQ_BEGIN_DECLS
 
 #define SHARDQ_VERSION_STRING "0.1.0"
 
@@ -327,10 +341,5 @@ int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
 int sq_set_threads(int n);
 int sq_get_threads(void);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_CODEC_H */

@@ -13,12 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** cost -- the cost model: one training iteration of sharded data-parallel training at
@@ -156,10 +151,5 @@ int sq_cost_validation_read(const char *what, sq_cost_validation *v, sq_error *e
 ** SQ_ERR_RANGE when len is too short. */
 int sq_cost_builtin_name(sq_cost_file_kind kind, size_t i, char *name, size_t len);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_COST_H */

@@ -12,12 +12,7 @@
 
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** errstats -- how far a result is from the exact one, in fp64.
@@ -123,10 +118,5 @@ int sq_step_replicas_of(int workers, uint64_t n, sq_step_replica_fn get, void *c
 /* count / of; NaN when of is 0 (no element was measured). */
 double sq_step_frac(uint64_t count, uint64_t of);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_METRICS_H */

@@ -10,12 +10,7 @@
 #include "shardq/backend.h"
 #include "shardq/world.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** plan -- the collectives of the sharded world as a per-rank PLAN, and
@@ -268,10 +263,5 @@ void sq_plan_count(const sq_plan_op *op, sq_traffic *traffic);
 int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32_t step,
                     sq_plan_mem *mem, const sq_transport *tr, sq_traffic *traffic, sq_error *err);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_PLAN_H */

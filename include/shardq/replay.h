@@ -14,12 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** replay -- what a scheme would have done to a captured trace.
@@ -111,10 +106,5 @@ sq_topo sq_replay_default_topo(const sq_trace *t);
 int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_replay_sink *sink,
                   sq_replay_result *out, sq_error *err);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_REPLAY_H */

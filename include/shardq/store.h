@@ -13,12 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** store -- every run of shardq in one SQLite file (default shardq.db).
@@ -263,10 +258,5 @@ int sq_store_run_end(sq_store *s, int64_t run, const char *status, const char *e
 /* Deletes a run and every row that refers to it (one transaction). */
 int sq_store_run_delete(sq_store *s, int64_t run);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_STORE_H */

@@ -17,12 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** sweep -- sweeps as a library: the INI recipes (README, "Sweeps") read
@@ -235,10 +230,5 @@ typedef struct sq_sweep_stale {
 long sq_sweep_left_running(const char *db, const sq_sweep *sw, sq_sweep_stale *out, size_t max,
                            sq_error *err);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_SWEEP_H */

@@ -13,12 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** synth -- synthetic weights, gradients and traces from Philox, for
@@ -83,10 +78,5 @@ typedef void (*sq_synth_progress)(void *ctx, size_t files);
 int sq_synth_trace_write(const char *dir, const sq_synth_trace *s, const char *owner,
                          sq_synth_progress progress, void *ctx, sq_error *err);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_SYNTH_H */

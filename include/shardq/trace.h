@@ -13,12 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** safetensors -- a writer and a validating reader of safetensors files.
@@ -473,10 +468,5 @@ int sq_container_read(const char *path, sq_container *out, sq_error *err);
 /* Frees out->q and zeroes *out; safe on a zeroed struct. */
 void sq_container_free(sq_container *c);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_TRACE_H */

@@ -14,12 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** adamw -- the optimizer of a worker's shard: AdamW and the learning-rate
@@ -320,10 +315,5 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
 ** `seconds`: the bound that a training run's GFLOP/s is to be read beside. */
 double sq_train_sgemm_gflops(const sq_gpt_config *m, int rows, double seconds);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_TRAIN_H */

@@ -12,12 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
+SQ_BEGIN_DECLS
 
 /*
 ** world -- the emulated sharded world: K nodes x G workers, each with its
@@ -231,10 +226,5 @@ void sq_world_reset_traffic(sq_world *w);
 sq_grad_mode sq_world_grad_path(const sq_world *w);
 const sq_wire *sq_world_single_wire(const sq_world *w);
 
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif /* SHARDQ_WORLD_H */
