@@ -666,9 +666,10 @@ static int bench_line(void *user, const sq_bench_event *ev)
     (void)user;
     if (ev->kind != SQ_BENCH_ROW) return 0;
     const sq_bench_result *r = ev->row;
-    printf("  %-12s %3d MB, %2d thread%s: %8.2f GB/s, %5.1f%% of the copy\n", r->op->name,
-           r->size_mb, r->threads, r->threads == 1 ? " " : "s", r->gbs,
-           100.0 * r->gbs / r->copy_gbs);
+    char th[32];
+    snprintf(th, sizeof th, "%d thread%s:", r->threads, r->threads == 1 ? "" : "s");
+    printf("  %-12s %3d MB, %-12s %8.2f GB/s, %5.1f%% of the copy\n", r->op->name, r->size_mb,
+           th, r->gbs, 100.0 * r->gbs / r->copy_gbs);
     fflush(stdout);
     return 0;
 }
