@@ -111,6 +111,7 @@ typedef struct sq_bench_event {
     int size_mb, threads;         /* COPY, ROW, SIZE */
     uint64_t elements;            /* COPY, ROW, SIZE */
     double copy_gbs, copy_std;    /* COPY, ROW, SIZE */
+    int64_t run;                  /* the stored run (sq_bench_record); 0: not stored */
 } sq_bench_event;
 
 /* Called for each event; a non-zero return stops the run. */
@@ -126,6 +127,21 @@ typedef int (*sq_bench_progress)(void *user, const sq_bench_event *ev);
 ** failure is in *out and was reported. */
 int sq_bench_run(sq_backend *be, const sq_bench_config *cfg, sq_bench_progress progress,
                  void *user, sq_bench_result **out, size_t *nout, sq_error *err);
+
+/* Runs cfg on be as sq_bench_run does (progress and user likewise; every
+** event carries the run's id) and records it in the store at db (opened
+** with busy_ms the busy timeout) as a run of kind 'bench': its config the
+** device, the device's description, the sizes, thread counts, ops, codec
+** and minimum time; one bench_results row per figure and the copy of each
+** size as op "copy", stored as each size ends; the run ended 'done', or
+** 'failed' with the failure's sentence. The run begins before anything is
+** measured, and *run (may be NULL) is its id from then on, also after a
+** failure (0 when it did not begin). Returns SQ_OK; SQ_ERR_ARG when the
+** config lists a size, thread count or op twice (the store keeps one row of
+** each); the store's kind when it cannot be opened or written; or
+** sq_bench_run's kind. */
+int sq_bench_record(const char *db, int busy_ms, sq_backend *be, const sq_bench_config *cfg,
+                    sq_bench_progress progress, void *user, int64_t *run, sq_error *err);
 
 /* A line that names the device a backend measures: the GPU's description,
 ** or the CPU's model name. */

@@ -102,6 +102,66 @@ int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
                       sq_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Studies: schemes beside the baseline, over GPU counts, and their record  */
+/* ------------------------------------------------------------------------ */
+
+#define SQ_COST_MAX_SCHEMES 32
+#define SQ_COST_MAX_POINTS 32
+
+/* Several schemes beside the baseline on one platform and model: at one
+** GPU count, or over a sweep of them. */
+typedef struct sq_cost_study {
+    const sq_cost_platform *plat;
+    const sq_cost_model_shape *model;
+    sq_cost_parallel par;      /* par.gpus: the one count predicted when max_gpus is 0 */
+    int max_gpus;              /* > 0: a sweep: one node, then doubling up to max_gpus
+                               ** (the counts the layout cannot use are left out) */
+    const sq_scheme *baseline; /* what every speedup is over */
+    const sq_scheme *schemes;  /* nschemes, at most SQ_COST_MAX_SCHEMES */
+    const char *const *names;  /* their names, as stored ("baseline" among them
+                               ** stands for the baseline's own row) */
+    int nschemes;
+} sq_cost_study;
+
+/* The predictions at one GPU count: the baseline's and each scheme's. */
+typedef struct sq_cost_point {
+    int gpus;
+    sq_cost_result base;
+    sq_cost_result cost[SQ_COST_MAX_SCHEMES];
+} sq_cost_point;
+
+/* The speedup of c over base (base's iteration over c's); NaN when c has
+** no positive iteration time. */
+double sq_cost_speedup(const sq_cost_result *base, const sq_cost_result *c);
+
+/* Predicts st into pts[0..*npts) (room for SQ_COST_MAX_POINTS). SQ_OK;
+** SQ_ERR_ARG for a bad study, or when no count of a sweep fits the layout
+** (the sentence says which counts, TP, PP and node size); at one count,
+** sq_cost_iteration's kind and sentence. */
+int sq_cost_study_run(const sq_cost_study *st, sq_cost_point *pts, int *npts, sq_error *err);
+
+/* The study's settings as one JSON object (the platform and the model by
+** name and shape, the layout, the achieved TFLOP/s and the quantization
+** GB/s): the config of its stored run. */
+void sq_cost_study_config(const sq_cost_study *st, char *buf, size_t len);
+
+/* Records pts[0..npts) of st in the store at db (opened with busy_ms the
+** busy timeout) as a run of kind 'model': its config sq_cost_study_config,
+** its params the platform, model, tp, pp, micro_batch, accum, overlap and
+** quant_gb_s, one model_results row per scheme and GPU count (the baseline
+** too), the run ended 'done' ('failed' with the sentence when a row cannot
+** be written). *run (may be NULL) gets its id, 0 when it did not begin.
+** SQ_OK, or the store's kind (SQ_ERR_IO, SQ_ERR_BUSY, ...) and sentence. */
+int sq_cost_study_store(const char *db, int busy_ms, const sq_cost_study *st,
+                        const sq_cost_point *pts, int npts, int64_t *run, sq_error *err);
+
+/* sq_cost_study_run, then sq_cost_study_store of its points: computes and
+** records. The store is not opened when the prediction fails (*npts 0);
+** when the store fails, pts[0..*npts) still hold the predictions. */
+int sq_cost_record(const char *db, int busy_ms, const sq_cost_study *st, sq_cost_point *pts,
+                   int *npts, int64_t *run, sq_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* The files: platforms, model shapes, validation tables                    */
 /* ------------------------------------------------------------------------ */
 /*

@@ -1,8 +1,8 @@
 /*
 ** cmd_bench.c -- `shardq bench`: throughput of the codec operations beside
 ** the copy bandwidth of the same machine, measured in the same run (the
-** method is src/bench/bench.c's; this file parses the options, prints the
-** figures as they come and stores them).
+** method is src/bench/bench.c's, the store's src/bench/record.c's; this
+** file parses the options and prints the figures as they come).
 **
 ** With --db the figures also go to the store as a run of kind "bench": one
 ** bench_results row per printed figure, and the copy of each size as op
@@ -15,8 +15,6 @@
 #include "progress.h"
 #include "shardq/codec.h"
 #include "shardq/store.h"
-
-#include <cjson/cJSON.h>
 
 #include <getopt.h>
 #include <limits.h>
@@ -196,92 +194,52 @@ static int check_unique(const char *opt, const int *v, int n, const char *const 
     return 0;
 }
 
-/* The run's configuration: what was asked for, so that two bench runs can
-** be told apart (the runs table's config). */
-static char *bench_config(const char *device, const char *where, const int *sizes, int nsizes,
-                          const int *threads, int nthreads, const int *opsel, int nops,
-                          const char *codec, double min_time)
-{
-    cJSON *o = cJSON_CreateObject(), *a;
-    cJSON_AddStringToObject(o, "command", "bench");
-    cJSON_AddStringToObject(o, "device", device);
-    cJSON_AddStringToObject(o, "description", where);
-    cJSON_AddItemToObject(o, "sizes_mb", a = cJSON_CreateArray());
-    for (int i = 0; i < nsizes; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(sizes[i]));
-    cJSON_AddItemToObject(o, "threads", a = cJSON_CreateArray());
-    for (int i = 0; i < nthreads; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(threads[i]));
-    cJSON_AddItemToObject(o, "ops", a = cJSON_CreateArray());
-    for (int i = 0; i < nops; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateString(sq_bench_op_at((size_t)opsel[i])->name));
-    if (codec)
-        cJSON_AddStringToObject(o, "codec", codec);
-    else
-        cJSON_AddNullToObject(o, "codec");
-    cJSON_AddNumberToObject(o, "min_time", min_time);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
-}
-
-/* The figures of one size at one thread count: the copy, then every op
-** measured, in one transaction. */
-static int store_size(sq_store *store, int64_t run, const sq_bench_result *rows, int nops,
-                      uint64_t n, int threads, double copy_gbs, double copy_std, char *err,
-                      size_t errlen)
-{
-    sq_bench_row b[MAX_OPS + 1];
-    size_t k = 0;
-    b[k++] = (sq_bench_row){.op = "copy", .threads = threads, .elements = n,
-                            .bytes = (uint64_t)sq_bench_copy_bytes(n), .gb_per_s = copy_gbs,
-                            .gb_per_s_std = copy_std, .copy_gb_per_s = copy_gbs};
-    for (int oi = 0; oi < nops; oi++) {
-        const sq_bench_result *r = &rows[oi];
-        if (!r->op) continue;
-        b[k++] = (sq_bench_row){.op = r->op->name, .threads = threads, .elements = n,
-                                .bytes = (uint64_t)r->bytes, .gb_per_s = r->gbs,
-                                .gb_per_s_std = r->gbs_std, .copy_gb_per_s = r->copy_gbs};
-    }
-    int rc = sq_store_add_bench(store, run, b, k);
-    if (rc) snprintf(err, errlen, "%s", sq_store_error(store));
-    return rc;
-}
-
-/* What the figures go to as they come: the terminal and the store. */
+/* What the figures go to as they come: the terminal (the store is the
+** library's, sq_bench_record). */
 typedef struct bench_out {
-    int json, table5;
+    int json, table5, gpu, all, started;
     const int *sizes;
-    int nsizes, nops;
+    int nsizes, nops, nthreads;
     char where[320];
     sq_progress *bar;
-    sq_store *store;
-    int64_t run;
-    int store_failed;
-    char failure[1024];
 } bench_out;
+
+/* The header and the progress bar, once: at the first figure, or after a
+** failure that came once the run had begun (a store that cannot be written
+** fails before, and prints nothing here). */
+static void start(bench_out *o)
+{
+    if (o->started) return;
+    o->started = 1;
+    if (!o->json) {
+        if (o->gpu)
+            printf("shardq bench: CUDA kernels on %s\n", o->where);
+        else
+            printf("shardq bench: C reference on %s, %d threads available\n", o->where, o->all);
+        printf("GB/s = (bytes read + bytes written) / time, the median of timed batches.\n"
+               "copy: the input size copied %s,\n"
+               "measured in the same run. vs no-H: a Hadamard kernel's throughput as a\n"
+               "fraction of the same kernel without the transform.\n\n",
+               o->gpu ? "device to device (cudaMemcpyAsync)" : "by memcpy with the same threads");
+        printf("%-15s %8s %7s %9s %10s %8s %8s  %s\n", "op", "size MB", "threads", "GB/s", "copy",
+               "% copy", "vs no-H", "what");
+    }
+    o->bar = sq_progress_start("bench", (size_t)o->nsizes * (size_t)o->nthreads *
+                                            (size_t)(o->nops + 1));
+}
 
 static int on_bench(void *user, const sq_bench_event *ev)
 {
     bench_out *o = user;
+    start(o);
     switch (ev->kind) {
     case SQ_BENCH_COPY: sq_progress_update(o->bar, ev->done); break;
     case SQ_BENCH_ROW:
         sq_progress_pause(o->bar);
-        print_row(ev->row, o->where, o->json, o->run);
+        print_row(ev->row, o->where, o->json, ev->run);
         sq_progress_update(o->bar, ev->done);
         break;
-    case SQ_BENCH_SIZE: {
-        char err[1024];
-        if (o->store && store_size(o->store, o->run, ev->rows, ev->nrows, ev->elements,
-                                   ev->threads, ev->copy_gbs, ev->copy_std, err, sizeof err)) {
-            sq_progress_finish(o->bar);
-            o->bar = NULL;
-            fprintf(stderr, "shardq bench: %s\n", err);
-            snprintf(o->failure, sizeof o->failure, "%s", err);
-            o->store_failed = 1;
-            return 1;
-        }
-        break;
-    }
+    case SQ_BENCH_SIZE: break;
     case SQ_BENCH_PASS:
         if (o->table5) {
             sq_progress_pause(o->bar);
@@ -434,64 +392,32 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "shardq bench: --device %s: %s\n", device, sq_error_message(&err));
         return CLI_RUNTIME;
     }
-    bench_out o = {.json = json, .sizes = sizes, .nsizes = nsizes, .nops = nops};
+    bench_out o = {.json = json, .gpu = gpu, .all = all, .sizes = sizes, .nsizes = nsizes,
+                   .nops = nops, .nthreads = nthreads};
     sq_bench_device_text(be, o.where, sizeof o.where);
-    /* the run begins before anything is measured or printed: a database
-    ** that cannot be written fails now, not after the measurements */
-    if (db) {
-        char *config = bench_config(sq_backend_name(be), o.where, sizes, nsizes, threads, nthreads,
-                                    opsel, nops, codec_override, min_time);
-        sq_run_info info = {.kind = "bench", .config = config ? config : "{}",
-                            .device = sq_backend_name(be)};
-        int b = config ? cli_run_begin("bench", db, (int)busy, &info, NULL, NULL, 0, 1, &o.store,
-                                       &o.run)
-                       : CLI_RUNTIME;
-        if (!config) fprintf(stderr, "shardq bench: out of memory\n");
-        free(config);
-        if (b != CLI_OK || !o.store) {
-            sq_backend_close(be);
-            return b != CLI_OK ? b : CLI_RUNTIME;
-        }
-    }
-    if (!json) {
-        if (gpu)
-            printf("shardq bench: CUDA kernels on %s\n", o.where);
-        else
-            printf("shardq bench: C reference on %s, %d threads available\n", o.where, all);
-        printf("GB/s = (bytes read + bytes written) / time, the median of timed batches.\n"
-               "copy: the input size copied %s,\n"
-               "measured in the same run. vs no-H: a Hadamard kernel's throughput as a\n"
-               "fraction of the same kernel without the transform.\n\n",
-               gpu ? "device to device (cudaMemcpyAsync)" : "by memcpy with the same threads");
-        printf("%-15s %8s %7s %9s %10s %8s %8s  %s\n", "op", "size MB", "threads", "GB/s", "copy",
-               "% copy", "vs no-H", "what");
-    }
-
     sq_bench_config cfg = {.sizes_mb = sizes, .nsizes = nsizes, .threads = threads,
                            .nthreads = nthreads, .ops = opidx, .nops = nops,
                            .codec = codec_override, .min_time = min_time};
     o.table5 = !json && !codec_override;
-    o.bar = sq_progress_start("bench", (size_t)nsizes * (size_t)nthreads * (size_t)(nops + 1));
     sq_error e = {0};
-    int rc = sq_bench_run(be, &cfg, on_bench, &o, NULL, NULL, &e);
+    int64_t run = 0;
+    int rc;
+    /* with a database the run begins before anything is measured or
+    ** printed: one that cannot be written fails now, not after the
+    ** measurements */
+    if (db) {
+        rc = sq_bench_record(db, (int)busy, be, &cfg, on_bench, &o, &run, &e);
+    } else {
+        start(&o);
+        rc = sq_bench_run(be, &cfg, on_bench, &o, NULL, NULL, &e);
+    }
+    if (rc != SQ_OK && (!db || run > 0)) start(&o);
     sq_progress_finish(o.bar);
-    int status = CLI_OK;
-    if (o.store_failed) status = CLI_RUNTIME;
-    if (rc != SQ_OK && !(rc == SQ_ERR_INTERRUPTED && o.store_failed)) {
-        fprintf(stderr, "shardq bench: %s\n", sq_error_message(&e));
-        snprintf(o.failure, sizeof o.failure, "%s", sq_error_message(&e));
-        status = CLI_RUNTIME;
-    }
     sq_backend_close(be);
-    if (o.store) {
-        if (sq_store_run_end(o.store, o.run, status ? "failed" : "done",
-                             status ? o.failure : NULL, NULL, 0, NULL, 0)) {
-            fprintf(stderr, "shardq bench: %s\n", sq_store_error(o.store));
-            status = CLI_RUNTIME;
-        } else if (!status && !json) {
-            printf("\nstored as run %lld in %s\n", (long long)o.run, db);
-        }
-        sq_store_close(o.store);
+    if (rc != SQ_OK) {
+        fprintf(stderr, "shardq bench: %s\n", sq_error_message(&e));
+        return CLI_RUNTIME;
     }
-    return status;
+    if (db && !json) printf("\nstored as run %lld in %s\n", (long long)run, db);
+    return CLI_OK;
 }

@@ -11,10 +11,12 @@
 **   5. run the cost model for the speedup at cluster scale;
 **   6. write the report, and print the lines that matter most.
 **
-** Every step is the ordinary command (train, sweep, bench, model, report)
-** run in this process, every result goes to one database in the output
-** directory, and each run carries a key: a demo interrupted at any point
-** completes by running it again, and a finished one reruns in seconds.
+** Every step does in this process what the ordinary command does (train,
+** sweep and report run as those commands; bench and model as the library
+** calls behind them, sq_bench_record and sq_cost_record), every result goes
+** to one database in the output directory, and each run carries a key: a
+** demo interrupted at any point completes by running it again, and a
+** finished one reruns in seconds.
 **
 ** A configuration (the options and the corpus's bytes) is named by the
 ** capture run's key, which holds all of them: another --steps, --tiny or
@@ -28,6 +30,8 @@
 #define _GNU_SOURCE /* realpath, PR_SET_PDEATHSIG */
 #include "cli.h"
 #include "report/report.h"
+#include "shardq/bench.h"
+#include "shardq/cost.h"
 #include "shardq/sweep.h"
 #include "sq_clock.h"
 #include "shardq/store.h"
@@ -657,6 +661,55 @@ static const char bench_sql[] =
     "json_extract(config, '$.sizes_mb') = ?1 AND json_extract(config, '$.ops') = ?2 AND "
     "json_extract(config, '$.min_time') = ?3 AND id IN (SELECT run_id FROM bench_results)";
 
+/* The figures as they come, one line each (the table is `shardq bench`'s). */
+static int bench_line(void *user, const sq_bench_event *ev)
+{
+    (void)user;
+    if (ev->kind != SQ_BENCH_ROW) return 0;
+    const sq_bench_result *r = ev->row;
+    char th[32];
+    snprintf(th, sizeof th, "%d thread%s:", r->threads, r->threads == 1 ? "" : "s");
+    printf("  %-12s %3d MB, %-12s %8.2f GB/s, %5.1f%% of the copy\n", r->op->name, r->size_mb,
+           th, r->gbs, 100.0 * r->gbs / r->copy_gbs);
+    fflush(stdout);
+    return 0;
+}
+
+/* What `shardq bench --db DB --sizes SIZES --min-time MIN --ops OPS` runs
+** and stores: the C reference, on one thread and on every core. */
+static int bench_record(const demo *d, const char *sizes, double min_time, int64_t *run)
+{
+    int sz[8], nsizes = 0, all = sq_get_threads();
+    int threads[2] = {1, all}, nthreads = all > 1 ? 2 : 1;
+    size_t ops[8];
+    int nops = 0;
+    char list[128];
+    snprintf(list, sizeof list, "%s", sizes);
+    for (char *save, *t = strtok_r(list, ",", &save); t && nsizes < 8;
+         t = strtok_r(NULL, ",", &save))
+        sz[nsizes++] = atoi(t);
+    snprintf(list, sizeof list, "%s", bench_ops);
+    for (char *save, *t = strtok_r(list, ",", &save); t && nops < 8;
+         t = strtok_r(NULL, ",", &save))
+        if (sq_bench_find_op(t, &ops[nops]) == SQ_OK) nops++;
+    sq_bench_config cfg = {.sizes_mb = sz, .nsizes = nsizes, .threads = threads,
+                           .nthreads = nthreads, .ops = ops, .nops = nops, .codec = NULL,
+                           .min_time = min_time};
+    sq_backend *be = NULL;
+    sq_error err = {0};
+    int rc = sq_backend_open("cpu", &be, &err);
+    if (rc == SQ_OK) {
+        rc = sq_bench_record(d->db, SQ_STORE_BUSY_MS, be, &cfg, bench_line, NULL, run, &err);
+        sq_backend_close(be);
+    }
+    if (rc != SQ_OK) {
+        fprintf(stderr, "shardq demo: %s\n", sq_error_message(&err));
+        return CLI_RUNTIME;
+    }
+    printf("stored as run %lld in %s\n", (long long)*run, d->db);
+    return CLI_OK;
+}
+
 static int step_bench(demo *d)
 {
     phase(d, 4, "measuring the codec kernels beside the copy bandwidth");
@@ -668,11 +721,8 @@ static int step_bench(demo *d)
     if (id > 0) {
         printf("reusing bench run %lld (same sizes, operations and time)\n", (long long)id);
     } else {
-        /* TODO(lead): call the bench library (src/bench, sq_bench_run and its
-        ** store sink) here instead of the command, once that module is merged */
-        const char *a[] = {"bench", "--db", d->db, "--sizes", sizes, "--min-time", min,
-                           "--ops", bench_ops, NULL};
-        int rc = run(cmd_bench, a);
+        int64_t run = 0;
+        int rc = bench_record(d, sizes, atof(min), &run);
         if (rc != CLI_OK) return rc;
         if ((id = find_run(d, bench_sql, sizes_json, bench_ops_json, atof(min))) <= 0) {
             fprintf(stderr, "shardq demo: the bench run is not in %s\n", d->db);
@@ -683,7 +733,6 @@ static int step_bench(demo *d)
     return idset_add(&d->all, id) ? CLI_RUNTIME : CLI_OK;
 }
 
-#define MODEL_SCHEMES "qw,qwd,ulq,tlq,tlqhs,sdp4bit,zeropp"
 static const char model_sql[] =
     "SELECT max(id) FROM runs WHERE kind = 'model' AND status = 'done' AND "
     "json_extract(config, '$.platform') = 'a100-slingshot10' AND "
@@ -691,6 +740,56 @@ static const char model_sql[] =
     "(SELECT count(DISTINCT gpus) FROM model_results WHERE run_id = runs.id) > 1 AND "
     "(SELECT count(DISTINCT scheme) FROM model_results WHERE run_id = runs.id AND scheme IN "
     "('qw', 'qwd', 'ulq', 'tlq', 'tlqhs', 'sdp4bit', 'zeropp')) = 7";
+
+/* What `shardq model --sweep-gpus --scheme qw,qwd,ulq,tlq,tlqhs,sdp4bit,zeropp
+** --db DB` predicts
+** and stores: GPT-1.3B on the SDP4Bit A100 cluster from one node up to 1024
+** GPUs; printed as a table of speedups. */
+static int model_record(const demo *d)
+{
+    static const char *const names[] = {"qw", "qwd", "ulq", "tlq", "tlqhs", "sdp4bit", "zeropp"};
+    enum { N = sizeof names / sizeof *names };
+    sq_cost_platform plat;
+    sq_cost_model_shape model;
+    sq_scheme base, schemes[N];
+    sq_error err = {0};
+    if (sq_cost_platform_read("a100-slingshot10", &plat, &err) ||
+        sq_cost_model_read("gpt-1.3b", &model, &err)) {
+        fprintf(stderr, "shardq demo: %s\n", sq_error_message(&err));
+        return CLI_RUNTIME;
+    }
+    if (cli_scheme("demo", "baseline", NULL, 0, &base)) return CLI_RUNTIME;
+    for (int i = 0; i < N; i++)
+        if (cli_scheme("demo", names[i], NULL, 0, &schemes[i])) return CLI_RUNTIME;
+    sq_cost_study st = {.plat = &plat, .model = &model,
+                        .par = {.tp = 1, .pp = 1, .micro_batch = 1, .accum = 1},
+                        .max_gpus = 1024, .baseline = &base, .schemes = schemes, .names = names,
+                        .nschemes = N};
+    sq_cost_point *pts = calloc(SQ_COST_MAX_POINTS, sizeof *pts);
+    int n = 0;
+    int64_t run = 0;
+    int rc = pts ? sq_cost_record(d->db, SQ_STORE_BUSY_MS, &st, pts, &n, &run, &err)
+                 : sq_error_set(&err, SQ_ERR_NOMEM, "out of memory");
+    if (rc != SQ_OK) {
+        fprintf(stderr, "shardq demo: %s\n", sq_error_message(&err));
+        free(pts);
+        return CLI_RUNTIME;
+    }
+    printf("%s on %s, speedup over the baseline by GPU count:\n  %6s", model.name, plat.name,
+           "GPUs");
+    for (int i = 0; i < N; i++) printf(" %8s", names[i]);
+    printf("\n");
+    for (int k = 0; k < n; k++) {
+        printf("  %6d", pts[k].gpus);
+        for (int i = 0; i < N; i++)
+            printf(" %7.2fx", sq_cost_speedup(&pts[k].base, &pts[k].cost[i]));
+        printf("\n");
+    }
+    printf("stored as run %lld in %s\n", (long long)run, d->db);
+    fflush(stdout);
+    free(pts);
+    return CLI_OK;
+}
 
 static int step_model(demo *d)
 {
@@ -700,12 +799,7 @@ static int step_model(demo *d)
     if (id > 0) {
         printf("reusing model run %lld (same platform, model and schemes)\n", (long long)id);
     } else {
-        /* TODO(lead): call the cost-model library (src/cost, sq_cost_* over
-        ** the GPU counts, rows into the store) here instead of the command,
-        ** once that module is merged */
-        const char *a[] = {"model", "--sweep-gpus", "--scheme", MODEL_SCHEMES, "--db", d->db,
-                           NULL};
-        int rc = run(cmd_model, a);
+        int rc = model_record(d);
         if (rc != CLI_OK) return rc;
         if ((id = find_run(d, model_sql, NULL, NULL, 0)) <= 0) {
             fprintf(stderr, "shardq demo: the model run is not in %s\n", d->db);

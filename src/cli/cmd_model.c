@@ -55,9 +55,8 @@ static const char model_usage[] =
     "  --json            one JSON object instead of the tables\n"
     "  -h, --help        this text\n";
 
-#define MAX_SCHEMES 32
+#define MAX_SCHEMES SQ_COST_MAX_SCHEMES
 #define MAX_SETS 64
-#define MAX_POINTS 32
 
 typedef struct model_opts {
     sq_cost_platform plat;
@@ -71,22 +70,14 @@ typedef struct model_opts {
     sq_scheme baseline;
 } model_opts;
 
-/* One GPU count: the prediction of every scheme, and of the baseline. */
-typedef struct model_point {
-    int gpus;
-    sq_cost_result base;
-    sq_cost_result cost[MAX_SCHEMES];
-} model_point;
-
-static int predict(const model_opts *o, int gpus, model_point *pt, sq_error *err)
+/* The study of the options: at gpus, or a sweep up to max_gpus. */
+static sq_cost_study study_of(const model_opts *o, int gpus, int max_gpus)
 {
-    sq_cost_parallel par = o->par;
-    par.gpus = gpus;
-    pt->gpus = gpus;
-    int rc = sq_cost_iteration(&o->plat, &o->model, &par, &o->baseline, &pt->base, err);
-    for (int i = 0; rc == SQ_OK && i < o->nschemes; i++)
-        rc = sq_cost_iteration(&o->plat, &o->model, &par, &o->schemes[i], &pt->cost[i], err);
-    return rc;
+    sq_cost_study st = {.plat = &o->plat, .model = &o->model, .par = o->par,
+                        .max_gpus = max_gpus, .baseline = &o->baseline, .schemes = o->schemes,
+                        .names = o->names, .nschemes = o->nschemes};
+    st.par.gpus = gpus;
+    return st;
 }
 
 /* A platform, model or table that did not load; an unknown built-in name
@@ -129,12 +120,7 @@ static int quant_from_db(const char *path, model_opts *o, char *err, size_t errl
 /* Output                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static double speedup_of(const sq_cost_result *base, const sq_cost_result *c)
-{
-    return c->iteration > 0 ? base->iteration / c->iteration : NAN;
-}
-
-static void print_header(const model_opts *o, const model_point *pt)
+static void print_header(const model_opts *o, const sq_cost_point *pt)
 {
     const sq_cost_result *b = &pt->base;
     int G = o->plat.gpus_per_node;
@@ -158,10 +144,10 @@ static void print_row(const char *name, const sq_cost_result *c, const sq_cost_r
     printf("  %-10s %8.1f %9.1f %9.1f %8.1f %7.1f %6.1f %10.1f %8.1f %7.2fx %12.3f\n", name,
            1e3 * c->compute, 1e3 * (c->tp + c->bubble), 1e3 * c->weight, 1e3 * c->grad,
            1e3 * c->quant, 1e3 * c->optimizer, 1e3 * c->iteration, c->tflops,
-           speedup_of(base, c), (double)c->inter_bytes_per_node / 1e9);
+           sq_cost_speedup(base, c), (double)c->inter_bytes_per_node / 1e9);
 }
 
-static void print_point(const model_opts *o, const model_point *pt)
+static void print_point(const model_opts *o, const sq_cost_point *pt)
 {
     print_header(o, pt);
     printf("\n  %-10s %8s %9s %9s %8s %7s %6s %10s %8s %8s %12s\n", "scheme", "compute",
@@ -172,7 +158,7 @@ static void print_point(const model_opts *o, const model_point *pt)
     for (int i = 0; i < o->nschemes; i++) print_row(o->names[i], &pt->cost[i], &pt->base);
 }
 
-static void print_sweep(const model_opts *o, const model_point *pts, int n)
+static void print_sweep(const model_opts *o, const sq_cost_point *pts, int n)
 {
     print_header(o, &pts[n - 1]);
     printf("\n  speedup over baseline by GPU count (baseline TFLOP/s per GPU beside):\n");
@@ -182,7 +168,7 @@ static void print_sweep(const model_opts *o, const model_point *pts, int n)
     for (int k = 0; k < n; k++) {
         printf("  %6d %7.1f  ", pts[k].gpus, pts[k].base.tflops);
         for (int i = 0; i < o->nschemes; i++)
-            printf(" %8.2fx", speedup_of(&pts[k].base, &pts[k].cost[i]));
+            printf(" %8.2fx", sq_cost_speedup(&pts[k].base, &pts[k].cost[i]));
         printf("\n");
     }
 }
@@ -196,7 +182,8 @@ static void json_cost(const char *name, const sq_cost_result *c, const sq_cost_r
                           "optimizer_s", "iteration_s", "weight_comm_s", "grad_comm_s",
                           "tflops_per_gpu", "speedup"};
     double vals[] = {c->compute, c->tp, c->bubble, c->weight, c->grad, c->quant, c->optimizer,
-                     c->iteration, c->weight_comm, c->grad_comm, c->tflops, speedup_of(base, c)};
+                     c->iteration, c->weight_comm, c->grad_comm, c->tflops,
+                     sq_cost_speedup(base, c)};
     for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
         printf(",\"%s\":", keys[i]);
         cli_json_num(vals[i]);
@@ -207,24 +194,11 @@ static void json_cost(const char *name, const sq_cost_result *c, const sq_cost_r
            (unsigned long long)c->intra_bytes_per_gpu, (unsigned long long)c->quant_bytes_per_gpu);
 }
 
-/* The settings as one JSON object (printed, and stored as the run's config). */
-static void config_json(const model_opts *o, char *buf, size_t len)
-{
-    snprintf(buf, len,
-             "{\"platform\":\"%s\",\"model\":\"%s\",\"layers\":%d,\"hidden\":%d,\"heads\":%d,"
-             "\"vocab\":%d,\"seq\":%d,\"tp\":%d,\"pp\":%d,\"micro_batch\":%d,\"accum\":%d,"
-             "\"overlap\":%s,\"gpus_per_node\":%d,\"achieved_tflops\":%.17g,"
-             "\"quant_gb_s\":%.17g}",
-             o->plat.name, o->model.name, o->model.layers, o->model.hidden, o->model.heads,
-             o->model.vocab, o->model.seq, o->par.tp, o->par.pp, o->par.micro_batch, o->par.accum,
-             o->par.overlap ? "true" : "false", o->plat.gpus_per_node,
-             o->plat.achieved_flops / 1e12, o->plat.quant_bw / 1e9);
-}
-
-static void print_json(const model_opts *o, const model_point *pts, int n)
+static void print_json(const model_opts *o, const sq_cost_point *pts, int n)
 {
     char cfg[2048];
-    config_json(o, cfg, sizeof cfg);
+    sq_cost_study st = study_of(o, 0, 0);
+    sq_cost_study_config(&st, cfg, sizeof cfg);
     printf("{\"config\":%s,\"quant_source\":", cfg);
     cli_json_str(o->quant_text);
     printf(",\"points\":[");
@@ -246,64 +220,6 @@ static void print_json(const model_opts *o, const model_point *pts, int n)
         printf("]}");
     }
     printf("]}\n");
-}
-
-static int store_points(const char *db, const model_opts *o, const model_point *pts, int n)
-{
-    char err[1024], cfg[2048], tp[16], pp[16], mb[16], ac[16], q[32];
-    config_json(o, cfg, sizeof cfg);
-    snprintf(tp, sizeof tp, "%d", o->par.tp);
-    snprintf(pp, sizeof pp, "%d", o->par.pp);
-    snprintf(mb, sizeof mb, "%d", o->par.micro_batch);
-    snprintf(ac, sizeof ac, "%d", o->par.accum);
-    snprintf(q, sizeof q, "%.6g", o->plat.quant_bw / 1e9);
-    sq_store_kv params[] = {{"platform", o->plat.name}, {"model", o->model.name},
-                            {"tp", tp}, {"pp", pp}, {"micro_batch", mb}, {"accum", ac},
-                            {"overlap", o->par.overlap ? "on" : "off"}, {"quant_gb_s", q}};
-    sq_run_info info = {.kind = "model", .config = cfg, .device = o->plat.name};
-    sq_store *s = NULL;
-    int64_t run;
-    sq_error e = {0};
-    if (sq_store_open(db, SQ_STORE_BUSY_MS, 0, &s, &e) ||
-        sq_store_run_begin(s, &info, params, sizeof params / sizeof *params, &run) !=
-            SQ_STORE_STARTED) {
-        fprintf(stderr, "shardq model: %s\n", s ? sq_store_error(s) : sq_error_message(&e));
-        if (s) sq_store_close(s);
-        return CLI_RUNTIME;
-    }
-    sq_model_row *rows = calloc((size_t)n * (o->nschemes + 1), sizeof *rows);
-    size_t nr = 0;
-    int have_base = 0;
-    for (int i = 0; i < o->nschemes; i++) have_base |= !strcmp(o->names[i], "baseline");
-    for (int k = 0; rows && k < n; k++)
-        for (int i = -1; i < o->nschemes; i++) {
-            if (i < 0 && have_base) continue;
-            const sq_cost_result *c = i < 0 ? &pts[k].base : &pts[k].cost[i];
-            rows[nr++] = (sq_model_row){
-                .scheme = i < 0 ? "baseline" : o->names[i], .gpus = pts[k].gpus,
-                .compute_s = c->compute, .tp_s = c->tp, .bubble_s = c->bubble,
-                .weight_s = c->weight, .grad_s = c->grad, .quant_s = c->quant,
-                .optimizer_s = c->optimizer, .iteration_s = c->iteration, .tflops = c->tflops,
-                .speedup = speedup_of(&pts[k].base, c),
-                .inter_bytes_per_node = c->inter_bytes_per_node};
-        }
-    int rc = rows ? sq_store_add_model(s, run, rows, nr) : -1;
-    if (!rows) snprintf(err, sizeof err, "out of memory");
-    else if (rc) snprintf(err, sizeof err, "%s", sq_store_error(s));
-    free(rows);
-    char end_err[1024];
-    if (sq_store_run_end(s, run, rc ? "failed" : "done", rc ? err : NULL, NULL, 0, NULL, 0) &&
-        !rc) {
-        snprintf(end_err, sizeof end_err, "%s", sq_store_error(s));
-        snprintf(err, sizeof err, "%s", end_err);
-        rc = -1;
-    }
-    sq_store_close(s);
-    if (rc) {
-        fprintf(stderr, "shardq model: %s\n", err);
-        return CLI_RUNTIME;
-    }
-    return CLI_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -482,7 +398,7 @@ int cmd_model(int argc, char **argv)
     int nsets = 0, gpus = 0, sweep = 0, max_gpus = 1024, json = 0, list = 0;
     double quant_gbs = 0;
     model_opts *o = calloc(1, sizeof *o);
-    model_point *pts = calloc(MAX_POINTS, sizeof *pts);
+    sq_cost_point *pts = calloc(SQ_COST_MAX_POINTS, sizeof *pts);
     int rc = CLI_USAGE;
     if (!o || !pts) {
         fprintf(stderr, "shardq model: out of memory\n");
@@ -591,33 +507,31 @@ int cmd_model(int argc, char **argv)
     for (int i = 0; i < o->nschemes; i++)
         if (cli_scheme("model", o->names[i], sets, nsets, &o->schemes[i])) goto done;
 
-    int G = o->plat.gpus_per_node, n = 0;
-    if (sweep) {
-        if (gpus) {
-            fprintf(stderr, "shardq model: --gpus and --sweep-gpus: give one\n");
-            goto done;
-        }
-        for (int g = G; g <= max_gpus && n < MAX_POINTS; g *= 2) {
-            if (predict(o, g, &pts[n], NULL) == SQ_OK) n++;
-        }
-        if (!n) {
-            fprintf(stderr, "shardq model: no GPU count from %d to %d fits TP %d x PP %d on "
-                    "nodes of %d\n", G, max_gpus, o->par.tp, o->par.pp, G);
-            goto done;
-        }
-    } else {
-        if (!gpus) gpus = o->plat.nodes * G;
-        if (predict(o, gpus, &pts[0], &err) != SQ_OK) {
-            fprintf(stderr, "shardq model: %s\n", sq_error_message(&err));
-            goto done;
-        }
-        n = 1;
+    if (sweep && gpus) {
+        fprintf(stderr, "shardq model: --gpus and --sweep-gpus: give one\n");
+        goto done;
+    }
+    if (!sweep && !gpus) gpus = o->plat.nodes * o->plat.gpus_per_node;
+    /* with --db the library predicts and stores; a prediction that fails
+    ** stores nothing, one that is stored and fails is still printed */
+    sq_cost_study st = study_of(o, gpus, sweep ? max_gpus : 0);
+    int n = 0;
+    int stored = db ? sq_cost_record(db, SQ_STORE_BUSY_MS, &st, pts, &n, NULL, &err)
+                    : sq_cost_study_run(&st, pts, &n, &err);
+    if (!n) {
+        fprintf(stderr, "shardq model: %s\n", sq_error_message(&err));
+        goto done;
     }
     if (json) print_json(o, pts, n);
     else if (sweep) print_sweep(o, pts, n);
     else print_point(o, &pts[0]);
-    rc = db ? store_points(db, o, pts, n) : CLI_OK;
-    if (rc == CLI_OK && db && !json) printf("\nstored in %s\n", db);
+    rc = CLI_OK;
+    if (stored != SQ_OK) {
+        fprintf(stderr, "shardq model: %s\n", sq_error_message(&err));
+        rc = CLI_RUNTIME;
+    } else if (db && !json) {
+        printf("\nstored in %s\n", db);
+    }
 done:
     free(o);
     free(pts);
