@@ -125,14 +125,11 @@ int end(sq_cuda *d, const sqk_env *env, int rc)
 /* Opening                                                                  */
 /* ------------------------------------------------------------------------ */
 
-extern "C" int sq_cuda_open(int device, sq_cuda **out, char *err, size_t errlen)
+extern "C" int sq_cuda_open(int device, sq_cuda **out, sq_error *err)
 {
     *out = nullptr;
     sq_cuda *d = static_cast<sq_cuda *>(calloc(1, sizeof *d));
-    if (!d) {
-        snprintf(err, errlen, "out of host memory");
-        return SQ_ERR_NOMEM;
-    }
+    if (!d) return sq_error_set(err, SQ_ERR_NOMEM, "cuda:%d: out of host memory", device);
     d->dev = device;
     snprintf(d->name, sizeof d->name, "cuda:%d", device);
     cudaDeviceProp prop;
@@ -155,7 +152,7 @@ extern "C" int sq_cuda_open(int device, sq_cuda **out, char *err, size_t errlen)
         if (e != cudaSuccess) rc = fail(d, e, "cudaEventCreate");
     }
     if (rc != SQ_OK) {
-        snprintf(err, errlen, "%s", d->error);
+        sq_error_set(err, rc, "%s", d->error);
         sq_cuda_close(d);
         return rc;
     }

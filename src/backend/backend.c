@@ -58,9 +58,8 @@ static int open_cuda(int dev, sq_backend *be, sq_error *err)
     if (dev >= count)
         return sq_error_set(err, SQ_ERR_ARG, "%s: no such device, %d visible (cuda:0 to cuda:%d)",
                             be->name, count, count - 1);
-    char why[512];
-    int rc = sq_cuda_open(dev, &be->cuda, why, sizeof why);
-    if (rc != SQ_OK) return sq_error_set(err, rc, "%s", why);
+    int rc = sq_cuda_open(dev, &be->cuda, err);
+    if (rc != SQ_OK) return rc;
     snprintf(be->description, sizeof be->description, "%s", sq_cuda_description(be->cuda));
     return SQ_OK;
 }

@@ -20,7 +20,7 @@ extern "C" {
 
 typedef struct sq_cuda sq_cuda;
 
-int sq_cuda_open(int device, sq_cuda **out, char *err, size_t errlen);
+int sq_cuda_open(int device, sq_cuda **out, sq_error *err);
 void sq_cuda_close(sq_cuda *d);
 const char *sq_cuda_description(const sq_cuda *d);
 const char *sq_cuda_error(const sq_cuda *d);

@@ -33,11 +33,10 @@ int sq_device_selftest(int dev)
     return -1;
 }
 
-int sq_cuda_open(int device, sq_cuda **out, char *err, size_t errlen)
+int sq_cuda_open(int device, sq_cuda **out, sq_error *err)
 {
     *out = NULL;
-    snprintf(err, errlen, "cuda:%d: %s", device, reason);
-    return SQ_ERR_UNSUPPORTED;
+    return sq_error_set(err, SQ_ERR_UNSUPPORTED, "cuda:%d: %s", device, reason);
 }
 
 void sq_cuda_close(sq_cuda *d) { (void)d; }

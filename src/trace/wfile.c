@@ -12,15 +12,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-void sq_set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 int sq_wfile_open(sq_wfile *w, const char *path, sq_error *err)
 {
     memset(w, 0, sizeof *w);

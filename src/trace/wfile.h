@@ -43,12 +43,6 @@ void sq_wfile_write(sq_wfile *w, const void *buf, size_t len);
 int sq_wfile_commit(sq_wfile *w, sq_error *err);
 void sq_wfile_abort(sq_wfile *w);
 
-/* Formats an error sentence into err[0..errlen), when err is not NULL: the
-** older convention, for the modules that still speak it (the trace module
-** itself returns kinds and writes an sq_error). */
-void sq_set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 #ifdef __cplusplus
 }
 #endif
