@@ -198,10 +198,18 @@ int sq_sweep_job_run(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
 /* The exit statuses of a job's process. */
 enum { SQ_SWEEP_EXIT_OK = 0, SQ_SWEEP_EXIT_FAILED = 1, SQ_SWEEP_EXIT_HELD = 75 };
 
+/* In a child forked to run a job without exec: closes every descriptor the
+** parent marked close-on-exec but keep, as an exec would. The parent's
+** locks (flock is shared with a child's copy of the descriptor: a demo's
+** output directory, a trace writer's), its database connections and its
+** temporary files then end with the parent, not with the child. */
+void sq_sweep_child_close_fds(int keep);
+
 /* Forks a process that runs job with `threads` threads (0: as many as the
 ** parent would) and exits with SQ_SWEEP_EXIT_*: it dies with its parent
 ** (PR_SET_PDEATHSIG), its stdin and stdout are /dev/null when quiet, its
-** stderr goes to log_fd when >= 0, and a failure is said there as
+** stderr goes to log_fd when >= 0, it holds nothing the parent marked
+** close-on-exec (sq_sweep_child_close_fds), and a failure is said there as
 ** "shardq CMD: SENTENCE" (CMD "replay" or "train"). Returns the pid, or a
 ** negative kind (err says why).
 **

@@ -17,6 +17,7 @@
 #endif
 #include <cblas.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -25,6 +26,28 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+
+void sq_sweep_child_close_fds(int keep)
+{
+    /* /proc/self/fd lists what is open; closing while reading it would
+    ** disturb the listing, so the numbers are collected first */
+    DIR *dir = opendir("/proc/self/fd");
+    int fds[1024], n = 0;
+    if (dir) {
+        struct dirent *e;
+        while ((e = readdir(dir)) && n < (int)(sizeof fds / sizeof fds[0])) {
+            int fd = atoi(e->d_name);
+            if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd > STDERR_FILENO && fd != keep &&
+                fd != dirfd(dir))
+                fds[n++] = fd;
+        }
+        closedir(dir);
+    }
+    for (int i = 0; i < n; i++) {
+        int flags = fcntl(fds[i], F_GETFD);
+        if (flags >= 0 && (flags & FD_CLOEXEC)) close(fds[i]);
+    }
+}
 
 pid_t sq_sweep_spawn(const sq_sweep_job *job, int threads, int quiet, int log_fd, sq_error *err)
 {
@@ -38,6 +61,7 @@ pid_t sq_sweep_spawn(const sq_sweep_job *job, int threads, int quiet, int log_fd
     /* the child: die with the sweep, so that a killed sweep leaves no job behind */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    sq_sweep_child_close_fds(log_fd);
     if (quiet) {
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0) dup2(devnull, STDOUT_FILENO), dup2(devnull, STDIN_FILENO);
