@@ -230,7 +230,7 @@ static void free_sections(parse_state *ps)
 /* A list of values: the comma-separated items of text, A..B expanded. */
 typedef struct vlist {
     char **v;
-    size_t n;
+    size_t n, cap;
 } vlist;
 
 static void vlist_free(vlist *l)
@@ -238,15 +238,19 @@ static void vlist_free(vlist *l)
     for (size_t i = 0; i < l->n; i++) free(l->v[i]);
     free(l->v);
     l->v = NULL;
-    l->n = 0;
+    l->n = l->cap = 0;
 }
 
 static int vlist_push(vlist *l, const char *s, size_t len)
 {
     if (l->n == MAX_VALUES) return SQ_ERR_SPEC;
-    char **p = realloc(l->v, (l->n + 1) * sizeof *p);
-    if (!p) return SQ_ERR_NOMEM;
-    l->v = p;
+    if (l->n == l->cap) { /* doubling: a range of 10^5 values is read in linear time */
+        size_t cap = l->cap ? 2 * l->cap : 8;
+        char **p = realloc(l->v, cap * sizeof *p);
+        if (!p) return SQ_ERR_NOMEM;
+        l->v = p;
+        l->cap = cap;
+    }
     l->v[l->n] = strndup(s, len);
     if (!l->v[l->n]) return SQ_ERR_NOMEM;
     l->n++;
