@@ -17,11 +17,7 @@
 /* The failing malloc below is a test, not a bug: under AddressSanitizer
 ** let it return NULL as libc's does. */
 const char *__asan_default_options(void);
-/* default visibility: the build hides symbols, and the runtime looks this up */
-__attribute__((visibility("default"))) const char *__asan_default_options(void)
-{
-    return "allocator_may_return_null=1";
-}
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
 static sq_backend *open_ok(const char *name)
 {

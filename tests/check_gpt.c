@@ -36,11 +36,7 @@
 /* The allocation-failure test asks for an enormous workspace; under
 ** AddressSanitizer that must fail like malloc does, not abort. */
 const char *__asan_default_options(void);
-/* default visibility: the build hides symbols, and the runtime looks this up */
-__attribute__((visibility("default"))) const char *__asan_default_options(void)
-{
-    return "allocator_may_return_null=1";
-}
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */

@@ -24,22 +24,14 @@
 #include <stdint.h>
 
 /* Every public header wraps its declarations in SQ_BEGIN_DECLS and
-** SQ_END_DECLS: C linkage for C++, and default visibility, since the library
-** is compiled with -fvisibility=hidden and exports what these headers
-** declare and nothing else. */
-#if defined(__GNUC__)
-#define SQ_VISIBLE_BEGIN_ _Pragma("GCC visibility push(default)")
-#define SQ_VISIBLE_END_ _Pragma("GCC visibility pop")
-#else
-#define SQ_VISIBLE_BEGIN_
-#define SQ_VISIBLE_END_
-#endif
+** SQ_END_DECLS (C linkage for C++). libshardq.so exports what these headers
+** name and nothing else (build-aux/api-symbols.sh). */
 #ifdef __cplusplus
-#define SQ_BEGIN_DECLS extern "C" { SQ_VISIBLE_BEGIN_
-#define SQ_END_DECLS SQ_VISIBLE_END_ }
+#define SQ_BEGIN_DECLS extern "C" {
+#define SQ_END_DECLS }
 #else
-#define SQ_BEGIN_DECLS SQ_VISIBLE_BEGIN_
-#define SQ_END_DECLS SQ_VISIBLE_END_
+#define SQ_BEGIN_DECLS
+#define SQ_END_DECLS
 #endif
 
 SQ_BEGIN_DECLS
@@ -331,6 +323,15 @@ int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k,
 ** by the inverse Hadamard when c->hadamard is set (last hop). */
 int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
                    float *out);
+
+/* ------------------------------------------------------------------------ */
+/* Time                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Seconds on the monotonic clock, the one clock every timing of shardq
+** uses: only differences mean anything. (Stored timestamps are wall-clock
+** time, not this.) */
+double sq_clock_s(void);
 
 /* ------------------------------------------------------------------------ */
 /* Threads                                                                  */
