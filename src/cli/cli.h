@@ -131,18 +131,4 @@ int cli_train_job(const struct sq_sweep_config *cfg, const char *db, const char 
                   const char *sweep, int busy_ms, const char *capture, uint32_t capture_every,
                   int quiet, int json);
 
-/* Begins a run in the store at db (opened into *store): info, then every
-** knob of scheme (none when scheme is NULL: a benchmark) and the extra
-** params as the run's params. (Commands that run a replay or a training go
-** through the sweep library's job runner, which does this itself.) Returns CLI_OK with *run set when the run
-** started; CLI_OK with *run = 0 and *store NULL when a run with info->key is
-** already done (said on stdout unless quiet); CLI_BUSY when a live process
-** runs that key; CLI_RUNTIME on an error (all said on stderr). */
-struct sq_store;
-struct sq_run_info;
-struct sq_store_kv;
-int cli_run_begin(const char *cmd, const char *db, int busy_ms, const struct sq_run_info *info,
-                  const struct sq_scheme *scheme, const struct sq_store_kv *extra, size_t nextra,
-                  int quiet, struct sq_store **store, int64_t *run);
-
 #endif

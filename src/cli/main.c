@@ -209,31 +209,6 @@ int cli_parse_double(const char *cmd, const char *opt, const char *text, double 
     return 0;
 }
 
-int cli_run_begin(const char *cmd, const char *db, int busy_ms, const sq_run_info *info,
-                  const sq_scheme *scheme, const sq_store_kv *extra, size_t nextra, int quiet,
-                  sq_store **store, int64_t *run)
-{
-    sq_error err = {0};
-    int status;
-    int rc = sq_sweep_run_begin(db, busy_ms, info, scheme, extra, nextra, store, run, &status,
-                                &err);
-    if (!rc && *store) {
-        /* said even when quiet: a run was left behind by a process that died */
-        if (sq_store_notice(*store))
-            fprintf(stderr, "shardq %s: %s\n", cmd, sq_store_notice(*store));
-        return CLI_OK;
-    }
-    if (!rc) { /* already done */
-        if (!quiet) printf("already done: run %lld in %s\n", (long long)*run, db);
-        *run = 0;
-        return CLI_OK;
-    }
-    if (status != SQ_SWEEP_HELD || !quiet)
-        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
-    *run = 0;
-    return status == SQ_SWEEP_HELD ? CLI_BUSY : CLI_RUNTIME;
-}
-
 static void job_start(void *ctx, uint64_t total)
 {
     cli_job *j = ctx;
