@@ -7,6 +7,7 @@
 #include "shardq/codec.h"
 #include "shardq/backend.h"
 #include "shardq/world.h"
+#include "shardq/layout.h"
 #include "shardq/plan.h"
 #include "shardq/metrics.h"
 #include "shardq/trace.h"

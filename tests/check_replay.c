@@ -7,6 +7,7 @@
 ** per tensor and per step, and a sink that stops it.
 */
 #include "shardq/replay.h"
+#include "shardq/layout.h"
 #include "shardq/trace.h"
 #include "shardq/world.h"
 
@@ -229,6 +230,8 @@ START_TEST(test_4bit_within_bound)
     open_trace(tpath("t"), &t);
     sq_replay_config cfg = config("qw");
     cfg.paths = SQ_REPLAY_WEIGHT;
+    /* the bound is per param: each param's own groups */
+    cfg.scheme.layout = SQ_LAYOUT_PARAM;
     rows_kept k = {.n = 0};
     sq_replay_sink sink = {.ctx = &k, .rows = keep};
     sq_replay_result res;

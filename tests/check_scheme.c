@@ -513,10 +513,10 @@ START_TEST(test_format_lists_every_knob)
         }
         ck_assert_uint_eq(k, sq_scheme_nknobs);
     }
-    /* 1 + 7 + 1 + 7 + 7 + 2 knobs */
-    ck_assert_uint_eq(sq_scheme_nknobs, 25);
+    /* 1 + 7 + 1 + 7 + 7 + 2 + 2 knobs */
+    ck_assert_uint_eq(sq_scheme_nknobs, 27);
     ck_assert_str_eq(sq_scheme_knobs[0].key, "weight.mode");
-    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 1].key, "grad.mean");
+    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 1].key, "layout.bucket");
 }
 END_TEST
 
@@ -533,7 +533,7 @@ START_TEST(test_format_text)
                      "grad.intra.levels=sdp4bit,grad.intra.scale=fp32,grad.inter.bits=4,"
                      "grad.inter.kind=sym,grad.inter.group=128,grad.inter.round=sr,"
                      "grad.inter.hadamard=32,grad.inter.levels=sdp4bit,grad.inter.scale=fp32,"
-                     "grad.pipe=1,grad.mean=1");
+                     "grad.pipe=1,grad.mean=1,layout=bucket,layout.bucket=40000000");
     /* truncation: the length it would need, a terminated prefix */
     char small[16];
     int n = sq_scheme_format(&s, small, sizeof small);

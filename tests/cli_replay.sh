@@ -31,6 +31,9 @@ assert abs(b['grad_reducescatter']['intra']['bits_per_element'] - 8.25) < 0.3, b
 assert abs(b['grad_reducescatter']['inter']['bits_per_element'] - 4.25) < 0.3, b
 assert 4.0 < b['weight_allgather']['intra']['bits_per_element'] < 4.2, b
 assert d['trace_bytes'] == 4 * 8 * d['elements'] * 4 + 4 * d['elements'] * 4, d['trace_bytes']
+# Megatron's flat bucket: one world, padded at its end only (to 16384 on 2x4)
+assert d['layout'] == 'bucket' and d['units'] == 1, d
+assert d['padded_elements'] == -(-d['elements'] // 16384) * 16384, d['padded_elements']
 " "$T/r1.json"
 pyrun "the database holds the run, its params, step and tensor rows, bytes, timings" "
 c = sqlite3.connect(sys.argv[1])
@@ -56,7 +59,8 @@ for (s, path, n, mse) in c.execute('SELECT step, path, elements, mse FROM step_m
 b = c.execute('SELECT collective, link, sent_codes + sent_meta, bits_per_elem FROM bytes').fetchall()
 assert len(b) == 4 and all(x[2] > 0 for x in b), b
 t = dict((r[0], r[1]) for r in c.execute('SELECT op, calls FROM timings'))
-assert t['grad_reducescatter'] == 16 and t['weight_allgather'] == 12, t
+# one bucket: one collective per step
+assert t['grad_reducescatter'] == 4 and t['weight_allgather'] == 3, t
 " "$T/shardq.db"
 
 # --- figures that must hold ------------------------------------------------
@@ -74,11 +78,19 @@ d = json.load(open(sys.argv[1]))
 assert d['grad']['rel_l2'] < 1e-6, d['grad']
 assert d['weight']['rel_l2'] < 4e-3, d['weight']
 " "$T/base.json"
-"$SHARDQ" replay --no-db --json --workers 2x2 tr >"$T/fewer.json"
-"$SHARDQ" replay --no-db --json --workers 4x4 tr >"$T/more.json"
-pyrun "fewer or more emulated workers than gradient files" "
+expect_fail_with 1 "the files of trace workers 4 .. 7 (grads-w04 .. w07) would be dropped" \
+  "$SHARDQ" replay --no-db --json --workers 2x2 tr
+expect_fail_with 1 "workers 8 .. 15 would reuse the files of trace workers 0 .. 7 (worker r gets file r mod 8); ask for it to accept that (--reuse-workers)" \
+  "$SHARDQ" replay --no-db --json --workers 4x4 tr
+"$SHARDQ" replay --no-db --json --reuse-workers --workers 2x2 tr >"$T/fewer.json"
+"$SHARDQ" replay --no-db --json --reuse-workers --workers 4x4 tr >"$T/more.json"
+ok "--reuse-workers: the text says how many workers reuse files" sh -c \
+  '"$0" replay --no-db --reuse-workers --workers 4x4 tr | grep -q "note: 8 workers reused gradient files"' "$SHARDQ"
+pyrun "fewer or more emulated workers than gradient files, when asked for" "
 a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
 assert a['workers'] == '2x2' and b['workers'] == '4x4'
+assert a['dropped_workers'] == 4 and a['reused_workers'] == 0, a
+assert b['reused_workers'] == 8 and b['dropped_workers'] == 0, b
 assert 0 < a['grad']['rel_l2'] < 0.5 and 0 < b['grad']['rel_l2'] < 0.5
 " "$T/fewer.json" "$T/more.json"
 "$SHARDQ" replay --no-db --json --seed 7 tr >"$T/s7a.json"
@@ -179,9 +191,11 @@ import json, subprocess, sys
 d = json.loads(subprocess.check_output([sys.argv[1], 'trace', 'info', '--json', sys.argv[2]]))
 assert d['bytes'] > 1e9, d['bytes']
 " "$SHARDQ" "$big"
-  ok "replay the big trace" "$SHARDQ" replay --no-db --json "$big"
+  # one world per param: the bound below is the largest tensor's (a bucket's
+  # memory follows the bucket size instead)
+  ok "replay the big trace" "$SHARDQ" replay --no-db --json --set layout=param "$big"
   cp "$sq_tmp/out" "$T/big.json"
-  ok "replay its first two steps" "$SHARDQ" replay --no-db --json --steps 2 "$big"
+  ok "replay its first two steps" "$SHARDQ" replay --no-db --json --set layout=param --steps 2 "$big"
   cp "$sq_tmp/out" "$T/big2.json"
   python3 -c "
 import json, sys

@@ -23,7 +23,7 @@ KNOBS="weight.mode weight.bits weight.kind weight.group weight.round weight.hada
 weight.levels weight.scale grad.mode grad.intra.bits grad.intra.kind grad.intra.group
 grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale grad.inter.bits
 grad.inter.kind grad.inter.group grad.inter.round grad.inter.hadamard grad.inter.levels
-grad.inter.scale grad.pipe grad.mean"
+grad.inter.scale grad.pipe grad.mean layout layout.bucket"
 
 # ---------------------------------------------------------------------------
 # Help

@@ -19,8 +19,10 @@ SQ_BEGIN_DECLS
 /*
 ** replay -- what a scheme would have done to a captured trace.
 **
-** For each param of the trace, one emulated world of K x G workers (the
-** param's own buffers, as ZeRO-3 and FSDP shard parameter by parameter)
+** The params of the trace are laid out as the scheme's `layout` knob says
+** (shardq/layout.h): flat buckets as Megatron's distributed optimizer
+** builds them (the default), or one world per param (ZeRO-3, FSDP). Each
+** unit -- a bucket, or a param -- is one emulated world of K x G workers that
 ** replays every step of the trace in order (README, "Replay"):
 **
 **   gradient path  worker r gets the gradient of trace worker r mod W (W the
@@ -35,13 +37,21 @@ SQ_BEGIN_DECLS
 **                  are compared with the trace's, and every replica must hold
 **                  the same bytes.
 **
-** Param p (in trace order) draws its random numbers from Philox seed
-** seed ^ (p << 40), so params do not share a stream and a one-param trace
-** uses the seed itself. Zero-sized params are skipped.
+** Unit u draws its random numbers from Philox seed seed ^ (key << 40) (key:
+** the bucket's index, or the param's index in trace order), so units do not
+** share a stream and a one-param trace uses the seed itself. Zero-sized
+** params are skipped. Statistics are kept per param (its slice of the
+** unit), per step and per run; a param's fraction clipped is its unit's,
+** as groups straddle params in a bucket.
 **
-** Memory holds one param at a time: its world, its exact fp64 sums and a few
-** fp32 buffers, so peak memory follows the largest param times the workers,
-** whatever the number of steps and params.
+** A trace of W > 1 gradient files per step on N != W workers is refused
+** (SQ_ERR_CONFLICT) unless reuse_workers is set: worker r gets file r mod W,
+** so N > W reuses files and N < W leaves files unread; the result says how
+** many. A trace with one gradient per step gives it to every worker.
+**
+** Memory holds one unit at a time: its world, its exact fp64 sums and a few
+** fp32 buffers, so peak memory follows the largest bucket (or param) times
+** the workers, whatever the number of steps and params.
 */
 enum { SQ_REPLAY_GRAD = 1, SQ_REPLAY_WEIGHT = 2 };
 
@@ -53,6 +63,8 @@ typedef struct sq_replay_config {
     int paths;           /* SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT (weights only if the trace has them) */
     size_t max_steps;    /* 0: every step of the trace */
     int tensor_rows;     /* 1: a stats row per (step, path, tensor) too */
+    int reuse_workers;   /* 1: accept a topology whose worker count differs from the
+                         ** trace's gradient files (reusing or dropping files) */
 } sq_replay_config;
 
 /* Where the results go while the replay runs; every callback may be NULL. */
@@ -79,7 +91,12 @@ typedef struct sq_replay_sink {
 typedef struct sq_replay_result {
     size_t steps;          /* steps replayed */
     size_t params;         /* params replayed (zero-sized ones left out) */
-    uint64_t elements;     /* elements per step */
+    uint64_t elements;     /* elements per step (the model's, before padding) */
+    uint64_t padded;       /* the same, padded: the elements every world holds */
+    int layout;            /* sq_layout_kind it ran in */
+    size_t units;          /* worlds: buckets, or params */
+    int reused_workers;    /* workers that got a file another worker has too */
+    int dropped_workers;   /* gradient files per step left unread */
     uint64_t trace_bytes;  /* bytes of trace data read */
     double seconds;        /* wall time of the whole replay */
     uint64_t peak_rss;     /* bytes, of the process at the end */

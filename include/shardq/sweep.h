@@ -83,6 +83,7 @@ typedef struct sq_sweep_config {
     char *device;     /* "cpu", "cuda", "cuda:0,1" */
     int paths;        /* replay: SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT */
     uint64_t steps;   /* replay: 0 is every step; train: already in train.steps */
+    int reuse_workers; /* replay: accept a topology that reuses or drops gradient files */
     char *trace;      /* replay: resolved against the recipe's directory */
     char *corpus;     /* train: resolved likewise; NULL: $SHARDQ_CORPUS or the default */
     sq_train_config train; /* train: every option, defaults resolved (min_lr, warmup) */

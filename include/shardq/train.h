@@ -292,6 +292,9 @@ typedef struct sq_train_result {
     uint32_t steps;
     uint64_t tokens;
     uint64_t elements;     /* model params */
+    uint64_t padded;       /* the same, padded: the elements every world holds */
+    int layout;            /* sq_layout_kind it ran in (the scheme's layout knob) */
+    size_t units;          /* worlds: buckets, or params */
     double first_loss, final_loss, final_val;
     double seconds;        /* wall time of the loop */
     double time[SQ_TT_N];

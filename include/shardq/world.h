@@ -104,6 +104,8 @@ typedef struct sq_scheme {
     sq_wire grad_inter;      /* second hop of twolevel; the wire when K > 1 */
     int pipe;                /* pipeline slices of twolevel, >= 1 */
     int grad_mean;           /* 1: gradients pre-divided by N (a mean), 0: a sum */
+    int layout;              /* sq_layout_kind (layout.h): flat buckets or a world per param */
+    uint64_t bucket;         /* elements per bucket (layout.h), 0: one bucket */
 } sq_scheme;
 
 /* The presets of DESIGN.md section 1, in the order `shardq schemes` lists. */

@@ -4,6 +4,7 @@
 ** it: replay.h does the work, store.h the storing).
 */
 #include "cli.h"
+#include "shardq/layout.h"
 #include "progress.h"
 #include "shardq/replay.h"
 #include "shardq/store.h"
@@ -41,6 +42,9 @@ static const char replay_usage[] =
     "  --seed S           Philox seed of the rounding, < 2^63 (default 1)\n"
     "  --paths LIST       grad, weight or grad,weight (default both)\n"
     "  --steps N          replay only the first N steps (default all)\n"
+    "  --reuse-workers    accept a topology whose worker count differs from the\n"
+    "                     trace's gradient files per step (worker r takes file\n"
+    "                     r mod W: files reused, or files left unread)\n"
     "  --db FILE          the database (default $SHARDQ_DB, else shardq.db)\n"
     "  --no-db            store nothing\n"
     "  --no-tensor-rows   store per-step rows only, not per tensor\n"
@@ -91,6 +95,10 @@ static void print_json(const sq_replay_result *r, const char *trace, const char 
     cli_json_str(scheme);
     printf(",\"workers\":\"%s\",\"seed\":%llu,\"device\":", topo, (unsigned long long)seed);
     cli_json_str(device);
+    printf(",\"layout\":\"%s\",\"units\":%zu,\"padded_elements\":%llu,\"reused_workers\":%d,"
+           "\"dropped_workers\":%d",
+           sq_layout_name((sq_layout_kind)r->layout), r->units, (unsigned long long)r->padded,
+           r->reused_workers, r->dropped_workers);
     printf(",\"steps\":%zu,\"params\":%zu,\"elements\":%llu,\"consecutive\":%s,"
            "\"trace_bytes\":%llu,\"seconds\":%.6f,\"gb_per_s\":",
            r->steps, r->params, (unsigned long long)r->elements,
@@ -133,6 +141,17 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
     if (r->has_weight)
         printf("  weights    rel_l2 %.4g  snr %.2f dB  max %.3g  clipped %.3g\n",
                r->weight.rel_l2, r->weight.snr_db, r->weight.max_abs, r->weight_clipped);
+    if (r->units)
+        printf("  layout     %s: %zu world%s, %llu elements padded to %llu (x%.4f)\n",
+               sq_layout_name((sq_layout_kind)r->layout), r->units, r->units == 1 ? "" : "s",
+               (unsigned long long)r->elements, (unsigned long long)r->padded,
+               r->elements ? (double)r->padded / (double)r->elements : 1.0);
+    if (r->reused_workers)
+        printf("  note: %d worker%s reused gradient files of other workers (worker r takes "
+               "file r mod W)\n", r->reused_workers, r->reused_workers == 1 ? "" : "s");
+    if (r->dropped_workers)
+        printf("  note: %d gradient file%s per step left unread\n", r->dropped_workers,
+               r->dropped_workers == 1 ? "" : "s");
     if (!r->consecutive && r->has_weight)
         printf("  note: the trace's steps are not consecutive, so each weight difference\n"
                "        spans several optimizer steps (larger than in training)\n");
@@ -155,11 +174,12 @@ int cmd_replay(int argc, char **argv)
         {"busy-timeout", required_argument, NULL, 'B'}, {"key", required_argument, NULL, 'k'},
         {"sweep", required_argument, NULL, 'W'},  {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {"reuse-workers", no_argument, NULL, 'U'},
         {NULL, 0, NULL, 0}};
     const char *preset = "sdp4bit", *workers = NULL, *device = "cpu", *db = cli_default_db();
     const char *key = NULL, *sweep = NULL;
     const char *sets[64];
-    int nsets = 0, json = 0, quiet = 0, nodb = 0, tensor_rows = 1, paths = 3, ch;
+    int nsets = 0, json = 0, quiet = 0, nodb = 0, tensor_rows = 1, paths = 3, reuse = 0, ch;
     uint64_t seed = 1, steps = 0, busy = SQ_STORE_BUSY_MS;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
@@ -196,6 +216,7 @@ int cmd_replay(int argc, char **argv)
         case 'b': db = optarg; break;
         case 'n': nodb = 1; break;
         case 'R': tensor_rows = 0; break;
+        case 'U': reuse = 1; break;
         case 'B':
             if (cli_parse_u64("replay", "--busy-timeout", optarg, INT_MAX, &busy))
                 return CLI_USAGE;
@@ -227,6 +248,7 @@ int cmd_replay(int argc, char **argv)
     cfg.device = (char *)device;
     cfg.paths = paths;
     cfg.steps = steps;
+    cfg.reuse_workers = reuse;
 
     sq_sweep_outcome *out = calloc(1, sizeof *out);
     if (!out) {
@@ -239,6 +261,10 @@ int cmd_replay(int argc, char **argv)
     cli_job_hooks(&j, &job.hooks);
     sq_error e = {0};
     int bad = sq_sweep_job_run(&job, out, &e);
+    if (bad == SQ_ERR_CONFLICT && (out->replay.reused_workers || out->replay.dropped_workers)) {
+        size_t len = strlen(e.msg);
+        snprintf(e.msg + len, sizeof e.msg - len, " (--reuse-workers)");
+    }
     int rc = cli_job_end(&j, bad, &e, db);
     if (rc < 0) {
         if (json)

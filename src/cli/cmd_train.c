@@ -4,6 +4,7 @@
 ** timings into the database, optionally a trace of the run.
 */
 #include "cli.h"
+#include "shardq/layout.h"
 #include "progress.h"
 #include "shardq/store.h"
 #include "shardq/sweep.h"
@@ -178,6 +179,11 @@ static void print_text(const sq_train_result *r, const figures *f, const sq_trai
            100 * r->time[SQ_TT_COMPUTE] / f->step_time, 100 * r->time[SQ_TT_GRAD] / f->step_time,
            100 * r->time[SQ_TT_OPTIM] / f->step_time, 100 * r->time[SQ_TT_WEIGHT] / f->step_time,
            100 * f->collectives);
+    if (r->units)
+        printf("  layout %s: %zu world%s, %llu elements padded to %llu (x%.4f)\n",
+               sq_layout_name((sq_layout_kind)r->layout), r->units, r->units == 1 ? "" : "s",
+               (unsigned long long)r->elements, (unsigned long long)r->padded,
+               r->elements ? (double)r->padded / (double)r->elements : 1.0);
     cli_print_bytes(r->bytes);
     if (c->capture)
         printf("  captured %u step%s into %s\n", r->captured, r->captured == 1 ? "" : "s",
@@ -202,6 +208,8 @@ static void print_json(const sq_train_result *r, const figures *f, const sq_trai
     printf(",\"model\":{\"layers\":%d,\"channels\":%d,\"heads\":%d,\"context\":%d,"
            "\"params\":%llu}", c->model.layers, c->model.channels, c->model.heads,
            c->model.context, (unsigned long long)r->elements);
+    printf(",\"layout\":\"%s\",\"units\":%zu,\"padded_elements\":%llu",
+           sq_layout_name((sq_layout_kind)r->layout), r->units, (unsigned long long)r->padded);
     printf(",\"steps\":%u,\"tokens\":%llu,\"first_loss\":", r->steps,
            (unsigned long long)r->tokens);
     cli_json_num(r->first_loss);

@@ -2,11 +2,13 @@
 ** replay.c -- a scheme over a captured trace, param by param (replay.h).
 */
 #include "shardq/replay.h"
+#include "shardq/layout.h"
 #include "shardq/metrics.h"
 #include "sq_clock.h"
 #include "trace/wfile.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -83,6 +85,7 @@ typedef struct replay_state {
     uint64_t clipped[2], clip_n[2];
     sq_traffic traffic;
     size_t done, units;
+    const sq_layout *layout;
 } replay_state;
 
 static void add_timing(replay_state *st, int op, double seconds, uint64_t bytes)
@@ -121,19 +124,43 @@ static int world_fail(const sq_world *w, int rc, sq_error *err)
     return sq_error_set(err, rc, "%s", sq_world_error(w));
 }
 
-/* The gradient path of param p at trace step ts: stats into *e. */
-static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p, param_bufs *b,
-                     sq_erracc *e, uint64_t *clipped, sq_error *err)
+/* Unit u of the layout: its slots, its world and its buffers. Buffers
+** are laid out as the unit's flat buffer: param p at its slot's offset. */
+typedef struct unit_run {
+    const sq_layout_slot *slot; /* count of them */
+    size_t count;
+    uint64_t n;                 /* elements of the unit */
+    sq_world *w;
+    param_bufs b;
+    sq_erracc *ge, *we;         /* per slot, one step's */
+} unit_run;
+
+/* Loads param slot k of trace worker tw (worker < 0: the weights) into
+** x + offset and x64 + offset. */
+static int load_slot(replay_state *st, sq_trace_step *ts, int tw, const sq_layout_slot *k, float *x,
+                     double *x64, sq_error *err)
+{
+    double t0 = sq_clock_s();
+    int rc = sq_trace_load(ts, tw, k->param, x + k->offset, x64 + k->offset, err);
+    if (!rc) count_read(st, ts, tw, k->param, t0);
+    return rc;
+}
+
+/* The gradient path of unit ur at trace step ts: stats per slot into
+** ur->ge, the clipped count into *clipped. */
+static int grad_step(replay_state *st, unit_run *ur, sq_trace_step *ts, uint64_t *clipped,
+                     sq_error *err)
 {
     const sq_trace *t = st->t;
+    sq_world *w = ur->w;
+    param_bufs *b = &ur->b;
     const int N = sq_world_workers(w), W = t->workers;
-    const uint64_t n = t->params[p].n, S = sq_world_shard(w);
+    const uint64_t n = ur->n, S = sq_world_shard(w);
     int rc;
     sq_step_exact_zero(w, b->exact);
     for (int tw = 0; tw < W && tw < N; tw++) {
-        double t0 = sq_clock_s();
-        if ((rc = sq_trace_load(ts, tw, p, b->g, b->g64, err))) return rc;
-        count_read(st, ts, tw, p, t0);
+        for (size_t k = 0; k < ur->count; k++)
+            if ((rc = load_slot(st, ts, tw, &ur->slot[k], b->g, b->g64, err))) return rc;
         uint32_t copies = 0;
         for (int r = tw; r < N; r += W) {
             copies++;
@@ -148,28 +175,64 @@ static int grad_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t p,
     ** its partition out, fp32 */
     add_timing(st, T_GRAD, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
     t0 = sq_clock_s();
-    if ((rc = sq_step_grad_error(w, b->exact, b->red, b->shard, e))) return world_fail(w, rc, err);
+    if (b->red) {
+        /* the whole result, then each param's slice of it */
+        if ((rc = sq_step_grad_error(w, NULL, b->red, NULL, NULL))) return world_fail(w, rc, err);
+        for (size_t k = 0; k < ur->count; k++)
+            sq_erracc_add(&ur->ge[k], b->red + ur->slot[k].offset, b->exact + ur->slot[k].offset,
+                          ur->slot[k].n);
+    } else if ((rc = sq_step_grad_error(w, b->exact, NULL, b->shard, &ur->ge[0]))) {
+        return world_fail(w, rc, err);
+    }
     add_timing(st, T_STATS, sq_clock_s() - t0, 0);
-    return b->red ? give_tensor(st, ts->step, p, SQ_REPLAY_GRAD, b->red, err) : SQ_OK;
+    if (b->red && st->sink && st->sink->tensor)
+        for (size_t k = 0; k < ur->count; k++)
+            if ((rc = give_tensor(st, ts->step, ur->slot[k].param, SQ_REPLAY_GRAD,
+                                  b->red + ur->slot[k].offset, err)))
+                return rc;
+    return SQ_OK;
 }
 
-/* The weight path of param p at step index s (s > 0; s = 0 initialises). */
-static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t s, size_t p,
-                       param_bufs *b, sq_erracc *e, uint64_t *clipped, int *did, sq_error *err)
+static int give_weights(replay_state *st, unit_run *ur, uint32_t step, sq_error *err)
 {
-    const sq_trace *t = st->t;
+    for (size_t k = 0; k < ur->count; k++) {
+        int rc = give_tensor(st, step, ur->slot[k].param, SQ_REPLAY_WEIGHT,
+                             ur->b.what0 + ur->slot[k].offset, err);
+        if (rc) return rc;
+    }
+    return SQ_OK;
+}
+
+/* The replicas of w-hat into what0, each compared with worker 0's. */
+static int read_what(replay_state *st, unit_run *ur, uint32_t step, sq_error *err)
+{
+    int differs, rc = sq_step_replicas(ur->w, ur->b.what0, ur->b.what, &differs);
+    if (rc) return world_fail(ur->w, rc, err);
+    if (differs)
+        return sq_error_set(err, SQ_ERR_CONFLICT, "param '%s', step %u: the replicas of the "
+                            "weights differ (worker %d against worker 0): a bug in the world",
+                            st->t->params[ur->slot[0].param].name, (unsigned)step, differs);
+    return SQ_OK;
+}
+
+/* The weight path of unit ur at step index s (s > 0; s = 0 initialises). */
+static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t s,
+                       uint64_t *clipped, int *did, sq_error *err)
+{
+    sq_world *w = ur->w;
+    param_bufs *b = &ur->b;
     const int N = sq_world_workers(w);
-    const uint64_t n = t->params[p].n, S = sq_world_shard(w);
+    const uint64_t n = ur->n, S = sq_world_shard(w);
     int rc;
-    double t0 = sq_clock_s();
-    if ((rc = sq_trace_load(ts, -1, p, b->wcur, b->g64, err))) return rc;
-    count_read(st, ts, -1, p, t0);
+    for (size_t k = 0; k < ur->count; k++)
+        if ((rc = load_slot(st, ts, -1, &ur->slot[k], b->wcur, b->g64, err))) return rc;
     *did = 0;
     if (s == 0) {
-        /* the full-precision broadcast that starts training */
+        /* the full-precision broadcast that starts training; w-hat is what
+        ** the world made of it */
         if ((rc = sq_world_init_weights(w, b->wcur))) return world_fail(w, rc, err);
-        memcpy(b->what0, b->wcur, (size_t)n * sizeof *b->what0);
-        return give_tensor(st, ts->step, p, SQ_REPLAY_WEIGHT, b->what0, err);
+        if ((rc = read_what(st, ur, ts->step, err))) return rc;
+        return give_weights(st, ur, ts->step, err);
     }
     *clipped += sq_step_weight_clipped(w, b->wcur, b->what0, n, b->tmp);
     for (int r = 0; r < N; r++) {
@@ -178,20 +241,17 @@ static int weight_step(replay_state *st, sq_world *w, sq_trace_step *ts, size_t 
         if (len) memcpy(b->shard, b->wcur + first, (size_t)len * sizeof *b->shard);
         if ((rc = sq_world_put_master(w, r, b->shard))) return world_fail(w, rc, err);
     }
-    t0 = sq_clock_s();
+    double t0 = sq_clock_s();
     if ((rc = sq_world_gather_weights(w, ts->step))) return world_fail(w, rc, err);
     add_timing(st, T_WEIGHT, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
     t0 = sq_clock_s();
-    int differs;
-    if ((rc = sq_step_replicas(w, b->what0, b->what, &differs))) return world_fail(w, rc, err);
-    if (differs)
-        return sq_error_set(err, SQ_ERR_CONFLICT, "param '%s', step %u: the replicas of the "
-                            "weights differ (worker %d against worker 0): a bug in the world",
-                            t->params[p].name, (unsigned)ts->step, differs);
-    sq_erracc_add(e, b->what0, b->g64, n);
+    if ((rc = read_what(st, ur, ts->step, err))) return rc;
+    for (size_t k = 0; k < ur->count; k++)
+        sq_erracc_add(&ur->we[k], b->what0 + ur->slot[k].offset, b->g64 + ur->slot[k].offset,
+                      ur->slot[k].n);
     add_timing(st, T_STATS, sq_clock_s() - t0, 0);
     *did = 1;
-    return give_tensor(st, ts->step, p, SQ_REPLAY_WEIGHT, b->what0, err);
+    return give_weights(st, ur, ts->step, err);
 }
 
 /* Rows to the sink; a sink that refuses them without saying why stopped
@@ -203,38 +263,50 @@ static int emit(replay_state *st, const sq_stat_row *rows, size_t n, sq_error *e
     return rc < 0 ? rc : rc ? SQ_ERR_INTERRUPTED : SQ_OK;
 }
 
-/* Replays param p over every step. */
-static int replay_param(replay_state *st, size_t p, sq_error *err)
+/* A unit's name in messages: its param, or its first param and how many. */
+static void unit_name(const replay_state *st, const unit_run *ur, char *buf, size_t len)
+{
+    const char *first = st->t->params[ur->slot[0].param].name;
+    if (ur->count == 1)
+        snprintf(buf, len, "param '%s'", first);
+    else
+        snprintf(buf, len, "bucket of %zu params from '%s'", ur->count, first);
+}
+
+/* Replays unit u over every step. */
+static int replay_unit(replay_state *st, size_t u, sq_error *err)
 {
     const sq_replay_config *cfg = st->cfg;
     const sq_trace *t = st->t;
+    const sq_layout *L = st->layout;
     const int do_grad = st->res->has_grad, do_weight = st->res->has_weight;
-    sq_world_config wc = {
-        .topo = cfg->topo,
-        .scheme = cfg->scheme,
-        .elements = t->params[p].n,
-        .seed = cfg->seed ^ ((uint64_t)p << 40),
-        .device = cfg->device,
-        .dry = 0,
-    };
-    sq_world *w = NULL;
+    unit_run ur = {.slot = L->slots + L->units[u].first, .count = L->units[u].count,
+                   .n = L->units[u].n};
+    sq_world_config base = {.topo = cfg->topo, .scheme = cfg->scheme, .seed = cfg->seed,
+                            .device = cfg->device};
+    sq_world_config wc = sq_layout_world_config(L, u, &base);
+    char name[300];
+    unit_name(st, &ur, name, sizeof name);
     sq_error werr = {0};
-    int rc = sq_world_open(&wc, &w, &werr);
+    int rc = sq_world_open(&wc, &ur.w, &werr);
     if (rc)
-        return sq_error_set(err, rc, "param '%s' (%llu elements): %s", t->params[p].name,
-                            (unsigned long long)t->params[p].n, sq_error_message(&werr));
-    param_bufs b;
-    sq_stat_row *rows = calloc(2 * st->nsteps, sizeof *rows);
-    if (!rows || alloc_bufs(&b, t->params[p].n, sq_world_shard(w), sq_world_padded(w),
-                            do_weight, do_grad && st->sink && st->sink->tensor)) {
-        rc = sq_error_set(err, SQ_ERR_NOMEM, "param '%s': out of memory for %llu elements x "
-                          "%d workers", t->params[p].name, (unsigned long long)t->params[p].n,
-                          sq_world_workers(w));
-        if (rows) free_bufs(&b);
-        goto done;
-    }
-    const uint64_t n = t->params[p].n;
+        return sq_error_set(err, rc, "%s (%llu elements): %s", name, (unsigned long long)ur.n,
+                            sq_error_message(&werr));
+    sq_world *w = ur.w;
     const int N = sq_world_workers(w);
+    const uint64_t n = ur.n;
+    /* the whole reduced gradient is needed to cut it into params, or when
+    ** a sink wants it */
+    int whole = do_grad && (ur.count > 1 || (st->sink && st->sink->tensor));
+    sq_stat_row *rows = calloc(2 * st->nsteps * ur.count, sizeof *rows);
+    ur.ge = calloc(ur.count, sizeof *ur.ge);
+    ur.we = calloc(ur.count, sizeof *ur.we);
+    if (!rows || !ur.ge || !ur.we ||
+        alloc_bufs(&ur.b, n, sq_world_shard(w), sq_world_padded(w), do_weight, whole)) {
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory for %llu elements x %d workers",
+                          name, (unsigned long long)n, N);
+        goto fail;
+    }
     size_t nrows = 0;
     for (size_t s = 0; s < st->nsteps; s++) {
         double t0 = sq_clock_s();
@@ -242,37 +314,46 @@ static int replay_param(replay_state *st, size_t p, sq_error *err)
         /* only the files this replay reads: the weights, and the gradients
         ** of trace workers 0 .. min(W, N) - 1 */
         if ((rc = sq_trace_step_open(t, s, do_weight, do_grad ? N : 0, &ts, err))) goto fail;
-        sq_erracc ge, we;
-        sq_erracc_init(&ge);
-        sq_erracc_init(&we);
+        for (size_t k = 0; k < ur.count; k++) {
+            sq_erracc_init(&ur.ge[k]);
+            sq_erracc_init(&ur.we[k]);
+        }
         uint64_t gclip = 0, wclip = 0;
         int wdid = 0;
-        rc = do_grad ? grad_step(st, w, &ts, p, &b, &ge, &gclip, err) : SQ_OK;
-        if (!rc && do_weight) rc = weight_step(st, w, &ts, s, p, &b, &we, &wclip, &wdid, err);
+        rc = do_grad ? grad_step(st, &ur, &ts, &gclip, err) : SQ_OK;
+        if (!rc && do_weight) rc = weight_step(st, &ur, &ts, s, &wclip, &wdid, err);
         sq_trace_step_close(&ts);
         if (rc) goto fail;
         double secs = sq_clock_s() - t0;
         step_acc *a = &st->acc[s];
         a->seconds += secs;
+        /* clipping is a property of a group, and groups straddle params in
+        ** a bucket: a param's row carries its unit's fraction */
+        for (size_t k = 0; k < ur.count; k++) {
+            const char *tensor = t->params[ur.slot[k].param].name;
+            if (do_grad) {
+                rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "grad", .tensor = tensor,
+                                              .st = sq_erracc_finish(&ur.ge[k]),
+                                              .frac_clipped = sq_step_frac(gclip, n * (uint64_t)N),
+                                              .seconds = secs};
+                /* merge into the step's and the run's accumulators */
+                sq_erracc_merge(&a->e[0], &ur.ge[k]);
+                sq_erracc_merge(&st->total[0], &ur.ge[k]);
+            }
+            if (wdid) {
+                rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "weight",
+                                              .tensor = tensor, .st = sq_erracc_finish(&ur.we[k]),
+                                              .frac_clipped = sq_step_frac(wclip, n),
+                                              .seconds = secs};
+                sq_erracc_merge(&a->e[1], &ur.we[k]);
+                sq_erracc_merge(&st->total[1], &ur.we[k]);
+            }
+        }
         if (do_grad) {
-            sq_errstats gs = sq_erracc_finish(&ge);
-            rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "grad",
-                                          .tensor = t->params[p].name, .st = gs,
-                                          .frac_clipped = sq_step_frac(gclip, n * (uint64_t)N),
-                                          .seconds = secs};
-            /* merge into the step's and the run's accumulators */
-            sq_erracc_merge(&a->e[0], &ge);
-            sq_erracc_merge(&st->total[0], &ge);
             a->clipped[0] += gclip, a->clip_n[0] += n * (uint64_t)N;
             st->clipped[0] += gclip, st->clip_n[0] += n * (uint64_t)N;
         }
         if (wdid) {
-            sq_errstats ws = sq_erracc_finish(&we);
-            rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "weight",
-                                          .tensor = t->params[p].name, .st = ws,
-                                          .frac_clipped = sq_step_frac(wclip, n), .seconds = secs};
-            sq_erracc_merge(&a->e[1], &we);
-            sq_erracc_merge(&st->total[1], &we);
             a->clipped[1] += wclip, a->clip_n[1] += n;
             st->clipped[1] += wclip, st->clip_n[1] += n;
         }
@@ -280,14 +361,40 @@ static int replay_param(replay_state *st, size_t p, sq_error *err)
         if (st->sink && st->sink->progress) st->sink->progress(st->sink->ctx, st->done, st->units);
     }
     sq_world_add_traffic(w, &st->traffic);
+    st->res->padded += sq_world_padded(w);
     if (cfg->tensor_rows && (rc = emit(st, rows, nrows, err))) goto fail;
     rc = SQ_OK;
 fail:
-    free_bufs(&b);
-done:
-    free(rows);
+    free_bufs(&ur.b);
+    free(rows), free(ur.ge), free(ur.we);
     sq_world_close(w);
     return rc;
+}
+
+/* A trace of W gradient files per step on N workers: worker r gets file
+** r mod W, so N > W reuses files and N < W leaves some unread. Either is
+** refused unless asked for; one file per step is every worker's. */
+static int check_workers(const sq_replay_config *cfg, const sq_trace *t, sq_replay_result *out,
+                         sq_error *err)
+{
+    const int W = t->workers, N = sq_topo_workers(&cfg->topo);
+    if (W <= 1 || W == N) return SQ_OK;
+    out->reused_workers = N > W ? N - W : 0;
+    out->dropped_workers = W > N ? W - N : 0;
+    if (cfg->reuse_workers) return SQ_OK;
+    if (N > W)
+        return sq_error_set(err, SQ_ERR_CONFLICT,
+                            "%s: the trace has %d gradient files per step (grads-w00 .. w%02d) but "
+                            "the topology %dx%d has %d workers: workers %d .. %d would reuse the "
+                            "files of trace workers %d .. %d (worker r gets file r mod %d); ask "
+                            "for it to accept that",
+                            t->path, W, W - 1, cfg->topo.nodes, cfg->topo.per_node, N, W, N - 1,
+                            0, (N - W < W ? N - W : W) - 1, W);
+    return sq_error_set(err, SQ_ERR_CONFLICT,
+                        "%s: the trace has %d gradient files per step but the topology %dx%d has "
+                        "%d workers: the files of trace workers %d .. %d (grads-w%02d .. w%02d) "
+                        "would be dropped; ask for it to accept that",
+                        t->path, W, cfg->topo.nodes, cfg->topo.per_node, N, N, W - 1, N, W - 1);
 }
 
 int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_replay_sink *sink,
@@ -317,27 +424,42 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
                                                            : "the trace holds no weights")
                                          : "no path chosen");
     }
+    size_t nonempty = 0;
     for (size_t p = 0; p < t->nparams; p++)
-        if (t->params[p].n) st.units += st.nsteps;
-    if (!st.units) {
+        if (t->params[p].n) nonempty++;
+    if (!nonempty) {
         /* statistics of nothing would read as a perfect scheme */
         return sq_error_set(err, SQ_ERR_NOTFOUND, "%s: nothing to replay: every tensor of the "
                             "trace has 0 elements", t->path);
     }
+    int rc = out->has_grad ? check_workers(cfg, t, out, err) : SQ_OK;
+    if (rc) return rc;
+    uint64_t *sizes = malloc((t->nparams ? t->nparams : 1) * sizeof *sizes);
+    if (!sizes) return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
+    for (size_t p = 0; p < t->nparams; p++) sizes[p] = t->params[p].n;
+    sq_layout layout;
+    rc = sq_layout_for_scheme(&cfg->scheme, sizes, t->nparams, &layout, err);
+    free(sizes);
+    if (rc) return rc;
+    st.layout = &layout;
+    st.units = layout.nunits * st.nsteps;
+    out->layout = layout.kind;
+    out->units = layout.nunits;
     st.acc = calloc(st.nsteps, sizeof *st.acc);
-    if (!st.acc) return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
+    if (!st.acc) {
+        sq_layout_free(&layout);
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
+    }
     for (size_t s = 0; s < st.nsteps; s++) {
         sq_erracc_init(&st.acc[s].e[0]);
         sq_erracc_init(&st.acc[s].e[1]);
     }
     sq_erracc_init(&st.total[0]);
     sq_erracc_init(&st.total[1]);
-    int rc;
-    for (size_t p = 0; p < t->nparams; p++) {
-        if (!t->params[p].n) continue;
-        if ((rc = replay_param(&st, p, err))) goto done;
-        out->params++;
-        out->elements += t->params[p].n;
+    for (size_t u = 0; u < layout.nunits; u++) {
+        if ((rc = replay_unit(&st, u, err))) goto done;
+        out->params += layout.units[u].count;
+        out->elements += layout.units[u].n;
     }
     /* the steps as a whole */
     sq_stat_row *rows = calloc(2 * st.nsteps, sizeof *rows);
@@ -370,6 +492,7 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
     rc = SQ_OK;
 done:
     free(st.acc);
+    sq_layout_free(&layout);
     out->seconds = sq_clock_s() - t_start;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) out->peak_rss = (uint64_t)ru.ru_maxrss * 1024;

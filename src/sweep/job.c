@@ -126,6 +126,7 @@ static char *replay_json(const sq_sweep_config *x, const char *scheme, const cha
     cJSON_AddStringToObject(o, "device", x->device);
     cJSON_AddStringToObject(o, "paths", sq_sweep_paths_name(x->paths));
     cJSON_AddNumberToObject(o, "steps", (double)x->steps);
+    if (x->reuse_workers) cJSON_AddBoolToObject(o, "reuse_workers", 1);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
@@ -146,6 +147,7 @@ static int run_replay(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *
     cfg.paths = x->paths;
     cfg.max_steps = (size_t)x->steps;
     cfg.tensor_rows = job->tensor_rows;
+    cfg.reuse_workers = x->reuse_workers;
     snprintf(out->topo, sizeof out->topo, "%dx%d", cfg.topo.nodes, cfg.topo.per_node);
     sq_scheme_format(&cfg.scheme, out->scheme, sizeof out->scheme);
     const size_t nsteps = x->steps && x->steps < t.nsteps ? (size_t)x->steps : t.nsteps;

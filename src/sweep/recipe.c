@@ -24,7 +24,7 @@
 #define MAX_VALUES 100000
 
 enum { K_TRACE, K_WORKERS, K_SEEDS, K_PRESETS, K_DEVICE, K_PATHS, K_STEPS, K_CORPUS, K_TRAIN,
-       K_KNOB };
+       K_REUSE, K_KNOB };
 
 typedef struct entry {
     char *key, *value;
@@ -455,6 +455,7 @@ static int key_kind(const char *k)
     if (!strcmp(k, "device")) return K_DEVICE;
     if (!strcmp(k, "paths")) return K_PATHS;
     if (!strcmp(k, "steps")) return K_STEPS;
+    if (!strcmp(k, "reuse_workers")) return K_REUSE;
     return K_KNOB;
 }
 
@@ -529,6 +530,8 @@ static char *make_key(const sq_sweep *r, const sq_sweep_config *x)
             if (!strncmp(x->options[k], train_keys[t].name, len) && x->options[k][len] == '=')
                 kl += snprintf(key + kl, klen - (size_t)kl, ";%s", x->options[k]);
     }
+    /* only when set, so that the keys of runs stored before it stay theirs */
+    if (x->reuse_workers) kl += snprintf(key + kl, klen - (size_t)kl, ";reuse_workers=1");
     free(real);
     return key;
 }
@@ -554,7 +557,8 @@ static int make_run(sq_sweep *r, const char *grid, const dim *dims, size_t nd, c
         const char *v = dims[d].values.v[idx[d]];
         char **slot = NULL;
         int kind = dims[d].kind;
-        if (train ? kind == K_TRACE || kind == K_PATHS : kind == K_CORPUS || kind == K_TRAIN) {
+        if (train ? kind == K_TRACE || kind == K_PATHS || kind == K_REUSE
+                  : kind == K_CORPUS || kind == K_TRAIN) {
             sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: not a key of a %s sweep%s", r->path,
                          grid, dims[d].key, train ? "train" : "replay",
                          train ? "" : " (command = train makes one)");
@@ -606,6 +610,14 @@ static int make_run(sq_sweep *r, const char *grid, const dim *dims, size_t nd, c
                              r->path, grid, v);
                 goto fail;
             }
+            break;
+        case K_REUSE:
+            if (strcmp(v, "0") && strcmp(v, "1")) {
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] reuse_workers: '%s': expected 0 or 1",
+                             r->path, grid, v);
+                goto fail;
+            }
+            x.reuse_workers = v[0] == '1';
             break;
         case K_STEPS: {
             char *end;

@@ -3,6 +3,7 @@
 ** (trainer.h).
 */
 #include "shardq/train.h"
+#include "shardq/layout.h"
 #include "shardq/metrics.h"
 #include "sq_clock.h"
 #include "shardq/trace.h"
@@ -140,16 +141,19 @@ double sq_train_sgemm_gflops(const sq_gpt_config *m, int rows, double seconds)
 /* The state of a run                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* Param p: its world and the workers' optimizer state. master, m, v and red
-** are padded arrays in which worker r's shard is [r S, (r + 1) S), so their
-** first n elements are the whole param. */
-typedef struct param_state {
+/* Unit u of the layout (a bucket, or one param): its world and the
+** workers' optimizer state. master, m, v and red are padded arrays in which
+** worker r's shard is [r S, (r + 1) S), so their first n elements are the
+** unit's flat buffer; the GPT's per-param pointers point into them. */
+typedef struct unit_state {
     sq_world *w;
+    const sq_layout_slot *slot;
+    size_t count;
     uint64_t n, S, padded;
     float *master, *m, *v, *red;
     float *what, *tmp;   /* w-hat of worker 0, and of the worker being compared */
     float *grad;         /* the current worker's gradient */
-} param_state;
+} unit_state;
 
 typedef struct train_state {
     const sq_train_config *c;
@@ -159,8 +163,9 @@ typedef struct train_state {
     size_t np;
     int N;
     sq_gpt_param *meta;
-    param_state *ps;
-    float **wptr, **gptr, **mptr; /* per param: w-hat, gradient, master */
+    sq_layout layout;
+    unit_state *us;
+    float **wptr, **gptr, **mptr, **rptr; /* per param: w-hat, gradient, master, reduced */
     sq_gpt_workspace *ws;
     uint8_t *inputs, *targets;
     sq_trace_writer *tw;
@@ -168,23 +173,36 @@ typedef struct train_state {
 
 static void free_state(train_state *s)
 {
-    if (s->ps)
-        for (size_t p = 0; p < s->np; p++) {
-            param_state *q = &s->ps[p];
+    if (s->us)
+        for (size_t u = 0; u < s->layout.nunits; u++) {
+            unit_state *q = &s->us[u];
             sq_world_close(q->w);
             free(q->master), free(q->m), free(q->v), free(q->red);
             free(q->what), free(q->tmp), free(q->grad);
         }
-    free(s->ps), free(s->meta), free(s->wptr), free(s->gptr), free(s->mptr);
+    sq_layout_free(&s->layout);
+    free(s->us), free(s->meta), free(s->wptr), free(s->gptr), free(s->mptr), free(s->rptr);
     free(s->inputs), free(s->targets);
     sq_gpt_workspace_free(s->ws);
     if (s->tw) sq_trace_writer_abort(s->tw);
 }
 
-/* A failed call of param p's world: the world's kind and sentence. */
-static int world_fail(train_state *s, size_t p, int rc, sq_error *err)
+/* A unit's name in messages: its param, or its first param and how many. */
+static void unit_name(const train_state *s, const unit_state *q, char *buf, size_t len)
 {
-    return sq_error_set(err, rc, "param '%s': %s", s->meta[p].name, sq_world_error(s->ps[p].w));
+    const char *first = s->meta[q->slot[0].param].name;
+    if (q->count == 1)
+        snprintf(buf, len, "param '%s'", first);
+    else
+        snprintf(buf, len, "bucket of %zu params from '%s'", q->count, first);
+}
+
+/* A failed call of unit u's world: the world's kind and sentence. */
+static int world_fail(train_state *s, size_t u, int rc, sq_error *err)
+{
+    char name[SQ_GPT_NAMELEN + 64];
+    unit_name(s, &s->us[u], name, sizeof name);
+    return sq_error_set(err, rc, "%s: %s", name, sq_world_error(s->us[u].w));
 }
 
 static int open_state(train_state *s, sq_error *err)
@@ -193,25 +211,44 @@ static int open_state(train_state *s, sq_error *err)
     s->np = sq_gpt_nparams(&c->model);
     s->N = sq_topo_workers(&c->topo);
     s->meta = calloc(s->np, sizeof *s->meta);
-    s->ps = calloc(s->np, sizeof *s->ps);
     s->wptr = calloc(s->np, sizeof *s->wptr);
     s->gptr = calloc(s->np, sizeof *s->gptr);
     s->mptr = calloc(s->np, sizeof *s->mptr);
+    s->rptr = calloc(s->np, sizeof *s->rptr);
+    uint64_t *sizes = calloc(s->np, sizeof *sizes);
     size_t tokens = (size_t)c->batch * (size_t)c->seq;
     s->inputs = malloc(tokens);
     s->targets = malloc(tokens);
-    if (!s->meta || !s->ps || !s->wptr || !s->gptr || !s->mptr || !s->inputs || !s->targets) goto oom;
+    if (!s->meta || !s->wptr || !s->gptr || !s->mptr || !s->rptr || !sizes || !s->inputs ||
+        !s->targets) {
+        free(sizes);
+        goto oom;
+    }
     sq_gpt_params(&c->model, s->meta);
-    for (size_t p = 0; p < s->np; p++) {
-        param_state *q = &s->ps[p];
-        sq_world_config wc = {.topo = c->topo, .scheme = c->scheme, .elements = s->meta[p].n,
-                              .seed = c->seed ^ ((uint64_t)p << 40), .device = c->device};
+    for (size_t p = 0; p < s->np; p++) sizes[p] = s->meta[p].n;
+    int rc = sq_layout_for_scheme(&c->scheme, sizes, s->np, &s->layout, err);
+    free(sizes);
+    if (rc) return rc;
+    s->us = calloc(s->layout.nunits, sizeof *s->us);
+    if (!s->us) goto oom;
+    s->res->layout = s->layout.kind;
+    s->res->units = s->layout.nunits;
+    sq_world_config base = {.topo = c->topo, .scheme = c->scheme, .seed = c->seed,
+                            .device = c->device};
+    for (size_t u = 0; u < s->layout.nunits; u++) {
+        unit_state *q = &s->us[u];
+        q->slot = s->layout.slots + s->layout.units[u].first;
+        q->count = s->layout.units[u].count;
+        q->n = s->layout.units[u].n;
+        sq_world_config wc = sq_layout_world_config(&s->layout, u, &base);
         sq_error werr = {0};
-        int rc = sq_world_open(&wc, &q->w, &werr);
-        if (rc)
-            return sq_error_set(err, rc, "param '%s' (%llu elements): %s", s->meta[p].name,
-                                (unsigned long long)s->meta[p].n, sq_error_message(&werr));
-        q->n = s->meta[p].n;
+        rc = sq_world_open(&wc, &q->w, &werr);
+        if (rc) {
+            char name[SQ_GPT_NAMELEN + 64];
+            unit_name(s, q, name, sizeof name);
+            return sq_error_set(err, rc, "%s (%llu elements): %s", name,
+                                (unsigned long long)q->n, sq_error_message(&werr));
+        }
         q->S = sq_world_shard(q->w);
         q->padded = sq_world_padded(q->w);
         size_t P = (size_t)q->padded, n = (size_t)q->n;
@@ -221,13 +258,18 @@ static int open_state(train_state *s, sq_error *err)
         q->red = calloc(P, sizeof *q->red);
         q->what = malloc(n * sizeof *q->what);
         q->tmp = malloc(n * sizeof *q->tmp);
-        q->grad = malloc(n * sizeof *q->grad);
+        q->grad = calloc(n, sizeof *q->grad);
         if (!q->master || !q->m || !q->v || !q->red || !q->what || !q->tmp || !q->grad)
             goto oom;
-        s->wptr[p] = q->what;
-        s->gptr[p] = q->grad;
-        s->mptr[p] = q->master;
+        for (size_t k = 0; k < q->count; k++) {
+            size_t p = q->slot[k].param, off = (size_t)q->slot[k].offset;
+            s->wptr[p] = q->what + off;
+            s->gptr[p] = q->grad + off;
+            s->mptr[p] = q->master + off;
+            s->rptr[p] = q->red + off;
+        }
         s->res->elements += q->n;
+        s->res->padded += q->padded;
     }
     return sq_gpt_workspace_new(&c->model, c->batch, c->seq, &s->ws, err);
 oom:
@@ -239,9 +281,9 @@ oom:
 static int init_weights(train_state *s, sq_error *err)
 {
     sq_gpt_init(&s->c->model, s->c->seed, s->mptr);
-    for (size_t p = 0; p < s->np; p++) {
-        int rc = sq_world_init_weights(s->ps[p].w, s->ps[p].master);
-        if (rc) return world_fail(s, p, rc, err);
+    for (size_t u = 0; u < s->layout.nunits; u++) {
+        int rc = sq_world_init_weights(s->us[u].w, s->us[u].master);
+        if (rc) return world_fail(s, u, rc, err);
     }
     return SQ_OK;
 }
@@ -250,14 +292,17 @@ static int init_weights(train_state *s, sq_error *err)
 ** the replicas of a sharded model must hold the same bytes. */
 static int read_weights(train_state *s, sq_error *err)
 {
-    for (size_t p = 0; p < s->np; p++) {
-        param_state *q = &s->ps[p];
+    for (size_t u = 0; u < s->layout.nunits; u++) {
+        unit_state *q = &s->us[u];
         int differs, rc = sq_step_replicas(q->w, q->what, q->tmp, &differs);
-        if (rc) return world_fail(s, p, rc, err);
-        if (differs)
-            return sq_error_set(err, SQ_ERR_CONFLICT, "param '%s': the replicas of the weights "
+        if (rc) return world_fail(s, u, rc, err);
+        if (differs) {
+            char name[SQ_GPT_NAMELEN + 64];
+            unit_name(s, q, name, sizeof name);
+            return sq_error_set(err, SQ_ERR_CONFLICT, "%s: the replicas of the weights "
                                 "differ (worker %d against worker 0): a bug in the world",
-                                s->meta[p].name, differs);
+                                name, differs);
+        }
     }
     return SQ_OK;
 }
@@ -309,13 +354,16 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, sq_e
         res->time[SQ_TT_COMPUTE] += sq_clock_s() - t0;
         t0 = sq_clock_s();
         /* the world refuses a gradient that is not finite, naming the element */
-        for (size_t p = 0; p < s->np; p++) {
-            int rc = sq_world_put_grad(s->ps[p].w, r, s->gptr[p]);
-            if (rc == SQ_ERR_NONFINITE)
-                return sq_error_set(err, rc, "step %u: param '%s': %s (the loss diverged: a "
-                                    "lower learning rate?)", (unsigned)t, s->meta[p].name,
-                                    sq_world_error(s->ps[p].w));
-            if (rc) return world_fail(s, p, rc, err);
+        for (size_t u = 0; u < s->layout.nunits; u++) {
+            int rc = sq_world_put_grad(s->us[u].w, r, s->us[u].grad);
+            if (rc == SQ_ERR_NONFINITE) {
+                char name[SQ_GPT_NAMELEN + 64];
+                unit_name(s, &s->us[u], name, sizeof name);
+                return sq_error_set(err, rc, "step %u: %s: %s (the loss diverged: a "
+                                    "lower learning rate?)", (unsigned)t, name,
+                                    sq_world_error(s->us[u].w));
+            }
+            if (rc) return world_fail(s, u, rc, err);
         }
         res->time[SQ_TT_GRAD] += sq_clock_s() - t0;
         /* captured once the world took it: a trace holds finite gradients only */
@@ -328,16 +376,16 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, sq_e
     }
     *loss = sum / s->N;
     double t0 = sq_clock_s();
-    for (size_t p = 0; p < s->np; p++) {
-        param_state *q = &s->ps[p];
+    for (size_t u = 0; u < s->layout.nunits; u++) {
+        unit_state *q = &s->us[u];
         int rc = sq_world_reduce_grads(q->w, t);
         if (!rc) rc = sq_step_grad_error(q->w, NULL, q->red, NULL, NULL);
-        if (rc) return world_fail(s, p, rc, err);
+        if (rc) return world_fail(s, u, rc, err);
     }
     res->time[SQ_TT_GRAD] += sq_clock_s() - t0;
     if (s->sink && s->sink->tensor)
         for (size_t p = 0; p < s->np; p++)
-            if (s->sink->tensor(s->sink->ctx, t, p, SQ_TRAIN_REDUCED, s->ps[p].red, s->ps[p].n))
+            if (s->sink->tensor(s->sink->ctx, t, p, SQ_TRAIN_REDUCED, s->rptr[p], s->meta[p].n))
                 return sq_error_set(err, SQ_ERR_INTERRUPTED, "step %u: stopped by the caller",
                                     (unsigned)t);
     return SQ_OK;
@@ -349,19 +397,27 @@ static void optimize(train_state *s, uint32_t t, float lr, double *norm)
     const sq_train_config *c = s->c;
     double sq = 0;
     for (size_t p = 0; p < s->np; p++) {
-        const float *g = s->ps[p].red;
-        for (uint64_t i = 0; i < s->ps[p].n; i++) sq += (double)g[i] * (double)g[i];
+        const float *g = s->rptr[p];
+        for (uint64_t i = 0; i < s->meta[p].n; i++) sq += (double)g[i] * (double)g[i];
     }
     *norm = sqrt(sq);
     float scale = c->clip > 0 && *norm > c->clip ? (float)(c->clip / *norm) : 1.0f;
-    for (size_t p = 0; p < s->np; p++) {
-        param_state *q = &s->ps[p];
+    /* worker r updates its shard; where a bucket's shard crosses params,
+    ** each piece takes its own param's weight decay */
+    for (size_t u = 0; u < s->layout.nunits; u++) {
+        unit_state *q = &s->us[u];
         for (int r = 0; r < s->N; r++) {
-            uint64_t first = (uint64_t)r * q->S;
-            size_t len = (size_t)sq_world_shard_len(q->w, r);
-            if (!len) break;
-            sq_adamw_step(&c->adamw, lr, t + 1, s->meta[p].decay, scale, q->red + first,
-                          q->master + first, q->m + first, q->v + first, len);
+            uint64_t first = (uint64_t)r * q->S, end = first + sq_world_shard_len(q->w, r);
+            if (end == first) break;
+            for (size_t k = 0; k < q->count; k++) {
+                uint64_t lo = q->slot[k].offset, hi = lo + q->slot[k].n;
+                if (lo < first) lo = first;
+                if (hi > end) hi = end;
+                if (lo >= hi) continue;
+                sq_adamw_step(&c->adamw, lr, t + 1, s->meta[q->slot[k].param].decay, scale,
+                              q->red + lo, q->master + lo, q->m + lo, q->v + lo,
+                              (size_t)(hi - lo));
+            }
         }
     }
 }
@@ -369,13 +425,13 @@ static void optimize(train_state *s, uint32_t t, float lr, double *norm)
 /* Step 4: the masters out, the all-gather of step t + 1, the new w-hat in. */
 static int gather(train_state *s, uint32_t t, sq_error *err)
 {
-    for (size_t p = 0; p < s->np; p++) {
-        param_state *q = &s->ps[p];
+    for (size_t u = 0; u < s->layout.nunits; u++) {
+        unit_state *q = &s->us[u];
         int rc = SQ_OK;
         for (int r = 0; r < s->N && !rc; r++)
             rc = sq_world_put_master(q->w, r, q->master + (size_t)r * q->S);
         if (!rc) rc = sq_world_gather_weights(q->w, t + 1);
-        if (rc) return world_fail(s, p, rc, err);
+        if (rc) return world_fail(s, u, rc, err);
     }
     return read_weights(s, err);
 }
@@ -404,7 +460,7 @@ static int train_loop(train_state *s, sq_error *err)
         if (s->sink && s->sink->tensor)
             for (size_t p = 0; p < s->np; p++)
                 if (s->sink->tensor(s->sink->ctx, t, p, SQ_TRAIN_MODEL, s->wptr[p],
-                                    s->ps[p].n))
+                                    s->meta[p].n))
                     return sq_error_set(err, SQ_ERR_INTERRUPTED, "step %u: stopped by the "
                                         "caller", (unsigned)t);
         double loss = 0;
@@ -475,10 +531,11 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
         s.tw = NULL;
         out->time[SQ_TT_CAPTURE] += sq_clock_s() - tc;
     }
-    if (s.ps) {
+    if (s.us) {
         sq_traffic sum;
         memset(&sum, 0, sizeof sum);
-        for (size_t p = 0; p < s.np && s.ps[p].w; p++) sq_world_add_traffic(s.ps[p].w, &sum);
+        for (size_t u = 0; u < s.layout.nunits && s.us[u].w; u++)
+            sq_world_add_traffic(s.us[u].w, &sum);
         sq_bytes_rows(&sum, out->bytes);
     }
     free_state(&s);

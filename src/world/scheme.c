@@ -7,6 +7,7 @@
 ** and the canonical text lists every knob in a fixed order so that equal
 ** schemes print equal strings.
 */
+#include "shardq/layout.h"
 #include "shardq/world.h"
 
 #include <errno.h>
@@ -104,6 +105,10 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
     s->grad_inter = raw_wire(32);
     s->pipe = 1;
     s->grad_mean = 1;
+    /* Megatron's distributed optimizer: one flat buffer in 40 M-element
+    ** buckets (SDP4Bit's scripts run with --overlap-grad-reduce) */
+    s->layout = SQ_LAYOUT_BUCKET;
+    s->bucket = SQ_LAYOUT_BUCKET_DEFAULT;
 
     if (!strcmp(name, "qw")) {
         s->weight = int4_weights();
@@ -161,6 +166,8 @@ const sq_knob sq_scheme_knobs[] = {
     CODEC_KNOBS("grad.inter.", "the inter-node hop (the single level when K > 1)"),
     {"grad.pipe", "1-1024", "pipeline slices of the two-level all-to-all"},
     {"grad.mean", "0, 1", "1: gradients divided by N before the reduce (a mean)"},
+    {"layout", "bucket, param", "flat buckets (Megatron) or a world per parameter (ZeRO-3, FSDP)"},
+    {"layout.bucket", "0-2^50", "elements per bucket (0: one bucket); Megatron's is 40000000"},
 };
 const size_t sq_scheme_nknobs = sizeof sq_scheme_knobs / sizeof sq_scheme_knobs[0];
 
@@ -170,6 +177,7 @@ static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
 static const char *const wmode_names[] = {"direct", "diff"};
 static const char *const gmode_names[] = {"ring", "a2a", "twolevel"};
+static const char *const layout_names[] = {"bucket", "param"};
 
 static int pick(const char *v, const char *const *names, int count)
 {
@@ -280,6 +288,19 @@ int sq_scheme_set(sq_scheme *s, const char *assignment, sq_error *err)
     if (!strcmp(key, "grad.mean")) {
         if (strcmp(val, "0") && strcmp(val, "1")) goto bad;
         s->grad_mean = val[0] == '1';
+        return SQ_OK;
+    }
+    if (!strcmp(key, "layout")) {
+        if ((i = pick(val, layout_names, 2)) < 0) goto bad;
+        s->layout = i;
+        return SQ_OK;
+    }
+    if (!strcmp(key, "layout.bucket")) {
+        if (parse_u64(val, (uint64_t)1 << 50, &u)) {
+            set_err(err, "layout.bucket=%s: must be an integer from 0 (one bucket) to 2^50", val);
+            return SQ_ERR_SPEC;
+        }
+        s->bucket = u;
         return SQ_OK;
     }
     if (!strncmp(key, "weight.", 7)) {
@@ -405,6 +426,9 @@ int sq_scheme_get(const sq_scheme *s, const char *key, char *buf, size_t len)
     if (!strcmp(key, "grad.mode")) return snprintf(buf, len, "%s", gmode_names[s->grad_mode % 3]);
     if (!strcmp(key, "grad.pipe")) return snprintf(buf, len, "%d", s->pipe);
     if (!strcmp(key, "grad.mean")) return snprintf(buf, len, "%d", s->grad_mean);
+    if (!strcmp(key, "layout")) return snprintf(buf, len, "%s", layout_names[s->layout & 1]);
+    if (!strcmp(key, "layout.bucket"))
+        return snprintf(buf, len, "%llu", (unsigned long long)s->bucket);
     if (!strncmp(key, "weight.", 7)) wire_value(&s->weight, key + 7, buf, len);
     else if (!strncmp(key, "grad.intra.", 11)) wire_value(&s->grad_intra, key + 11, buf, len);
     else if (!strncmp(key, "grad.inter.", 11)) wire_value(&s->grad_inter, key + 11, buf, len);
