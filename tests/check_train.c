@@ -469,16 +469,21 @@ static int cmp_tensor(void *ctx, uint32_t step, size_t p, int path, const float 
     return 0;
 }
 
-static void capture_and_replay(const char *preset, int K, int G, uint32_t steps, uint32_t every)
+static void capture_and_replay_as(const char *preset, int K, int G, uint32_t steps,
+                                  uint32_t every, const char *layout)
 {
     sq_corpus c;
     load_readme(&c);
     sq_train_config cfg;
     tiny_config(&cfg, preset, K, G);
+    if (layout) {
+        sq_error e = {0};
+        ck_assert_msg(sq_scheme_set(&cfg.scheme, layout, &e) == 0, "%s", e.msg);
+    }
     cfg.steps = steps;
     cfg.seed = 11;
     char dir[700];
-    snprintf(dir, sizeof dir, "%s/%s-%u", tmp, preset, every);
+    snprintf(dir, sizeof dir, "%s/%s-%u-%s", tmp, preset, every, layout ? layout : "default");
     cfg.capture = dir;
     cfg.capture_every = every;
     cfg.capture_model = "{\"kind\":\"gpt\"}";
@@ -530,11 +535,26 @@ static void capture_and_replay(const char *preset, int K, int G, uint32_t steps,
     sq_corpus_free(&c);
 }
 
+static void capture_and_replay(const char *preset, int K, int G, uint32_t steps, uint32_t every)
+{
+    capture_and_replay_as(preset, K, G, steps, every, NULL);
+}
+
 START_TEST(test_capture_replays_bit_for_bit)
 {
     static const char *const presets[] = {"sdp4bit", "qwd", "qw", "tlqhs", "zeropp", "qsdp",
                                           "baseline"};
     capture_and_replay(presets[_i], 2, 2, 4, 1);
+}
+END_TEST
+
+/* both layouts replay bit for bit: one world per param, and buckets small
+** enough that the model spans several (the default is one bucket here) */
+START_TEST(test_capture_replays_in_every_layout)
+{
+    static const char *const layouts[] = {"layout=param", "layout.bucket=5000",
+                                          "layout.bucket=0"};
+    capture_and_replay_as(_i == 0 ? "qwd" : "sdp4bit", 2, 2, 3, 1, layouts[_i]);
 }
 END_TEST
 
@@ -564,6 +584,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_loss_falls);
     tcase_add_test(tc, test_every_preset);
     tcase_add_loop_test(tc, test_capture_replays_bit_for_bit, 0, 7);
+    tcase_add_loop_test(tc, test_capture_replays_in_every_layout, 0, 3);
     tcase_add_test(tc, test_capture_every_second_step);
     suite_add_tcase(s, tc);
     return s;
