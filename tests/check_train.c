@@ -492,6 +492,13 @@ static void capture_and_replay_as(const char *preset, int K, int G, uint32_t ste
     train(&cfg, &c, &r, 1, &res);
     uint32_t captured = (steps + every - 1) / every;
     ck_assert_uint_eq(res.captured, captured);
+    /* the layout asked for is the one that ran */
+    if (layout && !strcmp(layout, "layout=param"))
+        ck_assert_uint_eq(res.units, sq_gpt_nparams(&cfg.model));
+    else if (layout && !strcmp(layout, "layout.bucket=5000"))
+        ck_assert_uint_gt(res.units, 2);
+    else
+        ck_assert_uint_eq(res.units, 1);
 
     sq_trace t;
     sq_error rerr = {0}, terr = {0};
