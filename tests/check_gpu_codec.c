@@ -290,6 +290,13 @@ START_TEST(test_status)
     for (int j = 0; j < 32; j++) x[640 + j] = 3e38f;
     x[54321] = 1.0f;
     ck_assert_int_eq(gpu_quantize(&c, x, NULL, n, &key, &hq), SQ_ERR_RANGE);
+    /* bf16 weights: a finite value that rounds past bf16's range */
+    for (int j = 0; j < 32; j++) x[640 + j] = 1.0f;
+    x[777] = 3.4e38f;
+    ck_assert_int_eq(gpu_quantize_as(&c, x, NULL, n, &key, &hq, 1), SQ_ERR_RANGE);
+    ck_assert_int_eq(sq_quantize_bf16(&c, x, n, &key, &hq), SQ_ERR_RANGE);
+    ck_assert_int_eq(gpu_quantize_as(&c, x, x, n, &key, &hq, 1), SQ_ERR_RANGE);
+    x[777] = 1.0f;
     /* arguments the core refuses, refused the same way before any launch */
     ck_assert_int_eq(sq_backend_quantize(g_be, &c, x, n, NULL, &hq), SQ_ERR_ARG);
     sq_codec bad = c;
