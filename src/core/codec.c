@@ -343,7 +343,7 @@ static int run_job(const job *jb, uint64_t n)
     return rc;
 }
 
-/* quantize and quantize_diff (ref non-NULL), fp32 or bf16 staging */
+/* quantize (diff 0) and quantize_diff (diff 1), fp32 or bf16 staging */
 static int quantize_job(const sq_codec *c, const float *x, const float *ref, int diff,
                         uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
@@ -357,7 +357,7 @@ static int quantize_job(const sq_codec *c, const float *x, const float *ref, int
     return run_job(&jb, n);
 }
 
-/* dequantize and dequantize_add (ref non-NULL), fp32 or bf16 output */
+/* dequantize (add 0) and dequantize_add (add 1), fp32 or bf16 output */
 static int dequantize_job(const sq_codec *c, const sq_qbuf *q, const float *ref, int add,
                           uint64_t n, float *out, int bf16)
 {
