@@ -281,21 +281,21 @@ extern "C" int sq_cuda_copy(sq_cuda *dd, void *dst, sq_cuda *sd, const void *src
 /* ------------------------------------------------------------------------ */
 
 extern "C" int sq_cuda_quantize(sq_cuda *d, const sq_codec *c, const float *x, const float *ref,
-                                uint64_t n, const sq_rng_key *key, const sq_qbuf *q)
+                                uint64_t n, const sq_rng_key *key, const sq_qbuf *q, int bf16)
 {
     sqk_env env;
     int rc = begin(d, sqk_quantize_scratch(c, n), &env);
     if (rc != SQ_OK) return rc;
-    return end(d, &env, sqk_quantize(&env, c, x, ref, n, key, q));
+    return end(d, &env, sqk_quantize(&env, c, x, ref, n, key, q, bf16));
 }
 
 extern "C" int sq_cuda_dequantize(sq_cuda *d, const sq_codec *c, const sq_qbuf *q,
-                                  const float *ref, uint64_t n, float *out)
+                                  const float *ref, uint64_t n, float *out, int bf16)
 {
     sqk_env env;
     int rc = begin(d, 0, &env);
     if (rc != SQ_OK) return rc;
-    return end(d, &env, sqk_dequantize(&env, c, q, ref, n, out));
+    return end(d, &env, sqk_dequantize(&env, c, q, ref, n, out, bf16));
 }
 
 extern "C" int sq_cuda_sum_requant(sq_cuda *d, const sq_codec *c_in, const sq_qbuf *chunks,

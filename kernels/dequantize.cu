@@ -23,6 +23,7 @@ struct DecodeArgs {
     const float *ref;  /* DEC_ADD */
     float *out;
     int finish;        /* apply the inverse Hadamard (the last batch) */
+    int bf16;          /* DEC_PLAIN, DEC_ADD: bf16 output (sq_hd_bf16_*) */
     uint32_t *flags;
 };
 
@@ -43,8 +44,16 @@ __global__ void __launch_bounds__(BLOCK) decode_kernel(const __grid_constant__ D
         if (MODE == DEC_ADD) {
             float r[EPT];
             load8(a.ref, e0, a.n, r);
+            if (a.bf16) {
 SQK_UNROLL
-            for (int j = 0; j < EPT; j++) v[j] = r[j] + v[j];
+                for (int j = 0; j < EPT; j++) v[j] = sq_hd_bf16_add(v[j], r[j]);
+            } else {
+SQK_UNROLL
+                for (int j = 0; j < EPT; j++) v[j] = r[j] + v[j];
+            }
+        } else if (MODE == DEC_PLAIN && a.bf16) {
+SQK_UNROLL
+            for (int j = 0; j < EPT; j++) v[j] = sq_hd_bf16_round(v[j]);
         }
         /* damaged metadata, or a sum past fp32 */
         if (any_nonfinite(v, e0, a.n)) set_flag(a.flags, SQK_FLAG_RANGE);
@@ -86,12 +95,13 @@ int sum_chunks_batched(sqk_env *env, const KCodec &c, const sq_qbuf *chunks, int
 using namespace sqk;
 
 extern "C" int sqk_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q, const float *ref,
-                              uint64_t n, float *out)
+                              uint64_t n, float *out, int bf16)
 {
     if (n == 0) return SQ_OK;
     DecodeArgs a = decode_args(env, kcodec(c, n), n, out);
     a.in = chunk_table(q, 0, 1);
     a.ref = ref;
+    a.bf16 = bf16;
     const unsigned grid = grid_for(env, a.ntiles, BLOCK);
     if (ref) {
         auto kernel = decode_kernel<DEC_ADD>;

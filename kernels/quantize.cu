@@ -43,12 +43,15 @@ struct QuantArgs {
     uint32_t *flags;
     uint32_t nf_flag;       /* what a non-finite value is: bad input, or for
                             ** sums a result beyond fp32 */
+    int bf16;               /* SRC_X, SRC_DIFF: stage bf16(x) or
+                            ** bf16(bf16(x) - bf16(ref)) (sq_hd_bf16_*) */
     unsigned slots;         /* per-group key slots in shared memory */
     int red;                /* PH_FUSED: how keys are reduced (Red) */
     int tpg;                /* RED_SHFL: threads per group */
 };
 
-/* The thread's 8 values: x, x - ref (in fp32), or the sum of the chunks. */
+/* The thread's 8 values: x, x - ref (in fp32), or the sum of the chunks;
+** with a.bf16, bf16(x) or bf16(bf16(x) - bf16(ref)). */
 template <int SRC>
 SQK_DEV void gather(const QuantArgs &a, uint64_t e0, float v[EPT])
 {
@@ -63,11 +66,20 @@ SQK_DEV void gather(const QuantArgs &a, uint64_t e0, float v[EPT])
         float r[EPT];
         load8(a.ref, e0, a.n, r);
         bad |= any_nonfinite(r, e0, a.n);
+        if (a.bf16) {
 SQK_UNROLL
-        for (int j = 0; j < EPT; j++) v[j] = v[j] - r[j];
-        /* finite x and ref whose difference overflows */
-        if (!bad && any_nonfinite(v, e0, a.n)) set_flag(a.flags, SQK_FLAG_RANGE);
+            for (int j = 0; j < EPT; j++) v[j] = sq_hd_bf16_diff(v[j], r[j]);
+        } else {
+SQK_UNROLL
+            for (int j = 0; j < EPT; j++) v[j] = v[j] - r[j];
+        }
+    } else if (a.bf16) {
+SQK_UNROLL
+        for (int j = 0; j < EPT; j++) v[j] = sq_hd_bf16_round(v[j]);
     }
+    /* finite input whose difference (or bf16 rounding) overflows */
+    if ((SRC == SRC_DIFF || a.bf16) && !bad && any_nonfinite(v, e0, a.n))
+        set_flag(a.flags, SQK_FLAG_RANGE);
     if (bad) set_flag(a.flags, a.nf_flag);
 }
 
@@ -351,12 +363,13 @@ extern "C" uint64_t sqk_quantize_scratch(const sq_codec *c, uint64_t n)
 }
 
 extern "C" int sqk_quantize(sqk_env *env, const sq_codec *c, const float *x, const float *ref,
-                            uint64_t n, const sq_rng_key *key, const sq_qbuf *q)
+                            uint64_t n, const sq_rng_key *key, const sq_qbuf *q, int bf16)
 {
     if (n == 0) return SQ_OK;
     QuantArgs a = quant_args(env, c, n, key, q);
     a.x = x;
     a.ref = ref;
+    a.bf16 = bf16;
     return ref ? run_quantize<SRC_DIFF>(env, a, env->scratch)
                : run_quantize<SRC_X>(env, a, env->scratch);
 }

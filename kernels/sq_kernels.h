@@ -56,12 +56,13 @@ uint64_t sqk_sum_requant_scratch(const sq_codec *c_in, int k, uint64_t n,
                                  const sq_codec *c_out);
 
 /* The six operations of shardq.h; ref NULL gives quantize / dequantize,
-** non-NULL quantize_diff / dequantize_add. Return SQ_OK, or SQ_ERR_DEVICE
-** with env->failed and env->error set when a launch fails. */
+** non-NULL quantize_diff / dequantize_add; bf16 != 0 their bf16 weight
+** reconstruction variants (sq_quantize_bf16 ...). Return SQ_OK, or
+** SQ_ERR_DEVICE with env->failed and env->error set when a launch fails. */
 int sqk_quantize(sqk_env *env, const sq_codec *c, const float *x, const float *ref,
-                 uint64_t n, const sq_rng_key *key, const sq_qbuf *q);
+                 uint64_t n, const sq_rng_key *key, const sq_qbuf *q, int bf16);
 int sqk_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q, const float *ref,
-                   uint64_t n, float *out);
+                   uint64_t n, float *out, int bf16);
 int sqk_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, int k,
                     uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
                     const sq_qbuf *out);

@@ -31,8 +31,8 @@ static double expected_bytes(const sq_bench_op *op, uint64_t n)
         ck_assert_msg(sq_codec_parse(op->codec_out, &c_out, err, sizeof err) == SQ_OK, "%s", err);
         q_out = (double)sq_codec_bytes(&c_out, n);
     }
-    if (!strcmp(op->name, "quantize-diff")) return 2 * f + q;     /* x, ref -> codes */
-    if (!strcmp(op->name, "dequantize-add")) return q + 2 * f;    /* codes, ref -> out */
+    if (starts(op->name, "quantize-diff")) return 2 * f + q;     /* x, ref -> codes */
+    if (starts(op->name, "dequantize-add")) return q + 2 * f;    /* codes, ref -> out */
     if (!strcmp(op->name, "sum-requant")) return SQ_BENCH_CHUNKS * q + q_out;
     if (starts(op->name, "quantize") || starts(op->name, "dequantize")) return f + q;
     if (starts(op->name, "sum")) return SQ_BENCH_CHUNKS * q + f;

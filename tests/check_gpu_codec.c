@@ -89,26 +89,36 @@ static void qbuf_get(const sq_codec *c, sq_qbuf *h, const sq_qbuf *d, uint64_t n
     if (c->kind == SQ_KIND_MINMAX) dev_get(h->offsets, d->offsets, sq_codec_offset_bytes(c, n));
 }
 
-static int gpu_quantize(const sq_codec *c, const float *x, const float *ref, uint64_t n,
-                        const sq_rng_key *key, sq_qbuf *q)
+static int gpu_quantize_as(const sq_codec *c, const float *x, const float *ref, uint64_t n,
+                           const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
     float *dx = dev_put(x, n * 4, 4), *dref = ref ? dev_put(ref, n * 4, 4) : NULL;
     sq_qbuf dq = qbuf_put(c, q, n);
-    int rc = ref ? sq_backend_quantize_diff(g_be, c, dx, dref, n, key, &dq)
-                 : sq_backend_quantize(g_be, c, dx, n, key, &dq);
+    int rc = bf16 ? (ref ? sq_backend_quantize_diff_bf16(g_be, c, dx, dref, n, key, &dq)
+                         : sq_backend_quantize_bf16(g_be, c, dx, n, key, &dq))
+                  : (ref ? sq_backend_quantize_diff(g_be, c, dx, dref, n, key, &dq)
+                         : sq_backend_quantize(g_be, c, dx, n, key, &dq));
     ck_assert_msg(rc != SQ_ERR_DEVICE && rc != SQ_ERR_NOMEM, "%s", sq_backend_error(g_be));
     qbuf_get(c, q, &dq, n);
     arena_free();
     return rc;
 }
 
-static int gpu_dequantize(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
-                          float *out)
+static int gpu_quantize(const sq_codec *c, const float *x, const float *ref, uint64_t n,
+                        const sq_rng_key *key, sq_qbuf *q)
+{
+    return gpu_quantize_as(c, x, ref, n, key, q, 0);
+}
+
+static int gpu_dequantize_as(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
+                             float *out, int bf16)
 {
     sq_qbuf dq = qbuf_put(c, q, n);
     float *dref = ref ? dev_put(ref, n * 4, 4) : NULL, *dout = dev_put(out, n * 4, 4);
-    int rc = ref ? sq_backend_dequantize_add(g_be, c, &dq, dref, n, dout)
-                 : sq_backend_dequantize(g_be, c, &dq, n, dout);
+    int rc = bf16 ? (ref ? sq_backend_dequantize_add_bf16(g_be, c, &dq, dref, n, dout)
+                         : sq_backend_dequantize_bf16(g_be, c, &dq, n, dout))
+                  : (ref ? sq_backend_dequantize_add(g_be, c, &dq, dref, n, dout)
+                         : sq_backend_dequantize(g_be, c, &dq, n, dout));
     ck_assert_msg(rc != SQ_ERR_DEVICE && rc != SQ_ERR_NOMEM, "%s", sq_backend_error(g_be));
     dev_get(out, dout, n * 4);
     arena_free();
@@ -142,7 +152,8 @@ static int gpu_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, 
     return rc;
 }
 
-static const eq_backend gpu = {"cuda:0", gpu_quantize, gpu_dequantize, gpu_sum_requant, gpu_sum};
+static const eq_backend gpu = {"cuda:0", gpu_quantize_as, gpu_dequantize_as, gpu_sum_requant,
+                               gpu_sum};
 
 static sq_codec codec(const char *spec)
 {
@@ -279,6 +290,13 @@ START_TEST(test_status)
     for (int j = 0; j < 32; j++) x[640 + j] = 3e38f;
     x[54321] = 1.0f;
     ck_assert_int_eq(gpu_quantize(&c, x, NULL, n, &key, &hq), SQ_ERR_RANGE);
+    /* bf16 weights: a finite value that rounds past bf16's range */
+    for (int j = 0; j < 32; j++) x[640 + j] = 1.0f;
+    x[777] = 3.4e38f;
+    ck_assert_int_eq(gpu_quantize_as(&c, x, NULL, n, &key, &hq, 1), SQ_ERR_RANGE);
+    ck_assert_int_eq(sq_quantize_bf16(&c, x, n, &key, &hq), SQ_ERR_RANGE);
+    ck_assert_int_eq(gpu_quantize_as(&c, x, x, n, &key, &hq, 1), SQ_ERR_RANGE);
+    x[777] = 1.0f;
     /* arguments the core refuses, refused the same way before any launch */
     ck_assert_int_eq(sq_backend_quantize(g_be, &c, x, n, NULL, &hq), SQ_ERR_ARG);
     sq_codec bad = c;

@@ -15,8 +15,8 @@
 
 /* Runs `steps` steps of reduce, SGD, gather on one placement; returns the
 ** reduced gradients and w-hat of every step, concatenated. */
-static float *run(const char *device, const char *preset, int K, int G, uint64_t n, int steps,
-                  size_t *len)
+static float *run(const char *device, const char *preset, const char *set, int K, int G,
+                  uint64_t n, int steps, size_t *len)
 {
     sq_world_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -25,6 +25,7 @@ static float *run(const char *device, const char *preset, int K, int G, uint64_t
     sq_error err = {0};
     ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, &err), SQ_OK);
     if (K > 1 && G > 1) ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.pipe=2", &err), SQ_OK);
+    if (set) ck_assert_msg(sq_scheme_set(&cfg.scheme, set, &err) == SQ_OK, "%s", err.msg);
     cfg.elements = n;
     cfg.seed = 12345;
     cfg.device = device;
@@ -67,9 +68,9 @@ START_TEST(test_world_cpu_equals_gpu)
         for (size_t t = 0; t < 4; t++) {
             const char *preset = sq_scheme_presets[p];
             size_t la, lb, lc;
-            float *a = run("cpu", preset, kg[t][0], kg[t][1], 100003, 3, &la);
-            float *b = run("cuda:0", preset, kg[t][0], kg[t][1], 100003, 3, &lb);
-            float *c = run("cuda", preset, kg[t][0], kg[t][1], 100003, 3, &lc);
+            float *a = run("cpu", preset, NULL, kg[t][0], kg[t][1], 100003, 3, &la);
+            float *b = run("cuda:0", preset, NULL, kg[t][0], kg[t][1], 100003, 3, &lb);
+            float *c = run("cuda", preset, NULL, kg[t][0], kg[t][1], 100003, 3, &lc);
             char msg[256];
             ck_assert_uint_eq(la, lb);
             ck_assert_msg(sqt_bytes_equal(a, b, la * sizeof(float), msg, sizeof msg),
@@ -77,6 +78,26 @@ START_TEST(test_world_cpu_equals_gpu)
             ck_assert_msg(sqt_bytes_equal(a, c, la * sizeof(float), msg, sizeof msg),
                           "%s %dx%d cpu vs all GPUs: %s", preset, kg[t][0], kg[t][1], msg);
             free(a), free(b), free(c);
+        }
+}
+END_TEST
+
+/* The weight path under both values of weight.recon (the presets above run
+** the default, bf16): the quantized weight wires, bf16 weights on the grid. */
+START_TEST(test_recon_cpu_equals_gpu)
+{
+    static const char *const presets[] = {"qw", "qwd", "sdp4bit", "zeropp8", "qsdp"};
+    static const char *const sets[] = {"weight.recon=bf16", "weight.recon=fp32"};
+    for (size_t p = 0; p < 5; p++)
+        for (int k = 0; k < 2; k++) {
+            size_t la, lb;
+            float *a = run("cpu", presets[p], sets[k], 3, 2, 50021, 4, &la);
+            float *b = run("cuda", presets[p], sets[k], 3, 2, 50021, 4, &lb);
+            char msg[256];
+            ck_assert_uint_eq(la, lb);
+            ck_assert_msg(sqt_bytes_equal(a, b, la * sizeof(float), msg, sizeof msg),
+                          "%s %s cpu vs GPUs: %s", presets[p], sets[k], msg);
+            free(a), free(b);
         }
 }
 END_TEST
@@ -91,6 +112,7 @@ int main(void)
     TCase *tc = tcase_create("equal");
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_world_cpu_equals_gpu);
+    tcase_add_test(tc, test_recon_cpu_equals_gpu);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */

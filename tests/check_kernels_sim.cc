@@ -100,7 +100,7 @@ struct Staging {
 };
 
 int sim_quantize(const sq_codec *c, const float *x, const float *ref, uint64_t n,
-                 const sq_rng_key *key, sq_qbuf *q)
+                 const sq_rng_key *key, sq_qbuf *q, int bf16 = 0)
 {
     SimDevice d;
     Staging st;
@@ -108,19 +108,20 @@ int sim_quantize(const sq_codec *c, const float *x, const float *ref, uint64_t n
     sqk_env e = d.env();
     sq_qbuf sq = st.qbuf(c, q, n);
     int rc = finish(d, e, sqk_quantize(&e, c, st.put(x, n * 4, 4), ref ? st.put(ref, n * 4, 4) : ref,
-                                       n, key, &sq));
+                                       n, key, &sq, bf16));
     st.qbuf_back(c, q, &sq, n);
     return rc;
 }
 
-int sim_dequantize(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n, float *out)
+int sim_dequantize(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n, float *out,
+                   int bf16 = 0)
 {
     SimDevice d;
     Staging st;
     sqk_env e = d.env();
     sq_qbuf sq = st.qbuf(c, q, n);
     float *so = st.put(out, n * 4, 4);
-    int rc = finish(d, e, sqk_dequantize(&e, c, &sq, ref ? st.put(ref, n * 4, 4) : ref, n, so));
+    int rc = finish(d, e, sqk_dequantize(&e, c, &sq, ref ? st.put(ref, n * 4, 4) : ref, n, so, bf16));
     st.back(out, so, n * 4);
     return rc;
 }
@@ -229,6 +230,11 @@ START_TEST(test_larger)
     failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 150001, EQ_HEAVY, 4, 4,
                     "bits=4,group=128,round=sr");
     failures += run(EQ_SUM, "bits=4,group=128,round=sr,hadamard=32", 150001, EQ_GRADIENT, 5, 4);
+    /* the bf16 weight reconstruction of qW / qWD (SDP4Bit's shapes) */
+    failures += run(EQ_QUANTIZE_BF16, "bits=4,group=2048,round=sr", 200003, EQ_NORMAL, 6);
+    failures += run(EQ_QUANTIZE_DIFF_BF16, "bits=4,group=2048,round=sr", 200003, EQ_NORMAL, 7);
+    failures += run(EQ_DEQUANTIZE_BF16, "bits=4,group=2048,round=sr", 200003, EQ_HEAVY, 8);
+    failures += run(EQ_DEQUANTIZE_ADD_BF16, "bits=4,group=2048,round=sr", 200003, EQ_OUTLIERS, 9);
     ck_assert_int_eq(failures, 0);
 }
 END_TEST
@@ -359,6 +365,25 @@ START_TEST(test_status)
     ref[17] = NAN;
     ck_assert_int_eq(sim_quantize(&d, x.data(), ref.data(), n, &key, &qd), SQ_ERR_NONFINITE);
 
+    /* bf16 weights: a finite master that rounds past bf16's range, and a
+    ** bf16 difference past fp32 (the fp32 path takes neither) */
+    eq_fill(x.data(), n, EQ_NORMAL, 13);
+    eq_fill(ref.data(), n, EQ_NORMAL, 14);
+    x[29] = 3.4e38f;
+    ck_assert_int_eq(sq_quantize(&d, x.data(), n, &key, &qd), SQ_OK);
+    ck_assert_int_eq(sq_quantize_bf16(&d, x.data(), n, &key, &qd), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&d, x.data(), nullptr, n, &key, &qd, 1), SQ_ERR_RANGE);
+    ck_assert_int_eq(sq_quantize_diff_bf16(&d, x.data(), ref.data(), n, &key, &qd), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&d, x.data(), ref.data(), n, &key, &qd, 1), SQ_ERR_RANGE);
+    x[29] = 3.3e38f;
+    ref[29] = -3.3e38f;
+    ck_assert_int_eq(sq_quantize_diff_bf16(&d, x.data(), ref.data(), n, &key, &qd), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&d, x.data(), ref.data(), n, &key, &qd, 1), SQ_ERR_RANGE);
+    ref[29] = INFINITY;
+    ck_assert_int_eq(sq_quantize_diff_bf16(&d, x.data(), ref.data(), n, &key, &qd),
+                     SQ_ERR_NONFINITE);
+    ck_assert_int_eq(sim_quantize(&d, x.data(), ref.data(), n, &key, &qd, 1), SQ_ERR_NONFINITE);
+
     /* a grid past fp32 (README: sym bits=6 on {FLT_MAX, 1}) */
     sq_codec g = codec("bits=6,group=2,round=rtn");
     sq_qbuf qg;
@@ -388,6 +413,8 @@ START_TEST(test_empty)
     sq_rng_key key = eq_key(1, 0);
     ck_assert_int_eq(sim_quantize(&c, nullptr, nullptr, 0, &key, &none), SQ_OK);
     ck_assert_int_eq(sim_dequantize(&c, &none, nullptr, 0, nullptr), SQ_OK);
+    ck_assert_int_eq(sim_quantize(&c, nullptr, nullptr, 0, &key, &none, 1), SQ_OK);
+    ck_assert_int_eq(sim_dequantize(&c, &none, nullptr, 0, nullptr, 1), SQ_OK);
     ck_assert_int_eq(sim_sum(&c, &none, 1, 0, nullptr), SQ_OK);
     ck_assert_int_eq(sim_sum_requant(&c, &none, 1, 0, &c, &key, &none), SQ_OK);
 }

@@ -513,8 +513,8 @@ START_TEST(test_format_lists_every_knob)
         }
         ck_assert_uint_eq(k, sq_scheme_nknobs);
     }
-    /* 1 + 7 + 1 + 7 + 7 + 2 + 2 knobs */
-    ck_assert_uint_eq(sq_scheme_nknobs, 27);
+    /* 1 + 7 + 1 (weight.recon) + 1 + 7 + 7 + 2 + 2 (layout) knobs */
+    ck_assert_uint_eq(sq_scheme_nknobs, 28);
     ck_assert_str_eq(sq_scheme_knobs[0].key, "weight.mode");
     ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 1].key, "layout.bucket");
 }
@@ -528,6 +528,7 @@ START_TEST(test_format_text)
     ck_assert_str_eq(buf,
                      "weight.mode=diff,weight.bits=4,weight.kind=sym,weight.group=2048,"
                      "weight.round=sr,weight.hadamard=0,weight.levels=sdp4bit,weight.scale=fp32,"
+                     "weight.recon=bf16,"
                      "grad.mode=twolevel,grad.intra.bits=8,grad.intra.kind=sym,"
                      "grad.intra.group=128,grad.intra.round=sr,grad.intra.hadamard=32,"
                      "grad.intra.levels=sdp4bit,grad.intra.scale=fp32,grad.inter.bits=4,"

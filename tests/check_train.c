@@ -444,6 +444,51 @@ START_TEST(test_every_preset)
 }
 END_TEST
 
+/* Every scheme computes with the baseline's weight precision: the w-hat
+** the world gives, bf16 numbers (the baseline's bf16 wire, the quantized
+** wires' bf16 reconstruction). Two settings give fp32 weights, by design:
+** the baseline with weight.bits=32, and weight.recon=fp32. */
+static int weights_on_bf16_grid(const record *r, uint32_t steps, size_t *off)
+{
+    *off = 0;
+    for (uint32_t s = 0; s < steps; s++)
+        for (size_t p = 0; p < MAX_PARAMS && r->tensor[s][p][SQ_TRAIN_MODEL]; p++)
+            for (uint64_t i = 0; i < r->n[p]; i++) {
+                float x = r->tensor[s][p][SQ_TRAIN_MODEL][i];
+                *off += sqt_bits(sq_bf16_to_f32(sq_f32_to_bf16(x))) != sqt_bits(x);
+            }
+    return *off == 0;
+}
+
+START_TEST(test_weights_are_bf16)
+{
+    sq_corpus c;
+    load_readme(&c);
+    for (size_t k = 0; k < sq_scheme_npresets + 2; k++) {
+        sq_train_config cfg;
+        const char *name = k < sq_scheme_npresets ? sq_scheme_presets[k]
+                           : k == sq_scheme_npresets ? "baseline" : "qwd";
+        tiny_config(&cfg, name, 2, 2);
+        if (k == sq_scheme_npresets) set_knob(&cfg, "weight.bits=32");
+        if (k == sq_scheme_npresets + 1) set_knob(&cfg, "weight.recon=fp32");
+        cfg.steps = 3;
+        record r = {0};
+        sq_train_result res;
+        train(&cfg, &c, &r, 1, &res);
+        size_t off;
+        int grid = weights_on_bf16_grid(&r, cfg.steps, &off);
+        if (k < sq_scheme_npresets)
+            ck_assert_msg(grid, "%s: %zu weights the model computed with are not bf16 numbers",
+                          name, off);
+        else
+            ck_assert_msg(!grid, "%s with %s: fp32 weights expected", name,
+                          k == sq_scheme_npresets ? "weight.bits=32" : "weight.recon=fp32");
+        record_free(&r);
+    }
+    sq_corpus_free(&c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Capture and replay                                                       */
 /* ------------------------------------------------------------------------ */
@@ -590,6 +635,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_reproducible);
     tcase_add_test(tc, test_loss_falls);
     tcase_add_test(tc, test_every_preset);
+    tcase_add_test(tc, test_weights_are_bf16);
     tcase_add_loop_test(tc, test_capture_replays_bit_for_bit, 0, 7);
     tcase_add_loop_test(tc, test_capture_replays_in_every_layout, 0, 3);
     tcase_add_test(tc, test_capture_every_second_step);

@@ -430,21 +430,24 @@ START_TEST(test_a2a_reference)
 END_TEST
 
 /* The weight path of qW and qWD: each shard quantized by its owner (Philox
-** index = place in the shard), w-hat rebuilt from the gathered bytes. */
+** index = place in the shard), w-hat rebuilt from the gathered bytes; with
+** weight.recon=bf16 (the default) by the core's bf16 operations from a bf16
+** w-hat, with weight.recon=fp32 by the fp32 ones from w0 itself. */
 START_TEST(test_weight_reference)
 {
     static const char *const presets[] = {"qw", "qwd", "zeropp8", "qsdp"};
+    static const char *const fp32[] = {"weight.recon=fp32", NULL};
     const uint64_t n = 50021;
-    for (size_t p = 0; p < 4; p++) {
-        int K = 2, G = 3, N = 6;
-        sq_world *w = open_world(K, G, presets[p], NULL, n, 21, 0);
+    for (size_t p = 0; p < 8; p++) {
+        int K = 2, G = 3, N = 6, bf16 = p < 4;
+        sq_world *w = open_world(K, G, presets[p % 4], bf16 ? NULL : fp32, n, 21, 0);
         const sq_scheme *s = sq_world_scheme(w);
         const sq_codec *c = &s->weight.codec;
         uint64_t P = sq_world_padded(w), S = sq_world_shard(w);
         ck_assert_uint_eq(S % c->group, 0);
         float *w0 = make_grads(1, n, 31), *m = calloc(P, sizeof *m), *ref = calloc(P, sizeof *ref);
         float *got = malloc(n * sizeof *got);
-        memcpy(ref, w0, n * sizeof *ref);
+        for (uint64_t i = 0; i < n; i++) ref[i] = bf16 ? sq_bf16_to_f32(sq_f32_to_bf16(w0[i])) : w0[i];
         ck_assert_int_eq(sq_world_init_weights(w, w0), SQ_OK);
         hq all;
         hq_alloc(&all, c, P);
@@ -456,24 +459,29 @@ START_TEST(test_weight_reference)
                 hq_alloc(&one, c, S);
                 sq_rng_key key = {21, step, (uint32_t)r, SQ_SITE_WEIGHT};
                 if (s->weight_mode == SQ_WEIGHT_DIFF)
-                    ck_assert_int_eq(sq_quantize_diff(c, m + (uint64_t)r * S, ref + (uint64_t)r * S, S,
-                                                      &key, &one.q), SQ_OK);
+                    ck_assert_int_eq((bf16 ? sq_quantize_diff_bf16 : sq_quantize_diff)(
+                                         c, m + (uint64_t)r * S, ref + (uint64_t)r * S, S, &key,
+                                         &one.q), SQ_OK);
                 else
-                    ck_assert_int_eq(sq_quantize(c, m + (uint64_t)r * S, S, &key, &one.q), SQ_OK);
+                    ck_assert_int_eq((bf16 ? sq_quantize_bf16 : sq_quantize)(
+                                         c, m + (uint64_t)r * S, S, &key, &one.q), SQ_OK);
                 for (uint64_t gi = 0; gi < S / c->group; gi++)
                     copy_group(&all, (uint64_t)r * (S / c->group) + gi, &one, gi);
                 sq_qbuf_free(&one.q);
             }
             if (s->weight_mode == SQ_WEIGHT_DIFF)
-                ck_assert_int_eq(sq_dequantize_add(c, &all.q, ref, P, ref), SQ_OK);
+                ck_assert_int_eq((bf16 ? sq_dequantize_add_bf16 : sq_dequantize_add)(
+                                     c, &all.q, ref, P, ref), SQ_OK);
             else
-                ck_assert_int_eq(sq_dequantize(c, &all.q, P, ref), SQ_OK);
+                ck_assert_int_eq((bf16 ? sq_dequantize_bf16 : sq_dequantize)(c, &all.q, P, ref),
+                                 SQ_OK);
             ck_assert_int_eq(sq_world_gather_weights(w, step), SQ_OK);
             for (int r = 0; r < N; r++) {
                 ck_assert_int_eq(sq_world_get_weights(w, r, got), SQ_OK);
                 char msg[256];
                 ck_assert_msg(sqt_bytes_equal(got, ref, n * sizeof(float), msg, sizeof msg),
-                              "%s step %u worker %d: %s", presets[p], step, r, msg);
+                              "%s (weight.recon=%s) step %u worker %d: %s", presets[p % 4],
+                              bf16 ? "bf16" : "fp32", step, r, msg);
             }
         }
         sq_qbuf_free(&all.q);

@@ -20,7 +20,7 @@ world() {
 
 PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
 KNOBS="weight.mode weight.bits weight.kind weight.group weight.round weight.hadamard
-weight.levels weight.scale grad.mode grad.intra.bits grad.intra.kind grad.intra.group
+weight.levels weight.scale weight.recon grad.mode grad.intra.bits grad.intra.kind grad.intra.group
 grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale grad.inter.bits
 grad.inter.kind grad.inter.group grad.inter.round grad.inter.hadamard grad.inter.levels
 grad.inter.scale grad.pipe grad.mean layout layout.bucket"
@@ -67,7 +67,8 @@ for p in d["presets"]:
 pyjson "schemes --json: the values of sdp4bit and baseline" "$T/schemes.json" '
 P = {p["name"]: p["knobs"] for p in d["presets"]}
 s, b = P["sdp4bit"], P["baseline"]
-want = {"weight.mode": "diff", "weight.bits": "4", "weight.group": "2048", "grad.mode": "twolevel",
+want = {"weight.mode": "diff", "weight.bits": "4", "weight.group": "2048", "weight.recon": "bf16",
+        "grad.mode": "twolevel",
         "grad.intra.bits": "8", "grad.inter.bits": "4", "grad.inter.hadamard": "32", "grad.pipe": "1"}
 for k, v in want.items():
     assert s[k] == v, (k, s[k], v)
@@ -206,6 +207,21 @@ for s in st:
     assert s["weight"]["rel_l2"] == 0, s["weight"]
     assert s["weight"]["max_abs"] == 0, s["weight"]
 assert "weight.bits=32" in d["scheme"]["canonical"], d["scheme"]'
+# weight.recon: an unquantized wire ignores it; a quantized one computes w-hat otherwise
+ok "run baseline" world "$T/rb.json" $RUN --scheme baseline
+ok "run baseline, weight.recon=fp32" world "$T/rb32.json" $RUN --scheme baseline --set weight.recon=fp32
+ok "a bf16 weight wire ignores weight.recon" cmp "$T/rb.json" "$T/rb32.json"
+ok "run qwd (weight.recon=bf16)" world "$T/rq.json" $RUN --scheme qwd
+ok "run qwd, weight.recon=fp32" world "$T/rq32.json" $RUN --scheme qwd --set weight.recon=fp32
+ok "qwd: the two reconstructions give other weights, the same gradients" python3 -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert "weight.recon=bf16" in a["scheme"]["canonical"] and "weight.recon=fp32" in b["scheme"]["canonical"]
+for x, y in zip(a["steps"], b["steps"]):
+    assert x["replicas_identical"] and y["replicas_identical"], (x, y)
+    assert x["weight"]["rel_l2"] != y["weight"]["rel_l2"], (x["weight"], y["weight"])
+assert a["steps"][0]["grad"] == b["steps"][0]["grad"], (a["steps"][0]["grad"], b["steps"][0]["grad"])' "$T/rq.json" "$T/rq32.json"
+expect_fail_with 2 "weight.recon=fp16: unknown value (bf16, fp32)" "$SHARDQ" world --set weight.recon=fp16
 ok "run without --json prints a table" sh -c '"$0" world --workers 2x2 --elements 5000 --run --steps 1 >"$1/run.txt"' "$SHARDQ" "$T"
 ok "the table has the step and identical replicas" grep -q "replicas identical" "$T/run.txt"
 

@@ -22,7 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The operations, in the order of shardq.h. */
+/* The operations, in the order of shardq.h, then the bf16 weight
+** reconstruction variants of the first four (sq_quantize_bf16 ...). */
 typedef enum eq_op {
     EQ_QUANTIZE,
     EQ_QUANTIZE_DIFF,
@@ -30,22 +31,35 @@ typedef enum eq_op {
     EQ_DEQUANTIZE_ADD,
     EQ_SUM_REQUANT,
     EQ_SUM,
+    EQ_QUANTIZE_BF16,
+    EQ_QUANTIZE_DIFF_BF16,
+    EQ_DEQUANTIZE_BF16,
+    EQ_DEQUANTIZE_ADD_BF16,
     EQ_NOPS
 } eq_op;
 
 static const char *const eq_op_names[EQ_NOPS] = {
     "quantize", "quantize_diff", "dequantize", "dequantize_add", "dequant_sum_requant",
-    "dequant_sum"};
+    "dequant_sum", "quantize_bf16", "quantize_diff_bf16", "dequantize_bf16",
+    "dequantize_add_bf16"};
+
+/* The fp32 operation of a bf16 variant (itself for the others), and
+** whether op is a bf16 variant. */
+static inline eq_op eq_base_op(eq_op op)
+{
+    return op >= EQ_QUANTIZE_BF16 ? (eq_op)(op - EQ_QUANTIZE_BF16) : op;
+}
+static inline int eq_is_bf16(eq_op op) { return op >= EQ_QUANTIZE_BF16; }
 
 /* The backend under test. Buffers are host memory: the backend copies them
 ** to its device and back as it needs. ref NULL selects quantize/dequantize,
-** non-NULL quantize_diff/dequantize_add. */
+** non-NULL quantize_diff/dequantize_add; bf16 != 0 their bf16 variants. */
 typedef struct eq_backend {
     const char *name;
     int (*quantize)(const sq_codec *c, const float *x, const float *ref, uint64_t n,
-                    const sq_rng_key *key, sq_qbuf *q);
+                    const sq_rng_key *key, sq_qbuf *q, int bf16);
     int (*dequantize)(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
-                      float *out);
+                      float *out, int bf16);
     int (*sum_requant)(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
                        const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out);
     int (*sum)(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out);
@@ -244,14 +258,15 @@ static inline void eq_make_chunks(const eq_case *t, int k, sq_qbuf *chunks)
 static inline int eq_run(const eq_backend *be, const eq_case *t)
 {
     const uint64_t n = t->n;
+    const int bf16 = eq_is_bf16(t->op);
     int bad = 0;
     sq_rng_key key = eq_key(t->seed, 3);
-    switch (t->op) {
+    switch (eq_base_op(t->op)) {
     case EQ_QUANTIZE:
     case EQ_QUANTIZE_DIFF: {
         float *x = (float *)eq_alloc(n * 4, 0), *ref = NULL;
         eq_fill(x, n, t->dist, t->seed);
-        if (t->op == EQ_QUANTIZE_DIFF) {
+        if (eq_base_op(t->op) == EQ_QUANTIZE_DIFF) {
             ref = (float *)eq_alloc(n * 4, 0);
             eq_fill(ref, n, t->dist, t->seed + 1000003);
             for (uint64_t i = 0; i < n; i++) ref[i] = x[i] + ref[i] * 0.01f;
@@ -259,9 +274,11 @@ static inline int eq_run(const eq_backend *be, const eq_case *t)
         sq_qbuf want, got;
         sq_qbuf_alloc(&t->c, n, &want);
         eq_qbuf(&t->c, n, EQ_PATTERN, &got);
-        int rw = ref ? sq_quantize_diff(&t->c, x, ref, n, &key, &want)
-                     : sq_quantize(&t->c, x, n, &key, &want);
-        int rg = be->quantize(&t->c, x, ref, n, &key, &got);
+        int rw = bf16 ? (ref ? sq_quantize_diff_bf16(&t->c, x, ref, n, &key, &want)
+                             : sq_quantize_bf16(&t->c, x, n, &key, &want))
+                      : (ref ? sq_quantize_diff(&t->c, x, ref, n, &key, &want)
+                             : sq_quantize(&t->c, x, n, &key, &want));
+        int rg = be->quantize(&t->c, x, ref, n, &key, &got, bf16);
         bad = eq_compare_status(t, rw, rg);
         if (!bad && rw == SQ_OK) bad = eq_compare_qbuf(t, &t->c, &want, &got);
         sq_qbuf_free(&want);
@@ -277,7 +294,7 @@ static inline int eq_run(const eq_backend *be, const eq_case *t)
         sq_qbuf *chunks = (sq_qbuf *)calloc((size_t)k, sizeof(sq_qbuf));
         eq_make_chunks(t, k, chunks);
         float *ref = NULL;
-        if (t->op == EQ_DEQUANTIZE_ADD) {
+        if (eq_base_op(t->op) == EQ_DEQUANTIZE_ADD) {
             ref = (float *)eq_alloc(n * 4, 0);
             eq_fill(ref, n, t->dist, t->seed + 77);
         }
@@ -287,9 +304,11 @@ static inline int eq_run(const eq_backend *be, const eq_case *t)
             rw = sq_dequant_sum(&t->c, chunks, k, n, want);
             rg = be->sum(&t->c, chunks, k, n, got);
         } else {
-            rw = ref ? sq_dequantize_add(&t->c, &chunks[0], ref, n, want)
-                     : sq_dequantize(&t->c, &chunks[0], n, want);
-            rg = be->dequantize(&t->c, &chunks[0], ref, n, got);
+            rw = bf16 ? (ref ? sq_dequantize_add_bf16(&t->c, &chunks[0], ref, n, want)
+                             : sq_dequantize_bf16(&t->c, &chunks[0], n, want))
+                      : (ref ? sq_dequantize_add(&t->c, &chunks[0], ref, n, want)
+                             : sq_dequantize(&t->c, &chunks[0], n, want));
+            rg = be->dequantize(&t->c, &chunks[0], ref, n, got, bf16);
         }
         bad = eq_compare_status(t, rw, rg);
         if (!bad && rw == SQ_OK) bad = eq_report_bytes(t, "output", want, got, n * 4, 4);

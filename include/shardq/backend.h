@@ -89,6 +89,16 @@ int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
                              const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q);
 int sq_backend_dequantize_add(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
                               const float *ref, uint64_t n, float *out);
+/* The bf16 weight reconstruction variants (contracts as in shardq.h). */
+int sq_backend_quantize_bf16(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
+                             const sq_rng_key *key, sq_qbuf *q);
+int sq_backend_quantize_diff_bf16(sq_backend *be, const sq_codec *c, const float *x,
+                                  const float *ref, uint64_t n, const sq_rng_key *key,
+                                  sq_qbuf *q);
+int sq_backend_dequantize_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
+                               float *out);
+int sq_backend_dequantize_add_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
+                                   const float *ref, uint64_t n, float *out);
 int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const sq_qbuf *chunks,
                                    int k, uint64_t n, const sq_codec *c_out,
                                    const sq_rng_key *key, sq_qbuf *out);

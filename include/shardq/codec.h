@@ -312,6 +312,32 @@ int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64
 int sq_dequantize_add(const sq_codec *c, const sq_qbuf *q, const float *ref,
                       uint64_t n, float *out);
 
+/* The bf16 weight reconstruction (scheme knob weight.recon=bf16, README
+** "The sharded world"): the model weights w-hat are bf16 numbers (held as
+** fp32 values), as in Megatron's distributed optimizer and DeepSpeed.
+** Rounding is to nearest, ties to even (sq_f32_to_bf16). A finite input
+** that bf16 rounding takes to +-Inf is SQ_ERR_RANGE, as is an output past
+** bf16's range; otherwise the contracts above hold. */
+
+/* q = Q(bf16(x)): the bf16 param buffer quantized (qW, ZeRO++ qwZ sender). */
+int sq_quantize_bf16(const sq_codec *c, const float *x, uint64_t n,
+                     const sq_rng_key *key, sq_qbuf *q);
+
+/* q = Q(bf16(bf16(x) - bf16(ref))): the difference of the bf16 param buffer
+** and the bf16 model weights, taken as a bf16 subtraction (SDP4Bit qWD
+** sender). */
+int sq_quantize_diff_bf16(const sq_codec *c, const float *x, const float *ref, uint64_t n,
+                          const sq_rng_key *key, sq_qbuf *q);
+
+/* out = bf16(D(q)): decoded (and inverse transformed) in fp32, then cast to
+** the 16-bit model dtype (qW receiver). */
+int sq_dequantize_bf16(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out);
+
+/* out = bf16(bf16(D(q)) + bf16(ref)): the decoded difference cast to bf16
+** and added to the bf16 weights in bf16 (qWD receiver). out may equal ref. */
+int sq_dequantize_add_bf16(const sq_codec *c, const sq_qbuf *q, const float *ref,
+                           uint64_t n, float *out);
+
 /* out = Q_out(D(chunks[0]) + D(chunks[1]) + ... + D(chunks[k-1])): each
 ** chunk is a quantized buffer of n elements under c_in; the sum runs in fp32
 ** in chunk order. The Hadamard fields of both codecs are ignored here. */

@@ -155,7 +155,11 @@ typedef struct sq_plan_mem {
 /* What an op does (f[]: float buffers, q[]: packed buffers of sq_plan_mem;
 ** "@off" is a view from element off on). ADD, SUM and SUM_REQUANT use the
 ** rank's TMP (and TMP2) as scratch; ENCODE, ENCODE_DIFF and SUM_REQUANT
-** draw stochastic rounding from sq_plan_rng_key(L, step, rank, site). */
+** draw stochastic rounding from sq_plan_rng_key(L, step, rank, site).
+** In the weight all-gather over a quantized wire under weight.recon=bf16,
+** ENCODE, ENCODE_DIFF, DECODE and DECODE_ADD are their bf16 variants
+** (sq_quantize_bf16, sq_quantize_diff_bf16, sq_dequantize_bf16,
+** sq_dequantize_add_bf16). */
 typedef enum sq_plan_kind {
     SQ_PLAN_COPY = 0,    /* f[dst]@dst_off = f[src]@src_off, n floats */
     SQ_PLAN_ENCODE,      /* q[dst]@dst_off = E_wire(f[src]@src_off, n), key of site */

@@ -88,6 +88,18 @@ typedef enum sq_weight_mode {
     SQ_WEIGHT_DIFF = 1    /* w - w-hat travels, w-hat += D(q) everywhere (qWD) */
 } sq_weight_mode;
 
+/* How a quantized weight wire (bits 1..8) rebuilds w-hat (README, "The
+** sharded world"). An unquantized wire ignores it: its dtype is the
+** precision. */
+typedef enum sq_weight_recon {
+    SQ_RECON_BF16 = 0, /* the reference systems: the bf16 master copy is
+                       ** quantized (or its bf16 difference to w-hat), and
+                       ** w-hat := bf16(D(q)) or bf16(bf16(D(q)) + w-hat),
+                       ** so w-hat is a bf16 tensor (the default) */
+    SQ_RECON_FP32 = 1  /* the fp32 master and fp32 arithmetic throughout:
+                       ** w-hat := D(q) or w-hat + D(q) in fp32 */
+} sq_weight_recon;
+
 typedef enum sq_grad_mode {
     SQ_GRAD_RING = 0,    /* ring reduce-scatter, unquantized partial sums */
     SQ_GRAD_A2A = 1,     /* single-level all-to-all, dequantize-sum */
@@ -99,6 +111,7 @@ typedef struct sq_scheme {
     char preset[16];         /* the preset it started from */
     sq_weight_mode weight_mode;
     sq_wire weight;          /* the weight all-gather's wire */
+    sq_weight_recon weight_recon; /* w-hat's arithmetic on a quantized wire */
     sq_grad_mode grad_mode;
     sq_wire grad_intra;      /* first hop of twolevel; the wire when K = 1 */
     sq_wire grad_inter;      /* second hop of twolevel; the wire when K > 1 */
@@ -198,6 +211,9 @@ struct sq_backend *sq_world_backend(const sq_world *w, int r);
 
 /* Weights. init: every worker's w-hat := w0 and its master shard := its
 ** slice of w0 (the identical initialisation of every replica; no traffic).
+** With weight.recon=bf16 and a quantized weight wire, w-hat := bf16(w0)
+** instead (the bf16 model every replica starts from; the master stays the
+** fp32 w0 as given).
 ** put_master/get_master: worker r's fp32 master shard (shard elements;
 ** the part past n must stay zero and put_master rejects anything else). */
 int sq_world_init_weights(sq_world *w, const float *host_w0);

@@ -221,48 +221,83 @@ void sq_backend_qbuf_free(sq_backend *be, sq_qbuf *q)
 /* The codec operations                                                     */
 /* ------------------------------------------------------------------------ */
 
-int sq_backend_quantize(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
-                        const sq_rng_key *key, sq_qbuf *q)
+/* The CUDA side of quantize, quantize_diff (diff) and their bf16 variants. */
+static int cuda_quantize(sq_backend *be, const sq_codec *c, const float *x, const float *ref,
+                         int diff, uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_quantize(c, x, n, key, q);
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
         (rc = sq_check_key(c, key)))
         return rc;
-    if (n && !x) return SQ_ERR_ARG;
-    return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, NULL, n, key, q));
+    if (n && (!x || (diff && !ref))) return SQ_ERR_ARG;
+    return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, diff ? ref : NULL, n, key, q, bf16));
+}
+
+/* The CUDA side of dequantize, dequantize_add (add) and their bf16 variants. */
+static int cuda_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, const float *ref,
+                           int add, uint64_t n, float *out, int bf16)
+{
+    int rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
+    if (n && (!out || (add && !ref))) return SQ_ERR_ARG;
+    return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, add ? ref : NULL, n, out, bf16));
+}
+
+int sq_backend_quantize(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
+                        const sq_rng_key *key, sq_qbuf *q)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_quantize(c, x, n, key, q);
+    return cuda_quantize(be, c, x, NULL, 0, n, key, q, 0);
 }
 
 int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
                              const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q)
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_quantize_diff(c, x, ref, n, key, q);
-    int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
-        (rc = sq_check_key(c, key)))
-        return rc;
-    if (n && (!x || !ref)) return SQ_ERR_ARG;
-    return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, ref, n, key, q));
+    return cuda_quantize(be, c, x, ref, 1, n, key, q, 0);
 }
 
 int sq_backend_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
                           float *out)
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_dequantize(c, q, n, out);
-    int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
-    if (n && !out) return SQ_ERR_ARG;
-    return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, NULL, n, out));
+    return cuda_dequantize(be, c, q, NULL, 0, n, out, 0);
 }
 
 int sq_backend_dequantize_add(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
                               const float *ref, uint64_t n, float *out)
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_add(c, q, ref, n, out);
-    int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
-    if (n && (!out || !ref)) return SQ_ERR_ARG;
-    return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, ref, n, out));
+    return cuda_dequantize(be, c, q, ref, 1, n, out, 0);
+}
+
+int sq_backend_quantize_bf16(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
+                             const sq_rng_key *key, sq_qbuf *q)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_quantize_bf16(c, x, n, key, q);
+    return cuda_quantize(be, c, x, NULL, 0, n, key, q, 1);
+}
+
+int sq_backend_quantize_diff_bf16(sq_backend *be, const sq_codec *c, const float *x,
+                                  const float *ref, uint64_t n, const sq_rng_key *key,
+                                  sq_qbuf *q)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_quantize_diff_bf16(c, x, ref, n, key, q);
+    return cuda_quantize(be, c, x, ref, 1, n, key, q, 1);
+}
+
+int sq_backend_dequantize_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
+                               float *out)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_bf16(c, q, n, out);
+    return cuda_dequantize(be, c, q, NULL, 0, n, out, 1);
+}
+
+int sq_backend_dequantize_add_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
+                                   const float *ref, uint64_t n, float *out)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_add_bf16(c, q, ref, n, out);
+    return cuda_dequantize(be, c, q, ref, 1, n, out, 1);
 }
 
 int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const sq_qbuf *chunks,

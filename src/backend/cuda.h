@@ -33,10 +33,11 @@ int sq_cuda_fill(sq_cuda *d, void *dst, int byte, size_t bytes);
 /* dst on device dd, src on device sd (the same, or a peer copy) */
 int sq_cuda_copy(sq_cuda *dd, void *dst, sq_cuda *sd, const void *src, size_t bytes);
 
+/* bf16 != 0: the bf16 weight reconstruction variants (sq_quantize_bf16 ...) */
 int sq_cuda_quantize(sq_cuda *d, const sq_codec *c, const float *x, const float *ref,
-                     uint64_t n, const sq_rng_key *key, const sq_qbuf *q);
+                     uint64_t n, const sq_rng_key *key, const sq_qbuf *q, int bf16);
 int sq_cuda_dequantize(sq_cuda *d, const sq_codec *c, const sq_qbuf *q, const float *ref,
-                       uint64_t n, float *out);
+                       uint64_t n, float *out, int bf16);
 int sq_cuda_sum_requant(sq_cuda *d, const sq_codec *c_in, const sq_qbuf *chunks, int k,
                         uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
                         const sq_qbuf *out);

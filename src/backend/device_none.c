@@ -77,16 +77,16 @@ int sq_cuda_copy(sq_cuda *dd, void *dst, sq_cuda *sd, const void *src, size_t by
 }
 
 int sq_cuda_quantize(sq_cuda *d, const sq_codec *c, const float *x, const float *ref,
-                     uint64_t n, const sq_rng_key *key, const sq_qbuf *q)
+                     uint64_t n, const sq_rng_key *key, const sq_qbuf *q, int bf16)
 {
-    (void)d; (void)c; (void)x; (void)ref; (void)n; (void)key; (void)q;
+    (void)d; (void)c; (void)x; (void)ref; (void)n; (void)key; (void)q; (void)bf16;
     return SQ_ERR_UNSUPPORTED;
 }
 
 int sq_cuda_dequantize(sq_cuda *d, const sq_codec *c, const sq_qbuf *q, const float *ref,
-                       uint64_t n, float *out)
+                       uint64_t n, float *out, int bf16)
 {
-    (void)d; (void)c; (void)q; (void)ref; (void)n; (void)out;
+    (void)d; (void)c; (void)q; (void)ref; (void)n; (void)out; (void)bf16;
     return SQ_ERR_UNSUPPORTED;
 }
 

@@ -69,6 +69,27 @@ static int op_dequantize_add(bench_ctx *b)
     return sq_backend_dequantize_add(b->be, &b->c, &b->q, b->ref, b->n, b->out);
 }
 
+/* The bf16 weight reconstruction (weight.recon=bf16) of qW and qWD. */
+static int op_quantize_bf16(bench_ctx *b)
+{
+    return sq_backend_quantize_bf16(b->be, &b->c, b->x, b->n, &b->key, &b->q);
+}
+
+static int op_dequantize_bf16(bench_ctx *b)
+{
+    return sq_backend_dequantize_bf16(b->be, &b->c, &b->q, b->n, b->out);
+}
+
+static int op_quantize_diff_bf16(bench_ctx *b)
+{
+    return sq_backend_quantize_diff_bf16(b->be, &b->c, b->x, b->ref, b->n, &b->key, &b->q);
+}
+
+static int op_dequantize_add_bf16(bench_ctx *b)
+{
+    return sq_backend_dequantize_add_bf16(b->be, &b->c, &b->q, b->ref, b->n, b->out);
+}
+
 static int op_sum_requant(bench_ctx *b)
 {
     return sq_backend_dequant_sum_requant(b->be, &b->c, b->chunks, SQ_BENCH_CHUNKS, b->n, &b->c_out,
@@ -152,6 +173,18 @@ static const op_impl ops[] = {
     {{"dequantize-add", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
       "w_ref + D(q) (qWD receive)"},
      op_dequantize_add, IN_QUANT},
+    {{"quantize-bf16", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
+      "Q(bf16(w)), 4-bit SR, group 2048 (qW send, bf16 weights)"},
+     op_quantize_bf16, IN_FLOAT},
+    {{"dequantize-bf16", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
+      "bf16(D(q)) (qW receive, bf16 weights)"},
+     op_dequantize_bf16, IN_QUANT},
+    {{"quantize-diff-bf16", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
+      "Q(bf16(bf16(w) - w_ref)), 4-bit SR, group 2048 (qWD send, bf16 weights)"},
+     op_quantize_diff_bf16, IN_FLOAT},
+    {{"dequantize-add-bf16", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
+      "bf16(bf16(D(q)) + w_ref) (qWD receive, bf16 weights)"},
+     op_dequantize_add_bf16, IN_QUANT},
     {{"sum-requant", "kind=sym,bits=8,group=128,round=sr",
       "kind=sym,bits=4,group=128,round=sr", 0, NULL,
       "4 x 8-bit -> sum -> 4-bit SR (middle hop)"},
@@ -222,10 +255,10 @@ double sq_bench_op_bytes(const sq_bench_op *op, const sq_codec *c, const sq_code
     double f = 4.0 * (double)n;
     double q = op->codec && c ? (double)sq_codec_bytes(c, n) : 0.0;
     int (*fn)(bench_ctx *) = o->fn;
-    if (fn == op_quantize) return f + q;
-    if (fn == op_dequantize) return q + f;
-    if (fn == op_quantize_diff) return 2 * f + q;
-    if (fn == op_dequantize_add) return q + 2 * f;
+    if (fn == op_quantize || fn == op_quantize_bf16) return f + q;
+    if (fn == op_dequantize || fn == op_dequantize_bf16) return q + f;
+    if (fn == op_quantize_diff || fn == op_quantize_diff_bf16) return 2 * f + q;
+    if (fn == op_dequantize_add || fn == op_dequantize_add_bf16) return q + 2 * f;
     if (fn == op_sum_requant)
         return SQ_BENCH_CHUNKS * q + (c_out ? (double)sq_codec_bytes(c_out, n) : 0.0);
     if (fn == op_sum) return SQ_BENCH_CHUNKS * q + f;

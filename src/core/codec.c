@@ -215,6 +215,7 @@ typedef struct job {
     const sq_rng_key *key;
     sq_qbuf *qout;          /* quantized output */
     float *out;             /* float output */
+    int bf16;               /* the bf16 weight reconstruction (sq_hd_bf16_*) */
 } job;
 
 /* Whether any of x[0..len) is a NaN or an Inf. */
@@ -242,19 +243,34 @@ static int stage_values(const float *restrict x, const float *restrict ref, uint
     return bad != 0;
 }
 
+/* val = bf16(x) (ref NULL) or bf16(bf16(x) - bf16(ref)); as stage_values. */
+SQ_MULTIVERSION
+static int stage_values_bf16(const float *restrict x, const float *restrict ref, uint64_t len,
+                             float *restrict val)
+{
+    uint32_t bad = 0;
+    for (uint64_t j = 0; j < len; j++) {
+        float v = ref ? sq_hd_bf16_diff(x[j], ref[j]) : sq_hd_bf16_round(x[j]);
+        val[j] = v;
+        bad |= sq_hd_nonfinite(v);
+    }
+    return bad != 0;
+}
+
 static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
 {
     const sq_codec *c = jb->c;
     switch (jb->op) {
     case OP_QUANTIZE:
-    case OP_QUANTIZE_DIFF:
-        if (jb->op == OP_QUANTIZE && !c->hadamard) /* nothing to stage */
+    case OP_QUANTIZE_DIFF: {
+        if (jb->op == OP_QUANTIZE && !c->hadamard && !jb->bf16) /* nothing to stage */
             return quantize_tile(c, jb->x + start, start, len, jb->key, s, jb->qout);
-        if (stage_values(jb->x + start, jb->op == OP_QUANTIZE_DIFF ? jb->ref + start : NULL,
-                         len, s->val)) {
-            /* finite x and ref whose difference overflows: a range problem */
-            if (jb->op == OP_QUANTIZE_DIFF && !any_nonfinite(jb->x + start, len) &&
-                !any_nonfinite(jb->ref + start, len))
+        const float *ref = jb->op == OP_QUANTIZE_DIFF ? jb->ref + start : NULL;
+        if (jb->bf16 ? stage_values_bf16(jb->x + start, ref, len, s->val)
+                     : stage_values(jb->x + start, ref, len, s->val)) {
+            /* finite input whose difference (or bf16 rounding) overflows:
+            ** a range problem */
+            if (!any_nonfinite(jb->x + start, len) && !(ref && any_nonfinite(ref, len)))
                 return SQ_ERR_RANGE;
             return SQ_ERR_NONFINITE;
         }
@@ -264,16 +280,25 @@ static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
         sq_hadamard(s->val, len, c->hadamard);
         int rc = quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
         return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
+    }
     /* The decoding operations write every value, then report any that is
     ** not finite: metadata from a damaged file, or a sum past fp32. */
     case OP_DEQUANTIZE:
         decode_tile(c, jb->in, start, len, s, jb->out + start);
         if (c->hadamard) sq_hadamard_inverse(jb->out + start, len, c->hadamard);
+        if (jb->bf16)
+            for (uint64_t j = 0; j < len; j++)
+                jb->out[start + j] = sq_hd_bf16_round(jb->out[start + j]);
         return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
     case OP_DEQUANTIZE_ADD:
         decode_tile(c, jb->in, start, len, s, s->val);
         if (c->hadamard) sq_hadamard_inverse(s->val, len, c->hadamard);
-        for (uint64_t j = 0; j < len; j++) jb->out[start + j] = jb->ref[start + j] + s->val[j];
+        if (jb->bf16)
+            for (uint64_t j = 0; j < len; j++)
+                jb->out[start + j] = sq_hd_bf16_add(s->val[j], jb->ref[start + j]);
+        else
+            for (uint64_t j = 0; j < len; j++)
+                jb->out[start + j] = jb->ref[start + j] + s->val[j];
         return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
     case OP_SUM_REQUANT: {
         sum_tile(c, jb->in, jb->k, start, len, s, s->val);
@@ -318,47 +343,76 @@ static int run_job(const job *jb, uint64_t n)
     return rc;
 }
 
-int sq_quantize(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key *key,
-                sq_qbuf *q)
+/* quantize (diff 0) and quantize_diff (diff 1), fp32 or bf16 staging */
+static int quantize_job(const sq_codec *c, const float *x, const float *ref, int diff,
+                        uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
         (rc = sq_check_key(c, key)))
         return rc;
-    if (n && !x) return SQ_ERR_ARG;
-    job jb = {.op = OP_QUANTIZE, .c = c, .x = x, .key = key, .qout = q};
+    if (n && (!x || (diff && !ref))) return SQ_ERR_ARG;
+    job jb = {.op = diff ? OP_QUANTIZE_DIFF : OP_QUANTIZE, .c = c, .x = x, .ref = ref,
+              .key = key, .qout = q, .bf16 = bf16};
     return run_job(&jb, n);
+}
+
+/* dequantize (add 0) and dequantize_add (add 1), fp32 or bf16 output */
+static int dequantize_job(const sq_codec *c, const sq_qbuf *q, const float *ref, int add,
+                          uint64_t n, float *out, int bf16)
+{
+    int rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
+    if (n && (!out || (add && !ref))) return SQ_ERR_ARG;
+    job jb = {.op = add ? OP_DEQUANTIZE_ADD : OP_DEQUANTIZE, .c = c, .in = q, .ref = ref,
+              .out = out, .bf16 = bf16};
+    return run_job(&jb, n);
+}
+
+int sq_quantize(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key *key,
+                sq_qbuf *q)
+{
+    return quantize_job(c, x, NULL, 0, n, key, q, 0);
 }
 
 int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64_t n,
                      const sq_rng_key *key, sq_qbuf *q)
 {
-    int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
-        (rc = sq_check_key(c, key)))
-        return rc;
-    if (n && (!x || !ref)) return SQ_ERR_ARG;
-    job jb = {.op = OP_QUANTIZE_DIFF, .c = c, .x = x, .ref = ref, .key = key, .qout = q};
-    return run_job(&jb, n);
+    return quantize_job(c, x, ref, 1, n, key, q, 0);
 }
 
 int sq_dequantize(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out)
 {
-    int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
-    if (n && !out) return SQ_ERR_ARG;
-    job jb = {.op = OP_DEQUANTIZE, .c = c, .in = q, .out = out};
-    return run_job(&jb, n);
+    return dequantize_job(c, q, NULL, 0, n, out, 0);
 }
 
 int sq_dequantize_add(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
                       float *out)
 {
-    int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
-    if (n && (!out || !ref)) return SQ_ERR_ARG;
-    job jb = {.op = OP_DEQUANTIZE_ADD, .c = c, .in = q, .ref = ref, .out = out};
-    return run_job(&jb, n);
+    return dequantize_job(c, q, ref, 1, n, out, 0);
+}
+
+int sq_quantize_bf16(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key *key,
+                     sq_qbuf *q)
+{
+    return quantize_job(c, x, NULL, 0, n, key, q, 1);
+}
+
+int sq_quantize_diff_bf16(const sq_codec *c, const float *x, const float *ref, uint64_t n,
+                          const sq_rng_key *key, sq_qbuf *q)
+{
+    return quantize_job(c, x, ref, 1, n, key, q, 1);
+}
+
+int sq_dequantize_bf16(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out)
+{
+    return dequantize_job(c, q, NULL, 0, n, out, 1);
+}
+
+int sq_dequantize_add_bf16(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
+                           float *out)
+{
+    return dequantize_job(c, q, ref, 1, n, out, 1);
 }
 
 int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,

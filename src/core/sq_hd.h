@@ -128,6 +128,32 @@ SQ_HD float sq_hd_f16_to_f32(uint16_t h)
     return sq_f32_bits(sign | sq_bits_f32(v));
 }
 
+/* The bf16 weight reconstruction (scheme knob weight.recon=bf16): the model
+** weights w-hat are a bf16 tensor, as in Megatron and DeepSpeed, kept here
+** as the fp32 values of bf16 numbers. */
+
+/* x rounded to bf16 (nearest, ties to even) and back: exact in fp32. */
+SQ_HD float sq_hd_bf16_round(float x) { return sq_hd_bf16_to_f32(sq_hd_f32_to_bf16(x)); }
+
+/* What the sender quantizes: bf16(bf16(x) - bf16(ref)), the master rounded
+** to the bf16 param buffer, minus the model weights. This is what a bf16
+** subtraction computes: the fp32 difference of two bf16 numbers rounded to
+** bf16 once more equals the exactly rounded bf16 difference (fp32 carries
+** more than 2 x 8 + 2 significand bits, so the double rounding is
+** innocuous). A finite x past bf16's range becomes Inf: a range problem. */
+SQ_HD float sq_hd_bf16_diff(float x, float ref)
+{
+    return sq_hd_bf16_round(sq_hd_bf16_round(x) - sq_hd_bf16_round(ref));
+}
+
+/* What the receiver keeps: w-hat := bf16(bf16(d) + bf16(ref)), the decoded
+** difference d cast to bf16 and added to the bf16 weights in bf16 (the same
+** double-rounding argument as above). */
+SQ_HD float sq_hd_bf16_add(float d, float ref)
+{
+    return sq_hd_bf16_round(sq_hd_bf16_round(d) + sq_hd_bf16_round(ref));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Philox uniforms                                                          */
 /* ------------------------------------------------------------------------ */

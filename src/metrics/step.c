@@ -5,6 +5,7 @@
 ** replay, world and train give the same figures whatever the threads.
 */
 #include "shardq/metrics.h"
+#include "sq_hd.h"
 
 #include <math.h>
 #include <string.h>
@@ -71,8 +72,13 @@ uint64_t sq_step_weight_clipped(const sq_world *w, const float *master, const fl
 {
     const sq_scheme *sc = sq_world_scheme(w);
     if (sq_wire_raw(&sc->weight) || sq_world_workers(w) < 2) return 0;
+    /* what the sender quantizes (sq_quantize_diff_bf16 ... under weight.recon=bf16) */
+    const int bf16 = sc->weight_recon == SQ_RECON_BF16;
     if (sc->weight_mode == SQ_WEIGHT_DIFF)
-        for (uint64_t i = 0; i < len; i++) tmp[i] = master[i] - what[i];
+        for (uint64_t i = 0; i < len; i++)
+            tmp[i] = bf16 ? sq_hd_bf16_diff(master[i], what[i]) : master[i] - what[i];
+    else if (bf16)
+        for (uint64_t i = 0; i < len; i++) tmp[i] = sq_hd_bf16_round(master[i]);
     else
         memcpy(tmp, master, (size_t)len * sizeof *tmp);
     return sq_count_clipped(&sc->weight.codec, tmp, len);

@@ -624,6 +624,16 @@ static int backend_fail(int r, const sq_plan_op *op, sq_backend *be, int rc, sq_
                         sq_strerror(rc), *why ? ": " : "", why);
 }
 
+/* Whether op rebuilds bf16 weights (weight.recon=bf16): the weight
+** all-gather over a quantized wire. The sender quantizes its master
+** rounded to bf16 (or the bf16 difference to w-hat), the receivers keep
+** bf16(D(q)) (or bf16(bf16(D(q)) + w-hat)): README, "The sharded world". */
+static int bf16_weights(const sq_plan_layout *L, const sq_plan_op *op, const sq_wire *wr)
+{
+    return op->coll == SQ_COLL_WEIGHT && wr && !sq_wire_raw(wr) &&
+           L->scheme.weight_recon == SQ_RECON_BF16;
+}
+
 int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32_t step,
                     sq_plan_mem *mem, const sq_transport *tr, sq_traffic *traffic, sq_error *err)
 {
@@ -651,13 +661,18 @@ int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32
         break;
     case SQ_PLAN_ENCODE: {
         sq_qbuf q = sq_wire_at(wr, &mem->q[op->dst], op->dst_off);
-        rc = sq_wire_encode(be, wr, mem->f[op->src] + op->src_off, op->n, kp, &q);
+        if (bf16_weights(L, op, wr))
+            rc = sq_backend_quantize_bf16(be, &wr->codec, mem->f[op->src] + op->src_off, op->n,
+                                          kp, &q);
+        else
+            rc = sq_wire_encode(be, wr, mem->f[op->src] + op->src_off, op->n, kp, &q);
         break;
     }
     case SQ_PLAN_ENCODE_DIFF: {
         sq_qbuf q = sq_wire_at(wr, &mem->q[op->dst], op->dst_off);
-        rc = sq_backend_quantize_diff(be, &wr->codec, mem->f[op->src] + op->src_off,
-                                      mem->f[op->ref] + op->ref_off, op->n, kp, &q);
+        rc = (bf16_weights(L, op, wr) ? sq_backend_quantize_diff_bf16 : sq_backend_quantize_diff)(
+            be, &wr->codec, mem->f[op->src] + op->src_off, mem->f[op->ref] + op->ref_off, op->n,
+            kp, &q);
         break;
     }
     case SQ_PLAN_SWIZZLE:
@@ -674,11 +689,15 @@ int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32
         break;
     }
     case SQ_PLAN_DECODE:
-        rc = sq_wire_decode(be, wr, &mem->q[op->src], op->n, mem->f[op->dst]);
+        if (bf16_weights(L, op, wr))
+            rc = sq_backend_dequantize_bf16(be, &wr->codec, &mem->q[op->src], op->n,
+                                            mem->f[op->dst]);
+        else
+            rc = sq_wire_decode(be, wr, &mem->q[op->src], op->n, mem->f[op->dst]);
         break;
     case SQ_PLAN_DECODE_ADD:
-        rc = sq_backend_dequantize_add(be, &wr->codec, &mem->q[op->src], mem->f[op->ref], op->n,
-                                       mem->f[op->dst]);
+        rc = (bf16_weights(L, op, wr) ? sq_backend_dequantize_add_bf16 : sq_backend_dequantize_add)(
+            be, &wr->codec, &mem->q[op->src], mem->f[op->ref], op->n, mem->f[op->dst]);
         break;
     case SQ_PLAN_ADD: {
         sq_qbuf q = sq_wire_at(wr, &mem->q[op->src], op->src_off);

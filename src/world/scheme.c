@@ -100,6 +100,7 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
     snprintf(s->preset, sizeof s->preset, "%s", name);
     s->weight_mode = SQ_WEIGHT_DIRECT;
     s->weight = raw_wire(16);
+    s->weight_recon = SQ_RECON_BF16; /* every preset: the reference systems' bf16 w-hat */
     s->grad_mode = SQ_GRAD_RING;
     s->grad_intra = raw_wire(32);
     s->grad_inter = raw_wire(32);
@@ -161,6 +162,10 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
 const sq_knob sq_scheme_knobs[] = {
     {"weight.mode", "direct, diff", "weights travel themselves, or their difference to w-hat"},
     CODEC_KNOBS("weight.", "the weight all-gather"),
+    {"weight.recon", "bf16, fp32",
+     "a quantized weight wire rebuilds bf16 weights (bf16 master copy, bf16 difference and "
+     "add, as the reference systems) or fp32 ones; bits 16/32 ignore it (the wire's dtype "
+     "is the precision)"},
     {"grad.mode", "ring, a2a, twolevel", "ring reduce-scatter, one- or two-level all-to-all"},
     CODEC_KNOBS("grad.intra.", "the intra-node hop (the only one when K = 1)"),
     CODEC_KNOBS("grad.inter.", "the inter-node hop (the single level when K > 1)"),
@@ -176,6 +181,7 @@ static const char *const round_names[] = {"rtn", "sr"};
 static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
 static const char *const wmode_names[] = {"direct", "diff"};
+static const char *const recon_names[] = {"bf16", "fp32"};
 static const char *const gmode_names[] = {"ring", "a2a", "twolevel"};
 static const char *const layout_names[] = {"bucket", "param"};
 
@@ -270,6 +276,11 @@ int sq_scheme_set(sq_scheme *s, const char *assignment, sq_error *err)
     if (!strcmp(key, "weight.mode")) {
         if ((i = pick(val, wmode_names, 2)) < 0) goto bad;
         s->weight_mode = (sq_weight_mode)i;
+        return SQ_OK;
+    }
+    if (!strcmp(key, "weight.recon")) {
+        if ((i = pick(val, recon_names, 2)) < 0) goto bad;
+        s->weight_recon = (sq_weight_recon)i;
         return SQ_OK;
     }
     if (!strcmp(key, "grad.mode")) {
@@ -423,6 +434,9 @@ static void wire_value(const sq_wire *w, const char *field, char *buf, size_t le
 int sq_scheme_get(const sq_scheme *s, const char *key, char *buf, size_t len)
 {
     if (!strcmp(key, "weight.mode")) return snprintf(buf, len, "%s", wmode_names[s->weight_mode & 1]);
+    if (!strcmp(key, "weight.recon")) /* an unquantized wire ignores it: print the default */
+        return snprintf(buf, len, "%s",
+                        recon_names[sq_wire_raw(&s->weight) ? SQ_RECON_BF16 : s->weight_recon & 1]);
     if (!strcmp(key, "grad.mode")) return snprintf(buf, len, "%s", gmode_names[s->grad_mode % 3]);
     if (!strcmp(key, "grad.pipe")) return snprintf(buf, len, "%d", s->pipe);
     if (!strcmp(key, "grad.mean")) return snprintf(buf, len, "%d", s->grad_mean);

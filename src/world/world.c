@@ -375,13 +375,28 @@ int sq_world_init_weights(sq_world *w, const float *host_w0)
         return rc;
     memcpy(w->stage, host_w0, (size_t)w->n * sizeof(float));
     memset(w->stage + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
+    /* The reference systems start every replica from one bf16 model (and
+    ** their fp32 masters from it); here the master stays the fp32 w0 the
+    ** caller gives, and w-hat is that model's bf16 copy. One worker has no
+    ** wire: its w-hat is always its master. */
+    const int bf16 = w->N > 1 && !sq_wire_raw(&w->scheme.weight) &&
+                     w->scheme.weight_recon == SQ_RECON_BF16;
+    for (uint64_t i = 0; bf16 && i < w->n; i++)
+        if (sq_hd_nonfinite(sq_hd_bf16_round(host_w0[i])))
+            return sq_world_set_error(w, SQ_ERR_RANGE, "initial weights, element %llu: %g is "
+                                      "beyond bf16's range (weight.recon=bf16)",
+                                      (unsigned long long)i, (double)host_w0[i]);
     for (int r = 0; r < w->N; r++) {
         sq_worker *k = &w->workers[r];
-        if ((rc = put(w, r, k->what, w->stage, w->padded * 4, "writing the initial weights")) ||
-            (rc = put(w, r, k->master, w->stage + (uint64_t)r * w->shard, w->shard * 4,
+        if ((rc = put(w, r, k->master, w->stage + (uint64_t)r * w->shard, w->shard * 4,
                       "writing the initial master shard")))
             return rc;
     }
+    if (bf16)
+        for (uint64_t i = 0; i < w->n; i++) w->stage[i] = sq_hd_bf16_round(w->stage[i]);
+    for (int r = 0; r < w->N; r++)
+        if ((rc = put(w, r, w->workers[r].what, w->stage, w->padded * 4, "writing the initial weights")))
+            return rc;
     return SQ_OK;
 }
 
