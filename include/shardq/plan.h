@@ -62,7 +62,8 @@ SQ_BEGIN_DECLS
 ** copy, counted nowhere.
 **
 ** Accounting. Bytes are counted by sq_plan_exec_op, not by the transport:
-** a SEND adds codes, metadata, elements and one message to the sender's
+** a SEND adds codes, metadata, elements (padding included), the model's
+** elements among them (model_n) and one message to the sender's
 ** sq_traffic of (collective, link); a RECV adds codes and metadata to the
 ** receiver's. The link is INTRA when both ranks sit on the same node.
 **
@@ -185,6 +186,8 @@ typedef struct sq_plan_op {
     uint64_t src_off, dst_off, ref_off; /* elements */
     uint64_t n;                    /* elements (of each chunk for SUM*) */
     uint64_t code_bytes, meta_bytes; /* SEND/RECV/LOCAL: the packed sizes of n elements */
+    uint64_t model_n;              /* SEND/RECV: the model's elements among the n (the
+                                   ** rest is padding): sq_link_traffic.sent_params */
     int k;                         /* SUM*: chunks */
     uint64_t stride;               /* SUM*: elements between chunks */
     const char *what;              /* what the op does, for messages */

@@ -80,6 +80,7 @@ typedef struct sq_replay_result {
     size_t steps;          /* steps replayed */
     size_t params;         /* params replayed (zero-sized ones left out) */
     uint64_t elements;     /* elements per step */
+    uint64_t padded;       /* the same once padded: sq_world_padded summed over the worlds */
     uint64_t trace_bytes;  /* bytes of trace data read */
     double seconds;        /* wall time of the whole replay */
     uint64_t peak_rss;     /* bytes, of the process at the end */

@@ -292,6 +292,7 @@ typedef struct sq_train_result {
     uint32_t steps;
     uint64_t tokens;
     uint64_t elements;     /* model params */
+    uint64_t padded;       /* the same once padded: sq_world_padded summed over the worlds */
     double first_loss, final_loss, final_val;
     double seconds;        /* wall time of the loop */
     double time[SQ_TT_N];

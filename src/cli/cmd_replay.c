@@ -97,6 +97,7 @@ static void print_json(const sq_replay_result *r, const char *trace, const char 
            r->consecutive ? "true" : "false", (unsigned long long)r->trace_bytes, r->seconds);
     cli_json_num(r->seconds > 0 ? (double)r->trace_bytes / r->seconds / 1e9 : NAN);
     printf(",\"peak_rss_bytes\":%llu", (unsigned long long)r->peak_rss);
+    cli_json_padding(r->elements, r->padded);
     if (r->has_grad) {
         printf(",");
         json_stats("grad", &r->grad, r->grad_clipped);
@@ -136,6 +137,9 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
     if (!r->consecutive && r->has_weight)
         printf("  note: the trace's steps are not consecutive, so each weight difference\n"
                "        spans several optimizer steps (larger than in training)\n");
+    printf("  %llu elements travel as %llu once padded (x%.3f); bits/param counts the padding\n",
+           (unsigned long long)r->elements, (unsigned long long)r->padded,
+           r->elements ? (double)r->padded / (double)r->elements : 0.0);
     cli_print_bytes(r->bytes);
     printf("  %.3f s, %.3f GB of trace read (%.3f GB/s), peak memory %.1f MB\n", r->seconds,
            (double)r->trace_bytes / 1e9,

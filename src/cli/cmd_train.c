@@ -178,6 +178,9 @@ static void print_text(const sq_train_result *r, const figures *f, const sq_trai
            100 * r->time[SQ_TT_COMPUTE] / f->step_time, 100 * r->time[SQ_TT_GRAD] / f->step_time,
            100 * r->time[SQ_TT_OPTIM] / f->step_time, 100 * r->time[SQ_TT_WEIGHT] / f->step_time,
            100 * f->collectives);
+    printf("  %llu params travel as %llu elements once padded (x%.3f); bits/param counts the "
+           "padding\n", (unsigned long long)r->elements, (unsigned long long)r->padded,
+           r->elements ? (double)r->padded / (double)r->elements : 0.0);
     cli_print_bytes(r->bytes);
     if (c->capture)
         printf("  captured %u step%s into %s\n", r->captured, r->captured == 1 ? "" : "s",
@@ -200,8 +203,10 @@ static void print_json(const sq_train_result *r, const figures *f, const sq_trai
     cli_json_str(scheme);
     printf(",\"workers\":\"%s\",\"seed\":%llu", topo, (unsigned long long)c->seed);
     printf(",\"model\":{\"layers\":%d,\"channels\":%d,\"heads\":%d,\"context\":%d,"
-           "\"params\":%llu}", c->model.layers, c->model.channels, c->model.heads,
+           "\"params\":%llu", c->model.layers, c->model.channels, c->model.heads,
            c->model.context, (unsigned long long)r->elements);
+    cli_json_padding(r->elements, r->padded);
+    printf("}");
     printf(",\"steps\":%u,\"tokens\":%llu,\"first_loss\":", r->steps,
            (unsigned long long)r->tokens);
     cli_json_num(r->first_loss);

@@ -223,6 +223,7 @@ static int replay_param(replay_state *st, size_t p, sq_error *err)
     if (rc)
         return sq_error_set(err, rc, "param '%s' (%llu elements): %s", t->params[p].name,
                             (unsigned long long)t->params[p].n, sq_error_message(&werr));
+    st->res->padded += sq_world_padded(w);
     param_bufs b;
     sq_stat_row *rows = calloc(2 * st->nsteps, sizeof *rows);
     if (!rows || alloc_bufs(&b, t->params[p].n, sq_world_shard(w), sq_world_padded(w),

@@ -228,6 +228,7 @@ static int open_state(train_state *s, sq_error *err)
         s->gptr[p] = q->grad;
         s->mptr[p] = q->master;
         s->res->elements += q->n;
+        s->res->padded += q->padded;
     }
     return sq_gpt_workspace_new(&c->model, c->batch, c->seq, &s->ws, err);
 oom:
