@@ -229,7 +229,8 @@ static void print_traffic_json(const sq_world *w)
             printf(",\"real_elements\":%llu,\"bits_per_param\":", (unsigned long long)s.params);
             cli_json_num(bits_per_param(&s));
             printf(",\"padding_overhead\":");
-            cli_json_num(s.params ? (double)s.elems / (double)s.params : NAN);
+            /* like bits_per_element: 0 on a link that carried nothing */
+            cli_json_num(s.params ? (double)s.elems / (double)s.params : s.elems ? NAN : 0.0);
             printf("}");
         }
         printf("}");
