@@ -169,7 +169,7 @@ do for [t = 1:2] {
     set multiplot layout 1, panels title "Quantization error against bits per parameter: every configuration (open), the best at each cost (line)"
     if (words(gs) > 0) {
         set title "gradient reduce-scatter"
-        set xlabel "bits per real parameter sent on the inter-node link (codes + scales, padding paid)"
+        set xlabel "bits per real parameter on the inter-node link (codes + scales)"
         plot for [i = 1:words(gs)] every("grad", word(gs, i)) using 1:2 with points \
                 lc rgb pcolor(word(word(gs, i), 1)) pt pts[(nth(gs, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
@@ -179,7 +179,7 @@ do for [t = 1:2] {
     }
     if (words(ws) > 0) {
         set title "weight all-gather"
-        set xlabel "bits per real parameter sent on the inter-node link (codes + scales, padding paid)"
+        set xlabel "bits per real parameter on the inter-node link (codes + scales)"
         plot for [i = 1:words(ws)] every("weight", word(ws, i)) using 1:2 with points \
                 lc rgb pcolor(word(word(ws, i), 1)) pt pts[(nth(ws, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \

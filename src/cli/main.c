@@ -275,7 +275,7 @@ double cli_bits_per_param(const sq_bytes_row *b)
 const char *cli_bits_text(double bits, char *buf, size_t len)
 {
     if (isfinite(bits))
-        snprintf(buf, len, "%.4f", bits);
+        snprintf(buf, len, bits < 10000 ? "%.4f" : "%.0f", bits); /* fits a 10-wide column */
     else
         snprintf(buf, len, "-");
     return buf;
