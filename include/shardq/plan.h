@@ -254,8 +254,9 @@ typedef struct sq_transport {
 /* The message a SEND or RECV op of rank r stands for. */
 sq_plan_msg sq_plan_message(const sq_plan_layout *L, int r, const sq_plan_op *op);
 
-/* The accounting of one SEND (the sender's sent bytes, elements and one
-** message) or RECV (the receiver's received bytes) into that rank's
+/* The accounting of one SEND (the sender's sent bytes, elements, the
+** model's elements among them and one message) or RECV (the receiver's
+** received bytes) into that rank's
 ** counters; other ops count nothing. sq_plan_exec_op calls it. */
 void sq_plan_count(const sq_plan_op *op, sq_traffic *traffic);
 
