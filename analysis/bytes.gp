@@ -5,7 +5,9 @@
 # reduce-scatter), mean over the runs of a scheme. Parameters and iterations
 # are those of the trace a replay read (step_metrics, trace.steps; a replay's
 # first all-gather, the broadcast that starts training, is in the total) or
-# of the model a training run trained (model.params, train_steps). A scheme
+# of the model a training run trained (model.params, train_steps): the
+# model's own parameters, so the padding the worlds add is paid for in the
+# bits, as in bytes.bits_per_param. A scheme
 # is its preset with the knobs that change the bytes and vary between its
 # runs; past 14 schemes, each preset is drawn at its most-run configuration
 # (of replays, and of training runs), named by the preset alone.

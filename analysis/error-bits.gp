@@ -1,8 +1,11 @@
-# error-bits.gp -- quantization error against the bits actually sent, one
+# error-bits.gp -- quantization error against the bits actually paid, one
 # line per scheme: the relative L2 error of the replayed gradients (reduce-
 # scatter) and weights (all-gather), mean over steps and seeds, against the
-# bits per element the collective sent on its inter-node link (codes and
-# scales, from the bytes table; the intra-node link on one node). Wires of
+# bits per real parameter the collective sent on its inter-node link (codes
+# and scales over the model's own elements, so that the padding each world
+# adds is paid for: bytes.bits_per_param; the intra-node link on one node).
+# Runs stored before that column (NULL) are drawn at their bits per element
+# sent and counted in the line this script prints. Wires of
 # 16 and 32 bits (bf16, fp32) are left out: they are not what the figure
 # compares, and fp32 adds no error to draw on a log scale. A scheme is its
 # preset, with the knobs that vary between its runs other than bits and group
@@ -107,17 +110,19 @@ set encoding utf8
 # ---- end of common -----------------------------------------------------------
 
 coll(p) = p eq "grad" ? "grad_reducescatter" : "weight_allgather"
-# per run of path p: its label, bits per element sent (x) and mean error
+# per run of path p: its label, bits per real parameter (x; per element sent
+# for a run stored before bits_per_param, old = 1) and mean error
 base(p) = "WITH r AS (".sel("replay")."), ".\
     "lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND sent_elems > 0".\
     " THEN 'inter' END), 'intra') AS link FROM bytes WHERE run_id IN r AND collective = '".\
     coll(p)."' GROUP BY run_id), ".\
-    "x AS (SELECT b.run_id AS id, b.bits_per_elem AS x FROM bytes b JOIN lk ON lk.id = b.run_id".\
+    "x AS (SELECT b.run_id AS id, coalesce(b.bits_per_param, b.bits_per_elem) AS x,".\
+    " b.bits_per_param IS NULL AS old FROM bytes b JOIN lk ON lk.id = b.run_id".\
      " AND lk.link = b.link WHERE b.collective = '".coll(p)."' AND b.bits_per_elem < 16), ".\
     "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id IN r AND path = '".\
     p."' AND rel_l2 > 0 GROUP BY run_id), ".\
     labels("p.key LIKE '".p.".%' AND p.key NOT LIKE '%.bits' AND p.key NOT LIKE '%.group'").", ".\
-    "d AS (SELECT e.id, lab.preset, lab.label, x.x, e.err FROM e JOIN x ON x.id = e.id".\
+    "d AS (SELECT e.id, lab.preset, lab.label, x.x, x.old, e.err FROM e JOIN x ON x.id = e.id".\
     " JOIN lab ON lab.id = e.id) "
 series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
     " (SELECT label, min(".porder.") AS o, min(id) AS i FROM d GROUP BY label ORDER BY o, i)"))
@@ -137,6 +142,8 @@ if (words(gs) + words(ws) == 0) {
     exit
 }
 drawn = system(sql(ranges("SELECT id FROM (".ids("grad").") UNION SELECT id FROM (".ids("weight").")")))
+olds(p) = base(p)."SELECT id FROM d WHERE old"
+old = system(sql(ranges("SELECT id FROM (".olds("grad").") UNION SELECT id FROM (".olds("weight").")")))
 panels = (words(gs) > 0) + (words(ws) > 0)
 
 # the n-th series of a preset gets the n-th point type and dash
@@ -148,7 +155,7 @@ set format y "10^{%L}"
 set grid xtics ytics mytics lc rgb "#e0e0e0"
 set key top right reverse Left spacing 1.1 samplen 2.5 opaque box lc rgb "#c0c0c0"
 set ylabel "relative L2 error  ‖x̂ − x‖ / ‖x‖"
-set xtics 1 nomirror
+set xtics nomirror
 set ytics nomirror
 
 do for [t = 1:2] {
@@ -159,10 +166,10 @@ do for [t = 1:2] {
         set terminal svg size 900,560 dynamic enhanced font "sans,10" background "white"
         set output svg
     }
-    set multiplot layout 1, panels title "Quantization error against bits sent: every configuration (open), the best at each size (line)"
+    set multiplot layout 1, panels title "Quantization error against bits per parameter: every configuration (open), the best at each cost (line)"
     if (words(gs) > 0) {
         set title "gradient reduce-scatter"
-        set xlabel "bits per element sent on the inter-node link (codes + scales)"
+        set xlabel "bits per real parameter on the inter-node link (codes + scales)"
         plot for [i = 1:words(gs)] every("grad", word(gs, i)) using 1:2 with points \
                 lc rgb pcolor(word(word(gs, i), 1)) pt pts[(nth(gs, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
@@ -172,7 +179,7 @@ do for [t = 1:2] {
     }
     if (words(ws) > 0) {
         set title "weight all-gather"
-        set xlabel "bits per element sent on the inter-node link (codes + scales)"
+        set xlabel "bits per real parameter on the inter-node link (codes + scales)"
         plot for [i = 1:words(ws)] every("weight", word(ws, i)) using 1:2 with points \
                 lc rgb pcolor(word(word(ws, i), 1)) pt pts[(nth(ws, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
@@ -183,4 +190,5 @@ do for [t = 1:2] {
     unset multiplot
     set output
 }
-print sprintf("%s: runs %s -> %s, %s", name, drawn, png, svg)
+print sprintf("%s: runs %s -> %s, %s%s", name, drawn, png, svg, old eq "" ? "" : \
+    sprintf(" (runs %s stored before bits_per_param: at bits per element)", old))

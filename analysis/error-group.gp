@@ -2,6 +2,10 @@
 # that share one scale), one line per scheme and bit width: the relative L2
 # error of the replayed gradients and weights, mean over steps and seeds,
 # against grad.inter.group (grad.intra.group on one node) or weight.group.
+# Each point is labelled with the bits per real parameter that hop cost
+# (bytes.bits_per_param: the padding of whole groups per shard paid for, so
+# a large group is not read as cheap when it pads small tensors a lot; a run
+# stored before that column counts at its bits per element sent).
 # Only lines with two group sizes or more are drawn: the figure is for sweeps.
 #
 #   gnuplot -e "db='shardq.db'" analysis/error-group.gp
@@ -99,7 +103,8 @@ set encoding utf8
 
 coll(p) = p eq "grad" ? "grad_reducescatter" : "weight_allgather"
 knob(p) = p eq "grad" ? "'grad.' || lk.link || '.'" : "'weight.'"
-# per run of path p: its label with the bit width, group size and mean error;
+# per run of path p: its label with the bit width, group size, mean error and
+# bits per real parameter of the hop;
 # lines with a single group size left out
 base(p) = "WITH r AS (".sel("replay")."), ".\
     "lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND sent_elems > 0".\
@@ -108,16 +113,19 @@ base(p) = "WITH r AS (".sel("replay")."), ".\
     "kb AS (SELECT lk.id, CAST(b.value AS INTEGER) AS bits, CAST(g.value AS INTEGER) AS grp".\
     " FROM lk JOIN params b ON b.run_id = lk.id AND b.key = ".knob(p)." || 'bits'".\
     " JOIN params g ON g.run_id = lk.id AND g.key = ".knob(p)." || 'group'), ".\
+    "bp AS (SELECT lk.id, coalesce(b.bits_per_param, b.bits_per_elem) AS bp FROM lk JOIN bytes b".\
+    " ON b.run_id = lk.id AND b.link = lk.link AND b.collective = '".coll(p)."'), ".\
     "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id IN r AND path = '".\
     p."' AND rel_l2 > 0 GROUP BY run_id), ".\
     labels("p.key LIKE '".p.".%' AND p.key NOT LIKE '%.bits' AND p.key NOT LIKE '%.group'").", ".\
     "a AS (SELECT e.id, lab.preset, lab.label || ' ' || kb.bits || '-bit' AS label, kb.bits,".\
-    " kb.grp, e.err FROM e JOIN kb ON kb.id = e.id JOIN lab ON lab.id = e.id WHERE kb.bits < 16), ".\
+    " kb.grp, e.err, bp.bp FROM e JOIN kb ON kb.id = e.id JOIN lab ON lab.id = e.id".\
+    " LEFT JOIN bp ON bp.id = e.id WHERE kb.bits < 16), ".\
     "d AS (SELECT * FROM a WHERE label IN (SELECT label FROM a GROUP BY label".\
     " HAVING count(DISTINCT grp) > 1)) "
 series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
     " (SELECT DISTINCT label, ".porder." AS o, bits FROM d ORDER BY o, label, bits)"))
-points(p, l) = "< ".sql(base(p)."SELECT grp, avg(err) FROM d WHERE label = '".l.\
+points(p, l) = "< ".sql(base(p)."SELECT grp, avg(err), avg(bp) FROM d WHERE label = '".l.\
     "' GROUP BY grp ORDER BY grp")
 ids(p) = base(p)."SELECT id FROM d"
 
@@ -148,6 +156,8 @@ schemelist(p) = system(sql(base(p)."SELECT group_concat('\"' || s || '\"', ' ') 
 # the position of word w in list (0: none)
 pos(list, w) = (sum [_j = 1:words(list)] (word(list, _j) eq w ? _j : 0))
 array pts[6] = [7, 5, 9, 11, 13, 15]
+# a point's label: its bits per real parameter (none when unknown)
+bplabel(x) = x == x ? sprintf("%.2f", x) : ""
 gb = bitlist("grad")
 gk = schemelist("grad")
 wb = bitlist("weight")
@@ -172,12 +182,14 @@ do for [t = 1:2] {
         set terminal svg size 900,560 dynamic enhanced font "sans,10" background "white"
         set output svg
     }
-    set multiplot layout 1, panels title "Quantization error against group size: colour = bits per element, dash = scheme"
+    set multiplot layout 1, panels title "Quantization error against group size: colour = bits per element, dash = scheme, label = bits per real parameter"
     if (words(gs) > 0) {
         set title "gradient reduce-scatter"
         plot for [i = 1:words(gs)] points("grad", word(gs, i)) using 1:2 with linespoints \
                 lc rgb bcolor(bits(word(gs, i))) lw 2 dt pos(gk, scheme(word(gs, i))) \
                 pt pts[(pos(gk, scheme(word(gs, i))) - 1) % 6 + 1] ps 0.9 notitle, \
+            for [i = 1:words(gs)] points("grad", word(gs, i)) using 1:2:(bplabel($3)) \
+                with labels offset 0, 0.8 font ",8" tc rgb bcolor(bits(word(gs, i))) notitle, \
             for [b in gb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
             for [k = 1:words(gk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
                 pt pts[(k - 1) % 6 + 1] ps 0.9 title word(gk, k) noenhanced
@@ -187,6 +199,8 @@ do for [t = 1:2] {
         plot for [i = 1:words(ws)] points("weight", word(ws, i)) using 1:2 with linespoints \
                 lc rgb bcolor(bits(word(ws, i))) lw 2 dt pos(wk, scheme(word(ws, i))) \
                 pt pts[(pos(wk, scheme(word(ws, i))) - 1) % 6 + 1] ps 0.9 notitle, \
+            for [i = 1:words(ws)] points("weight", word(ws, i)) using 1:2:(bplabel($3)) \
+                with labels offset 0, 0.8 font ",8" tc rgb bcolor(bits(word(ws, i))) notitle, \
             for [b in wb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
             for [k = 1:words(wk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
                 pt pts[(k - 1) % 6 + 1] ps 0.9 title word(wk, k) noenhanced

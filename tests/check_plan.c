@@ -194,6 +194,7 @@ static void check_bytes(const sq_world_config *cfg, const char *what)
                     x->sent_codes += m.code_bytes;
                     x->sent_meta += m.scale_bytes + m.offset_bytes;
                     x->sent_elems += m.n;
+                    x->sent_params += o->model_n;
                     x->messages++;
                 } else {
                     x->recv_codes += m.code_bytes;

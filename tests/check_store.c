@@ -206,8 +206,8 @@ static void add_steps(sq_store *s, int64_t id, int nsteps)
 
 static void end_run(sq_store *s, int64_t id, const char *status)
 {
-    sq_bytes_row b[2] = {{"grad_reducescatter", "inter", 1000, 24, 1000, 24, 2000, 8},
-                         {"weight_allgather", "intra", 0, 0, 0, 0, 0, 0}};
+    sq_bytes_row b[2] = {{"grad_reducescatter", "inter", 1000, 24, 1000, 24, 2000, 8, 1600},
+                         {"weight_allgather", "intra", 0, 0, 0, 0, 0, 0, 0}};
     sq_timing_row t[3] = {{"grad_reducescatter", 4, 0.5, 1000000000},
                           {"weight_allgather", 4, 0.0, 100},
                           {"read", 1, 0.25, 0}};
@@ -256,6 +256,9 @@ static double now_s(void)
 /* Takes a current file back to version v, as an older shardq left it. */
 static void downgrade(sqlite3 *db, int v)
 {
+    if (v < 5)
+        raw_exec(db, "ALTER TABLE bytes DROP COLUMN sent_params; ALTER TABLE bytes DROP COLUMN"
+                     " bits_per_param");
     if (v < 4)
         raw_exec(db, "ALTER TABLE runs DROP COLUMN pid_start; ALTER TABLE runs DROP COLUMN"
                      " boot_id; ALTER TABLE runs DROP COLUMN heartbeat");
@@ -437,6 +440,64 @@ START_TEST(test_migrate_v1_and_train_rows)
 }
 END_TEST
 
+/* A version-4 file (before the count of real parameters) keeps every row
+** of every table; its bytes rows read NULL in the new columns, which a
+** read-only open of the old file does not have; new rows fill them. */
+START_TEST(test_migrate_v4_bytes_per_param)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t old = begin_run(s, "old");
+    add_steps(s, old, 2);
+    end_run(s, old, "done");
+    sq_store_close(s);
+    static const char *const tables[] = {"runs", "params", "step_metrics", "tensor_stats",
+                                         "bytes", "timings"};
+    int64_t before[6];
+    char sql[256], buf[512], err[512];
+    for (int i = 0; i < 6; i++) {
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", tables[i]);
+        before[i] = file_int(db_path, sql);
+    }
+    ck_assert_int_eq(before[4], 2);
+    sqlite3 *db = raw_open(db_path);
+    downgrade(db, 4);
+    char v4[512];
+    q_text(db, "SELECT group_concat(printf('%s/%s:%d,%d,%d,%d,%d,%d,%s', collective, link, "
+               "sent_codes, sent_meta, recv_codes, recv_meta, sent_elems, messages, "
+               "ifnull(bits_per_elem, 'NULL')), ';') FROM (SELECT * FROM bytes ORDER BY "
+               "collective)", v4, sizeof v4);
+    sqlite3_close(db);
+
+    ck_assert_int_eq(open_err(db_path, 0, 1, &s, err, sizeof err), 0);
+    ck_assert_int_eq(sq_store_version(s), 4);
+    sq_store_close(s);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM pragma_table_info('bytes')"
+                                       " WHERE name = 'sent_params'"), 0);
+
+    s = open_store(db_path, 0);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+    sqlite3 *h = sq_store_db(s);
+    for (int i = 0; i < 6; i++) {
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", tables[i]);
+        ck_assert_msg(q_int(h, sql) == before[i], "%s: %lld rows, were %lld", tables[i],
+                      (long long)q_int(h, sql), (long long)before[i]);
+    }
+    ck_assert_str_eq(q_text(h, "SELECT group_concat(printf('%s/%s:%d,%d,%d,%d,%d,%d,%s', "
+                               "collective, link, sent_codes, sent_meta, recv_codes, recv_meta, "
+                               "sent_elems, messages, ifnull(bits_per_elem, 'NULL')), ';') FROM "
+                               "(SELECT * FROM bytes ORDER BY collective)", buf, sizeof buf),
+                     v4);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM bytes WHERE sent_params IS NULL AND"
+                              " bits_per_param IS NULL"), 2);
+    int64_t id = begin_run(s, "new");
+    end_run(s, id, "done");
+    snprintf(sql, sizeof sql, "SELECT sent_params FROM bytes WHERE run_id = %lld AND link = "
+             "'inter'", (long long)id);
+    ck_assert_int_eq(q_int(h, sql), 1600);
+    sq_store_close(s);
+}
+END_TEST
+
 /* A version-2 file (before bench and model rows) gains both tables; their
 ** rows round trip (a NaN std and speedup as NULL), a duplicate is refused
 ** with the file named, and they go with their run. */
@@ -530,7 +591,7 @@ START_TEST(test_migrate_v3_liveness)
                                        " WHERE name = 'pid_start'"), 0);
 
     s = open_store(db_path, 0);
-    ck_assert_int_eq(sq_store_version(s), 4);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
     sqlite3 *h = sq_store_db(s);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN"
                               " ('pid_start', 'boot_id', 'heartbeat')"), 3);
@@ -682,6 +743,13 @@ START_TEST(test_round_trip)
                             buf, sizeof buf),
                      "grad_reducescatter/inter:1000,24,1000,24,2000,8,4.096;"
                      "weight_allgather/intra:0,0,0,0,0,0,NULL");
+    /* and per real parameter: NULL where the link carried none */
+    ck_assert_str_eq(q_text(db,
+                            "SELECT group_concat(printf('%s/%s:%d,%s', collective, link, "
+                            "sent_params, ifnull(bits_per_param, 'NULL')), ';') FROM "
+                            "(SELECT * FROM bytes ORDER BY collective)",
+                            buf, sizeof buf),
+                     "grad_reducescatter/inter:1600,5.12;weight_allgather/intra:0,NULL");
     /* timings: GB/s, NULL when the time or the bytes are 0 */
     ck_assert_str_eq(q_text(db,
                             "SELECT group_concat(printf('%s:%d,%s,%d,%s', op, calls, seconds, "
@@ -1121,7 +1189,7 @@ START_TEST(test_concurrent_writers)
                 sq_stat_row rows[4] = {
                     stat_row(1, "grad", NULL, 0.1), stat_row(1, "weight", NULL, 0.1),
                     stat_row(2, "grad", NULL, 0.1), stat_row(2, "grad", "t", 0.1)};
-                sq_bytes_row b = {"grad_reducescatter", "intra", 1, 2, 3, 4, 5, 6};
+                sq_bytes_row b = {"grad_reducescatter", "intra", 1, 2, 3, 4, 5, 6, 5};
                 sq_timing_row t = {"read", 1, 0.5, 10};
                 if (SQ(c, cerr, sq_store_run_begin(c, &ri, &p, 1, &id)) != SQ_STORE_STARTED ||
                     SQ(c, cerr, sq_store_add_stats(c, id, rows, 2)) ||
@@ -1427,6 +1495,7 @@ int main(void)
     tcase_add_test(tc, test_migrate_v1_and_train_rows);
     tcase_add_test(tc, test_migrate_v2_bench_model_rows);
     tcase_add_test(tc, test_migrate_v3_liveness);
+    tcase_add_test(tc, test_migrate_v4_bytes_per_param);
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_readonly_missing);
     suite_add_tcase(s, tc);

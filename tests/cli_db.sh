@@ -76,7 +76,7 @@ expect_fail_with 1 "$T/junk.db: file is not a database" "$SHARDQ" db --db "$T/ju
 expect_fail_with 1 "$T/empty.db: not a shardq store" "$SHARDQ" db --db "$T/empty.db" list
 sqlite3 "$T/new.db" "CREATE TABLE runs(x); PRAGMA user_version = 7"
 for s in list init; do
-  expect_fail_with 1 "$T/new.db: schema version 7 is newer than this shardq (4): upgrade shardq" \
+  expect_fail_with 1 "$T/new.db: schema version 7 is newer than this shardq (5): upgrade shardq" \
     "$SHARDQ" db --db "$T/new.db" $s
 done
 ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_version")" = 7
@@ -86,11 +86,11 @@ ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_ver
 # ---------------------------------------------------------------------------
 
 ok "db init creates the store" sh -c '"$0" db --db "$1" init >"$2/init1.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init says so" grep -qx "$DB: created, schema version 4" "$T/init1.txt"
+ok "db init says so" grep -qx "$DB: created, schema version 5" "$T/init1.txt"
 ok "db init on the store again" sh -c '"$0" db init --db "$1" >"$2/init2.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init again changes nothing" grep -qx "$DB: ready, schema version 4" "$T/init2.txt"
-ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 4"' "$SHARDQ" "$T/empty.db"
-ok "the store has user_version 4" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 4
+ok "db init again changes nothing" grep -qx "$DB: ready, schema version 5" "$T/init2.txt"
+ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 5"' "$SHARDQ" "$T/empty.db"
+ok "the store has user_version 5" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 5
 ok "the store is in WAL mode" test "$(sqlite3 "$DB" "PRAGMA journal_mode")" = wal
 ok "the nine tables, all STRICT" test "$(sqlite3 "$DB" "SELECT group_concat(name || ':' || strict, ' ') FROM (SELECT * FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name)")" = "bench_results:1 bytes:1 model_results:1 params:1 runs:1 step_metrics:1 tensor_stats:1 timings:1 train_steps:1"
 expect_fail_with nonzero "cannot store TEXT value in INTEGER column runs.seed" \
@@ -120,8 +120,8 @@ INSERT INTO tensor_stats VALUES
  (1, 1, 'grad', 'l0.w', 500, 0.1, 0.01, 0.3, 20.0, 0.99, -0.001, 0.0, 0.01, 0.5),
  (1, 1, 'grad', 'l1.w', 500, 0.1, 0.01, 0.3, 20.0, 0.99, -0.001, 0.0, 0.01, 0.5);
 INSERT INTO bytes VALUES
- (1, 'grad_reducescatter', 'inter', 1000, 24, 1000, 24, 2000, 8, 4.096),
- (1, 'weight_allgather', 'intra', 0, 0, 0, 0, 0, 0, NULL);
+ (1, 'grad_reducescatter', 'inter', 1000, 24, 1000, 24, 2000, 8, 4.096, 1600, 5.12),
+ (1, 'weight_allgather', 'intra', 0, 0, 0, 0, 0, 0, NULL, 0, NULL);
 INSERT INTO timings VALUES
  (1, 'grad_reducescatter', 4, 0.5, 1000000000, 2.0),
  (1, 'read', 1, 0.25, 0, NULL);
@@ -197,8 +197,12 @@ ok "db show: per path: steps, mean and last rel_l2" \
   grep -q "^  grad  *2  *1000  *0.15  *0.2  *17 " "$T/show.txt"
 ok "db show: the weight path" grep -q "^  weight  *1  *1000  *0.01  *0.01  *40 " "$T/show.txt"
 ok "db show: the tensor rows" grep -q "^tensor stats: 2 rows over 2 tensors" "$T/show.txt"
-ok "db show: bytes with bits per element" \
-  grep -q "^  grad_reducescatter  *inter  *1000  *24  *1000  *24  *2000  *8  *4.096$" "$T/show.txt"
+ok "db show: bytes with bits per element and per real parameter" \
+  grep -q "^  grad_reducescatter  *inter  *1000  *24  *1000  *24  *2000  *8  *4.096  *1600  *5.12$" "$T/show.txt"
+sqlite3 "$DB" ".backup '$T/v4.db'"
+sqlite3 "$T/v4.db" "ALTER TABLE bytes DROP COLUMN sent_params; ALTER TABLE bytes DROP COLUMN bits_per_param; PRAGMA user_version = 4"
+ok "db show of a version-4 file: bytes without the real parameters" sh -c '"$0" db --db "$1" show 1 |
+  grep -q "^  grad_reducescatter  *inter  *1000  *24  *1000  *24  *2000  *8  *4.096$"' "$SHARDQ" "$T/v4.db"
 ok "db show: timings with GB/s" grep -q "^  grad_reducescatter  *4  *0.5  *1000000000  *2$" "$T/show.txt"
 ok "db show 3: a run with nothing yet" sh -c '"$0" db --db "$1" show 3 | grep -c "(none)" | grep -qx 4' "$SHARDQ" "$DB"
 ok "db show 1 --json" db "$T/show.json" show 1 --json
@@ -214,6 +218,9 @@ assert d["tensor_stats"] == {"rows": 2, "tensors": 2}, d["tensor_stats"]
 b = {(x["collective"], x["link"]): x for x in d["bytes"]}
 assert b[("grad_reducescatter", "inter")]["bits_per_elem"] == 4.096, b
 assert b[("weight_allgather", "intra")]["bits_per_elem"] is None, b
+assert b[("grad_reducescatter", "inter")]["sent_params"] == 1600, b
+assert b[("grad_reducescatter", "inter")]["bits_per_param"] == 5.12, b
+assert b[("weight_allgather", "intra")]["bits_per_param"] is None, b
 t = {x["op"]: x for x in d["timings"]}
 assert t["grad_reducescatter"]["gb_per_s"] == 2 and t["read"]["gb_per_s"] is None, t
 ' "$T/show.json"

@@ -36,7 +36,7 @@ done >"$T/corpus.txt"
 ok "demo --tiny" "$SHARDQ" demo --tiny --steps 8 --corpus "$T/corpus.txt" --out "$T/d"
 cp "$sq_tmp/out" "$T/first.txt"
 ok "the six phases ran in order" sh -c 'test "$(grep -o "^\[[1-6]/6" "$0" | tr -d "\n")" = "[1/6[2/6[3/6[4/6[5/6[6/6"' "$T/first.txt"
-ok "the three lines and the report's place" sh -c 'grep -q "^  error: .*sdp4bit" "$0" &&
+ok "the three lines and the report's place" sh -c 'grep -q "^  error: .*sdp4bit .* at [0-9.]* bits/param on the intra-node hop" "$0" &&
   grep -q "^  convergence: after 8 steps the validation loss is [0-9.]* under the baseline" "$0" &&
   grep -q "^  scale: .*sdp4bit is predicted [0-9.]*x faster" "$0" &&
   grep -q "^report: $1/d/report/index.html" "$0"' "$T/first.txt" "$T"

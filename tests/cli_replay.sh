@@ -33,7 +33,22 @@ assert 4.0 < b['weight_allgather']['intra']['bits_per_element'] < 4.2, b
 assert d['trace_bytes'] == 4 * 8 * d['elements'] * 4 + 4 * d['elements'] * 4, d['trace_bytes']
 # Megatron's flat bucket: one world, padded at its end only (to 16384 on 2x4)
 assert d['layout'] == 'bucket' and d['units'] == 1, d
-assert d['padded_elements'] == -(-d['elements'] // 16384) * 16384, d['padded_elements']
+assert d['padded'] == -(-d['elements'] // 16384) * 16384, d['padded']
+" "$T/r1.json"
+pyrun "JSON summary: bits per real parameter beside bits per element, the padding" "
+d = json.load(open(sys.argv[1]))
+assert d['padded'] > d['elements'] and abs(d['padding_overhead'] - d['padded'] / d['elements']) < 1e-12, d
+for c, x in d['bytes'].items():
+    for l, y in x.items():
+        assert 0 < y['real_elements'] < y['elements'], (c, l, y)
+        assert y['bits_per_param'] > y['bits_per_element'], (c, l, y)
+        assert abs(y['padding_overhead'] - y['elements'] / y['real_elements']) < 1e-12, (c, l, y)
+# every real element once per hop of each collective, 4 steps (and the first broadcast)
+w = d['bytes']['weight_allgather']
+assert (w['intra']['real_elements'] + w['inter']['real_elements']) % (7 * d['elements']) == 0, w
+g = d['bytes']['grad_reducescatter']
+assert g['intra']['real_elements'] == 4 * 2 * 3 * d['elements'], g
+assert g['inter']['real_elements'] == 4 * d['elements'], g
 " "$T/r1.json"
 pyrun "the database holds the run, its params, step and tensor rows, bytes, timings" "
 c = sqlite3.connect(sys.argv[1])

@@ -162,7 +162,7 @@ pyrun_report "the replay figures only, from seed 1" "$T/seed1" \
 pyrun "their captions name only the runs of seed 1, fewer than before" "
 import re
 def ids(f):
-    s = re.search(r'Quantization error against bits sent.*?Drawn from replay runs ([0-9, -]+)\.', open(f).read(), re.S).group(1)
+    s = re.search(r'Quantization error against bits per parameter.*?Drawn from replay runs ([0-9, -]+)\.', open(f).read(), re.S).group(1)
     out = set()
     for part in s.split(', '):
         a, _, b = part.partition('-'); out.update(range(int(a), int(b or a) + 1))

@@ -68,6 +68,16 @@ for c in ('weight_allgather', 'grad_reducescatter'):
 assert abs(b['grad_reducescatter']['intra']['bits_per_element'] - 8.25) < 0.5, b
 assert abs(b['grad_reducescatter']['inter']['bits_per_element'] - 4.25) < 0.5, b
 assert b['weight_allgather']['inter']['bits_per_element'] < 4.5, b
+# beside them, per real parameter: the padding of every tensor paid for
+m = d['model']
+assert m['padded'] > m['params'] and abs(m['padding_overhead'] - m['padded'] / m['params']) < 1e-12, m
+for c in b:
+    for l, x in b[c].items():
+        assert 0 < x['real_elements'] < x['elements'], (c, l, x)
+        assert x['bits_per_param'] > x['bits_per_element'], (c, l, x)
+g = b['grad_reducescatter']
+assert g['intra']['real_elements'] == 40 * 2 * 1 * m['params'], g
+assert g['inter']['real_elements'] == 40 * m['params'], g
 "
 pyrun "the database: a train run, a row per step, validation every 20 steps" "
 c = sqlite3.connect(sys.argv[1])

@@ -134,6 +134,35 @@ for c in ("weight_allgather", "grad_reducescatter"):
 # node sends across nodes
 # ---------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------
+# Bits per real parameter beside bits per element: the padding is paid for
+# ---------------------------------------------------------------------------
+
+ok "dry sdp4bit 2x4 of 842496 elements runs" world "$T/pp.json" --workers 2x4 --scheme sdp4bit --elements 842496 --json
+pyjson "the real elements: (N-1) n through the all-gather, K(G-1) n and (K-1) n through the hops" "$T/pp.json" '
+n, P, N, K, G = d["elements"], d["padded"], 8, 2, 4
+assert P > n and abs(d["padding_overhead"] - P / n) < 1e-6, (n, P, d["padding_overhead"])
+t = d["traffic"]
+w = t["weight_allgather"]
+assert w["intra"]["real_elements"] + w["inter"]["real_elements"] == (N - 1) * n, w
+assert w["intra"]["elements"] + w["inter"]["elements"] == (N - 1) * P, w
+g = t["grad_reducescatter"]
+assert g["intra"]["real_elements"] == K * (G - 1) * n and g["inter"]["real_elements"] == (K - 1) * n, g
+for c in t:
+    for l, x in t[c].items():
+        assert x["bits_per_param"] > x["bits_per_element"], (c, l, x)
+        assert abs(x["bits_per_param"] - 8 * x["sent_bytes"] / x["real_elements"]) < 1e-9, (c, l, x)
+        assert abs(x["padding_overhead"] - x["elements"] / x["real_elements"]) < 1e-9, (c, l, x)'
+ok "dry sdp4bit 2x4 of a whole number of padding units runs" world "$T/pp2.json" --workers 2x4 --scheme sdp4bit --elements 851968 --json
+pyjson "no padding: bits per parameter equal bits per element" "$T/pp2.json" '
+assert d["padded"] == d["elements"] and d["padding_overhead"] == 1, d["padded"]
+for c, x in d["traffic"].items():
+    for l, y in x.items():
+        assert y["real_elements"] == y["elements"] and y["padding_overhead"] == 1, (c, l, y)
+        assert abs(y["bits_per_param"] - y["bits_per_element"]) < 1e-12, (c, l, y)'
+ok "a tiny model: bits/param beside bits/elem in the table" sh -c '"$0" world --workers 2x4 --elements 1000 |
+  grep -q "^  grad_reducescatter  *inter .* 4.2500  *69.6320$"' "$SHARDQ"
+
 ok "dry baseline 2x4 runs" world "$T/base.json" --workers 2x4 --scheme baseline --elements 1048576 --json
 pyjson "baseline: bf16 weights N(N-1)(P/N)2, fp32 ring N(N-1)(P/N)4, no metadata" "$T/base.json" '
 N, P = 8, d["padded"]

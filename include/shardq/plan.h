@@ -62,7 +62,8 @@ SQ_BEGIN_DECLS
 ** copy, counted nowhere.
 **
 ** Accounting. Bytes are counted by sq_plan_exec_op, not by the transport:
-** a SEND adds codes, metadata, elements and one message to the sender's
+** a SEND adds codes, metadata, elements (padding included), the model's
+** elements among them (model_n) and one message to the sender's
 ** sq_traffic of (collective, link); a RECV adds codes and metadata to the
 ** receiver's. The link is INTRA when both ranks sit on the same node.
 **
@@ -189,6 +190,8 @@ typedef struct sq_plan_op {
     uint64_t src_off, dst_off, ref_off; /* elements */
     uint64_t n;                    /* elements (of each chunk for SUM*) */
     uint64_t code_bytes, meta_bytes; /* SEND/RECV/LOCAL: the packed sizes of n elements */
+    uint64_t model_n;              /* SEND/RECV: the model's elements among the n (the
+                                   ** rest is padding): sq_link_traffic.sent_params */
     int k;                         /* SUM*: chunks */
     uint64_t stride;               /* SUM*: elements between chunks */
     const char *what;              /* what the op does, for messages */
@@ -255,8 +258,9 @@ typedef struct sq_transport {
 /* The message a SEND or RECV op of rank r stands for. */
 sq_plan_msg sq_plan_message(const sq_plan_layout *L, int r, const sq_plan_op *op);
 
-/* The accounting of one SEND (the sender's sent bytes, elements and one
-** message) or RECV (the receiver's received bytes) into that rank's
+/* The accounting of one SEND (the sender's sent bytes, elements, the
+** model's elements among them and one message) or RECV (the receiver's
+** received bytes) into that rank's
 ** counters; other ops count nothing. sq_plan_exec_op calls it. */
 void sq_plan_count(const sq_plan_op *op, sq_traffic *traffic);
 

@@ -52,7 +52,7 @@ SQ_BEGIN_DECLS
 ** sq_store_open, which has no handle yet, writes the caller's sq_error.
 */
 /* The schema version this build writes (PRAGMA user_version). */
-#define SQ_STORE_VERSION 4
+#define SQ_STORE_VERSION 5
 /* The busy timeout when none is given: how long a writer waits for another. */
 #define SQ_STORE_BUSY_MS 10000
 
@@ -230,11 +230,15 @@ typedef struct sq_model_row {
 int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_t n);
 
 /* Bytes of one collective on one link level, summed over workers, steps and
-** tensors (the bytes table). */
+** tensors (the bytes table). sent_elems counts padding too, sent_params the
+** model's elements alone (sq_link_traffic in world.h): the table keeps
+** bits_per_elem (per element on the wire) and bits_per_param (per real
+** parameter, the cost) beside them. */
 typedef struct sq_bytes_row {
     const char *collective; /* sq_coll_name: "weight_allgather", "grad_reducescatter" */
     const char *link;       /* sq_link_name: "intra", "inter" */
     uint64_t sent_codes, sent_meta, recv_codes, recv_meta, sent_elems, messages;
+    uint64_t sent_params;   /* the model's elements among sent_elems */
 } sq_bytes_row;
 
 /* The rows of a traffic total, collective by collective, link by link. */

@@ -156,12 +156,31 @@ int sq_scheme_get(const sq_scheme *s, const char *key, char *buf, size_t len);
 enum { SQ_COLL_WEIGHT = 0, SQ_COLL_GRAD = 1, SQ_NCOLL = 2 };
 enum { SQ_LINK_INTRA = 0, SQ_LINK_INTER = 1, SQ_NLINK = 2 };
 
-/* One worker's traffic on one link level of one collective. */
+/* One worker's traffic on one link level of one collective.
+**
+** sent_elems counts every element a message carries, the padding of
+** sq_world_padded() included; sent_params counts the model's own elements
+** among them, EXACTLY: every message carries whole blocks of the padded
+** buffer (a weight slot, a gradient partition, the swizzled slices of the
+** two-level hops) and counts how much of those blocks lies in [0, n). So
+** sums over workers, steps and worlds (one per tensor or per bucket) are
+** exact integers, and over one collective every real element is counted
+** once per hop it makes: (N - 1) * n for the ring all-gather, the ring
+** reduce-scatter and the all-to-all, K (G - 1) * n intra and (K - 1) * n
+** inter for the two-level path.
+**
+**   bits per element (on the wire)  = 8 (sent_codes + sent_meta) / sent_elems
+**   bits per real parameter (cost)  = 8 (sent_codes + sent_meta) / sent_params
+**   padding overhead                = sent_elems / sent_params
+**
+** A link can carry padding alone (sent_params 0 with sent_elems > 0): its
+** bits per parameter are then undefined (JSON null, store NULL). */
 typedef struct sq_link_traffic {
     uint64_t sent_codes, sent_meta; /* bytes; raw values count as codes */
     uint64_t recv_codes, recv_meta;
-    uint64_t sent_elems;            /* elements those sent bytes encode */
+    uint64_t sent_elems;            /* elements those sent bytes encode, padding included */
     uint64_t messages;              /* copies sent */
+    uint64_t sent_params;           /* the model's elements among sent_elems (no padding) */
 } sq_link_traffic;
 
 typedef struct sq_traffic {

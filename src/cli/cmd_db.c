@@ -520,6 +520,11 @@ static const char show_tensors_sql[] =
     " WHERE run_id = ?1";
 static const char show_bytes_sql[] =
     "SELECT collective, link, sent_codes, sent_meta, recv_codes, recv_meta, sent_elems,"
+    " messages, bits_per_elem, sent_params, bits_per_param FROM bytes WHERE run_id = ?1"
+    " ORDER BY collective, link";
+/* A file of schema version 4 or older (read as it is) has no sent_params. */
+static const char show_bytes_v4_sql[] =
+    "SELECT collective, link, sent_codes, sent_meta, recv_codes, recv_meta, sent_elems,"
     " messages, bits_per_elem FROM bytes WHERE run_id = ?1 ORDER BY collective, link";
 static const char show_timings_sql[] =
     "SELECT op, calls, seconds, bytes, gb_per_s FROM timings WHERE run_id = ?1 ORDER BY op";
@@ -653,8 +658,9 @@ static int db_show(const char *path, int argc, char **argv)
                               "error statistics per path (means over the steps)", "metrics",
                               o.json);
     bad = bad || show_tensors(s, run, o.json);
-    bad = bad || show_section(s, run, show_bytes_sql,
-                              "bytes per collective and link (bits_per_elem: sent)", "bytes",
+    bad = bad || show_section(s, run, sq_store_version(s) >= 5 ? show_bytes_sql : show_bytes_v4_sql,
+                              "bytes per collective and link (bits_per_elem, bits_per_param: sent)",
+                              "bytes",
                               o.json);
     bad = bad || show_section(s, run, show_timings_sql, "timings", "timings", o.json);
     if (!bad && o.json) printf("}\n");

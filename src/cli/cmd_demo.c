@@ -893,6 +893,30 @@ static double replay_err(sqlite3 *db, const char *ids, const char *preset, const
     return v;
 }
 
+/* What a collective of the same replays cost per real parameter (the
+** padding paid for: bits_per_param of the bytes table) on the inter-node
+** hop, or on the intra-node one when the world has a single node; *link
+** says which. NaN when the runs predate the column. */
+static double replay_bits(sqlite3 *db, const char *ids, const char *preset, const char *coll,
+                          const char **link)
+{
+    static const char *const links[2] = {"inter", "intra"};
+    size_t len = strlen(ids) + 512;
+    char *sql = malloc(len);
+    double v = NAN;
+    if (!sql) return NAN;
+    for (int k = 0; k < 2 && !isfinite(v); k++) {
+        snprintf(sql, len, "SELECT 8.0 * sum(b.sent_codes + b.sent_meta) / sum(b.sent_params) "
+                 "FROM runs r JOIN bytes b ON b.run_id = r.id WHERE r.id IN (%s) AND "
+                 "r.preset = '%s' AND r.key LIKE '%%paths=grad,weight%%' AND b.collective = "
+                 "'%s' AND b.link = '%s' AND b.sent_elems > 0", ids, preset, coll, links[k]);
+        v = q1(db, sql);
+        *link = links[k];
+    }
+    free(sql);
+    return v;
+}
+
 static double final_val(sqlite3 *db, const char *ids, const char *preset)
 {
     size_t len = strlen(ids) + 512;
@@ -930,6 +954,11 @@ static void key_lines(const demo *d)
     double g_ulq = replay_err(db, reps, "ulq", "grad");
     double w_qw = replay_err(db, reps, "qw", "weight");
     double w_qwd = replay_err(db, reps, "qwd", "weight");
+    const char *lg = "inter", *lw = "inter", *l2;
+    double b_sdp = replay_bits(db, reps, "sdp4bit", "grad_reducescatter", &lg);
+    double b_ulq = replay_bits(db, reps, "ulq", "grad_reducescatter", &l2);
+    double b_qw = replay_bits(db, reps, "qw", "weight_allgather", &lw);
+    double b_qwd = replay_bits(db, reps, "qwd", "weight_allgather", &l2);
     double v_base = final_val(db, trains, "baseline"), v_sdp = final_val(db, trains, "sdp4bit");
     double v_qw = final_val(db, trains, "qw");
     double s64 = speedup(db, d->model_run, "sdp4bit", 64);
@@ -942,9 +971,12 @@ static void key_lines(const demo *d)
     free(reps), free(trains);
 
     printf("\nThe three lines that matter:\n");
+    /* bits per real parameter: the padding of every tensor paid for */
     printf("  error:       on the captured gradients sdp4bit (8/4-bit, Hadamard) adds %.3g "
-           "relative L2 error, ulq (4/4-bit) %.3g; 4-bit weight differences (qwd) %.3g against "
-           "4-bit weights (qw) %.3g\n", g_sdp, g_ulq, w_qwd, w_qw);
+           "relative L2 error at %.3f bits/param on the %s-node hop, ulq (4/4-bit) %.3g at "
+           "%.3f; 4-bit weight differences (qwd) %.3g at %.3f bits/param on the %s-node hop "
+           "against 4-bit weights (qw) %.3g at %.3f\n", g_sdp, b_sdp, lg, g_ulq, b_ulq, w_qwd,
+           b_qwd, lw, w_qw, b_qw);
     printf("  convergence: after %d steps the validation loss is %.4f under the baseline, %.4f "
            "(%+.2f%%) under sdp4bit, %.4f (%+.2f%%) under qw\n", d->steps, v_base, v_sdp,
            100 * (v_sdp / v_base - 1), v_qw, 100 * (v_qw / v_base - 1));

@@ -95,16 +95,16 @@ static void print_json(const sq_replay_result *r, const char *trace, const char 
     cli_json_str(scheme);
     printf(",\"workers\":\"%s\",\"seed\":%llu,\"device\":", topo, (unsigned long long)seed);
     cli_json_str(device);
-    printf(",\"layout\":\"%s\",\"units\":%zu,\"padded_elements\":%llu,\"reused_workers\":%d,"
-           "\"dropped_workers\":%d",
-           sq_layout_name((sq_layout_kind)r->layout), r->units, (unsigned long long)r->padded,
-           r->reused_workers, r->dropped_workers);
+    printf(",\"layout\":\"%s\",\"units\":%zu,\"reused_workers\":%d,\"dropped_workers\":%d",
+           sq_layout_name((sq_layout_kind)r->layout), r->units, r->reused_workers,
+           r->dropped_workers);
     printf(",\"steps\":%zu,\"params\":%zu,\"elements\":%llu,\"consecutive\":%s,"
            "\"trace_bytes\":%llu,\"seconds\":%.6f,\"gb_per_s\":",
            r->steps, r->params, (unsigned long long)r->elements,
            r->consecutive ? "true" : "false", (unsigned long long)r->trace_bytes, r->seconds);
     cli_json_num(r->seconds > 0 ? (double)r->trace_bytes / r->seconds / 1e9 : NAN);
     printf(",\"peak_rss_bytes\":%llu", (unsigned long long)r->peak_rss);
+    cli_json_padding(r->elements, r->padded);
     if (r->has_grad) {
         printf(",");
         json_stats("grad", &r->grad, r->grad_clipped);

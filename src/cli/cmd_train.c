@@ -206,10 +206,12 @@ static void print_json(const sq_train_result *r, const figures *f, const sq_trai
     cli_json_str(scheme);
     printf(",\"workers\":\"%s\",\"seed\":%llu", topo, (unsigned long long)c->seed);
     printf(",\"model\":{\"layers\":%d,\"channels\":%d,\"heads\":%d,\"context\":%d,"
-           "\"params\":%llu}", c->model.layers, c->model.channels, c->model.heads,
+           "\"params\":%llu", c->model.layers, c->model.channels, c->model.heads,
            c->model.context, (unsigned long long)r->elements);
-    printf(",\"layout\":\"%s\",\"units\":%zu,\"padded_elements\":%llu",
-           sq_layout_name((sq_layout_kind)r->layout), r->units, (unsigned long long)r->padded);
+    cli_json_padding(r->elements, r->padded);
+    printf("}");
+    printf(",\"layout\":\"%s\",\"units\":%zu", sq_layout_name((sq_layout_kind)r->layout),
+           r->units);
     printf(",\"steps\":%u,\"tokens\":%llu,\"first_loss\":", r->steps,
            (unsigned long long)r->tokens);
     cli_json_num(r->first_loss);

@@ -48,7 +48,9 @@ static const char world_usage[] =
     "  -h, --help        this text\n"
     "\n"
     "Bytes are counted per worker as it sends them; a link is intra-node when\n"
-    "both workers sit on one node. bits/elem = 8 x bytes / elements carried.\n";
+    "both workers sit on one node. bits/elem = 8 x bytes / elements carried\n"
+    "(the padding included); bits/param = 8 x bytes / the model's elements among\n"
+    "them, what a link costs per parameter once the padding is paid for.\n";
 
 static const char schemes_usage[] =
     "usage: shardq schemes [--json]\n"
@@ -160,18 +162,19 @@ int cmd_schemes(int argc, char **argv)
 /* ------------------------------------------------------------------------ */
 
 typedef struct level_sum {
-    uint64_t codes, meta, recv, elems, max_sent, messages;
+    uint64_t codes, meta, recv, elems, max_sent, messages, params;
 } level_sum;
 
 static level_sum sum_level(const sq_world *w, int coll, int link)
 {
-    level_sum s = {0, 0, 0, 0, 0, 0};
+    level_sum s = {0, 0, 0, 0, 0, 0, 0};
     for (int r = 0; r < sq_world_workers(w); r++) {
         const sq_link_traffic *t = &sq_world_traffic(w, r)->t[coll][link];
         s.codes += t->sent_codes;
         s.meta += t->sent_meta;
         s.recv += t->recv_codes + t->recv_meta;
         s.elems += t->sent_elems;
+        s.params += t->sent_params;
         s.messages += t->messages;
         if (t->sent_codes + t->sent_meta > s.max_sent) s.max_sent = t->sent_codes + t->sent_meta;
     }
@@ -181,6 +184,14 @@ static level_sum sum_level(const sq_world *w, int coll, int link)
 static double bits_per_elem(const level_sum *s)
 {
     return s->elems ? 8.0 * (double)(s->codes + s->meta) / (double)s->elems : 0.0;
+}
+
+/* Per real parameter: 0 on a link that carried nothing, NaN (null, "-")
+** on one that carried padding alone. */
+static double bits_per_param(const level_sum *s)
+{
+    return s->params ? 8.0 * (double)(s->codes + s->meta) / (double)s->params
+                     : s->elems ? NAN : 0.0;
 }
 
 static const char *human(double bytes, char *buf, size_t len)
@@ -210,11 +221,17 @@ static void print_traffic_json(const sq_world *w)
             level_sum s = sum_level(w, c, l);
             printf("%s\"%s\":{\"sent_codes\":%llu,\"sent_meta\":%llu,\"sent_bytes\":%llu,"
                    "\"recv_bytes\":%llu,\"max_sent_per_worker\":%llu,\"elements\":%llu,"
-                   "\"messages\":%llu,\"bits_per_element\":%.6f}",
+                   "\"messages\":%llu,\"bits_per_element\":%.6f",
                    l ? "," : "", sq_link_name(l), (unsigned long long)s.codes,
                    (unsigned long long)s.meta, (unsigned long long)(s.codes + s.meta),
                    (unsigned long long)s.recv, (unsigned long long)s.max_sent,
                    (unsigned long long)s.elems, (unsigned long long)s.messages, bits_per_elem(&s));
+            printf(",\"real_elements\":%llu,\"bits_per_param\":", (unsigned long long)s.params);
+            cli_json_num(bits_per_param(&s));
+            printf(",\"padding_overhead\":");
+            /* like bits_per_element: 0 on a link that carried nothing */
+            cli_json_num(s.params ? (double)s.elems / (double)s.params : s.elems ? NAN : 0.0);
+            printf("}");
         }
         printf("}");
     }
@@ -243,15 +260,17 @@ static void print_traffic_table(const sq_world *w)
 {
     char a[32], b[32], c[32], d[32];
     printf("\nbytes of one iteration, sent, all workers together:\n");
-    printf("  %-19s %-6s %11s %11s %11s %14s %10s\n", "collective", "link", "codes", "meta",
-           "total", "max per worker", "bits/elem");
+    printf("  %-19s %-6s %11s %11s %11s %14s %10s %10s\n", "collective", "link", "codes", "meta",
+           "total", "max per worker", "bits/elem", "bits/param");
     for (int col = 0; col < SQ_NCOLL; col++)
         for (int l = 0; l < SQ_NLINK; l++) {
             level_sum s = sum_level(w, col, l);
-            printf("  %-19s %-6s %11s %11s %11s %14s %10.4f\n", sq_coll_name(col), sq_link_name(l),
-                   human((double)s.codes, a, sizeof a), human((double)s.meta, b, sizeof b),
-                   human((double)(s.codes + s.meta), c, sizeof c),
-                   human((double)s.max_sent, d, sizeof d), bits_per_elem(&s));
+            char e[32];
+            printf("  %-19s %-6s %11s %11s %11s %14s %10.4f %10s\n", sq_coll_name(col),
+                   sq_link_name(l), human((double)s.codes, a, sizeof a),
+                   human((double)s.meta, b, sizeof b), human((double)(s.codes + s.meta), c, sizeof c),
+                   human((double)s.max_sent, d, sizeof d), bits_per_elem(&s),
+                   cli_bits_text(bits_per_param(&s), e, sizeof e));
         }
     level_sum inter = sum_level(w, 0, SQ_LINK_INTER), ginter = sum_level(w, 1, SQ_LINK_INTER);
     int K = sq_world_topo(w)->nodes;
@@ -473,19 +492,20 @@ int cmd_world(int argc, char **argv)
         printf("{\"topology\":{\"nodes\":%d,\"per_node\":%d,\"workers\":%d},"
                "\"scheme\":{\"preset\":\"%s\",\"canonical\":\"%s\"},\"grad_path\":\"%s\","
                "\"elements\":%llu,\"padded\":%llu,\"pad_unit\":%llu,\"shard\":%llu,"
-               "\"data_moved\":%s,\"seed\":%llu,\"device\":\"%s\"",
+               "\"data_moved\":%s,\"seed\":%llu,\"device\":\"%s\",\"padding_overhead\":%.6f",
                tp->nodes, tp->per_node, sq_world_workers(w), scheme, canon,
                path_name(sq_world_grad_path(w)), (unsigned long long)elements,
                (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
                (unsigned long long)sq_world_shard(w), run ? "true" : "false",
-               (unsigned long long)seed, run ? device : "none");
+               (unsigned long long)seed, run ? device : "none",
+               (double)sq_world_padded(w) / (double)elements);
     else
         printf("world %dx%d (%d workers), scheme %s, gradient path %s\n  %s\n"
-               "elements %llu, padded to %llu (unit %llu), shard %llu per worker\n",
+               "elements %llu, padded to %llu (unit %llu, x%.4f), shard %llu per worker\n",
                tp->nodes, tp->per_node, sq_world_workers(w), scheme,
                path_name(sq_world_grad_path(w)), canon, (unsigned long long)elements,
                (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
-               (unsigned long long)sq_world_shard(w));
+               (double)sq_world_padded(w) / (double)elements, (unsigned long long)sq_world_shard(w));
     if (run) {
         if (!json) {
             sq_backend *be = sq_world_backend(w, 0);

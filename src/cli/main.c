@@ -266,14 +266,37 @@ double cli_bits_per_elem(const sq_bytes_row *b)
                          : NAN;
 }
 
+double cli_bits_per_param(const sq_bytes_row *b)
+{
+    return b->sent_params ? 8.0 * (double)(b->sent_codes + b->sent_meta) / (double)b->sent_params
+                          : NAN;
+}
+
+const char *cli_bits_text(double bits, char *buf, size_t len)
+{
+    if (isfinite(bits))
+        snprintf(buf, len, bits < 10000 ? "%.4f" : "%.0f", bits); /* fits a 10-wide column */
+    else
+        snprintf(buf, len, "-");
+    return buf;
+}
+
+void cli_json_padding(uint64_t elements, uint64_t padded)
+{
+    printf(",\"padded\":%llu,\"padding_overhead\":", (unsigned long long)padded);
+    cli_json_num(elements ? (double)padded / (double)elements : NAN);
+}
+
 void cli_print_bytes(const sq_bytes_row *rows)
 {
     for (int c = 0; c < SQ_NCOLL; c++)
         for (int l = 0; l < SQ_NLINK; l++) {
             const sq_bytes_row *b = &rows[c * SQ_NLINK + l];
             if (!b->sent_elems) continue;
-            printf("  %-19s %-6s %14llu bytes  %.4f bits/elem\n", b->collective, b->link,
-                   (unsigned long long)(b->sent_codes + b->sent_meta), cli_bits_per_elem(b));
+            char bp[32];
+            printf("  %-19s %-6s %14llu bytes  %.4f bits/elem  %s bits/param\n", b->collective,
+                   b->link, (unsigned long long)(b->sent_codes + b->sent_meta),
+                   cli_bits_per_elem(b), cli_bits_text(cli_bits_per_param(b), bp, sizeof bp));
         }
 }
 
@@ -291,6 +314,12 @@ void cli_json_bytes(const sq_bytes_row *rows)
                    (unsigned long long)(b->recv_codes + b->recv_meta),
                    (unsigned long long)b->sent_elems, (unsigned long long)b->messages);
             cli_json_num(cli_bits_per_elem(b));
+            /* beside them: the model's elements among those sent, and the cost per one */
+            printf(",\"real_elements\":%llu,\"bits_per_param\":",
+                   (unsigned long long)b->sent_params);
+            cli_json_num(cli_bits_per_param(b));
+            printf(",\"padding_overhead\":");
+            cli_json_num(b->sent_params ? (double)b->sent_elems / (double)b->sent_params : NAN);
             printf("}");
         }
         printf("}");

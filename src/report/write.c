@@ -56,16 +56,19 @@ typedef struct figure {
 } figure;
 
 static const figure fig_error_bits = {
-    "error-bits", "Quantization error against bits sent",
+    "error-bits", "Quantization error against bits per parameter",
     "Relative L2 error of the replayed gradients (reduce-scatter) and weights (all-gather), mean "
-    "over steps and seeds, against the bits per element each collective sent on its inter-node "
-    "link (codes and scales). Open points are every configuration of a scheme, the line joins "
+    "over steps and seeds, against the bits per real parameter each collective sent on its "
+    "inter-node link (codes and scales over the model's own elements: the padding that whole "
+    "groups per shard add is paid for; runs stored before that count are drawn at their bits "
+    "per element sent). Open points are every configuration of a scheme, the line joins "
     "those that no configuration beats with fewer bits; 16- and 32-bit wires are left out",
     "replay runs"};
 static const figure fig_error_group = {
     "error-group", "Quantization error against group size",
     "Relative L2 error against the group size (elements per scale) of the gradients' "
-    "inter-node hop and of the weights, one line per scheme and bit width; only schemes run at "
+    "inter-node hop and of the weights, one line per scheme and bit width, each point labelled "
+    "with the bits per real parameter that hop cost (the padding paid for); only schemes run at "
     "two group sizes or more",
     "replay runs"};
 static const figure fig_hadamard = {
@@ -571,16 +574,24 @@ static void table_bits(tables *t)
         "avg(CASE WHEN collective = 'weight_allgather' AND link = 'intra' THEN bits_per_elem END) AS wi, "
         "avg(CASE WHEN collective = 'weight_allgather' AND link = 'inter' THEN bits_per_elem END) AS wx, "
         "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'intra' THEN bits_per_elem END) AS gi, "
-        "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'inter' THEN bits_per_elem END) AS gx "
+        "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'inter' THEN bits_per_elem END) AS gx, "
+        "avg(CASE WHEN collective = 'weight_allgather' AND link = 'intra' THEN bits_per_param END) AS pwi, "
+        "avg(CASE WHEN collective = 'weight_allgather' AND link = 'inter' THEN bits_per_param END) AS pwx, "
+        "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'intra' THEN bits_per_param END) AS pgi, "
+        "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'inter' THEN bits_per_param END) AS pgx "
         "FROM bytes WHERE run_id IN r GROUP BY run_id) "
         "SELECT lab.label AS scheme, u.kind AS kind, group_concat(lab.id) AS runs, "
         "avg(b.wi) AS \"weight intra\", avg(b.wx) AS \"weight inter\", "
-        "avg(b.gi) AS \"grad intra\", avg(b.gx) AS \"grad inter\" "
+        "avg(b.gi) AS \"grad intra\", avg(b.gx) AS \"grad inter\", "
+        "avg(b.pwi) AS \"weight intra /param\", avg(b.pwx) AS \"weight inter /param\", "
+        "avg(b.pgi) AS \"grad intra /param\", avg(b.pgx) AS \"grad inter /param\" "
         "FROM lab JOIN runs u ON u.id = lab.id JOIN b ON b.id = lab.id GROUP BY u.kind, lab.label "
         "ORDER BY u.kind, min(" REPORT_ORDER("lab.preset") "), min(lab.id)");
     table(t, &s,
-          "Bits per element sent on each link level (codes and scales over the elements sent; "
-          "'-': the link carried nothing)",
+          "Bits sent on each link level: per element sent (codes and scales over the elements "
+          "sent, padding included), then per real parameter (/param: over the model's own "
+          "elements, the cost once the padding is paid for; '-': the link carried nothing, or "
+          "the runs were stored before that count)",
           "no replay or training runs with bytes");
 }
 

@@ -177,9 +177,20 @@ static const char schema_v4[] =
     "ALTER TABLE runs ADD COLUMN boot_id TEXT;\n"
     "ALTER TABLE runs ADD COLUMN heartbeat TEXT;\n";
 
+/* Version 4 -> 5: the cost per real parameter. sent_elems counts the
+** padding a world adds to its n elements (README, "Padding");
+** sent_params counts the model's own elements among them
+** (sq_link_traffic), and bits_per_param = 8 x bytes / sent_params is
+** what a link costs per parameter of the model. NULL: a row written before
+** this version (readers fall back to bits_per_elem), or, for
+** bits_per_param, a link that carried padding alone. */
+static const char schema_v5[] =
+    "ALTER TABLE bytes ADD COLUMN sent_params INTEGER;\n"
+    "ALTER TABLE bytes ADD COLUMN bits_per_param REAL;\n";
+
 /* migrations[i] takes user_version i to i + 1. */
 static const char *const migrations[SQ_STORE_VERSION] = {schema_v1, schema_v2, schema_v3,
-                                                          schema_v4};
+                                                          schema_v4, schema_v5};
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -1041,7 +1052,8 @@ void sq_bytes_rows(const sq_traffic *sum, sq_bytes_row *rows)
                 .collective = sq_coll_name(c), .link = sq_link_name(l),
                 .sent_codes = x->sent_codes, .sent_meta = x->sent_meta,
                 .recv_codes = x->recv_codes, .recv_meta = x->recv_meta,
-                .sent_elems = x->sent_elems, .messages = x->messages};
+                .sent_elems = x->sent_elems, .messages = x->messages,
+                .sent_params = x->sent_params};
         }
 }
 
@@ -1049,8 +1061,8 @@ static int insert_bytes(sq_store *s, int64_t run, const sq_bytes_row *b, size_t 
 {
     static const char sql[] =
         "INSERT INTO bytes(run_id, collective, link, sent_codes, sent_meta, recv_codes,"
-        " recv_meta, sent_elems, messages, bits_per_elem)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+        " recv_meta, sent_elems, messages, bits_per_elem, sent_params, bits_per_param)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
     if (n == 0) return SQLITE_OK;
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
@@ -1068,6 +1080,10 @@ static int insert_bytes(sq_store *s, int64_t run, const sq_bytes_row *b, size_t 
         if (r->sent_elems)
             sqlite3_bind_double(st, 10, 8.0 * ((double)r->sent_codes + (double)r->sent_meta) /
                                             (double)r->sent_elems);
+        sqlite3_bind_int64(st, 11, (int64_t)r->sent_params);
+        if (r->sent_params)
+            sqlite3_bind_double(st, 12, 8.0 * ((double)r->sent_codes + (double)r->sent_meta) /
+                                            (double)r->sent_params);
         rc = step_done(st);
     }
     sqlite3_finalize(st);
@@ -1126,7 +1142,8 @@ int sq_store_run_end(sq_store *s, int64_t run, const char *status, const char *e
     for (size_t i = 0; i < nbytes; i++) {
         const sq_bytes_row *r = &bytes[i];
         if (too_big(r->sent_codes) || too_big(r->sent_meta) || too_big(r->recv_codes) ||
-            too_big(r->recv_meta) || too_big(r->sent_elems) || too_big(r->messages)) {
+            too_big(r->recv_meta) || too_big(r->sent_elems) || too_big(r->messages) ||
+            too_big(r->sent_params)) {
             return sq_error_set(&s->err, SQ_ERR_RANGE,
                                 "%s: run %lld: a byte count is larger than 2^63-1", s->path,
                                 (long long)run);

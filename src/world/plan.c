@@ -233,6 +233,7 @@ typedef struct xchg {
     uint64_t src_off, to_off, from_off, n;
     uint64_t codes, meta; /* bytes of n elements of the wire */
     int lo;               /* the first rank of the sender's node */
+    uint64_t model_out, model_in; /* the model's elements in what is sent, received */
 } xchg;
 
 /* (a - b) mod m for a, b in [0, m): the world asks for these ops at every
@@ -249,13 +250,31 @@ static size_t emit_round(const sq_plan_layout *L, int me, int phase, int coll, i
         .kind = SQ_PLAN_SEND, .phase = phase, .round = x->round, .coll = coll, .peer = x->to,
         .link = x->to >= lo && x->to < hi ? SQ_LINK_INTRA : SQ_LINK_INTER, .wire = wire, .wire_out = -1, .site = -1,
         .src = x->src, .dst = x->dst, .ref = -1, .src_off = x->src_off, .dst_off = x->to_off,
-        .n = x->n, .code_bytes = x->codes, .meta_bytes = x->meta, .what = "sending"};
+        .n = x->n, .code_bytes = x->codes, .meta_bytes = x->meta, .model_n = x->model_out,
+        .what = "sending"};
     ops[send_first ? 1 : 0] = (sq_plan_op){
         .kind = SQ_PLAN_RECV, .phase = phase, .round = x->round, .coll = coll, .peer = x->from,
         .link = x->from >= lo && x->from < hi ? SQ_LINK_INTRA : SQ_LINK_INTER, .wire = wire, .wire_out = -1, .site = -1,
         .src = -1, .dst = x->dst, .ref = -1, .dst_off = x->from_off,
-        .n = x->n, .code_bytes = x->codes, .meta_bytes = x->meta, .what = "receiving"};
+        .n = x->n, .code_bytes = x->codes, .meta_bytes = x->meta, .model_n = x->model_in,
+        .what = "receiving"};
     return 2;
+}
+
+/* The model's elements in `count` blocks of `len` elements of the padded
+** buffer, blocks first, first + step, first + 2 step, ... (block b holds
+** elements [b len, (b + 1) len)): the blocks below n / len are whole,
+** block n / len holds n mod len, the rest is padding. O(1): the world
+** asks for these ops at every collective of every rank. */
+static uint64_t model_in_blocks(const sq_plan_layout *L, uint64_t first, uint64_t step,
+                                uint64_t count, uint64_t len)
+{
+    const uint64_t whole = L->n / len, part = L->n % len;
+    if (count == 0 || first > whole) return 0;
+    uint64_t below = (whole - first + step - 1) / step; /* j with first + j step < whole */
+    uint64_t full = below < count ? below : count, m = full * len;
+    if (part && (whole - first) % step == 0 && (whole - first) / step < count) m += part;
+    return m;
 }
 
 /* The packed sizes of n elements of wire wi. */
@@ -296,7 +315,7 @@ static size_t weight_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *
         int s = phase - 1, c = minus_mod(r, s, N), cin = minus_mod(c, 1, N);
         xchg x = {r, N, 1, 0, r + 1 < N ? r + 1 : 0, minus_mod(r, 1, N), SQ_PLAN_WRECV,
                   SQ_PLAN_WRECV, (uint64_t)c * S, (uint64_t)c * S, (uint64_t)cin * S, S, 0, 0,
-                  r - r % L->G};
+                  r - r % L->G, sq_plan_shard_len(L, c), sq_plan_shard_len(L, cin)};
         sizes(L, W, S, &x.codes, &x.meta);
         return emit_round(L, r, phase, C, W, &x, ops);
     }
@@ -327,8 +346,11 @@ static size_t ring_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *op
         return 1;
     }
     if (part == 1) {
+        /* at step s rank r carries partition r - 1 - s and receives r - 2 - s */
+        int c = ((r - 1 - s) % N + N) % N, cin = minus_mod(c, 1, N);
         xchg x = {r, N, 1, 0, r + 1 < N ? r + 1 : 0, minus_mod(r, 1, N), SQ_PLAN_RSEND,
-                  SQ_PLAN_RRECV, 0, 0, 0, S, 0, 0, r - r % L->G};
+                  SQ_PLAN_RRECV, 0, 0, 0, S, 0, 0, r - r % L->G,
+                  sq_plan_shard_len(L, c), sq_plan_shard_len(L, cin)};
         sizes(L, W, S, &x.codes, &x.meta);
         return emit_round(L, r, phase, C, W, &x, ops);
     }
@@ -363,7 +385,8 @@ static size_t a2a_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *ops
             int to = r + d < N ? r + d : r + d - N, from = minus_mod(r, d, N);
             xchg x = {r, N, d, d - 1, to, from, SQ_PLAN_GENC, SQ_PLAN_GRECV,
                       (uint64_t)to * S, (uint64_t)r * S, (uint64_t)from * S, S,
-                      ops[0].code_bytes, ops[0].meta_bytes, lo};
+                      ops[0].code_bytes, ops[0].meta_bytes, lo, sq_plan_shard_len(L, to),
+                      sq_plan_shard_len(L, r)};
             k += emit_round(L, r, 1, C, W, &x, ops + k);
         }
         return k;
@@ -389,6 +412,7 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
     const int WI = SQ_PLAN_WIRE_INTRA, WO = SQ_PLAN_WIRE_INTER;
     const uint64_t Pad = L->padded, S = L->shard, Q = L->quarter, P = L->slice;
     const int node = r / G, l = r % G;
+    const uint64_t up = (uint64_t)pipe;
     size_t k = 0;
     switch (phase) {
     case 0:
@@ -402,6 +426,7 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
     case 1:
         /* intra-node hop: rank (node, l) sends sub-chunk l2 of each slice to (node, l2) */
         for (int y = 0; y < pipe; y++) {
+            const uint64_t uy = (uint64_t)y;
             uint64_t base = (uint64_t)y * (uint64_t)N * P, at = (uint64_t)y * (uint64_t)K * P;
             ops[k] = blank(SQ_PLAN_LOCAL, 1, C, WI, "keeping the own sub-chunk");
             ops[k].src = SQ_PLAN_GSWZ, ops[k].src_off = base + (uint64_t)l * (uint64_t)K * P;
@@ -415,7 +440,11 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
                 xchg x = {l, G, d, y * (G - 1) + d - 1, node * G + l2, node * G + lf,
                           SQ_PLAN_GSWZ, SQ_PLAN_GRECV,
                           base + (uint64_t)l2 * (uint64_t)K * P, (uint64_t)l * Q + at,
-                          (uint64_t)lf * Q + at, (uint64_t)K * P, cb, mb, node * G};
+                          (uint64_t)lf * Q + at, (uint64_t)K * P, cb, mb, node * G,
+                          /* sub-chunk l2 of slice y: partitions z = j G + l2, j < K,
+                          ** input blocks z pipe + y (the swizzle, read backwards) */
+                          model_in_blocks(L, (uint64_t)l2 * up + uy, (uint64_t)G * up, (uint64_t)K, P),
+                          model_in_blocks(L, (uint64_t)l * up + uy, (uint64_t)G * up, (uint64_t)K, P)};
                 k += emit_round(L, r, 1, C, WI, &x, ops + k);
             }
         }
@@ -429,6 +458,7 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
     case 3:
         /* inter-node hop: rank (node, l) sends piece k2 of each slice to (k2, l) */
         for (int y = 0; y < pipe; y++) {
+            const uint64_t uy = (uint64_t)y;
             uint64_t base = (uint64_t)y * (uint64_t)K * P, at = (uint64_t)y * P;
             ops[k] = blank(SQ_PLAN_LOCAL, 3, C, WO, "keeping the own piece");
             ops[k].src = SQ_PLAN_GREQ, ops[k].src_off = base + (uint64_t)node * P;
@@ -440,7 +470,10 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
                 int k2 = (node + d) % K, kf = (node - d + K) % K;
                 xchg x = {node, K, d, y * (K - 1) + d - 1, k2 * G + l, kf * G + l,
                           SQ_PLAN_GREQ, SQ_PLAN_GRECV2, base + (uint64_t)k2 * P,
-                          (uint64_t)node * S + at, (uint64_t)kf * S + at, P, cb, mb, node * G};
+                          (uint64_t)node * S + at, (uint64_t)kf * S + at, P, cb, mb, node * G,
+                          /* piece k2 of slice y: partition k2 G + l, input block z pipe + y */
+                          model_in_blocks(L, (uint64_t)(k2 * G + l) * up + uy, 1, 1, P),
+                          model_in_blocks(L, (uint64_t)r * up + uy, 1, 1, P)};
                 k += emit_round(L, r, 3, C, WO, &x, ops + k);
             }
         }
@@ -610,6 +643,7 @@ void sq_plan_count(const sq_plan_op *op, sq_traffic *t)
         x->sent_codes += codes;
         x->sent_meta += meta;
         x->sent_elems += op->n;
+        x->sent_params += op->model_n;
         x->messages++;
     } else {
         x->recv_codes += codes;

@@ -330,6 +330,7 @@ void sq_world_add_traffic(const sq_world *w, sq_traffic *sum)
                 y->sent_codes += x->sent_codes, y->sent_meta += x->sent_meta;
                 y->recv_codes += x->recv_codes, y->recv_meta += x->recv_meta;
                 y->sent_elems += x->sent_elems, y->messages += x->messages;
+                y->sent_params += x->sent_params;
             }
 }
 
