@@ -427,9 +427,6 @@ START_TEST(test_every_preset)
     for (size_t k = 0; k < sq_scheme_npresets; k++) {
         sq_train_config cfg;
         tiny_config(&cfg, sq_scheme_presets[k], 2, 2);
-        /* Per-tensor presets (zeropp8, qgz, qwz) run once the trainer
-        ** resolves sq_scheme_for_tensor per parameter (per-param layout). */
-        if (sq_scheme_per_tensor(&cfg.scheme)) continue;
         cfg.steps = 3;
         record r = {0};
         sq_train_result res;

@@ -219,7 +219,10 @@ static int replay_param(replay_state *st, size_t p, sq_error *err)
     };
     sq_world *w = NULL;
     sq_error werr = {0};
-    int rc = sq_world_open(&wc, &w, &werr);
+    /* per-tensor rules (DeepSpeed's qgZ, qwZ) resolved for this tensor */
+    int rc = sq_scheme_for_tensor(&cfg->scheme, &cfg->topo, t->params[p].shape, t->params[p].ndim,
+                                  &wc.scheme, &werr);
+    if (rc == SQ_OK) rc = sq_world_open(&wc, &w, &werr);
     if (rc)
         return sq_error_set(err, rc, "param '%s' (%llu elements): %s", t->params[p].name,
                             (unsigned long long)t->params[p].n, sq_error_message(&werr));

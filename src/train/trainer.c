@@ -207,7 +207,10 @@ static int open_state(train_state *s, sq_error *err)
         sq_world_config wc = {.topo = c->topo, .scheme = c->scheme, .elements = s->meta[p].n,
                               .seed = c->seed ^ ((uint64_t)p << 40), .device = c->device};
         sq_error werr = {0};
-        int rc = sq_world_open(&wc, &q->w, &werr);
+        /* per-tensor rules (DeepSpeed's qgZ, qwZ) resolved for this tensor */
+        int rc = sq_scheme_for_tensor(&c->scheme, &c->topo, s->meta[p].shape, s->meta[p].ndim,
+                                      &wc.scheme, &werr);
+        if (rc == SQ_OK) rc = sq_world_open(&wc, &q->w, &werr);
         if (rc)
             return sq_error_set(err, rc, "param '%s' (%llu elements): %s", s->meta[p].name,
                                 (unsigned long long)s->meta[p].n, sq_error_message(&werr));
