@@ -300,21 +300,24 @@ extern "C" int sq_cuda_dequantize(sq_cuda *d, const sq_codec *c, const sq_qbuf *
 
 extern "C" int sq_cuda_sum_requant(sq_cuda *d, const sq_codec *c_in, const sq_qbuf *chunks,
                                    int k, uint64_t n, const sq_codec *c_out,
-                                   const sq_rng_key *key, const sq_qbuf *out)
+                                   const sq_rng_key *key, const sq_qbuf *out, int f16)
 {
     sqk_env env;
     int rc = begin(d, sqk_sum_requant_scratch(c_in, k, n, c_out), &env);
     if (rc != SQ_OK) return rc;
-    return end(d, &env, sqk_sum_requant(&env, c_in, chunks, k, n, c_out, key, out));
+    return end(d, &env,
+               f16 ? sqk_sum_requant_f16(&env, c_in, chunks, k, n, c_out, key, out)
+                   : sqk_sum_requant(&env, c_in, chunks, k, n, c_out, key, out));
 }
 
 extern "C" int sq_cuda_sum(sq_cuda *d, const sq_codec *c, const sq_qbuf *chunks, int k,
-                           uint64_t n, float *out)
+                           uint64_t n, float *out, int f16)
 {
     sqk_env env;
     int rc = begin(d, 0, &env);
     if (rc != SQ_OK) return rc;
-    return end(d, &env, sqk_sum(&env, c, chunks, k, n, out));
+    return end(d, &env, f16 ? sqk_sum_f16(&env, c, chunks, k, n, out)
+                            : sqk_sum(&env, c, chunks, k, n, out));
 }
 
 /* The elementwise operations: n > 0 (backend.c returns before for n = 0). */

@@ -118,3 +118,11 @@ extern "C" int sqk_sum(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, i
 {
     return sum_chunks_batched(env, kcodec(c, n), chunks, k, n, out, true);
 }
+
+extern "C" int sqk_sum_f16(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k,
+                           uint64_t n, float *out)
+{
+    KCodec kc = kcodec(c, n);
+    kc.f16 = 1;
+    return sum_chunks_batched(env, kc, chunks, k, n, out, true);
+}

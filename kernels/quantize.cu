@@ -390,14 +390,15 @@ extern "C" uint64_t sqk_sum_requant_scratch(const sq_codec *c_in, int k, uint64_
     return sum_scratch(k, n) + key_scratch(co, n);
 }
 
-extern "C" int sqk_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, int k,
-                               uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
-                               const sq_qbuf *out)
+static int sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                       uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                       const sq_qbuf *out, int f16)
 {
     if (n == 0) return SQ_OK;
     /* the middle hop stays in the transformed domain */
     KCodec ci = kcodec(c_in, n);
     ci.h = 0;
+    ci.f16 = f16;
     QuantArgs a = quant_args(env, c_out, n, key, out);
     a.c.h = 0;
     a.nf_flag = SQK_FLAG_RANGE; /* a sum past fp32 */
@@ -411,4 +412,18 @@ extern "C" int sqk_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf
     if (rc != SQ_OK) return rc;
     a.x = sum;
     return run_quantize<SRC_X>(env, a, static_cast<char *>(env->scratch) + sum_scratch(k, n));
+}
+
+extern "C" int sqk_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                               uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                               const sq_qbuf *out)
+{
+    return sum_requant(env, c_in, chunks, k, n, c_out, key, out, 0);
+}
+
+extern "C" int sqk_sum_requant_f16(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks,
+                                   int k, uint64_t n, const sq_codec *c_out,
+                                   const sq_rng_key *key, const sq_qbuf *out)
+{
+    return sum_requant(env, c_in, chunks, k, n, c_out, key, out, 1);
 }

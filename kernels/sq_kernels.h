@@ -68,6 +68,14 @@ int sqk_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, i
                     const sq_qbuf *out);
 int sqk_sum(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
             float *out);
+/* The same two sums in fp16 (sq_dequant_sum_f16, sq_dequant_sum_requant_f16;
+** the codecs carry no Hadamard transform, and the scratch is
+** sqk_sum_requant_scratch's). */
+int sqk_sum_requant_f16(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                        uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                        const sq_qbuf *out);
+int sqk_sum_f16(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
+                float *out);
 
 /* The elementwise operations of backend.h (elementwise.cu); out may equal
 ** an input. Non-finite input sets SQK_FLAG_NONFINITE, a non-finite result

@@ -31,6 +31,7 @@ inline KCodec kcodec(const sq_codec *c, uint64_t n)
     k.sr = c->round == SQ_ROUND_SR;
     k.h = c->hadamard;
     k.dtype = (int)c->scale;
+    k.f16 = 0;
     sq_code_range l = sq_hd_code_range(k.minmax, c->bits, c->levels == SQ_LEVELS_DEEPSPEED);
     k.qm = l.qm;
     k.qlo = l.qlo;

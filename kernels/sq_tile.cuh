@@ -67,6 +67,7 @@ struct KCodec {
     int sr;         /* round=sr */
     int h;          /* Hadamard size, 0 when off */
     int dtype;      /* scale dtype: 0 fp32, 1 bf16, 2 fp16 */
+    int f16;        /* sums of decoded chunks in fp16 (sq_hd_acc_f16) */
     float qm, qlo, qhi;
 };
 
@@ -213,11 +214,27 @@ SQK_UNROLL
 }
 
 /* v = acc + D(chunks[0]) + D(chunks[1]) + ..., in fp32 in chunk order; with
-** acc NULL, D(chunks[0]) + D(chunks[1]) + ... as the C reference sums. */
+** acc NULL, D(chunks[0]) + D(chunks[1]) + ... as the C reference sums.
+** c.f16: in fp16 from acc, or from +0 (sq_hd_acc_f16). */
 SQK_DEV void sum8(const KCodec &c, const Chunks &in, const float *acc, uint64_t e0, uint64_t n,
                   float v[EPT])
 {
     int i = 0;
+    if (c.f16) {
+        if (acc) {
+            load8(acc, e0, n, v);
+        } else {
+SQK_UNROLL
+            for (int j = 0; j < EPT; j++) v[j] = 0.0f;
+        }
+        for (; i < in.k; i++) {
+            float d[EPT];
+            decode8(c, in.codes[i], in.scales[i], in.offsets[i], e0, n, d);
+SQK_UNROLL
+            for (int j = 0; j < EPT; j++) v[j] = sq_hd_acc_f16(v[j], d[j]);
+        }
+        return;
+    }
     if (acc) {
         load8(acc, e0, n, v);
     } else {

@@ -147,14 +147,34 @@ END_TEST
 /* The measured step on a world                                             */
 /* ------------------------------------------------------------------------ */
 
-static sq_world *open_world(const char *preset, int K, int G, uint64_t n)
+static sq_world *open_world_set(const char *preset, const char *set, int K, int G, uint64_t n)
 {
     sq_world_config wc = {.topo = {K, G}, .elements = n, .seed = 11};
     sq_error err = {0};
     ck_assert_msg(sq_scheme_preset(preset, &wc.scheme, &err) == 0, "%s", err.msg);
+    for (const char *p = set; p && *p;) {
+        /* "a=b;c=d" */
+        char kv[64];
+        size_t len = strcspn(p, ";");
+        snprintf(kv, sizeof kv, "%.*s", (int)len, p);
+        ck_assert_msg(sq_scheme_set(&wc.scheme, kv, &err) == 0, "%s", err.msg);
+        p += len + (p[len] == ';');
+    }
+    if (sq_scheme_per_tensor(&wc.scheme)) {
+        /* per-tensor rules (zeropp8): the model as one 1-D tensor */
+        const uint64_t shape[1] = {n};
+        sq_scheme one;
+        ck_assert_int_eq(sq_scheme_for_tensor(&wc.scheme, &wc.topo, shape, 1, &one, &err), 0);
+        wc.scheme = one;
+    }
     sq_world *w;
     ck_assert_msg(sq_world_open(&wc, &w, &err) == 0, "%s", err.msg);
     return w;
+}
+
+static sq_world *open_world(const char *preset, int K, int G, uint64_t n)
+{
+    return open_world_set(preset, NULL, K, G, n);
 }
 
 static void fill(float *x, uint64_t n, uint64_t seed)
@@ -219,7 +239,8 @@ END_TEST
 START_TEST(test_step_copies_and_clipping)
 {
     enum { N = 512 };
-    sq_world *w = open_world("ulq", 1, 4, N); /* 4-bit RTN, DeepSpeed levels */
+    /* 4-bit RTN, DeepSpeed levels (ulq before it became SDP4Bit's SR ULq) */
+    sq_world *w = open_world_set("ulq", "grad.round=rtn;grad.levels=deepspeed", 1, 4, N);
     static float g[N], tmp[N], div[N];
     static double exact[4 * N], g64[N];
     fill(g, N, 7);
@@ -242,7 +263,7 @@ END_TEST
 START_TEST(test_step_weight_clipped)
 {
     enum { N = 256 };
-    sq_world *w = open_world("zeropp8", 1, 2, N); /* int8 RTN, DeepSpeed levels */
+    sq_world *w = open_world("zeropp8", 1, 2, N); /* int8 RTN, DeepSpeed levels (qwZ) */
     static float m[N], what[N], tmp[N];
     fill(m, N, 3);
     fill(what, N, 4);

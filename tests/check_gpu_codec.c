@@ -155,6 +155,7 @@ static int gpu_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, 
 static const eq_backend gpu = {"cuda:0", gpu_quantize_as, gpu_dequantize_as, gpu_sum_requant,
                                gpu_sum};
 
+
 static sq_codec codec(const char *spec)
 {
     sq_codec c;
@@ -168,6 +169,69 @@ static int run(eq_op op, const char *spec, uint64_t n, eq_dist dist, uint64_t se
 {
     return eq_run_spec(&gpu, op, spec, n, dist, seed, k, spec_out);
 }
+
+/* The fp16 sums of qgZ (sq_dequant_sum_f16 and its requantizing twin): the
+** GPU against the C reference, bytes and status. */
+static int f16_gpu_case(const char *spec, const char *spec_out, uint64_t n, int k, float mag,
+                        uint64_t seed)
+{
+    const sq_codec c = codec(spec), co = spec_out ? codec(spec_out) : c;
+    sq_qbuf *chunks = calloc((size_t)k, sizeof *chunks);
+    float *x = malloc(n * sizeof *x);
+    const sq_rng_key key = {seed, 7, 3, 2};
+    for (int i = 0; i < k; i++) {
+        eq_fill(x, n, EQ_NORMAL, seed * 100 + (uint64_t)i);
+        for (uint64_t j = 0; j < n; j++) x[j] *= mag * (j % 7 == 3 ? 1e-6f : 1.0f);
+        ck_assert_int_eq(sq_qbuf_alloc(&c, n, &chunks[i]), SQ_OK);
+        ck_assert_int_eq(sq_quantize(&c, x, n, &key, &chunks[i]), SQ_OK);
+    }
+    sq_qbuf *dc = calloc((size_t)k, sizeof *dc);
+    for (int i = 0; i < k; i++) dc[i] = qbuf_put(&c, &chunks[i], n);
+    int bad = 0;
+    if (!spec_out) {
+        float *want = calloc(n, sizeof *want), *got = calloc(n, sizeof *got);
+        int rc_ref = sq_dequant_sum_f16(&c, chunks, k, n, want);
+        float *dout = dev_put(got, n * 4, 4);
+        int rc = sq_backend_dequant_sum_f16(g_be, &c, dc, k, n, dout);
+        dev_get(got, dout, n * 4);
+        bad += rc != rc_ref || (rc == SQ_OK && memcmp(want, got, n * 4) != 0);
+        free(want), free(got);
+    } else {
+        sq_qbuf want, got;
+        ck_assert_int_eq(sq_qbuf_alloc(&co, n, &want), SQ_OK);
+        ck_assert_int_eq(sq_qbuf_alloc(&co, n, &got), SQ_OK);
+        int rc_ref = sq_dequant_sum_requant_f16(&c, chunks, k, n, &co, &key, &want);
+        sq_qbuf dout = qbuf_put(&co, &got, n);
+        int rc = sq_backend_dequant_sum_requant_f16(g_be, &c, dc, k, n, &co, &key, &dout);
+        qbuf_get(&co, &got, &dout, n);
+        bad += rc != rc_ref ||
+               (rc == SQ_OK && (memcmp(want.codes, got.codes, sq_codec_code_bytes(&co, n)) ||
+                                memcmp(want.scales, got.scales, sq_codec_scale_bytes(&co, n))));
+        sq_qbuf_free(&want), sq_qbuf_free(&got);
+    }
+    if (bad) fprintf(stderr, "f16 %s%s%s k %d n %llu differs\n", spec, spec_out ? " -> " : "",
+                     spec_out ? spec_out : "", k, (unsigned long long)n);
+    arena_free();
+    for (int i = 0; i < k; i++) sq_qbuf_free(&chunks[i]);
+    free(chunks), free(dc), free(x);
+    return bad;
+}
+
+START_TEST(test_f16_sums)
+{
+    const char *ds = "bits=4,group=768,round=rtn,levels=deepspeed";
+    int bad = 0;
+    bad += f16_gpu_case(ds, NULL, 3 << 20, 2, 1.0f, 1);
+    bad += f16_gpu_case(ds, ds, 3 << 20, 8, 1.0f, 2);
+    bad += f16_gpu_case("bits=4,group=7,round=rtn,levels=deepspeed", NULL, 100003, 3, 3.0f, 3);
+    bad += f16_gpu_case("bits=8,group=128,round=sr,scale=fp16", "bits=4,group=32,round=sr",
+                        100003, 5, 0.01f, 4);
+    bad += f16_gpu_case(ds, NULL, 76800, 70, 1.0f, 5); /* batches of chunks */
+    bad += f16_gpu_case(ds, ds, 76800, 70, 1.0f, 6);
+    bad += f16_gpu_case(ds, ds, 7680, 4, 60000.0f, 7); /* past fp16: SQ_ERR_RANGE */
+    ck_assert_int_eq(bad, 0);
+}
+END_TEST
 
 /* ------------------------------------------------------------------------ */
 /* The matrix at several sizes                                              */
@@ -586,6 +650,7 @@ int main(void)
     tcase_add_test(tc, test_large);
     tcase_add_test(tc, test_misaligned);
     tcase_add_test(tc, test_paths);
+    tcase_add_test(tc, test_f16_sums);
     tcase_add_test(tc, test_status);
     tcase_add_test(tc, test_deferred);
     tcase_add_test(tc, test_device_errors);

@@ -26,6 +26,16 @@ static float *run(const char *device, const char *preset, const char *set, int K
     ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, &err), SQ_OK);
     if (K > 1 && G > 1) ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.pipe=2", &err), SQ_OK);
     if (set) ck_assert_msg(sq_scheme_set(&cfg.scheme, set, &err) == SQ_OK, "%s", err.msg);
+    if (sq_scheme_per_tensor(&cfg.scheme)) {
+        /* per-tensor rules: one tensor of 2-D shape when it has one, else 1-D */
+        uint64_t shape[2] = {n / 1024, 1024};
+        int ndim = n % 1024 ? 1 : 2;
+        if (ndim == 1) shape[0] = n;
+        sq_scheme one;
+        ck_assert_msg(sq_scheme_for_tensor(&cfg.scheme, &cfg.topo, shape, ndim, &one, &err) == SQ_OK,
+                      "%s", err.msg);
+        cfg.scheme = one;
+    }
     cfg.elements = n;
     cfg.seed = 12345;
     cfg.device = device;
@@ -99,6 +109,26 @@ START_TEST(test_recon_cpu_equals_gpu)
                           "%s %s cpu vs GPUs: %s", presets[p], sets[k], msg);
             free(a), free(b);
         }
+/* The per-tensor presets on a 2-D tensor that qgZ quantizes (fp16 sums). */
+START_TEST(test_world_per_tensor_2d)
+{
+    static const int kg[][2] = {{2, 4}, {4, 2}, {2, 2}};
+    for (size_t p = 0; p < sq_scheme_npresets; p++) {
+        sq_scheme s;
+        ck_assert_int_eq(sq_scheme_preset(sq_scheme_presets[p], &s, NULL), SQ_OK);
+        if (!sq_scheme_per_tensor(&s)) continue;
+        for (size_t t = 0; t < 3; t++) {
+            const char *preset = sq_scheme_presets[p];
+            size_t la, lb;
+            float *a = run("cpu", preset, NULL, kg[t][0], kg[t][1], 96 * 1024, 2, &la);
+            float *b = run("cuda:0", preset, NULL, kg[t][0], kg[t][1], 96 * 1024, 2, &lb);
+            char msg[256];
+            ck_assert_uint_eq(la, lb);
+            ck_assert_msg(sqt_bytes_equal(a, b, la * sizeof(float), msg, sizeof msg),
+                          "%s %dx%d (96 x 1024) cpu vs cuda:0: %s", preset, kg[t][0], kg[t][1], msg);
+            free(a), free(b);
+        }
+    }
 }
 END_TEST
 
@@ -113,6 +143,7 @@ int main(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_world_cpu_equals_gpu);
     tcase_add_test(tc, test_recon_cpu_equals_gpu);
+    tcase_add_test(tc, test_world_per_tensor_2d);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */

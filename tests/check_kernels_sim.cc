@@ -327,6 +327,99 @@ START_TEST(test_misaligned)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* The fp16 sums of qgZ                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* k chunks of n elements quantized by the C reference under spec (values of
+** magnitude mag), then summed in fp16 by the reference and by the kernels:
+** the same status and, on success, the same bytes. With spec_out, the sum
+** is requantized. Returns the number of differences. */
+static int f16_case(const char *spec, const char *spec_out, uint64_t n, int k, float mag,
+                    uint64_t seed)
+{
+    const sq_codec c = codec(spec);
+    const sq_codec co = spec_out ? codec(spec_out) : c;
+    std::vector<sq_qbuf> chunks((size_t)k);
+    std::vector<float> x(n);
+    uint64_t st = seed * 0x9e3779b97f4a7c15ull + 1;
+    const sq_rng_key key = {seed, 7, 3, 2};
+    for (int i = 0; i < k; i++) {
+        for (uint64_t j = 0; j < n; j++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            float u = (float)(st >> 40) * 0x1p-24f - 0.5f;
+            x[j] = u * mag * (j % 13 == 0 ? 64.0f : 1.0f) * (j % 7 == 3 ? 1e-6f : 1.0f);
+        }
+        sq_qbuf_alloc(&c, n, &chunks[(size_t)i]);
+        if (sq_quantize(&c, x.data(), n, &key, &chunks[(size_t)i]) != SQ_OK) abort();
+    }
+    int bad = 0;
+    if (!spec_out) {
+        std::vector<float> want(n), got(n);
+        int rc_ref = sq_dequant_sum_f16(&c, chunks.data(), k, n, want.data());
+        SimDevice d;
+        sqk_env e = d.env();
+        int rc_sim = finish(d, e, sqk_sum_f16(&e, &c, chunks.data(), k, n, got.data()));
+        if (rc_ref != rc_sim) {
+            fprintf(stderr, "f16 sum %s k %d: status %d vs %d\n", spec, k, rc_ref, rc_sim);
+            bad++;
+        } else if (rc_ref == SQ_OK && memcmp(want.data(), got.data(), n * 4) != 0) {
+            fprintf(stderr, "f16 sum %s k %d: bytes differ\n", spec, k);
+            bad++;
+        }
+        for (uint64_t j = 0; rc_ref == SQ_OK && j < n; j++)
+            if (sq_f16_to_f32(sq_f32_to_f16(want[j])) != want[j]) {
+                fprintf(stderr, "f16 sum %s: element %llu is not an fp16 value\n", spec,
+                        (unsigned long long)j);
+                bad++;
+                break;
+            }
+    } else {
+        sq_qbuf want, got;
+        sq_qbuf_alloc(&co, n, &want);
+        sq_qbuf_alloc(&co, n, &got);
+        int rc_ref = sq_dequant_sum_requant_f16(&c, chunks.data(), k, n, &co, &key, &want);
+        SimDevice d;
+        d.reserve(sqk_sum_requant_scratch(&c, k, n, &co));
+        sqk_env e = d.env();
+        int rc_sim = finish(d, e, sqk_sum_requant_f16(&e, &c, chunks.data(), k, n, &co, &key, &got));
+        if (rc_ref != rc_sim) {
+            fprintf(stderr, "f16 sum-requant %s k %d: status %d vs %d\n", spec, k, rc_ref, rc_sim);
+            bad++;
+        } else if (rc_ref == SQ_OK &&
+                   (memcmp(want.codes, got.codes, sq_codec_code_bytes(&co, n)) != 0 ||
+                    memcmp(want.scales, got.scales, sq_codec_scale_bytes(&co, n)) != 0)) {
+            fprintf(stderr, "f16 sum-requant %s k %d: bytes differ\n", spec, k);
+            bad++;
+        }
+        sq_qbuf_free(&want);
+        sq_qbuf_free(&got);
+    }
+    for (int i = 0; i < k; i++) sq_qbuf_free(&chunks[(size_t)i]);
+    return bad;
+}
+
+START_TEST(test_f16_sums)
+{
+    int failures = 0;
+    const char *ds = "bits=4,group=768,round=rtn,levels=deepspeed";
+    failures += f16_case(ds, nullptr, 6144, 2, 1.0f, 1);
+    failures += f16_case(ds, ds, 6144, 4, 1.0f, 2);
+    failures += f16_case("bits=4,group=7,round=rtn,levels=deepspeed", nullptr, 2051, 3, 3.0f, 3);
+    failures += f16_case("bits=4,group=12,round=rtn,levels=deepspeed",
+                         "bits=4,group=12,round=rtn,levels=deepspeed", 1201, 5, 0.01f, 4);
+    failures += f16_case("bits=8,group=128,round=sr,scale=fp16", "bits=4,group=32,round=sr", 4099,
+                         3, 1.0f, 5);
+    /* more chunks than one kernel argument holds: batches continue in fp16 */
+    failures += f16_case(ds, nullptr, 1536, SQK_MAX_CHUNKS + 5, 1.0f, 6);
+    failures += f16_case(ds, ds, 1536, SQK_MAX_CHUNKS + 5, 1.0f, 7);
+    /* sums past fp16's range: an infinity, SQ_ERR_RANGE on both */
+    failures += f16_case(ds, nullptr, 1024, 4, 60000.0f, 8);
+    failures += f16_case(ds, ds, 1024, 4, 60000.0f, 9);
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Statuses                                                                 */
 /* ------------------------------------------------------------------------ */
 
@@ -588,6 +681,7 @@ int main(void)
     tcase_add_test(tc, test_group_paths);
     tcase_add_test(tc, test_chunks);
     tcase_add_test(tc, test_misaligned);
+    tcase_add_test(tc, test_f16_sums);
     tcase_add_test(tc, test_status);
     tcase_add_test(tc, test_empty);
     suite_add_tcase(s, tc);

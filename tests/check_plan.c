@@ -39,6 +39,13 @@ static sq_world_config make_config(const topo3 *t, const char *preset, uint64_t 
         snprintf(kv, sizeof kv, "grad.pipe=%d", t->pipe);
         ck_assert_msg(sq_scheme_set(&cfg.scheme, kv, &e) == SQ_OK, "%s", e.msg);
     }
+    if (sq_scheme_per_tensor(&cfg.scheme)) {
+        /* per-tensor rules (zeropp8, qgz, qwz): the model as one 1-D tensor */
+        const uint64_t shape[1] = {n};
+        sq_scheme one;
+        ck_assert_int_eq(sq_scheme_for_tensor(&cfg.scheme, &cfg.topo, shape, 1, &one, &e), SQ_OK);
+        cfg.scheme = one;
+    }
     cfg.elements = n;
     cfg.seed = 4242;
     cfg.dry = dry;

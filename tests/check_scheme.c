@@ -96,10 +96,29 @@ static void expect_int4_weights(const sq_scheme *s, sq_weight_mode mode)
 static void expect_ulq_grads(const sq_scheme *s)
 {
     ck_assert_int_eq(s->grad_mode, SQ_GRAD_TWOLEVEL);
+    /* SDP4Bit's public ULq: SR, 15 levels, groups of 128, no transform */
+    expect_codec_wire(&s->grad_intra, "grad.intra", 4, SQ_KIND_SYM, 128, SQ_ROUND_SR, 0,
+                      SQ_LEVELS_SDP4BIT);
+    expect_codec_wire(&s->grad_inter, "grad.inter", 4, SQ_KIND_SYM, 128, SQ_ROUND_SR, 0,
+                      SQ_LEVELS_SDP4BIT);
+    ck_assert_int_eq(s->grad_dtype, SQ_GRAD_FP32);
+    ck_assert_int_eq(s->grad_fallback, SQ_FALLBACK_NONE);
+    ck_assert_int_eq(s->grad_intra.rule, SQ_GROUP_FIXED);
+}
+
+/* DeepSpeed's qgZ: RTN, DeepSpeed levels, the per-tensor group rule, fp16
+** arithmetic, its fallbacks. */
+static void expect_qgz_grads(const sq_scheme *s)
+{
+    ck_assert_int_eq(s->grad_mode, SQ_GRAD_TWOLEVEL);
     expect_codec_wire(&s->grad_intra, "grad.intra", 4, SQ_KIND_SYM, 128, SQ_ROUND_RTN, 0,
                       SQ_LEVELS_DEEPSPEED);
     expect_codec_wire(&s->grad_inter, "grad.inter", 4, SQ_KIND_SYM, 128, SQ_ROUND_RTN, 0,
                       SQ_LEVELS_DEEPSPEED);
+    ck_assert_int_eq(s->grad_intra.rule, SQ_GROUP_QGZ);
+    ck_assert_int_eq(s->grad_inter.rule, SQ_GROUP_QGZ);
+    ck_assert_int_eq(s->grad_dtype, SQ_GRAD_FP16);
+    ck_assert_int_eq(s->grad_fallback, SQ_FALLBACK_QGZ);
 }
 
 static void expect_tlq_grads(const sq_scheme *s, int hadamard)
@@ -148,9 +167,10 @@ static sq_scheme set_changes(const char *from, const char *assignment, const cha
 START_TEST(test_preset_list)
 {
     static const char *const want[] = {"baseline", "qw",     "qwd",     "ulq",  "tlq",
-                                       "tlqhs",    "sdp4bit", "zeropp", "zeropp8", "qsdp"};
-    ck_assert_uint_eq(sq_scheme_npresets, 10);
-    for (size_t i = 0; i < 10; i++) ck_assert_str_eq(sq_scheme_presets[i], want[i]);
+                                       "tlqhs",    "sdp4bit", "zeropp", "zeropp8", "qsdp",
+                                       "qgz",      "qwz"};
+    ck_assert_uint_eq(sq_scheme_npresets, 12);
+    for (size_t i = 0; i < 12; i++) ck_assert_str_eq(sq_scheme_presets[i], want[i]);
 }
 END_TEST
 
@@ -215,7 +235,18 @@ START_TEST(test_preset_combined)
     ck_assert_int_eq(s.weight_mode, SQ_WEIGHT_DIRECT);
     expect_codec_wire(&s.weight, "weight", 8, SQ_KIND_SYM, 4096, SQ_ROUND_RTN, 0,
                       SQ_LEVELS_DEEPSPEED);
-    expect_ulq_grads(&s);
+    ck_assert_int_eq(s.weight.rule, SQ_GROUP_QWZ);
+    expect_qgz_grads(&s);
+
+    s = preset_ok("qgz");
+    expect_baseline_weights(&s);
+    expect_qgz_grads(&s);
+
+    s = preset_ok("qwz");
+    expect_codec_wire(&s.weight, "weight", 8, SQ_KIND_SYM, 4096, SQ_ROUND_RTN, 0,
+                      SQ_LEVELS_DEEPSPEED);
+    ck_assert_int_eq(s.weight.rule, SQ_GROUP_QWZ);
+    expect_baseline_grads(&s);
 
     s = preset_ok("qsdp");
     ck_assert_int_eq(s.weight_mode, SQ_WEIGHT_DIRECT);
@@ -471,7 +502,7 @@ START_TEST(test_validate_accepts)
         {"tlq", "grad.hadamard=32", NULL},
         {"qw", "weight.group=64", "weight.hadamard=32"},
         {"qsdp", "weight.bits=1", NULL},             /* minmax at 1 bit */
-        {"zeropp", "grad.bits=1", NULL},             /* deepspeed levels at 1 bit */
+        {"zeropp8", "grad.bits=1", NULL},            /* deepspeed levels at 1 bit */
         {"ulq", "grad.bits=32", NULL},               /* unquantized two-level, no transform */
         {"baseline", "weight.hadamard=64", "weight.group=48"}, /* ignored on a raw wire */
     };
@@ -513,9 +544,12 @@ START_TEST(test_format_lists_every_knob)
         }
         ck_assert_uint_eq(k, sq_scheme_nknobs);
     }
-    /* 1 + 7 + 1 (weight.recon) + 1 + 7 + 7 + 2 + 2 (layout) knobs */
-    ck_assert_uint_eq(sq_scheme_nknobs, 28);
+    /* 1 + 7 + 1 (weight.recon) + 1 + 7 + 7 + 2 + 2 (grad.dtype, fallback) + 2 (layout) knobs */
+    ck_assert_uint_eq(sq_scheme_nknobs, 30);
     ck_assert_str_eq(sq_scheme_knobs[0].key, "weight.mode");
+    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 5].key, "grad.mean");
+    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 4].key, "grad.dtype");
+    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 3].key, "grad.fallback");
     ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 1].key, "layout.bucket");
 }
 END_TEST
@@ -534,7 +568,8 @@ START_TEST(test_format_text)
                      "grad.intra.levels=sdp4bit,grad.intra.scale=fp32,grad.inter.bits=4,"
                      "grad.inter.kind=sym,grad.inter.group=128,grad.inter.round=sr,"
                      "grad.inter.hadamard=32,grad.inter.levels=sdp4bit,grad.inter.scale=fp32,"
-                     "grad.pipe=1,grad.mean=1,layout=bucket,layout.bucket=40000000");
+                     "grad.pipe=1,grad.mean=1,grad.dtype=fp32,grad.fallback=none,"
+                     "layout=bucket,layout.bucket=40000000");
     /* truncation: the length it would need, a terminated prefix */
     char small[16];
     int n = sq_scheme_format(&s, small, sizeof small);
@@ -568,8 +603,8 @@ START_TEST(test_format_equal_schemes)
     set_ok(&x, "grad.mode=twolevel");
     set_ok(&x, "grad.bits=4");
     set_ok(&x, "grad.group=128");
-    set_ok(&x, "grad.round=rtn");
-    set_ok(&x, "grad.levels=deepspeed");
+    set_ok(&x, "grad.round=sr");
+    set_ok(&x, "grad.levels=sdp4bit");
     format_ok(&x, a);
     format_ok(&y, b);
     ck_assert_str_eq(a, b);
@@ -613,7 +648,13 @@ START_TEST(test_get)
     sq_scheme_get(&s, "weight.bits", v, sizeof v);
     ck_assert_str_eq(v, "8");
     sq_scheme_get(&s, "weight.group", v, sizeof v);
-    ck_assert_str_eq(v, "4096");
+    ck_assert_str_eq(v, "qwz");
+    sq_scheme_get(&s, "grad.intra.group", v, sizeof v);
+    ck_assert_str_eq(v, "qgz");
+    sq_scheme_get(&s, "grad.dtype", v, sizeof v);
+    ck_assert_str_eq(v, "fp16");
+    sq_scheme_get(&s, "grad.fallback", v, sizeof v);
+    ck_assert_str_eq(v, "qgz");
     sq_scheme_get(&s, "weight.levels", v, sizeof v);
     ck_assert_str_eq(v, "deepspeed");
     sq_scheme_get(&s, "grad.mode", v, sizeof v);

@@ -43,6 +43,13 @@ static sq_world *open_world(int K, int G, const char *preset, const char *const 
     ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, &err), SQ_OK);
     for (int i = 0; sets && sets[i]; i++)
         ck_assert_msg(sq_scheme_set(&cfg.scheme, sets[i], &err) == SQ_OK, "%s", err.msg);
+    if (sq_scheme_per_tensor(&cfg.scheme)) {
+        /* per-tensor rules (zeropp8, qgz, qwz): the model as one 1-D tensor */
+        const uint64_t shape[1] = {n};
+        sq_scheme one;
+        ck_assert_int_eq(sq_scheme_for_tensor(&cfg.scheme, &cfg.topo, shape, 1, &one, &err), SQ_OK);
+        cfg.scheme = one;
+    }
     cfg.elements = n;
     cfg.seed = seed;
     cfg.dry = dry;

@@ -18,12 +18,12 @@ world() {
   "$SHARDQ" world "$@" >"$sq_out"
 }
 
-PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
+PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp qgz qwz"
 KNOBS="weight.mode weight.bits weight.kind weight.group weight.round weight.hadamard
 weight.levels weight.scale weight.recon grad.mode grad.intra.bits grad.intra.kind grad.intra.group
 grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale grad.inter.bits
 grad.inter.kind grad.inter.group grad.inter.round grad.inter.hadamard grad.inter.levels
-grad.inter.scale grad.pipe grad.mean layout layout.bucket"
+grad.inter.scale grad.pipe grad.mean grad.dtype grad.fallback layout layout.bucket"
 
 # ---------------------------------------------------------------------------
 # Help
@@ -47,7 +47,7 @@ for p in $PRESETS; do
   ok "schemes lists preset $p" grep -q "^  $p  *[a-zA-Z0-9]" "$T/schemes.txt"
 done
 ok "the table heads one column per preset" \
-  grep -q "^  *baseline  *qw  *qwd  *ulq  *tlq  *tlqhs  *sdp4bit  *zeropp  *zeropp8  *qsdp *$" "$T/schemes.txt"
+  grep -q "^  *baseline  *qw  *qwd  *ulq  *tlq  *tlqhs  *sdp4bit  *zeropp  *zeropp8  *qsdp  *qgz  *qwz *$" "$T/schemes.txt"
 for k in $KNOBS; do
   ok "schemes has a row and a description for $k" \
     sh -c 'grep -q "^$0 " "$1" && grep -q "^  $0  *[^ ]" "$1"' "$k" "$T/schemes.txt"
@@ -55,7 +55,7 @@ done
 ok "the sdp4bit column: 4-bit diff weights" grep -q "^weight.mode  *direct  *-  *diff  *-  *-  *-  *diff " "$T/schemes.txt"
 
 ok "schemes --json runs" sh -c '"$0" schemes --json >"$1/schemes.json"' "$SHARDQ" "$T"
-pyjson "schemes --json is valid JSON with the 10 presets in order" "$T/schemes.json" '
+pyjson "schemes --json is valid JSON with the 12 presets in order" "$T/schemes.json" '
 names = [p["name"] for p in d["presets"]]
 assert names == "'"$PRESETS"'".split(), names'
 pyjson "schemes --json: every preset has every knob, and the knob list" "$T/schemes.json" '
@@ -335,6 +335,18 @@ expect_fail_with 2 "overflow the 64-bit traffic counters" "$SHARDQ" world --work
   --elements 1125899906842624 --scheme zeropp --set grad.group=1
 expect_fail_with 2 "overflow the 64-bit traffic counters" "$SHARDQ" world --workers 4096x1 \
   --elements 1125899906842624 --scheme baseline
+# per-tensor schemes: the model is one tensor (--shape, default 1-D), its rules
+# resolved for it (DeepSpeed: qgZ groups of numel / max(rows, cols, N), qwZ blocks)
+ok "world zeropp8 --shape 768,3072 on 2x4" world "$T/zpp8.txt" --workers 2x4 --scheme zeropp8 \
+  --shape 768,3072
+ok "  qgZ groups of 768, fp16 sums, qwZ blocks of 6144" sh -c 'grep -q "grad.intra.group=768," "$0" &&
+  grep -q "grad.dtype=fp16" "$0" && grep -q "weight.group=6144," "$0" && grep -q "path twolevel" "$0"' "$T/zpp8.txt"
+ok "world zeropp8, 1-D: the gradients take the fp32 ring" world "$T/zpp8-1d.txt" --workers 2x4 \
+  --scheme zeropp8 --elements 4096
+ok "  path ring, fp32" sh -c 'grep -q "path ring" "$0" && grep -q "grad.intra.bits=32" "$0"' "$T/zpp8-1d.txt"
+expect_fail_with 2 "no qgZ group" "$SHARDQ" world --workers 2x4 --scheme qgz --set grad.fallback=none \
+  --elements 4096
+expect_fail_with 2 "--shape" "$SHARDQ" world --workers 2x4 --scheme qgz --shape 4,0
 # buffers larger than the machine's memory: refused, not filled until killed
 expect_fail_with 1 "GB of memory; use fewer elements or workers" "$SHARDQ" world --run \
   --workers 64x64 --elements 2147483648 --steps 1

@@ -104,6 +104,14 @@ int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const s
                                    const sq_rng_key *key, sq_qbuf *out);
 int sq_backend_dequant_sum(sq_backend *be, const sq_codec *c, const sq_qbuf *chunks, int k,
                            uint64_t n, float *out);
+/* The fp16 arithmetic of DeepSpeed's qgZ (sq_dequant_sum_requant_f16,
+** sq_dequant_sum_f16). */
+int sq_backend_dequant_sum_requant_f16(sq_backend *be, const sq_codec *c_in,
+                                       const sq_qbuf *chunks, int k, uint64_t n,
+                                       const sq_codec *c_out, const sq_rng_key *key,
+                                       sq_qbuf *out);
+int sq_backend_dequant_sum_f16(sq_backend *be, const sq_codec *c, const sq_qbuf *chunks, int k,
+                               uint64_t n, float *out);
 
 /* ------------------------------------------------------------------------ */
 /* Elementwise operations                                                   */

@@ -350,6 +350,17 @@ int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k,
 int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
                    float *out);
 
+/* The fp16 arithmetic of DeepSpeed's qgZ: as the two above, but every
+** decoded value is rounded to fp16 and the sum runs in fp16 from +0 in
+** chunk order (each partial sum rounded to fp16), so out (or the values
+** requantized) are fp16 values held in fp32. A sum past fp16's range is an
+** infinity: SQ_ERR_RANGE. The Hadamard fields must be 0 (SQ_ERR_SPEC). */
+int sq_dequant_sum_requant_f16(const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                               uint64_t n, const sq_codec *c_out,
+                               const sq_rng_key *key, sq_qbuf *out);
+int sq_dequant_sum_f16(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
+                       float *out);
+
 /* ------------------------------------------------------------------------ */
 /* Time                                                                     */
 /* ------------------------------------------------------------------------ */

@@ -68,9 +68,19 @@ static inline int sq_topo_workers(const sq_topo *t) { return t->nodes * t->per_n
 
 /* A wire is a codec (bits 1..8) or an unquantized dtype: bits 16 is bf16,
 ** bits 32 is fp32 (then the codec's other fields are ignored). */
+/* How a wire's group size is chosen: the codec's group (fixed), or a
+** reference system's rule that sizes it per tensor from the tensor's shape
+** (sq_scheme_for_tensor resolves it; a world refuses an unresolved rule). */
+typedef enum sq_group_rule {
+    SQ_GROUP_FIXED = 0, /* codec.group elements */
+    SQ_GROUP_QGZ = 1,   /* DeepSpeed qgZ: numel / max(shape[0], shape[1], N) */
+    SQ_GROUP_QWZ = 2    /* DeepSpeed qwZ: CUDAQuantizer's block count of a partition */
+} sq_group_rule;
+
 typedef struct sq_wire {
     int bits;
-    sq_codec codec; /* codec.bits == bits when bits <= 8 */
+    sq_codec codec;     /* codec.bits == bits when bits <= 8 */
+    sq_group_rule rule; /* SQ_GROUP_FIXED unless a per-tensor rule sizes the groups */
 } sq_wire;
 
 static inline int sq_wire_raw(const sq_wire *w) { return w->bits > 8; }
@@ -107,6 +117,16 @@ typedef enum sq_grad_mode {
     SQ_GRAD_NONE = 3      /* one worker: no communication (never a knob's value) */
 } sq_grad_mode;
 
+/* The arithmetic of the gradient path. FP16 is DeepSpeed's qgZ: the input
+** is rounded to fp16, every decoded chunk and every partial sum too, so the
+** result holds fp16 values; it needs quantized hops without a transform. */
+typedef enum sq_grad_dtype { SQ_GRAD_FP32 = 0, SQ_GRAD_FP16 = 1 } sq_grad_dtype;
+
+/* Per-tensor fallbacks of a reference. QGZ: DeepSpeed's qgZ sends a 1-D
+** tensor, one whose numel is not a multiple of 2N, and every tensor of a
+** one-node world through the unquantized reduce-scatter. */
+typedef enum sq_grad_fallback { SQ_FALLBACK_NONE = 0, SQ_FALLBACK_QGZ = 1 } sq_grad_fallback;
+
 typedef struct sq_scheme {
     char preset[16];         /* the preset it started from */
     sq_weight_mode weight_mode;
@@ -119,6 +139,8 @@ typedef struct sq_scheme {
     int grad_mean;           /* 1: gradients pre-divided by N (a mean), 0: a sum */
     int layout;              /* sq_layout_kind (layout.h): flat buckets or a world per param */
     uint64_t bucket;         /* elements per bucket (layout.h), 0: one bucket */
+    sq_grad_dtype grad_dtype; /* what the gradient path computes in */
+    sq_grad_fallback grad_fallback; /* per-tensor fallbacks to the fp32 ring */
 } sq_scheme;
 
 /* The presets of DESIGN.md section 1, in the order `shardq schemes` lists. */
@@ -135,6 +157,18 @@ int sq_scheme_set(sq_scheme *s, const char *assignment, sq_error *err);
 ** with the reason (ring over a quantized wire, a Hadamard size that the
 ** groups do not hold, ...). */
 int sq_scheme_validate(const sq_scheme *s, sq_error *err);
+/* 1 when s has per-tensor rules (a group rule of a wire, or a fallback):
+** such a scheme runs only where each tensor is its own world. */
+int sq_scheme_per_tensor(const sq_scheme *s);
+/* The concrete scheme one tensor of this shape (ndim >= 1 sizes, row-major
+** as the framework reports it) runs under when each tensor is its own world
+** of topology topo: per-tensor group rules resolved to sizes, the
+** reference's fallbacks applied (a fallback becomes grad.mode=ring with
+** fp32 wires and fp32 arithmetic). Without per-tensor rules, *out = *s.
+** SQ_ERR_ARG for NULL arguments or a shape with no elements, SQ_ERR_SPEC
+** when a rule finds no group size for it. */
+int sq_scheme_for_tensor(const sq_scheme *s, const sq_topo *topo, const uint64_t *shape, int ndim,
+                         sq_scheme *out, sq_error *err);
 /* Canonical "key=value,..." text of every knob, fixed order. */
 int sq_scheme_format(const sq_scheme *s, char *buf, size_t len);
 #define SQ_SCHEME_STRLEN 1024

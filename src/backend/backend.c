@@ -311,7 +311,7 @@ int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const s
         (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
         (rc = sq_check_key(c_out, key)))
         return rc;
-    return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out));
+    return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out, 0));
 }
 
 int sq_backend_dequant_sum(sq_backend *be, const sq_codec *c, const sq_qbuf *chunks, int k,
@@ -321,7 +321,33 @@ int sq_backend_dequant_sum(sq_backend *be, const sq_codec *c, const sq_qbuf *chu
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
-    return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out));
+    return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out, 0));
+}
+
+int sq_backend_dequant_sum_requant_f16(sq_backend *be, const sq_codec *c_in,
+                                       const sq_qbuf *chunks, int k, uint64_t n,
+                                       const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out)
+{
+    if (be->kind == SQ_BACKEND_CPU)
+        return sq_dequant_sum_requant_f16(c_in, chunks, k, n, c_out, key, out);
+    int rc;
+    if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
+        (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
+        (rc = sq_check_key(c_out, key)))
+        return rc;
+    if (c_in->hadamard || c_out->hadamard) return SQ_ERR_SPEC;
+    return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out, 1));
+}
+
+int sq_backend_dequant_sum_f16(sq_backend *be, const sq_codec *c, const sq_qbuf *chunks, int k,
+                               uint64_t n, float *out)
+{
+    if (be->kind == SQ_BACKEND_CPU) return sq_dequant_sum_f16(c, chunks, k, n, out);
+    int rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
+    if (n && !out) return SQ_ERR_ARG;
+    if (c->hadamard) return SQ_ERR_SPEC;
+    return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out, 1));
 }
 
 /* ------------------------------------------------------------------------ */

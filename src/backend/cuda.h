@@ -38,11 +38,12 @@ int sq_cuda_quantize(sq_cuda *d, const sq_codec *c, const float *x, const float 
                      uint64_t n, const sq_rng_key *key, const sq_qbuf *q, int bf16);
 int sq_cuda_dequantize(sq_cuda *d, const sq_codec *c, const sq_qbuf *q, const float *ref,
                        uint64_t n, float *out, int bf16);
+/* f16: the fp16 arithmetic of sq_dequant_sum_f16 / sq_dequant_sum_requant_f16 */
 int sq_cuda_sum_requant(sq_cuda *d, const sq_codec *c_in, const sq_qbuf *chunks, int k,
                         uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
-                        const sq_qbuf *out);
+                        const sq_qbuf *out, int f16);
 int sq_cuda_sum(sq_cuda *d, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
-                float *out);
+                float *out, int f16);
 /* the elementwise operations of backend.h; n > 0 */
 int sq_cuda_add(sq_cuda *d, const float *a, const float *b, uint64_t n, float *out);
 int sq_cuda_to_bf16(sq_cuda *d, const float *x, uint64_t n, uint16_t *out);

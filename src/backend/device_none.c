@@ -92,16 +92,17 @@ int sq_cuda_dequantize(sq_cuda *d, const sq_codec *c, const sq_qbuf *q, const fl
 
 int sq_cuda_sum_requant(sq_cuda *d, const sq_codec *c_in, const sq_qbuf *chunks, int k,
                         uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
-                        const sq_qbuf *out)
+                        const sq_qbuf *out, int f16)
 {
     (void)d; (void)c_in; (void)chunks; (void)k; (void)n; (void)c_out; (void)key; (void)out;
+    (void)f16;
     return SQ_ERR_UNSUPPORTED;
 }
 
 int sq_cuda_sum(sq_cuda *d, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
-                float *out)
+                float *out, int f16)
 {
-    (void)d; (void)c; (void)chunks; (void)k; (void)n; (void)out;
+    (void)d; (void)c; (void)chunks; (void)k; (void)n; (void)out; (void)f16;
     return SQ_ERR_UNSUPPORTED;
 }
 

@@ -36,6 +36,9 @@ static const char world_usage[] =
     "  --set KEY=VALUE   override one knob of the preset (repeatable), e.g.\n"
     "                    --set grad.inter.bits=3 --set weight.group=512\n"
     "  --elements N      parameters of the model (default 16777216)\n"
+    "  --shape D0,D1,..  the model as one tensor of this shape (sets --elements);\n"
+    "                    per-tensor rules (qgz, qwz, zeropp8) are resolved for it\n"
+    "                    (default: one 1-D tensor of --elements)\n"
     "  --run             move data: run --steps steps on synthetic data\n"
     "  --steps S         steps of --run (default 3)\n"
     "  --seed S          Philox seed of the data and the rounding (default 1)\n"
@@ -63,13 +66,15 @@ static const char *const preset_help[] = {
     "bf16 weight all-gather, fp32 ring reduce-scatter (Megatron, FSDP)",
     "4-bit weights (group 2048, SR), baseline gradients (SDP4Bit's qW)",
     "4-bit weight differences (group 2048, SR), baseline gradients (SDP4Bit qWD)",
-    "baseline weights, 4/4-bit two-level all-to-all, RTN (ZeRO++ qgZ, ULq)",
+    "baseline weights, 4/4-bit two-level all-to-all, SR, 15 levels (SDP4Bit's public ULq)",
     "baseline weights, 8-bit intra / 4-bit inter, group 128, SR (SDP4Bit TLq)",
     "as tlq with a 32-point Hadamard (SDP4Bit TLq-HS)",
     "qwd weights and tlqhs gradients (SDP4Bit)",
     "qw weights and ulq gradients (the paper's ZeRO++ baseline)",
-    "int8 RTN weight blocks of 4096 and ulq gradients (DeepSpeed qwZ + qgZ)",
+    "qwz weights and qgz gradients, per tensor (DeepSpeed's ZeRO++ as shipped)",
     "8-bit stochastic min-max per bucket of 1024, both paths (QSDP)",
+    "baseline weights, DeepSpeed qgZ gradients (per tensor: group rule, fp16 sums, fallbacks)",
+    "DeepSpeed qwZ weights (int8 RTN, per-partition blocks), baseline gradients",
 };
 
 static const char *path_name(sq_grad_mode m)
@@ -387,11 +392,13 @@ int cmd_world(int argc, char **argv)
         {"seed", required_argument, NULL, 'e'},    {"data", required_argument, NULL, 'D'},
         {"lr", required_argument, NULL, 'l'},      {"device", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"shape", required_argument, NULL, 'H'},   {NULL, 0, NULL, 0}};
     const char *workers = "2x4", *scheme = "sdp4bit", *device = "cpu";
     const char *sets[64];
     int nsets = 0, run = 0, json = 0;
     uint64_t elements = 16777216, seed = 1, steps = 3;
+    uint64_t shape[8];
+    int ndim = 0;
     run_opts o = {3, SQ_SYNTH_NORMAL, 1.0};
     int ch;
     optind = 1;
@@ -410,6 +417,26 @@ int cmd_world(int argc, char **argv)
             if (cli_parse_u64("world", "--elements", optarg, (uint64_t)1 << 50, &elements))
                 return CLI_USAGE;
             break;
+        case 'H': {
+            /* D0,D1,...: up to 8 positive sizes */
+            char buf[256], *tok, *save = NULL;
+            snprintf(buf, sizeof buf, "%s", optarg);
+            ndim = 0;
+            for (tok = strtok_r(buf, ",x", &save); tok; tok = strtok_r(NULL, ",x", &save)) {
+                if (ndim == 8 || cli_parse_u64("world", "--shape", tok, (uint64_t)1 << 50,
+                                               &shape[ndim]) || shape[ndim] == 0) {
+                    fprintf(stderr, "shardq world: --shape '%s': expected 1 to 8 positive sizes "
+                            "D0,D1,...\n", optarg);
+                    return CLI_USAGE;
+                }
+                ndim++;
+            }
+            if (ndim == 0) {
+                fprintf(stderr, "shardq world: --shape '%s': no sizes\n", optarg);
+                return CLI_USAGE;
+            }
+            break;
+        }
         case 'r': run = 1; break;
         case 't':
             if (cli_parse_u64("world", "--steps", optarg, 1000000, &steps)) return CLI_USAGE;
@@ -455,6 +482,26 @@ int cmd_world(int argc, char **argv)
         return CLI_USAGE;
     }
     if (cli_scheme("world", scheme, sets, nsets, &cfg.scheme)) return CLI_USAGE;
+    if (ndim) {
+        elements = 1;
+        for (int d = 0; d < ndim; d++)
+            if (__builtin_mul_overflow(elements, shape[d], &elements) || elements > ((uint64_t)1 << 50)) {
+                fprintf(stderr, "shardq world: --shape: more than 2^50 elements\n");
+                return CLI_USAGE;
+            }
+    } else {
+        shape[0] = elements;
+        ndim = 1;
+    }
+    if (elements && sq_scheme_per_tensor(&cfg.scheme)) {
+        /* the model is one tensor: resolve the scheme's per-tensor rules */
+        sq_scheme one;
+        if (sq_scheme_for_tensor(&cfg.scheme, &cfg.topo, shape, ndim, &one, &terr)) {
+            fprintf(stderr, "shardq world: --scheme %s: %s\n", scheme, sq_error_message(&terr));
+            return CLI_USAGE;
+        }
+        cfg.scheme = one;
+    }
     if (elements == 0) {
         fprintf(stderr, "shardq world: --elements: a model of 0 elements has nothing to send\n");
         return CLI_USAGE;

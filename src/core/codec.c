@@ -181,10 +181,19 @@ static void decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uin
     }
 }
 
-/* out[0..len) = sum of the k decoded chunks, in chunk order. */
-static void sum_tile(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t start,
+/* out[0..len) = sum of the k decoded chunks, in chunk order; f16: in fp16
+** from +0 (sq_hd_acc_f16). */
+static void sum_tile(const sq_codec *c, const sq_qbuf *chunks, int k, int f16, uint64_t start,
                      uint64_t len, scratch *s, float *out)
 {
+    if (f16) {
+        for (uint64_t j = 0; j < len; j++) out[j] = 0.0f;
+        for (int i = 0; i < k; i++) {
+            decode_tile(c, &chunks[i], start, len, s, s->tmp);
+            for (uint64_t j = 0; j < len; j++) out[j] = sq_hd_acc_f16(out[j], s->tmp[j]);
+        }
+        return;
+    }
     decode_tile(c, &chunks[0], start, len, s, out);
     for (int i = 1; i < k; i++) {
         decode_tile(c, &chunks[i], start, len, s, s->tmp);
@@ -212,6 +221,7 @@ typedef struct job {
     const float *x, *ref;   /* float inputs */
     const sq_qbuf *in;      /* quantized inputs (k of them for the sums) */
     int k;
+    int f16;                /* the sums: fp16 arithmetic */
     const sq_rng_key *key;
     sq_qbuf *qout;          /* quantized output */
     float *out;             /* float output */
@@ -301,12 +311,12 @@ static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
                 jb->out[start + j] = jb->ref[start + j] + s->val[j];
         return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
     case OP_SUM_REQUANT: {
-        sum_tile(c, jb->in, jb->k, start, len, s, s->val);
+        sum_tile(c, jb->in, jb->k, jb->f16, start, len, s, s->val);
         int rc = quantize_tile(jb->c_out, s->val, start, len, jb->key, s, jb->qout);
         return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
     }
     case OP_SUM:
-        sum_tile(c, jb->in, jb->k, start, len, s, jb->out + start);
+        sum_tile(c, jb->in, jb->k, jb->f16, start, len, s, jb->out + start);
         if (c->hadamard) sq_hadamard_inverse(jb->out + start, len, c->hadamard);
         return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
     }
@@ -415,8 +425,8 @@ int sq_dequantize_add_bf16(const sq_codec *c, const sq_qbuf *q, const float *ref
     return dequantize_job(c, q, ref, 1, n, out, 1);
 }
 
-int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
-                           const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out)
+static int sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
+                       const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out, int f16)
 {
     int rc;
     if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
@@ -429,15 +439,39 @@ int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, u
     ci.hadamard = 0;
     co.hadamard = 0;
     job jb = {.op = OP_SUM_REQUANT, .c = &ci, .c_out = &co, .in = chunks, .k = k,
-              .key = key, .qout = out};
+              .f16 = f16, .key = key, .qout = out};
     return run_job(&jb, n);
 }
 
-int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out)
+static int sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out, int f16)
 {
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
-    job jb = {.op = OP_SUM, .c = c, .in = chunks, .k = k, .out = out};
+    job jb = {.op = OP_SUM, .c = c, .in = chunks, .k = k, .f16 = f16, .out = out};
     return run_job(&jb, n);
+}
+
+int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
+                           const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out)
+{
+    return sum_requant(c_in, chunks, k, n, c_out, key, out, 0);
+}
+
+int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out)
+{
+    return sum(c, chunks, k, n, out, 0);
+}
+
+int sq_dequant_sum_requant_f16(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
+                               const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out)
+{
+    if (c_in && c_out && (c_in->hadamard || c_out->hadamard)) return SQ_ERR_SPEC;
+    return sum_requant(c_in, chunks, k, n, c_out, key, out, 1);
+}
+
+int sq_dequant_sum_f16(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out)
+{
+    if (c && c->hadamard) return SQ_ERR_SPEC;
+    return sum(c, chunks, k, n, out, 1);
 }

@@ -153,6 +153,16 @@ SQ_HD float sq_hd_bf16_add(float d, float ref)
 {
     return sq_hd_bf16_round(sq_hd_bf16_round(d) + sq_hd_bf16_round(ref));
 }
+/* x rounded to the nearest fp16 value (ties to even), back in fp32. */
+SQ_HD float sq_hd_round_f16(float x) { return sq_hd_f16_to_f32(sq_hd_f32_to_f16(x)); }
+
+/* One step of an fp16 sum of decoded values (DeepSpeed's __half2 reduction
+** of qgZ): the decoded value d is rounded to fp16 (its __float2half), then
+** added to the fp16 partial sum acc and the sum rounded to fp16. acc and d
+** rounded are fp16 values; their fp32 sum rounded once more to fp16 is the
+** correctly rounded fp16 sum (fp32 has more than 2 * 11 + 2 bits, so the
+** double rounding is innocuous). The reduction starts from +0. */
+SQ_HD float sq_hd_acc_f16(float acc, float d) { return sq_hd_round_f16(acc + sq_hd_round_f16(d)); }
 
 /* ------------------------------------------------------------------------ */
 /* Philox uniforms                                                          */

@@ -120,12 +120,26 @@ static int link_quantized(const sq_world *w, int coll, int link)
 }
 
 static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t elements,
-                             group_bytes *gb, sq_error *err)
+                             uint64_t hidden, group_bytes *gb, sq_error *err)
 {
     sq_world_config cfg = {.topo = *topo, .scheme = *s, .elements = elements, .seed = 1, .dry = 1};
     sq_world *w;
     sq_error werr;
-    int rc = sq_world_open(&cfg, &w, &werr);
+    int rc;
+    if (sq_scheme_per_tensor(s)) {
+        /* Per-tensor rules (DeepSpeed's qgZ, qwZ): the rank's parameters as
+        ** one matrix of `hidden` columns, rows rounded up to a multiple of
+        ** 2N, so that qgZ's groups are `hidden` elements, as for every
+        ** weight matrix of a transformer (numel / max(rows, cols) is the
+        ** smaller side), and its one-node fallback still applies. */
+        const uint64_t N2 = 2 * (uint64_t)sq_topo_workers(topo);
+        uint64_t rows = (elements + hidden - 1) / hidden;
+        rows = (rows + N2 - 1) / N2 * N2;
+        const uint64_t shape[2] = {rows, hidden};
+        if ((rc = sq_scheme_for_tensor(s, topo, shape, 2, &cfg.scheme, &werr)))
+            return sq_error_set(err, rc, "%s", sq_error_message(&werr));
+    }
+    rc = sq_world_open(&cfg, &w, &werr);
     if (rc != SQ_OK) return sq_error_set(err, rc, "%s", sq_error_message(&werr));
     rc = sq_world_reduce_grads(w, 1);
     if (rc == SQ_OK) rc = sq_world_gather_weights(w, 1);
@@ -275,7 +289,7 @@ int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
     if (dp > 1) {
         group_bytes gb;
         sq_topo topo = {.nodes = lay.nodes, .per_node = g};
-        rc = count_group_bytes(&topo, s, out->params_per_rank, &gb, err);
+        rc = count_group_bytes(&topo, s, out->params_per_rank, (uint64_t)m->hidden, &gb, err);
         if (rc != SQ_OK) return rc;
         out->grad_path = gb.grad_path;
         out->weight_comm = single_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_WEIGHT],

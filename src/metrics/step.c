@@ -41,6 +41,9 @@ uint64_t sq_step_add_grad(const sq_world *w, double *exact, const float *x32,
     if (sq_world_grad_path(w) == SQ_GRAD_NONE || sq_wire_raw(gw)) return 0;
     float div = sc->grad_mean ? (float)N : 1.0f;
     for (uint64_t i = 0; i < n; i++) tmp[i] = x32[i] / div;
+    /* grad.dtype=fp16: the quantizer sees the input rounded to fp16 */
+    if (sc->grad_dtype == SQ_GRAD_FP16)
+        for (uint64_t i = 0; i < n; i++) tmp[i] = sq_f16_to_f32(sq_f32_to_f16(tmp[i]));
     return (uint64_t)copies * sq_count_clipped(&gw->codec, tmp, n);
 }
 

@@ -288,7 +288,16 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
     char name[300];
     unit_name(st, &ur, name, sizeof name);
     sq_error werr = {0};
-    int rc = sq_world_open(&wc, &ur.w, &werr);
+    /* a unit of one param is that tensor: per-tensor rules (DeepSpeed's
+    ** qgZ, qwZ) resolve for its shape; a bucket of several has no shape,
+    ** and the world refuses such a rule */
+    int rc = SQ_OK;
+    if (ur.count == 1) {
+        const sq_trace_param *tp = &t->params[ur.slot[0].param];
+        rc = sq_scheme_for_tensor(&cfg->scheme, &cfg->topo, tp->shape, tp->ndim, &wc.scheme,
+                                  &werr);
+    }
+    if (rc == SQ_OK) rc = sq_world_open(&wc, &ur.w, &werr);
     if (rc)
         return sq_error_set(err, rc, "%s (%llu elements): %s", name, (unsigned long long)ur.n,
                             sq_error_message(&werr));

@@ -242,7 +242,15 @@ static int open_state(train_state *s, sq_error *err)
         q->n = s->layout.units[u].n;
         sq_world_config wc = sq_layout_world_config(&s->layout, u, &base);
         sq_error werr = {0};
-        rc = sq_world_open(&wc, &q->w, &werr);
+        /* a unit of one param is that tensor: per-tensor rules (DeepSpeed's
+        ** qgZ, qwZ) resolve for its shape; a bucket of several has none */
+        rc = SQ_OK;
+        if (q->count == 1) {
+            const sq_gpt_param *mp = &s->meta[q->slot[0].param];
+            uint64_t shape[2] = {mp->shape[0], mp->shape[1]};
+            rc = sq_scheme_for_tensor(&c->scheme, &c->topo, shape, mp->ndim, &wc.scheme, &werr);
+        }
+        if (rc == SQ_OK) rc = sq_world_open(&wc, &q->w, &werr);
         if (rc) {
             char name[SQ_GPT_NAMELEN + 64];
             unit_name(s, q, name, sizeof name);

@@ -102,6 +102,17 @@ int sq_plan_layout_init(const sq_world_config *cfg, sq_plan_layout *L, sq_error 
                             cfg->topo.nodes, cfg->topo.per_node, SQ_WORLD_MAX_WORKERS);
     int rc = sq_scheme_validate(&cfg->scheme, err);
     if (rc) return rc;
+    if (sq_scheme_per_tensor(&cfg->scheme)) {
+        const sq_scheme *s = &cfg->scheme;
+        const char *rule = !sq_wire_raw(&s->weight) && s->weight.rule ? "weight.group=qwz"
+                           : s->grad_fallback                         ? "grad.fallback=qgz"
+                                                                      : "grad.group=qgz";
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "scheme %s: %s is a per-tensor rule and needs a tensor shape: run "
+                            "it in the per-param layout, where each tensor is its own world "
+                            "(sq_scheme_for_tensor resolves it), or set a fixed size",
+                            s->preset[0] ? s->preset : "(custom)", rule);
+    }
     if (cfg->elements == 0)
         return sq_error_set(err, SQ_ERR_ARG, "elements: the model has no elements (0)");
     L->topo = cfg->topo;
@@ -750,11 +761,15 @@ int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32
         if (!chunks) return sq_error_set(err, SQ_ERR_NOMEM, "rank %d: %s: out of memory", r, op->what);
         for (int j = 0; j < op->k; j++)
             chunks[j] = sq_wire_at(wr, &mem->q[op->src], op->src_off + (uint64_t)j * op->stride);
+        /* grad.dtype=fp16: decoded chunks and partial sums in fp16 (qgZ) */
+        const int f16 = op->coll == SQ_COLL_GRAD && L->scheme.grad_dtype == SQ_GRAD_FP16;
         if (op->kind == SQ_PLAN_SUM)
-            rc = sq_wire_sum(be, wr, chunks, op->k, op->n, mem->f[op->dst], mem->f[SQ_PLAN_TMP]);
+            rc = sq_wire_sum(be, wr, chunks, op->k, op->n, f16, mem->f[op->dst],
+                             mem->f[SQ_PLAN_TMP]);
         else
-            rc = sq_wire_sum_requant(be, wr, chunks, op->k, op->n, &L->wires[op->wire_out], kp,
-                                     &mem->q[op->dst], mem->f[SQ_PLAN_TMP], mem->f[SQ_PLAN_TMP2]);
+            rc = sq_wire_sum_requant(be, wr, chunks, op->k, op->n, f16, &L->wires[op->wire_out],
+                                     kp, &mem->q[op->dst], mem->f[SQ_PLAN_TMP],
+                                     mem->f[SQ_PLAN_TMP2]);
         if (chunks != one) free(chunks);
         break;
     }

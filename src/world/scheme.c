@@ -33,12 +33,14 @@ static void set_err(sq_error *err, const char *fmt, ...)
 /* ------------------------------------------------------------------------ */
 
 const char *const sq_scheme_presets[] = {"baseline", "qw",  "qwd",     "ulq",     "tlq",
-                                         "tlqhs",    "sdp4bit", "zeropp", "zeropp8", "qsdp"};
+                                         "tlqhs",    "sdp4bit", "zeropp", "zeropp8", "qsdp",
+                                         "qgz",      "qwz"};
 const size_t sq_scheme_npresets = sizeof sq_scheme_presets / sizeof sq_scheme_presets[0];
 
 static sq_wire raw_wire(int bits)
 {
     sq_wire w;
+    memset(&w, 0, sizeof w);
     w.bits = bits;
     w.codec = sq_codec_default();
     return w;
@@ -48,6 +50,7 @@ static sq_wire codec_wire(sq_kind kind, int bits, uint64_t group, sq_round round
                           sq_levels levels)
 {
     sq_wire w;
+    memset(&w, 0, sizeof w);
     w.bits = bits;
     w.codec = sq_codec_default();
     w.codec.kind = kind;
@@ -65,12 +68,39 @@ static sq_wire int4_weights(void)
     return codec_wire(SQ_KIND_SYM, 4, 2048, SQ_ROUND_SR, 0, SQ_LEVELS_SDP4BIT);
 }
 
-/* ZeRO++ qgZ (the paper's ULq): 4 bits on both hops, RTN, DeepSpeed levels. */
+/* SDP4Bit's public ULq (the paper's ZeRO++ gradient baseline), as its
+** repository runs it: the two-level all-to-all with 4 bits on both hops,
+** stochastic rounding, qmax = 2^(b-1) - 1 (15 levels), groups sized from
+** gq_group_size_intra on both hops, fp32 sums, no Hadamard. */
 static void set_ulq(sq_scheme *s)
 {
     s->grad_mode = SQ_GRAD_TWOLEVEL;
-    s->grad_intra = codec_wire(SQ_KIND_SYM, 4, 128, SQ_ROUND_RTN, 0, SQ_LEVELS_DEEPSPEED);
+    s->grad_intra = codec_wire(SQ_KIND_SYM, 4, 128, SQ_ROUND_SR, 0, SQ_LEVELS_SDP4BIT);
     s->grad_inter = s->grad_intra;
+}
+
+/* DeepSpeed's qgZ as shipped: per gradient tensor, 4-bit symmetric RTN with
+** DeepSpeed levels, numel / max(shape[0], shape[1], N) elements a group,
+** fp16 arithmetic, and the fp32 ring for 1-D tensors, tensors whose numel
+** is not a multiple of 2N and one-node worlds. (The group 128 is only a
+** placeholder: the rule sizes the groups per tensor.) */
+static void set_qgz(sq_scheme *s)
+{
+    s->grad_mode = SQ_GRAD_TWOLEVEL;
+    s->grad_intra = codec_wire(SQ_KIND_SYM, 4, 128, SQ_ROUND_RTN, 0, SQ_LEVELS_DEEPSPEED);
+    s->grad_intra.rule = SQ_GROUP_QGZ;
+    s->grad_inter = s->grad_intra;
+    s->grad_dtype = SQ_GRAD_FP16;
+    s->grad_fallback = SQ_FALLBACK_QGZ;
+}
+
+/* DeepSpeed's qwZ: int8 symmetric RTN with DeepSpeed levels, the block
+** count of CUDAQuantizer per partition (4096 is a placeholder). */
+static sq_wire qwz_weights(void)
+{
+    sq_wire w = codec_wire(SQ_KIND_SYM, 8, 4096, SQ_ROUND_RTN, 0, SQ_LEVELS_DEEPSPEED);
+    w.rule = SQ_GROUP_QWZ;
+    return w;
 }
 
 /* SDP4Bit TLq: 8-bit intra-node, 4-bit inter-node, groups of 128, SR;
@@ -90,7 +120,7 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
     if (i == sq_scheme_npresets) {
         set_err(err,
                 "unknown scheme '%s' (presets: baseline, qw, qwd, ulq, tlq, tlqhs, sdp4bit, "
-                "zeropp, zeropp8, qsdp)",
+                "zeropp, zeropp8, qsdp, qgz, qwz)",
                 name ? name : "");
         return SQ_ERR_SPEC;
     }
@@ -110,6 +140,8 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
     ** buckets (SDP4Bit's scripts run with --overlap-grad-reduce) */
     s->layout = SQ_LAYOUT_BUCKET;
     s->bucket = SQ_LAYOUT_BUCKET_DEFAULT;
+    s->grad_dtype = SQ_GRAD_FP32;
+    s->grad_fallback = SQ_FALLBACK_NONE;
 
     if (!strcmp(name, "qw")) {
         s->weight = int4_weights();
@@ -127,13 +159,14 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
         s->weight = int4_weights();
         set_tlq(s, 32);
     } else if (!strcmp(name, "zeropp")) {
+        /* The paper's ZeRO++ baseline, its own Megatron reimplementation:
+        ** qW's 4-bit weights and ULq's gradients. */
         s->weight = int4_weights();
         set_ulq(s);
     } else if (!strcmp(name, "zeropp8")) {
-        /* DeepSpeed's own qwZ: int8 blocks of about 4k elements, RTN,
-        ** multiplier 2^(b-1)/absmax then clamp. */
-        s->weight = codec_wire(SQ_KIND_SYM, 8, 4096, SQ_ROUND_RTN, 0, SQ_LEVELS_DEEPSPEED);
-        set_ulq(s);
+        /* DeepSpeed's ZeRO++ as shipped: qwZ + qgZ (hpZ off). */
+        s->weight = qwz_weights();
+        set_qgz(s);
     } else if (!strcmp(name, "qsdp")) {
         /* QSDP: unbiased 8-bit min-max quantization per bucket on both
         ** paths; the weights themselves are quantized (no differences) and
@@ -142,7 +175,14 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
         s->grad_mode = SQ_GRAD_A2A;
         s->grad_intra = codec_wire(SQ_KIND_MINMAX, 8, 1024, SQ_ROUND_SR, 0, SQ_LEVELS_SDP4BIT);
         s->grad_inter = s->grad_intra;
+    } else if (!strcmp(name, "qgz")) {
+        set_qgz(s); /* DeepSpeed's qgZ alone, bf16 weights */
+    } else if (!strcmp(name, "qwz")) {
+        s->weight = qwz_weights(); /* DeepSpeed's qwZ alone, fp32 ring gradients */
     }
+    /* DeepSpeed's ZeRO-3 partitions parameter by parameter, and qgZ and qwZ
+    ** size their groups per tensor */
+    if (sq_scheme_per_tensor(s)) s->layout = SQ_LAYOUT_PARAM;
     return SQ_OK;
 }
 
@@ -150,10 +190,10 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
 /* Knobs                                                                    */
 /* ------------------------------------------------------------------------ */
 
-#define CODEC_KNOBS(prefix, what)                                                           \
+#define CODEC_KNOBS(prefix, what, groups, grouphelp)                                        \
     {prefix "bits", "1-8, 16 (bf16), 32 (fp32)", "bits per element of " what},             \
         {prefix "kind", "sym, minmax", "absmax (symmetric) or min-max groups"},             \
-        {prefix "group", "1-2^40", "elements per scale"},                                   \
+        {prefix "group", groups, grouphelp},                                                \
         {prefix "round", "rtn, sr", "round to nearest even or stochastic (Philox)"},        \
         {prefix "hadamard", "0, 2-1024 (power of two)", "Hadamard size, 0 = off"},          \
         {prefix "levels", "sdp4bit, deepspeed", "qmax/absmax (sdp4bit) or 2^(b-1)/absmax"}, \
@@ -161,16 +201,25 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
 
 const sq_knob sq_scheme_knobs[] = {
     {"weight.mode", "direct, diff", "weights travel themselves, or their difference to w-hat"},
-    CODEC_KNOBS("weight.", "the weight all-gather"),
+    CODEC_KNOBS("weight.", "the weight all-gather", "1-2^40, qwz",
+                "elements per scale; qwz: DeepSpeed qwZ's block count per partition"),
     {"weight.recon", "bf16, fp32",
      "a quantized weight wire rebuilds bf16 weights (bf16 master copy, bf16 difference and "
      "add, as the reference systems) or fp32 ones; bits 16/32 ignore it (the wire's dtype "
      "is the precision)"},
     {"grad.mode", "ring, a2a, twolevel", "ring reduce-scatter, one- or two-level all-to-all"},
-    CODEC_KNOBS("grad.intra.", "the intra-node hop (the only one when K = 1)"),
-    CODEC_KNOBS("grad.inter.", "the inter-node hop (the single level when K > 1)"),
+    CODEC_KNOBS("grad.intra.", "the intra-node hop (the only one when K = 1)", "1-2^40, qgz",
+                "elements per scale; qgz: numel / max(rows, cols, N) per tensor (DeepSpeed qgZ)"),
+    CODEC_KNOBS("grad.inter.", "the inter-node hop (the single level when K > 1)", "1-2^40, qgz",
+                "elements per scale; qgz: numel / max(rows, cols, N) per tensor (DeepSpeed qgZ)"),
     {"grad.pipe", "1-1024", "pipeline slices of the two-level all-to-all"},
     {"grad.mean", "0, 1", "1: gradients divided by N before the reduce (a mean)"},
+    {"grad.dtype", "fp32, fp16",
+     "arithmetic of the gradient path; fp16 rounds the input, every decoded chunk and every "
+     "partial sum to fp16 (DeepSpeed qgZ)"},
+    {"grad.fallback", "none, qgz",
+     "qgz: 1-D tensors, numel not a multiple of 2N and one-node worlds take the fp32 ring "
+     "(DeepSpeed qgZ, per tensor)"},
     {"layout", "bucket, param", "flat buckets (Megatron) or a world per parameter (ZeRO-3, FSDP)"},
     {"layout.bucket", "0-2^50", "elements per bucket (0: one bucket); Megatron's is 40000000"},
 };
@@ -184,6 +233,9 @@ static const char *const wmode_names[] = {"direct", "diff"};
 static const char *const recon_names[] = {"bf16", "fp32"};
 static const char *const gmode_names[] = {"ring", "a2a", "twolevel"};
 static const char *const layout_names[] = {"bucket", "param"};
+static const char *const gdtype_names[] = {"fp32", "fp16"};
+static const char *const fallback_names[] = {"none", "qgz"};
+static const char *const rule_names[] = {"", "qgz", "qwz"};
 
 static int pick(const char *v, const char *const *names, int count)
 {
@@ -205,7 +257,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 /* Sets one field of a wire; the combination is checked by validate. */
 static int set_wire_field(sq_wire *w, const char *field, const char *val, const char *key,
-                          sq_error *err)
+                          sq_group_rule rule, sq_error *err)
 {
     uint64_t u;
     int i;
@@ -217,11 +269,17 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
         w->bits = (int)u;
         if (u <= 8) w->codec.bits = (int)u;
     } else if (!strcmp(field, "group")) {
+        if (!strcmp(val, rule_names[rule])) {
+            w->rule = rule; /* the codec's group stays, unused until a fixed size returns */
+            return SQ_OK;
+        }
         if (parse_u64(val, SQ_GROUP_MAX, &u) || u < 1) {
-            set_err(err, "%s=%s: must be an integer from 1 to 2^40", key, val);
+            set_err(err, "%s=%s: must be an integer from 1 to 2^40 or the rule %s", key, val,
+                    rule_names[rule]);
             return SQ_ERR_SPEC;
         }
         w->codec.group = u;
+        w->rule = SQ_GROUP_FIXED;
     } else if (!strcmp(field, "hadamard")) {
         if (parse_u64(val, SQ_HADAMARD_MAX, &u) || u == 1 || (u & (u - 1))) {
             set_err(err, "%s=%s: must be 0 (off) or a power of two from 2 to 1024", key,
@@ -314,16 +372,26 @@ int sq_scheme_set(sq_scheme *s, const char *assignment, sq_error *err)
         s->bucket = u;
         return SQ_OK;
     }
+    if (!strcmp(key, "grad.dtype")) {
+        if ((i = pick(val, gdtype_names, 2)) < 0) goto bad;
+        s->grad_dtype = (sq_grad_dtype)i;
+        return SQ_OK;
+    }
+    if (!strcmp(key, "grad.fallback")) {
+        if ((i = pick(val, fallback_names, 2)) < 0) goto bad;
+        s->grad_fallback = (sq_grad_fallback)i;
+        return SQ_OK;
+    }
     if (!strncmp(key, "weight.", 7)) {
-        rc = set_wire_field(&s->weight, key + 7, val, key, err);
+        rc = set_wire_field(&s->weight, key + 7, val, key, SQ_GROUP_QWZ, err);
     } else if (!strncmp(key, "grad.intra.", 11)) {
-        rc = set_wire_field(&s->grad_intra, key + 11, val, key, err);
+        rc = set_wire_field(&s->grad_intra, key + 11, val, key, SQ_GROUP_QGZ, err);
     } else if (!strncmp(key, "grad.inter.", 11)) {
-        rc = set_wire_field(&s->grad_inter, key + 11, val, key, err);
+        rc = set_wire_field(&s->grad_inter, key + 11, val, key, SQ_GROUP_QGZ, err);
     } else if (!strncmp(key, "grad.", 5)) {
         /* grad.FIELD sets both hops */
-        rc = set_wire_field(&s->grad_intra, key + 5, val, key, err);
-        if (rc == SQ_OK) rc = set_wire_field(&s->grad_inter, key + 5, val, key, err);
+        rc = set_wire_field(&s->grad_intra, key + 5, val, key, SQ_GROUP_QGZ, err);
+        if (rc == SQ_OK) rc = set_wire_field(&s->grad_inter, key + 5, val, key, SQ_GROUP_QGZ, err);
     }
     if (rc == SQ_ERR_ARG) {
         set_err(err,
@@ -397,6 +465,28 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
                 "only: set grad.bits=32 or 16, or grad.mode=a2a / twolevel");
         return SQ_ERR_SPEC;
     }
+    if (s->weight.rule != SQ_GROUP_FIXED && s->weight.rule != SQ_GROUP_QWZ) {
+        set_err(err, "weight.group: the per-tensor rule of the weights is qwz");
+        return SQ_ERR_SPEC;
+    }
+    if ((a->rule != SQ_GROUP_FIXED && a->rule != SQ_GROUP_QGZ) ||
+        (b->rule != SQ_GROUP_FIXED && b->rule != SQ_GROUP_QGZ)) {
+        set_err(err, "grad.group: the per-tensor rule of the gradients is qgz");
+        return SQ_ERR_SPEC;
+    }
+    if ((unsigned)s->grad_dtype > SQ_GRAD_FP16 || (unsigned)s->grad_fallback > SQ_FALLBACK_QGZ) {
+        set_err(err, "grad.dtype or grad.fallback: out of range");
+        return SQ_ERR_SPEC;
+    }
+    if (s->grad_dtype == SQ_GRAD_FP16 &&
+        (s->grad_mode == SQ_GRAD_RING || sq_wire_raw(a) || sq_wire_raw(b) ||
+         a->codec.hadamard || b->codec.hadamard)) {
+        set_err(err,
+                "grad.dtype=fp16 is the arithmetic of qgZ's quantized all-to-all: it needs "
+                "grad.mode=a2a or twolevel, quantized hops (grad.bits 1 to 8) and no Hadamard "
+                "transform");
+        return SQ_ERR_SPEC;
+    }
     if (s->grad_mode == SQ_GRAD_TWOLEVEL) {
         /* The forward transform happens at the first quantization and the
         ** inverse after the last sum: both hops must agree on it, and an
@@ -423,6 +513,8 @@ static void wire_value(const sq_wire *w, const char *field, char *buf, size_t le
     const sq_codec *c = sq_wire_raw(w) ? &def : &w->codec;
     if (!strcmp(field, "bits")) snprintf(buf, len, "%d", w->bits);
     else if (!strcmp(field, "kind")) snprintf(buf, len, "%s", kind_names[c->kind & 1]);
+    else if (!strcmp(field, "group") && !sq_wire_raw(w) && w->rule != SQ_GROUP_FIXED)
+        snprintf(buf, len, "%s", rule_names[w->rule % 3]);
     else if (!strcmp(field, "group")) snprintf(buf, len, "%llu", (unsigned long long)c->group);
     else if (!strcmp(field, "round")) snprintf(buf, len, "%s", round_names[c->round & 1]);
     else if (!strcmp(field, "hadamard")) snprintf(buf, len, "%d", c->hadamard);
@@ -440,6 +532,9 @@ int sq_scheme_get(const sq_scheme *s, const char *key, char *buf, size_t len)
     if (!strcmp(key, "grad.mode")) return snprintf(buf, len, "%s", gmode_names[s->grad_mode % 3]);
     if (!strcmp(key, "grad.pipe")) return snprintf(buf, len, "%d", s->pipe);
     if (!strcmp(key, "grad.mean")) return snprintf(buf, len, "%d", s->grad_mean);
+    if (!strcmp(key, "grad.dtype")) return snprintf(buf, len, "%s", gdtype_names[s->grad_dtype & 1]);
+    if (!strcmp(key, "grad.fallback"))
+        return snprintf(buf, len, "%s", fallback_names[s->grad_fallback & 1]);
     if (!strcmp(key, "layout")) return snprintf(buf, len, "%s", layout_names[s->layout & 1]);
     if (!strcmp(key, "layout.bucket"))
         return snprintf(buf, len, "%llu", (unsigned long long)s->bucket);

@@ -74,9 +74,11 @@ int sq_wire_decode(sq_backend *be, const sq_wire *wr, const sq_qbuf *q, uint64_t
 }
 
 int sq_wire_sum(sq_backend *be, const sq_wire *wr, const sq_qbuf *chunks, int k, uint64_t n,
-                float *out, float *tmp)
+                int f16, float *out, float *tmp)
 {
-    if (!sq_wire_raw(wr)) return sq_backend_dequant_sum(be, &wr->codec, chunks, k, n, out);
+    if (!sq_wire_raw(wr))
+        return f16 ? sq_backend_dequant_sum_f16(be, &wr->codec, chunks, k, n, out)
+                   : sq_backend_dequant_sum(be, &wr->codec, chunks, k, n, out);
     int rc = sq_wire_decode(be, wr, &chunks[0], n, out);
     for (int i = 1; i < k && rc == SQ_OK; i++) {
         const float *term = (const float *)chunks[i].codes;
@@ -90,14 +92,16 @@ int sq_wire_sum(sq_backend *be, const sq_wire *wr, const sq_qbuf *chunks, int k,
 }
 
 int sq_wire_sum_requant(sq_backend *be, const sq_wire *in, const sq_qbuf *chunks, int k,
-                        uint64_t n, const sq_wire *wout, const sq_rng_key *key, sq_qbuf *out,
-                        float *tmp, float *tmp2)
+                        uint64_t n, int f16, const sq_wire *wout, const sq_rng_key *key,
+                        sq_qbuf *out, float *tmp, float *tmp2)
 {
     if (!sq_wire_raw(in) && !sq_wire_raw(wout))
-        return sq_backend_dequant_sum_requant(be, &in->codec, chunks, k, n, &wout->codec, key,
-                                              out);
+        return f16 ? sq_backend_dequant_sum_requant_f16(be, &in->codec, chunks, k, n,
+                                                        &wout->codec, key, out)
+                   : sq_backend_dequant_sum_requant(be, &in->codec, chunks, k, n, &wout->codec,
+                                                    key, out);
     /* Mixed or unquantized hops carry no transform (sq_scheme_validate),
     ** so the plain sum is already in the right domain. */
-    int rc = sq_wire_sum(be, in, chunks, k, n, tmp, tmp2);
+    int rc = sq_wire_sum(be, in, chunks, k, n, 0, tmp, tmp2);
     return rc ? rc : sq_wire_encode(be, wout, tmp, n, key, out);
 }

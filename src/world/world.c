@@ -441,6 +441,19 @@ int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
         for (uint64_t i = 0; i < w->n; i++) w->stage[i] = host_grad[i] / div;
     else
         memcpy(w->stage, host_grad, (size_t)w->n * sizeof(float));
+    if (w->scheme.grad_dtype == SQ_GRAD_FP16) {
+        /* qgZ quantizes fp16 gradients: the input rounded to fp16 (after
+        ** the division, where DeepSpeed divides by K after the hops) */
+        for (uint64_t i = 0; i < w->n; i++) {
+            float h = sq_f16_to_f32(sq_f32_to_f16(w->stage[i]));
+            if (h - h != 0.0f)
+                return sq_world_set_error(w, SQ_ERR_RANGE,
+                                          "worker %d: gradient element %llu = %g overflows fp16 "
+                                          "(grad.dtype=fp16)",
+                                          r, (unsigned long long)i, (double)w->stage[i]);
+            w->stage[i] = h;
+        }
+    }
     memset(w->stage + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
     return put(w, r, w->workers[r].grad, w->stage, w->padded * 4, "writing the gradient");
 }

@@ -71,13 +71,15 @@ int sq_wire_encode(sq_backend *be, const sq_wire *wr, const float *x, uint64_t n
                    const sq_rng_key *key, sq_qbuf *out);
 int sq_wire_decode(sq_backend *be, const sq_wire *wr, const sq_qbuf *q, uint64_t n, float *out);
 /* out = D(chunks[0]) + ... + D(chunks[k-1]) in fp32, in chunk order; a
-** codec's inverse Hadamard follows. tmp: n floats, used by bf16 wires. */
+** codec's inverse Hadamard follows. tmp: n floats, used by bf16 wires.
+** f16 (codec wires only, sq_scheme_validate): the fp16 arithmetic of
+** sq_dequant_sum_f16. */
 int sq_wire_sum(sq_backend *be, const sq_wire *wr, const sq_qbuf *chunks, int k, uint64_t n,
-                float *out, float *tmp);
+                int f16, float *out, float *tmp);
 /* out = E_out(sum of the chunks), staying in the transformed domain; tmp
-** and tmp2: n floats each, used unless both wires are codecs. */
+** and tmp2: n floats each, used unless both wires are codecs. f16 as above. */
 int sq_wire_sum_requant(sq_backend *be, const sq_wire *in, const sq_qbuf *chunks, int k,
-                        uint64_t n, const sq_wire *wout, const sq_rng_key *key, sq_qbuf *out,
-                        float *tmp, float *tmp2);
+                        uint64_t n, int f16, const sq_wire *wout, const sq_rng_key *key,
+                        sq_qbuf *out, float *tmp, float *tmp2);
 
 #endif
