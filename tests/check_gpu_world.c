@@ -109,6 +109,9 @@ START_TEST(test_recon_cpu_equals_gpu)
                           "%s %s cpu vs GPUs: %s", presets[p], sets[k], msg);
             free(a), free(b);
         }
+}
+END_TEST
+
 /* The per-tensor presets on a 2-D tensor that qgZ quantizes (fp16 sums). */
 START_TEST(test_world_per_tensor_2d)
 {
