@@ -23,28 +23,13 @@
 **   - sums over several worlds (one per tensor) add up exactly.
 */
 #include "check_util.h"
+#include "world_util.h"
 #include "shardq/plan.h"
 #include "shardq/world.h"
 
 static sq_world_config config(int K, int G, const char *preset, const char *set, uint64_t n)
 {
-    sq_world_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.topo.nodes = K;
-    cfg.topo.per_node = G;
-    sq_error err = {0};
-    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, &err), SQ_OK);
-    if (set) ck_assert_msg(sq_scheme_set(&cfg.scheme, set, &err) == SQ_OK, "%s", err.msg);
-    if (sq_scheme_per_tensor(&cfg.scheme)) {
-        /* DeepSpeed's per-tensor rules, resolved for one 64 x 96 matrix */
-        const uint64_t shape[2] = {64, 96};
-        sq_scheme one;
-        ck_assert_msg(sq_scheme_for_tensor(&cfg.scheme, &cfg.topo, shape, 2, &one, &err) == SQ_OK,
-                      "%s", err.msg);
-        cfg.scheme = one;
-    }
-    cfg.elements = n;
-    cfg.seed = 1;
+    sq_world_config cfg = sqt_world_config(K, G, preset, set, n, 1);
     cfg.dry = 1;
     return cfg;
 }

@@ -17,6 +17,7 @@
 **   - an unquantized wire ignores the knob; the initialisation.
 */
 #include "check_util.h"
+#include "world_util.h"
 #include "shardq/codec.h"
 #include "shardq/world.h"
 
@@ -36,23 +37,8 @@ static int on_grid(float x) { return sqt_bits(bf16r(x)) == sqt_bits(x); }
 static sq_world *open_world(int K, int G, const char *preset, const char *set, uint64_t n,
                             uint64_t seed)
 {
-    sq_world_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.topo.nodes = K;
-    cfg.topo.per_node = G;
+    sq_world_config cfg = sqt_world_config(K, G, preset, set, n, seed);
     sq_error err = {0};
-    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, &err), SQ_OK);
-    if (set) ck_assert_msg(sq_scheme_set(&cfg.scheme, set, &err) == SQ_OK, "%s", err.msg);
-    if (sq_scheme_per_tensor(&cfg.scheme)) {
-        /* DeepSpeed's per-tensor rules, resolved for one 64 x 96 matrix */
-        const uint64_t shape[2] = {64, 96};
-        sq_scheme one;
-        ck_assert_msg(sq_scheme_for_tensor(&cfg.scheme, &cfg.topo, shape, 2, &one, &err) == SQ_OK,
-                      "%s", err.msg);
-        cfg.scheme = one;
-    }
-    cfg.elements = n;
-    cfg.seed = seed;
     sq_world *w = NULL;
     ck_assert_msg(sq_world_open(&cfg, &w, &err) == SQ_OK, "open %dx%d %s: %s", K, G, preset,
                   err.msg);
