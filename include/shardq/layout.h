@@ -89,6 +89,17 @@ int sq_layout_for_scheme(const sq_scheme *s, const uint64_t *sizes, size_t npara
 /* The configuration of unit u's world: cfg with its elements and seed. */
 sq_world_config sq_layout_world_config(const sq_layout *l, size_t u, const sq_world_config *cfg);
 
+/* Opens unit u's world. A unit of one param is that tensor, of the given
+** shape: per-tensor rules (DeepSpeed's qgZ, qwZ) are resolved for it; a
+** bucket of several params has no shape, and the world refuses such a
+** rule (SQ_ERR_SPEC). */
+int sq_layout_open_world(const sq_layout *l, size_t u, const sq_world_config *cfg,
+                         const uint64_t *shape, int ndim, sq_world **out, sq_error *err);
+
+/* Unit u as messages name it, given its first param's name: "param 'x'",
+** or "bucket of 12 params from 'x'". */
+void sq_layout_unit_label(const sq_layout *l, size_t u, const char *first, char *buf, size_t len);
+
 const char *sq_layout_name(sq_layout_kind kind); /* "bucket", "param" */
 
 SQ_END_DECLS

@@ -263,16 +263,6 @@ static int emit(replay_state *st, const sq_stat_row *rows, size_t n, sq_error *e
     return rc < 0 ? rc : rc ? SQ_ERR_INTERRUPTED : SQ_OK;
 }
 
-/* A unit's name in messages: its param, or its first param and how many. */
-static void unit_name(const replay_state *st, const unit_run *ur, char *buf, size_t len)
-{
-    const char *first = st->t->params[ur->slot[0].param].name;
-    if (ur->count == 1)
-        snprintf(buf, len, "param '%s'", first);
-    else
-        snprintf(buf, len, "bucket of %zu params from '%s'", ur->count, first);
-}
-
 /* Replays unit u over every step. */
 static int replay_unit(replay_state *st, size_t u, sq_error *err)
 {
@@ -284,20 +274,11 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
                    .n = L->units[u].n};
     sq_world_config base = {.topo = cfg->topo, .scheme = cfg->scheme, .seed = cfg->seed,
                             .device = cfg->device};
-    sq_world_config wc = sq_layout_world_config(L, u, &base);
     char name[300];
-    unit_name(st, &ur, name, sizeof name);
+    sq_layout_unit_label(L, u, t->params[ur.slot[0].param].name, name, sizeof name);
     sq_error werr = {0};
-    /* a unit of one param is that tensor: per-tensor rules (DeepSpeed's
-    ** qgZ, qwZ) resolve for its shape; a bucket of several has no shape,
-    ** and the world refuses such a rule */
-    int rc = SQ_OK;
-    if (ur.count == 1) {
-        const sq_trace_param *tp = &t->params[ur.slot[0].param];
-        rc = sq_scheme_for_tensor(&cfg->scheme, &cfg->topo, tp->shape, tp->ndim, &wc.scheme,
-                                  &werr);
-    }
-    if (rc == SQ_OK) rc = sq_world_open(&wc, &ur.w, &werr);
+    const sq_trace_param *tp = &t->params[ur.slot[0].param];
+    int rc = sq_layout_open_world(L, u, &base, tp->shape, tp->ndim, &ur.w, &werr);
     if (rc)
         return sq_error_set(err, rc, "%s (%llu elements): %s", name, (unsigned long long)ur.n,
                             sq_error_message(&werr));

@@ -187,14 +187,11 @@ static void free_state(train_state *s)
     if (s->tw) sq_trace_writer_abort(s->tw);
 }
 
-/* A unit's name in messages: its param, or its first param and how many. */
+/* A unit's name in messages. */
 static void unit_name(const train_state *s, const unit_state *q, char *buf, size_t len)
 {
-    const char *first = s->meta[q->slot[0].param].name;
-    if (q->count == 1)
-        snprintf(buf, len, "param '%s'", first);
-    else
-        snprintf(buf, len, "bucket of %zu params from '%s'", q->count, first);
+    sq_layout_unit_label(&s->layout, (size_t)(q - s->us), s->meta[q->slot[0].param].name, buf,
+                         len);
 }
 
 /* A failed call of unit u's world: the world's kind and sentence. */
@@ -240,17 +237,10 @@ static int open_state(train_state *s, sq_error *err)
         q->slot = s->layout.slots + s->layout.units[u].first;
         q->count = s->layout.units[u].count;
         q->n = s->layout.units[u].n;
-        sq_world_config wc = sq_layout_world_config(&s->layout, u, &base);
         sq_error werr = {0};
-        /* a unit of one param is that tensor: per-tensor rules (DeepSpeed's
-        ** qgZ, qwZ) resolve for its shape; a bucket of several has none */
-        rc = SQ_OK;
-        if (q->count == 1) {
-            const sq_gpt_param *mp = &s->meta[q->slot[0].param];
-            uint64_t shape[2] = {mp->shape[0], mp->shape[1]};
-            rc = sq_scheme_for_tensor(&c->scheme, &c->topo, shape, mp->ndim, &wc.scheme, &werr);
-        }
-        if (rc == SQ_OK) rc = sq_world_open(&wc, &q->w, &werr);
+        const sq_gpt_param *mp = &s->meta[q->slot[0].param];
+        const uint64_t shape[2] = {mp->shape[0], mp->shape[1]};
+        rc = sq_layout_open_world(&s->layout, u, &base, shape, mp->ndim, &q->w, &werr);
         if (rc) {
             char name[SQ_GPT_NAMELEN + 64];
             unit_name(s, q, name, sizeof name);

@@ -5,6 +5,7 @@
 #include "shardq/layout.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,4 +99,22 @@ sq_world_config sq_layout_world_config(const sq_layout *l, size_t u, const sq_wo
     c.elements = l->units[u].n;
     c.seed = cfg->seed ^ (l->units[u].seed_key << 40);
     return c;
+}
+
+int sq_layout_open_world(const sq_layout *l, size_t u, const sq_world_config *cfg,
+                         const uint64_t *shape, int ndim, sq_world **out, sq_error *err)
+{
+    sq_world_config c = sq_layout_world_config(l, u, cfg);
+    int rc = l->units[u].count == 1
+                 ? sq_scheme_for_tensor(&cfg->scheme, &cfg->topo, shape, ndim, &c.scheme, err)
+                 : SQ_OK;
+    return rc ? rc : sq_world_open(&c, out, err);
+}
+
+void sq_layout_unit_label(const sq_layout *l, size_t u, const char *first, char *buf, size_t len)
+{
+    if (l->units[u].count == 1)
+        snprintf(buf, len, "param '%s'", first);
+    else
+        snprintf(buf, len, "bucket of %zu params from '%s'", l->units[u].count, first);
 }
