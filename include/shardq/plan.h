@@ -248,11 +248,26 @@ typedef struct sq_plan_msg {
 ** called by a runner after each phase it runs for all its ranks. Failures
 ** return a kind and describe it in err. For a dry rank (no memory) from
 ** and to are NULL: only the sizes in the message are meaningful. */
+/*
+** A transport of a runner with ONE RANK PER PROCESS (MPI, NCCL, a Python
+** caller's) also carries what keeps the processes' views of the world in
+** step (sq_world_config.transport): share() is a broadcast -- every process
+** calls it with the same owner and size, and afterwards buf holds, on every
+** process, the bytes the process of rank `owner` passed -- and gather_all()
+** an all-gather: every process passes `bytes` of its own and gets every
+** rank's in all[], rank 0 first. Both are collective over every rank and
+** are never timed as a collective's traffic. nranks is the number of ranks
+** (processes) the transport joins, rank this process's. An in-process
+** transport leaves share and gather_all NULL.
+*/
 typedef struct sq_transport {
     void *ctx;
     int (*send)(void *ctx, const sq_plan_msg *m, const sq_qbuf *from, sq_error *err);
     int (*recv)(void *ctx, const sq_plan_msg *m, sq_qbuf *to, sq_error *err);
     int (*phase_end)(void *ctx, int coll, int phase, sq_error *err);
+    int (*share)(void *ctx, int owner, void *buf, size_t bytes, sq_error *err);
+    int (*gather_all)(void *ctx, const void *mine, void *all, size_t bytes, sq_error *err);
+    int nranks, rank;
 } sq_transport;
 
 /* The message a SEND or RECV op of rank r stands for. */

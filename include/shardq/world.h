@@ -229,7 +229,27 @@ const char *sq_link_name(int link); /* "intra", "inter" */
 /* ------------------------------------------------------------------------ */
 
 typedef struct sq_world sq_world;
+struct sq_transport;
 
+/*
+** One process or one rank per process. With transport NULL every worker
+** lives in this process and the collectives run every rank's plan through
+** the in-process transport. With a transport of nranks = N ranks (plan.h),
+** the process holds worker transport->rank alone: its collectives run that
+** rank's plan, the messages move through the transport, and the world
+** stays the same object on every process -- every process makes the same
+** calls in the same order (a runner that executes one program on every
+** rank, as MPI does):
+**   put_*(r, x)  r's data is put by the process that holds r; the others
+**                check it the same way (so a NaN fails on every process)
+**                and keep nothing;
+**   get_*(r, x)  collective: every process gets worker r's bytes (the
+**                holder reads them, the transport shares them);
+**   traffic, times, digests: every rank's, exchanged after each collective.
+** So a driver written for the in-process world (replay, training, `shardq
+** world --run`) runs unchanged on real ranks, computes the same statistics
+** on every process, and its bytes equal the in-process run's.
+*/
 typedef struct sq_world_config {
     sq_topo topo;
     sq_scheme scheme;
@@ -237,6 +257,8 @@ typedef struct sq_world_config {
     uint64_t seed;      /* Philox key of every stochastic rounding */
     const char *device; /* placement: "cpu" (NULL), "cuda", "cuda:0,1" */
     int dry;            /* 1: count bytes only, no buffers */
+    const struct sq_transport *transport; /* NULL: every worker here; else one rank per process */
+    int digest;         /* 1: hash every message a worker sends (sq_world_wire_digest) */
 } sq_world_config;
 
 /* Opens a world, or fails with the kind and a sentence in err (the
@@ -290,6 +312,37 @@ const sq_traffic *sq_world_traffic(const sq_world *w, int r);
 /* Adds every worker's traffic to *sum (the world's total, or many worlds'). */
 void sq_world_add_traffic(const sq_world *w, sq_traffic *sum);
 void sq_world_reset_traffic(sq_world *w);
+
+/* Ranks. holds: 1 when worker r's buffers are in this process (every r in
+** process; r == the transport's rank otherwise). local_rank: -1 in process,
+** else this process's worker. */
+int sq_world_holds(const sq_world *w, int r);
+int sq_world_local_rank(const sq_world *w);
+/* Collective with a transport: afterwards buf (bytes) on every process holds
+** what the process of worker `owner` passed. In process: nothing to do. */
+int sq_world_share(sq_world *w, int owner, void *buf, size_t bytes);
+/* Whether every replica of w-hat holds the bytes of what0 (n elements):
+** *differs = the first worker whose w-hat differs, 0 when all agree (worker
+** 0 is compared too; what0 is normally its copy). tmp: n floats. Collective
+** with a transport: each process compares its own, and the flags travel. */
+int sq_world_replicas_differ(sq_world *w, const float *what0, float *tmp, int *differs);
+
+/* Wall time of the collectives, cumulative since the world opened, as the
+** SLOWEST rank saw it: seconds from a collective's first op to its last,
+** and link_seconds[l], the part spent inside the transport's send and recv
+** on link level l (moving bytes and waiting for the peer). In process the
+** ranks run one after another, so seconds is the emulation's time; with a
+** transport it is the real collective's. calls: collectives run. */
+typedef struct sq_coll_time {
+    uint64_t calls;
+    double seconds;
+    double link_seconds[SQ_NLINK];
+} sq_coll_time;
+sq_coll_time sq_world_times(const sq_world *w, int coll);
+/* FNV-1a (64 bits) over every byte worker r sent since the world opened,
+** message after message (codes, scales, offsets), when opened with
+** digest = 1; 0 otherwise. Equal digests: the same bytes on the wire. */
+uint64_t sq_world_wire_digest(const sq_world *w, int r);
 
 /* The collective the gradient path really runs on this topology (the
 ** degenerate fallbacks of SDP4Bit: K = 1 or G = 1 turn twolevel into a2a,

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "shardq/metrics.h"
 #include "progress.h"
+#include "ranks.h"
 #include "shardq/synth.h"
 #include "shardq/codec.h"
 #include "shardq/world.h"
@@ -47,8 +48,15 @@ static const char world_usage[] =
     "  --lr X            SGD step of --run (default 1)\n"
     "  --device DEV      where the workers live: cpu (default), cuda (every\n"
     "                    GPU, round-robin) or cuda:0,1,...\n"
+    "  --digest          hash every worker's bytes on the wire, its reduced\n"
+    "                    partition and its weights (JSON per_worker; --run)\n"
+    CLI_TRANSPORT_HELP
     "  --json            one JSON object instead of the table\n"
     "  -h, --help        this text\n"
+    "\n"
+    "Under mpirun (--transport mpi) worker r is rank r and the bytes move\n"
+    "through MPI; everything printed equals the in-process run's, but for the\n"
+    "measured times. Without --workers the node level comes from the hosts.\n"
     "\n"
     "Bytes are counted per worker as it sends them; a link is intra-node when\n"
     "both workers sit on one node. bits/elem = 8 x bytes / elements carried\n"
@@ -217,7 +225,50 @@ static void json_stats(const char *name, const sq_errstats *s, double clipped, i
            clipped, last ? "" : ",");
 }
 
-static void print_traffic_json(const sq_world *w)
+/* FNV-1a of each worker's reduced partition and w-hat (--digest). */
+typedef struct out_digest {
+    uint64_t grad, weight;
+} out_digest;
+
+static uint64_t fnv(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static int output_digests(sq_world *w, out_digest *d)
+{
+    const uint64_t n = sq_world_elements(w), S = sq_world_shard(w);
+    float *x = malloc((n > S ? n : S) * sizeof *x);
+    if (!x) return SQ_ERR_NOMEM;
+    int rc = SQ_OK;
+    for (int r = 0; r < sq_world_workers(w) && !rc; r++) {
+        if (!(rc = sq_world_get_grad_shard(w, r, x))) d[r].grad = fnv(x, S * sizeof *x);
+        if (!rc && !(rc = sq_world_get_weights(w, r, x))) d[r].weight = fnv(x, n * sizeof *x);
+    }
+    free(x);
+    return rc;
+}
+
+static void print_times(const sq_world *w, int json)
+{
+    for (int c = 0; c < SQ_NCOLL; c++) {
+        sq_coll_time t = sq_world_times(w, c);
+        if (json)
+            printf("%s\"%s\":{\"calls\":%llu,\"seconds\":%.6f,\"intra_seconds\":%.6f,"
+                   "\"inter_seconds\":%.6f}", c ? "," : "", sq_coll_name(c),
+                   (unsigned long long)t.calls, t.seconds, t.link_seconds[SQ_LINK_INTRA],
+                   t.link_seconds[SQ_LINK_INTER]);
+        else if (t.calls)
+            printf("  %-19s %4llu calls %10.4f s  in the transport: intra %.4f s, inter %.4f s\n",
+                   sq_coll_name(c), (unsigned long long)t.calls, t.seconds,
+                   t.link_seconds[SQ_LINK_INTRA], t.link_seconds[SQ_LINK_INTER]);
+    }
+}
+
+static void print_traffic_json(const sq_world *w, const out_digest *dg)
 {
     printf("\"traffic\":{");
     for (int c = 0; c < SQ_NCOLL; c++) {
@@ -244,6 +295,10 @@ static void print_traffic_json(const sq_world *w)
     for (int r = 0; r < sq_world_workers(w); r++) {
         const sq_traffic *t = sq_world_traffic(w, r);
         printf("%s{\"worker\":%d,\"node\":%d", r ? "," : "", r, r / sq_world_topo(w)->per_node);
+        if (dg)
+            printf(",\"wire_digest\":\"%016llx\",\"grad_digest\":\"%016llx\","
+                   "\"weight_digest\":\"%016llx\"", (unsigned long long)sq_world_wire_digest(w, r),
+                   (unsigned long long)dg[r].grad, (unsigned long long)dg[r].weight);
         for (int c = 0; c < SQ_NCOLL; c++) {
             printf(",\"%s\":{", sq_coll_name(c));
             for (int l = 0; l < SQ_NLINK; l++) {
@@ -392,10 +447,11 @@ int cmd_world(int argc, char **argv)
         {"seed", required_argument, NULL, 'e'},    {"data", required_argument, NULL, 'D'},
         {"lr", required_argument, NULL, 'l'},      {"device", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-        {"shape", required_argument, NULL, 'H'},   {NULL, 0, NULL, 0}};
+        {"shape", required_argument, NULL, 'H'},   {"transport", required_argument, NULL, 'T'},
+        {"digest", no_argument, NULL, 'g'},        {NULL, 0, NULL, 0}};
     const char *workers = "2x4", *scheme = "sdp4bit", *device = "cpu";
     const char *sets[64];
-    int nsets = 0, run = 0, json = 0;
+    int nsets = 0, run = 0, json = 0, transport = CLI_TRANSPORT_AUTO, digest = 0, has_topo = 0;
     uint64_t elements = 16777216, seed = 1, steps = 3;
     uint64_t shape[8];
     int ndim = 0;
@@ -404,7 +460,11 @@ int cmd_world(int argc, char **argv)
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'w': workers = optarg; break;
+        case 'w': workers = optarg, has_topo = 1; break;
+        case 'T':
+            if (cli_transport_parse("world", optarg, &transport)) return CLI_USAGE;
+            break;
+        case 'g': digest = 1; break;
         case 's': scheme = optarg; break;
         case 'S':
             if (nsets == 64) {
@@ -481,13 +541,17 @@ int cmd_world(int argc, char **argv)
         fprintf(stderr, "shardq world: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
-    if (cli_scheme("world", scheme, sets, nsets, &cfg.scheme)) return CLI_USAGE;
+    cli_ranks R;
+    int ret = cli_ranks_begin("world", transport, &cfg.topo, has_topo, &R);
+    if (ret) return ret;
+    sq_world *w = NULL;
+    if (cli_scheme("world", scheme, sets, nsets, &cfg.scheme)) { ret = (CLI_USAGE); goto out; }
     if (ndim) {
         elements = 1;
         for (int d = 0; d < ndim; d++)
             if (__builtin_mul_overflow(elements, shape[d], &elements) || elements > ((uint64_t)1 << 50)) {
                 fprintf(stderr, "shardq world: --shape: more than 2^50 elements\n");
-                return CLI_USAGE;
+                { ret = (CLI_USAGE); goto out; }
             }
     } else {
         shape[0] = elements;
@@ -498,30 +562,31 @@ int cmd_world(int argc, char **argv)
         sq_scheme one;
         if (sq_scheme_for_tensor(&cfg.scheme, &cfg.topo, shape, ndim, &one, &terr)) {
             fprintf(stderr, "shardq world: --scheme %s: %s\n", scheme, sq_error_message(&terr));
-            return CLI_USAGE;
+            { ret = (CLI_USAGE); goto out; }
         }
         cfg.scheme = one;
     }
     if (elements == 0) {
         fprintf(stderr, "shardq world: --elements: a model of 0 elements has nothing to send\n");
-        return CLI_USAGE;
+        { ret = (CLI_USAGE); goto out; }
     }
     if (run && elements > ((uint64_t)1 << 31)) {
         fprintf(stderr, "shardq world: --elements %llu: --run keeps a few copies per worker in "
                 "memory; use at most 2^31 (sizes alone need no --run)\n",
                 (unsigned long long)elements);
-        return CLI_USAGE;
+        { ret = (CLI_USAGE); goto out; }
     }
     cfg.elements = elements;
     cfg.seed = seed;
     cfg.device = device;
     cfg.dry = !run;
 
-    sq_world *w;
+    cfg.transport = R.tr;
+    cfg.digest = digest;
     int rc = sq_world_open(&cfg, &w, &terr);
     if (rc) {
         fprintf(stderr, "shardq world: %s\n", sq_error_message(&terr));
-        return rc == SQ_ERR_SPEC || rc == SQ_ERR_ARG ? CLI_USAGE : CLI_RUNTIME;
+        { ret = (rc == SQ_ERR_SPEC || rc == SQ_ERR_ARG ? CLI_USAGE : CLI_RUNTIME); goto out; }
     }
     char canon[SQ_SCHEME_STRLEN];
     sq_scheme_format(&cfg.scheme, canon, sizeof canon);
@@ -532,7 +597,7 @@ int cmd_world(int argc, char **argv)
         if (rc) {
             fprintf(stderr, "shardq world: %s\n", sq_world_error(w));
             sq_world_close(w);
-            return CLI_RUNTIME;
+            { ret = (CLI_RUNTIME); goto out; }
         }
     }
     if (json)
@@ -555,7 +620,7 @@ int cmd_world(int argc, char **argv)
                (double)sq_world_padded(w) / (double)elements, (unsigned long long)sq_world_shard(w));
     if (run) {
         if (!json) {
-            sq_backend *be = sq_world_backend(w, 0);
+            sq_backend *be = sq_world_backend(w, R.on ? R.rank : 0);
             printf("running %d steps on %s, %s gradients, seed %llu\n", o.steps,
                    sq_backend_description(be), o.data == SQ_SYNTH_NORMAL ? "normal"
                    : o.data == SQ_SYNTH_HEAVY ? "heavy-tailed" : "outlier", (unsigned long long)seed);
@@ -564,16 +629,42 @@ int cmd_world(int argc, char **argv)
         if (rc) {
             if (json) printf("]}\n");
             sq_world_close(w);
-            return rc;
+            { ret = (rc); goto out; }
+        }
+    }
+    out_digest *dg = NULL;
+    if (run && digest) {
+        dg = calloc((size_t)sq_world_workers(w), sizeof *dg);
+        if (!dg || output_digests(w, dg)) {
+            fprintf(stderr, "shardq world: digests: %s\n", dg ? sq_world_error(w) : "out of memory");
+            free(dg);
+            sq_world_close(w);
+            { ret = (CLI_RUNTIME); goto out; }
         }
     }
     if (json) {
-        printf(",");
-        print_traffic_json(w);
+        /* measured times vary from run to run: only real ranks print them,
+        ** so that an in-process run's JSON is a function of its inputs */
+        printf(",\"transport\":{\"kind\":\"%s\",\"ranks\":%d},", R.on ? "mpi" : "inproc",
+               R.on ? R.size : 1);
+        if (R.on && run) {
+            printf("\"times\":{");
+            print_times(w, 1);
+            printf("},");
+        }
+        print_traffic_json(w, dg);
         printf("}\n");
     } else {
         print_traffic_table(w);
+        if (run) {
+            printf("\nwall time of the collectives (%s, the slowest rank):\n",
+                   R.on ? "MPI ranks" : "in process, every worker in turn");
+            print_times(w, 0);
+        }
     }
+    free(dg);
     sq_world_close(w);
-    return CLI_OK;
+    { ret = (CLI_OK); goto out; }
+out:
+    return cli_ranks_end("world", &R, ret);
 }

@@ -111,8 +111,10 @@ static int world_replica(void *ctx, int r, float *out)
 
 int sq_step_replicas(sq_world *w, float *what, float *tmp, int *differs)
 {
-    return sq_step_replicas_of(sq_world_workers(w), sq_world_elements(w), world_replica, w, what,
-                               tmp, differs);
+    /* worker 0's copy to every process, then each replica against it where
+    ** it lives (one rank per process: only the verdicts travel) */
+    int rc = world_replica(w, 0, what);
+    return rc ? rc : sq_world_replicas_differ(w, what, tmp, differs);
 }
 
 double sq_step_frac(uint64_t count, uint64_t of)

@@ -16,6 +16,7 @@
 ** that move messages are visited.
 */
 #include "world/world_internal.h"
+#include "sq_clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,63 @@ static int inproc_recv(void *ctx, const sq_plan_msg *m, sq_qbuf *to, sq_error *e
 }
 
 /* ------------------------------------------------------------------------ */
+/* The world's view of any transport: timing and digests                   */
+/* ------------------------------------------------------------------------ */
+
+/* Every SEND and RECV of the rank this world runs goes through here: the
+** time inside the transport is added to the link's, and with digests on,
+** the bytes sent are hashed into the sender's digest. */
+typedef struct via_ctx {
+    sq_world *w;
+    const sq_transport *inner;
+    int coll;
+} via_ctx;
+
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* The sent bytes may live on a device: they are read to the host first. */
+static int digest_part(sq_world *w, int r, const void *src, uint64_t bytes)
+{
+    if (!bytes) return SQ_OK;
+    unsigned char *h = malloc((size_t)bytes);
+    if (!h) return SQ_ERR_NOMEM;
+    int rc = sq_backend_get(w->workers[r].be, h, src, (size_t)bytes);
+    if (!rc) w->rec[r].digest = fnv1a(w->rec[r].digest, h, (size_t)bytes);
+    free(h);
+    return rc;
+}
+
+static int via_send(void *ctx, const sq_plan_msg *m, const sq_qbuf *from, sq_error *err)
+{
+    via_ctx *v = ctx;
+    sq_world *w = v->w;
+    int rc;
+    if (w->digest && from &&
+        ((rc = digest_part(w, m->src, from->codes, m->code_bytes)) ||
+         (rc = digest_part(w, m->src, from->scales, m->scale_bytes)) ||
+         (rc = digest_part(w, m->src, from->offsets, m->offset_bytes))))
+        return rc;
+    double t0 = sq_clock_s();
+    rc = v->inner->send(v->inner->ctx, m, from, err);
+    /* in process the ranks take turns: their time adds up on worker 0 */
+    w->rec[w->tr ? m->src : 0].times[v->coll].link_seconds[m->link] += sq_clock_s() - t0;
+    return rc;
+}
+
+static int via_recv(void *ctx, const sq_plan_msg *m, sq_qbuf *to, sq_error *err)
+{
+    via_ctx *v = ctx;
+    double t0 = sq_clock_s();
+    int rc = v->inner->recv(v->inner->ctx, m, to, err);
+    v->w->rec[v->w->tr ? m->dst : 0].times[v->coll].link_seconds[m->link] += sq_clock_s() - t0;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Running the plans of every rank                                          */
 /* ------------------------------------------------------------------------ */
 
@@ -66,6 +124,12 @@ static int run_rank_phase(sq_world *w, const sq_transport *tr, int r, int coll, 
         e.msg[0] = '\0';
         int rc = sq_plan_exec_op(&w->L, r, op, step, mem, tr, &w->traffic[r], &e);
         if (rc == SQ_OK) continue;
+        if (w->tr && (op->kind == SQ_PLAN_SEND || op->kind == SQ_PLAN_RECV))
+            return sq_world_set_error(w, rc, "worker %d: %s %llu elements %s worker %d: %s", r,
+                                      op->kind == SQ_PLAN_SEND ? "sending" : "receiving",
+                                      (unsigned long long)op->n,
+                                      op->kind == SQ_PLAN_SEND ? "to" : "from", op->peer,
+                                      e.msg[0] ? e.msg : sq_strerror(rc));
         if (op->kind == SQ_PLAN_SEND || op->kind == SQ_PLAN_RECV) {
             char what[96];
             snprintf(what, sizeof what, "sending %llu elements to worker %d",
@@ -77,19 +141,39 @@ static int run_rank_phase(sq_world *w, const sq_transport *tr, int r, int coll, 
     return SQ_OK;
 }
 
+/* In process every rank's phase p runs before phase p + 1; with a
+** transport this process runs its own rank's phases, and the transport
+** pairs its messages with the other processes'. A dry world counts every
+** rank's messages here, with no transport: nothing moves. */
 static int run_plans(sq_world *w, int coll, uint32_t step)
 {
-    const sq_transport inproc = {w, inproc_send, inproc_recv, NULL};
-    const sq_transport *tr = w->dry ? NULL : &inproc;
+    const sq_transport inproc = {w, inproc_send, inproc_recv, NULL, NULL, NULL, 1, 0};
+    via_ctx v = {w, w->tr ? w->tr : &inproc, coll};
+    const sq_transport via = {&v, via_send, via_recv, NULL, NULL, NULL, 1, 0};
+    const sq_transport *tr = w->dry ? NULL : &via;
     const int np = sq_plan_nphases(&w->L, coll);
+    double t0 = sq_clock_s();
     for (int phase = 0; phase < np; phase++) {
         if (w->dry && !sq_plan_phase_moves(&w->L, coll, phase)) continue;
         for (int r = 0; r < w->N; r++) {
+            if (!w->dry && !sq_world_holds(w, r)) continue;
             int rc = run_rank_phase(w, tr, r, coll, phase, step);
             if (rc) return rc;
         }
+        if (!w->dry && w->tr && w->tr->phase_end) {
+            sq_error e = {0};
+            int rc = w->tr->phase_end(w->tr->ctx, coll, phase, &e);
+            if (rc) return sq_world_set_error(w, rc, "worker %d: end of phase %d: %s", w->rank,
+                                              phase, sq_error_message(&e));
+        }
     }
-    return SQ_OK;
+    if (w->dry) return SQ_OK;
+    /* in process the emulation's time is the world's; the ranks' records
+    ** keep it on worker 0 (the slowest rank of one) */
+    int r0 = w->tr ? w->rank : 0;
+    w->rec[r0].times[coll].seconds += sq_clock_s() - t0;
+    w->rec[r0].times[coll].calls++;
+    return sq_world_sync_records(w);
 }
 
 /* Each worker encodes its master shard (or its difference to w-hat) into

@@ -116,7 +116,7 @@ static uint64_t wire_bytes(const sq_wire *wr, uint64_t n)
 
 /* The bytes alloc_worker takes for one worker (keep the two in step), and
 ** the host staging: what a world on the CPU needs beside the caller's. */
-static uint64_t world_bytes(const sq_world *w)
+static uint64_t world_bytes(const sq_world *w, int workers)
 {
     const sq_scheme *s = &w->scheme;
     const uint64_t P = w->padded, S = w->shard, Q = P / (uint64_t)w->topo.per_node;
@@ -127,7 +127,7 @@ static uint64_t world_bytes(const sq_world *w)
     if (w->grad_path == SQ_GRAD_TWOLEVEL)
         b += 3 * wire_bytes(&s->grad_intra, P) + 2 * wire_bytes(&s->grad_inter, Q) + 8 * Q;
     int ov = 0;
-    uint64_t all = mul(b, (uint64_t)w->N, &ov) + 4 * P;
+    uint64_t all = mul(b, (uint64_t)workers, &ov) + 4 * P;
     return ov || all < 4 * P ? UINT64_MAX : all;
 }
 
@@ -138,11 +138,11 @@ static int check_memory(sq_world *w, const char *device)
     if (device && strcmp(device, "cpu") != 0) return SQ_OK; /* on GPUs: their allocator says */
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || size <= 0) return SQ_OK;
-    uint64_t have = (uint64_t)pages * (uint64_t)size, need = world_bytes(w);
+    uint64_t have = (uint64_t)pages * (uint64_t)size, need = world_bytes(w, w->tr ? 1 : w->N);
     if (need <= have) return SQ_OK;
     return sq_world_set_error(w, SQ_ERR_NOMEM, "elements %llu on %d workers: the buffers take %.3g "
                               "GB, more than the %.3g GB of memory; use fewer elements or workers",
-                              (unsigned long long)w->n, w->N, (double)need / 1e9,
+                              (unsigned long long)w->n, w->tr ? 1 : w->N, (double)need / 1e9,
                               (double)have / 1e9);
 }
 
@@ -247,13 +247,32 @@ int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
     w->unit = L.unit;
     w->padded = L.padded;
     w->shard = L.shard;
+    w->tr = cfg->transport;
+    w->rank = -1;
+    w->digest = cfg->digest;
     const int N = w->N;
+    if (w->tr) {
+        const sq_transport *t = w->tr;
+        if (!t->send || !t->recv || !t->share || !t->gather_all) {
+            rc = sq_world_set_error(w, SQ_ERR_ARG, "a transport of one rank per process needs "
+                                    "send, recv, share and gather_all");
+            goto fail;
+        }
+        if (t->nranks != N || t->rank < 0 || t->rank >= N) {
+            rc = sq_world_set_error(w, SQ_ERR_ARG, "the transport joins %d ranks (this one %d), the "
+                                    "topology %dx%d has %d workers: one rank per worker",
+                                    t->nranks, t->rank, w->topo.nodes, w->topo.per_node, N);
+            goto fail;
+        }
+        w->rank = t->rank;
+    }
     const uint64_t P = w->padded;
     if ((rc = check_counters(w)) != SQ_OK) goto fail;
     w->traffic = calloc((size_t)N, sizeof *w->traffic);
     w->workers = calloc((size_t)N, sizeof *w->workers);
     w->ops = malloc(sq_plan_max_phase_ops(&w->L) * sizeof *w->ops);
-    if (!w->traffic || !w->workers || !w->ops) {
+    w->rec = calloc((size_t)N, sizeof *w->rec);
+    if (!w->traffic || !w->workers || !w->ops || !w->rec) {
         rc = sq_world_set_error(w, SQ_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -269,6 +288,7 @@ int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
             goto fail;
         }
         for (int r = 0; r < N; r++) {
+            if (!sq_world_holds(w, r)) continue;
             w->workers[r].be = sq_placement_worker(&w->pl, (uint64_t)r);
             if ((rc = alloc_worker(w, r)) != SQ_OK) goto fail;
             plan_mem(w, r);
@@ -293,6 +313,7 @@ void sq_world_close(sq_world *w)
     free(w->stage);
     free(w->mem);
     free(w->ops);
+    free(w->rec);
     free(w);
 }
 
@@ -313,6 +334,55 @@ const sq_wire *sq_world_single_wire(const sq_world *w) { return w->single_wire; 
 struct sq_backend *sq_world_backend(const sq_world *w, int r)
 {
     return (r >= 0 && r < w->N && w->workers) ? w->workers[r].be : NULL;
+}
+
+int sq_world_holds(const sq_world *w, int r)
+{
+    return r >= 0 && r < w->N && (w->rank < 0 || r == w->rank);
+}
+
+int sq_world_local_rank(const sq_world *w) { return w->rank; }
+
+sq_coll_time sq_world_times(const sq_world *w, int coll)
+{
+    sq_coll_time t = {0, 0, {0, 0}};
+    if (coll < 0 || coll >= SQ_NCOLL) return t;
+    for (int r = 0; r < w->N; r++) {
+        const sq_coll_time *x = &w->rec[r].times[coll];
+        if (x->calls > t.calls) t.calls = x->calls;
+        if (x->seconds > t.seconds) t.seconds = x->seconds;
+        for (int l = 0; l < SQ_NLINK; l++)
+            if (x->link_seconds[l] > t.link_seconds[l]) t.link_seconds[l] = x->link_seconds[l];
+    }
+    return t;
+}
+
+uint64_t sq_world_wire_digest(const sq_world *w, int r)
+{
+    return (r >= 0 && r < w->N) ? w->rec[r].digest : 0;
+}
+
+int sq_world_share(sq_world *w, int owner, void *buf, size_t bytes)
+{
+    if (!w->tr || bytes == 0) return SQ_OK;
+    sq_error e = {0};
+    int rc = w->tr->share(w->tr->ctx, owner, buf, bytes, &e);
+    return rc ? sq_world_set_error(w, rc, "sharing %zu bytes of worker %d: %s", bytes, owner,
+                                   sq_error_message(&e))
+              : SQ_OK;
+}
+
+int sq_world_sync_records(sq_world *w)
+{
+    if (!w->tr) return SQ_OK;
+    sq_rank_record mine = w->rec[w->rank];
+    mine.traffic = w->traffic[w->rank];
+    sq_error e = {0};
+    int rc = w->tr->gather_all(w->tr->ctx, &mine, w->rec, sizeof mine, &e);
+    if (rc) return sq_world_set_error(w, rc, "exchanging the ranks' counters: %s",
+                                      sq_error_message(&e));
+    for (int r = 0; r < w->N; r++) w->traffic[r] = w->rec[r].traffic;
+    return SQ_OK;
 }
 
 const sq_traffic *sq_world_traffic(const sq_world *w, int r)
@@ -357,16 +427,22 @@ static int check_finite(sq_world *w, const float *x, uint64_t n, int r, const ch
                               x[i] != x[i] ? "NaN" : "infinite");
 }
 
+/* Only the process that holds worker r keeps what is put for it. */
 static int put(sq_world *w, int r, void *dst, const void *src, uint64_t bytes, const char *what)
 {
+    if (!sq_world_holds(w, r)) return SQ_OK;
     int rc = sq_backend_put(w->workers[r].be, dst, src, (size_t)bytes);
     return rc ? sq_world_fail(w, r, rc, what) : SQ_OK;
 }
 
+/* The holder reads; with a transport every process then gets its bytes. */
 static int get(sq_world *w, int r, void *dst, const void *src, uint64_t bytes, const char *what)
 {
-    int rc = sq_backend_get(w->workers[r].be, dst, src, (size_t)bytes);
-    return rc ? sq_world_fail(w, r, rc, what) : SQ_OK;
+    if (sq_world_holds(w, r)) {
+        int rc = sq_backend_get(w->workers[r].be, dst, src, (size_t)bytes);
+        if (rc) return sq_world_fail(w, r, rc, what);
+    }
+    return sq_world_share(w, r, dst, (size_t)bytes);
 }
 
 int sq_world_init_weights(sq_world *w, const float *host_w0)
@@ -462,4 +538,40 @@ int sq_world_get_grad_shard(sq_world *w, int r, float *host_out)
 {
     int rc = check_worker(w, r, host_out);
     return rc ? rc : get(w, r, host_out, w->workers[r].gout, w->shard * 4, "reading the reduced shard");
+}
+
+int sq_world_replicas_differ(sq_world *w, const float *what0, float *tmp, int *differs)
+{
+    *differs = 0;
+    int rc = check_worker(w, 0, what0);
+    if (rc) return rc;
+    if (!w->tr) {
+        for (int r = 0; r < w->N; r++) {
+            if ((rc = get(w, r, tmp, w->workers[r].what, w->n * 4, "reading the model weights")))
+                return rc;
+            /* bytes, not values: -0 against +0 or two NaNs are a divergence too */
+            if (memcmp(tmp, what0, (size_t)w->n * sizeof *tmp) != 0) {
+                *differs = r;
+                return SQ_OK;
+            }
+        }
+        return SQ_OK;
+    }
+    /* one rank per process: each compares its own replica; one flag each travels */
+    int r = w->rank, mine = 0;
+    if ((rc = sq_backend_get(w->workers[r].be, tmp, w->workers[r].what, (size_t)w->n * 4)))
+        return sq_world_fail(w, r, rc, "reading the model weights");
+    mine = memcmp(tmp, what0, (size_t)w->n * sizeof *tmp) != 0;
+    int *flags = malloc((size_t)w->N * sizeof *flags);
+    if (!flags) return sq_world_set_error(w, SQ_ERR_NOMEM, "out of memory");
+    sq_error e = {0};
+    rc = w->tr->gather_all(w->tr->ctx, &mine, flags, sizeof mine, &e);
+    if (rc) {
+        free(flags);
+        return sq_world_set_error(w, rc, "exchanging the replica checks: %s", sq_error_message(&e));
+    }
+    for (int k = 0; k < w->N && !*differs; k++)
+        if (flags[k]) *differs = k;
+    free(flags);
+    return SQ_OK;
 }

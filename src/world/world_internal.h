@@ -29,6 +29,13 @@ typedef struct sq_worker {
     sq_qbuf rsend, rrecv; /* shard: the ring's send and receive buffers */
 } sq_worker;
 
+/* What each rank knows of itself and shares after every collective. */
+typedef struct sq_rank_record {
+    sq_traffic traffic;
+    uint64_t digest;
+    sq_coll_time times[SQ_NCOLL];
+} sq_rank_record;
+
 struct sq_world {
     sq_topo topo;
     int N;
@@ -46,6 +53,10 @@ struct sq_world {
     sq_plan_layout L;  /* what the plans of every rank derive from */
     sq_plan_mem *mem;  /* each worker's buffers as its plan names them (NULL if dry) */
     sq_plan_op *ops;   /* room for one rank's ops of one phase */
+    const sq_transport *tr; /* one rank per process: the runner's transport; NULL in process */
+    int rank;          /* with tr: the worker this process holds; -1 in process */
+    int digest;        /* hash what each worker sends */
+    sq_rank_record *rec; /* per worker: digest and times (every rank's after a collective) */
     sq_error err;
 };
 
@@ -55,6 +66,9 @@ int sq_world_set_error(sq_world *w, int status, const char *fmt, ...)
 /* A failed backend call of worker r: records "worker r (be): what: status:
 ** backend's reason" and returns rc. */
 int sq_world_fail(sq_world *w, int r, int rc, const char *what);
+
+/* After a collective with a transport: every rank's record to every process. */
+int sq_world_sync_records(sq_world *w);
 
 static inline int sq_node_of(const sq_world *w, int r) { return r / w->topo.per_node; }
 
