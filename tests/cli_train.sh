@@ -95,7 +95,11 @@ assert all(rows[i][6] <= rows[i + 1][6] for i in range(39))
 assert max(x[4] for x in rows) <= 3e-3 * (1 + 1e-6) and rows[-1][4] < rows[10][4]
 assert c.execute('SELECT count(*) FROM bytes').fetchone()[0] == 4
 t = dict(c.execute('SELECT op, seconds FROM timings').fetchall())
-assert set(t) == {'compute', 'grad_reducescatter', 'optimizer', 'weight_allgather', 'eval', 'capture'}, t
+colls = {'collective.' + c + l for c in ('grad_reducescatter', 'weight_allgather') for l in ('', '.intra', '.inter')}
+assert set(t) == {'compute', 'grad_reducescatter', 'optimizer', 'weight_allgather', 'eval', 'capture'} | colls, t
+# the collectives' own time lies inside the phases that run them
+assert 0 < t['collective.grad_reducescatter'] <= t['grad_reducescatter'], t
+assert 0 < t['collective.weight_allgather'] <= t['weight_allgather'], t
 " "$T/shardq.db"
 ok "db export train_steps" "$SHARDQ" db export train_steps
 cp "$sq_tmp/out" "$T/steps.csv"

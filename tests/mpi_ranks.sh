@@ -43,6 +43,59 @@ assert t["grad_reducescatter"]["calls"] == 2 and t["grad_reducescatter"]["second
 assert t["weight_allgather"]["seconds"] > 0' "$T/mpi.raw"
 done
 
+# replay: the same rows in the store, written by rank 0 alone
+ok "a synthetic trace of 4 workers" "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 "$T/trace"
+ok "replay in process" "$SHARDQ" replay -q --db "$T/inproc.db" --workers 2x2 "$T/trace"
+ok "replay on 4 ranks" timeout 120 mpirun $SQ_MPIRUN_FLAGS -np 4 "$SHARDQ" replay -q --db "$T/mpi.db" --workers 2x2 --transport mpi "$T/trace"
+rows() { # the rows that do not depend on the clock
+  sqlite3 "$1" "SELECT step, path, elements, rel_l2, mse, max_abs, snr_db, cosine, mean_signed, frac_zeroed, frac_clipped FROM step_metrics ORDER BY step, path;
+    SELECT step, path, tensor, elements, rel_l2, mse, max_abs, cosine, mean_signed FROM tensor_stats ORDER BY step, path, tensor;
+    SELECT collective, link, sent_codes, sent_meta, recv_codes, recv_meta, sent_elems, messages, sent_params FROM bytes ORDER BY collective, link;
+    SELECT status, preset, scheme, topo FROM runs"
+}
+rows "$T/inproc.db" >"$T/inproc.rows"
+rows "$T/mpi.db" >"$T/mpi.rows"
+ok "replay: step, tensor and byte rows equal the in-process run's" cmp "$T/inproc.rows" "$T/mpi.rows"
+ok "... and they are there ($(wc -l <"$T/mpi.rows") rows)" test "$(wc -l <"$T/mpi.rows")" -gt 20
+ok "one run stored (rank 0 alone writes)" test "$(sqlite3 "$T/mpi.db" 'SELECT count(*) FROM runs')" = 1
+ok "the measured collectives are stored" python3 -c 'import sqlite3,sys
+t = dict(sqlite3.connect(sys.argv[1]).execute("SELECT op, seconds FROM timings"))
+assert t["collective.grad_reducescatter"] > 0 and t["collective.weight_allgather"] > 0, t
+assert t["collective.grad_reducescatter.intra"] > 0 and t["collective.grad_reducescatter.inter"] > 0, t' "$T/mpi.db"
+
+# training: each rank computes its own micro-batch; the losses, norms and bytes equal
+targs="train -q --steps 4 --layers 1 --channels 32 --heads 2 --context 32 --seq 32 --batch 2 --eval-every 2 --workers 2x2"
+ok "train in process" "$SHARDQ" $targs --db "$T/tinproc.db"
+ok "train on 4 ranks" timeout 180 mpirun $SQ_MPIRUN_FLAGS -np 4 "$SHARDQ" $targs --db "$T/tmpi.db" --transport mpi
+trows() {
+  sqlite3 "$1" "SELECT step, tokens, loss, val_loss, lr, grad_norm FROM train_steps ORDER BY step;
+    SELECT collective, link, sent_codes, sent_meta, sent_elems, messages, sent_params FROM bytes ORDER BY collective, link"
+}
+trows "$T/tinproc.db" >"$T/tinproc.rows"
+trows "$T/tmpi.db" >"$T/tmpi.rows"
+ok "train: losses, norms and bytes equal the in-process run's" cmp "$T/tinproc.rows" "$T/tmpi.rows"
+ok "... (4 steps)" test "$(sqlite3 "$T/tmpi.db" 'SELECT count(*) FROM train_steps')" = 4
+expect_fail_with 2 "--capture: not on real ranks" \
+  timeout 120 mpirun $SQ_MPIRUN_FLAGS -np 4 "$SHARDQ" $targs --no-db --transport mpi --capture "$T/cap"
+
+# a rank that fails ends the job, naming itself and its host; what the
+# database held stays: rank 0 finds the store locked by another process
+before=$(sqlite3 "$T/mpi.db" 'SELECT count(*) FROM runs')
+python3 -c 'import sqlite3,sys,time
+c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN EXCLUSIVE")
+open(sys.argv[2], "w").close(); time.sleep(20)' "$T/mpi.db" "$T/locked" &
+locker=$!
+for _ in $(seq 100); do test -f "$T/locked" && break; sleep 0.1; done
+expect_fail_with nonzero "on host $(hostname)" \
+  timeout 120 mpirun $SQ_MPIRUN_FLAGS -np 4 "$SHARDQ" replay -q --db "$T/mpi.db" --busy-timeout 200 --workers 2x2 --transport mpi "$T/trace"
+cp "$sq_tmp/err" "$T/fail.err"
+ok "... the failed rank says which it is and that the job ends" grep -q "rank 0 of 4 on host .* failed .* ending every rank of the job" "$T/fail.err"
+ok "... and why (the locked database)" grep -qi "lock\|busy" "$T/fail.err"
+kill "$locker" 2>/dev/null
+wait "$locker" 2>/dev/null
+ok "the database keeps its run" test "$(sqlite3 "$T/mpi.db" 'SELECT count(*) FROM runs WHERE status = '"'done'"'')" = "$before"
+ok "... intact" test "$(sqlite3 "$T/mpi.db" 'PRAGMA integrity_check')" = ok
+
 # --transport auto: under a launcher of several ranks it is mpi
 ok "auto under mpirun is mpi" timeout 120 mpirun $SQ_MPIRUN_FLAGS -np 2 "$SHARDQ" world --run --json --workers 1x2 --elements 4096 --steps 1
 cp "$sq_tmp/out" "$T/auto.json"

@@ -65,6 +65,10 @@ typedef struct sq_replay_config {
     int tensor_rows;     /* 1: a stats row per (step, path, tensor) too */
     int reuse_workers;   /* 1: accept a topology whose worker count differs from the
                          ** trace's gradient files (reusing or dropping files) */
+    /* NULL: every worker in this process; else one rank per process
+    ** (world.h): every process reads the trace (the exact reference needs
+    ** every gradient) and computes the same statistics */
+    const struct sq_transport *transport;
 } sq_replay_config;
 
 /* Where the results go while the replay runs; every callback may be NULL. */
@@ -106,6 +110,7 @@ typedef struct sq_replay_result {
     int consecutive;       /* the trace's steps are consecutive integers */
     sq_bytes_row bytes[SQ_NCOLL * SQ_NLINK];
     sq_timing_row timings[SQ_REPLAY_NTIMINGS];
+    sq_coll_time coll[SQ_NCOLL]; /* the collectives' wall time over every unit (sq_world_times) */
 } sq_replay_result;
 
 /* The topology a replay of t uses when none is given: the one the trace

@@ -152,6 +152,10 @@ typedef struct sq_sweep_job {
     const char *capture; /* train: write a trace of the run here, or NULL */
     uint32_t capture_every; /* train: 0 is every step */
     int sgemm;           /* train: measure the sgemm rate beside which GFLOP/s are read */
+    /* NULL: every worker in this process; else the job runs on real ranks,
+    ** one per process (world.h), every process calling this with the same
+    ** job, and only one of them (the one that prints) giving a db */
+    const struct sq_transport *transport;
     sq_sweep_hooks hooks;
 } sq_sweep_job;
 

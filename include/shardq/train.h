@@ -229,6 +229,11 @@ typedef struct sq_train_config {
     uint32_t capture_every; /* capture steps t with t % capture_every == 0 */
     const char *capture_model; /* JSON for the manifest's "model", or NULL */
     const char *capture_owner; /* the trace's owner (sq_trace_writer_open_as), or NULL */
+    /* NULL: every worker in this process; else one rank per process
+    ** (world.h): this process computes its own worker's micro-batch and the
+    ** others' gradients reach it only inside the collectives and the error
+    ** statistics; the other results are the in-process run's. */
+    const struct sq_transport *transport;
 } sq_train_config;
 
 /* The defaults of `shardq train`. */
@@ -302,6 +307,9 @@ typedef struct sq_train_result {
     uint32_t captured;     /* steps written to the trace */
     sq_bytes_row bytes[SQ_NCOLL * SQ_NLINK];
     uint64_t peak_rss;
+    /* the collectives' wall time over every unit (sq_world_times: the
+    ** slowest rank's, measured on real ranks, the emulation's in process) */
+    sq_coll_time coll[SQ_NCOLL];
 } sq_train_result;
 
 /* Trains: SQ_OK, or the kind of the failure with its sentence in err (a

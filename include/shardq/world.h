@@ -339,6 +339,8 @@ typedef struct sq_coll_time {
     double link_seconds[SQ_NLINK];
 } sq_coll_time;
 sq_coll_time sq_world_times(const sq_world *w, int coll);
+/* Adds the world's sq_world_times of both collectives to sum[] (many worlds'). */
+void sq_world_add_times(const sq_world *w, sq_coll_time sum[SQ_NCOLL]);
 /* FNV-1a (64 bits) over every byte worker r sent since the world opened,
 ** message after message (codes, scales, offsets), when opened with
 ** digest = 1; 0 otherwise. Equal digests: the same bytes on the wire. */

@@ -135,8 +135,9 @@ int cli_job_end(cli_job *j, int rc, const struct sq_error *e, const char *db);
 ** capturing a trace into capture when not NULL -- and prints what it prints.
 ** Returns the exit status. `shardq demo` runs its capture with it. */
 struct sq_sweep_config;
+struct sq_transport;
 int cli_train_job(const struct sq_sweep_config *cfg, const char *db, const char *key,
                   const char *sweep, int busy_ms, const char *capture, uint32_t capture_every,
-                  int quiet, int json);
+                  int quiet, int json, const struct sq_transport *transport);
 
 #endif

@@ -525,7 +525,7 @@ static int run_capture(const demo *d, const sq_sweep_config *c)
         if (getppid() != parent) _exit(CLI_RUNTIME);
         sq_sweep_child_close_fds(-1); /* the lock of --out stays the demo's */
         int rc = cli_train_job(c, d->db, d->key, "demo-train", SQ_STORE_BUSY_MS, d->trace,
-                               c->train.eval_every, 0, 0);
+                               c->train.eval_every, 0, 0, NULL);
         fflush(stdout);
         fflush(stderr);
         _exit(rc);

@@ -4,6 +4,7 @@
 ** it: replay.h does the work, store.h the storing).
 */
 #include "cli.h"
+#include "ranks.h"
 #include "shardq/layout.h"
 #include "progress.h"
 #include "shardq/replay.h"
@@ -55,6 +56,9 @@ static const char replay_usage[] =
     "                     already done is not repeated (used by 'shardq sweep')\n"
     "  --sweep NAME       the sweep this run belongs to\n"
     "  --json             print a JSON summary\n"
+    CLI_TRANSPORT_HELP
+    "                    (every rank reads the whole trace; without --workers the\n"
+    "                    node level comes from the hosts)\n"
     "  -q, --quiet        print nothing on success\n"
     "  -h, --help         this text\n"
     "\n"
@@ -84,7 +88,7 @@ static void json_stats(const char *name, const sq_errstats *s, double clipped)
 
 static void print_json(const sq_replay_result *r, const char *trace, const char *preset,
                        const char *scheme, const char *topo, uint64_t seed, const char *device,
-                       int64_t run)
+                       int64_t run, const cli_ranks *R)
 {
     printf("{\"run\":");
     if (run > 0) printf("%lld", (long long)run);
@@ -126,11 +130,13 @@ static void print_json(const sq_replay_result *r, const char *trace, const char 
         cli_json_num(t->seconds > 0 && t->bytes ? (double)t->bytes / t->seconds / 1e9 : NAN);
         printf("}");
     }
-    printf("}}\n");
+    printf("},");
+    cli_json_colls(r->coll, r->seconds, R);
+    printf("}\n");
 }
 
 static void print_text(const sq_replay_result *r, const char *trace, const char *preset,
-                       const char *topo, const char *db, int64_t run)
+                       const char *topo, const char *db, int64_t run, const cli_ranks *R)
 {
     printf("replayed %s: %zu step%s x %zu param%s (%llu elements) with %s on %s\n", trace,
            r->steps, r->steps == 1 ? "" : "s", r->params, r->params == 1 ? "" : "s",
@@ -162,6 +168,7 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
            (double)r->trace_bytes / 1e9,
            r->seconds > 0 ? (double)r->trace_bytes / r->seconds / 1e9 : 0.0,
            (double)r->peak_rss / 1e6);
+    cli_print_colls(r->coll, r->seconds, R);
     if (run > 0) printf("  stored as run %lld in %s\n", (long long)run, db);
 }
 
@@ -176,12 +183,13 @@ int cmd_replay(int argc, char **argv)
         {"busy-timeout", required_argument, NULL, 'B'}, {"key", required_argument, NULL, 'k'},
         {"sweep", required_argument, NULL, 'W'},  {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-        {"reuse-workers", no_argument, NULL, 'U'},
+        {"reuse-workers", no_argument, NULL, 'U'}, {"transport", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0}};
     const char *preset = "sdp4bit", *workers = NULL, *device = "cpu", *db = cli_default_db();
     const char *key = NULL, *sweep = NULL;
     const char *sets[64];
     int nsets = 0, json = 0, quiet = 0, nodb = 0, tensor_rows = 1, paths = 3, reuse = 0, ch;
+    int transport = CLI_TRANSPORT_AUTO;
     uint64_t seed = 1, steps = 0, busy = SQ_STORE_BUSY_MS;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
@@ -219,6 +227,9 @@ int cmd_replay(int argc, char **argv)
         case 'n': nodb = 1; break;
         case 'R': tensor_rows = 0; break;
         case 'U': reuse = 1; break;
+        case 'T':
+            if (cli_transport_parse("replay", optarg, &transport)) return CLI_USAGE;
+            break;
         case 'B':
             if (cli_parse_u64("replay", "--busy-timeout", optarg, INT_MAX, &busy))
                 return CLI_USAGE;
@@ -244,6 +255,18 @@ int cmd_replay(int argc, char **argv)
         return CLI_USAGE;
     }
     cfg.has_topo = workers != NULL;
+    cli_ranks R;
+    int rb = cli_ranks_begin("replay", transport, &cfg.topo, cfg.has_topo, &R);
+    if (rb) return rb;
+    if (R.on) {
+        if (key || sweep) {
+            fprintf(stderr, "shardq replay: --key and --sweep are for the children of a sweep; "
+                    "across ranks run `mpirun shardq sweep RECIPE`\n");
+            return cli_ranks_end("replay", &R, CLI_USAGE);
+        }
+        cfg.has_topo = 1; /* the ranks' topology */
+        if (!cli_ranks_leader(&R)) nodb = 1; /* rank 0 alone writes the store */
+    }
     cfg.preset = (char *)preset;
     cfg.trace = argv[optind];
     cfg.seed = seed;
@@ -255,11 +278,11 @@ int cmd_replay(int argc, char **argv)
     sq_sweep_outcome *out = calloc(1, sizeof *out);
     if (!out) {
         fprintf(stderr, "shardq replay: out of memory\n");
-        return CLI_RUNTIME;
+        return cli_ranks_end("replay", &R, CLI_RUNTIME);
     }
-    cli_job j = {.cmd = "replay", .quiet = quiet, .out = out};
+    cli_job j = {.cmd = "replay", .quiet = quiet || !cli_ranks_leader(&R), .out = out};
     sq_sweep_job job = {.cfg = &cfg, .db = nodb ? NULL : db, .key = key, .sweep = sweep,
-                        .busy_ms = (int)busy, .tensor_rows = tensor_rows};
+                        .busy_ms = (int)busy, .tensor_rows = tensor_rows, .transport = R.tr};
     cli_job_hooks(&j, &job.hooks);
     sq_error e = {0};
     int bad = sq_sweep_job_run(&job, out, &e);
@@ -271,11 +294,11 @@ int cmd_replay(int argc, char **argv)
     if (rc < 0) {
         if (json)
             print_json(&out->replay, cfg.trace, preset, out->scheme, out->topo, seed, device,
-                       out->run);
+                       out->run, &R);
         else if (!quiet)
-            print_text(&out->replay, cfg.trace, preset, out->topo, db, out->run);
+            print_text(&out->replay, cfg.trace, preset, out->topo, db, out->run, &R);
         rc = CLI_OK;
     }
     free(out);
-    return rc;
+    return cli_ranks_end("replay", &R, rc);
 }

@@ -4,6 +4,7 @@
 ** timings into the database, optionally a trace of the run.
 */
 #include "cli.h"
+#include "ranks.h"
 #include "shardq/layout.h"
 #include "progress.h"
 #include "shardq/store.h"
@@ -164,7 +165,7 @@ static figures compute_figures(const sq_train_result *r, double sgemm)
 
 static void print_text(const sq_train_result *r, const figures *f, const sq_train_config *c,
                        const sq_corpus *corpus, const char *preset, const char *topo,
-                       const char *db, int64_t run)
+                       const char *db, int64_t run, const cli_ranks *ranks)
 {
     printf("trained a %d-layer, %d-wide GPT (%.2f M params) for %u steps on %s with %s on "
            "%s\n", c->model.layers, c->model.channels, (double)r->elements / 1e6, r->steps,
@@ -185,6 +186,7 @@ static void print_text(const sq_train_result *r, const figures *f, const sq_trai
                (unsigned long long)r->elements, (unsigned long long)r->padded,
                r->elements ? (double)r->padded / (double)r->elements : 1.0);
     cli_print_bytes(r->bytes);
+    cli_print_colls(r->coll, f->step_time, ranks);
     if (c->capture)
         printf("  captured %u step%s into %s\n", r->captured, r->captured == 1 ? "" : "s",
                c->capture);
@@ -193,7 +195,7 @@ static void print_text(const sq_train_result *r, const figures *f, const sq_trai
 
 static void print_json(const sq_train_result *r, const figures *f, const sq_train_config *c,
                        const sq_corpus *corpus, const char *preset, const char *scheme,
-                       const char *topo, int64_t run)
+                       const char *topo, int64_t run, const cli_ranks *ranks)
 {
     printf("{\"run\":");
     if (run > 0) printf("%lld", (long long)run);
@@ -237,6 +239,8 @@ static void print_json(const sq_train_result *r, const figures *f, const sq_trai
                                              sq_train_time_names[k], r->time[k]);
     printf("},\"bytes\":");
     cli_json_bytes(r->bytes);
+    printf(",");
+    cli_json_colls(r->coll, f->step_time, ranks);
     printf("}\n");
 }
 
@@ -244,7 +248,7 @@ enum {
     O_CORPUS = 256, O_STEPS, O_BATCH, O_SEQ, O_EVAL_EVERY, O_EVAL_SEQS, O_LAYERS, O_CHANNELS,
     O_HEADS, O_CONTEXT, O_LR, O_MIN_LR, O_WARMUP, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
     O_SCHEME, O_SET, O_WORKERS, O_DEVICE, O_SEED, O_CAPTURE, O_CAPTURE_EVERY, O_DB, O_NODB,
-    O_BUSY, O_KEY, O_SWEEP, O_JSON
+    O_BUSY, O_KEY, O_SWEEP, O_JSON, O_TRANSPORT
 };
 
 static const struct option longopts[] = {
@@ -279,6 +283,7 @@ static const struct option longopts[] = {
     {"key", required_argument, NULL, O_KEY},
     {"sweep", required_argument, NULL, O_SWEEP},
     {"json", no_argument, NULL, O_JSON},
+    {"transport", required_argument, NULL, O_TRANSPORT},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
@@ -306,7 +311,7 @@ static int float_opt(const char *opt, const char *text, double min, double max, 
 
 int cli_train_job(const sq_sweep_config *cfg, const char *db, const char *key,
                   const char *sweep, int busy_ms, const char *capture, uint32_t capture_every,
-                  int quiet, int json)
+                  int quiet, int json, const struct sq_transport *transport)
 {
     sq_sweep_outcome *out = calloc(1, sizeof *out);
     if (!out) {
@@ -315,7 +320,8 @@ int cli_train_job(const sq_sweep_config *cfg, const char *db, const char *key,
     }
     cli_job j = {.cmd = "train", .quiet = quiet, .lines = !quiet && !json, .out = out};
     sq_sweep_job job = {.cfg = cfg, .db = db, .key = key, .sweep = sweep, .busy_ms = busy_ms,
-                        .capture = capture, .capture_every = capture_every, .sgemm = 1};
+                        .capture = capture, .capture_every = capture_every, .sgemm = 1,
+                        .transport = transport};
     cli_job_hooks(&j, &job.hooks);
     sq_error e = {0};
     int bad = sq_sweep_job_run(&job, out, &e);
@@ -339,11 +345,13 @@ int cli_train_job(const sq_sweep_config *cfg, const char *db, const char *key,
         c.capture = capture;
         figures f = compute_figures(&out->train, out->sgemm);
         sq_corpus corpus = {.path = out->corpus};
+        cli_ranks ranks = {.on = transport != NULL, .size = transport ? transport->nranks : 1};
         if (json)
             print_json(&out->train, &f, &c, &corpus, cfg->preset, out->scheme, out->topo,
-                       out->run);
+                       out->run, &ranks);
         else if (!quiet)
-            print_text(&out->train, &f, &c, &corpus, cfg->preset, out->topo, db, out->run);
+            print_text(&out->train, &f, &c, &corpus, cfg->preset, out->topo, db, out->run,
+                       &ranks);
         rc = CLI_OK;
     }
     free(out);
@@ -358,6 +366,7 @@ int cmd_train(int argc, char **argv)
     sq_train_config c;
     sq_train_defaults(&c);
     const char *corpus_path = NULL, *preset = "sdp4bit", *workers = "2x4";
+    int transport = CLI_TRANSPORT_AUTO, workers_given = 0;
     const char *device = "cpu", *db = cli_default_db(), *key = NULL, *sweep = NULL;
     const char *sets[64];
     int nsets = 0, json = 0, quiet = 0, nodb = 0, min_lr_given = 0, warmup_given = 0, ch;
@@ -407,7 +416,7 @@ int cmd_train(int argc, char **argv)
             }
             sets[nsets++] = optarg;
             break;
-        case O_WORKERS: workers = optarg; break;
+        case O_WORKERS: workers = optarg, workers_given = 1; break;
         case O_DEVICE:
             bad = cli_check_device("train", optarg);
             device = optarg;
@@ -425,6 +434,7 @@ int cmd_train(int argc, char **argv)
         case O_KEY: key = optarg; break;
         case O_SWEEP: sweep = optarg; break;
         case O_JSON: json = 1; break;
+        case O_TRANSPORT: bad = cli_transport_parse("train", optarg, &transport) != CLI_OK; break;
         case 'q': quiet = 1; break;
         case 'h': fputs(train_usage, stdout); return CLI_OK;
         default: return cli_option_error("train", ch, argv, longnames);
@@ -449,6 +459,17 @@ int cmd_train(int argc, char **argv)
     }
     c.device = device;
     if (train_invalid(&c, NULL)) return CLI_USAGE;
+    cli_ranks R;
+    int rb = cli_ranks_begin("train", transport, &c.topo, workers_given, &R);
+    if (rb) return rb;
+    if (R.on) {
+        if (key || sweep || c.capture) {
+            fprintf(stderr, "shardq train: %s: not on real ranks (a sweep: `mpirun shardq sweep "
+                    "RECIPE`; a capture: in process)\n", c.capture ? "--capture" : "--key/--sweep");
+            return cli_ranks_end("train", &R, CLI_USAGE);
+        }
+        if (!cli_ranks_leader(&R)) nodb = 1, quiet = 1; /* rank 0 alone prints and stores */
+    }
     if (!corpus_path) {
         const char *env = getenv("SHARDQ_CORPUS");
         corpus_path = env && *env ? env : SQ_CORPUS_DEFAULT;
@@ -468,6 +489,7 @@ int cmd_train(int argc, char **argv)
     cfg.device = (char *)device;
     cfg.corpus = (char *)corpus_path;
     cfg.steps = c.steps;
-    return cli_train_job(&cfg, nodb ? NULL : db, key, sweep, (int)busy, c.capture,
-                         c.capture_every, quiet, json);
+    int rc = cli_train_job(&cfg, nodb ? NULL : db, key, sweep, (int)busy, c.capture,
+                           c.capture_every, quiet, json, R.tr);
+    return cli_ranks_end("train", &R, rc);
 }

@@ -100,3 +100,28 @@ int cli_ranks_end(const char *cmd, cli_ranks *R, int rc)
     R->on = 0;
     return rc;
 }
+
+void cli_print_colls(const sq_coll_time coll[SQ_NCOLL], double total, const cli_ranks *R)
+{
+    const sq_coll_time *g = &coll[SQ_COLL_GRAD], *w = &coll[SQ_COLL_WEIGHT];
+    double both = g->seconds + w->seconds;
+    printf("  collectives %s: reduce-scatter %.3f s (in the transport: intra %.3f, inter %.3f),\n"
+           "              all-gather %.3f s (intra %.3f, inter %.3f): %.1f%% of %.3f s\n",
+           R->on ? "measured on the ranks" : "emulated in process",
+           g->seconds, g->link_seconds[SQ_LINK_INTRA], g->link_seconds[SQ_LINK_INTER], w->seconds,
+           w->link_seconds[SQ_LINK_INTRA], w->link_seconds[SQ_LINK_INTER],
+           total > 0 ? 100 * both / total : 0.0, total);
+}
+
+void cli_json_colls(const sq_coll_time coll[SQ_NCOLL], double total, const cli_ranks *R)
+{
+    printf("\"collectives\":{\"transport\":\"%s\",\"ranks\":%d", R->on ? "mpi" : "inproc",
+           R->on ? R->size : 1);
+    for (int c = 0; c < SQ_NCOLL; c++)
+        printf(",\"%s\":{\"calls\":%llu,\"seconds\":%.6f,\"intra_seconds\":%.6f,"
+               "\"inter_seconds\":%.6f}", sq_coll_name(c), (unsigned long long)coll[c].calls,
+               coll[c].seconds, coll[c].link_seconds[SQ_LINK_INTRA],
+               coll[c].link_seconds[SQ_LINK_INTER]);
+    double both = coll[0].seconds + coll[1].seconds;
+    printf(",\"share\":%.6f}", total > 0 ? both / total : 0.0);
+}

@@ -36,6 +36,12 @@ int cli_ranks_begin(const char *cmd, int kind, sq_topo *topo, int has_topo, cli_
 ** of the job (MPI_Abort), so that no rank waits for a failed one. Returns
 ** rc (in process, or when MPI could not abort). */
 int cli_ranks_end(const char *cmd, cli_ranks *R, int rc);
+/* The collectives' measured wall time (sq_world_times summed over a run's
+** worlds) as a text line beside the run's total seconds, and as a JSON
+** member "collectives":{...} (printed after a comma). */
+void cli_print_colls(const sq_coll_time coll[SQ_NCOLL], double total, const cli_ranks *R);
+void cli_json_colls(const sq_coll_time coll[SQ_NCOLL], double total, const cli_ranks *R);
+
 /* 1 on the rank that prints and writes the store (rank 0, or in process). */
 static inline int cli_ranks_leader(const cli_ranks *R) { return !R->on || R->rank == 0; }
 

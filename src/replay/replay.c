@@ -273,7 +273,7 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
     unit_run ur = {.slot = L->slots + L->units[u].first, .count = L->units[u].count,
                    .n = L->units[u].n};
     sq_world_config base = {.topo = cfg->topo, .scheme = cfg->scheme, .seed = cfg->seed,
-                            .device = cfg->device};
+                            .device = cfg->device, .transport = cfg->transport};
     char name[300];
     sq_layout_unit_label(L, u, t->params[ur.slot[0].param].name, name, sizeof name);
     sq_error werr = {0};
@@ -351,6 +351,7 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
         if (st->sink && st->sink->progress) st->sink->progress(st->sink->ctx, st->done, st->units);
     }
     sq_world_add_traffic(w, &st->traffic);
+    sq_world_add_times(w, st->res->coll);
     st->res->padded += sq_world_padded(w);
     if (cfg->tensor_rows && (rc = emit(st, rows, nrows, err))) goto fail;
     rc = SQ_OK;

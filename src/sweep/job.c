@@ -132,6 +132,28 @@ static char *replay_json(const sq_sweep_config *x, const char *scheme, const cha
     return s;
 }
 
+/* The collectives' wall time (sq_world_times over a run's worlds) as
+** timing rows "collective.NAME" and "collective.NAME.LINK" (the part in the
+** transport on that link), after the n rows already in rows[]: the times a
+** run on real ranks measured, or the in-process emulation's. */
+#define COLL_ROWS (SQ_NCOLL * (1 + SQ_NLINK))
+static size_t add_coll_rows(sq_timing_row *rows, size_t n, const sq_coll_time coll[SQ_NCOLL])
+{
+    static const char *const names[SQ_NCOLL][1 + SQ_NLINK] = {
+        {"collective.weight_allgather", "collective.weight_allgather.intra",
+         "collective.weight_allgather.inter"},
+        {"collective.grad_reducescatter", "collective.grad_reducescatter.intra",
+         "collective.grad_reducescatter.inter"}};
+    for (int c = 0; c < SQ_NCOLL; c++) {
+        rows[n++] = (sq_timing_row){.op = names[c][0], .calls = coll[c].calls,
+                                    .seconds = coll[c].seconds};
+        for (int l = 0; l < SQ_NLINK; l++)
+            rows[n++] = (sq_timing_row){.op = names[c][1 + l], .calls = coll[c].calls,
+                                        .seconds = coll[c].link_seconds[l]};
+    }
+    return n;
+}
+
 static int run_replay(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *err)
 {
     const sq_sweep_config *x = job->cfg;
@@ -148,6 +170,7 @@ static int run_replay(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *
     cfg.max_steps = (size_t)x->steps;
     cfg.tensor_rows = job->tensor_rows;
     cfg.reuse_workers = x->reuse_workers;
+    cfg.transport = job->transport;
     snprintf(out->topo, sizeof out->topo, "%dx%d", cfg.topo.nodes, cfg.topo.per_node);
     sq_scheme_format(&cfg.scheme, out->scheme, sizeof out->scheme);
     const size_t nsteps = x->steps && x->steps < t.nsteps ? (size_t)x->steps : t.nsteps;
@@ -181,8 +204,10 @@ static int run_replay(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *
         run_end(store, out, 1, err, NULL, 0, out->replay.timings, SQ_REPLAY_NTIMINGS, err);
         goto done;
     }
-    rc = run_end(store, out, 0, NULL, out->replay.bytes, SQ_NCOLL * SQ_NLINK,
-                 out->replay.timings, SQ_REPLAY_NTIMINGS, err);
+    sq_timing_row rows[SQ_REPLAY_NTIMINGS + COLL_ROWS];
+    memcpy(rows, out->replay.timings, sizeof out->replay.timings);
+    size_t nrows = add_coll_rows(rows, SQ_REPLAY_NTIMINGS, out->replay.coll);
+    rc = run_end(store, out, 0, NULL, out->replay.bytes, SQ_NCOLL * SQ_NLINK, rows, nrows, err);
 done:
     sq_store_close(store);
     sq_trace_close(&t);
@@ -321,6 +346,7 @@ static int run_train(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
     c.scheme = x->scheme;
     c.seed = x->seed;
     c.device = x->device;
+    c.transport = job->transport;
     if (job->capture) c.capture = job->capture;
     if (job->capture_every) c.capture_every = job->capture_every;
     if ((rc = sq_train_validate(&c, NULL, &out->field, err))) return rc;
@@ -384,16 +410,17 @@ static int run_train(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
     memset(&out->train, 0, sizeof out->train);
     rc = sq_train_run(&c, &corpus, &sink, &out->train, err);
     if (!rc) rc = flush_rows(&tctx, err);
-    sq_timing_row timings[SQ_TT_N];
+    sq_timing_row timings[SQ_TT_N + COLL_ROWS];
     for (int k = 0; k < SQ_TT_N; k++)
         timings[k] = (sq_timing_row){.op = sq_train_time_names[k], .calls = out->train.steps,
                                      .seconds = out->train.time[k]};
+    size_t ntimings = add_coll_rows(timings, SQ_TT_N, out->train.coll);
     if (rc) {
         flush_rows(&tctx, NULL);
         run_end(store, out, 1, err, NULL, 0, timings, SQ_TT_N, err);
         goto done;
     }
-    rc = run_end(store, out, 0, NULL, out->train.bytes, SQ_NCOLL * SQ_NLINK, timings, SQ_TT_N,
+    rc = run_end(store, out, 0, NULL, out->train.bytes, SQ_NCOLL * SQ_NLINK, timings, ntimings,
                  err);
 done:
     sq_store_close(store);

@@ -231,7 +231,7 @@ static int open_state(train_state *s, sq_error *err)
     s->res->layout = s->layout.kind;
     s->res->units = s->layout.nunits;
     sq_world_config base = {.topo = c->topo, .scheme = c->scheme, .seed = c->seed,
-                            .device = c->device};
+                            .device = c->device, .transport = c->transport};
     for (size_t u = 0; u < s->layout.nunits; u++) {
         unit_state *q = &s->us[u];
         q->slot = s->layout.slots + s->layout.units[u].first;
@@ -343,13 +343,20 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, sq_e
     sq_train_result *res = s->res;
     double sum = 0;
     for (int r = 0; r < s->N; r++) {
-        double t0 = sq_clock_s();
-        sq_corpus_train_batch(s->corpus, c->seed, t, (uint64_t)r * (uint64_t)c->batch, c->batch,
-                              c->seq, s->inputs, s->targets);
-        sum += sq_gpt_forward(s->ws, (const float *const *)s->wptr, s->inputs, s->targets,
-                              c->batch, c->seq);
-        sq_gpt_backward(s->ws, (const float *const *)s->wptr, s->gptr);
+        double t0 = sq_clock_s(), loss = 0;
+        /* on real ranks each process computes its own worker's micro-batch;
+        ** the losses travel so that every process sums them in worker order */
+        if (sq_world_holds(s->us[0].w, r)) {
+            sq_corpus_train_batch(s->corpus, c->seed, t, (uint64_t)r * (uint64_t)c->batch,
+                                  c->batch, c->seq, s->inputs, s->targets);
+            loss = sq_gpt_forward(s->ws, (const float *const *)s->wptr, s->inputs, s->targets,
+                                  c->batch, c->seq);
+            sq_gpt_backward(s->ws, (const float *const *)s->wptr, s->gptr);
+        }
         res->time[SQ_TT_COMPUTE] += sq_clock_s() - t0;
+        int src = sq_world_share(s->us[0].w, r, &loss, sizeof loss);
+        if (src) return world_fail(s, 0, src, err);
+        sum += loss;
         t0 = sq_clock_s();
         /* the world refuses a gradient that is not finite, naming the element */
         for (size_t u = 0; u < s->layout.nunits; u++) {
@@ -502,6 +509,11 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
     train_state s = {.c = c, .corpus = corpus, .sink = sink, .res = out};
     double t0 = sq_clock_s();
     rc = open_state(&s, err);
+    if (!rc && c->capture && c->transport)
+        /* a worker's gradient exists on its own rank alone: the trace writer
+        ** of one process cannot see it */
+        rc = sq_error_set(err, SQ_ERR_UNSUPPORTED, "capture runs with every worker in one "
+                          "process, not on real ranks (no transport)");
     if (!rc && c->capture) {
         sq_trace_param *tp = calloc(s.np, sizeof *tp);
         if (!tp) {
@@ -532,8 +544,10 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
     if (s.us) {
         sq_traffic sum;
         memset(&sum, 0, sizeof sum);
-        for (size_t u = 0; u < s.layout.nunits && s.us[u].w; u++)
+        for (size_t u = 0; u < s.layout.nunits && s.us[u].w; u++) {
             sq_world_add_traffic(s.us[u].w, &sum);
+            sq_world_add_times(s.us[u].w, out->coll);
+        }
         sq_bytes_rows(&sum, out->bytes);
     }
     free_state(&s);

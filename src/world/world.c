@@ -357,6 +357,16 @@ sq_coll_time sq_world_times(const sq_world *w, int coll)
     return t;
 }
 
+void sq_world_add_times(const sq_world *w, sq_coll_time sum[SQ_NCOLL])
+{
+    for (int c = 0; c < SQ_NCOLL; c++) {
+        sq_coll_time t = sq_world_times(w, c);
+        sum[c].calls += t.calls;
+        sum[c].seconds += t.seconds;
+        for (int l = 0; l < SQ_NLINK; l++) sum[c].link_seconds[l] += t.link_seconds[l];
+    }
+}
+
 uint64_t sq_world_wire_digest(const sq_world *w, int r)
 {
     return (r >= 0 && r < w->N) ? w->rec[r].digest : 0;
