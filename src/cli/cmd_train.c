@@ -61,6 +61,9 @@ static const char train_usage[] =
     "  --workers KxG      K nodes x G workers (default 2x4)\n"
     "  --device DEV       where the quantizers run: cpu (default), cuda, cuda:N\n"
     "  --seed S           model init, data order and rounding, < 2^63 (default 1)\n"
+    CLI_TRANSPORT_HELP
+    "                    (each rank computes its own micro-batch; without\n"
+    "                    --workers the node level comes from the hosts)\n"
     "capture:\n"
     "  --capture DIR      write a trace of the run to DIR (see 'shardq trace\n"
     "                     --help'): the master weights and every worker's\n"
