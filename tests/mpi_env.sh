@@ -11,6 +11,13 @@ OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe
 export OMPI_MCA_mpi_yield_when_idle OMPI_MCA_btl_vader_single_copy_mechanism
-# the sanitizer build: Open MPI's own allocations at exit are not ours
-if test -n "${SHARDQ_LSAN_SUPPRESSIONS:-}"; then :; fi
+# The sanitizer build: Open MPI keeps allocations until exit, some made in
+# components it unloads (whose frames LeakSanitizer could then not name):
+# keep the components loaded, unwind through libraries without frame
+# pointers, and suppress stacks that pass through MPI's own libraries.
+OMPI_MCA_mca_base_component_disable_dlclose=1
+export OMPI_MCA_mca_base_component_disable_dlclose
+LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$SHARDQ_SRCDIR/tests/lsan-mpi.supp:print_suppressions=0"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+export LSAN_OPTIONS ASAN_OPTIONS
 SQ_MPIRUN_FLAGS=${SQ_MPIRUN_FLAGS:-}
