@@ -414,6 +414,9 @@ static void optimize(train_state *s, uint32_t t, float lr, double *norm)
         for (int r = 0; r < s->N; r++) {
             uint64_t first = (uint64_t)r * q->S, end = first + sq_world_shard_len(q->w, r);
             if (end == first) break;
+            /* on real ranks a process updates its own shard alone, as in
+            ** the real systems: the others' masters never reach it */
+            if (!sq_world_holds(q->w, r)) continue;
             for (size_t k = 0; k < q->count; k++) {
                 uint64_t lo = q->slot[k].offset, hi = lo + q->slot[k].n;
                 if (lo < first) lo = first;
