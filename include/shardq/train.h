@@ -303,7 +303,8 @@ typedef struct sq_train_result {
     double first_loss, final_loss, final_val;
     double seconds;        /* wall time of the loop */
     double time[SQ_TT_N];
-    double flops;          /* of every forward + backward (sq_gpt_flops) */
+    double flops;          /* of every forward + backward this process ran (sq_gpt_flops):
+                           ** every worker's, or on real ranks its own worker's */
     uint32_t captured;     /* steps written to the trace */
     sq_bytes_row bytes[SQ_NCOLL * SQ_NLINK];
     uint64_t peak_rss;

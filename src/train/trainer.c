@@ -450,7 +450,10 @@ static int train_loop(train_state *s, sq_error *err)
     sq_train_result *res = s->res;
     sq_lr_schedule sched = c->lr;
     sched.total = c->steps;
-    const double step_flops = s->N * sq_gpt_flops(&c->model, c->batch, c->seq);
+    /* the forward and backward passes this process runs: every worker's in
+    ** process, its own worker's on real ranks */
+    const int computed = c->transport ? 1 : s->N;
+    const double step_flops = computed * sq_gpt_flops(&c->model, c->batch, c->seq);
     const uint64_t step_tokens = (uint64_t)s->N * (uint64_t)c->batch * (uint64_t)c->seq;
     double t_start = sq_clock_s();
     int rc = init_weights(s, err);
