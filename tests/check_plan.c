@@ -5,7 +5,11 @@
 ** every rank's plan on its own, through a transport that is not the
 ** world's (mailboxes of copied bytes, buffered or rendezvous), gives the
 ** gradients and weights of sq_world_reduce_grads / sq_world_gather_weights
-** byte for byte -- and never deadlocks.
+** byte for byte -- and never deadlocks. So does a transport that delivers
+** every message only at the end of its phase, reading the sender's bytes
+** then and poisoning the receiver's region until then (what NCCL's
+** transport does with one group per phase): no op of a phase reads what
+** the phase receives, or writes what it sends.
 */
 #include "check_util.h"
 #include "shardq/codec.h"
@@ -339,7 +343,7 @@ static void run_plans(const sq_plan_layout *L, sq_plan **p, sq_plan_mem *mem, po
                       uint32_t step, sq_traffic *traffic, int rendezvous)
 {
     const int N = L->N;
-    const sq_transport tr = {po, post_send, post_recv, NULL};
+    const sq_transport tr = {po, post_send, post_recv, NULL, NULL, NULL, 1, 0};
     size_t *at = calloc((size_t)N, sizeof *at);
     ck_assert_ptr_nonnull(at);
     for (;;) {
@@ -389,7 +393,186 @@ static float *test_data(uint64_t n, uint64_t seed)
     return x;
 }
 
-static void check_execution(const topo3 *t, const char *preset, uint64_t n, int rendezvous)
+/* ------------------------------------------------------------------------ */
+/* (c) a transport that delivers a phase's messages at its end              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct held {
+    int src, dst, done;
+    sq_qbuf at;          /* the sender's bytes or the receiver's region, as noted */
+    uint64_t len[3];
+} held;
+
+typedef struct holder {
+    sq_backend **be;     /* each worker's backend */
+    held *s, *v;         /* sends and receives of the phase, in the order noted */
+    size_t ns, nv, cap;
+    int phase_ends;      /* phase_end calls (the world's in-process transport) */
+} holder;
+
+static held *hold(holder *h, int send, const sq_plan_msg *m, const sq_qbuf *b)
+{
+    held **q = send ? &h->s : &h->v;
+    size_t *n = send ? &h->ns : &h->nv;
+    if (*n == h->cap) { /* both lists grow together */
+        h->cap = h->cap ? 2 * h->cap : 64;
+        h->s = realloc(h->s, h->cap * sizeof *h->s);
+        h->v = realloc(h->v, h->cap * sizeof *h->v);
+        ck_assert(h->s && h->v);
+    }
+    held *x = &(*q)[(*n)++];
+    *x = (held){m->src, m->dst, 0, *b, {m->code_bytes, m->scale_bytes, m->offset_bytes}};
+    return x;
+}
+
+static int hold_send(void *ctx, const sq_plan_msg *m, const sq_qbuf *from, sq_error *err)
+{
+    (void)err;
+    hold(ctx, 1, m, from); /* no copy: the bytes are read at the end of the phase */
+    return SQ_OK;
+}
+
+static int hold_recv(void *ctx, const sq_plan_msg *m, sq_qbuf *to, sq_error *err)
+{
+    holder *h = ctx;
+    held *x = hold(h, 0, m, to);
+    /* garbage until delivered: an op of this phase that read it would differ */
+    void *p[3] = {to->codes, to->scales, to->offsets};
+    for (int i = 0; i < 3; i++)
+        if (x->len[i] && sq_backend_fill(h->be[m->dst], p[i], 0xA5, (size_t)x->len[i]))
+            return sq_error_set(err, SQ_ERR_ARG, "poisoning a receive");
+    return SQ_OK;
+}
+
+/* The end of a phase: the k-th send of each (src, dst) meets the k-th receive. */
+static void hold_flush(holder *h)
+{
+    for (size_t k = 0; k < h->ns; k++) {
+        held *a = &h->s[k], *b = NULL;
+        for (size_t j = 0; j < h->nv && !b; j++)
+            if (!h->v[j].done && h->v[j].src == a->src && h->v[j].dst == a->dst) b = &h->v[j];
+        ck_assert_msg(b != NULL, "a message of %d to %d is never received in its phase", a->src,
+                      a->dst);
+        ck_assert(memcmp(a->len, b->len, sizeof a->len) == 0);
+        b->done = 1;
+        const void *from[3] = {a->at.codes, a->at.scales, a->at.offsets};
+        void *to[3] = {b->at.codes, b->at.scales, b->at.offsets};
+        for (int i = 0; i < 3; i++)
+            if (a->len[i])
+                ck_assert_int_eq(sq_backend_copy(h->be[b->dst], to[i], h->be[a->src], from[i],
+                                                 (size_t)a->len[i]), SQ_OK);
+    }
+    ck_assert_uint_eq(h->ns, h->nv);
+    h->ns = h->nv = 0;
+}
+
+/* Every rank's ops of a phase, then its messages, phase after phase. */
+static void run_deferred(const sq_plan_layout *L, int coll, sq_plan_mem *mem, uint32_t step,
+                         sq_traffic *traffic)
+{
+    holder h = {calloc((size_t)L->N, sizeof(sq_backend *)), NULL, NULL, 0, 0, 0, 0};
+    const sq_transport tr = {&h, hold_send, hold_recv, NULL, NULL, NULL, 1, 0};
+    sq_plan_op *ops = malloc(sq_plan_max_phase_ops(L) * sizeof *ops);
+    ck_assert(ops && h.be);
+    for (int r = 0; r < L->N; r++) h.be[r] = mem[r].be;
+    for (int ph = 0; ph < sq_plan_nphases(L, coll); ph++) {
+        for (int r = 0; r < L->N; r++) {
+            size_t n = sq_plan_phase_ops(L, r, coll, ph, ops);
+            for (size_t i = 0; i < n; i++) {
+                sq_error e = {0};
+                ck_assert_msg(sq_plan_exec_op(L, r, &ops[i], step, &mem[r], &tr, &traffic[r], &e) ==
+                              SQ_OK, "rank %d phase %d op %zu: %s", r, ph, i, e.msg);
+            }
+        }
+        hold_flush(&h);
+    }
+    free(ops), free(h.s), free(h.v), free(h.be);
+}
+
+static int hold_phase_end(void *ctx, int coll, int phase, sq_error *err)
+{
+    (void)coll, (void)phase, (void)err;
+    holder *h = ctx;
+    h->phase_ends++;
+    hold_flush(h);
+    return SQ_OK;
+}
+
+/* The world with an in-process transport (share and gather_all NULL, as
+** NCCL's over one process's GPUs): every rank's messages go through it and
+** arrive only at phase_end, and the world gives its own bytes, traffic and
+** digests. */
+static void check_world_transport(const topo3 *t, const char *preset)
+{
+    sq_world_config cfg = make_config(t, preset, N_ELEMS, 0);
+    cfg.digest = 1;
+    sq_world *a, *b;
+    sq_error e = {0};
+    ck_assert_msg(sq_world_open(&cfg, &a, &e) == SQ_OK, "%s", e.msg);
+    const int N = sq_world_workers(a);
+    holder h = {calloc((size_t)N, sizeof(sq_backend *)), NULL, NULL, 0, 0, 0, 0};
+    const sq_transport tr = {&h, hold_send, hold_recv, hold_phase_end, NULL, NULL, 1, 0};
+    cfg.transport = &tr;
+    ck_assert_msg(sq_world_open(&cfg, &b, &e) == SQ_OK, "%s", e.msg);
+    ck_assert_ptr_nonnull(h.be);
+    for (int r = 0; r < N; r++) {
+        h.be[r] = sq_world_backend(b, r);
+        ck_assert_int_eq(sq_world_holds(b, r), 1);
+    }
+    ck_assert_int_eq(sq_world_local_rank(b), -1);
+    const uint64_t n = N_ELEMS, S = sq_world_shard(a);
+    float *x = test_data(n, 3), *ga = malloc((size_t)S * 4), *gb = malloc((size_t)S * 4);
+    float *wa = malloc((size_t)n * 4), *wb = malloc((size_t)n * 4);
+    ck_assert(ga && gb && wa && wb);
+    ck_assert_int_eq(sq_world_init_weights(a, x), SQ_OK);
+    ck_assert_int_eq(sq_world_init_weights(b, x), SQ_OK);
+    free(x);
+    for (uint32_t step = 1; step <= 2; step++) {
+        for (int r = 0; r < N; r++) {
+            x = test_data(n, 50 + step * 10 + (uint64_t)r);
+            ck_assert_int_eq(sq_world_put_grad(a, r, x), SQ_OK);
+            ck_assert_int_eq(sq_world_put_grad(b, r, x), SQ_OK);
+            free(x);
+        }
+        ck_assert_int_eq(sq_world_reduce_grads(a, step), SQ_OK);
+        ck_assert_msg(sq_world_reduce_grads(b, step) == SQ_OK, "%s", sq_world_error(b));
+        for (int r = 0; r < N; r++) {
+            ck_assert_int_eq(sq_world_get_grad_shard(a, r, ga), SQ_OK);
+            ck_assert_int_eq(sq_world_get_grad_shard(b, r, gb), SQ_OK);
+            ck_assert_msg(memcmp(ga, gb, (size_t)S * 4) == 0, "%s: rank %d: gradient differs",
+                          preset, r);
+            for (uint64_t i = 0; i < S; i++) ga[i] *= -0.5f; /* a step, the same on both */
+            ck_assert_int_eq(sq_world_get_master(a, r, gb), SQ_OK);
+            for (uint64_t i = 0; i < S && (uint64_t)r * S + i < n; i++) gb[i] += 1e-3f * ga[i];
+            ck_assert_int_eq(sq_world_put_master(a, r, gb), SQ_OK);
+            ck_assert_int_eq(sq_world_put_master(b, r, gb), SQ_OK);
+        }
+        ck_assert_int_eq(sq_world_gather_weights(a, step), SQ_OK);
+        ck_assert_msg(sq_world_gather_weights(b, step) == SQ_OK, "%s", sq_world_error(b));
+        for (int r = 0; r < N; r++) {
+            ck_assert_int_eq(sq_world_get_weights(a, r, wa), SQ_OK);
+            ck_assert_int_eq(sq_world_get_weights(b, r, wb), SQ_OK);
+            ck_assert_msg(memcmp(wa, wb, (size_t)n * 4) == 0, "%s: rank %d: weights differ",
+                          preset, r);
+        }
+    }
+    for (int r = 0; r < N; r++) {
+        ck_assert_msg(memcmp(sq_world_traffic(a, r), sq_world_traffic(b, r), sizeof(sq_traffic)) == 0,
+                      "%s: rank %d: traffic differs", preset, r);
+        ck_assert_uint_eq(sq_world_wire_digest(a, r), sq_world_wire_digest(b, r));
+    }
+    /* phase_end after every phase of both collectives, both steps */
+    sq_plan_layout L;
+    ck_assert_int_eq(sq_plan_layout_init(&cfg, &L, NULL), SQ_OK);
+    ck_assert_int_eq(h.phase_ends,
+                     2 * (sq_plan_nphases(&L, SQ_COLL_WEIGHT) + sq_plan_nphases(&L, SQ_COLL_GRAD)));
+    free(ga), free(gb), free(wa), free(wb), free(h.s), free(h.v), free(h.be);
+    sq_world_close(a);
+    sq_world_close(b);
+}
+
+/* mode 0: buffered mailboxes, 1: rendezvous, 2: delivered at the end of each phase */
+static void check_execution(const topo3 *t, const char *preset, uint64_t n, int mode)
 {
     char what[96];
     snprintf(what, sizeof what, "%dx%d pipe %d %s n %llu", t->K, t->G, t->pipe, preset,
@@ -438,8 +621,12 @@ static void check_execution(const topo3 *t, const char *preset, uint64_t n, int 
     ck_assert_ptr_nonnull(traffic);
     const uint32_t step = 5;
     for (int coll = 0; coll < SQ_NCOLL; coll++) {
+        if (mode == 2) {
+            run_deferred(&L, coll, mem, step, traffic);
+            continue;
+        }
         sq_plan **p = build_all(&cfg, coll, N);
-        run_plans(&L, p, mem, &po, step, traffic, rendezvous);
+        run_plans(&L, p, mem, &po, step, traffic, mode == 1);
         free_all(p, N);
     }
     ck_assert_int_eq(sq_world_gather_weights(w, step), SQ_OK);
@@ -478,6 +665,22 @@ START_TEST(test_mailbox_rendezvous)
     for (size_t ti = 0; ti < NTOPOS; ti++)
         for (size_t p = 0; p < sq_scheme_npresets; p++)
             check_execution(&topos[ti], sq_scheme_presets[p], 777, 1);
+}
+END_TEST
+
+START_TEST(test_deferred_to_phase_end)
+{
+    for (size_t ti = 0; ti < NTOPOS; ti++)
+        for (size_t p = 0; p < sq_scheme_npresets; p++)
+            check_execution(&topos[ti], sq_scheme_presets[p], N_ELEMS, 2);
+}
+END_TEST
+
+START_TEST(test_world_inprocess_transport)
+{
+    for (size_t ti = 0; ti < NTOPOS; ti++)
+        for (size_t p = 0; p < sq_scheme_npresets; p++)
+            check_world_transport(&topos[ti], sq_scheme_presets[p]);
 }
 END_TEST
 
@@ -541,6 +744,8 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, test_plans_consistent);
     tcase_add_test(tc, test_mailbox_buffered);
     tcase_add_test(tc, test_mailbox_rendezvous);
+    tcase_add_test(tc, test_deferred_to_phase_end);
+    tcase_add_test(tc, test_world_inprocess_transport);
     suite_add_tcase(s, tc);
     return s;
 }

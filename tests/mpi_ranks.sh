@@ -104,5 +104,5 @@ ok "... (transport kind mpi)" grep -q '"transport":{"kind":"mpi","ranks":2}' "$T
 # refusals, with the reason
 expect_fail_with 2 "topology 2x4 has 8 workers, the job 4 ranks" \
   timeout 120 mpirun $SQ_MPIRUN_FLAGS -np 4 "$SHARDQ" world --run --transport mpi --workers 2x4 --elements 4096
-expect_fail_with 2 "expected inproc, mpi or auto" "$SHARDQ" world --transport tcp
+expect_fail_with 2 "expected inproc, mpi, nccl, nccl-inproc or auto" "$SHARDQ" world --transport tcp
 finish

@@ -73,5 +73,81 @@ const char *sq_mpi_library(void);
 /* A barrier over the transport's communicator. */
 int sq_mpi_barrier(const sq_mpi *m, sq_error *err);
 
+/*
+** nccl -- the same transport over NCCL (built when configure finds CUDA,
+** MPI and NCCL >= 2.7: SHARDQ_HAVE_NCCL; link -lnccl -lcudart too). The
+** header needs neither <nccl.h> nor <cuda_runtime.h>.
+**
+** Ranks (sq_nccl_open): rank r of an sq_mpi is worker r, as above, on one
+** GPU of its own: its world holds the worker's buffers on that device
+** (sq_world_config.device "cuda:D"), and SEND and RECV move the message's
+** codes, scales and offsets between the GPUs with ncclSend / ncclRecv on
+** one communicator (ncclCommInitRank; rank 0's ncclGetUniqueId travels by
+** MPI). NCCL picks its own route per pair of GPUs (NVLink, PCIe, shared
+** memory within a host, the network between hosts): the two link levels
+** of the plan share the communicator, and intra / inter stay what the plan
+** counts. share() and gather_all() go through the sq_mpi, on host memory.
+**
+** Deferred messages. send() and recv() only note the message; phase_end()
+** posts every message of the phase in one ncclGroupStart / ncclGroupEnd and
+** waits for the transport's stream, so a phase is one fused exchange, like
+** NCCL's all-to-all. That is correct because no op of a phase reads what a
+** RECV of the same phase writes, nor writes what a SEND of it reads (plan.h,
+** "Phases"; tests/check_plan.c runs every plan with messages delivered only
+** at the end of their phase), and because the world's backends run their
+** operations synchronously: what a SEND reads is in place when send() is
+** called. A runner must therefore call phase_end after each phase (the
+** world does). SQ_NCCL_BLOCKING instead completes each message inside
+** send() and recv() (one group per message, then a stream synchronisation):
+** the plan's round order keeps that deadlock-free, as with MPI_Send.
+**
+** One process (sq_nccl_open_local): an in-process transport (share and
+** gather_all NULL; sq_world_config.transport, world.h) for a world whose
+** workers sit on several GPUs of this process: at phase_end every message
+** of the phase goes, in one group, from the sender's GPU to the receiver's
+** by ncclSend / ncclRecv on a communicator of ncclCommInitAll, or by a
+** device-to-device copy when both workers share a GPU (SQ_NCCL_SELF: by
+** NCCL there too).
+**
+** Errors: the NCCL or CUDA call, its sentence (ncclGetErrorString and the
+** communicator's last error, cudaGetErrorString) and the peer rank, as
+** SQ_ERR_DEVICE; a world on host memory is SQ_ERR_ARG.
+*/
+typedef struct sq_nccl sq_nccl;
+
+/* Flags of sq_nccl_open and sq_nccl_open_local. */
+enum {
+    SQ_NCCL_BLOCKING = 1, /* ranks: each message completes in send() and recv() */
+    SQ_NCCL_SELF = 2      /* one process: two workers of one GPU exchange by ncclSend /
+                          ** ncclRecv to the GPU's own rank too, not by a device copy
+                          ** (NCCL's path where there is one GPU: tests) */
+};
+
+/* The GPU rank m's process should use: its index among the ranks of its
+** host (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED) modulo the CUDA
+** devices it sees, or, with devices != NULL, the entry of devices[0 ..
+** ndev - 1] at that index modulo ndev. *local and *per_host (may be NULL)
+** get that index and the number of ranks on the host. Collective over m.
+** SQ_ERR_UNSUPPORTED "no CUDA device: the NCCL transport needs one GPU per
+** rank (...)" without a GPU, and when a host runs more ranks than it has
+** GPUs to give (NCCL takes one rank per GPU). */
+int sq_nccl_pick_device(const sq_mpi *m, const int *devices, int ndev, int *device, int *local,
+                        int *per_host, sq_error *err);
+/* Opens the NCCL transport over the ranks of m, this rank on CUDA device
+** `device`; flags: SQ_NCCL_*. m must outlive it. Collective over m: every
+** rank fails when one does. */
+int sq_nccl_open(sq_mpi *m, int device, unsigned flags, sq_nccl **out, sq_error *err);
+/* One process: a communicator over devices[0 .. ndev - 1] (distinct CUDA
+** ordinals; those a world's --device names). */
+int sq_nccl_open_local(const int *devices, int ndev, unsigned flags, sq_nccl **out,
+                       sq_error *err);
+void sq_nccl_close(sq_nccl *n);
+/* The transport to put in sq_world_config.transport. */
+const sq_transport *sq_nccl_transport(const sq_nccl *n);
+/* The CUDA device of this rank (sq_nccl_open), of the first GPU (local). */
+int sq_nccl_device(const sq_nccl *n);
+/* "NCCL 2.28.9": the library loaded at run time (ncclGetVersion). */
+const char *sq_nccl_library(void);
+
 SQ_END_DECLS
 #endif /* SHARDQ_MPI_H */

@@ -249,6 +249,13 @@ struct sq_transport;
 ** So a driver written for the in-process world (replay, training, `shardq
 ** world --run`) runs unchanged on real ranks, computes the same statistics
 ** on every process, and its bytes equal the in-process run's.
+**
+** A transport whose share and gather_all are NULL is an IN-PROCESS one
+** (plan.h): every worker lives in this process as with NULL, but every
+** rank's messages go through its send and recv instead of the world's own
+** copies, and its phase_end (when not NULL) runs after each phase -- so a
+** transport may deliver a phase's messages there (sq_nccl_open_local moves
+** them between GPUs with NCCL).
 */
 typedef struct sq_world_config {
     sq_topo topo;
@@ -257,7 +264,8 @@ typedef struct sq_world_config {
     uint64_t seed;      /* Philox key of every stochastic rounding */
     const char *device; /* placement: "cpu" (NULL), "cuda", "cuda:0,1" */
     int dry;            /* 1: count bytes only, no buffers */
-    const struct sq_transport *transport; /* NULL: every worker here; else one rank per process */
+    const struct sq_transport *transport; /* NULL: every worker here; else one rank per
+                                          ** process, or in process (share NULL, below) */
     int digest;         /* 1: hash every message a worker sends (sq_world_wire_digest) */
 } sq_world_config;
 

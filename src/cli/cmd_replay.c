@@ -185,7 +185,8 @@ int cmd_replay(int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
         {"reuse-workers", no_argument, NULL, 'U'}, {"transport", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0}};
-    const char *preset = "sdp4bit", *workers = NULL, *device = "cpu", *db = cli_default_db();
+    /* device NULL: cpu, or where the transport puts the workers */
+    const char *preset = "sdp4bit", *workers = NULL, *device = NULL, *db = cli_default_db();
     const char *key = NULL, *sweep = NULL;
     const char *sets[64];
     int nsets = 0, json = 0, quiet = 0, nodb = 0, tensor_rows = 1, paths = 3, reuse = 0, ch;
@@ -256,7 +257,7 @@ int cmd_replay(int argc, char **argv)
     }
     cfg.has_topo = workers != NULL;
     cli_ranks R;
-    int rb = cli_ranks_begin("replay", transport, &cfg.topo, cfg.has_topo, &R);
+    int rb = cli_ranks_begin("replay", transport, &cfg.topo, cfg.has_topo, &device, &R);
     if (rb) return rb;
     if (R.on) {
         if (key || sweep) {

@@ -370,7 +370,8 @@ int cmd_train(int argc, char **argv)
     sq_train_defaults(&c);
     const char *corpus_path = NULL, *preset = "sdp4bit", *workers = "2x4";
     int transport = CLI_TRANSPORT_AUTO, workers_given = 0;
-    const char *device = "cpu", *db = cli_default_db(), *key = NULL, *sweep = NULL;
+    /* device NULL: cpu, or where the transport puts the workers */
+    const char *device = NULL, *db = cli_default_db(), *key = NULL, *sweep = NULL;
     const char *sets[64];
     int nsets = 0, json = 0, quiet = 0, nodb = 0, min_lr_given = 0, warmup_given = 0, ch;
     int capture_every_given = 0;
@@ -460,11 +461,12 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "shardq train: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
-    c.device = device;
+    c.device = device ? device : "cpu";
     if (train_invalid(&c, NULL)) return CLI_USAGE;
     cli_ranks R;
-    int rb = cli_ranks_begin("train", transport, &c.topo, workers_given, &R);
+    int rb = cli_ranks_begin("train", transport, &c.topo, workers_given, &device, &R);
     if (rb) return rb;
+    c.device = device;
     if (R.on) {
         if (key || sweep || c.capture) {
             fprintf(stderr, "shardq train: %s: not on real ranks (a sweep: `mpirun shardq sweep "

@@ -54,9 +54,10 @@ static const char world_usage[] =
     "  --json            one JSON object instead of the table\n"
     "  -h, --help        this text\n"
     "\n"
-    "Under mpirun (--transport mpi) worker r is rank r and the bytes move\n"
-    "through MPI; everything printed equals the in-process run's, but for the\n"
-    "measured times. Without --workers the node level comes from the hosts.\n"
+    "Under mpirun (--transport mpi or nccl) worker r is rank r and the bytes\n"
+    "move through MPI, or NCCL between the ranks' GPUs; everything printed\n"
+    "equals the in-process run's, but for the measured times and the device.\n"
+    "Without --workers the node level comes from the hosts.\n"
     "\n"
     "Bytes are counted per worker as it sends them; a link is intra-node when\n"
     "both workers sit on one node. bits/elem = 8 x bytes / elements carried\n"
@@ -449,7 +450,7 @@ int cmd_world(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
         {"shape", required_argument, NULL, 'H'},   {"transport", required_argument, NULL, 'T'},
         {"digest", no_argument, NULL, 'g'},        {NULL, 0, NULL, 0}};
-    const char *workers = "2x4", *scheme = "sdp4bit", *device = "cpu";
+    const char *workers = "2x4", *scheme = "sdp4bit", *device = NULL; /* NULL: cpu, or the transport's */
     const char *sets[64];
     int nsets = 0, run = 0, json = 0, transport = CLI_TRANSPORT_AUTO, digest = 0, has_topo = 0;
     uint64_t elements = 16777216, seed = 1, steps = 3;
@@ -542,7 +543,7 @@ int cmd_world(int argc, char **argv)
         return CLI_USAGE;
     }
     cli_ranks R;
-    int ret = cli_ranks_begin("world", transport, &cfg.topo, has_topo, &R);
+    int ret = cli_ranks_begin("world", transport, &cfg.topo, has_topo, &device, &R);
     if (ret) return ret;
     sq_world *w = NULL;
     if (cli_scheme("world", scheme, sets, nsets, &cfg.scheme)) { ret = (CLI_USAGE); goto out; }
@@ -645,7 +646,7 @@ int cmd_world(int argc, char **argv)
     if (json) {
         /* measured times vary from run to run: only real ranks print them,
         ** so that an in-process run's JSON is a function of its inputs */
-        printf(",\"transport\":{\"kind\":\"%s\",\"ranks\":%d},", R.on ? "mpi" : "inproc",
+        printf(",\"transport\":{\"kind\":\"%s\",\"ranks\":%d},", cli_ranks_kind_name(&R),
                R.on ? R.size : 1);
         if (R.on && run) {
             printf("\"times\":{");
@@ -658,7 +659,8 @@ int cmd_world(int argc, char **argv)
         print_traffic_table(w);
         if (run) {
             printf("\nwall time of the collectives (%s, the slowest rank):\n",
-                   R.on ? "MPI ranks" : "in process, every worker in turn");
+                   R.kind == CLI_TRANSPORT_NCCL ? "NCCL ranks" : R.on ? "MPI ranks"
+                   : "in process, every worker in turn");
             print_times(w, 0);
         }
     }

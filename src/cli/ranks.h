@@ -7,30 +7,51 @@
 
 #include "shardq/plan.h"
 
-enum { CLI_TRANSPORT_AUTO = 0, CLI_TRANSPORT_INPROC = 1, CLI_TRANSPORT_MPI = 2 };
+enum {
+    CLI_TRANSPORT_AUTO = 0,
+    CLI_TRANSPORT_INPROC = 1,
+    CLI_TRANSPORT_MPI = 2,
+    CLI_TRANSPORT_NCCL = 3,        /* one worker per MPI rank, one GPU each, NCCL between */
+    CLI_TRANSPORT_NCCL_INPROC = 4  /* every worker here, over the GPUs, NCCL between them */
+};
 
 typedef struct cli_ranks {
     int on;                 /* 1: one worker per rank */
+    int kind;               /* CLI_TRANSPORT_*, AUTO resolved */
     int rank, size;
     void *mpi;              /* sq_mpi * */
+    void *nccl;             /* sq_nccl * (nccl, nccl-inproc) */
     const sq_transport *tr; /* for sq_world_config.transport; NULL in process */
     char host[256];
+    char device[24];        /* nccl: this rank's GPU, "cuda:D" */
     double t0;
 } cli_ranks;
 
-/* "inproc", "mpi" or "auto" into *kind; CLI_USAGE with a message if neither. */
+/* "inproc", "mpi", "nccl", "nccl-inproc" or "auto" into *kind; CLI_USAGE
+** with a message if none. */
 int cli_transport_parse(const char *cmd, const char *text, int *kind);
+/* The name of R's transport, as --transport spells it. */
+const char *cli_ranks_kind_name(const cli_ranks *R);
 /* The help text of --transport, for the usage of every command that takes it. */
 #define CLI_TRANSPORT_HELP \
     "  --transport T     inproc: every worker in this process; mpi: one worker\n" \
     "                    per rank, under mpirun -np K*G (rank 0 prints and\n" \
-    "                    writes the database); auto (default): mpi when started\n" \
-    "                    by an MPI launcher with more than one rank\n"
+    "                    writes the database); nccl: the same, each rank on a\n" \
+    "                    GPU of its host (its local rank modulo the GPUs of\n" \
+    "                    --device, default every visible one; --device cpu is\n" \
+    "                    refused) and the messages through NCCL; nccl-inproc:\n" \
+    "                    every worker here, on the GPUs of --device (default\n" \
+    "                    cuda), NCCL between them; auto (default): mpi when\n" \
+    "                    started by an MPI launcher with more than one rank\n"
 /* Starts the ranks for kind (AUTO resolved here): MPI initialised, the
 ** transport opened for *topo (has_topo 0: the node level from the hosts,
-** written into *topo). On ranks other than 0 stdout goes to /dev/null.
-** CLI_OK, or CLI_USAGE / CLI_RUNTIME with the message printed. */
-int cli_ranks_begin(const char *cmd, int kind, sq_topo *topo, int has_topo, cli_ranks *R);
+** written into *topo). *device is the command's --device (NULL when not
+** given) and becomes where the world must live: "cpu" by default; for
+** nccl this rank's GPU, "cuda:D"; for nccl-inproc the GPUs given (default
+** "cuda"). On ranks other than 0 stdout goes to /dev/null. CLI_OK, or
+** CLI_USAGE / CLI_RUNTIME with the message printed. */
+int cli_ranks_begin(const char *cmd, int kind, sq_topo *topo, int has_topo, const char **device,
+                    cli_ranks *R);
 /* Ends the ranks with the command's status: rc == CLI_OK finalises MPI;
 ** any other rc names this rank and its host on stderr and ends every rank
 ** of the job (MPI_Abort), so that no rank waits for a failed one. Returns

@@ -7,6 +7,7 @@
 ** level, counts that fit an int, and errors that name the peer and host.
 */
 #include "shardq/mpi.h"
+#include "mpi/mpi_internal.h"
 
 #include <mpi.h>
 #include <stdint.h>
@@ -292,6 +293,7 @@ void sq_mpi_close(sq_mpi *m)
 }
 
 const sq_transport *sq_mpi_transport(const sq_mpi *m) { return &m->tr; }
+MPI_Comm sq_mpi_internal_comm(const sq_mpi *m) { return m->world; }
 int sq_mpi_rank(const sq_mpi *m) { return m->rank; }
 int sq_mpi_size(const sq_mpi *m) { return m->size; }
 int sq_mpi_hosts(const sq_mpi *m) { return m->nhosts; }

@@ -14,6 +14,14 @@
 ** of a rank's sends and receives. A dry world runs the same plans with no
 ** memory and no transport: only the counting happens, and only the phases
 ** that move messages are visited.
+**
+** A transport of the caller's -- one rank per process, or an in-process
+** one (world.h) -- may also hold a phase's messages back and deliver them
+** all at its phase_end (NCCL's groups do): plan.h's phase rule makes that
+** change no byte, since no op reads in the phase that delivers it what a
+** message brings. Such a transport spends its time in phase_end, not in
+** send and recv: that time is shared among the phase's links in
+** proportion to the bytes this process's ranks moved on each.
 */
 #include "world/world_internal.h"
 #include "sq_clock.h"
@@ -58,7 +66,13 @@ typedef struct via_ctx {
     sq_world *w;
     const sq_transport *inner;
     int coll;
+    double bytes[SQ_NLINK]; /* moved on each link in the current phase */
 } via_ctx;
+
+static double msg_bytes(const sq_plan_msg *m)
+{
+    return (double)(m->code_bytes + m->scale_bytes + m->offset_bytes);
+}
 
 static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
 {
@@ -88,6 +102,7 @@ static int via_send(void *ctx, const sq_plan_msg *m, const sq_qbuf *from, sq_err
          (rc = digest_part(w, m->src, from->scales, m->scale_bytes)) ||
          (rc = digest_part(w, m->src, from->offsets, m->offset_bytes))))
         return rc;
+    v->bytes[m->link] += msg_bytes(m);
     double t0 = sq_clock_s();
     rc = v->inner->send(v->inner->ctx, m, from, err);
     /* in process the ranks take turns: their time adds up on worker 0 */
@@ -98,6 +113,7 @@ static int via_send(void *ctx, const sq_plan_msg *m, const sq_qbuf *from, sq_err
 static int via_recv(void *ctx, const sq_plan_msg *m, sq_qbuf *to, sq_error *err)
 {
     via_ctx *v = ctx;
+    v->bytes[m->link] += msg_bytes(m);
     double t0 = sq_clock_s();
     int rc = v->inner->recv(v->inner->ctx, m, to, err);
     v->w->rec[v->w->tr ? m->dst : 0].times[v->coll].link_seconds[m->link] += sq_clock_s() - t0;
@@ -124,7 +140,7 @@ static int run_rank_phase(sq_world *w, const sq_transport *tr, int r, int coll, 
         e.msg[0] = '\0';
         int rc = sq_plan_exec_op(&w->L, r, op, step, mem, tr, &w->traffic[r], &e);
         if (rc == SQ_OK) continue;
-        if (w->tr && (op->kind == SQ_PLAN_SEND || op->kind == SQ_PLAN_RECV))
+        if ((w->tr || w->itr) && (op->kind == SQ_PLAN_SEND || op->kind == SQ_PLAN_RECV))
             return sq_world_set_error(w, rc, "worker %d: %s %llu elements %s worker %d: %s", r,
                                       op->kind == SQ_PLAN_SEND ? "sending" : "receiving",
                                       (unsigned long long)op->n,
@@ -141,6 +157,31 @@ static int run_rank_phase(sq_world *w, const sq_transport *tr, int r, int coll, 
     return SQ_OK;
 }
 
+/* The end of a phase for a transport that has one: the time it takes goes
+** to the phase's links by their bytes (those of a phase without messages
+** go to none; they still count in the collective's seconds). */
+static int end_phase(sq_world *w, via_ctx *v, int coll, int phase)
+{
+    const sq_transport *t = w->tr ? w->tr : w->itr;
+    double moved = v->bytes[SQ_LINK_INTRA] + v->bytes[SQ_LINK_INTER];
+    if (!t || !t->phase_end) return SQ_OK;
+    sq_error e = {0};
+    double t0 = sq_clock_s();
+    int rc = t->phase_end(t->ctx, coll, phase, &e);
+    double dt = sq_clock_s() - t0;
+    if (moved > 0)
+        for (int l = 0; l < SQ_NLINK; l++)
+            w->rec[w->tr ? w->rank : 0].times[coll].link_seconds[l] += dt * v->bytes[l] / moved;
+    v->bytes[SQ_LINK_INTRA] = v->bytes[SQ_LINK_INTER] = 0;
+    if (rc && w->tr)
+        return sq_world_set_error(w, rc, "worker %d: end of phase %d of %s: %s", w->rank, phase,
+                                  sq_coll_name(coll), sq_error_message(&e));
+    if (rc)
+        return sq_world_set_error(w, rc, "end of phase %d of %s: %s", phase, sq_coll_name(coll),
+                                  sq_error_message(&e));
+    return SQ_OK;
+}
+
 /* In process every rank's phase p runs before phase p + 1; with a
 ** transport this process runs its own rank's phases, and the transport
 ** pairs its messages with the other processes'. A dry world counts every
@@ -148,7 +189,7 @@ static int run_rank_phase(sq_world *w, const sq_transport *tr, int r, int coll, 
 static int run_plans(sq_world *w, int coll, uint32_t step)
 {
     const sq_transport inproc = {w, inproc_send, inproc_recv, NULL, NULL, NULL, 1, 0};
-    via_ctx v = {w, w->tr ? w->tr : &inproc, coll};
+    via_ctx v = {w, w->tr ? w->tr : w->itr ? w->itr : &inproc, coll, {0, 0}};
     const sq_transport via = {&v, via_send, via_recv, NULL, NULL, NULL, 1, 0};
     const sq_transport *tr = w->dry ? NULL : &via;
     const int np = sq_plan_nphases(&w->L, coll);
@@ -160,11 +201,9 @@ static int run_plans(sq_world *w, int coll, uint32_t step)
             int rc = run_rank_phase(w, tr, r, coll, phase, step);
             if (rc) return rc;
         }
-        if (!w->dry && w->tr && w->tr->phase_end) {
-            sq_error e = {0};
-            int rc = w->tr->phase_end(w->tr->ctx, coll, phase, &e);
-            if (rc) return sq_world_set_error(w, rc, "worker %d: end of phase %d: %s", w->rank,
-                                              phase, sq_error_message(&e));
+        if (!w->dry) {
+            int rc = end_phase(w, &v, coll, phase);
+            if (rc) return rc;
         }
     }
     if (w->dry) return SQ_OK;

@@ -251,6 +251,15 @@ int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
     w->rank = -1;
     w->digest = cfg->digest;
     const int N = w->N;
+    if (w->tr && !w->tr->share && !w->tr->gather_all) {
+        /* an in-process transport: every worker here, its messages through it */
+        w->itr = w->tr;
+        w->tr = NULL;
+        if (!w->itr->send || !w->itr->recv) {
+            rc = sq_world_set_error(w, SQ_ERR_ARG, "an in-process transport needs send and recv");
+            goto fail;
+        }
+    }
     if (w->tr) {
         const sq_transport *t = w->tr;
         if (!t->send || !t->recv || !t->share || !t->gather_all) {

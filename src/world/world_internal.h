@@ -54,6 +54,8 @@ struct sq_world {
     sq_plan_mem *mem;  /* each worker's buffers as its plan names them (NULL if dry) */
     sq_plan_op *ops;   /* room for one rank's ops of one phase */
     const sq_transport *tr; /* one rank per process: the runner's transport; NULL in process */
+    const sq_transport *itr; /* in process: a transport for every rank's messages (world.h);
+                             ** NULL: the world's own copies */
     int rank;          /* with tr: the worker this process holds; -1 in process */
     int digest;        /* hash what each worker sends */
     sq_rank_record *rec; /* per worker: digest and times (every rank's after a collective) */
