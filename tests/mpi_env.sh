@@ -20,4 +20,7 @@ export OMPI_MCA_mca_base_component_disable_dlclose
 LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$SHARDQ_SRCDIR/tests/lsan-mpi.supp:print_suppressions=0"
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
 export LSAN_OPTIONS ASAN_OPTIONS
+# ranks that a daemon on another (namespace) node starts get these too
+OMPI_MCA_mca_base_env_list="LSAN_OPTIONS;ASAN_OPTIONS;UBSAN_OPTIONS"
+export OMPI_MCA_mca_base_env_list
 SQ_MPIRUN_FLAGS=${SQ_MPIRUN_FLAGS:-}
