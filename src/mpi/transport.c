@@ -6,7 +6,7 @@
 ** construction, and this file is about MPI alone -- communicators per link
 ** level, counts that fit an int, and errors that name the peer and host.
 */
-#include "shardq/mpi.h"
+#include "mpi/mpi_internal.h"
 
 #include <mpi.h>
 #include <stdint.h>
@@ -308,3 +308,8 @@ int sq_mpi_barrier(const sq_mpi *m, sq_error *err)
                              : mpi_fail(err, rc, "MPI_Barrier (%s, rank %d, %s)", "all ranks",
                                         m->rank, m);
 }
+
+/* For the other files of src/mpi (mpi_internal.h). */
+MPI_Comm sq_mpi_world_comm(const sq_mpi *m) { return m->world; }
+MPI_Comm sq_mpi_node_comm(const sq_mpi *m) { return m->node; }
+int sq_mpi_per_node(const sq_mpi *m) { return m->G; }
