@@ -256,6 +256,7 @@ static double now_s(void)
 /* Takes a current file back to version v, as an older shardq left it. */
 static void downgrade(sqlite3 *db, int v)
 {
+    if (v < 6) raw_exec(db, "DROP TABLE netbench_results");
     if (v < 5)
         raw_exec(db, "ALTER TABLE bytes DROP COLUMN sent_params; ALTER TABLE bytes DROP COLUMN"
                      " bits_per_param");
@@ -349,7 +350,8 @@ START_TEST(test_schema)
                             "pragma_table_list WHERE schema = 'main' AND type = 'table' AND "
                             "name NOT LIKE 'sqlite_%' ORDER BY name)",
                             buf, sizeof buf),
-                     "bench_results,bytes,model_results,params,runs,step_metrics,tensor_stats,timings,train_steps");
+                     "bench_results,bytes,model_results,netbench_results,params,runs,step_metrics,"
+                     "tensor_stats,timings,train_steps");
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM pragma_table_list WHERE schema = 'main' AND "
                                "type = 'table' AND name NOT LIKE 'sqlite_%' AND strict = 0"),
                      0);
@@ -495,6 +497,74 @@ START_TEST(test_migrate_v4_bytes_per_param)
              "'inter'", (long long)id);
     ck_assert_int_eq(q_int(h, sql), 1600);
     sq_store_close(s);
+}
+END_TEST
+
+/* A version-5 file (before netbench) keeps every row of every table and
+** gains netbench_results; its rows round trip, a NaN time (NOT NULL) and a
+** duplicate size are refused with the file named, and they go with their
+** run. */
+START_TEST(test_migrate_v5_netbench_rows)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t old = begin_run(s, "old");
+    add_steps(s, old, 3);
+    end_run(s, old, "done");
+    sq_model_row m = {.scheme = "baseline", .gpus = 8, .iteration_s = 1, .tflops = 9,
+                      .speedup = 1};
+    char err[512], sql[256];
+    ck_assert_msg(SQ(s, err, sq_store_add_model(s, old, &m, 1)) == 0, "%s", err);
+    sq_store_close(s);
+    static const char *const tables[] = {"runs",    "params",       "step_metrics",
+                                         "tensor_stats", "bytes", "timings",
+                                         "model_results"};
+    enum { NT = sizeof tables / sizeof *tables };
+    int64_t before[NT];
+    for (int i = 0; i < NT; i++) {
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", tables[i]);
+        before[i] = file_int(db_path, sql);
+        ck_assert_int_gt(before[i], 0);
+    }
+    sqlite3 *db = raw_open(db_path);
+    downgrade(db, 5);
+    sqlite3_close(db);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM pragma_table_list"
+                                       " WHERE name = 'netbench_results'"), 0);
+
+    s = open_store(db_path, 0);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+    sqlite3 *h = sq_store_db(s);
+    for (int i = 0; i < NT; i++) {
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", tables[i]);
+        ck_assert_msg(q_int(h, sql) == before[i], "%s: %lld rows, were %lld", tables[i],
+                      (long long)q_int(h, sql), (long long)before[i]);
+    }
+    int64_t id = begin_run(s, "netbench");
+    sq_netbench_row r[2] = {
+        {.op = "allgather", .level = "intra", .bytes = 8, .count = 1, .ranks = 2, .comms = 2,
+         .iters = 20, .seconds = 2.5e-6, .algbw_gb_s = 0.0032, .busbw_gb_s = 0.0016},
+        {.op = "allgather", .level = "intra", .bytes = 1ull << 30, .count = 1ull << 27,
+         .ranks = 2, .comms = 2, .iters = 1, .seconds = 0.25, .algbw_gb_s = 4.294967296,
+         .busbw_gb_s = 2.147483648},
+    };
+    ck_assert_msg(SQ(s, err, sq_store_add_netbench(s, id, r, 2)) == 0, "%s", err);
+    ck_assert_int_eq(SQ(s, err, sq_store_add_netbench(s, id, r + 1, 1)), SQ_ERR_CONFLICT);
+    ck_assert_msg(strstr(err, db_path) != NULL, "%s", err);
+    sq_netbench_row nan_row = r[0];
+    nan_row.bytes = 16, nan_row.seconds = NAN;
+    ck_assert_int_ne(SQ(s, err, sq_store_add_netbench(s, id, &nan_row, 1)), 0);
+    ck_assert_msg(strstr(err, "NOT NULL") != NULL, "%s", err);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM netbench_results"), 2);
+    ck_assert_int_eq(q_int(h, "SELECT count FROM netbench_results WHERE bytes = 1073741824"),
+                     1ll << 27);
+    ck_assert_int_eq(q_int(h, "SELECT busbw_gb_s = 2.147483648 AND seconds = 0.25 FROM"
+                              " netbench_results WHERE iters = 1"), 1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_delete(s, id)), 0);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM netbench_results"), 0);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM runs WHERE id = %lld", (long long)old);
+    ck_assert_int_eq(q_int(h, sql), 1);
+    sq_store_close(s);
+    assert_intact(db_path);
 }
 END_TEST
 
@@ -1496,6 +1566,7 @@ int main(void)
     tcase_add_test(tc, test_migrate_v2_bench_model_rows);
     tcase_add_test(tc, test_migrate_v3_liveness);
     tcase_add_test(tc, test_migrate_v4_bytes_per_param);
+    tcase_add_test(tc, test_migrate_v5_netbench_rows);
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_readonly_missing);
     suite_add_tcase(s, tc);

@@ -76,7 +76,7 @@ expect_fail_with 1 "$T/junk.db: file is not a database" "$SHARDQ" db --db "$T/ju
 expect_fail_with 1 "$T/empty.db: not a shardq store" "$SHARDQ" db --db "$T/empty.db" list
 sqlite3 "$T/new.db" "CREATE TABLE runs(x); PRAGMA user_version = 7"
 for s in list init; do
-  expect_fail_with 1 "$T/new.db: schema version 7 is newer than this shardq (5): upgrade shardq" \
+  expect_fail_with 1 "$T/new.db: schema version 7 is newer than this shardq (6): upgrade shardq" \
     "$SHARDQ" db --db "$T/new.db" $s
 done
 ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_version")" = 7
@@ -86,13 +86,13 @@ ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_ver
 # ---------------------------------------------------------------------------
 
 ok "db init creates the store" sh -c '"$0" db --db "$1" init >"$2/init1.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init says so" grep -qx "$DB: created, schema version 5" "$T/init1.txt"
+ok "db init says so" grep -qx "$DB: created, schema version 6" "$T/init1.txt"
 ok "db init on the store again" sh -c '"$0" db init --db "$1" >"$2/init2.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init again changes nothing" grep -qx "$DB: ready, schema version 5" "$T/init2.txt"
-ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 5"' "$SHARDQ" "$T/empty.db"
-ok "the store has user_version 5" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 5
+ok "db init again changes nothing" grep -qx "$DB: ready, schema version 6" "$T/init2.txt"
+ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 6"' "$SHARDQ" "$T/empty.db"
+ok "the store has user_version 6" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 6
 ok "the store is in WAL mode" test "$(sqlite3 "$DB" "PRAGMA journal_mode")" = wal
-ok "the nine tables, all STRICT" test "$(sqlite3 "$DB" "SELECT group_concat(name || ':' || strict, ' ') FROM (SELECT * FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name)")" = "bench_results:1 bytes:1 model_results:1 params:1 runs:1 step_metrics:1 tensor_stats:1 timings:1 train_steps:1"
+ok "the ten tables, all STRICT" test "$(sqlite3 "$DB" "SELECT group_concat(name || ':' || strict, ' ') FROM (SELECT * FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name)")" = "bench_results:1 bytes:1 model_results:1 netbench_results:1 params:1 runs:1 step_metrics:1 tensor_stats:1 timings:1 train_steps:1"
 expect_fail_with nonzero "cannot store TEXT value in INTEGER column runs.seed" \
   sqlite3 "$DB" "INSERT INTO runs(kind, status, config, seed, version, host, pid, started) VALUES ('k', 'done', '{}', 'x', 'v', 'h', 1, 't')"
 ok "SHARDQ_DB names the store" sh -c 'SHARDQ_DB="$1" "$0" db list >/dev/null' "$SHARDQ" "$DB"
@@ -287,7 +287,7 @@ expect_fail_with 1 "not authorized" "$SHARDQ" db --db "$DB" export \
   "SELECT id FROM runs WHERE load_extension('$T/evil.so') IS NULL"
 ok "no library was loaded" test ! -e "$T/marker"
 expect_fail_with 2 "it returns no rows" "$SHARDQ" db --db "$DB" export "BEGIN"
-expect_fail_with 2 "QUERY 'nope' is neither a table (runs, params, step_metrics, tensor_stats, bytes, timings, train_steps, bench_results, model_results) nor a valid statement" \
+expect_fail_with 2 "QUERY 'nope' is neither a table (runs, params, step_metrics, tensor_stats, bytes, timings, train_steps, bench_results, model_results, netbench_results) nor a valid statement" \
   "$SHARDQ" db --db "$DB" export nope
 expect_fail_with 2 "nor a valid statement: no such table: nope" "$SHARDQ" db --db "$DB" export "SELECT * FROM nope"
 expect_fail_with 2 "unexpected argument 'bytes'" "$SHARDQ" db --db "$DB" export runs bytes

@@ -8,7 +8,11 @@
 #ifndef SHARDQ_MPI_H
 #define SHARDQ_MPI_H
 
+#include "shardq/cost.h"
 #include "shardq/plan.h"
+
+#include <stddef.h>
+#include <stdint.h>
 
 SQ_BEGIN_DECLS
 
@@ -148,6 +152,138 @@ const sq_transport *sq_nccl_transport(const sq_nccl *n);
 int sq_nccl_device(const sq_nccl *n);
 /* "NCCL 2.28.9": the library loaded at run time (ncclGetVersion). */
 const char *sq_nccl_library(void);
+
+/*
+** netbench -- what MPI's collectives reach on each link level of an sq_mpi,
+** measured and reported the way nccl-tests reports NCCL's (its
+** doc/PERFORMANCE.md), so that the figures compare with theirs and with a
+** platform file's (cost.h).
+**
+** Levels. intra: the node communicators (the G ranks of each node), all K
+** timed at once, as every node runs its intra-node step together; inter:
+** the rail communicators (the K ranks of one local index, one per node),
+** all G timed at once, as the rails of a two-level all-to-all run; all: the
+** whole communicator. A level whose communicators hold one rank (intra
+** with G = 1, inter with K = 1) has nothing to measure and gives no rows.
+**
+** Collectives: MPI_Allgather, MPI_Reduce_scatter_block (MPI_SUM) and
+** MPI_Alltoall, all on floats. A size is nccl-tests' "size": the whole
+** buffer of one rank (what an all-gather receives, what a reduce-scatter or
+** an all-to-all sends), n x count x 4 bytes for n ranks and count floats per
+** rank's block; sizes run over min_bytes x 2^k up to max_bytes, each rounded
+** down to a multiple of 4n (up to one float per block), and a size that
+** rounds to the one before it is not measured twice.
+**
+** Method, per level, collective and size: one untimed call, whose time (the
+** slowest rank's) sets how many calls fit the budget; up to warmup - 1
+** more untimed calls (within half the budget); a barrier over every rank;
+** then `iters` calls timed together (fewer when the budget would be passed,
+** never fewer than one), their mean on each rank, and the maximum of those
+** means over every rank of the level. algbw = size / time and busbw = algbw
+** x (n - 1) / n, nccl-tests' factor for these three collectives: what each
+** rank's link carries, comparable across rank counts and with a link's rate.
+** Every rank gets every result.
+**
+** Errors: SQ_ERR_ARG for a bad configuration (the field named), SQ_ERR_NOMEM
+** when the buffers (2 x max_bytes per rank) cannot be had, SQ_ERR_IO with
+** MPI's sentence for a failed call.
+*/
+enum {
+    SQ_NETBENCH_ALLGATHER = 0,
+    SQ_NETBENCH_REDUCESCATTER = 1,
+    SQ_NETBENCH_ALLTOALL = 2,
+    SQ_NETBENCH_NOPS = 3
+};
+enum { SQ_NETBENCH_INTRA = 0, SQ_NETBENCH_INTER = 1, SQ_NETBENCH_ALL = 2, SQ_NETBENCH_NLEVELS = 3 };
+
+/* One collective on one level at one size. */
+typedef struct sq_netbench_result {
+    int op, level;  /* SQ_NETBENCH_* */
+    int ranks;      /* n: ranks of one communicator of the level */
+    int comms;      /* communicators of the level timed at once */
+    uint64_t bytes; /* the size: the whole buffer of one rank, n x count x 4 */
+    uint64_t count; /* floats of one rank's block: the count given to MPI */
+    int iters;      /* calls timed */
+    double seconds; /* mean time of one call, the slowest rank's */
+    double algbw;   /* bytes / seconds, in bytes/s */
+    double busbw;   /* algbw x (n - 1) / n, in bytes/s */
+} sq_netbench_result;
+
+typedef struct sq_netbench_config {
+    uint64_t min_bytes, max_bytes; /* 0: 8 B and 64 MiB; max_bytes at most 1 GiB */
+    int warmup;      /* untimed calls per size, at least one (0: 5) */
+    int iters;       /* timed calls per size, at most (0: 20) */
+    double seconds;  /* the budget of one size's timed calls (0: 1 s) */
+    unsigned ops;    /* bits 1 << SQ_NETBENCH_ALLGATHER ... (0: all three) */
+    unsigned levels; /* bits 1 << SQ_NETBENCH_INTRA ... (0: intra and inter) */
+    /* called on every rank with each result as it is measured (may be NULL) */
+    void (*progress)(void *user, const sq_netbench_result *r);
+    void *user;
+} sq_netbench_config;
+
+/* "allgather", "reducescatter", "alltoall"; "intra", "inter", "all"; NULL
+** out of range. The parsers return the index, or -1 for an unknown name. */
+const char *sq_netbench_op_name(int op);
+const char *sq_netbench_level_name(int level);
+int sq_netbench_op_parse(const char *name);
+int sq_netbench_level_parse(const char *name);
+
+/* Fills cfg's defaults (the zeros above) and checks it: SQ_OK, or
+** SQ_ERR_ARG naming the field at fault. */
+int sq_netbench_config_check(sq_netbench_config *cfg, sq_error *err);
+
+/* The communicators of level on m: *ranks in each (1: nothing to measure)
+** and *comms of them side by side. */
+void sq_netbench_level_shape(const sq_mpi *m, int level, int *ranks, int *comms);
+
+/* Measures cfg (checked here) on m: *out (malloc'd, free() it) gets *n
+** results, level by level, collective by collective, size by size; the
+** same on every rank. Collective over m's communicator. */
+int sq_netbench_run(const sq_mpi *m, const sq_netbench_config *cfg, sq_netbench_result **out,
+                    size_t *n, sq_error *err);
+
+/* What one level's results say about its link, in the cost model's terms
+** (README, "The cost model"): busbw, the plateau -- for each collective,
+** the mean busbw of its two largest sizes; then the mean over the
+** collectives; latency, seconds per step -- the shortest time of a
+** collective at its smallest size, over its n - 1 steps, so that the
+** model's ring time (n - 1) x latency equals that measured time.
+** measured = 0 (and every figure 0) when r holds no row of the level. */
+typedef struct sq_netbench_fit {
+    int measured;
+    int ranks, comms;                   /* of the level */
+    double busbw;                       /* bytes/s */
+    double op_busbw[SQ_NETBENCH_NOPS];  /* each collective's plateau; 0: not measured */
+    double latency;                     /* seconds per step */
+    double small_seconds;               /* the time it comes from */
+    uint64_t small_bytes;               /* at this size */
+    uint64_t plateau_bytes;             /* the smallest size in the plateau */
+} sq_netbench_fit;
+void sq_netbench_fit_level(const sq_netbench_result *r, size_t n, int level,
+                           sq_netbench_fit *fit);
+
+/* A platform file (cost.h, sq_cost_platform_read) from results r of a
+** K x G job: [intra] from the intra level, [inter] from the inter level,
+** [platform] nodes and gpus_per_node from the topology; what netbench
+** cannot measure -- the compute rates, and a level it did not measure --
+** from `assumed`, each figure with its source in a comment. */
+typedef struct sq_netbench_platform_info {
+    const char *name;     /* [platform] name */
+    const char *date;     /* when measured, e.g. "2026-01-31" */
+    const char *hosts;    /* where, e.g. "h1,h2" */
+    const char *library;  /* the MPI library (sq_mpi_library) */
+    int nodes, per_node;  /* K x G */
+    const sq_cost_platform *assumed;
+    /* the source of each assumed figure, for its comment: */
+    const char *flops_from, *hbm_from, *quant_from, *links_from;
+} sq_netbench_platform_info;
+
+/* *out gets the platform, *text (malloc'd, free() it; may be NULL) the
+** file; the text reads back as *out. SQ_ERR_ARG when the platform would not
+** validate (the sentence says which figure). */
+int sq_netbench_platform(const sq_netbench_result *r, size_t n,
+                         const sq_netbench_platform_info *info, sq_cost_platform *out,
+                         char **text, sq_error *err);
 
 SQ_END_DECLS
 #endif /* SHARDQ_MPI_H */

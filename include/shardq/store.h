@@ -52,7 +52,7 @@ SQ_BEGIN_DECLS
 ** sq_store_open, which has no handle yet, writes the caller's sq_error.
 */
 /* The schema version this build writes (PRAGMA user_version). */
-#define SQ_STORE_VERSION 5
+#define SQ_STORE_VERSION 6
 /* The busy timeout when none is given: how long a writer waits for another. */
 #define SQ_STORE_BUSY_MS 10000
 
@@ -228,6 +228,23 @@ typedef struct sq_model_row {
     uint64_t inter_bytes_per_node; /* both collectives, sent per node */
 } sq_model_row;
 int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_t n);
+
+/* One figure of `shardq netbench` (the netbench_results table): one MPI
+** collective on one link level at one size, as nccl-tests reports it. A
+** NaN time or bandwidth is refused (the columns are NOT NULL). */
+typedef struct sq_netbench_row {
+    const char *op;     /* "allgather", "reducescatter", "alltoall" */
+    const char *level;  /* "intra", "inter", "all" */
+    uint64_t bytes;     /* nccl-tests' size: the whole buffer of one rank */
+    uint64_t count;     /* elements of one rank's block: the count given to MPI */
+    int ranks;          /* n: ranks of one communicator of the level */
+    int comms;          /* communicators of the level timed at once */
+    int iters;          /* timed calls */
+    double seconds;     /* mean time of one call, the slowest rank's */
+    double algbw_gb_s;  /* bytes / seconds / 1e9 */
+    double busbw_gb_s;  /* algbw x (n - 1) / n */
+} sq_netbench_row;
+int sq_store_add_netbench(sq_store *s, int64_t run, const sq_netbench_row *rows, size_t n);
 
 /* Bytes of one collective on one link level, summed over workers, steps and
 ** tensors (the bytes table). sent_elems counts padding too, sent_params the

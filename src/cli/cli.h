@@ -30,6 +30,7 @@ int cmd_train(int argc, char **argv);  /* cmd_train.c */
 int cmd_model(int argc, char **argv);  /* cmd_model.c */
 int cmd_demo(int argc, char **argv);   /* cmd_demo.c */
 int cmd_report(int argc, char **argv); /* cmd_report.c */
+int cmd_netbench(int argc, char **argv); /* cmd_netbench.c */
 
 /* Parses text as an unsigned decimal integer (or 0x-prefixed hexadecimal)
 ** no larger than max, consuming all of it. On failure prints

@@ -71,7 +71,8 @@ static const char show_usage[] =
     "path (grad, weight) the number of steps and the mean and last relative L2\n"
     "error, SNR, cosine, bias and the fractions of zeroed and clipped elements,\n"
     "the bytes of each collective on each link level with bits per element, and\n"
-    "the timings with GB/s.\n"
+    "the timings with GB/s; for a netbench run, per link level and collective\n"
+    "its sizes, the time of the smallest and the busbw of the largest.\n"
     "\n"
     "options:\n" DB_OPTION_HELP
     "  --json           one JSON object (null for a missing or infinite value)\n"
@@ -83,7 +84,8 @@ static const char export_usage[] =
     "Writes QUERY's rows as CSV (RFC 4180: a header row, CRLF line ends, fields\n"
     "quoted where needed; NULL is an empty field, reals have 17 significant\n"
     "digits). QUERY is a table -- runs (the default), params, step_metrics,\n"
-    "tensor_stats, bytes, timings, train_steps, bench_results, model_results --\n"
+    "tensor_stats, bytes, timings, train_steps, bench_results, model_results,\n"
+    "netbench_results --\n"
     "or one read-only SQL statement, e.g.\n"
     "  shardq db export \"SELECT r.preset, m.step, m.rel_l2 FROM runs r\n"
     "                    JOIN step_metrics m ON m.run_id = r.id WHERE m.path = 'grad'\"\n"
@@ -528,6 +530,26 @@ static const char show_bytes_v4_sql[] =
     " messages, bits_per_elem FROM bytes WHERE run_id = ?1 ORDER BY collective, link";
 static const char show_timings_sql[] =
     "SELECT op, calls, seconds, bytes, gb_per_s FROM timings WHERE run_id = ?1 ORDER BY op";
+/* A netbench run (schema version 6): per level and collective, its sizes,
+** the busbw of the largest and the time of the smallest (every row is in
+** `db export netbench_results`, and in --json). */
+static const char show_netbench_count_sql[] =
+    "SELECT count(*) FROM netbench_results WHERE run_id = ?1";
+static const char show_netbench_sql[] =
+    "SELECT level, op, max(ranks) AS ranks, max(comms) AS comms, count(*) AS sizes,"
+    " min(bytes) AS min_bytes, max(bytes) AS max_bytes,"
+    " (SELECT round(x.seconds * 1e6, 3) FROM netbench_results x WHERE x.run_id = n.run_id"
+    "  AND x.level = n.level AND x.op = n.op ORDER BY x.bytes LIMIT 1) AS small_time_us,"
+    " (SELECT x.busbw_gb_s FROM netbench_results x WHERE x.run_id = n.run_id"
+    "  AND x.level = n.level AND x.op = n.op ORDER BY x.bytes DESC LIMIT 1) AS large_busbw_gb_s"
+    " FROM netbench_results n WHERE n.run_id = ?1 GROUP BY level, op"
+    " ORDER BY CASE level WHEN 'intra' THEN 0 WHEN 'inter' THEN 1 ELSE 2 END,"
+    " CASE op WHEN 'allgather' THEN 0 WHEN 'reducescatter' THEN 1 ELSE 2 END";
+static const char show_netbench_rows_sql[] =
+    "SELECT op, level, bytes, count, ranks, comms, iters, seconds, algbw_gb_s, busbw_gb_s"
+    " FROM netbench_results WHERE run_id = ?1 ORDER BY"
+    " CASE level WHEN 'intra' THEN 0 WHEN 'inter' THEN 1 ELSE 2 END,"
+    " CASE op WHEN 'allgather' THEN 0 WHEN 'reducescatter' THEN 1 ELSE 2 END, bytes";
 
 static int prepare_run(sq_store *s, const char *sql, int64_t id, sqlite3_stmt **st)
 {
@@ -620,6 +642,24 @@ static int show_tensors(sq_store *s, int64_t id, int json)
     return rc == SQLITE_ROW ? 0 : -1;
 }
 
+/* The netbench section, only where the run has netbench rows: other runs
+** show what they always showed. */
+static int show_netbench(sq_store *s, int64_t id, int json)
+{
+    if (sq_store_version(s) < 6) return 0;
+    sqlite3_stmt *st;
+    if (prepare_run(s, show_netbench_count_sql, id, &st)) return -1;
+    int rc = sqlite3_step(st);
+    int64_t rows = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) return -1;
+    if (!rows) return 0;
+    if (json) return show_section(s, id, show_netbench_rows_sql, "", "netbench", 1);
+    return show_section(s, id, show_netbench_sql,
+                        "netbench per level and collective (every size: db export "
+                        "netbench_results)", "netbench", 0);
+}
+
 static int db_show(const char *path, int argc, char **argv)
 {
     db_opts o = {.db = path};
@@ -663,6 +703,7 @@ static int db_show(const char *path, int argc, char **argv)
                               "bytes",
                               o.json);
     bad = bad || show_section(s, run, show_timings_sql, "timings", "timings", o.json);
+    bad = bad || show_netbench(s, run, o.json);
     if (!bad && o.json) printf("}\n");
     rc = bad ? query_failed("db show", s) : CLI_OK;
     sq_store_close(s); /* ends the read transaction */

@@ -43,6 +43,9 @@ static const char usage_text[] =
     "  train            train a byte-level GPT under a scheme; capture a trace\n"
     "  model            cost model: iteration time and speedup of each scheme at\n"
     "                   cluster scale\n"
+    "  netbench         under mpirun: bus bandwidth and latency of MPI's all-gather,\n"
+    "                   reduce-scatter and all-to-all per size and link level; a\n"
+    "                   platform file for model\n"
     "  db               list, show and export the runs in the database\n"
     "  report           figures (PNG, SVG) and tables of the database, as a directory\n"
     "  help [COMMAND]   this text, or the help of a command\n"
@@ -71,13 +74,14 @@ static const command commands[] = {
     {"sweep", cmd_sweep},
     {"train", cmd_train},
     {"model", cmd_model},
+    {"netbench", cmd_netbench},
     {"db", cmd_db},
     {"report", cmd_report},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 static const char *const command_names[] = {"demo",  "codec", "bench", "world", "schemes", "trace",
-                                            "replay", "sweep", "train", "model", "db",      "report",
-                                            "help"};
+                                            "replay", "sweep", "train", "model", "netbench", "db",
+                                            "report", "help"};
 
 /* ------------------------------------------------------------------------ */
 /* Helpers shared by the subcommands                                        */

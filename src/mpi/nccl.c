@@ -106,7 +106,7 @@ static int cuda_fail(sq_error *err, cudaError_t e, const char *fmt, ...)
 ** every rank (so that every rank stops, and rank 0 can say why). */
 static int agree(const sq_mpi *m, int rc, const sq_error *mine, sq_error *err)
 {
-    MPI_Comm c = sq_mpi_internal_comm(m);
+    MPI_Comm c = sq_mpi_world_comm(m);
     const int size = sq_mpi_size(m), me = sq_mpi_rank(m);
     int bad = rc != SQ_OK ? me : size, first = size;
     if (MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, c) != MPI_SUCCESS)
@@ -437,7 +437,7 @@ static int pick(const sq_mpi *m, const int *devices, int ndev, int *device, int 
                 int *per_host, sq_error *err)
 {
     MPI_Comm shm;
-    if (MPI_Comm_split_type(sq_mpi_internal_comm(m), MPI_COMM_TYPE_SHARED, sq_mpi_rank(m),
+    if (MPI_Comm_split_type(sq_mpi_world_comm(m), MPI_COMM_TYPE_SHARED, sq_mpi_rank(m),
                             MPI_INFO_NULL, &shm) != MPI_SUCCESS)
         return sq_error_set(err, SQ_ERR_IO, "MPI_Comm_split_type (the ranks of this host) failed");
     int l = 0, g = 1, count = 0;
@@ -536,7 +536,7 @@ int sq_nccl_open(sq_mpi *m, int device, unsigned flags, sq_nccl **out, sq_error 
     if (!out) return sq_error_set(err, SQ_ERR_ARG, "sq_nccl_open: NULL argument");
     *out = NULL;
     if (!m) return sq_error_set(err, SQ_ERR_ARG, "sq_nccl_open: no MPI transport (sq_mpi_open)");
-    MPI_Comm c = sq_mpi_internal_comm(m);
+    MPI_Comm c = sq_mpi_world_comm(m);
     const int rank = sq_mpi_rank(m), size = sq_mpi_size(m);
     sq_nccl *n = alloc_nccl(1);
     if (!n) return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");

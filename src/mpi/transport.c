@@ -293,7 +293,6 @@ void sq_mpi_close(sq_mpi *m)
 }
 
 const sq_transport *sq_mpi_transport(const sq_mpi *m) { return &m->tr; }
-MPI_Comm sq_mpi_internal_comm(const sq_mpi *m) { return m->world; }
 int sq_mpi_rank(const sq_mpi *m) { return m->rank; }
 int sq_mpi_size(const sq_mpi *m) { return m->size; }
 int sq_mpi_hosts(const sq_mpi *m) { return m->nhosts; }
@@ -310,3 +309,8 @@ int sq_mpi_barrier(const sq_mpi *m, sq_error *err)
                              : mpi_fail(err, rc, "MPI_Barrier (%s, rank %d, %s)", "all ranks",
                                         m->rank, m);
 }
+
+/* For the other files of src/mpi (mpi_internal.h). */
+MPI_Comm sq_mpi_world_comm(const sq_mpi *m) { return m->world; }
+MPI_Comm sq_mpi_node_comm(const sq_mpi *m) { return m->node; }
+int sq_mpi_per_node(const sq_mpi *m) { return m->G; }

@@ -188,9 +188,32 @@ static const char schema_v5[] =
     "ALTER TABLE bytes ADD COLUMN sent_params INTEGER;\n"
     "ALTER TABLE bytes ADD COLUMN bits_per_param REAL;\n";
 
+/* Version 5 -> 6: what `shardq netbench` measured between MPI ranks, one
+** row per collective, link level and size, as nccl-tests reports it: bytes
+** is its "size" (the whole buffer of one rank), count the elements per
+** rank's block (the count given to MPI), seconds the mean time of one call
+** on the slowest rank, algbw = bytes / seconds and busbw = algbw (n-1)/n in
+** GB/s, n the ranks of one communicator of the level and comms how many of
+** those ran at once. A new table: every older row stays as it was. */
+static const char schema_v6[] =
+    "CREATE TABLE netbench_results(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  op TEXT NOT NULL,\n"
+    "  level TEXT NOT NULL,\n"
+    "  bytes INTEGER NOT NULL,\n"
+    "  count INTEGER NOT NULL,\n"
+    "  ranks INTEGER NOT NULL,\n"
+    "  comms INTEGER NOT NULL,\n"
+    "  iters INTEGER NOT NULL,\n"
+    "  seconds REAL NOT NULL,\n"
+    "  algbw_gb_s REAL NOT NULL,\n"
+    "  busbw_gb_s REAL NOT NULL,\n"
+    "  PRIMARY KEY(run_id, op, level, bytes)\n"
+    ") STRICT;\n";
+
 /* migrations[i] takes user_version i to i + 1. */
 static const char *const migrations[SQ_STORE_VERSION] = {schema_v1, schema_v2, schema_v3,
-                                                          schema_v4, schema_v5};
+                                                          schema_v4, schema_v5, schema_v6};
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -495,6 +518,7 @@ static const sq_store_table tables[] = {
     {"train_steps", "run_id, step"},
     {"bench_results", "run_id, op, threads, elements"},
     {"model_results", "run_id, scheme, gpus"},
+    {"netbench_results", "run_id, op, level, bytes"},
 };
 
 const sq_store_table *sq_store_tables(size_t *n)
@@ -1041,6 +1065,34 @@ int sq_store_add_model(sq_store *s, int64_t run, const sq_model_row *rows, size_
                        " inter_bytes_per_node) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
                        " ?11, ?12, ?13, ?14)",
                        rows, n, bind_model);
+}
+
+static void bind_netbench(sqlite3_stmt *st, const void *rows, size_t i)
+{
+    const sq_netbench_row *r = (const sq_netbench_row *)rows + i;
+    bind_text(st, 2, r->op);
+    bind_text(st, 3, r->level);
+    sqlite3_bind_int64(st, 4, (int64_t)r->bytes);
+    sqlite3_bind_int64(st, 5, (int64_t)r->count);
+    sqlite3_bind_int(st, 6, r->ranks);
+    sqlite3_bind_int(st, 7, r->comms);
+    sqlite3_bind_int(st, 8, r->iters);
+    bind_real(st, 9, r->seconds);
+    bind_real(st, 10, r->algbw_gb_s);
+    bind_real(st, 11, r->busbw_gb_s);
+}
+
+int sq_store_add_netbench(sq_store *s, int64_t run, const sq_netbench_row *rows, size_t n)
+{
+    int big = 0;
+    for (size_t i = 0; i < n; i++) big |= too_big(rows[i].bytes) || too_big(rows[i].count);
+    int rc = count_too_big(s, run, "byte or element count", big);
+    if (rc) return rc;
+    return insert_rows(s, run,
+                       "INSERT INTO netbench_results(run_id, op, level, bytes, count, ranks,"
+                       " comms, iters, seconds, algbw_gb_s, busbw_gb_s) VALUES (?1, ?2, ?3, ?4,"
+                       " ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                       rows, n, bind_netbench);
 }
 
 void sq_bytes_rows(const sq_traffic *sum, sq_bytes_row *rows)

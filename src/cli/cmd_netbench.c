@@ -1,0 +1,794 @@
+/*
+** cmd_netbench.c -- `shardq netbench`: the bus bandwidth and latency of
+** MPI's all-gather, reduce-scatter and all-to-all per message size and link
+** level, under mpirun, printed as nccl-tests prints NCCL's, stored in the
+** database (a run of kind 'netbench', netbench_results rows) and written as
+** a platform file that `shardq model --platform` reads. The measuring is
+** src/mpi/netbench.c's; this file parses the options, keeps the ranks in
+** step about what fails, and prints and writes on rank 0 alone.
+*/
+#include "cli.h"
+#include "ranks.h"
+#include "shardq/cost.h"
+#include "shardq/store.h"
+#include "shardq/world.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef SHARDQ_HAVE_MPI
+#include "shardq/mpi.h"
+#endif
+
+static const char netbench_usage[] =
+    "usage: mpirun -np K*G shardq netbench [options]\n"
+    "\n"
+    "Measures what MPI's collectives reach between the ranks of the job, per\n"
+    "message size and link level, the way nccl-tests measures NCCL's: for each\n"
+    "level, collective (MPI_Allgather, MPI_Reduce_scatter_block on floats,\n"
+    "MPI_Alltoall) and size, untimed calls, a barrier, then a batch of timed\n"
+    "calls; the time kept is the mean of one call on the slowest rank. Rank 0\n"
+    "prints a table per level and collective, stores the figures and writes\n"
+    "the platform file. One rank (no mpirun) has nothing to measure: it says so.\n"
+    "\n"
+    "options:\n"
+    "  --workers KxG       nodes x ranks per node; rank r sits on node r / G\n"
+    "                      (default: from the hosts, one node per host)\n"
+    "  --levels LIST       intra (the ranks of each node), inter (one rank per\n"
+    "                      node: the ranks of one local index), all (every rank)\n"
+    "                      (default intra,inter)\n"
+    "  --ops LIST          allgather, reducescatter, alltoall (default all three)\n"
+    "  --min-bytes SIZE    the smallest size (default 8)\n"
+    "  --max-bytes SIZE    the largest size, at most 1G (default 64M); sizes\n"
+    "                      double from min to max; SIZE takes K, M, G (x1024)\n"
+    "  --warmup N          untimed calls per size, at least 1 (default 5)\n"
+    "  --iters N           timed calls per size, at most (default 20)\n"
+    "  --seconds S         time budget of one size: fewer timed calls when they\n"
+    "                      would take longer, never fewer than one (default 1)\n"
+    "  --db FILE           the database (default $SHARDQ_DB, else shardq.db)\n"
+    "  --no-db             store nothing\n"
+    "  --busy-timeout MS   how long to wait for a locked database (default 10000)\n"
+    "  --platform-out FILE write the measured links as a platform file for\n"
+    "                      'shardq model --platform FILE'\n"
+    "  --name NAME         the platform's name (default netbench-HOST)\n"
+    "  --assume PLATFORM   where the figures netbench cannot measure come from:\n"
+    "                      the compute rates, and a link level not measured (a\n"
+    "                      built-in platform or a file; default a100-slingshot10)\n"
+    "  --achieved-tflops X, --hbm-gbs X, --quant-gbs X\n"
+    "                      one of those assumed figures, instead of --assume's\n"
+    "  --json              one JSON object instead of the tables\n"
+    "  -h, --help          this text\n"
+    "\n"
+    "Columns, as nccl-tests': size, the whole buffer of one rank in bytes (what\n"
+    "an all-gather receives, what a reduce-scatter or an all-to-all sends);\n"
+    "count, the floats of one rank's block (the count given to MPI); time, the\n"
+    "mean of one call in microseconds; algbw = size / time; busbw = algbw x\n"
+    "(n-1)/n, n the ranks of one communicator, which is what each rank's link\n"
+    "carries and compares with a link's rate (GB/s = 10^9 bytes/s). The\n"
+    "communicators of a level run at once: every node's at the intra level,\n"
+    "every rail at the inter level.\n"
+    "\n"
+    "The platform file takes [intra] and [inter] from the plateau busbw (the\n"
+    "mean busbw of the two largest sizes) and the small-size latency of each\n"
+    "level, [platform] nodes and gpus_per_node from the topology; every figure\n"
+    "carries its source in a comment (README, \"shardq netbench\").\n"
+    "\n"
+    "As root, Open MPI's mpirun needs OMPI_ALLOW_RUN_AS_ROOT=1 and\n"
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; more ranks than cores needs\n"
+    "--oversubscribe.\n";
+
+/* SIZE: digits with an optional K, M or G (binary, as nccl-tests' -b/-e). */
+static int parse_size(const char *opt, const char *text, uint64_t *out)
+{
+    char *end;
+    const char *p = text;
+    if (!isdigit((unsigned char)*p)) goto bad;
+    unsigned long long v = strtoull(p, &end, 10);
+    int shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10, end++;
+    else if (*end == 'M' || *end == 'm') shift = 20, end++;
+    else if (*end == 'G' || *end == 'g') shift = 30, end++;
+    if (*end || v == 0) goto bad;
+    if (v > (1ull << 30) >> shift) {
+        fprintf(stderr, "shardq netbench: %s: '%s' is larger than 1G\n", opt, text);
+        return -1;
+    }
+    *out = (uint64_t)v << shift;
+    return 0;
+bad:
+    fprintf(stderr, "shardq netbench: %s: '%s' is not a size (a positive number of bytes, "
+            "with K, M or G)\n", opt, text);
+    return -1;
+}
+
+#ifdef SHARDQ_HAVE_MPI
+
+/* A comma list of names into a bit mask; parse gives a name's index, -1
+** for an unknown one. */
+static int parse_names(const char *opt, const char *text, int (*parse)(const char *),
+                       const char *expected, unsigned *mask)
+{
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", text);
+    *mask = 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int i = parse(tok);
+        if (i < 0) {
+            fprintf(stderr, "shardq netbench: %s: unknown '%s' (expected %s)\n", opt, tok,
+                    expected);
+            return -1;
+        }
+        *mask |= 1u << i;
+    }
+    if (!*mask) {
+        fprintf(stderr, "shardq netbench: %s: '%s' names nothing (expected %s)\n", opt, text,
+                expected);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Printing                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct printer {
+    int json, leader;
+    int op, level; /* of the block being printed; -1: none yet */
+    double busbw_sum;
+    int rows;
+} printer;
+
+static void end_block(printer *p)
+{
+    if (p->rows)
+        printf("# Avg bus bandwidth    : %.4f GB/s\n#\n", p->busbw_sum / p->rows / 1e9);
+    p->rows = 0;
+    p->busbw_sum = 0;
+}
+
+/* Each result as it comes (every rank calls it; rank 0's stdout alone goes
+** anywhere): a header at each new level and collective, then its row. */
+static void on_result(void *user, const sq_netbench_result *r)
+{
+    printer *p = user;
+    if (p->json || !p->leader) return;
+    if (r->op != p->op || r->level != p->level) {
+        end_block(p);
+        p->op = r->op, p->level = r->level;
+        printf("# %s, %s level: %d communicator%s of %d ranks at once\n",
+               sq_netbench_op_name(r->op), sq_netbench_level_name(r->level), r->comms,
+               r->comms == 1 ? "" : "s", r->ranks);
+        printf("#%12s %13s %7s %12s %10s %10s %6s\n", "size", "count", "type", "time", "algbw",
+               "busbw", "iters");
+        printf("#%12s %13s %7s %12s %10s %10s %6s\n", "(B)", "(elements)", "", "(us)", "(GB/s)",
+               "(GB/s)", "");
+    }
+    printf(" %12llu %13llu %7s %12.2f %10.4f %10.4f %6d\n", (unsigned long long)r->bytes,
+           (unsigned long long)r->count, "float", r->seconds * 1e6, r->algbw / 1e9,
+           r->busbw / 1e9, r->iters);
+    p->busbw_sum += r->busbw;
+    p->rows++;
+    fflush(stdout);
+}
+
+/* Why a level gives no rows, or NULL when it gives some. */
+static const char *skip_reason(const sq_mpi *m, int level)
+{
+    int ranks, comms;
+    sq_netbench_level_shape(m, level, &ranks, &comms);
+    if (ranks >= 2) return NULL;
+    switch (level) {
+    case SQ_NETBENCH_INTRA: return "one rank per node: no intra-node link between ranks";
+    case SQ_NETBENCH_INTER: return "one node: no inter-node link between ranks";
+    default: return "one rank: no link between ranks";
+    }
+}
+
+/* The distinct hosts of the job, comma-separated, in rank order. */
+static void host_list(const sq_mpi *m, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < sq_mpi_size(m); r++) {
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++) seen = !strcmp(sq_mpi_host(m, q), sq_mpi_host(m, r));
+        if (seen) continue;
+        int k = snprintf(buf + used, len - used, "%s%s", used ? "," : "", sq_mpi_host(m, r));
+        if (k < 0 || (size_t)k >= len - used) break;
+        used += (size_t)k;
+    }
+}
+
+/* JSON text of s into buf (quotes and escapes), for the stored config. */
+static void json_text(char *buf, size_t len, const char *s)
+{
+    size_t o = 0;
+    if (len < 3) return;
+    buf[o++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 8 < len; p++) {
+        if (*p == '"' || *p == '\\') buf[o++] = '\\', buf[o++] = (char)*p;
+        else if (*p < 0x20) o += (size_t)snprintf(buf + o, len - o, "\\u%04x", *p);
+        else buf[o++] = (char)*p;
+    }
+    buf[o++] = '"';
+    buf[o] = '\0';
+}
+
+static void mask_names(unsigned mask, int n, const char *(*name)(int), char *buf, size_t len,
+                       int json)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++)
+        if (mask & 1u << i)
+            used += (size_t)snprintf(buf + used, len - used, json ? "%s\"%s\"" : "%s%s",
+                                     used ? "," : "", name(i));
+}
+
+static void summary(const sq_mpi *m, const sq_netbench_config *cfg, const sq_netbench_result *r,
+                    size_t n, int json)
+{
+    int first = 1;
+    if (json) printf(",\"levels\":[");
+    else
+        printf("# plateau busbw: the mean over the collectives of the mean busbw of their two\n"
+               "# largest sizes; latency: the shortest time at the smallest size, per ring\n"
+               "# step (over n - 1 steps), as the cost model's latency_us\n"
+               "#%-6s %6s %6s %14s %18s   per collective (GB/s)\n", "level", "ranks", "comms",
+               "busbw (GB/s)", "latency (us/step)");
+    for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++) {
+        if (!(cfg->levels & 1u << level)) continue;
+        int ranks, comms;
+        sq_netbench_level_shape(m, level, &ranks, &comms);
+        const char *why = skip_reason(m, level);
+        sq_netbench_fit f;
+        sq_netbench_fit_level(r, n, level, &f);
+        if (json) {
+            printf("%s{\"level\":\"%s\",\"ranks\":%d,\"comms\":%d,\"measured\":%s", first ? "" : ",",
+                   sq_netbench_level_name(level), ranks, comms, f.measured ? "true" : "false");
+            if (f.measured) {
+                printf(",\"busbw_gb_s\":");
+                cli_json_num(f.busbw / 1e9);
+                printf(",\"latency_us\":");
+                cli_json_num(f.latency * 1e6);
+                printf(",\"plateau_from_bytes\":%llu,\"op_busbw_gb_s\":{",
+                       (unsigned long long)f.plateau_bytes);
+                int k = 0;
+                for (int op = 0; op < SQ_NETBENCH_NOPS; op++)
+                    if (f.op_busbw[op] > 0) {
+                        printf("%s\"%s\":", k++ ? "," : "", sq_netbench_op_name(op));
+                        cli_json_num(f.op_busbw[op] / 1e9);
+                    }
+                printf("}");
+            } else {
+                printf(",\"skipped\":");
+                cli_json_str(why ? why : "no results");
+            }
+            printf("}");
+        } else if (!f.measured) {
+            printf("#%-6s %6d %6d   skipped: %s\n", sq_netbench_level_name(level), ranks, comms,
+                   why ? why : "no results");
+        } else {
+            printf("#%-6s %6d %6d %14.4f %18.2f  ", sq_netbench_level_name(level), ranks, comms,
+                   f.busbw / 1e9, f.latency * 1e6);
+            for (int op = 0; op < SQ_NETBENCH_NOPS; op++)
+                if (f.op_busbw[op] > 0)
+                    printf(" %s %.4f", sq_netbench_op_name(op), f.op_busbw[op] / 1e9);
+            printf("\n");
+        }
+        first = 0;
+    }
+    if (json) printf("]");
+}
+
+/* ------------------------------------------------------------------------ */
+/* The store and the platform file (rank 0)                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct opts {
+    sq_netbench_config cfg;
+    const char *db, *platform_out, *name, *assume;
+    double tflops, hbm, quant; /* NaN: --assume's */
+    int busy, json;
+} opts;
+
+/* Begins the run of kind 'netbench' in o->db: fails before anything is
+** measured when the database cannot be written. */
+static int store_begin(const opts *o, const sq_mpi *m, const sq_topo *t, const char *hosts,
+                       sq_store **s, int64_t *run)
+{
+    char ops[128], levels[64], opsj[128], levelsj[64], hostsj[1024], libj[512], config[4096];
+    mask_names(o->cfg.ops, SQ_NETBENCH_NOPS, sq_netbench_op_name, ops, sizeof ops, 0);
+    mask_names(o->cfg.levels, SQ_NETBENCH_NLEVELS, sq_netbench_level_name, levels, sizeof levels,
+               0);
+    mask_names(o->cfg.ops, SQ_NETBENCH_NOPS, sq_netbench_op_name, opsj, sizeof opsj, 1);
+    mask_names(o->cfg.levels, SQ_NETBENCH_NLEVELS, sq_netbench_level_name, levelsj,
+               sizeof levelsj, 1);
+    json_text(hostsj, sizeof hostsj, hosts);
+    json_text(libj, sizeof libj, sq_mpi_library());
+    snprintf(config, sizeof config,
+             "{\"command\":\"netbench\",\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"hosts\":%s,"
+             "\"mpi_library\":%s,\"min_bytes\":%llu,\"max_bytes\":%llu,\"warmup\":%d,"
+             "\"iters\":%d,\"seconds\":%.17g,\"ops\":[%s],\"levels\":[%s]}",
+             sq_mpi_size(m), t->nodes, t->per_node, hostsj, libj,
+             (unsigned long long)o->cfg.min_bytes, (unsigned long long)o->cfg.max_bytes,
+             o->cfg.warmup, o->cfg.iters, o->cfg.seconds, opsj, levelsj);
+    char ranks[16], nodes[16], per[16], minb[32], maxb[32], warm[16], iters[16], secs[32], topo[32];
+    snprintf(ranks, sizeof ranks, "%d", sq_mpi_size(m));
+    snprintf(nodes, sizeof nodes, "%d", t->nodes);
+    snprintf(per, sizeof per, "%d", t->per_node);
+    snprintf(minb, sizeof minb, "%llu", (unsigned long long)o->cfg.min_bytes);
+    snprintf(maxb, sizeof maxb, "%llu", (unsigned long long)o->cfg.max_bytes);
+    snprintf(warm, sizeof warm, "%d", o->cfg.warmup);
+    snprintf(iters, sizeof iters, "%d", o->cfg.iters);
+    snprintf(secs, sizeof secs, "%g", o->cfg.seconds);
+    snprintf(topo, sizeof topo, "%dx%d", t->nodes, t->per_node);
+    sq_store_kv params[] = {
+        {"ranks", ranks}, {"nodes", nodes}, {"per_node", per}, {"hosts", hosts},
+        {"mpi_library", sq_mpi_library()}, {"min_bytes", minb}, {"max_bytes", maxb},
+        {"warmup", warm}, {"iters", iters}, {"seconds", secs}, {"ops", ops}, {"levels", levels},
+        {"platform_out", o->platform_out}};
+    size_t np = sizeof params / sizeof *params - (o->platform_out ? 0 : 1);
+    /* the transport moves host memory: the device is the CPU's */
+    sq_run_info info = {.kind = "netbench", .config = config, .topo = topo, .device = "cpu"};
+    sq_error err = {0};
+    if (sq_store_open(o->db, o->busy, 0, s, &err)) {
+        fprintf(stderr, "shardq netbench: %s\n", sq_error_message(&err));
+        return CLI_RUNTIME;
+    }
+    int rc = sq_store_run_begin(*s, &info, params, np, run);
+    if (rc != SQ_STORE_STARTED) {
+        fprintf(stderr, "shardq netbench: %s\n",
+                rc < 0 ? sq_store_error(*s) : "a netbench run was found done before it began");
+        sq_store_close(*s);
+        *s = NULL;
+        return rc == SQ_ERR_BUSY ? CLI_BUSY : CLI_RUNTIME;
+    }
+    return CLI_OK;
+}
+
+/* Every result as a row, in one transaction, and the run's end. */
+static int store_end(sq_store *s, int64_t run, const sq_netbench_result *r, size_t n,
+                     const char *failure)
+{
+    sq_netbench_row *rows = calloc(n ? n : 1, sizeof *rows);
+    int rc = SQ_OK;
+    char why[SQ_ERROR_MSG] = "";
+    if (failure) {
+        snprintf(why, sizeof why, "%s", failure);
+    } else if (!rows) {
+        snprintf(why, sizeof why, "out of memory");
+        rc = SQ_ERR_NOMEM;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            rows[i] = (sq_netbench_row){.op = sq_netbench_op_name(r[i].op),
+                                        .level = sq_netbench_level_name(r[i].level),
+                                        .bytes = r[i].bytes, .count = r[i].count,
+                                        .ranks = r[i].ranks, .comms = r[i].comms,
+                                        .iters = r[i].iters, .seconds = r[i].seconds,
+                                        .algbw_gb_s = r[i].algbw / 1e9,
+                                        .busbw_gb_s = r[i].busbw / 1e9};
+        if ((rc = sq_store_add_netbench(s, run, rows, n)) != SQ_OK)
+            snprintf(why, sizeof why, "%s", sq_store_error(s));
+    }
+    free(rows);
+    if (rc) fprintf(stderr, "shardq netbench: %s\n", why);
+    int end = sq_store_run_end(s, run, *why ? "failed" : "done", *why ? why : NULL, NULL, 0,
+                               NULL, 0);
+    if (end) fprintf(stderr, "shardq netbench: %s\n", sq_store_error(s));
+    return rc || end || failure ? CLI_RUNTIME : CLI_OK;
+}
+
+/* The figures netbench cannot measure: --assume's platform, with the
+** options that replace one of them; their sources for the file's comments. */
+typedef struct assumed {
+    sq_cost_platform p;
+    char flops[160], hbm[160], quant[160], links[160];
+} assumed;
+
+static int read_assumed(const opts *o, assumed *a)
+{
+    sq_error err = {0};
+    if (sq_cost_platform_read(o->assume, &a->p, &err)) {
+        fprintf(stderr, "shardq netbench: --assume: %s\n", sq_error_message(&err));
+        return CLI_USAGE;
+    }
+    int builtin = !strchr(o->assume, '/') &&
+                  !(strlen(o->assume) > 4 && !strcmp(o->assume + strlen(o->assume) - 4, ".ini"));
+    char from[140];
+    snprintf(from, sizeof from, "%s %s (shardq netbench --assume)",
+             builtin ? "the built-in platform" : "the platform file", o->assume);
+    snprintf(a->links, sizeof a->links, "%s", from);
+    if (isnan(o->tflops)) snprintf(a->flops, sizeof a->flops, "%s", from);
+    else a->p.achieved_flops = o->tflops * 1e12,
+         snprintf(a->flops, sizeof a->flops, "given (shardq netbench --achieved-tflops)");
+    if (isnan(o->hbm)) snprintf(a->hbm, sizeof a->hbm, "%s", from);
+    else a->p.hbm_bw = o->hbm * 1e9,
+         snprintf(a->hbm, sizeof a->hbm, "given (shardq netbench --hbm-gbs)");
+    if (isnan(o->quant)) snprintf(a->quant, sizeof a->quant, "%s", from);
+    else a->p.quant_bw = o->quant * 1e9,
+         snprintf(a->quant, sizeof a->quant, "given (shardq netbench --quant-gbs)");
+    return CLI_OK;
+}
+
+static int write_platform(const opts *o, const assumed *a, const sq_topo *t, const char *hosts, const char *name, const sq_netbench_result *r,
+                          size_t n)
+{
+    char date[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
+    sq_netbench_platform_info info = {
+        .name = name, .date = date, .hosts = hosts, .library = sq_mpi_library(),
+        .nodes = t->nodes, .per_node = t->per_node, .assumed = &a->p,
+        .flops_from = a->flops, .hbm_from = a->hbm, .quant_from = a->quant,
+        .links_from = a->links};
+    sq_cost_platform p;
+    char *text = NULL;
+    sq_error err = {0};
+    if (sq_netbench_platform(r, n, &info, &p, &text, &err)) {
+        fprintf(stderr, "shardq netbench: --platform-out %s: %s\n", o->platform_out,
+                sq_error_message(&err));
+        return CLI_RUNTIME;
+    }
+    int rc = cli_write_file("netbench", o->platform_out, text, strlen(text));
+    free(text);
+    if (rc) return CLI_RUNTIME;
+    /* what the model will read: the file as written, through its reader */
+    sq_cost_platform back;
+    if (sq_cost_platform_read(o->platform_out, &back, &err)) {
+        fprintf(stderr, "shardq netbench: %s: written, but it does not read back: %s\n",
+                o->platform_out, sq_error_message(&err));
+        return CLI_RUNTIME;
+    }
+    return CLI_OK;
+}
+
+/* The default platform name: netbench-HOST, with what a name cannot hold
+** made '-'. */
+static void default_name(const char *host, char *buf, size_t len)
+{
+    snprintf(buf, len, "netbench-%s", host);
+    for (char *p = buf; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') *p = '-';
+}
+
+/* Rank 0's status to every rank: so that all end alike, without an abort. */
+static int agree(const cli_ranks *R, int rc)
+{
+    int v = rc;
+    sq_error err = {0};
+    if (R->tr->share(R->tr->ctx, 0, &v, sizeof v, &err)) {
+        fprintf(stderr, "shardq netbench: rank %d: %s\n", R->rank, sq_error_message(&err));
+        return CLI_RUNTIME;
+    }
+    return v;
+}
+
+static int measure(opts *o, sq_topo *topo, int has_topo)
+{
+    assumed a;
+    if (o->platform_out) {
+        int rc = read_assumed(o, &a);
+        if (rc) return rc;
+    }
+    cli_ranks R;
+    const char *device = "cpu"; /* MPI moves host memory */
+    int rc = cli_ranks_begin("netbench", CLI_TRANSPORT_MPI, topo, has_topo, &device, &R);
+    if (rc) return rc;
+    const sq_mpi *m = R.mpi;
+    const int leader = cli_ranks_leader(&R);
+    char hosts[1024], name[64];
+    host_list(m, hosts, sizeof hosts);
+    if (o->name) snprintf(name, sizeof name, "%s", o->name);
+    else default_name(sq_mpi_host(m, 0), name, sizeof name);
+
+    int any = 0;
+    for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++)
+        any |= (o->cfg.levels & 1u << level) && !skip_reason(m, level);
+    if (!any) {
+        /* the same on every rank: no collective call to agree on */
+        if (leader) {
+            char why[512] = "";
+            size_t used = 0;
+            for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++)
+                if (o->cfg.levels & 1u << level)
+                    used += (size_t)snprintf(why + used, sizeof why - used, "%s%s: %s",
+                                             used ? "; " : "", sq_netbench_level_name(level),
+                                             skip_reason(m, level));
+            if (o->json) {
+                printf("{\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"results\":[],"
+                       "\"nothing_measured\":", R.size, topo->nodes, topo->per_node);
+                cli_json_str(why);
+                printf(",\"run\":null,\"platform_file\":null}\n");
+            } else {
+                printf("shardq netbench: %d rank%s (%dx%d): nothing to measure between ranks "
+                       "(%s).\nRun it under an MPI launcher, one rank per worker, e.g.\n"
+                       "  mpirun -np 4 shardq netbench --workers 2x2\n", R.size,
+                       R.size == 1 ? "" : "s", topo->nodes, topo->per_node, why);
+            }
+            if (o->platform_out)
+                fprintf(stderr, "shardq netbench: --platform-out %s: not written: nothing was "
+                        "measured\n", o->platform_out);
+        }
+        rc = o->platform_out ? CLI_RUNTIME : CLI_OK;
+        cli_ranks_end("netbench", &R, CLI_OK);
+        return rc;
+    }
+
+    /* rank 0 opens the database before measuring, and every rank learns
+    ** whether it could */
+    sq_store *s = NULL;
+    int64_t run = 0;
+    if (leader && o->db) rc = store_begin(o, m, topo, hosts, &s, &run);
+    if ((rc = agree(&R, rc)) != CLI_OK) {
+        cli_ranks_end("netbench", &R, CLI_OK);
+        return rc;
+    }
+
+    printer pr = {.json = o->json, .leader = leader, .op = -1, .level = -1};
+    if (leader && !o->json) {
+        printf("# shardq netbench: %d ranks, %d node%s x %d per node, hosts %s; %s\n", R.size,
+               topo->nodes, topo->nodes == 1 ? "" : "s", topo->per_node, hosts,
+               sq_mpi_library());
+        printf("# sizes %llu B .. %llu B (x2), warmup %d, iters <= %d, budget %g s per size\n"
+               "# time: the mean of one call, the slowest rank's; busbw = algbw x (n-1)/n\n#\n",
+               (unsigned long long)o->cfg.min_bytes, (unsigned long long)o->cfg.max_bytes,
+               o->cfg.warmup, o->cfg.iters, o->cfg.seconds);
+        for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++)
+            if ((o->cfg.levels & 1u << level) && skip_reason(m, level))
+                printf("# %s level: skipped (%s)\n#\n", sq_netbench_level_name(level),
+                       skip_reason(m, level));
+        fflush(stdout);
+    }
+    o->cfg.progress = on_result;
+    o->cfg.user = &pr;
+    sq_netbench_result *res = NULL;
+    size_t n = 0;
+    sq_error err = {0};
+    if (sq_netbench_run(m, &o->cfg, &res, &n, &err)) {
+        fprintf(stderr, "shardq netbench: rank %d: %s\n", R.rank, sq_error_message(&err));
+        if (s) {
+            store_end(s, run, NULL, 0, sq_error_message(&err));
+            sq_store_close(s);
+        }
+        return cli_ranks_end("netbench", &R, CLI_RUNTIME);
+    }
+
+    rc = CLI_OK;
+    if (leader) {
+        if (!o->json) {
+            end_block(&pr);
+            summary(m, &o->cfg, res, n, 0);
+        }
+        if (s) {
+            rc = store_end(s, run, res, n, NULL);
+            sq_store_close(s);
+        }
+        if (rc == CLI_OK && o->platform_out)
+            rc = write_platform(o, &a, topo, hosts, name, res, n);
+        if (o->json) {
+            printf("{\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"hosts\":", R.size, topo->nodes,
+                   topo->per_node);
+            cli_json_str(hosts);
+            printf(",\"mpi_library\":");
+            cli_json_str(sq_mpi_library());
+            printf(",\"min_bytes\":%llu,\"max_bytes\":%llu,\"warmup\":%d,\"iters\":%d,"
+                   "\"seconds\":", (unsigned long long)o->cfg.min_bytes,
+                   (unsigned long long)o->cfg.max_bytes, o->cfg.warmup, o->cfg.iters);
+            cli_json_num(o->cfg.seconds);
+            printf(",\"results\":[");
+            for (size_t i = 0; i < n; i++) {
+                const sq_netbench_result *x = &res[i];
+                printf("%s{\"op\":\"%s\",\"level\":\"%s\",\"ranks\":%d,\"comms\":%d,"
+                       "\"bytes\":%llu,\"count\":%llu,\"iters\":%d,\"time_us\":",
+                       i ? "," : "", sq_netbench_op_name(x->op), sq_netbench_level_name(x->level),
+                       x->ranks, x->comms, (unsigned long long)x->bytes,
+                       (unsigned long long)x->count, x->iters);
+                cli_json_num(x->seconds * 1e6);
+                printf(",\"algbw_gb_s\":");
+                cli_json_num(x->algbw / 1e9);
+                printf(",\"busbw_gb_s\":");
+                cli_json_num(x->busbw / 1e9);
+                printf("}");
+            }
+            printf("]");
+            summary(m, &o->cfg, res, n, 1);
+            printf(",\"db\":");
+            if (o->db) cli_json_str(o->db);
+            else printf("null");
+            if (s && rc == CLI_OK) printf(",\"run\":%lld", (long long)run);
+            else printf(",\"run\":null");
+            printf(",\"platform_file\":");
+            if (o->platform_out && rc == CLI_OK) cli_json_str(o->platform_out);
+            else printf("null");
+            printf("}\n");
+        } else {
+            if (s && rc == CLI_OK)
+                printf("stored as run %lld in %s (shardq db show %lld)\n", (long long)run,
+                       o->db, (long long)run);
+            if (o->platform_out && rc == CLI_OK)
+                printf("platform %s written to %s (shardq model --platform %s)\n", name,
+                       o->platform_out, o->platform_out);
+        }
+    }
+    free(res);
+    rc = agree(&R, rc);
+    cli_ranks_end("netbench", &R, CLI_OK);
+    return rc;
+}
+
+#endif /* SHARDQ_HAVE_MPI */
+
+int cmd_netbench(int argc, char **argv)
+{
+    enum { O_WORKERS = 1, O_LEVELS, O_OPS, O_MIN, O_MAX, O_WARMUP, O_ITERS, O_SECONDS, O_DB,
+           O_NODB, O_BUSY, O_PLATFORM, O_NAME, O_ASSUME, O_TFLOPS, O_HBM, O_QUANT, O_JSON };
+    static const struct option longopts[] = {
+        {"workers", required_argument, NULL, O_WORKERS},
+        {"levels", required_argument, NULL, O_LEVELS},
+        {"ops", required_argument, NULL, O_OPS},
+        {"min-bytes", required_argument, NULL, O_MIN},
+        {"max-bytes", required_argument, NULL, O_MAX},
+        {"warmup", required_argument, NULL, O_WARMUP},
+        {"iters", required_argument, NULL, O_ITERS},
+        {"seconds", required_argument, NULL, O_SECONDS},
+        {"db", required_argument, NULL, O_DB},
+        {"no-db", no_argument, NULL, O_NODB},
+        {"busy-timeout", required_argument, NULL, O_BUSY},
+        {"platform-out", required_argument, NULL, O_PLATFORM},
+        {"name", required_argument, NULL, O_NAME},
+        {"assume", required_argument, NULL, O_ASSUME},
+        {"achieved-tflops", required_argument, NULL, O_TFLOPS},
+        {"hbm-gbs", required_argument, NULL, O_HBM},
+        {"quant-gbs", required_argument, NULL, O_QUANT},
+        {"json", no_argument, NULL, O_JSON},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    static const char *const names[] = {
+        "workers", "levels", "ops", "min-bytes", "max-bytes", "warmup", "iters", "seconds",
+        "db", "no-db", "busy-timeout", "platform-out", "name", "assume", "achieved-tflops",
+        "hbm-gbs", "quant-gbs", "json", "help", NULL};
+    const char *workers = NULL, *levels = NULL, *ops = NULL, *db = cli_default_db();
+    const char *platform_out = NULL, *name = NULL, *assume = "a100-slingshot10";
+    uint64_t min_bytes = 8, max_bytes = (uint64_t)64 << 20, warmup = 5, iters = 20;
+    uint64_t busy = SQ_STORE_BUSY_MS;
+    double seconds = 1.0, tflops = NAN, hbm = NAN, quant = NAN;
+    int json = 0, ch;
+    opterr = 0;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case O_WORKERS: workers = optarg; break;
+        case O_LEVELS: levels = optarg; break;
+        case O_OPS: ops = optarg; break;
+        case O_MIN:
+            if (parse_size("--min-bytes", optarg, &min_bytes)) return CLI_USAGE;
+            break;
+        case O_MAX:
+            if (parse_size("--max-bytes", optarg, &max_bytes)) return CLI_USAGE;
+            break;
+        case O_WARMUP:
+            if (cli_parse_u64("netbench", "--warmup", optarg, 1000000, &warmup)) return CLI_USAGE;
+            if (!warmup) {
+                fprintf(stderr, "shardq netbench: --warmup: 0: at least one untimed call sets "
+                        "the number of timed ones\n");
+                return CLI_USAGE;
+            }
+            break;
+        case O_ITERS:
+            if (cli_parse_u64("netbench", "--iters", optarg, 1000000, &iters)) return CLI_USAGE;
+            if (!iters) {
+                fprintf(stderr, "shardq netbench: --iters: 0: at least one call is timed\n");
+                return CLI_USAGE;
+            }
+            break;
+        case O_SECONDS:
+            if (cli_parse_double("netbench", "--seconds", optarg, 1e-6, 86400, &seconds))
+                return CLI_USAGE;
+            break;
+        case O_DB:
+            if (!*optarg) {
+                fprintf(stderr, "shardq netbench: --db: the database file name is empty\n");
+                return CLI_USAGE;
+            }
+            db = optarg;
+            break;
+        case O_NODB: db = NULL; break;
+        case O_BUSY:
+            if (cli_parse_u64("netbench", "--busy-timeout", optarg, INT_MAX, &busy))
+                return CLI_USAGE;
+            break;
+        case O_PLATFORM:
+            if (!*optarg) {
+                fprintf(stderr, "shardq netbench: --platform-out: the file name is empty\n");
+                return CLI_USAGE;
+            }
+            platform_out = optarg;
+            break;
+        case O_NAME: name = optarg; break;
+        case O_ASSUME: assume = optarg; break;
+        case O_TFLOPS:
+            if (cli_parse_double("netbench", "--achieved-tflops", optarg, 1e-6, 1e9, &tflops))
+                return CLI_USAGE;
+            break;
+        case O_HBM:
+            if (cli_parse_double("netbench", "--hbm-gbs", optarg, 1e-6, 1e9, &hbm))
+                return CLI_USAGE;
+            break;
+        case O_QUANT:
+            if (cli_parse_double("netbench", "--quant-gbs", optarg, 1e-6, 1e9, &quant))
+                return CLI_USAGE;
+            break;
+        case O_JSON: json = 1; break;
+        case 'h': fputs(netbench_usage, stdout); return CLI_OK;
+        default: return cli_option_error("netbench", ch, argv, names);
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "shardq netbench: unexpected argument '%s'\nTry 'shardq netbench "
+                "--help'.\n", argv[optind]);
+        return CLI_USAGE;
+    }
+    if (min_bytes > max_bytes) {
+        fprintf(stderr, "shardq netbench: --min-bytes %llu is larger than --max-bytes %llu\n",
+                (unsigned long long)min_bytes, (unsigned long long)max_bytes);
+        return CLI_USAGE;
+    }
+    if (name) {
+        size_t k = strlen(name);
+        int ok = k > 0 && k < 64;
+        for (const char *p = name; ok && *p; p++)
+            ok = isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.';
+        if (!ok) {
+            fprintf(stderr, "shardq netbench: --name: '%s': 1 to 63 letters, digits, '.', '-' "
+                    "or '_'\n", name);
+            return CLI_USAGE;
+        }
+    }
+    if (!platform_out && (name || !isnan(tflops) || !isnan(hbm) || !isnan(quant))) {
+        fprintf(stderr, "shardq netbench: --name, --achieved-tflops, --hbm-gbs and --quant-gbs "
+                "are for the platform file: give --platform-out FILE\n");
+        return CLI_USAGE;
+    }
+    sq_topo topo = {0, 0};
+    sq_error terr = {0};
+    if (workers && sq_topo_parse(workers, &topo, &terr)) {
+        fprintf(stderr, "shardq netbench: --workers: %s\n", sq_error_message(&terr));
+        return CLI_USAGE;
+    }
+#ifndef SHARDQ_HAVE_MPI
+    (void)levels, (void)ops, (void)db, (void)assume, (void)warmup, (void)iters, (void)busy;
+    (void)seconds, (void)json;
+    fprintf(stderr, "shardq netbench: this shardq was built without MPI, and netbench measures "
+            "between MPI ranks (install the Debian packages openmpi-bin and libopenmpi-dev, or "
+            "run ./bootstrap --deps, then ./configure and make again)\n");
+    return CLI_USAGE;
+#else
+    opts o = {.db = db, .platform_out = platform_out, .name = name, .assume = assume,
+              .tflops = tflops, .hbm = hbm, .quant = quant, .busy = (int)busy, .json = json};
+    o.cfg = (sq_netbench_config){.min_bytes = min_bytes, .max_bytes = max_bytes,
+                                 .warmup = (int)warmup, .iters = (int)iters, .seconds = seconds};
+    if (levels && parse_names("--levels", levels, sq_netbench_level_parse, "intra, inter or all",
+                              &o.cfg.levels))
+        return CLI_USAGE;
+    if (ops && parse_names("--ops", ops, sq_netbench_op_parse,
+                           "allgather, reducescatter or alltoall", &o.cfg.ops))
+        return CLI_USAGE;
+    sq_error err = {0};
+    if (sq_netbench_config_check(&o.cfg, &err)) {
+        fprintf(stderr, "shardq netbench: %s\n", sq_error_message(&err));
+        return CLI_USAGE;
+    }
+    return measure(&o, &topo, workers != NULL);
+#endif
+}
