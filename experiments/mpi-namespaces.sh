@@ -34,14 +34,15 @@ usage: experiments/mpi-namespaces.sh [--out DIR] [--steps N] [--rate R] [--delay
   --trace-steps N  steps of the captured baseline trace (default 40, every
                    tenth step captured)
   --rate R         inter-node link rate, tc syntax (default 1gbit)
-  --delay D        one-way delay per node (default 0.1ms)
+  --delay D        one-way delay per node (default: the cluster's, 0.1ms where the
+                   kernel has netem, else none with a warning)
   --schemes LIST   comma-separated presets (default baseline,qwd,tlqhs,sdp4bit)
 
 SHARDQ names the shardq binary (default: src/shardq beside this script's
 directory, else shardq on PATH).
 USAGE
 }
-out=mpi-namespaces steps=40 tsteps=40 rate=1gbit delay=0.1ms schemes=baseline,qwd,tlqhs,sdp4bit
+out=mpi-namespaces steps=40 tsteps=40 rate=1gbit delay= schemes=baseline,qwd,tlqhs,sdp4bit
 while test $# -gt 0; do
   case $1 in
     --out) out=$2; shift 2 ;;
@@ -75,8 +76,8 @@ fi
 echo "== the quantizers' throughput on this machine (shardq bench)"
 "$SHARDQ" bench --json --threads 1 --sizes 16 --ops quantize,dequantize >"$out/bench.json"
 
-echo "== the cluster: 2 nodes x 4 ranks, inter-node $rate, $delay each way"
-dir=$("$cluster" --nodes 2 --slots 4 --rate "$rate" --delay "$delay" up)
+echo "== the cluster: 2 nodes x 4 ranks, inter-node $rate${delay:+, $delay each way}"
+dir=$("$cluster" --nodes 2 --slots 4 --rate "$rate" ${delay:+--delay "$delay"} up)
 trap '"$cluster" --dir "$dir" down' EXIT
 trap 'exit 130' INT TERM
 run() { "$cluster" --dir "$dir" run --timeout 900 -- "$@"; }
