@@ -28,8 +28,7 @@ int cli_transport_parse(const char *cmd, const char *text, int *kind)
     return CLI_OK;
 }
 
-/* More than one rank, as the launcher tells it in the environment. */
-static int launched_many(void)
+int cli_launched_many(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
     for (int i = 0; vars[i]; i++) {
@@ -43,7 +42,7 @@ int cli_ranks_begin(const char *cmd, int kind, sq_topo *topo, int has_topo, cli_
 {
     memset(R, 0, sizeof *R);
     R->t0 = sq_clock_s();
-    if (kind == CLI_TRANSPORT_AUTO) kind = launched_many() ? CLI_TRANSPORT_MPI : CLI_TRANSPORT_INPROC;
+    if (kind == CLI_TRANSPORT_AUTO) kind = cli_launched_many() ? CLI_TRANSPORT_MPI : CLI_TRANSPORT_INPROC;
     if (kind == CLI_TRANSPORT_INPROC) return CLI_OK;
 #ifndef SHARDQ_HAVE_MPI
     (void)topo, (void)has_topo;

@@ -18,6 +18,9 @@ typedef struct cli_ranks {
     double t0;
 } cli_ranks;
 
+/* More than one rank, as an MPI launcher tells it in the environment
+** (before MPI is initialised). */
+int cli_launched_many(void);
 /* "inproc", "mpi" or "auto" into *kind; CLI_USAGE with a message if neither. */
 int cli_transport_parse(const char *cmd, const char *text, int *kind);
 /* The help text of --transport, for the usage of every command that takes it. */
