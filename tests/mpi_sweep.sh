@@ -22,6 +22,14 @@ command -v mpirun >/dev/null 2>&1 || need "mpirun is needed (apt-get install ope
 # Open MPI refuses root without these, and more ranks than cores without the last
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe
+# Open MPI's session directory and shared-memory files (in /tmp and /dev/shm
+# by default) go into the test's directory: a job whose mpirun is killed
+# cannot remove them itself (names of Open MPI 4, then 5)
+mkdir -p "$T/ompi"
+OMPI_MCA_orte_tmpdir_base=$T/ompi OMPI_MCA_btl_vader_backing_directory=$T/ompi
+PRTE_MCA_prte_tmpdir_base=$T/ompi OMPI_MCA_btl_sm_backing_directory=$T/ompi
+export OMPI_MCA_orte_tmpdir_base OMPI_MCA_btl_vader_backing_directory
+export PRTE_MCA_prte_tmpdir_base OMPI_MCA_btl_sm_backing_directory
 "$SHARDQ" --version | grep -q "MPI yes" ||
   need "this shardq was built without MPI: install openmpi-bin and libopenmpi-dev, ./configure, make"
 # what mpirun starts: shardq with the ranks' temporary files in a directory
@@ -147,6 +155,15 @@ rank_pids() {
   done
   echo "$r0 $r1 $r2"
 }
+# running PID: the process exists and has not ended (a zombie, not yet
+# reaped by whoever inherited it, has)
+running() {
+  test -r "/proc/$1/stat" || return 1
+  case $(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1) in
+  '' | Z | X) return 1 ;;
+  esac
+  return 0
+}
 # wait_done DB N: up to 30 s for the database to hold N runs done
 wait_done() {
   for _ in $(seq 300); do
@@ -220,7 +237,7 @@ wait $mp 2>/dev/null
 alive=
 for _ in $(seq 50); do
   alive=
-  for p in $ranks; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+  for p in $ranks; do running "$p" && alive="$alive $p"; done
   test -z "$alive" && break
   sleep 0.1
 done

@@ -112,6 +112,22 @@ static void tmp_on_signal(int sig)
 
 static const char *const tmp_suffix[TMP_N] = {"", "-wal", "-shm", "-journal"};
 
+/* Whether process pid has ended: no such process, or a zombie that whoever
+** inherited it has not reaped yet (a rank killed with its launcher). */
+static int proc_gone(long pid)
+{
+    if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    return p && (p[1] == ' ') && (p[2] == 'Z' || p[2] == 'X');
+}
+
 /* Removes the directories that ranks of this host left behind when killed
 ** (SIGKILL cannot be handled): those whose process is gone. Only the files
 ** a sweep makes are removed, then the directory if it is empty, so that
@@ -128,7 +144,7 @@ static void tmp_reap(const char *base, const char *prefix)
         char *end;
         long pid = strtol(e->d_name + np, &end, 10);
         if (end == e->d_name + np || *end != '-' || pid <= 0 || pid > INT_MAX) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        if (!proc_gone(pid)) continue;
         char path[PATH_MAX];
         for (int k = 0; k < TMP_N; k++) {
             if (snprintf(path, sizeof path, "%s/%s/run.db%s", base, e->d_name, tmp_suffix[k]) <
@@ -502,7 +518,7 @@ static int worker_fatal(const net *m, sq_error *err, int kind, long run, const c
 static int worker(const net *m, const sq_sweep *sw, sq_error *err)
 {
     int rc = send_ask(m, ASK_FIRST, -1, NULL, NULL, 0, err);
-    char key[8192];
+    char *key = NULL;
     while (!rc) {
         MPI_Status st;
         if ((rc = wait_msg(m, 0, MPI_ANY_TAG, &st, err))) break;
@@ -513,17 +529,19 @@ static int worker(const net *m, const sq_sweep *sw, sq_error *err)
         }
         int64_t w[2] = {0, 0};
         int c = MPI_Recv(w, 2, MPI_INT64_T, 0, TAG_WORK, m->comm, MPI_STATUS_IGNORE);
-        if (c == MPI_SUCCESS && w[1] > 0 && w[1] < (int64_t)sizeof key)
+        char msg[TEXT_MAX];
+        free(key);
+        key = NULL;
+        if (c == MPI_SUCCESS && (w[1] <= 0 || w[1] > INT_MAX || !(key = malloc((size_t)w[1] + 1)))) {
+            snprintf(msg, sizeof msg, "no room for a key of %lld bytes from rank 0",
+                     (long long)w[1]);
+            rc = worker_fatal(m, err, SQ_ERR_NOMEM, (long)w[0], msg);
+            break;
+        }
+        if (c == MPI_SUCCESS)
             c = MPI_Recv(key, (int)w[1], MPI_CHAR, 0, TAG_KEY, m->comm, MPI_STATUS_IGNORE);
         if (c != MPI_SUCCESS) {
             rc = mpi_error(err, c, "receiving work from rank 0", m->rank, host_of(m, m->rank));
-            break;
-        }
-        char msg[TEXT_MAX];
-        if (w[1] <= 0 || w[1] >= (int64_t)sizeof key) {
-            snprintf(msg, sizeof msg, "a key of %lld bytes from rank 0 (expected 1 to %zu)",
-                     (long long)w[1], sizeof key - 1);
-            rc = worker_fatal(m, err, SQ_ERR_FORMAT, (long)w[0], msg);
             break;
         }
         key[w[1]] = '\0';
@@ -566,6 +584,7 @@ static int worker(const net *m, const sq_sweep *sw, sq_error *err)
         rc = send_ask(m, ASK_RESULT, (long)i, &r, file, nfile, err);
         free(file);
     }
+    free(key);
     return rc;
 }
 
