@@ -1507,6 +1507,105 @@ START_TEST(test_full_disk)
 }
 END_TEST
 
+/* A run copied from another file (a job's private store, as a sweep across
+** ranks ships it): every row under a new id, in one transaction; a key that
+** is done here wins, a failed one here is replaced; a run that has not
+** ended, a missing file, a file that is not a database or of another
+** schema version are refused naming that file, and leave nothing behind. */
+START_TEST(test_import_run)
+{
+    char src[700], bad[700], err[512] = "";
+    snprintf(src, sizeof src, "%s/job.db", dir);
+    snprintf(bad, sizeof bad, "%s/bad.db", dir);
+    sq_store *j = open_store(src, 0);
+    int64_t pad = begin_run(j, "pad"); /* ids differ between the files */
+    end_run(j, pad, "done");
+    int64_t a = begin_run(j, "a");
+    add_steps(j, a, 3);
+    sq_train_row tr = {.step = 1, .tokens = 10, .loss = 2, .val_loss = NAN, .lr = 1e-3,
+                       .grad_norm = 1, .seconds = 0.1};
+    ck_assert_msg(SQ(j, err, sq_store_add_train(j, a, &tr, 1)) == 0, "%s", err);
+    end_run(j, a, "done");
+    int64_t f = begin_run(j, "f");
+    add_steps(j, f, 1);
+    end_run(j, f, "failed");
+    int64_t b = begin_run(j, "b");
+    end_run(j, b, "done");
+    int64_t r = begin_run(j, "r"); /* never ended */
+    add_steps(j, r, 1);
+    sq_store_close(j);
+
+    sq_store *s = open_store(db_path, 0);
+    sqlite3 *db = sq_store_db(s);
+    int64_t other = begin_run(s, "other");
+    add_steps(s, other, 1);
+    end_run(s, other, "done");
+    int64_t id = -1;
+    ck_assert_msg(SQ(s, err, sq_store_import_run(s, src, a, &id)) == SQ_STORE_STARTED, "%s", err);
+    ck_assert_int_gt(id, other);
+    char sql[512], buf[256];
+    snprintf(sql, sizeof sql, "SELECT status || ' ' || key || ' ' || sweep FROM runs WHERE id = %lld",
+             (long long)id);
+    ck_assert_str_eq(q_text(db, sql, buf, sizeof buf), "done a s1");
+    ck_assert_int_eq(child_rows(db, id), 2 + 9 + 2 + 3);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM train_steps WHERE run_id = %lld", (long long)id);
+    ck_assert_int_eq(q_int(db, sql), 1);
+    /* the figures are the file's */
+    snprintf(sql, sizeof sql, "SELECT abs(rel_l2 - 0.03) < 1e-12 FROM step_metrics WHERE run_id = %lld AND"
+             " step = 3 AND path = 'grad'", (long long)id);
+    ck_assert_int_eq(q_int(db, sql), 1);
+
+    /* done here: nothing more is written */
+    int64_t again = -1;
+    ck_assert_int_eq(SQ(s, err, sq_store_import_run(s, src, a, &again)), SQ_STORE_DONE);
+    ck_assert_int_eq(again, id);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 2);
+
+    /* a failed run imports as failed, and a failed run here is replaced */
+    int64_t fid = -1;
+    ck_assert_msg(SQ(s, err, sq_store_import_run(s, src, f, &fid)) == SQ_STORE_STARTED, "%s", err);
+    snprintf(sql, sizeof sql, "SELECT status || ' ' || error FROM runs WHERE id = %lld",
+             (long long)fid);
+    ck_assert_str_eq(q_text(db, sql, buf, sizeof buf), "failed boom");
+    int64_t fid2 = -1;
+    ck_assert_msg(SQ(s, err, sq_store_import_run(s, src, f, &fid2)) == SQ_STORE_STARTED, "%s", err);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs WHERE key = 'f'"), 1);
+    if (fid2 != fid) ck_assert_int_eq(child_rows(db, fid), 0);
+    ck_assert_int_eq(child_rows(db, fid2), 2 + 3 + 2 + 3);
+
+    /* a live process (this one) runs the key here: busy, that run named */
+    int64_t live = begin_run(s, "b"), held = -1;
+    ck_assert_int_eq(SQ(s, err, sq_store_import_run(s, src, b, &held)), SQ_ERR_BUSY);
+    ck_assert_int_eq(held, live);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs WHERE key = 'b'"), 1);
+    ck_assert_int_eq(SQ(s, err, sq_store_run_delete(s, live)), 0);
+
+    /* refusals, each naming the file */
+    int64_t none = -1;
+    ck_assert_int_eq(SQ(s, err, sq_store_import_run(s, src, r, &none)), SQ_ERR_FORMAT);
+    ck_assert_msg(strstr(err, src) && strstr(err, "'running'"), "%s", err);
+    ck_assert_int_eq(none, 0);
+    ck_assert_int_eq(SQ(s, err, sq_store_import_run(s, src, 999, &none)), SQ_ERR_NOTFOUND);
+    ck_assert_msg(strstr(err, src) && strstr(err, "no run 999"), "%s", err);
+    ck_assert_int_eq(SQ(s, err, sq_store_import_run(s, bad, a, &none)), SQ_ERR_NOTFOUND);
+    ck_assert_msg(strstr(err, bad) != NULL, "%s", err);
+    ck_assert_int_eq(access(bad, F_OK), -1); /* not created */
+    write_file(bad, "not a database at all, not at all. ", 200);
+    ck_assert_int_eq(SQ(s, err, sq_store_import_run(s, bad, a, &none)), SQ_ERR_FORMAT);
+    ck_assert_msg(strstr(err, bad) && strstr(err, "not a database"), "%s", err);
+    sqlite3 *old = raw_open(src);
+    downgrade(old, 4);
+    sqlite3_close(old);
+    ck_assert_int_eq(SQ(s, err, sq_store_import_run(s, src, a, &none)), SQ_ERR_FORMAT);
+    ck_assert_msg(strstr(err, src) && strstr(err, "schema version 4"), "%s", err);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 3);
+    /* the file was detached every time: the next import attaches again */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM pragma_database_list"), 1);
+    sq_store_close(s);
+    assert_intact(db_path);
+}
+END_TEST
+
 /* A process killed in the middle of a run (and between its writes). */
 START_TEST(test_killed_midway)
 {
@@ -1583,6 +1682,7 @@ int main(void)
     tcase_add_test(tc, test_key_pid_reused);
     tcase_add_test(tc, test_reap_unkeyed);
     tcase_add_test(tc, test_heartbeat_and_takeover);
+    tcase_add_test(tc, test_import_run);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stress");

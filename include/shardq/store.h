@@ -279,5 +279,32 @@ int sq_store_run_end(sq_store *s, int64_t run, const char *status, const char *e
 /* Deletes a run and every row that refers to it (one transaction). */
 int sq_store_run_delete(sq_store *s, int64_t run);
 
+/* ------------------------------------------------------------------------ */
+/* Copying a run from another database                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Imports run `run` of the database file `from` -- typically a job's
+** private store, written by another process or on another host (`shardq
+** sweep` across MPI ranks) -- into s, in one transaction: its runs row
+** under a new id (*new_id) and its rows of every table (sq_store_tables)
+** with run_id remapped; every column as the file holds it (status, error,
+** host, pid, times). So a killed importer leaves the run whole or absent.
+**
+** The run must have ended ('done' or 'failed': a 'running' one may miss
+** rows), and `from` must be of this build's schema (SQ_STORE_VERSION).
+** A key is settled as sq_store_run_begin settles it, in the same
+** transaction: a run of s with that key that is done wins (nothing is
+** written; returns SQ_STORE_DONE with *new_id that run); one that a live
+** process (or one on another host) runs is SQ_ERR_BUSY with *new_id that
+** run; a failed one, or one left 'running' by a process that is gone, is
+** deleted with its rows first (sq_store_notice says so for the latter).
+** Returns SQ_STORE_STARTED (0) once imported, else a negative kind whose
+** sentence names the file at fault: SQ_ERR_NOTFOUND (no such file or
+** run), SQ_ERR_FORMAT (not a shardq database, another schema version, a
+** run that has not ended), SQ_ERR_BUSY with *new_id = 0 (s is locked),
+** SQ_ERR_IO. The file is only read; it is attached to s's connection for
+** the call (ATTACH) and detached before it returns. */
+int sq_store_import_run(sq_store *s, const char *from, int64_t run, int64_t *new_id);
+
 SQ_END_DECLS
 #endif /* SHARDQ_STORE_H */

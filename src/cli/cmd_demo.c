@@ -595,7 +595,8 @@ static int step_replays(demo *d)
     ini_kv(&b, "seeds", "1, 2, 3");
     int rc = ini_write(&b);
     if (rc != CLI_OK) return rc;
-    const char *a[] = {"sweep", "--db", d->db, path, NULL};
+    /* inproc: the demo's sweeps are its own, even under an MPI launcher */
+    const char *a[] = {"sweep", "--transport", "inproc", "--db", d->db, path, NULL};
     rc = run(cmd_sweep, a);
     return rc != CLI_OK ? rc : recipe_runs(d, path, &d->replays);
 }
@@ -624,7 +625,7 @@ static int step_training(demo *d)
         if (strcmp(a[i], "--workers") && strcmp(a[i], "--corpus")) ini_kv(&b, a[i] + 2, a[i + 1]);
     int rc = ini_write(&b);
     if (rc != CLI_OK) return rc;
-    const char *s[] = {"sweep", "--db", d->db, path, NULL};
+    const char *s[] = {"sweep", "--transport", "inproc", "--db", d->db, path, NULL};
     rc = run(cmd_sweep, s);
     return rc != CLI_OK ? rc : recipe_runs(d, path, &d->trains);
 }

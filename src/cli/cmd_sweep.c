@@ -25,10 +25,16 @@
 ** reason. The children set their thread count by call (the environment,
 ** OMP_NUM_THREADS and OMP_WAIT_POLICY, was read when the program started:
 ** export OMP_WAIT_POLICY=passive for runs side by side on few cores).
+**
+** Under mpirun (--transport mpi, or auto with more than one rank) the
+** configurations go out to the ranks instead (sq_mpi_sweep in
+** libshardq_mpi): rank 0 owns the database and hands them out, the other
+** ranks run them in process, one at a time each, and nothing forks.
 */
 #define _GNU_SOURCE /* mkostemp */
 #include "cli.h"
 #include "progress.h"
+#include "ranks.h"
 #include "sq_clock.h"
 #include "shardq/store.h"
 #include "shardq/sweep.h"
@@ -46,6 +52,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifdef SHARDQ_HAVE_MPI
+#include "shardq/mpi.h"
+
+#include <sys/prctl.h>
+#endif
 
 static const char sweep_usage[] =
     "usage: shardq sweep [options] RECIPE.ini\n"
@@ -66,6 +78,11 @@ static const char sweep_usage[] =
     "                   host left 'running' (that process cannot be checked\n"
     "                   from here: say so only when it is gone)\n"
     "  --stale-after S  the same, once that run has not written for S seconds\n"
+    "  --transport T    mpi: hand the configurations out to the ranks of an\n"
+    "                   mpirun (rank 0 keeps the database, the others run\n"
+    "                   them); inproc: this process runs the sweep; auto\n"
+    "                   (default): mpi when started by an MPI launcher with\n"
+    "                   more than one rank\n"
     "  --list           print the configurations and exit\n"
     "  -q, --quiet      no progress lines\n"
     "  -h, --help       this text\n"
@@ -74,7 +91,13 @@ static const char sweep_usage[] =
     "finished configuration. A configuration that another process is running\n"
     "is waited for, and stderr says which (run, key, host, pid) at once and\n"
     "every minute. Exit status: 0 when every configuration is done,\n"
-    "1 when some failed (their errors are printed), 2 on a bad recipe.\n";
+    "1 when some failed (their errors are printed), 2 on a bad recipe.\n"
+    "\n"
+    "Across ranks: mpirun -np R shardq sweep RECIPE.ini. Rank 0 only\n"
+    "coordinates; ranks 1 .. R-1 run one configuration at a time each (so\n"
+    "--jobs does not apply), into private files that rank 0 imports, each run\n"
+    "in one transaction. With one rank the sweep is the local one (with\n"
+    "--transport mpi, rank 0 runs them itself, one at a time).\n";
 
 typedef struct child {
     pid_t pid;
@@ -255,6 +278,242 @@ static size_t next_held(const char *db, const sq_sweep *r, unsigned char *busy, 
     return i;
 }
 
+/* A recipe that does not load; `who` prefixes the sentence ("" or "rank
+** 2 (host): "). */
+static void say_load_error(const sq_error *err, const char *who)
+{
+    /* the library knows the recipe; the command also has an option for it */
+    const char *m = sq_error_message(err);
+    size_t len = strlen(m);
+    int no_trace = len > 19 && !strcmp(m + len - 19, "(give trace = PATH)");
+    fprintf(stderr, "shardq sweep: %s%.*s%s\n", who, (int)(no_trace ? len - 1 : len), m,
+            no_trace ? ", or --trace)" : "");
+}
+
+static void print_list(const sq_sweep *r)
+{
+    for (size_t i = 0; i < r->nruns; i++) {
+        const sq_sweep_config *x = &r->runs[i];
+        printf("%zu\t%s\t%s", i + 1, x->label,
+               x->trace ? x->trace : x->corpus ? x->corpus : "(default corpus)");
+        for (int k = 0; k < x->noptions; k++) printf(" --%s", x->options[k]);
+        printf("\n");
+    }
+    if (r->ninvalid)
+        printf("# %zu combinations left out, e.g.: %s\n", r->ninvalid, r->first_invalid);
+}
+
+#ifdef SHARDQ_HAVE_MPI
+/* ------------------------------------------------------------------------ */
+/* Across ranks                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Rank 0's view of a sweep across ranks: the hooks of sq_mpi_sweep. */
+typedef struct ranks_ctx {
+    const sq_sweep *r;
+    const wait_opts *w;
+    sq_store *s;         /* for the ready hook: who holds a key */
+    double *said;        /* per run: when its wait was last said */
+    int quiet;
+    sq_progress *bar;
+    size_t todo, finished, failed;
+    double t0;
+} ranks_ctx;
+
+/* Before a configuration goes out: done meanwhile (skip), held by a live
+** process (wait, saying so at once and every minute, or take it over
+** with --takeover or --stale-after), or free. */
+static int ranks_ready(void *ctx, size_t i)
+{
+    ranks_ctx *c = ctx;
+    const sq_sweep_config *x = &c->r->runs[i];
+    sq_run_holder h;
+    if (c->s && !sq_store_key_holder(c->s, x->key, &h) && h.id && !strcmp(h.status, "done"))
+        return SQ_MPI_SWEEP_SKIP;
+    return may_retry(c->s, x, c->w, &c->said[i]) ? SQ_MPI_SWEEP_GO : SQ_MPI_SWEEP_WAIT;
+}
+
+/* One line per finished configuration, as a local sweep prints, with the
+** rank that ran it; a failure's sentence first. */
+static void ranks_event(void *ctx, const sq_mpi_sweep_event *e)
+{
+    ranks_ctx *c = ctx;
+    const sq_sweep_config *x = &c->r->runs[e->run];
+    const char *word = NULL;
+    switch (e->what) {
+    case SQ_MPI_SWEEP_DONE: word = "done"; break;
+    case SQ_MPI_SWEEP_FAILED:
+        word = "FAILED";
+        c->failed++;
+        sq_progress_pause(c->bar);
+        fprintf(stderr, "shardq sweep: failed: %s (rank %d on %s)\n  %s\n", x->label, e->rank,
+                e->host, e->error);
+        break;
+    case SQ_MPI_SWEEP_ELSEWHERE: word = "skipped (done by another process)"; break;
+    case SQ_MPI_SWEEP_HELD:
+        if (e->rank >= 0 && !c->quiet) {
+            /* its result came back after another process began the key */
+            sq_progress_pause(c->bar);
+            fprintf(stderr, "shardq sweep: %s: another process began it meanwhile (run %lld): "
+                    "it runs again once that one ends\n", x->label, (long long)e->id);
+        }
+        return;
+    default: return;
+    }
+    c->finished++;
+    if (c->bar) {
+        sq_progress_update(c->bar, c->finished);
+        return;
+    }
+    if (c->quiet) return;
+    double el = sq_clock_s() - c->t0;
+    char where[320] = "";
+    if (e->rank >= 0)
+        snprintf(where, sizeof where, "%.1f s on rank %d, %s, ", e->seconds, e->rank, e->host);
+    fprintf(stderr, "[%zu/%zu] %s %s (%selapsed %.0f s, eta %.0f s)\n", c->finished, c->todo,
+            word, x->label, where, el,
+            c->finished < c->todo ? el / (double)c->finished * (double)(c->todo - c->finished)
+                                  : 0.0);
+}
+
+/* A fault that ends the sweep on this rank: said, then every rank ended,
+** since the others may wait for this one. */
+static int ranks_fatal(const sq_error *err, int code)
+{
+    fprintf(stderr, "shardq sweep: %s\n", sq_error_message(err));
+    fflush(stdout);
+    fflush(stderr);
+    sq_mpi_abort(code);
+    return code;
+}
+
+/* `mpirun -np R shardq sweep RECIPE`: every rank loads the recipe; rank 0
+** checks the database and coordinates (sq_mpi_sweep), the others run. */
+static int sweep_ranks(const char *recipe, const char *trace, const char *db, int list,
+                       int quiet, const wait_opts *w)
+{
+    int rank = 0, size = 1, all = 0;
+    sq_error err = {0};
+    if (sq_mpi_init(NULL, NULL, &rank, &size, &err)) {
+        fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
+        return CLI_RUNTIME;
+    }
+    /* a rank dies with its launcher, as a local sweep's jobs die with it:
+    ** a SIGKILL of mpirun leaves no rank writing on */
+    pid_t launcher = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(CLI_RUNTIME);
+    char host[256] = "?", who[320] = "";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    if (rank) snprintf(who, sizeof who, "rank %d (%s): ", rank, host);
+
+    /* every rank reads the recipe; one message for a fault they share */
+    sq_sweep r;
+    sq_error lerr = {0};
+    int loaded = sq_sweep_load(recipe, trace, &r, &lerr) == SQ_OK, first = 0;
+    if (sq_mpi_all_ok(NULL, rank == 0 ? loaded : 1, &first, &err) ||
+        sq_mpi_all_ok(NULL, loaded, &all, &err)) {
+        if (loaded) sq_sweep_free(&r);
+        return ranks_fatal(&err, CLI_RUNTIME);
+    }
+    if (!all) {
+        if (!loaded && (rank == 0 || first)) say_load_error(&lerr, who);
+        if (loaded) sq_sweep_free(&r);
+        sq_mpi_finalize();
+        return CLI_USAGE;
+    }
+    if (list) {
+        if (rank == 0) print_list(&r);
+        sq_sweep_free(&r);
+        sq_mpi_finalize();
+        return CLI_OK;
+    }
+
+    int rc = CLI_RUNTIME;
+    unsigned char *done = NULL;
+    double *said = NULL;
+    ranks_ctx c = {.r = &r, .w = w, .quiet = quiet};
+    int ready = 1;
+    if (rank == 0) {
+        /* the database is rank 0's alone: created or migrated here, once */
+        done = calloc(r.nruns ? r.nruns : 1, 1);
+        said = calloc(r.nruns ? r.nruns : 1, sizeof *said);
+        if (!done || !said) {
+            fprintf(stderr, "shardq sweep: out of memory\n");
+            ready = 0;
+        } else if (sq_sweep_load_done(db, &r, done, &err)) {
+            fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
+            ready = 0;
+        } else if (sq_store_open(db, 0, 0, &c.s, &err)) {
+            fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
+            ready = 0;
+        }
+    }
+    if (sq_mpi_all_ok(NULL, ready, &all, &err)) return ranks_fatal(&err, CLI_RUNTIME);
+    if (!all) {
+        sq_store_close(c.s);
+        free(done), free(said);
+        sq_sweep_free(&r);
+        sq_mpi_finalize();
+        return rank == 0 ? CLI_RUNTIME : CLI_OK;
+    }
+    size_t already = 0;
+    if (rank == 0) {
+        say_left_running(db, &r, quiet);
+        for (size_t i = 0; i < r.nruns; i++) already += done[i];
+        c.said = said;
+        c.todo = r.nruns - already;
+        c.t0 = sq_clock_s();
+        if (!quiet) {
+            if (size > 1)
+                fprintf(stderr, "shardq sweep: %s: %zu configurations, %zu already done, %zu to "
+                        "run, across %d ranks: rank 0 hands them out and stores the results, "
+                        "%d run%s them%s\n", r.name, r.nruns, already, c.todo, size, size - 1,
+                        size > 2 ? "" : "s", r.ninvalid ? " (some combinations left out: see "
+                                                          "--list)" : "");
+            else
+                fprintf(stderr, "shardq sweep: %s: %zu configurations, %zu already done, %zu to "
+                        "run, on 1 rank: it runs them, one at a time%s\n", r.name, r.nruns,
+                        already, c.todo, r.ninvalid ? " (some combinations left out: see "
+                                                       "--list)" : "");
+        }
+        c.bar = quiet ? NULL : sq_progress_start(r.name, c.todo);
+    }
+    sq_mpi_sweep_opts o = {.db = db, .done = done, .threads = 0, .ctx = &c,
+                           .ready = ranks_ready, .event = ranks_event};
+    sq_mpi_sweep_counts n;
+    if (sq_mpi_sweep(NULL, &r, &o, &n, &err)) {
+        sq_progress_finish(c.bar);
+        if (!n.together) return ranks_fatal(&err, CLI_RUNTIME);
+        /* every rank stopped at the same check: no rank waits for another */
+        if (!n.echo) fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));
+        rc = CLI_RUNTIME;
+        goto done;
+    }
+    if (rank == 0) {
+        sq_progress_finish(c.bar);
+        size_t ndone = 0;
+        for (size_t i = 0; i < r.nruns; i++) ndone += done[i];
+        if (!quiet)
+            fprintf(stderr, "shardq sweep: %s: %zu of %zu configurations done (%zu now, %zu "
+                    "before, %zu by another process), %zu failed; see 'shardq db list --sweep "
+                    "%s'\n", r.name, ndone, r.nruns, n.done, n.before, n.elsewhere, n.failed,
+                    r.name);
+        rc = ndone == r.nruns ? CLI_OK : CLI_RUNTIME;
+    } else
+        rc = CLI_OK;
+done:
+    sq_store_close(c.s);
+    free(done), free(said);
+    sq_sweep_free(&r);
+    fflush(stdout);
+    fflush(stderr);
+    sq_mpi_finalize();
+    return rc;
+}
+#endif
+
 int cmd_sweep(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -262,10 +521,10 @@ int cmd_sweep(int argc, char **argv)
         {"trace", required_argument, NULL, 't'}, {"list", no_argument, NULL, 'l'},
         {"quiet", no_argument, NULL, 'q'},      {"help", no_argument, NULL, 'h'},
         {"takeover", no_argument, NULL, 'T'},   {"stale-after", required_argument, NULL, 'S'},
-        {NULL, 0, NULL, 0}};
+        {"transport", required_argument, NULL, 'P'}, {NULL, 0, NULL, 0}};
     const char *db = cli_default_db(), *trace = NULL;
     uint64_t jobs = 0;
-    int list = 0, quiet = 0, ch, J = 0;
+    int list = 0, quiet = 0, ch, J = 0, transport = CLI_TRANSPORT_AUTO;
     wait_opts w = {.takeover = 0, .stale_after = -1};
     optind = 1;
     while ((ch = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
@@ -280,6 +539,15 @@ int cmd_sweep(int argc, char **argv)
             if (cli_parse_double("sweep", "--stale-after", optarg, 0, 1e9, &w.stale_after))
                 return CLI_USAGE;
             break;
+        case 'P':
+            if (cli_transport_parse("sweep", optarg, &transport)) return CLI_USAGE;
+            if (transport == CLI_TRANSPORT_NCCL || transport == CLI_TRANSPORT_NCCL_INPROC) {
+                /* a sweep hands out whole runs; each runs in one process */
+                fprintf(stderr, "shardq sweep: --transport %s: a sweep runs over inproc, mpi or "
+                        "auto\n", optarg);
+                return CLI_USAGE;
+            }
+            break;
         case 'l': list = 1; break;
         case 'q': quiet = 1; break;
         case 'h': fputs(sweep_usage, stdout); return CLI_OK;
@@ -290,27 +558,31 @@ int cmd_sweep(int argc, char **argv)
         fprintf(stderr, "shardq sweep: expected one RECIPE.ini\nTry 'shardq sweep --help'.\n");
         return CLI_USAGE;
     }
+    if (transport == CLI_TRANSPORT_AUTO)
+        transport = cli_launched_many() ? CLI_TRANSPORT_MPI : CLI_TRANSPORT_INPROC;
+    if (transport == CLI_TRANSPORT_MPI) {
+        if (jobs) {
+            fprintf(stderr, "shardq sweep: --jobs: not across ranks: each rank runs one "
+                    "configuration at a time (start more ranks: mpirun -np N)\n");
+            return CLI_USAGE;
+        }
+#ifdef SHARDQ_HAVE_MPI
+        return sweep_ranks(argv[optind], trace, db, list, quiet, &w);
+#else
+        fprintf(stderr, "shardq sweep: --transport mpi: this shardq was built without MPI "
+                "(install the Debian packages openmpi-bin and libopenmpi-dev, or run "
+                "./bootstrap --deps, then ./configure and make again)\n");
+        return CLI_USAGE;
+#endif
+    }
     sq_sweep r;
     sq_error err = {0};
     if (sq_sweep_load(argv[optind], trace, &r, &err)) {
-        /* the library knows the recipe; the command also has an option for it */
-        const char *m = sq_error_message(&err);
-        size_t len = strlen(m);
-        int no_trace = len > 19 && !strcmp(m + len - 19, "(give trace = PATH)");
-        fprintf(stderr, "shardq sweep: %.*s%s\n", (int)(no_trace ? len - 1 : len), m,
-                no_trace ? ", or --trace)" : "");
+        say_load_error(&err, "");
         return CLI_USAGE;
     }
     if (list) {
-        for (size_t i = 0; i < r.nruns; i++) {
-            const sq_sweep_config *x = &r.runs[i];
-            printf("%zu\t%s\t%s", i + 1, x->label,
-                   x->trace ? x->trace : x->corpus ? x->corpus : "(default corpus)");
-            for (int k = 0; k < x->noptions; k++) printf(" --%s", x->options[k]);
-            printf("\n");
-        }
-        if (r.ninvalid)
-            printf("# %zu combinations left out, e.g.: %s\n", r.ninvalid, r.first_invalid);
+        print_list(&r);
         sq_sweep_free(&r);
         return CLI_OK;
     }

@@ -452,6 +452,11 @@ static int print_version(void)
     (void)threads;
     printf("build: OpenMP no (1 thread); ");
 #endif
+#ifdef SHARDQ_HAVE_MPI
+    printf("MPI yes; ");
+#else
+    printf("MPI no; ");
+#endif
 #ifdef SHARDQ_HAVE_CUDA
     int dev = sq_device_count();
     if (dev > 0)

@@ -44,8 +44,7 @@ const char *cli_ranks_kind_name(const cli_ranks *R)
     }
 }
 
-/* More than one rank, as the launcher tells it in the environment. */
-static int launched_many(void)
+int cli_launched_many(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
     for (int i = 0; vars[i]; i++) {
@@ -133,7 +132,7 @@ int cli_ranks_begin(const char *cmd, int kind, sq_topo *topo, int has_topo, cons
 {
     memset(R, 0, sizeof *R);
     R->t0 = sq_clock_s();
-    if (kind == CLI_TRANSPORT_AUTO) kind = launched_many() ? CLI_TRANSPORT_MPI : CLI_TRANSPORT_INPROC;
+    if (kind == CLI_TRANSPORT_AUTO) kind = cli_launched_many() ? CLI_TRANSPORT_MPI : CLI_TRANSPORT_INPROC;
     R->kind = kind;
     if (kind == CLI_TRANSPORT_INPROC) {
         if (!*device) *device = "cpu";

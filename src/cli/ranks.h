@@ -27,6 +27,9 @@ typedef struct cli_ranks {
     double t0;
 } cli_ranks;
 
+/* More than one rank, as an MPI launcher tells it in the environment
+** (before MPI is initialised). */
+int cli_launched_many(void);
 /* "inproc", "mpi", "nccl", "nccl-inproc" or "auto" into *kind; CLI_USAGE
 ** with a message if none. */
 int cli_transport_parse(const char *cmd, const char *text, int *kind);

@@ -1295,3 +1295,188 @@ int sq_store_run_takeover(sq_store *s, const sq_run_holder *h, const char *why)
     if ((rc = commit(s))) return rc;
     return taken ? 0 : 1;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Importing a run from another file                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The schema name under which sq_store_import_run attaches its file. */
+#define IMPORT_DB "sq_import"
+
+/* "c1, c2, ..." of table t in schema db, leaving out the column `skip`
+** (NULL: none), with `first` as it is in place of the first column kept
+** when first is not NULL (a parameter: the run_id of a child table,
+** remapped). The names come from the schema of this build, so a column
+** added by a later migration is copied without a change here. */
+static int column_list(sq_store *s, const char *db, const char *t, const char *skip,
+                       const char *first, char *buf, size_t len)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA %s.table_info(%s)", db, t);
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK) return rc;
+    size_t k = 0;
+    buf[0] = '\0';
+    int n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = column_str(st, 1);
+        if (skip && strcmp(name, skip) == 0) continue;
+        int w = n == 0 && first ? snprintf(buf + k, len - k, "%s", first)
+                                : snprintf(buf + k, len - k, "%s\"%s\"", n ? ", " : "", name);
+        if (w < 0 || (size_t)w >= len - k) {
+            rc = SQLITE_TOOBIG;
+            break;
+        }
+        k += (size_t)w;
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE) rc = n ? SQLITE_OK : SQLITE_ERROR;
+    return rc;
+}
+
+/* Copies the run's rows of one child table (run_id first in every one). */
+static int import_rows(sq_store *s, const char *t, int64_t from_run, int64_t to_run)
+{
+    char cols[2048], sel[2048], sql[4400];
+    int rc = column_list(s, "main", t, NULL, NULL, cols, sizeof cols);
+    if (rc == SQLITE_OK) rc = column_list(s, "main", t, NULL, "?2", sel, sizeof sel);
+    if (rc != SQLITE_OK) return rc;
+    snprintf(sql, sizeof sql, "INSERT INTO main.%s(%s) SELECT %s FROM " IMPORT_DB ".%s"
+             " WHERE run_id = ?1", t, cols, sel, t);
+    sqlite3_stmt *st;
+    if ((rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL)) != SQLITE_OK) return rc;
+    sqlite3_bind_int64(st, 1, from_run);
+    sqlite3_bind_int64(st, 2, to_run);
+    rc = step_done(st);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Inside the transaction: the key settled, the runs row copied, then its
+** rows. *outcome as sq_store_run_begin's; s->err says why on failure. */
+static int import_tx(sq_store *s, const char *from, int64_t run, int *outcome, int64_t *id)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT key, status FROM " IMPORT_DB ".runs WHERE id = ?1",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) return db_error(s, rc, "cannot read the run to import");
+    sqlite3_bind_int64(st, 1, run);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) return db_error(s, rc, "cannot read the run to import");
+        return sq_error_set(&s->err, SQ_ERR_NOTFOUND, "%s: no run %lld", from, (long long)run);
+    }
+    char *key = sqlite3_column_type(st, 0) == SQLITE_NULL
+                    ? NULL
+                    : strdup((const char *)sqlite3_column_text(st, 0));
+    char status[16];
+    snprintf(status, sizeof status, "%s", column_str(st, 1));
+    int nokey = sqlite3_column_type(st, 0) != SQLITE_NULL && !key;
+    sqlite3_finalize(st);
+    if (nokey) return sq_error_set(&s->err, SQ_ERR_NOMEM, "%s: out of memory", s->path);
+    if (strcmp(status, "done") != 0 && strcmp(status, "failed") != 0) {
+        free(key);
+        return sq_error_set(&s->err, SQ_ERR_FORMAT,
+                            "%s: run %lld: field 'status' is '%s': only a run that ended "
+                            "('done' or 'failed') is imported", from, (long long)run, status);
+    }
+    proc_id me;
+    proc_self(&me);
+    int64_t old = -1;
+    rc = key ? settle_key(s, key, &me, outcome, &old) : SQLITE_OK;
+    free(key);
+    if (rc != SQLITE_OK) return db_error(s, rc, "cannot write");
+    if (*outcome != SQ_STORE_STARTED) {
+        *id = old;
+        return *outcome == SQ_ERR_BUSY ? SQ_ERR_BUSY : SQ_OK;
+    }
+    if ((rc = reap_gone(s, &me)) != SQLITE_OK) return db_error(s, rc, "cannot write");
+
+    char cols[2048], sql[4400];
+    rc = column_list(s, "main", "runs", "id", NULL, cols, sizeof cols);
+    if (rc == SQLITE_OK) {
+        snprintf(sql, sizeof sql, "INSERT INTO main.runs(%s) SELECT %s FROM " IMPORT_DB ".runs"
+                 " WHERE id = ?1", cols, cols);
+        rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, run);
+        rc = step_done(st);
+        sqlite3_finalize(st);
+    }
+    if (rc != SQLITE_OK) return db_error(s, rc, "cannot import the run");
+    *id = sqlite3_last_insert_rowid(s->db);
+    size_t nt;
+    const sq_store_table *t = sq_store_tables(&nt);
+    for (size_t i = 0; i < nt; i++) {
+        if (strcmp(t[i].name, "runs") == 0) continue;
+        if ((rc = import_rows(s, t[i].name, run, *id)) != SQLITE_OK) {
+            char what[96];
+            snprintf(what, sizeof what, "cannot import the rows of table %s", t[i].name);
+            return db_error(s, rc, what);
+        }
+    }
+    return SQ_OK;
+}
+
+int sq_store_import_run(sq_store *s, const char *from, int64_t run, int64_t *new_id)
+{
+    int64_t id = 0;
+    if (new_id) *new_id = 0;
+    s->notice[0] = '\0';
+    if (!from || !*from) return sq_error_set(&s->err, SQ_ERR_ARG, "%s: no file to import", s->path);
+    /* ATTACH would create a missing file: say what is wrong instead */
+    struct stat sb;
+    if (stat(from, &sb) != 0)
+        return sq_error_set(&s->err, errno == ENOENT ? SQ_ERR_NOTFOUND : SQ_ERR_IO,
+                            "%s: cannot import: %s", from, strerror(errno));
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "ATTACH DATABASE ?1 AS " IMPORT_DB, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, from, -1, SQLITE_STATIC);
+        rc = step_done(st);
+        sqlite3_finalize(st);
+    }
+    if (rc != SQLITE_OK) {
+        /* sqlite reads the header here: the fault is the file's */
+        if ((rc & 0xff) == SQLITE_NOTADB)
+            return sq_error_set(&s->err, SQ_ERR_FORMAT, "%s: file is not a database", from);
+        return sq_error_set(&s->err, db_kind(rc), "%s: cannot attach it to %s: %s", from,
+                            s->path, sqlite3_errmsg(s->db));
+    }
+    /* the first read of the file: is it a database, and of this schema? */
+    int v = -1, kind;
+    rc = sqlite3_prepare_v2(s->db, "PRAGMA " IMPORT_DB ".user_version", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        if ((rc = sqlite3_step(st)) == SQLITE_ROW) v = sqlite3_column_int(st, 0), rc = SQLITE_OK;
+        sqlite3_finalize(st);
+    }
+    if (rc != SQLITE_OK) {
+        if ((rc & 0xff) == SQLITE_NOTADB)
+            kind = sq_error_set(&s->err, SQ_ERR_FORMAT, "%s: file is not a database", from);
+        else
+            kind = db_error(s, rc, "cannot read the file to import");
+    } else if (v != SQ_STORE_VERSION) {
+        kind = sq_error_set(&s->err, SQ_ERR_FORMAT,
+                            "%s: schema version %d, this shardq writes %d: a run is imported "
+                            "from a file of the same version", from, v, SQ_STORE_VERSION);
+    } else if (!(kind = begin(s))) {
+        int outcome = SQ_STORE_STARTED;
+        kind = import_tx(s, from, run, &outcome, &id);
+        if (kind || outcome != SQ_STORE_STARTED) {
+            rollback(s);
+            s->notice[0] = '\0';
+            if (!kind) kind = outcome;
+            if (kind != SQ_STORE_DONE && !(kind == SQ_ERR_BUSY && outcome == SQ_ERR_BUSY)) id = 0;
+        } else if ((kind = commit(s))) {
+            s->notice[0] = '\0';
+            id = 0;
+        }
+    }
+    exec(s, "DETACH DATABASE " IMPORT_DB);
+    if (new_id) *new_id = id;
+    return kind;
+}
