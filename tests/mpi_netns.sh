@@ -279,6 +279,34 @@ wait "$long"
 ok "the job's run returned within 20 s of down" test -n "$ended"
 nothing_left "$dir" "down"
 
+# -------------------------------------- (f) netbench on a shaped link
+# Two nodes of one rank each, the link shaped to 200 Mbit/s (25 MB/s each
+# way, well within what this machine's TCP moves): netbench's inter-node
+# bus bandwidth must come out within 20% of the rate, positive, growing with
+# the size to its plateau, and its platform file must read back.
+mkdir "$T/nb"
+nbdir=$(TMPDIR=$T/nb "$CLUSTER" --rate 200mbit up 2>"$T/nb.err")
+ok "a cluster with 200mbit links" test -f "$nbdir/cluster.env"
+ok "netbench over the two nodes (mpirun -np 2, one rank per node)" \
+  "$CLUSTER" --dir "$nbdir" --timeout 120 run -- mpirun -np 2 --map-by node "$SHARDQ" netbench \
+  --workers 2x1 --levels inter --ops allgather,alltoall --min-bytes 64 --max-bytes 8M \
+  --seconds 1 --warmup 2 --no-db --json --platform-out "$T/nb/platform.ini" --achieved-tflops 1
+cp "$sq_tmp/out" "$T/nb.json"
+pyrun "busbw: positive, growing with the size, within 20% of 25 MB/s at the largest sizes" '
+d = json.load(open(sys.argv[1]))
+for op in ("allgather", "alltoall"):
+    rows = sorted((r for r in d["results"] if r["op"] == op), key=lambda r: r["bytes"])
+    bw = [r["busbw_gb_s"] * 1e9 for r in rows]
+    assert len(bw) >= 8 and min(bw) > 0, (op, bw)
+    assert bw[0] < 0.5 * bw[-1], (op, "no growth", bw)
+    top = max(bw[-2:])
+    assert abs(top - 25e6) <= 0.2 * 25e6, (op, "plateau %.2f MB/s for a 25 MB/s link" % (top / 1e6), bw)
+' "$T/nb.json"
+ok "the platform file reads back (shardq model --platform)" \
+  "$SHARDQ" model --platform "$T/nb/platform.ini" --model shardq-gpt --gpus 2 --scheme baseline
+ok "down (netbench's cluster)" "$CLUSTER" --dir "$nbdir" down
+nothing_left "$nbdir" "down after netbench"
+
 # ----------------------------------------------- (e) a rank killed mid-run
 # run-once with a long run (2000 steps, minutes); one shardq rank of node 1
 # (found among the processes of its namespace) gets SIGKILL. mpirun must
