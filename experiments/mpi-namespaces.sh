@@ -67,16 +67,16 @@ db=$out/runs.db
 IFS=, read -r -a list <<<"$schemes"
 train_args=(--workers 2x4 --steps "$steps" --eval-every 0 --eval-seqs 8 --db "$db" --json)
 
-echo "== the baseline trace, in process ($tsteps steps)"
+echo "== $(date +%T) the baseline trace, in process ($tsteps steps)"
 if ! test -f "$out/trace/manifest.json"; then
   "$SHARDQ" train -q --scheme baseline --steps "$tsteps" --capture "$out/trace" \
     --capture-every $(((tsteps + 9) / 10)) --no-db
 fi
 
-echo "== the quantizers' throughput on this machine (shardq bench)"
+echo "== $(date +%T) the quantizers' throughput on this machine (shardq bench)"
 "$SHARDQ" bench --json --threads 1 --sizes 16 --ops quantize,dequantize >"$out/bench.json"
 
-echo "== the cluster: 2 nodes x 4 ranks, inter-node $rate${delay:+, $delay each way}"
+echo "== $(date +%T) the cluster: 2 nodes x 4 ranks, inter-node $rate${delay:+, $delay each way}"
 dir=$("$cluster" --nodes 2 --slots 4 --rate "$rate" ${delay:+--delay "$delay"} up)
 trap '"$cluster" --dir "$dir" down' EXIT
 trap 'exit 130' INT TERM
@@ -105,7 +105,7 @@ rate = sum(rates) / len(rates)
 print("%.6g" % (rate * 2 / 8))
 PY
 )
-echo "== netbench on 8 ranks (compute rate fitted: $tflops TFLOP/s per rank; quantizers $qgbs GB/s per rank)"
+echo "== $(date +%T) netbench on 8 ranks (compute rate fitted: $tflops TFLOP/s per rank; quantizers $qgbs GB/s per rank)"
 run mpirun -np 8 "$SHARDQ" netbench --workers 2x4 --max-bytes 16M --db "$db" \
   --platform-out "$out/netbench.ini" --name netns-$rate --achieved-tflops "$tflops" \
   --quant-gbs "$qgbs" >"$out/netbench.txt"
@@ -118,7 +118,7 @@ done
 "$cluster" --dir "$dir" down
 trap - EXIT
 
-echo "== the cost model on the netbench platform"
+echo "== $(date +%T) the cost model on the netbench platform"
 "$SHARDQ" model --platform "$out/netbench.ini" --model shardq-gpt --gpus 8 --micro-batch 2 \
   --scheme "$schemes" --json >"$out/model.json"
 
