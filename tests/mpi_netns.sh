@@ -308,17 +308,20 @@ ok "down (netbench's cluster)" "$CLUSTER" --dir "$nbdir" down
 nothing_left "$nbdir" "down after netbench"
 
 # ----------------------------------------------- (e) a rank killed mid-run
-# run-once with a long run (2000 steps, minutes); one shardq rank of node 1
-# (found among the processes of its namespace) gets SIGKILL. mpirun must
-# end the job with a non-zero status within 30 s and name the rank, its PID
-# and its node; run-once must still tear everything down.
-TMPDIR=$T/k "$CLUSTER" --timeout 120 run-once -- mpirun -np 8 "$SHARDQ" world --run --transport mpi \
-  --workers 2x4 --json --digest --elements 100003 --steps 2000 >"$T/kill.out" 2>"$T/kill.err" &
+# run-once with two training runs into one database: a short one that is
+# stored, then a long one (100000 steps) whose rank on node 1 (found among
+# the processes of its namespace) gets SIGKILL. mpirun must end the job
+# with a non-zero status within 30 s and name the rank, its PID and its
+# node; the database must keep the stored run whole; run-once must still
+# tear everything down.
+tiny="train -q --transport mpi --workers 2x4 --layers 1 --channels 32 --heads 2 --context 32 --seq 32 --batch 2 --eval-every 0 --eval-seqs 2 --db $T/kill.db"
+TMPDIR=$T/k "$CLUSTER" --timeout 180 run-once -- sh -c "mpirun -np 8 '$SHARDQ' $tiny --steps 2 &&
+  touch '$T/first-stored' && mpirun -np 8 '$SHARDQ' $tiny --steps 100000" >"$T/kill.out" 2>"$T/kill.err" &
 job=$!
 kdir='' victim=''
-for _ in $(seq 300); do   # up to 30 s for the ranks of node 1 to run
+for _ in $(seq 900); do   # up to 90 s for the first run and the ranks of node 1
   for d in "$T"/k/sqnc-*; do test -f "$d/cluster.env" && kdir=$d; done
-  if test -n "$kdir"; then
+  if test -n "$kdir" && test -f "$T/first-stored"; then
     kp=$(basename "$kdir")
     ranks=$(ip netns pids "$kp-n1" 2>/dev/null | while read -r q; do
       test "$(cat /proc/"$q"/comm 2>/dev/null)" = shardq && echo "$q"; done)
@@ -348,6 +351,11 @@ ok "after the SIGKILL the job ends within 30 s with a non-zero status ($job_rc)"
   sh -c "test -n '$ended' && test '$job_rc' != 0"
 ok "mpirun names the killed rank, its PID and its node" \
   grep -Eq "process rank [4-7] with PID $victim on node sq-node1-[0-9a-f]+ exited on signal 9" "$T/kill.err"
+ok "the database is intact after the kill" test "$(sqlite3 "$T/kill.db" 'PRAGMA integrity_check')" = ok
+ok "... and keeps the stored run whole (done, its 2 steps)" test "$(sqlite3 "$T/kill.db" \
+  "SELECT count(*) FROM runs r WHERE status = 'done' AND (SELECT count(*) FROM train_steps t WHERE t.run_id = r.id) = 2")" = 1
+ok "... and the killed run is not counted as done" test "$(sqlite3 "$T/kill.db" \
+  "SELECT count(*) FROM runs WHERE status = 'done'")" = 1
 nothing_left "${kdir:-$T/k/none}" "run-once after a killed rank"
 
 finish
