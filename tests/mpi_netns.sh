@@ -280,19 +280,18 @@ ok "the job's run returned within 20 s of down" test -n "$ended"
 nothing_left "$dir" "down"
 
 # -------------------------------------- (f) netbench on a shaped link
-# Two nodes of one rank each, the link shaped to 200 Mbit/s (25 MB/s each
-# way, well within what this machine's TCP moves): netbench's inter-node
-# bus bandwidth must come out within 20% of the rate, positive, growing with
-# the size to its plateau, and its platform file must read back.
+# Two nodes of one rank each, the link shaped to 50 Mbit/s (6.25 MB/s each
+# way: far below what this machine's TCP moves even while other tests load
+# its two cores, so that the shaper, not the CPU, sets the rate): netbench's
+# inter-node bus bandwidth must come out within 20% of the rate, positive
+# and growing with the size to its plateau, and its platform file must read
+# back. A loaded machine can still starve one measurement: up to three are
+# taken, and every one is in the log.
 mkdir "$T/nb"
-nbdir=$(TMPDIR=$T/nb "$CLUSTER" --rate 200mbit up 2>"$T/nb.err")
-ok "a cluster with 200mbit links" test -f "$nbdir/cluster.env"
-ok "netbench over the two nodes (mpirun -np 2, one rank per node)" \
-  "$CLUSTER" --dir "$nbdir" --timeout 120 run -- mpirun -np 2 --map-by node "$SHARDQ" netbench \
-  --workers 2x1 --levels inter --ops allgather,alltoall --min-bytes 64 --max-bytes 8M \
-  --seconds 1 --warmup 2 --no-db --json --platform-out "$T/nb/platform.ini" --achieved-tflops 1
-cp "$sq_tmp/out" "$T/nb.json"
-pyrun "busbw: positive, growing with the size, within 20% of 25 MB/s at the largest sizes" '
+nbdir=$(TMPDIR=$T/nb "$CLUSTER" --rate 50mbit up 2>"$T/nb.err")
+ok "a cluster with 50mbit links" test -f "$nbdir/cluster.env"
+cat >"$T/nbcheck.py" <<'PYEOF'
+import json, sys
 d = json.load(open(sys.argv[1]))
 for op in ("allgather", "alltoall"):
     rows = sorted((r for r in d["results"] if r["op"] == op), key=lambda r: r["bytes"])
@@ -300,8 +299,21 @@ for op in ("allgather", "alltoall"):
     assert len(bw) >= 8 and min(bw) > 0, (op, bw)
     assert bw[0] < 0.5 * bw[-1], (op, "no growth", bw)
     top = max(bw[-2:])
-    assert abs(top - 25e6) <= 0.2 * 25e6, (op, "plateau %.2f MB/s for a 25 MB/s link" % (top / 1e6), bw)
-' "$T/nb.json"
+    assert abs(top - 6.25e6) <= 0.2 * 6.25e6, (op, "plateau %.2f MB/s for a 6.25 MB/s link" % (top / 1e6), bw)
+PYEOF
+nb_ok=1
+for attempt in 1 2 3; do
+  ok "netbench over the two nodes (mpirun -np 2, one rank per node), attempt $attempt" \
+    "$CLUSTER" --dir "$nbdir" --timeout 120 run -- mpirun -np 2 --map-by node "$SHARDQ" netbench \
+    --workers 2x1 --levels inter --ops allgather,alltoall --min-bytes 64 --max-bytes 4M \
+    --seconds 1 --warmup 2 --no-db --json --platform-out "$T/nb/platform.ini" --achieved-tflops 1
+  cp "$sq_tmp/out" "$T/nb.json"
+  if python3 "$T/nbcheck.py" "$T/nb.json" >"$T/nbcheck.out" 2>&1; then nb_ok=0; break; fi
+  sed 's/^/# attempt '"$attempt"': /' "$T/nbcheck.out"
+done
+cp "$T/nbcheck.out" "$sq_tmp/err"
+: >"$sq_tmp/out"
+sq_report "$nb_ok" "busbw: positive, growing with the size, within 20% of 6.25 MB/s at the largest sizes (attempts: $attempt)"
 ok "the platform file reads back (shardq model --platform)" \
   "$SHARDQ" model --platform "$T/nb/platform.ini" --model shardq-gpt --gpus 2 --scheme baseline
 ok "down (netbench's cluster)" "$CLUSTER" --dir "$nbdir" down
