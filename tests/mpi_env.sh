@@ -21,6 +21,9 @@ LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$SHARDQ_SRCDIR/tests/l
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
 export LSAN_OPTIONS ASAN_OPTIONS
 # ranks that a daemon on another (namespace) node starts get these too
+# (each must be set, or Open MPI warns)
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+export UBSAN_OPTIONS
 OMPI_MCA_mca_base_env_list="LSAN_OPTIONS;ASAN_OPTIONS;UBSAN_OPTIONS"
 export OMPI_MCA_mca_base_env_list
 SQ_MPIRUN_FLAGS=${SQ_MPIRUN_FLAGS:-}

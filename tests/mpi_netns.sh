@@ -139,7 +139,7 @@ for scheme in sdp4bit baseline; do
   # shellcheck disable=SC2086 # $args is words
   "$SHARDQ" $args --scheme $scheme >"$T/in-$scheme.json" 2>"$T/in-$scheme.err"
   ok "$scheme: mpirun -np 8 over the two namespaces exits 0" \
-    sh -c "'$CLUSTER' --dir '$dir' --timeout 60 run -- mpirun -np 8 '$SHARDQ' $args --transport mpi --scheme $scheme >'$T/mpi-$scheme.json'"
+    sh -c "'$CLUSTER' --dir '$dir' --timeout 240 run -- mpirun -np 8 '$SHARDQ' $args --transport mpi --scheme $scheme >'$T/mpi-$scheme.json'"
   pyrun "$scheme: the 2x4 run over the cluster equals the in-process run (all but times and transport)" '
 a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
 assert b["transport"] == {"kind": "mpi", "ranks": 8}, b["transport"]
@@ -156,7 +156,7 @@ ok "the second node's daemon was started by the agent in $p-n1 (agent.log)" \
   grep -q "^.* sq-node1-${p#sqnc-} -> $p-n1: .*orted" "$dir/agent.log"
 # Without --workers the node level comes from MPI's view of the hosts.
 ok "Open MPI sees two hosts of four ranks (world without --workers is 2x4)" \
-  sh -c "'$CLUSTER' --dir '$dir' --timeout 60 run -- mpirun -np 8 '$SHARDQ' world --run --json --elements 1003 --steps 1 --transport mpi >'$T/hosts.json'"
+  sh -c "'$CLUSTER' --dir '$dir' --timeout 240 run -- mpirun -np 8 '$SHARDQ' world --run --json --elements 1003 --steps 1 --transport mpi >'$T/hosts.json'"
 pyjson "... topology 2 nodes x 4" "$T/hosts.json" 'assert d["topology"] == {"nodes": 2, "per_node": 4, "workers": 8}, d["topology"]'
 
 # --------------------------------------------------- (c) the shaped link
@@ -297,15 +297,17 @@ for op in ("allgather", "alltoall"):
     rows = sorted((r for r in d["results"] if r["op"] == op), key=lambda r: r["bytes"])
     bw = [r["busbw_gb_s"] * 1e9 for r in rows]
     assert len(bw) >= 8 and min(bw) > 0, (op, bw)
-    assert bw[0] < 0.5 * bw[-1], (op, "no growth", bw)
-    top = max(bw[-2:])
+    # the plateau: the best of the sizes from 256 KiB, where the latency
+    # (some 10 us a message) is below a hundredth of the time
+    top = max(r["busbw_gb_s"] * 1e9 for r in rows if r["bytes"] >= 256 << 10)
+    assert bw[0] < 0.5 * top, (op, "no growth", bw)
     assert abs(top - 6.25e6) <= 0.2 * 6.25e6, (op, "plateau %.2f MB/s for a 6.25 MB/s link" % (top / 1e6), bw)
 PYEOF
 nb_ok=1
 for attempt in 1 2 3; do
   ok "netbench over the two nodes (mpirun -np 2, one rank per node), attempt $attempt" \
     "$CLUSTER" --dir "$nbdir" --timeout 120 run -- mpirun -np 2 --map-by node "$SHARDQ" netbench \
-    --workers 2x1 --levels inter --ops allgather,alltoall --min-bytes 64 --max-bytes 4M \
+    --workers 2x1 --levels inter --ops allgather,alltoall --min-bytes 8 --max-bytes 2M \
     --seconds 1 --warmup 2 --no-db --json --platform-out "$T/nb/platform.ini" --achieved-tflops 1
   cp "$sq_tmp/out" "$T/nb.json"
   if python3 "$T/nbcheck.py" "$T/nb.json" >"$T/nbcheck.out" 2>&1; then nb_ok=0; break; fi

@@ -30,6 +30,9 @@ OMPI_MCA_orte_tmpdir_base=$T/ompi OMPI_MCA_btl_vader_backing_directory=$T/ompi
 PRTE_MCA_prte_tmpdir_base=$T/ompi OMPI_MCA_btl_sm_backing_directory=$T/ompi
 export OMPI_MCA_orte_tmpdir_base OMPI_MCA_btl_vader_backing_directory
 export PRTE_MCA_prte_tmpdir_base OMPI_MCA_btl_sm_backing_directory
+# what every MPI test sets: the sanitizer build's suppressions of Open MPI's
+# own allocations among them
+. "$SHARDQ_SRCDIR/tests/mpi_env.sh"
 "$SHARDQ" --version | grep -q "MPI yes" ||
   need "this shardq was built without MPI: install openmpi-bin and libopenmpi-dev, ./configure, make"
 # what mpirun starts: shardq with the ranks' temporary files in a directory
