@@ -13,14 +13,11 @@
 #   bash tests/gpu-nccl.sh [BUILD_DIR]
 # (default: the source tree itself when it is configured, else build-nccl in it)
 #
-# On a lent GPU machine (no autotools, no registry there): here, run
-#   ../shared/tools/device-bundle libinih-dev libinih1 libopenblas-dev libopenblas0-pthread \
-#       libopenblas-pthread-dev
-# carry .device and run there
-#   bash .device/build-and-test 'bash ../tree/tests/gpu-nccl.sh "$PWD/../build-nccl"'
-# (build-and-test exports the bundle's CPPFLAGS, LDFLAGS and PKG_CONFIG_PATH,
-# which this script keeps). NCCL comes from the CUDA root, /usr, or Python's
-# nvidia-nccl wheel; MPI from mpicc or pkg-config. Without MPI nothing of
+# On a machine without autotools, build the tree elsewhere first, or give the
+# script a configured build directory; CPPFLAGS, LDFLAGS and PKG_CONFIG_PATH
+# from the environment are kept (for libraries installed outside /usr).
+# NCCL comes from the CUDA root, /usr, or Python's nvidia-nccl wheel; MPI
+# from mpicc or pkg-config. Without MPI nothing of
 # NCCL is built (configure needs it): the script says so and exits 77.
 # Exit status: that of the tests (0 when all passed or skipped).
 set -uo pipefail

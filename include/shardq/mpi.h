@@ -59,9 +59,6 @@ int sq_mpi_init(int *argc, char ***argv, int *rank, int *size, sq_error *err);
 void sq_mpi_finalize(void);
 /* Ends every rank of MPI_COMM_WORLD with exit status code (MPI_Abort). */
 void sq_mpi_abort(int code);
-/* 1 when the process runs under an MPI launcher (mpirun, srun, hydra):
-** looked up in the environment, before MPI is initialised. */
-int sq_mpi_launched(void);
 
 /* Opens the transport over *comm (an MPI_Comm; NULL: MPI_COMM_WORLD) for
 ** topology *topo; topo->nodes == 0 fills it from the hosts (above).

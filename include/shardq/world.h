@@ -349,7 +349,7 @@ typedef struct sq_coll_time {
 sq_coll_time sq_world_times(const sq_world *w, int coll);
 /* Adds the world's sq_world_times of both collectives to sum[] (many worlds'). */
 void sq_world_add_times(const sq_world *w, sq_coll_time sum[SQ_NCOLL]);
-/* FNV-1a (64 bits) over every byte worker r sent since the world opened,
+/* FNV-1a (sq_fnv1a64) over every byte worker r sent since the world opened,
 ** message after message (codes, scales, offsets), when opened with
 ** digest = 1; 0 otherwise. Equal digests: the same bytes on the wire. */
 uint64_t sq_world_wire_digest(const sq_world *w, int r);

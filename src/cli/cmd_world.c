@@ -12,6 +12,7 @@
 #include "shardq/synth.h"
 #include "shardq/codec.h"
 #include "shardq/world.h"
+#include "shardq/trace.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -231,14 +232,6 @@ typedef struct out_digest {
     uint64_t grad, weight;
 } out_digest;
 
-static uint64_t fnv(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 static int output_digests(sq_world *w, out_digest *d)
 {
     const uint64_t n = sq_world_elements(w), S = sq_world_shard(w);
@@ -246,8 +239,10 @@ static int output_digests(sq_world *w, out_digest *d)
     if (!x) return SQ_ERR_NOMEM;
     int rc = SQ_OK;
     for (int r = 0; r < sq_world_workers(w) && !rc; r++) {
-        if (!(rc = sq_world_get_grad_shard(w, r, x))) d[r].grad = fnv(x, S * sizeof *x);
-        if (!rc && !(rc = sq_world_get_weights(w, r, x))) d[r].weight = fnv(x, n * sizeof *x);
+        if (!(rc = sq_world_get_grad_shard(w, r, x)))
+            d[r].grad = sq_fnv1a64(x, S * sizeof *x, SQ_FNV1A64_BASIS);
+        if (!rc && !(rc = sq_world_get_weights(w, r, x)))
+            d[r].weight = sq_fnv1a64(x, n * sizeof *x, SQ_FNV1A64_BASIS);
     }
     free(x);
     return rc;

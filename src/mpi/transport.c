@@ -40,15 +40,6 @@ static int mpi_fail(sq_error *err, int code, const char *fmt, const char *what, 
     return sq_error_set(err, SQ_ERR_IO, "%s: %s", head, why);
 }
 
-int sq_mpi_launched(void)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK",
-                                       "PMIX_RANK", "MPI_LOCALNRANKS", NULL};
-    for (int i = 0; vars[i]; i++)
-        if (getenv(vars[i])) return 1;
-    return 0;
-}
-
 int sq_mpi_init(int *argc, char ***argv, int *rank, int *size, sq_error *err)
 {
     int on = 0, provided = 0;
@@ -104,7 +95,7 @@ static MPI_Comm link_comm(const sq_mpi *m, int link, int peer, int *rank_in)
     return m->world;
 }
 
-static int send_bytes(const sq_mpi *m, MPI_Comm c, int to, int tag, const void *p, uint64_t n)
+static int send_bytes(MPI_Comm c, int to, int tag, const void *p, uint64_t n)
 {
     const char *b = p;
     for (uint64_t off = 0; off < n; off += CHUNK) {
@@ -112,11 +103,10 @@ static int send_bytes(const sq_mpi *m, MPI_Comm c, int to, int tag, const void *
         int rc = MPI_Send(b + off, count, MPI_BYTE, to, tag, c);
         if (rc != MPI_SUCCESS) return rc;
     }
-    (void)m;
     return MPI_SUCCESS;
 }
 
-static int recv_bytes(const sq_mpi *m, MPI_Comm c, int from, int tag, void *p, uint64_t n)
+static int recv_bytes(MPI_Comm c, int from, int tag, void *p, uint64_t n)
 {
     char *b = p;
     for (uint64_t off = 0; off < n; off += CHUNK) {
@@ -124,7 +114,6 @@ static int recv_bytes(const sq_mpi *m, MPI_Comm c, int from, int tag, void *p, u
         int rc = MPI_Recv(b + off, count, MPI_BYTE, from, tag, c, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return rc;
     }
-    (void)m;
     return MPI_SUCCESS;
 }
 
@@ -138,7 +127,7 @@ static int mpi_send(void *ctx, const sq_plan_msg *msg, const sq_qbuf *from, sq_e
     const uint64_t len[3] = {msg->code_bytes, msg->scale_bytes, msg->offset_bytes};
     for (int i = 0; i < 3; i++) {
         if (!len[i]) continue;
-        int rc = send_bytes(m, c, peer, i, part[i], len[i]);
+        int rc = send_bytes(c, peer, i, part[i], len[i]);
         if (rc != MPI_SUCCESS)
             return mpi_fail(err, rc, "MPI_Send of the %s to rank %d (%s)",
                             i == 0 ? "codes" : i == 1 ? "scales" : "offsets", msg->dst, m);
@@ -156,7 +145,7 @@ static int mpi_recv(void *ctx, const sq_plan_msg *msg, sq_qbuf *to, sq_error *er
     const uint64_t len[3] = {msg->code_bytes, msg->scale_bytes, msg->offset_bytes};
     for (int i = 0; i < 3; i++) {
         if (!len[i]) continue;
-        int rc = recv_bytes(m, c, peer, i, part[i], len[i]);
+        int rc = recv_bytes(c, peer, i, part[i], len[i]);
         if (rc != MPI_SUCCESS)
             return mpi_fail(err, rc, "MPI_Recv of the %s from rank %d (%s)",
                             i == 0 ? "codes" : i == 1 ? "scales" : "offsets", msg->src, m);

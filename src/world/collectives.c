@@ -25,6 +25,7 @@
 */
 #include "world/world_internal.h"
 #include "sq_clock.h"
+#include "shardq/trace.h" /* sq_fnv1a64 */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,12 +75,6 @@ static double msg_bytes(const sq_plan_msg *m)
     return (double)(m->code_bytes + m->scale_bytes + m->offset_bytes);
 }
 
-static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 /* The sent bytes may live on a device: they are read to the host first. */
 static int digest_part(sq_world *w, int r, const void *src, uint64_t bytes)
 {
@@ -87,7 +82,7 @@ static int digest_part(sq_world *w, int r, const void *src, uint64_t bytes)
     unsigned char *h = malloc((size_t)bytes);
     if (!h) return SQ_ERR_NOMEM;
     int rc = sq_backend_get(w->workers[r].be, h, src, (size_t)bytes);
-    if (!rc) w->rec[r].digest = fnv1a(w->rec[r].digest, h, (size_t)bytes);
+    if (!rc) w->rec[r].digest = sq_fnv1a64(h, (size_t)bytes, w->rec[r].digest);
     free(h);
     return rc;
 }

@@ -4,6 +4,7 @@
 */
 #include "world/world_internal.h"
 #include "sq_hd.h"
+#include "shardq/trace.h" /* SQ_FNV1A64_BASIS */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -285,6 +286,7 @@ int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
         rc = sq_world_set_error(w, SQ_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    for (int r = 0; w->digest && r < N; r++) w->rec[r].digest = SQ_FNV1A64_BASIS;
     if (!w->dry) {
         if ((rc = check_memory(w, cfg->device)) != SQ_OK) goto fail;
         if ((rc = sq_placement_open(cfg->device ? cfg->device : "cpu", &w->pl, &w->err))) goto fail;
