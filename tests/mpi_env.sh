@@ -14,10 +14,10 @@ export OMPI_MCA_mpi_yield_when_idle OMPI_MCA_btl_vader_single_copy_mechanism
 # The sanitizer build: Open MPI keeps allocations until exit, some made in
 # components it unloads (whose frames LeakSanitizer could then not name):
 # keep the components loaded, unwind through libraries without frame
-# pointers, and suppress stacks that pass through MPI's own libraries.
+# pointers (the stacks that pass through MPI's own libraries are suppressed
+# by tests/lsan.supp, which every test gets).
 OMPI_MCA_mca_base_component_disable_dlclose=1
 export OMPI_MCA_mca_base_component_disable_dlclose
-LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$SHARDQ_SRCDIR/tests/lsan-mpi.supp:print_suppressions=0"
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
 export LSAN_OPTIONS ASAN_OPTIONS
 # ranks that a daemon on another (namespace) node starts get these too
