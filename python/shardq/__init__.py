@@ -1,0 +1,18 @@
+"""shardq from Python: the codecs, the sharded world, trace capture and a
+DDP communication hook, over the C library libshardq (no copies on the CPU:
+NumPy arrays and PyTorch tensors are passed by pointer).
+
+    import shardq
+    c = shardq.Codec("bits=4,group=128,round=sr")
+    q = shardq.quantize(x, c, shardq.Key(seed=1))
+    y = shardq.dequantize(q)
+"""
+from ._lib import (ShardqError, SpecError, ArgumentError, NonFiniteError, RangeError,
+                   FileFormatError, NotFoundError, BusyError, UnsupportedError,
+                   OutOfMemoryError, IOFailure, ConflictError, DeviceError)
+
+__version__ = "0.1.0"
+
+__all__ = ["ShardqError", "SpecError", "ArgumentError", "NonFiniteError", "RangeError",
+           "FileFormatError", "NotFoundError", "BusyError", "UnsupportedError",
+           "OutOfMemoryError", "IOFailure", "ConflictError", "DeviceError", "__version__"]
