@@ -104,4 +104,21 @@ lib=$(echo "$ex_line" | sed -n 's/.*gradient rel. L2 \([0-9.]*\), weights rel. L
 ok "the example's errors equal the command's ($lib; $cli)" test "$lib" = "$cli"
 ok "a missing trace: the example says so and fails" sh -c '! "$1" "$2/none" sdp4bit' sh "$T/replay" "$T"
 
+# --- the Python package against the installed copy --------------------------
+# The README's one pip command, in a virtual environment that sees Debian's
+# packages (numpy, cffi, setuptools): the cffi module compiles against the
+# installed headers and library that pkg-config names. From a copy of
+# python/, since pip builds in the directory it is given.
+. "$SHARDQ_SRCDIR/tests/python_env.sh"
+cp -R "$SHARDQ_SRCDIR/python" "$T/pysrc" && chmod -R u+w "$T/pysrc"
+ok "python3 -m venv --system-site-packages" env -u LD_PRELOAD "$PY" -m venv --system-site-packages "$T/venv"
+ok "pip install ./python (against the installed libshardq)" env -u LD_PRELOAD \
+  "$T/venv/bin/pip" install --no-build-isolation --no-deps --no-index "$T/pysrc"
+ok "the installed package quantizes" "$T/venv/bin/python" -c '
+import shardq, numpy as np
+from shardq._lib import ffi, lib
+print(ffi.string(lib.sq_strerror(-2)).decode())' 
+ok "... and its module links the installed libshardq.so" sh -c \
+  'ldd "$1"/lib/python3*/site-packages/shardq/_shardq*.so | grep -q "$2/libshardq.so"' sh "$T/venv" "$root$libdir"
+
 finish
