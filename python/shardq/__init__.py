@@ -10,9 +10,14 @@ NumPy arrays and PyTorch tensors are passed by pointer).
 from ._lib import (ShardqError, SpecError, ArgumentError, NonFiniteError, RangeError,
                    FileFormatError, NotFoundError, BusyError, UnsupportedError,
                    OutOfMemoryError, IOFailure, ConflictError, DeviceError)
+from .scheme import Scheme, Topo
+from .stats import Stats
+from .world import World, bytes_rows
+from .replay import replay, ReplayResult
 
 __version__ = "0.1.0"
 
 __all__ = ["ShardqError", "SpecError", "ArgumentError", "NonFiniteError", "RangeError",
            "FileFormatError", "NotFoundError", "BusyError", "UnsupportedError",
-           "OutOfMemoryError", "IOFailure", "ConflictError", "DeviceError", "__version__"]
+           "OutOfMemoryError", "IOFailure", "ConflictError", "DeviceError", "__version__",
+           "Scheme", "Topo", "Stats", "World", "bytes_rows", "replay", "ReplayResult"]
