@@ -10,9 +10,15 @@ NumPy arrays and PyTorch tensors are passed by pointer).
 from ._lib import (ShardqError, SpecError, ArgumentError, NonFiniteError, RangeError,
                    FileFormatError, NotFoundError, BusyError, UnsupportedError,
                    OutOfMemoryError, IOFailure, ConflictError, DeviceError)
+from .codec import (Codec, Key, Quantized, quantize, dequantize, quantize_diff,
+                    dequantize_add, dequant_sum, dequant_sum_requant, hadamard,
+                    to_bf16, from_bf16)
 
 __version__ = "0.1.0"
 
 __all__ = ["ShardqError", "SpecError", "ArgumentError", "NonFiniteError", "RangeError",
            "FileFormatError", "NotFoundError", "BusyError", "UnsupportedError",
-           "OutOfMemoryError", "IOFailure", "ConflictError", "DeviceError", "__version__"]
+           "OutOfMemoryError", "IOFailure", "ConflictError", "DeviceError", "__version__",
+           "Codec", "Key", "Quantized", "quantize", "dequantize", "quantize_diff",
+           "dequantize_add", "dequant_sum", "dequant_sum_requant", "hadamard",
+           "to_bf16", "from_bf16"]
