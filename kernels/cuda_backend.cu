@@ -1,7 +1,7 @@
 /*
 ** cuda_backend.cu -- one CUDA device as a shardq backend: its memory, its
-** stream, and the codec and elementwise kernels enqueued on it
-** (src/backend/cuda.h).
+** stream (its own, or one the caller lends it), and the codec and
+** elementwise kernels enqueued on it (src/backend/cuda.h).
 **
 ** Every CUDA call is checked; a failure becomes a status and a sentence
 ** that names the call, the device and CUDA's reason, never an abort. An
@@ -22,7 +22,9 @@
 struct sq_cuda {
     int dev;
     int sms;
-    cudaStream_t stream;
+    cudaStream_t stream;  /* where everything is enqueued: own, or the caller's */
+    cudaStream_t own;     /* the backend's own stream */
+    cudaEvent_t handoff;  /* orders a new stream after the one before */
     uint32_t *flags;      /* device word the kernels report into */
     int pending;          /* flags hold findings not yet read back */
     int deferred;
@@ -139,8 +141,9 @@ extern "C" int sq_cuda_open(int device, sq_cuda **out, sq_error *err)
         if (e != cudaSuccess) rc = fail(d, e, "cudaGetDeviceProperties(%d)", device);
     }
     if (rc == SQ_OK) {
-        cudaError_t e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
+        cudaError_t e = cudaStreamCreateWithFlags(&d->own, cudaStreamNonBlocking);
         if (e != cudaSuccess) rc = fail(d, e, "cudaStreamCreateWithFlags");
+        d->stream = d->own;
     }
     if (rc == SQ_OK) {
         cudaError_t e = cudaMalloc(&d->flags, sizeof(uint32_t));
@@ -149,6 +152,7 @@ extern "C" int sq_cuda_open(int device, sq_cuda **out, sq_error *err)
     if (rc == SQ_OK) {
         cudaError_t e = cudaEventCreate(&d->t0);
         if (e == cudaSuccess) e = cudaEventCreate(&d->t1);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d->handoff, cudaEventDisableTiming);
         if (e != cudaSuccess) rc = fail(d, e, "cudaEventCreate");
     }
     if (rc != SQ_OK) {
@@ -173,7 +177,9 @@ extern "C" void sq_cuda_close(sq_cuda *d)
     if (d->flags) (void)cudaFree(d->flags);
     if (d->t0) (void)cudaEventDestroy(d->t0);
     if (d->t1) (void)cudaEventDestroy(d->t1);
-    if (d->stream) (void)cudaStreamDestroy(d->stream);
+    if (d->handoff) (void)cudaEventDestroy(d->handoff);
+    /* a caller's stream stays the caller's */
+    if (d->own) (void)cudaStreamDestroy(d->own);
     (void)cudaGetLastError();
     free(d);
 }
@@ -361,6 +367,23 @@ extern "C" int sq_cuda_sync(sq_cuda *d)
     CHECK(d, cudaStreamSynchronize(d->stream), "cudaStreamSynchronize (after the codec kernels)");
     d->pending = 0;
     return sqk_status(flags);
+}
+
+/* Switches streams without waiting on the host: the new stream waits for
+** an event recorded on the old one, so what was enqueued before (kernels
+** still reading the scratch, a deferred batch's flags) comes first. The
+** flags stay pending: the next sync reads them on the new stream. */
+extern "C" int sq_cuda_set_stream(sq_cuda *d, void *stream)
+{
+    cudaStream_t to = stream ? static_cast<cudaStream_t>(stream) : d->own;
+    if (to == d->stream) return SQ_OK;
+    int rc = use(d);
+    if (rc != SQ_OK) return rc;
+    CHECK(d, cudaEventRecord(d->handoff, d->stream), "cudaEventRecord(stream handoff)");
+    CHECK(d, cudaStreamWaitEvent(to, d->handoff, 0),
+          "cudaStreamWaitEvent(stream handoff to %s)", stream ? "the caller's stream" : "own stream");
+    d->stream = to;
+    return SQ_OK;
 }
 
 extern "C" int sq_cuda_set_deferred(sq_cuda *d, int on)

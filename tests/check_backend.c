@@ -333,6 +333,11 @@ START_TEST(test_deferred_and_timer)
     ck_assert_int_eq(sq_backend_sync(be), SQ_OK);
     ck_assert_int_eq(sq_backend_set_deferred(be, 0), SQ_OK);
     ck_assert_int_eq(sq_backend_timer_stop(be, NULL), SQ_ERR_ARG);
+    /* the CPU has no CUDA stream to lend it; NULL (its own way) is fine */
+    ck_assert_int_eq(sq_backend_set_stream(be, NULL), SQ_OK);
+    ck_assert_int_eq(sq_backend_set_stream(be, (void *)1), SQ_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(sq_backend_error(be), "CUDA stream"), "%s", sq_backend_error(be));
+    ck_assert_int_eq(sq_backend_set_stream(NULL, NULL), SQ_ERR_ARG);
     sq_backend_close(be);
 }
 END_TEST

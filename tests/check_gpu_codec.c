@@ -336,6 +336,44 @@ START_TEST(test_paths)
 }
 END_TEST
 
+/* A stream lent by the caller (sq_backend_set_stream): CUDA's legacy and
+** per-thread default streams, whose handles need no CUDA header here. Every
+** operation, copy and fill on them writes the reference's bytes; a
+** deferred batch's findings survive a switch of streams. */
+START_TEST(test_streams)
+{
+    void *const legacy = (void *)1, *const per_thread = (void *)2; /* cudaStreamLegacy, ...PerThread */
+    int failures = 0;
+    for (int s = 0; s < 2; s++) {
+        ck_assert_int_eq(sq_backend_set_stream(g_be, s ? per_thread : legacy), SQ_OK);
+        ck_assert_int_eq(sq_backend_set_stream(g_be, s ? per_thread : legacy), SQ_OK);
+        for (int op = 0; op < EQ_NOPS; op++)
+            failures += run((eq_op)op, "bits=4,group=128,round=sr,hadamard=32", 100003,
+                            EQ_GRADIENT, 5 + s, 3, NULL);
+    }
+    ck_assert_int_eq(sq_backend_set_stream(g_be, NULL), SQ_OK);
+    ck_assert_int_eq(failures, 0);
+
+    const uint64_t n = 4096;
+    sq_codec c = codec("bits=4,group=128,round=rtn");
+    float *x = calloc(n, sizeof *x);
+    x[17] = NAN;
+    float *dx = dev_put(x, n * 4, 0);
+    sq_qbuf dq;
+    ck_assert_int_eq(sq_backend_qbuf_alloc(g_be, &c, n, &dq), SQ_OK);
+    ck_assert_int_eq(sq_backend_set_deferred(g_be, 1), SQ_OK);
+    ck_assert_int_eq(sq_backend_quantize(g_be, &c, dx, n, NULL, &dq), SQ_OK); /* own stream */
+    ck_assert_int_eq(sq_backend_set_stream(g_be, legacy), SQ_OK);
+    ck_assert_int_eq(sq_backend_sync(g_be), SQ_ERR_NONFINITE);
+    ck_assert_int_eq(sq_backend_quantize(g_be, &c, dx, n, NULL, &dq), SQ_OK); /* lent stream */
+    ck_assert_int_eq(sq_backend_set_stream(g_be, NULL), SQ_OK);
+    ck_assert_int_eq(sq_backend_set_deferred(g_be, 0), SQ_ERR_NONFINITE);
+    sq_backend_qbuf_free(g_be, &dq);
+    arena_free();
+    free(x);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Statuses, deferred batches, device errors                                */
 /* ------------------------------------------------------------------------ */
@@ -653,6 +691,7 @@ int main(void)
     tcase_add_test(tc, test_f16_sums);
     tcase_add_test(tc, test_status);
     tcase_add_test(tc, test_deferred);
+    tcase_add_test(tc, test_streams);
     tcase_add_test(tc, test_device_errors);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_elementwise_deferred);

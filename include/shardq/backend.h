@@ -143,6 +143,22 @@ int sq_backend_from_bf16(sq_backend *be, const uint16_t *h, uint64_t n, float *o
 int sq_backend_set_deferred(sq_backend *be, int on);
 int sq_backend_sync(sq_backend *be);
 
+/* The CUDA stream the backend enqueues its work on, for a caller whose own
+** work runs on a stream of its choosing (PyTorch's current stream): every
+** later kernel, copy, fill and timer event of the backend goes on
+** cuda_stream, a cudaStream_t of the backend's device passed as a pointer
+** so that this header needs no CUDA. NULL returns to the backend's own
+** stream; the legacy default stream, which CUDA also writes as 0, is
+** cudaStreamLegacy, the handle ((cudaStream_t)0x1). Work enqueued after the
+** switch runs after all the backend enqueued before it (an event between
+** the two streams; the host does not wait), and the findings of a deferred
+** batch carry over to the next sync. A stream set here must stay valid
+** until the backend is switched away from it or closed. Without
+** deferred mode every operation still waits for its stream, as it does on
+** the backend's own. The CPU backend takes NULL only: a stream is
+** SQ_ERR_UNSUPPORTED. */
+int sq_backend_set_stream(sq_backend *be, void *cuda_stream);
+
 /* Seconds between start and stop on the backend's own clock: CUDA events
 ** on the backend's stream, the host's monotonic clock on the CPU. stop
 ** waits for the work enqueued before it. */

@@ -14,10 +14,16 @@ from .scheme import Scheme, Topo
 from .stats import Stats
 from .world import World, bytes_rows
 from .replay import replay, ReplayResult
+from .codec import (Codec, Key, Quantized, quantize, dequantize, quantize_diff,
+                    dequantize_add, dequant_sum, dequant_sum_requant, hadamard,
+                    to_bf16, from_bf16)
 
 __version__ = "0.1.0"
 
 __all__ = ["ShardqError", "SpecError", "ArgumentError", "NonFiniteError", "RangeError",
            "FileFormatError", "NotFoundError", "BusyError", "UnsupportedError",
            "OutOfMemoryError", "IOFailure", "ConflictError", "DeviceError", "__version__",
-           "Scheme", "Topo", "Stats", "World", "bytes_rows", "replay", "ReplayResult"]
+           "Scheme", "Topo", "Stats", "World", "bytes_rows", "replay", "ReplayResult",
+           "Codec", "Key", "Quantized", "quantize", "dequantize", "quantize_diff",
+           "dequantize_add", "dequant_sum", "dequant_sum_requant", "hadamard",
+           "to_bf16", "from_bf16"]

@@ -416,6 +416,15 @@ int sq_backend_sync(sq_backend *be)
     return be->kind == SQ_BACKEND_CUDA ? cuda_status(be, sq_cuda_sync(be->cuda)) : SQ_OK;
 }
 
+int sq_backend_set_stream(sq_backend *be, void *cuda_stream)
+{
+    if (!be) return SQ_ERR_ARG;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_set_stream(be->cuda, cuda_stream));
+    if (!cuda_stream) return SQ_OK;
+    return sq_error_set(&be->err, SQ_ERR_UNSUPPORTED, "%s: a CUDA stream given to the CPU backend",
+                        be->name);
+}
+
 int sq_backend_timer_start(sq_backend *be)
 {
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_timer_start(be->cuda));

@@ -49,6 +49,8 @@ int sq_cuda_add(sq_cuda *d, const float *a, const float *b, uint64_t n, float *o
 int sq_cuda_to_bf16(sq_cuda *d, const float *x, uint64_t n, uint16_t *out);
 int sq_cuda_from_bf16(sq_cuda *d, const uint16_t *h, uint64_t n, float *out);
 
+/* stream: a cudaStream_t of d's device, NULL for d's own */
+int sq_cuda_set_stream(sq_cuda *d, void *stream);
 int sq_cuda_set_deferred(sq_cuda *d, int on);
 int sq_cuda_sync(sq_cuda *d);
 int sq_cuda_timer_start(sq_cuda *d);

@@ -124,6 +124,12 @@ int sq_cuda_from_bf16(sq_cuda *d, const uint16_t *h, uint64_t n, float *out)
     return SQ_ERR_UNSUPPORTED;
 }
 
+int sq_cuda_set_stream(sq_cuda *d, void *stream)
+{
+    (void)d; (void)stream;
+    return SQ_ERR_UNSUPPORTED;
+}
+
 int sq_cuda_set_deferred(sq_cuda *d, int on) { (void)d; (void)on; return SQ_ERR_UNSUPPORTED; }
 int sq_cuda_sync(sq_cuda *d) { (void)d; return SQ_ERR_UNSUPPORTED; }
 int sq_cuda_timer_start(sq_cuda *d) { (void)d; return SQ_ERR_UNSUPPORTED; }
