@@ -17,7 +17,7 @@ one-param trace, the seed itself).
 import numpy as np
 
 from . import _arrays
-from ._lib import ffi, lib, check, new_error, ArgumentError, ConflictError
+from ._lib import ffi, lib, check, new_error, ArgumentError, ConflictError, ShardqError
 from .scheme import cstring as _cstring
 from .scheme import Scheme, Topo, as_scheme, as_topo
 from .stats import Stats, traffic_dict, bytes_rows_of, COLLECTIVES, LINKS
@@ -76,7 +76,10 @@ class World:
 
     A context manager: close() releases the buffers; so does garbage
     collection. Errors raise the ShardqError of the library's kind with its
-    sentence (NonFiniteError "worker 1: gradient, element 3: infinite")."""
+    sentence (NonFiniteError "worker 1: gradient, element 3: infinite").
+    When a transport callback failed and the transport offers take_error()
+    (shardq.transport's does), the exception it caught is the error's
+    __cause__, and a KeyboardInterrupt is raised as itself."""
 
     def __init__(self, topo="2x4", scheme="sdp4bit", elements=None, seed=0, device="cpu",
                  digest=False, transport=None, shape=None, dry=False):
@@ -152,8 +155,21 @@ class World:
         return self._w
 
     def _check(self, rc):
+        if rc >= 0:
+            return rc
         w = self._w
-        return check(rc, context=lambda: ffi.string(lib.sq_world_error(w)).decode())
+        # a transport callback that failed keeps its exception (take_error):
+        # an interrupt stays one, anything else is the cause of the world's error
+        take = getattr(self._transport, "take_error", None)
+        cause = take() if take is not None else None
+        if isinstance(cause, KeyboardInterrupt):
+            raise cause
+        try:
+            return check(rc, context=lambda: ffi.string(lib.sq_world_error(w)).decode())
+        except ShardqError as e:
+            if cause is None:
+                raise
+            raise e from cause
 
     def _worker(self, r):
         r = int(r)

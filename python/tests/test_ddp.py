@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import shardq
+from shardq import World
 from shardq.ddp import ShardqHook, _World
 from shardq.transport import TorchTransport
 
@@ -207,6 +208,60 @@ def test_failing_callback_is_an_exception_with_a_sentence(ranks):
         assert "torch.distributed (gloo)" in f["message"], f["message"]
     assert "injected fault in rank 1's send" in ranks[1]["failure"]["message"]
     assert "RuntimeError" in ranks[1]["failure"]["caught"]
+
+
+class _FailingDist:
+    """torch.distributed as a TorchTransport sees it, rank 0 of 2, whose
+    point-to-point calls raise `exc`: the world's error path without a
+    process group."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return True
+
+    def get_world_size(self, group=None):
+        return 2
+
+    def get_rank(self, group=None):
+        return 0
+
+    def get_backend(self, group=None):
+        return "gloo"
+
+    def get_global_rank(self, group, r):
+        return r
+
+    def send(self, *args, **kwargs):
+        raise self.exc
+
+    recv = send
+
+
+def test_world_raises_the_failed_callbacks_exception_as_cause(monkeypatch):
+    import shardq.transport
+    monkeypatch.setattr(shardq.transport, "dist", _FailingDist(RuntimeError("link down")))
+    tr = TorchTransport()
+    with World("1x2", "baseline", 64, transport=tr) as w:
+        w.put_grad(0, torch.ones(64))
+        with pytest.raises(shardq.IOFailure, match="link down") as e:
+            w.reduce_grads(0)
+        assert isinstance(e.value.__cause__, RuntimeError)
+        assert str(e.value.__cause__) == "link down"
+        assert tr.error is None  # taken
+
+
+def test_world_reraises_an_interrupted_callback(monkeypatch):
+    import shardq.transport
+    monkeypatch.setattr(shardq.transport, "dist", _FailingDist(KeyboardInterrupt()))
+    with World("1x2", "baseline", 64, transport=TorchTransport()) as w:
+        w.put_grad(0, torch.ones(64))
+        with pytest.raises(KeyboardInterrupt):
+            w.reduce_grads(0)
 
 
 def test_hook_refuses_what_ddp_cannot_use():
