@@ -60,8 +60,10 @@ FSDP in PyTorch 1.13 (what its API allows):
              get_weights -- whose w-hat equals the emulation's byte for byte
              (the package's tests check it for qwd on 4 gloo ranks).
 """
-from ._lib import NonFiniteError, check, cstr, ffi, lib, new_error
+from ._lib import NonFiniteError, lib
+from .scheme import Scheme
 from .transport import TorchTransport, node_topology
+from .world import World
 
 try:
     import torch
@@ -73,123 +75,33 @@ _U32 = 1 << 32
 _U64 = 1 << 64
 
 
-def _scheme(name, knobs):
-    """(sq_scheme cdata, canonical text) of a preset and its knobs; the
-    errors are the library's sentences (SpecError)."""
-    s = ffi.new("sq_scheme *")
-    err = new_error()
-    check(lib.sq_scheme_preset(cstr(name), s, err), err)
-    for k in knobs:
-        check(lib.sq_scheme_set(s, cstr(k), err), err)
-    check(lib.sq_scheme_validate(s, err), err)
-    return s
-
-
-class _World:
-    """A sharded world (sq_world), in process (transport None) or one rank
-    per process (a TorchTransport): the few calls the hooks need.
-    Internal; shardq.World is the package's world."""
-
-    def __init__(self, topo, scheme, elements, seed=0, set=(), transport=None, digest=False,
-                 dry=False):
-        cfg = ffi.new("sq_world_config *")
-        err = new_error()
-        check(lib.sq_topo_parse(cstr(topo), ffi.addressof(cfg, "topo"), err), err)
-        cfg.scheme = _scheme(scheme, set)[0]
-        cfg.elements = int(elements)
-        cfg.seed = int(seed) % _U64
-        cfg.dry = 1 if dry else 0
-        cfg.digest = 1 if digest else 0
-        self._transport = transport  # the world keeps a pointer to its sq_transport
-        cfg.transport = transport.c_transport if transport is not None else ffi.NULL
-        out = ffi.new("sq_world **")
-        check(lib.sq_world_open(cfg, out, err), err)
-        self._w = ffi.gc(out[0], lib.sq_world_close)
-        self.N = lib.sq_world_workers(self._w)
-        self.n = lib.sq_world_elements(self._w)
-        self.shard = lib.sq_world_shard(self._w)
-        self.padded = lib.sq_world_padded(self._w)
-        self.rank = lib.sq_world_local_rank(self._w)  # -1 in process
-
-    def _check(self, rc):
-        if rc >= 0:
-            return rc
-        cause = self._transport.take_error() if self._transport is not None else None
-        if isinstance(cause, KeyboardInterrupt):  # an interrupt stays one
-            raise cause
-        try:
-            check(rc, context=lambda: ffi.string(lib.sq_world_error(self._w)).decode())
-        except Exception as e:
-            raise e from cause  # the callback's own exception, for the traceback
-
-    @staticmethod
-    def _f32(x, n, name):
-        t = torch.as_tensor(x).detach().reshape(-1).to("cpu", torch.float32).contiguous()
-        if t.numel() != n:
-            raise ValueError("%s: %d elements, the world has %d" % (name, t.numel(), n))
-        return t, ffi.cast("float *", t.data_ptr())
-
-    def put_grad(self, r, g):
-        t, p = self._f32(g, self.n, "gradient")
-        self._check(lib.sq_world_put_grad(self._w, r, p))
-
-    def reduce_grads(self, step):
-        self._check(lib.sq_world_reduce_grads(self._w, int(step) % _U32))
-
-    def grad_shard(self, r):
-        out = torch.empty(self.shard, dtype=torch.float32)
-        self._check(lib.sq_world_get_grad_shard(self._w, r, ffi.cast("float *", out.data_ptr())))
-        return out
-
-    def init_weights(self, w0):
-        t, p = self._f32(w0, self.n, "initial weights")
-        self._check(lib.sq_world_init_weights(self._w, p))
-
-    def put_master(self, r, shard):
-        t, p = self._f32(shard, self.shard, "master shard")
-        self._check(lib.sq_world_put_master(self._w, r, p))
-
-    def gather_weights(self, step):
-        self._check(lib.sq_world_gather_weights(self._w, int(step) % _U32))
-
-    def weights(self, r):
-        out = torch.empty(self.n, dtype=torch.float32)
-        self._check(lib.sq_world_get_weights(self._w, r, ffi.cast("float *", out.data_ptr())))
-        return out
-
-    def digest(self, r):
-        return int(lib.sq_world_wire_digest(self._w, r))
-
-
 class ShardqHook:
     """The state of `shardq_hook` (DDP) and `fsdp_hook` (FSDP): a scheme's
     gradient path over the ranks of `group` (None: the default group).
 
-    scheme: a preset name; set: knobs applied to it ("grad.pipe=2", ...);
+    scheme: a Scheme or a preset name; set: knobs applied to it (as
+    Scheme's set=: "grad.pipe=2", a list of such, or a dict);
     topo: "KxG" with K * G = the group's size, or None for the ranks' hosts;
-    seed: the Philox seed (bucket i's world uses seed + i);
+    seed: the Philox seed (bucket i's world uses seed + i, mod 2^64);
     transport: a TorchTransport to use (default: one over group).
     The constructor is collective over the group when topo is None (the
     hosts are exchanged). Bad knobs raise SpecError, a per-tensor scheme or
     grad.mean=0 ValueError, before anything is exchanged.
 
-    `steps` maps a bucket index to the reductions it has had (the next
-    Philox step); `fsdp_steps` counts fsdp_hook's calls."""
+    `scheme` is the resolved Scheme; `steps` maps a bucket index to the
+    reductions it has had (the next Philox step, mod 2^32); `fsdp_steps`
+    counts fsdp_hook's calls."""
 
     def __init__(self, scheme="tlqhs", topo=None, seed=0, set=(), group=None, transport=None):
-        if isinstance(set, str):
-            set = [set]
-        self.scheme, self.knobs, self.seed = scheme, list(set), int(seed)
-        s = _scheme(scheme, self.knobs)
-        if lib.sq_scheme_per_tensor(s):
+        self.scheme, self.seed = Scheme(scheme, set=set), int(seed)
+        name = self.scheme.preset
+        if self.scheme.per_tensor:
             raise ValueError("ShardqHook: scheme %r has per-tensor rules (a group rule or a "
                              "fallback): they need one world per parameter, a DDP bucket holds "
-                             "many" % scheme)
-        buf = ffi.new("char[64]")
-        lib.sq_scheme_get(s, b"grad.mean", buf, 64)
-        if ffi.string(buf) != b"1":
+                             "many" % name)
+        if self.scheme.get("grad.mean") != "1":
             raise ValueError("ShardqHook: scheme %r sums gradients (grad.mean=0); DDP and FSDP "
-                             "need the mean (grad.mean=1)" % scheme)
+                             "need the mean (grad.mean=1)" % name)
         self.transport = transport if transport is not None else TorchTransport(group)
         self.group = self.transport.group
         self.topo = topo if topo is not None else node_topology(self.group)
@@ -202,8 +114,8 @@ class ShardqHook:
         """The real-rank world of one bucket (cached by key)."""
         w = self._worlds.get(key)
         if w is None:
-            w = _World(self.topo, self.scheme, elements, seed=seed, set=self.knobs,
-                       transport=self.transport)
+            w = World(self.topo, self.scheme, elements, seed=seed % _U64,
+                      transport=self.transport)
             self._worlds[key] = w
         return w
 
@@ -227,9 +139,9 @@ class ShardqHook:
         rank's partition (w.shard fp32 elements)."""
         self._agree_finite(x, what)
         w.put_grad(self.rank, x)
-        w.reduce_grads(step)
+        w.reduce_grads(step % _U32)
         with self.transport.own_reads():  # each rank reads its own partition, no broadcast
-            return w.grad_shard(self.rank)
+            return w.get_grad_shard(self.rank, out=torch.empty(w.shard))
 
     def _all_gather_shards(self, shard):
         """Every rank's partition, fp32 and exact: the concatenation."""
@@ -275,8 +187,9 @@ class ShardqHook:
         w = self._worlds.get(("fsdp", c))
         if w is None:
             # the partition size S of N * c elements under this padding rule
-            probe = _World(self.topo, self.scheme, N * c, set=self.knobs, dry=True)
-            w = self.world(("fsdp", c), N * probe.shard, self.seed)
+            with World(self.topo, self.scheme, N * c, dry=True) as probe:
+                S = probe.shard
+            w = self.world(("fsdp", c), N * S, self.seed)
         x = torch.zeros(N, w.shard, dtype=torch.float32)
         x[:, :c] = flat.to("cpu", torch.float32).view(N, c)
         shard = self._reduce_own_shard(w, x.view(-1), step, "FSDP gradient")

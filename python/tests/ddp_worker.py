@@ -16,7 +16,8 @@ import torch
 import torch.distributed as dist
 
 import shardq
-from shardq.ddp import ShardqHook, _World, fsdp_hook, shardq_hook
+from shardq import World
+from shardq.ddp import ShardqHook, fsdp_hook, shardq_hook
 from shardq.transport import TorchTransport
 
 SCHEMES = ("baseline", "tlqhs", "sdp4bit")
@@ -38,11 +39,21 @@ def grad_of(rank):
     return torch.randn(N_GRAD, generator=gen(100 + rank))
 
 
+def grad_shard(world, r):
+    """Worker r's gradient partition, as a tensor."""
+    return world.get_grad_shard(r, out=torch.empty(world.shard))
+
+
+def weights(world, r):
+    """Worker r's w-hat, as a tensor."""
+    return world.get_weights(r, out=torch.empty(world.elements))
+
+
 def master_of(world, rank, w0, step):
     """Rank's master shard at a step: its slice of w0 moved a little, +0 past n."""
     s = world.shard
     m = torch.zeros(s)
-    lo, hi = rank * s, min((rank + 1) * s, world.n)
+    lo, hi = rank * s, min((rank + 1) * s, world.elements)
     if hi > lo:
         m[:hi - lo] = w0[lo:hi] + 0.01 * (step + 1) * torch.randn(hi - lo, generator=gen(
             200 + 10 * rank + step))
@@ -51,15 +62,15 @@ def master_of(world, rank, w0, step):
 
 def transport_scenario(rank, tr, out):
     for scheme in SCHEMES:
-        w = _World(TOPO, scheme, N_GRAD, seed=SEED, transport=tr, digest=True)
+        w = World(TOPO, scheme, N_GRAD, seed=SEED, transport=tr, digest=True)
         w.put_grad(rank, grad_of(rank))
         w.reduce_grads(3)
-        shards = [w.grad_shard(r) for r in range(w.N)]  # collective gets (broadcasts)
+        shards = [grad_shard(w, r) for r in range(w.workers)]  # collective gets (broadcasts)
         with tr.own_reads():
-            own = w.grad_shard(rank)
+            own = grad_shard(w, rank)
         out["grad/" + scheme] = dict(shards=shards, own=own,
-                                     digests=[w.digest(r) for r in range(w.N)])
-    w = _World(TOPO, "qwd", N_GRAD, seed=SEED, transport=tr, digest=True)
+                                     digests=[w.wire_digest(r) for r in range(w.workers)])
+    w = World(TOPO, "qwd", N_GRAD, seed=SEED, transport=tr, digest=True)
     w0 = torch.randn(N_GRAD, generator=gen(5))
     w.init_weights(w0)
     masters, what = [], []
@@ -68,9 +79,9 @@ def transport_scenario(rank, tr, out):
         masters.append(m)
         w.put_master(rank, m)
         w.gather_weights(step)
-        what.append([w.weights(r) for r in range(w.N)])
+        what.append([weights(w, r) for r in range(w.workers)])
     out["weight/qwd"] = dict(w0=w0, masters=masters, what=what,
-                             digests=[w.digest(r) for r in range(w.N)])
+                             digests=[w.wire_digest(r) for r in range(w.workers)])
 
 
 def make_data(rank):
@@ -152,7 +163,7 @@ class FaultyTransport(TorchTransport):
 def failure_scenario(rank, out):
     group = dist.new_group(timeout=datetime.timedelta(seconds=3))
     tr = FaultyTransport(group)
-    w = _World(TOPO, "tlqhs", N_GRAD, seed=SEED, transport=tr)
+    w = World(TOPO, "tlqhs", N_GRAD, seed=SEED, transport=tr)
     w.put_grad(rank, grad_of(rank))
     try:
         w.reduce_grads(0)

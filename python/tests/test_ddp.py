@@ -19,7 +19,7 @@ import torch
 
 import shardq
 from shardq import World
-from shardq.ddp import ShardqHook, _World
+from shardq.ddp import ShardqHook
 from shardq.transport import TorchTransport
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -87,12 +87,12 @@ def test_topology_from_hosts(ranks):
 
 @pytest.mark.parametrize("scheme", W.SCHEMES)
 def test_grad_reduce_on_ranks_equals_in_process(ranks, scheme):
-    ref = _World(W.TOPO, scheme, W.N_GRAD, seed=W.SEED, digest=True)
+    ref = World(W.TOPO, scheme, W.N_GRAD, seed=W.SEED, digest=True)
     for r in range(RANKS):
         ref.put_grad(r, W.grad_of(r))
     ref.reduce_grads(3)
-    want = [ref.grad_shard(q) for q in range(RANKS)]
-    digests = [ref.digest(q) for q in range(RANKS)]
+    want = [W.grad_shard(ref, q) for q in range(RANKS)]
+    digests = [ref.wire_digest(q) for q in range(RANKS)]
     assert all(digests)
     for r, d in enumerate(ranks):
         got = d["grad/" + scheme]
@@ -103,18 +103,18 @@ def test_grad_reduce_on_ranks_equals_in_process(ranks, scheme):
 
 
 def test_qwd_weight_allgather_on_ranks_equals_in_process(ranks):
-    ref = _World(W.TOPO, "qwd", W.N_GRAD, seed=W.SEED, digest=True)
+    ref = World(W.TOPO, "qwd", W.N_GRAD, seed=W.SEED, digest=True)
     ref.init_weights(ranks[0]["weight/qwd"]["w0"])
     for step in range(2):
         for r in range(RANKS):
             ref.put_master(r, ranks[r]["weight/qwd"]["masters"][step])
         ref.gather_weights(step)
-        want = [ref.weights(q) for q in range(RANKS)]
+        want = [W.weights(ref, q) for q in range(RANKS)]
         for r, d in enumerate(ranks):
             for q in range(RANKS):
                 assert same_bytes(d["weight/qwd"]["what"][step][q], want[q]), \
                     "step %d, rank %d's copy of worker %d's w-hat" % (step, r, q)
-    digests = [ref.digest(q) for q in range(RANKS)]
+    digests = [ref.wire_digest(q) for q in range(RANKS)]
     assert all(digests)
     for d in ranks:
         assert d["weight/qwd"]["digests"] == digests
@@ -133,12 +133,12 @@ def test_ddp_hook_equals_in_process_world(ranks, scheme):
         assert step == W.DDP_RECORD_STEP
         inputs = [buckets[r][b]["input"] for r in range(RANKS)]
         n = inputs[0].numel()
-        ref = _World(W.TOPO, scheme, n, seed=W.DDP_SEED + index)
+        ref = World(W.TOPO, scheme, n, seed=W.DDP_SEED + index)
         for r in range(RANKS):
             assert buckets[r][b]["index"] == index
             ref.put_grad(r, inputs[r])
         ref.reduce_grads(step)
-        full = torch.cat([ref.grad_shard(q) for q in range(RANKS)])[:n]
+        full = torch.cat([W.grad_shard(ref, q) for q in range(RANKS)])[:n]
         for r in range(RANKS):
             assert same_bytes(buckets[r][b]["output"], full), "rank %d, bucket %d" % (r, index)
         # and it is the mean of the ranks' gradients, up to the scheme's error
@@ -169,24 +169,24 @@ def test_ddp_training_under_tlqhs_follows_baseline(ranks):
 def test_fsdp_hook_chunks_equal_in_process_world(ranks):
     n = ranks[0]["fsdp"]["sharded"][0]["grad"].numel()
     c = n // RANKS
-    S = _World(W.TOPO, "tlqhs", n, dry=True).shard
+    S = World(W.TOPO, "tlqhs", n, dry=True).shard
     for k in range(2):
-        ref = _World(W.TOPO, "tlqhs", RANKS * S, seed=W.FSDP_SEED)
+        ref = World(W.TOPO, "tlqhs", RANKS * S, seed=W.FSDP_SEED)
         for r in range(RANKS):
             x = torch.zeros(RANKS, S)
             x[:, :c] = ranks[r]["fsdp"]["sharded"][k]["grad"].view(RANKS, c)
             ref.put_grad(r, x.view(-1))
         ref.reduce_grads(k)
         for r in range(RANKS):
-            assert same_bytes(ranks[r]["fsdp"]["sharded"][k]["output"], ref.grad_shard(r)[:c]), \
-                "call %d, rank %d" % (k, r)
+            got = ranks[r]["fsdp"]["sharded"][k]["output"]
+            assert same_bytes(got, W.grad_shard(ref, r)[:c]), "call %d, rank %d" % (k, r)
     # NO_SHARD: the whole mean in place, the hook's third call (step 2)
     g = [d["fsdp"]["noshard"]["grad"] for d in ranks]
-    ref = _World(W.TOPO, "tlqhs", g[0].numel(), seed=W.FSDP_SEED)
+    ref = World(W.TOPO, "tlqhs", g[0].numel(), seed=W.FSDP_SEED)
     for r in range(RANKS):
         ref.put_grad(r, g[r])
     ref.reduce_grads(2)
-    full = torch.cat([ref.grad_shard(q) for q in range(RANKS)])[:g[0].numel()]
+    full = torch.cat([W.grad_shard(ref, q) for q in range(RANKS)])[:g[0].numel()]
     for d in ranks:
         assert same_bytes(d["fsdp"]["noshard"]["output"], full)
         assert d["fsdp"]["steps"] == 3
