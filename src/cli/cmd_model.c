@@ -39,8 +39,17 @@ static const char model_usage[] =
     "  --pp N            pipeline-parallel degree (default 1)\n"
     "  --micro-batch N   sequences per micro-batch (default 1)\n"
     "  --accum N         micro-batches per iteration (default 1)\n"
-    "  --overlap         collectives overlap compute (default: they do not, as in\n"
+    "  --overlap         collectives and their quantization kernels overlap compute\n"
+    "                    as the system schedules them (default: they do not, as in\n"
     "                    SDP4Bit's speed tests)\n"
+    "  --system S        megatron (default): Megatron's distributed optimizer, one\n"
+    "                    weight all-gather and one gradient reduce-scatter a step;\n"
+    "                    zero3: DeepSpeed ZeRO-3, the weights gathered for every\n"
+    "                    micro-batch's forward and again for its backward, and a\n"
+    "                    baseline of bf16 gradients, as ZeRO-3 reduces them\n"
+    "  --hpz             with --system zero3: ZeRO++'s hpZ for the listed schemes (the\n"
+    "                    backward gathers a bf16 copy partitioned inside the node);\n"
+    "                    the baseline stays plain ZeRO-3\n"
     "  --scheme LIST     presets to predict (default: every preset of\n"
     "                    'shardq schemes'); the speedup is always over baseline\n"
     "  --set KEY=VALUE   override one knob of the listed schemes (repeatable)\n"
@@ -125,11 +134,14 @@ static void print_header(const model_opts *o, const sq_cost_point *pt)
     const sq_cost_result *b = &pt->base;
     int G = o->plat.gpus_per_node;
     printf("%s on %s: %d GPUs (%d node%s x %d), TP %d, PP %d, DP %d; micro-batch %d, "
-           "accumulation %d (global batch %d sequences of %d); overlap %s\n",
+           "accumulation %d (global batch %d sequences of %d); %s; overlap %s\n",
            o->model.name, o->plat.name, pt->gpus, (pt->gpus + G - 1) / G,
            (pt->gpus + G - 1) / G == 1 ? "" : "s", pt->gpus < G ? pt->gpus : G, o->par.tp,
            o->par.pp, b->dp, o->par.micro_batch, o->par.accum,
-           b->dp * o->par.micro_batch * o->par.accum, o->model.seq, o->par.overlap ? "on" : "off");
+           b->dp * o->par.micro_batch * o->par.accum, o->model.seq,
+           o->par.system == SQ_COST_ZERO3 ? (o->par.hpz ? "ZeRO-3, hpZ for the schemes" : "ZeRO-3")
+                                          : "Megatron distributed optimizer",
+           o->par.overlap ? "on" : "off");
     printf("  %.4g parameters, %.4g per rank (the largest stage); a data-parallel group spans "
            "%d node%s x %d GPU%s, %d group%s per node\n",
            (double)b->params, (double)b->params_per_rank, b->dp_nodes, b->dp_nodes == 1 ? "" : "s",
@@ -348,7 +360,8 @@ static void print_builtins(void)
 
 enum {
     O_PLATFORM = 256, O_MODEL, O_GPUS, O_SWEEP, O_MAXG, O_TP, O_PP, O_MB, O_ACCUM, O_OVERLAP,
-    O_SCHEME, O_SET, O_QGBS, O_QDB, O_DB, O_VALIDATE, O_LIST, O_JSON
+    O_SCHEME, O_SET, O_QGBS, O_QDB, O_DB, O_VALIDATE, O_LIST, O_JSON, O_SYSTEM, O_HPZ,
+    O_CALIBRATE, O_PLATFORM_OUT
 };
 
 static const struct option model_options[] = {
@@ -370,13 +383,17 @@ static const struct option model_options[] = {
     {"validate", required_argument, NULL, O_VALIDATE},
     {"list", no_argument, NULL, O_LIST},
     {"json", no_argument, NULL, O_JSON},
+    {"system", required_argument, NULL, O_SYSTEM},
+    {"hpz", no_argument, NULL, O_HPZ},
+    {"calibrate", required_argument, NULL, O_CALIBRATE},
+    {"platform-out", required_argument, NULL, O_PLATFORM_OUT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
 static const char *const model_longnames[] = {
     "platform", "model", "gpus", "sweep-gpus", "max-gpus", "tp", "pp", "micro-batch", "accum",
-    "overlap", "scheme", "set", "quant-gbs", "quant-db", "db", "validate", "list", "json", "help",
-    NULL};
+    "overlap", "scheme", "set", "quant-gbs", "quant-db", "db", "validate", "list", "json",
+    "system", "hpz", "calibrate", "platform-out", "help", NULL};
 
 static int parse_int(const char *opt, const char *text, int max, int *out)
 {
@@ -393,7 +410,8 @@ static int parse_int(const char *opt, const char *text, int max, int *out)
 int cmd_model(int argc, char **argv)
 {
     const char *platform = "a100-slingshot10", *model = "gpt-1.3b", *scheme_list = NULL;
-    const char *db = NULL, *quant_db = NULL, *table = NULL;
+    const char *db = NULL, *quant_db = NULL, *table = NULL, *calibrate = NULL;
+    const char *platform_out = NULL;
     const char *sets[MAX_SETS];
     int nsets = 0, gpus = 0, sweep = 0, max_gpus = 1024, json = 0, list = 0;
     double quant_gbs = 0;
@@ -437,6 +455,17 @@ int cmd_model(int argc, char **argv)
         case O_VALIDATE: table = optarg; break;
         case O_LIST: list = 1; break;
         case O_JSON: json = 1; break;
+        case O_SYSTEM:
+            if (!strcmp(optarg, "megatron")) o->par.system = SQ_COST_MEGATRON;
+            else if (!strcmp(optarg, "zero3")) o->par.system = SQ_COST_ZERO3;
+            else {
+                fprintf(stderr, "shardq model: --system: '%s' is not megatron or zero3\n", optarg);
+                bad = 1;
+            }
+            break;
+        case O_HPZ: o->par.hpz = 1; break;
+        case O_CALIBRATE: calibrate = optarg; break;
+        case O_PLATFORM_OUT: platform_out = optarg; break;
         case 'h':
             fputs(model_usage, stdout);
             rc = CLI_OK;
@@ -456,8 +485,21 @@ int cmd_model(int argc, char **argv)
         rc = CLI_OK;
         goto done;
     }
+    if (o->par.hpz && o->par.system != SQ_COST_ZERO3) {
+        fprintf(stderr, "shardq model: --hpz: hpZ is a ZeRO-3 partition: give --system zero3\n");
+        goto done;
+    }
+    if (platform_out && !calibrate) {
+        fprintf(stderr, "shardq model: --platform-out: only with --calibrate FILE\n");
+        goto done;
+    }
     sq_error err = {0};
-    if (cli_scheme("model", "baseline", NULL, 0, &o->baseline)) goto done;
+    /* ZeRO-3 reduces the gradients in the training dtype (bf16), Megatron's
+    ** distributed optimizer in fp32 */
+    const char *const zero3_grads[] = {"grad.intra.bits=16", "grad.inter.bits=16"};
+    int zero3 = o->par.system == SQ_COST_ZERO3;
+    if (cli_scheme("model", "baseline", zero3 ? zero3_grads : NULL, zero3 ? 2 : 0, &o->baseline))
+        goto done;
     if (table) {
         rc = validate(table, o, json);
         goto done;

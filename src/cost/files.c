@@ -277,6 +277,35 @@ static const key_spec platform_keys[] = {
 #define N_PLATFORM_KEYS (sizeof platform_keys / sizeof *platform_keys)
 enum { PLATFORM_EFFICIENCY = 10 }; /* its index above */
 
+/* The figures' keys, in sq_cost_figure order: section.key as the file
+** spells them, the [platform] ones bare. */
+static const char *const figure_keys[SQ_COST_NFIGURES] = {
+    "achieved_tflops", "hbm_gb_s", "quant_gb_s", "intra.bandwidth_gb_s", "intra.latency_us",
+    "inter.nics_per_node", "inter.nic_gb_s", "inter.efficiency", "inter.communicator_gb_s",
+    "inter.latency_us"};
+
+const char *sq_cost_figure_key(sq_cost_figure f)
+{
+    return (unsigned)f < SQ_COST_NFIGURES ? figure_keys[f] : NULL;
+}
+
+int sq_cost_fitted_to(const sq_cost_platform *p, sq_cost_figure f, const char *table,
+                      const char *label)
+{
+    if (!p || (unsigned)f >= SQ_COST_NFIGURES || !table) return 0;
+    const sq_cost_source *src = &p->source[f];
+    if (src->kind != SQ_COST_SRC_FITTED || strcmp(src->fitted_to, table)) return 0;
+    if (!src->rows[0]) return 1; /* the whole table */
+    size_t n = label ? strlen(label) : 0;
+    for (const char *r = src->rows; *r;) {
+        const char *end = strchr(r, ',');
+        size_t len = end ? (size_t)(end - r) : strlen(r);
+        if (label && len == n && !strncmp(r, label, n)) return 1;
+        r += len + (end != NULL);
+    }
+    return 0;
+}
+
 #define MF(field) offsetof(sq_cost_model_shape, field)
 static const key_spec model_keys[] = {
     {"model", "name", V_STR, 1, MF(name), sizeof(((sq_cost_model_shape *)0)->name)},
