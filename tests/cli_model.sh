@@ -16,7 +16,7 @@ ok "model --help" "$SHARDQ" model --help
 cp "$sq_tmp/out" "$T/help.txt"
 ok "the help names the options" sh -c 'for o in --platform --model --gpus --sweep-gpus --tp --pp \
   --micro-batch --accum --overlap --scheme --set --quant-gbs --quant-db --db --validate --list \
-  --json; do grep -q -e "  $o" "$0" || { echo "no $o"; exit 1; }; done' "$T/help.txt"
+  --json --system --hpz --calibrate --platform-out; do grep -q -e "  $o" "$0" || { echo "no $o"; exit 1; }; done' "$T/help.txt"
 ok "help lists model" sh -c '"$0" --help | grep -q "^  model "' "$SHARDQ"
 ok "model --list" "$SHARDQ" model --list
 cp "$sq_tmp/out" "$T/list.txt"
@@ -162,6 +162,95 @@ expect_fail_with 2 "$T/none.ini: cannot open: No such file or directory" \
   "$SHARDQ" model --platform "$T/none.ini"
 printf 'a\0b' >"$T/bin.ini"
 expect_fail_with 2 "$T/bin.ini: not a text file" "$SHARDQ" model --model "$T/bin.ini"
+
+# --- calibration: the model recovers what made the measurements -------------
+# A platform whose network is one 7.5 GB/s card and whose GPUs reach 120
+# TFLOP/s makes "measured" baseline rows; calibrating a platform that says
+# otherwise (2 x 50 GB/s cards at 90% behind a 20 GB/s communicator cap,
+# 300 TFLOP/s) from them must find 7.5 GB/s, and 120 TFLOP/s from two rows on.
+sed -e 's/^name = .*/name = truth/' -e 's/^nics_per_node = .*/nics_per_node = 1/' \
+  -e 's/^nic_gb_s = .*/nic_gb_s = 7.5/' -e 's/^efficiency = .*/efficiency = 1/' \
+  -e 's/^communicator_gb_s = .*/communicator_gb_s = 0/' \
+  -e 's/^achieved_tflops = .*/achieved_tflops = 120/' \
+  "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10.ini" >"$T/truth.ini"
+sed -e 's/^name = .*/name = start/' -e 's/^nic_gb_s = .*/nic_gb_s = 50/' \
+  -e 's/^communicator_gb_s = .*/communicator_gb_s = 20/' \
+  -e 's/^achieved_tflops = .*/achieved_tflops = 300/' "$T/truth.ini" >"$T/start.ini"
+sed -i 's/^nics_per_node = .*/nics_per_node = 2/; s/^efficiency = .*/efficiency = 0.9/' "$T/start.ini"
+sed 's/^achieved_tflops = .*/achieved_tflops = 120/' "$T/start.ini" >"$T/start120.ini"
+: >"$T/rows3.ini"
+for r in "a gpt-1.3b 1 1 64 1 64" "b gpt-2.7b 1 1 32 2 256" "c gpt-6.7b 4 2 64 1 64"; do
+  set -- $r
+  accum=$(( $7 / ($6 * $5 / ($3 * $4)) ))
+  "$SHARDQ" model --platform "$T/truth.ini" --model "$2" --tp "$3" --pp "$4" --gpus "$5" \
+    --micro-batch "$6" --accum "$accum" --scheme baseline --json >"$T/truth-$1.json"
+  ms=$(python3 -c 'import json,sys; print(repr(1e3*json.load(open(sys.argv[1]))["points"][0]["baseline"]["iteration_s"]))' "$T/truth-$1.json")
+  printf '[row %s]\nmodel = %s\ntp = %s\npp = %s\ngpus = %s\nmicro_batch = %s\nglobal_batch = %s\niteration_ms = %s\n\n' \
+    "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$ms" >>"$T/rows3.ini"
+done
+sed -n '/^\[row a\]/,/^$/p' "$T/rows3.ini" >"$T/rows1.ini"
+ok "--calibrate, one row" "$SHARDQ" model --calibrate "$T/rows1.ini" --platform "$T/start120.ini" \
+  --platform-out "$T/cal1.ini" --json
+cp "$sq_tmp/out" "$T/cal1.json"
+pyjson "one row: the bandwidth is 7.5 GB/s, the row fits exactly" "$T/cal1.json" '
+f = d["fitted"]
+assert abs(f["inter_gb_s"] - 7.5) < 1e-6 * 7.5, f
+assert f["achieved_tflops"] is None, f
+(r,) = d["rows"]
+assert abs(r["error"]) < 1e-9, r
+'
+ok "the calibrated platform predicts the row" "$SHARDQ" model --platform "$T/cal1.ini" \
+  --model gpt-1.3b --gpus 64 --scheme baseline --json
+cp "$sq_tmp/out" "$T/cal1-pred.json"
+pyrun "the prediction on the calibrated file equals the truth" '
+a = json.load(open(sys.argv[1]))["points"][0]["baseline"]["iteration_s"]
+b = json.load(open(sys.argv[2]))["points"][0]["baseline"]["iteration_s"]
+assert abs(a - b) < 1e-8 * b, (a, b)
+' "$T/cal1-pred.json" "$T/truth-a.json"
+ok "the calibrated file says the bandwidth was fitted, to which rows" \
+  grep -q "^inter.nic_gb_s = fitted $T/rows1.ini a:" "$T/cal1.ini"
+ok "--calibrate, three rows (text)" "$SHARDQ" model --calibrate "$T/rows3.ini" \
+  --platform "$T/start.ini" --platform-out "$T/cal3.ini"
+cp "$sq_tmp/out" "$T/cal3.txt"
+ok "it prints what it fitted" sh -c 'grep -q "inter-node bandwidth 7.5 GB/s per node" "$0" &&
+  grep -q "achieved compute   120 TFLOP/s per GPU (the platform said 300)" "$0" &&
+  grep -q "wrote $1" "$0"' "$T/cal3.txt" "$T/cal3.ini"
+ok "--calibrate, three rows (JSON)" "$SHARDQ" model --calibrate "$T/rows3.ini" \
+  --platform "$T/start.ini" --platform-out "$T/cal3.ini" --json
+cp "$sq_tmp/out" "$T/cal3.json"
+pyjson "three rows: 7.5 GB/s and 120 TFLOP/s, every row fits" "$T/cal3.json" '
+f = d["fitted"]
+assert abs(f["inter_gb_s"] - 7.5) < 1e-6 * 7.5 and abs(f["achieved_tflops"] - 120) < 1e-6 * 120, f
+assert len(d["rows"]) == 3 and all(abs(r["error"]) < 1e-8 for r in d["rows"]), d["rows"]
+'
+ok "the file marks both figures fitted to the three rows" sh -c '
+  grep -q "^achieved_tflops = fitted $1 a,b,c:" "$0" &&
+  grep -q "^inter.nic_gb_s = fitted $1 a,b,c:" "$0"' "$T/cal3.ini" "$T/rows3.ini"
+# refusals: a row faster than the hardware allows, and bad rows
+sed 's/^iteration_ms = .*/iteration_ms = 50/' "$T/rows1.ini" >"$T/fast1.ini"
+expect_fail_with 1 "$T/fast1.ini: [row a] iteration_ms: 50 is faster than the platform start allows" \
+  "$SHARDQ" model --calibrate "$T/fast1.ini" --platform "$T/start120.ini" --platform-out "$T/x.ini"
+ok "a refused calibration writes no file" test ! -e "$T/x.ini"
+sed -e 's/^nic_gb_s = .*/nic_gb_s = 2/' -e 's/^nics_per_node = .*/nics_per_node = 1/' \
+  "$T/start.ini" >"$T/slow.ini"
+expect_fail_with 1 "is faster than the hardware allows: the fit needs 7.5 GB/s through a node's network, more than the 2 GB/s line rate" \
+  "$SHARDQ" model --calibrate "$T/rows3.ini" --platform "$T/slow.ini" --platform-out "$T/x.ini"
+sed '/^global_batch/d' "$T/rows1.ini" >"$T/miss.ini"
+expect_fail_with 2 "$T/miss.ini: [row a] global_batch: missing" \
+  "$SHARDQ" model --calibrate "$T/miss.ini" --platform-out "$T/x.ini"
+printf 'tflops = 20\n' >>"$T/fast1.ini"
+expect_fail_with 2 "$T/fast1.ini: [row a] iteration_ms, tflops: give exactly one" \
+  "$SHARDQ" model --calibrate "$T/fast1.ini" --platform-out "$T/x.ini"
+sed 's/^global_batch = .*/global_batch = 65/' "$T/rows1.ini" >"$T/gb.ini"
+expect_fail_with 2 "$T/gb.ini: [row a] global_batch: 65 is not a multiple of micro_batch x data-parallel degree = 1 x 64" \
+  "$SHARDQ" model --calibrate "$T/gb.ini" --platform-out "$T/x.ini"
+sed 's/^iteration_ms = .*/iteration_ms = fast/' "$T/rows1.ini" >"$T/nan.ini"
+expect_fail_with 2 "$T/nan.ini: [row a] iteration_ms: 'fast' is not a number" \
+  "$SHARDQ" model --calibrate "$T/nan.ini" --platform-out "$T/x.ini"
+expect_fail_with 2 "--calibrate: give --platform-out FILE" "$SHARDQ" model --calibrate "$T/rows1.ini"
+expect_fail_with 2 "--platform-out: only with --calibrate FILE" "$SHARDQ" model --platform-out "$T/x.ini"
+expect_fail_with 2 "--hpz: hpZ is a ZeRO-3 partition: give --system zero3" "$SHARDQ" model --hpz
+expect_fail_with 2 "--system: 'zero2' is not megatron or zero3" "$SHARDQ" model --system zero2
 
 # --- the database -------------------------------------------------------------
 ok "model --sweep-gpus --db" "$SHARDQ" model --sweep-gpus --max-gpus 32 --scheme qwd,sdp4bit \

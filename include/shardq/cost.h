@@ -286,6 +286,37 @@ typedef struct sq_cost_validation {
 
 int sq_cost_validation_read(const char *what, sq_cost_validation *v, sq_error *err);
 
+/* The text of p as a platform file (sq_cost_platform_read reads it back
+** to the same figures and sources), `comment` (may be NULL; lines without
+** their '#') at its head: *text is malloc'd, free() it. SQ_OK, SQ_ERR_ARG
+** for a platform that does not validate, SQ_ERR_NOMEM. */
+int sq_cost_platform_format(const sq_cost_platform *p, const char *comment, char **text,
+                            sq_error *err);
+
+/* Measured runs of the baseline on one cluster, for calibration: a file of
+** "[row LABEL]" sections, each with model, tp, pp, gpus, micro_batch,
+** global_batch and either iteration_ms or tflops (model TFLOP/s per GPU,
+** Megatron's metric), overlap optional (off); and an optional
+** "[measurements]" section whose `table` names the validation table the
+** rows are taken from (so that a figure fitted to them says so). */
+typedef struct sq_cost_measured {
+    char label[64];
+    char model[256];
+    int tp, pp, gpus, micro_batch, global_batch, overlap;
+    double iteration_s; /* NaN when the row gives tflops */
+    double tflops;      /* NaN when the row gives iteration_ms */
+} sq_cost_measured;
+
+typedef struct sq_cost_measurements {
+    char table[64]; /* empty when not given */
+    sq_cost_measured rows[SQ_COST_VALIDATION_MAX_ROWS];
+    int nrows;
+} sq_cost_measurements;
+
+/* Reads a measurements file (a path; there are no built-in ones). Errors as
+** the other files': SQ_ERR_FORMAT names the file, the row and the key. */
+int sq_cost_measurements_read(const char *path, sq_cost_measurements *m, sq_error *err);
+
 /* Writes the name of the i-th built-in file of a kind (in the order of the
 ** build) into name[0..len): SQ_OK, SQ_ERR_NOTFOUND past the last,
 ** SQ_ERR_RANGE when len is too short. */

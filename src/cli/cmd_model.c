@@ -58,6 +58,13 @@ static const char model_usage[] =
     "  --quant-db FILE   that throughput from the newest `shardq bench --db` run in\n"
     "                    FILE (the mean of quantize and dequantize at its largest size)\n"
     "  --db FILE         also store the predictions (runs kind 'model', model_results)\n"
+    "  --calibrate FILE  fit the platform (--platform) to measured baseline runs: FILE\n"
+    "                    has one [row LABEL] per run (model, tp, pp, gpus, micro_batch,\n"
+    "                    global_batch, iteration_ms or tflops; overlap optional); one\n"
+    "                    row fits the inter-node bandwidth, two or more also the\n"
+    "                    achieved compute rate (least squares); prints the fit and\n"
+    "                    writes the calibrated platform to --platform-out\n"
+    "  --platform-out F  where --calibrate writes the calibrated platform file\n"
     "  --validate TABLE  compare with published results (a built-in table such as\n"
     "                    sdp4bit-a100, or a file); exit 1 if one is out of tolerance\n"
     "  --list            the built-in platforms, models and tables\n"
@@ -500,6 +507,21 @@ int cmd_model(int argc, char **argv)
     int zero3 = o->par.system == SQ_COST_ZERO3;
     if (cli_scheme("model", "baseline", zero3 ? zero3_grads : NULL, zero3 ? 2 : 0, &o->baseline))
         goto done;
+    if (calibrate) {
+        if (!platform_out) {
+            fprintf(stderr, "shardq model: --calibrate: give --platform-out FILE, where the "
+                    "calibrated platform goes\n");
+            goto done;
+        }
+        if (table || sweep || gpus || scheme_list || db) {
+            fprintf(stderr, "shardq model: --calibrate fits the platform alone: leave out "
+                    "--validate, --gpus, --sweep-gpus, --scheme and --db (predict with "
+                    "--platform %s afterwards)\n", platform_out);
+            goto done;
+        }
+        rc = cli_model_calibrate(calibrate, platform, platform_out, o->par.system, json);
+        goto done;
+    }
     if (table) {
         rc = validate(table, o, json);
         goto done;
