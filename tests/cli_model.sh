@@ -119,7 +119,38 @@ for r in d["rows"]:
     assert abs(r["baseline_tflops"] / r["paper_baseline_tflops"] - 1) <= 0.15, r
     assert abs(r["scheme_tflops"] / r["paper_scheme_tflops"] - 1) <= 0.15, r
 assert d["out_of_tolerance"] == 0 and d["worst_error"] <= 0.15
+# the built-in platform took its compute rate and its communicator cap
+# from the paper of these rows: every row is reported as fitted to itself
+assert d["predicted"]["rows"] == 0 and d["fitted_to_itself"]["rows"] == 5, d
+for r in d["rows"]:
+    assert r["fitted_to_itself"] is True, r
+    assert r["fitted_figures"] == "achieved_tflops, inter.communicator_gb_s", r
 '
+ok "the text reports the self-fitted rows apart, with the figures" sh -c '
+  grep -q "predicted rows: 0" "$0" && grep -q "rows that used a figure fitted to themselves: 5" "$0" &&
+  grep -q "inter.communicator_gb_s fitted to sdp4bit-a100 (every row)" "$0" &&
+  test "$(grep -c "(fitted to itself)" "$0")" -eq 5' "$T/validate.txt"
+# calibrated from the GPT-1.3B row alone, on datasheet figures: that row is
+# fitted to itself, the other four are predicted, all within 15%
+ok "--validate on the one-row calibration" "$SHARDQ" model --validate sdp4bit-a100 \
+  --platform a100-slingshot10-fit1 --json
+cp "$sq_tmp/out" "$T/fit1.json"
+pyjson "fit1: GPT-1.3B fitted to itself, four rows predicted within 15%" "$T/fit1.json" '
+fitted = [r["label"] for r in d["rows"] if r["fitted_to_itself"]]
+assert fitted == ["GPT-1.3B"], fitted
+assert d["rows"][0]["fitted_figures"] == "inter.nic_gb_s", d["rows"][0]
+assert d["predicted"]["rows"] == 4 and d["predicted"]["out_of_tolerance"] == 0, d["predicted"]
+assert abs(d["rows"][0]["baseline_tflops"] - 24.1) < 1e-6, d["rows"][0]
+'
+ok "fit1 is what --calibrate makes from its measurement file" "$SHARDQ" model --calibrate \
+  "$SHARDQ_SRCDIR/experiments/calibration/sdp4bit-a100-1row.ini" \
+  --platform a100-slingshot10-datasheet --platform-out "$T/a100-slingshot10-fit1.ini"
+ok "the same figures and sources as the built-in file (the date aside)" sh -c '
+  grep -v "^#" "$0" | sed "s/ ([0-9-]*)\$//" >"$0.a" && grep -v "^#" "$1" | sed "s/ ([0-9-]*)\$//" >"$0.b" &&
+  diff "$0.a" "$0.b"' "$T/a100-slingshot10-fit1.ini" "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10-fit1.ini"
+# the datasheet alone over-predicts the baseline, and the speedups miss
+expect_fail_with 1 "--validate sdp4bit-a100: 3 of 5 rows out of tolerance" \
+  "$SHARDQ" model --validate sdp4bit-a100 --platform a100-slingshot10-datasheet
 # the same table with one published speedup changed must fail
 "$SHARDQ" model --list >/dev/null
 sed 's/^speedup = 2.39$/speedup = 4.00/' "$SHARDQ_SRCDIR/experiments/validation/sdp4bit-a100.ini" \
@@ -172,7 +203,7 @@ sed -e 's/^name = .*/name = truth/' -e 's/^nics_per_node = .*/nics_per_node = 1/
   -e 's/^nic_gb_s = .*/nic_gb_s = 7.5/' -e 's/^efficiency = .*/efficiency = 1/' \
   -e 's/^communicator_gb_s = .*/communicator_gb_s = 0/' \
   -e 's/^achieved_tflops = .*/achieved_tflops = 120/' \
-  "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10.ini" >"$T/truth.ini"
+  -e '/^\[sources\]/,$d' "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10.ini" >"$T/truth.ini"
 sed -e 's/^name = .*/name = start/' -e 's/^nic_gb_s = .*/nic_gb_s = 50/' \
   -e 's/^communicator_gb_s = .*/communicator_gb_s = 20/' \
   -e 's/^achieved_tflops = .*/achieved_tflops = 300/' "$T/truth.ini" >"$T/start.ini"

@@ -21,9 +21,11 @@ SQ_BEGIN_DECLS
 ** phase, from the model's FLOPs, the platform's rates and the bytes the
 ** emulated world counts (README, "The cost model", explains every formula).
 **
-** Nothing here is fitted to a result: a platform is a handful of hardware
-** figures (GPUs per node, link bandwidths and latencies, the achieved FLOP/s
-** of one GPU, the quantization kernels' throughput), a model is its shape,
+** A platform is a handful of hardware figures (GPUs per node, link
+** bandwidths and latencies, the achieved FLOP/s of one GPU, the
+** quantization kernels' throughput), each with its source (a datasheet, a
+** measurement, an assumption, or a fit to end-to-end results that
+** `shardq model --calibrate` makes and --validate reports), a model is its shape,
 ** and the bytes of each collective come from a dry sq_world of the data-
 ** parallel group's real topology, so the model and the harness can never
 ** disagree about what a scheme sends.

@@ -230,7 +230,14 @@ int cli_model_calibrate(const char *file, const char *platform, const char *out,
 
     /* the calibrated platform: its figures and where each comes from */
     sq_cost_platform cal = fit;
-    snprintf(cal.name, sizeof cal.name, "%.52s-calibrated", p0.name);
+    /* named as the file is, so that a built-in copy loads by that name */
+    const char *obase = strrchr(out, '/');
+    obase = obase ? obase + 1 : out;
+    size_t bl = strlen(obase);
+    if (bl > 4 && !strcmp(obase + bl - 4, ".ini")) bl -= 4;
+    if (bl > sizeof cal.name - 1) bl = sizeof cal.name - 1;
+    if (bl == 0) snprintf(cal.name, sizeof cal.name, "%.52s-calibrated", p0.name);
+    else snprintf(cal.name, sizeof cal.name, "%.*s", (int)bl, obase);
     char labels[256] = "", when[32];
     for (int i = 0; i < n; i++) {
         size_t len = strlen(labels);

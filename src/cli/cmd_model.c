@@ -66,7 +66,10 @@ static const char model_usage[] =
     "                    writes the calibrated platform to --platform-out\n"
     "  --platform-out F  where --calibrate writes the calibrated platform file\n"
     "  --validate TABLE  compare with published results (a built-in table such as\n"
-    "                    sdp4bit-a100, or a file); exit 1 if one is out of tolerance\n"
+    "                    sdp4bit-a100, or a file) on the table's platform, or on\n"
+    "                    --platform when given; rows that used a platform figure\n"
+    "                    fitted to themselves are reported apart; exit 1 if a row is\n"
+    "                    out of tolerance\n"
     "  --list            the built-in platforms, models and tables\n"
     "  --json            one JSON object instead of the tables\n"
     "  -h, --help        this text\n";
@@ -245,7 +248,30 @@ static void print_json(const model_opts *o, const sq_cost_point *pts, int n)
 /* --validate                                                               */
 /* ------------------------------------------------------------------------ */
 
-static int validate(const char *table, model_opts *o, int json)
+/* The name a figure's source calls a table by: a built-in one's name, a
+** file's name without its directory and ".ini". */
+static void table_name(const char *table, char *out, size_t len)
+{
+    const char *base = strrchr(table, '/');
+    base = base ? base + 1 : table;
+    size_t n = strlen(base);
+    if (n > 4 && !strcmp(base + n - 4, ".ini")) n -= 4;
+    snprintf(out, len, "%.*s", (int)n, base);
+}
+
+/* A tally of rows: how many, how many out of tolerance, the worst error. */
+typedef struct tally {
+    int rows, out;
+    double worst;
+} tally;
+
+static void tally_add(tally *t, double e, int bad)
+{
+    t->rows++, t->out += bad;
+    if (fabs(e) > t->worst) t->worst = fabs(e);
+}
+
+static int validate(const char *table, const char *platform, model_opts *o, int json)
 {
     sq_error err = {0};
     sq_cost_validation *v = malloc(sizeof *v);
@@ -254,8 +280,10 @@ static int validate(const char *table, model_opts *o, int json)
         return CLI_RUNTIME;
     }
     const char *what = table;
-    if (sq_cost_validation_read(table, v, &err) == SQ_OK) what = v->platform;
-    if (err.status != SQ_OK || sq_cost_platform_read(v->platform, &o->plat, &err) != SQ_OK) {
+    /* --platform replaces the table's own: the same rows on another
+    ** description of the cluster (a calibrated one) */
+    if (sq_cost_validation_read(table, v, &err) == SQ_OK) what = platform ? platform : v->platform;
+    if (err.status != SQ_OK || sq_cost_platform_read(what, &o->plat, &err) != SQ_OK) {
         load_failed("--validate: ", &err, what);
         free(v);
         return CLI_USAGE;
@@ -265,9 +293,12 @@ static int validate(const char *table, model_opts *o, int json)
         free(v);
         return CLI_USAGE;
     }
+    char tname[128];
+    table_name(table, tname, sizeof tname);
     snprintf(o->quant_text, sizeof o->quant_text, "platform");
-    int out = 0;
-    double worst = 0;
+    /* rows predicted, and rows that used a figure fitted to themselves:
+    ** those match by construction and are reported apart */
+    tally pred = {0}, self = {0};
     if (json) printf("{\"table\":\"%s\",\"platform\":\"%s\",\"scheme\":\"%s\",\"rows\":[", table,
                      o->plat.name, v->scheme);
     else
@@ -297,10 +328,16 @@ static int validate(const char *table, model_opts *o, int json)
             free(v);
             return CLI_USAGE;
         }
+        char fitted[256] = "";
+        for (int f = 0; f < SQ_COST_NFIGURES; f++)
+            if (sq_cost_fitted_to(&o->plat, (sq_cost_figure)f, tname, row->label)) {
+                size_t len = strlen(fitted);
+                snprintf(fitted + len, sizeof fitted - len, "%s%s", len ? ", " : "",
+                         sq_cost_figure_key((sq_cost_figure)f));
+            }
         double sp = base.iteration / q.iteration, e = sp / row->speedup - 1;
-        if (fabs(e) > worst) worst = fabs(e);
         int bad = fabs(e) > v->tolerance;
-        out += bad;
+        tally_add(fitted[0] ? &self : &pred, e, bad);
         if (json) {
             printf("%s{\"label\":", r ? "," : "");
             cli_json_str(row->label);
@@ -318,22 +355,45 @@ static int validate(const char *table, model_opts *o, int json)
             cli_json_num(row->speedup);
             printf(",\"error\":");
             cli_json_num(e);
-            printf(",\"within\":%s}", bad ? "false" : "true");
+            printf(",\"within\":%s,\"fitted_to_itself\":%s,\"fitted_figures\":",
+                   bad ? "false" : "true", fitted[0] ? "true" : "false");
+            cli_json_str(fitted);
+            printf("}");
         } else {
-            printf("  %-10s %2d/%-2d  %8.1f %8.1f  %8.1f %8.1f  %7.2fx %7.2fx  %+6.1f%%%s\n",
+            printf("  %-10s %2d/%-2d  %8.1f %8.1f  %8.1f %8.1f  %7.2fx %7.2fx  %+6.1f%%%s%s\n",
                    row->label, row->tp, row->pp, base.tflops, row->baseline_tflops, q.tflops,
-                   row->scheme_tflops, sp, row->speedup, 100 * e, bad ? "  OUT" : "");
+                   row->scheme_tflops, sp, row->speedup, 100 * e, bad ? "  OUT" : "",
+                   fitted[0] ? "  (fitted to itself)" : "");
         }
     }
-    if (json)
-        printf("],\"worst_error\":%.6f,\"out_of_tolerance\":%d}\n", worst, out);
-    else
-        printf("\n  worst speedup error %.1f%%; %d of %d rows out of tolerance\n", 100 * worst, out,
-               v->nrows);
+    int out = pred.out + self.out;
+    if (json) {
+        printf("],\"worst_error\":%.6f,\"out_of_tolerance\":%d,", fmax(pred.worst, self.worst),
+               out);
+        printf("\"predicted\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f},"
+               "\"fitted_to_itself\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f}}\n",
+               pred.rows, pred.out, pred.worst, self.rows, self.out, self.worst);
+    } else {
+        printf("\n  predicted rows: %d, worst speedup error %.1f%%, %d out of tolerance\n",
+               pred.rows, 100 * pred.worst, pred.out);
+        if (self.rows) {
+            printf("  rows that used a figure fitted to themselves: %d, worst speedup error %.1f%%, "
+                   "%d out of tolerance; they match by construction, not by prediction:\n",
+                   self.rows, 100 * self.worst, self.out);
+            for (int f = 0; f < SQ_COST_NFIGURES; f++) {
+                const sq_cost_source *src = &o->plat.source[f];
+                if (src->kind == SQ_COST_SRC_FITTED && !strcmp(src->fitted_to, tname))
+                    printf("    %s fitted to %s%s%s%s%s\n", sq_cost_figure_key((sq_cost_figure)f),
+                           src->fitted_to, src->rows[0] ? " rows " : " (every row)", src->rows,
+                           src->note[0] ? ": " : "", src->note);
+            }
+        }
+    }
     if (out)
         fprintf(stderr, "shardq model: --validate %s: %d of %d rows out of tolerance (worst "
-                "speedup error %.1f%%, tolerance %.0f%%)\n", table, out, v->nrows, 100 * worst,
-                100 * v->tolerance);
+                "speedup error %.1f%%, tolerance %.0f%%; %d predicted, %d fitted to "
+                "themselves)\n", table, out, v->nrows, 100 * fmax(pred.worst, self.worst),
+                100 * v->tolerance, pred.out, self.out);
     free(v);
     return out ? CLI_RUNTIME : CLI_OK;
 }
@@ -420,7 +480,7 @@ int cmd_model(int argc, char **argv)
     const char *db = NULL, *quant_db = NULL, *table = NULL, *calibrate = NULL;
     const char *platform_out = NULL;
     const char *sets[MAX_SETS];
-    int nsets = 0, gpus = 0, sweep = 0, max_gpus = 1024, json = 0, list = 0;
+    int nsets = 0, gpus = 0, sweep = 0, max_gpus = 1024, json = 0, list = 0, platform_given = 0;
     double quant_gbs = 0;
     model_opts *o = calloc(1, sizeof *o);
     sq_cost_point *pts = calloc(SQ_COST_MAX_POINTS, sizeof *pts);
@@ -436,7 +496,7 @@ int cmd_model(int argc, char **argv)
     int ch, bad = 0;
     while (!bad && (ch = getopt_long(argc, argv, ":h", model_options, NULL)) != -1) {
         switch (ch) {
-        case O_PLATFORM: platform = optarg; break;
+        case O_PLATFORM: platform = optarg, platform_given = 1; break;
         case O_MODEL: model = optarg; break;
         case O_GPUS: bad = parse_int("--gpus", optarg, 1 << 20, &gpus); break;
         case O_SWEEP: sweep = 1; break;
@@ -523,7 +583,7 @@ int cmd_model(int argc, char **argv)
         goto done;
     }
     if (table) {
-        rc = validate(table, o, json);
+        rc = validate(table, platform_given ? platform : NULL, o, json);
         goto done;
     }
     if (sq_cost_platform_read(platform, &o->plat, &err) != SQ_OK) {
