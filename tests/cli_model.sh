@@ -58,6 +58,10 @@ b, q = byname["baseline"], byname["sdp4bit"]
 assert b["speedup"] == 1 and b["quant_s"] == 0 and b["grad_path"] == "ring"
 assert q["grad_path"] == "twolevel" and q["quant_s"] > 0
 assert 2 < q["speedup"] < 3, q["speedup"]
+# the kernels of each path: sdp4bit encodes and decodes on both, the
+# baseline on neither; its weight bytes a part of all its bytes
+assert q["quant_weight_s"] > 0 and q["quant_grad_s"] > 0 and b["quant_weight_s"] == 0
+assert 0 < b["weight_inter_bytes_per_node"] < b["inter_bytes_per_node"], b
 # bf16 + fp32 ring: 6 bytes per parameter, (p-1)/p of it through each node
 assert abs(b["inter_bytes_per_node"] - 6 * 63 / 64 * 1315819520) < 1e-3 * b["inter_bytes_per_node"], b
 assert q["inter_bytes_per_node"] < b["inter_bytes_per_node"] / 5
@@ -282,6 +286,22 @@ expect_fail_with 2 "--calibrate: give --platform-out FILE" "$SHARDQ" model --cal
 expect_fail_with 2 "--platform-out: only with --calibrate FILE" "$SHARDQ" model --platform-out "$T/x.ini"
 expect_fail_with 2 "--hpz: hpZ is a ZeRO-3 partition: give --system zero3" "$SHARDQ" model --hpz
 expect_fail_with 2 "--system: 'zero2' is not megatron or zero3" "$SHARDQ" model --system zero2
+# ZeRO-3 gathers the weights twice a micro-batch; hpZ keeps the second inside the node
+for f in mega:--system=megatron z3:--system=zero3 hpz:--system=zero3\ --hpz; do
+  "$SHARDQ" model --gpus 16 ${f#*:} --scheme zeropp8 --json >"$T/sys-${f%%:*}.json"
+done
+pyrun "zero3: twice Megatron's weight bytes; hpZ: the forward's alone across nodes, faster" '
+m, z, h = (json.load(open(x))["points"][0] for x in sys.argv[1:])
+assert json.load(open(sys.argv[2]))["config"]["system"] == "zero3"
+mb, zb = m["schemes"][0], z["schemes"][0]
+assert zb["weight_inter_bytes_per_node"] == 2 * mb["weight_inter_bytes_per_node"], (zb, mb)
+hb = h["schemes"][0]
+assert hb["weight_inter_bytes_per_node"] == mb["weight_inter_bytes_per_node"], hb
+assert hb["iteration_s"] < zb["iteration_s"]
+# the baseline of zero3 is plain ZeRO-3 with bf16 gradients, hpZ or not
+assert z["baseline"]["iteration_s"] == h["baseline"]["iteration_s"]
+assert z["baseline"]["inter_bytes_per_node"] < 2 * m["baseline"]["inter_bytes_per_node"]
+' "$T/sys-mega.json" "$T/sys-z3.json" "$T/sys-hpz.json"
 
 # --- the database -------------------------------------------------------------
 ok "model --sweep-gpus --db" "$SHARDQ" model --sweep-gpus --max-gpus 32 --scheme qwd,sdp4bit \

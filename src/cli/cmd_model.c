@@ -202,18 +202,22 @@ static void json_cost(const char *name, const sq_cost_result *c, const sq_cost_r
     cli_json_str(name);
     const char *keys[] = {"compute_s", "tp_s", "bubble_s", "weight_s", "grad_s", "quant_s",
                           "optimizer_s", "iteration_s", "weight_comm_s", "grad_comm_s",
-                          "tflops_per_gpu", "speedup"};
+                          "quant_weight_s", "quant_grad_s", "tflops_per_gpu", "speedup"};
     double vals[] = {c->compute, c->tp, c->bubble, c->weight, c->grad, c->quant, c->optimizer,
-                     c->iteration, c->weight_comm, c->grad_comm, c->tflops,
-                     sq_cost_speedup(base, c)};
+                     c->iteration, c->weight_comm, c->grad_comm, c->quant_weight, c->quant_grad,
+                     c->tflops, sq_cost_speedup(base, c)};
     for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
         printf(",\"%s\":", keys[i]);
         cli_json_num(vals[i]);
     }
     printf(",\"grad_path\":\"%s\",\"inter_bytes_per_node\":%llu,\"intra_bytes_per_gpu\":%llu,"
+           "\"weight_inter_bytes_per_node\":%llu,\"weight_intra_bytes_per_gpu\":%llu,"
            "\"quant_bytes_per_gpu\":%llu}",
            paths[c->grad_path], (unsigned long long)c->inter_bytes_per_node,
-           (unsigned long long)c->intra_bytes_per_gpu, (unsigned long long)c->quant_bytes_per_gpu);
+           (unsigned long long)c->intra_bytes_per_gpu,
+           (unsigned long long)c->weight_inter_bytes_per_node,
+           (unsigned long long)c->weight_intra_bytes_per_gpu,
+           (unsigned long long)c->quant_bytes_per_gpu);
 }
 
 static void print_json(const model_opts *o, const sq_cost_point *pts, int n)
