@@ -91,6 +91,10 @@ START_TEST(test_builtins_load)
         sq_cost_platform p;
         ck_assert_msg(sq_cost_platform_read(name, &p, &e) == SQ_OK, "%s: %s", name, e.msg);
         ck_assert_str_eq(p.name, name);
+        /* every figure of a built-in platform says where it comes from */
+        for (int f = 0; f < SQ_COST_NFIGURES; f++)
+            ck_assert_msg(p.source[f].kind != SQ_COST_SRC_UNSTATED && p.source[f].note[0],
+                          "%s: [sources] %s: not stated", name, sq_cost_figure_key(f));
     }
     for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_MODEL, i, name, sizeof name);
          i++, n[1]++) {
@@ -273,6 +277,61 @@ START_TEST(test_io_and_notfound)
 }
 END_TEST
 
+/* [sources]: each figure's source read, written back by
+** sq_cost_platform_format and read again the same; a fit to rows of a
+** table counts for those rows only, a fit to a table for all of them. */
+START_TEST(test_sources)
+{
+    make_dir();
+    char text[4096];
+    snprintf(text, sizeof text, "%s\n[sources]\nachieved_tflops = measured: a profile\n"
+             "inter.nic_gb_s = fitted tab r1,r2: least squares\n"
+             "inter.communicator_gb_s = fitted tab: the paper\nhbm_gb_s = datasheet\n",
+             platform_text);
+    sq_cost_platform p, q;
+    sq_error e = {0};
+    const char *path = write_file("src.ini", text);
+    ck_assert_msg(sq_cost_platform_read(path, &p, &e) == SQ_OK, "%s", e.msg);
+    ck_assert_int_eq(p.source[SQ_COST_FIG_ACHIEVED_TFLOPS].kind, SQ_COST_SRC_MEASURED);
+    ck_assert_str_eq(p.source[SQ_COST_FIG_ACHIEVED_TFLOPS].note, "a profile");
+    ck_assert_int_eq(p.source[SQ_COST_FIG_HBM].kind, SQ_COST_SRC_DATASHEET);
+    ck_assert_int_eq(p.source[SQ_COST_FIG_QUANT].kind, SQ_COST_SRC_UNSTATED);
+    const sq_cost_source *nic = &p.source[SQ_COST_FIG_NIC_BW];
+    ck_assert_int_eq(nic->kind, SQ_COST_SRC_FITTED);
+    ck_assert_str_eq(nic->fitted_to, "tab");
+    ck_assert_str_eq(nic->rows, "r1,r2");
+    ck_assert(sq_cost_fitted_to(&p, SQ_COST_FIG_NIC_BW, "tab", "r2"));
+    ck_assert(!sq_cost_fitted_to(&p, SQ_COST_FIG_NIC_BW, "tab", "r"));
+    ck_assert(!sq_cost_fitted_to(&p, SQ_COST_FIG_NIC_BW, "other", "r1"));
+    ck_assert(sq_cost_fitted_to(&p, SQ_COST_FIG_COMMUNICATOR, "tab", "anything"));
+    ck_assert(!sq_cost_fitted_to(&p, SQ_COST_FIG_ACHIEVED_TFLOPS, "tab", "r1"));
+    /* written and read back: the same figures and sources */
+    char *out = NULL;
+    ck_assert_msg(sq_cost_platform_format(&p, "a comment\nof two lines", &out, &e) == SQ_OK,
+                  "%s", e.msg);
+    ck_assert_ptr_nonnull(strstr(out, "# of two lines\n"));
+    path = write_file("back.ini", out);
+    free(out);
+    ck_assert_msg(sq_cost_platform_read(path, &q, &e) == SQ_OK, "%s", e.msg);
+    ck_assert_int_eq(memcmp(&p, &q, sizeof p), 0);
+    /* bad sources name the file, the figure and the line */
+    snprintf(text, sizeof text, "%s\n[sources]\nnic_gb_s = datasheet: x\n", platform_text);
+    platform_fails(text, SQ_ERR_FORMAT, "[sources] nic_gb_s: not a figure", "inter.nic_gb_s",
+                   NULL);
+    snprintf(text, sizeof text, "%s\n[sources]\nhbm_gb_s = guessed: x\n", platform_text);
+    platform_fails(text, SQ_ERR_FORMAT, "[sources] hbm_gb_s: 'guessed: x' does not begin with",
+                   NULL);
+    snprintf(text, sizeof text, "%s\n[sources]\nhbm_gb_s = fitted: x\n", platform_text);
+    platform_fails(text, SQ_ERR_FORMAT, "'fitted TABLE: how'", NULL);
+    snprintf(text, sizeof text, "%s\n[sources]\nhbm_gb_s = datasheet tab: x\n", platform_text);
+    platform_fails(text, SQ_ERR_FORMAT, "only 'fitted' takes a table", NULL);
+    snprintf(text, sizeof text, "%s\n[sources]\nhbm_gb_s = datasheet\nhbm_gb_s = measured\n",
+             platform_text);
+    platform_fails(text, SQ_ERR_FORMAT, "[sources] hbm_gb_s: given twice", NULL);
+    remove_dir();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("costfiles");
@@ -281,6 +340,7 @@ int main(void)
     tcase_add_test(tc, test_builtin_is_the_file);
     tcase_add_test(tc, test_platform_round_trip);
     tcase_add_test(tc, test_format_errors);
+    tcase_add_test(tc, test_sources);
     tcase_add_test(tc, test_io_and_notfound);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -6,6 +6,7 @@
 ** per-communicator cap, overlap, the pipeline bubble, and the refusals.
 */
 #include "shardq/cost.h"
+#include "shardq/plan.h"
 
 #include <check.h>
 #include <math.h>
@@ -162,27 +163,127 @@ START_TEST(test_groups_share_cards)
 }
 END_TEST
 
+static sq_cost_result predict_s(const sq_cost_platform *p, const sq_cost_model_shape *m,
+                                sq_cost_parallel par, const sq_scheme *s)
+{
+    sq_cost_result c;
+    sq_error e = {0};
+    ck_assert_msg(sq_cost_iteration(p, m, &par, s, &c, &e) == 0, "%s", e.msg);
+    return c;
+}
+
+/* Megatron: the all-gather and its kernels hide behind a third of a slot,
+** the reduce-scatter and its kernels behind two thirds, except the first
+** bucket, which the compute waits for. */
 START_TEST(test_overlap_and_bubble)
 {
     sq_cost_platform p = round_platform();
     sq_cost_model_shape m = gpt(4, 256, 4, 256, 256);
     sq_cost_parallel par = {.gpus = 4, .tp = 1, .pp = 1, .micro_batch = 1, .accum = 1};
-    sq_cost_result off = predict(&p, &m, par, "baseline");
+    sq_scheme s = preset("sdp4bit");
+    s.bucket = 1024; /* far below the rank's parameters: a small first bucket */
+    p.quant_bw = 1e9; /* kernels that take time, so that their hiding shows */
+    sq_cost_result off = predict_s(&p, &m, par, &s);
     par.overlap = 1;
-    sq_cost_result on = predict(&p, &m, par, "baseline");
-    close_rel(on.weight, fmax(0, off.weight_comm - off.compute / 3), 1e-9);
-    close_rel(on.grad, fmax(0, off.grad_comm - 2 * off.compute / 3), 1e-9);
+    sq_cost_result on = predict_s(&p, &m, par, &s);
+    double first = 1024.0 / (double)off.params_per_rank, slot = off.compute;
+    double w = off.weight_comm + off.quant_weight, g = off.grad_comm + off.quant_grad;
+    ck_assert(off.quant_weight > 0 && off.quant_grad > 0);
+    close_rel(off.weight + off.grad + off.quant, w + g, 1e-12);
+    close_rel(on.weight + on.grad + on.quant,
+              fmax(w - slot / 3, w * first) + fmax(g - 2 * slot / 3, g * first), 1e-9);
     ck_assert(on.iteration < off.iteration);
-    /* a tiny collective hides completely */
-    p.nic_bw = 1e15, p.intra_bw = 1e15;
-    sq_cost_result hidden = predict(&p, &m, par, "baseline");
-    ck_assert(hidden.weight == 0 && hidden.grad == 0);
+    /* one bucket (the preset's 40 M elements hold the whole model): the
+    ** compute waits for all of it, nothing hides */
+    s = preset("sdp4bit");
+    sq_cost_result one = predict_s(&p, &m, par, &s);
+    close_rel(one.iteration, off.iteration, 1e-12);
+    /* fast links and kernels: only the first bucket shows */
+    p.nic_bw = 1e15, p.intra_bw = 1e15, p.quant_bw = 1e15;
+    s.bucket = 1024;
+    sq_cost_result hidden = predict_s(&p, &m, par, &s);
+    ck_assert(hidden.weight <= first * hidden.weight_comm * (1 + 1e-12));
     /* pipeline: 2 stages, 3 micro-batches -> 4 slots, 1 of them bubble */
     par = (sq_cost_parallel){.gpus = 8, .tp = 1, .pp = 2, .micro_batch = 1, .accum = 3};
     p.nodes = 4;
     sq_cost_result pp = predict(&p, &m, par, "baseline");
     close_rel(pp.bubble, pp.compute / 3, 1e-12);
     close_rel(pp.compute, 3 * sq_cost_model_flops_per_seq(&m) / 2 / 100e12, 1e-12);
+}
+END_TEST
+
+/* Hiding never makes a step slower: every preset, both systems, hpZ,
+** accumulation, fast and slow networks and kernels. */
+START_TEST(test_overlap_never_slower)
+{
+    sq_cost_platform p = round_platform();
+    p.nodes = 4;
+    sq_cost_model_shape m = gpt(4, 512, 4, 512, 512);
+    int checked = 0;
+    for (size_t i = 0; i < sq_scheme_npresets; i++)
+        for (int sys = 0; sys < 3; sys++)
+            for (int accum = 1; accum <= 4; accum += 3)
+                for (double bw = 1e8; bw <= 1e12; bw *= 100)
+                    for (double qbw = 1e9; qbw <= 1e13; qbw *= 100) {
+                        p.nic_bw = bw, p.quant_bw = qbw;
+                        sq_cost_parallel par = {.gpus = 8, .tp = 1, .pp = 1, .micro_batch = 1,
+                                                .accum = accum, .system = sys > 0, .hpz = sys == 2};
+                        sq_scheme s = preset(sq_scheme_presets[i]);
+                        s.bucket = 4096;
+                        sq_cost_result off = predict_s(&p, &m, par, &s);
+                        par.overlap = 1;
+                        sq_cost_result on = predict_s(&p, &m, par, &s);
+                        ck_assert_msg(on.iteration <= off.iteration * (1 + 1e-12),
+                                      "%s system %d accum %d: %g s hidden, %g s not",
+                                      sq_scheme_presets[i], sys, accum, on.iteration, off.iteration);
+                        ck_assert(on.weight >= 0 && on.grad >= 0 && on.quant >= 0);
+                        ck_assert(on.weight <= off.weight * (1 + 1e-12) + 1e-15);
+                        ck_assert(on.quant <= off.quant * (1 + 1e-12) + 1e-15);
+                        checked++;
+                    }
+    ck_assert_int_eq(checked, (int)sq_scheme_npresets * 3 * 2 * 3 * 3);
+}
+END_TEST
+
+/* ZeRO-3 gathers the weights for the forward and again for the backward:
+** twice the weight bytes of Megatron's distributed optimizer, the same
+** gradient bytes; per micro-batch with accumulation. hpZ keeps the
+** backward gather inside the node. */
+START_TEST(test_zero3_weight_bytes)
+{
+    sq_cost_platform p = round_platform();
+    p.nodes = 4;
+    sq_cost_model_shape m = gpt(4, 512, 4, 512, 512);
+    const char *schemes[] = {"baseline", "qw", "zeropp8", "sdp4bit"};
+    for (size_t i = 0; i < 4; i++) {
+        sq_cost_parallel par = {.gpus = 8, .tp = 1, .pp = 1, .micro_batch = 1, .accum = 1};
+        sq_cost_result mega = predict(&p, &m, par, schemes[i]);
+        par.system = SQ_COST_ZERO3;
+        sq_cost_result z3 = predict(&p, &m, par, schemes[i]);
+        ck_assert(mega.weight_inter_bytes_per_node > 0);
+        ck_assert_uint_eq(z3.weight_inter_bytes_per_node, 2 * mega.weight_inter_bytes_per_node);
+        ck_assert_uint_eq(z3.weight_intra_bytes_per_gpu, 2 * mega.weight_intra_bytes_per_gpu);
+        close_rel(z3.weight_comm, 2 * mega.weight_comm, 1e-12);
+        close_rel(z3.quant_weight, 2 * mega.quant_weight, 1e-12);
+        close_rel(z3.grad_comm, mega.grad_comm, 1e-12);
+        ck_assert(z3.iteration > mega.iteration);
+        par.accum = 3;
+        sq_cost_result z3a = predict(&p, &m, par, schemes[i]);
+        ck_assert_uint_eq(z3a.weight_inter_bytes_per_node / 3, z3.weight_inter_bytes_per_node);
+        close_rel(z3a.grad_comm, 3 * z3.grad_comm, 1e-12);
+        par.accum = 1, par.hpz = 1;
+        sq_cost_result hpz = predict(&p, &m, par, schemes[i]);
+        ck_assert_uint_eq(hpz.weight_inter_bytes_per_node, mega.weight_inter_bytes_per_node);
+        ck_assert(hpz.weight_intra_bytes_per_gpu > mega.weight_intra_bytes_per_gpu);
+        ck_assert(hpz.iteration < z3.iteration);
+    }
+    /* hpZ outside ZeRO-3 is refused */
+    sq_cost_parallel par = {.gpus = 8, .tp = 1, .pp = 1, .micro_batch = 1, .accum = 1, .hpz = 1};
+    sq_scheme s = preset("baseline");
+    sq_cost_result c;
+    sq_error e = {0};
+    ck_assert_int_eq(sq_cost_iteration(&p, &m, &par, &s, &c, &e), SQ_ERR_ARG);
+    ck_assert_msg(strstr(e.msg, "zero3") != NULL, "%s", e.msg);
 }
 END_TEST
 
@@ -247,6 +348,129 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Quantization kernels: the model's per-scheme counts against the world's  */
+/* own plans, op by op                                                      */
+/* ------------------------------------------------------------------------ */
+
+static double wire_c(const sq_wire *w, uint64_t n)
+{
+    return (double)(sq_wire_code_bytes(w, n) + sq_wire_meta_bytes(w, n));
+}
+
+/* What rank r's plans execute: every ENCODE, DECODE and SUM over a
+** quantized wire, with the bytes README "Quantization kernels" gives each. */
+static void count_plan(const sq_world_config *cfg, int r, sq_cost_kernels *k)
+{
+    memset(k, 0, sizeof *k);
+    for (int c = 0; c < SQ_NCOLL; c++) {
+        sq_plan *plan;
+        sq_error e = {0};
+        ck_assert_msg(sq_plan_build(cfg, r, c, &plan, &e) == 0, "%s", e.msg);
+        const sq_plan_layout *L = sq_plan_layout_of(plan);
+        for (size_t i = 0; i < sq_plan_nops(plan); i++) {
+            const sq_plan_op *op = sq_plan_op_at(plan, i);
+            const sq_wire *w = op->wire >= 0 ? &L->wires[op->wire] : NULL;
+            int q = w && !sq_wire_raw(w);
+            double n = (double)op->n;
+            switch (op->kind) {
+            case SQ_PLAN_ENCODE:
+            case SQ_PLAN_ENCODE_DIFF:
+                if (!q) break;
+                k->encoded[c] += op->n;
+                k->bytes[c] += (op->kind == SQ_PLAN_ENCODE_DIFF ? 8 : 4) * n + wire_c(w, op->n);
+                break;
+            case SQ_PLAN_DECODE:
+            case SQ_PLAN_DECODE_ADD:
+                if (!q) break;
+                k->decoded[c] += op->n;
+                k->bytes[c] += wire_c(w, op->n) + (op->kind == SQ_PLAN_DECODE_ADD ? 8 : 4) * n;
+                break;
+            case SQ_PLAN_SUM:
+                if (!q) break;
+                k->decoded[c] += (uint64_t)op->k * op->n;
+                k->bytes[c] += op->k * wire_c(w, op->n) + 4 * n;
+                break;
+            case SQ_PLAN_SUM_REQUANT: {
+                const sq_wire *wo = &L->wires[op->wire_out];
+                if (!q && sq_wire_raw(wo)) break;
+                if (q) k->decoded[c] += (uint64_t)op->k * op->n;
+                if (!sq_wire_raw(wo)) k->encoded[c] += op->n;
+                k->bytes[c] += op->k * wire_c(w, op->n) + wire_c(wo, op->n);
+                break;
+            }
+            default: break; /* copies, swizzles (fused), moves, unquantized adds */
+            }
+        }
+        sq_plan_free(plan);
+    }
+}
+
+START_TEST(test_kernels_match_plans)
+{
+    static const sq_topo topos[] = {{1, 4}, {2, 1}, {2, 4}, {4, 2}, {3, 4}, {16, 4}};
+    const uint64_t elements = (1u << 20) + 12345, hidden = 256;
+    int checked = 0, quantized = 0;
+    for (size_t t = 0; t < sizeof topos / sizeof *topos; t++)
+        for (size_t i = 0; i < sq_scheme_npresets; i++) {
+            sq_world_config cfg = {.topo = topos[t], .elements = elements, .seed = 1, .dry = 1};
+            cfg.scheme = preset(sq_scheme_presets[i]);
+            if (sq_scheme_per_tensor(&cfg.scheme)) { /* as the model resolves them */
+                uint64_t N2 = 2 * (uint64_t)sq_topo_workers(&topos[t]);
+                uint64_t rows = ((elements + hidden - 1) / hidden + N2 - 1) / N2 * N2;
+                const uint64_t shape[2] = {rows, hidden};
+                sq_scheme s = cfg.scheme;
+                sq_error e = {0};
+                ck_assert_msg(sq_scheme_for_tensor(&s, &topos[t], shape, 2, &cfg.scheme, &e) == 0,
+                              "%s", e.msg);
+            }
+            sq_cost_kernels model;
+            sq_error e = {0};
+            ck_assert_msg(sq_cost_quant_kernels(&topos[t], &cfg.scheme, elements, &model, &e) == 0,
+                          "%s", e.msg);
+            for (int r = 0; r < sq_topo_workers(&topos[t]); r++) {
+                sq_cost_kernels plan;
+                count_plan(&cfg, r, &plan);
+                for (int c = 0; c < SQ_NCOLL; c++) {
+                    ck_assert_msg(plan.encoded[c] == model.encoded[c] &&
+                                  plan.decoded[c] == model.decoded[c] &&
+                                  fabs(plan.bytes[c] - model.bytes[c]) <= 1e-9 * plan.bytes[c],
+                                  "%s on %dx%d rank %d coll %d: plan encodes %llu decodes %llu "
+                                  "(%.0f bytes), model %llu %llu (%.0f)", sq_scheme_presets[i],
+                                  topos[t].nodes, topos[t].per_node, r, c,
+                                  (unsigned long long)plan.encoded[c],
+                                  (unsigned long long)plan.decoded[c], plan.bytes[c],
+                                  (unsigned long long)model.encoded[c],
+                                  (unsigned long long)model.decoded[c], model.bytes[c]);
+                    quantized += plan.encoded[c] > 0;
+                }
+            }
+            checked++;
+        }
+    ck_assert_int_eq(checked, 6 * (int)sq_scheme_npresets);
+    ck_assert(quantized > 0);
+}
+END_TEST
+
+/* The weight all-gather's kernels are one encode of the own shard and one
+** decode of everything: about 4.5 bytes a parameter at 4 bits, not the
+** 9 of decoding and re-encoding every chunk a ring forwards. */
+START_TEST(test_kernels_weight_once)
+{
+    sq_topo topo = {16, 4};
+    sq_scheme s = preset("qw");
+    sq_cost_kernels k;
+    sq_error e = {0};
+    const uint64_t n = 64ull << 20;
+    ck_assert_msg(sq_cost_quant_kernels(&topo, &s, n, &k, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(k.decoded[SQ_COLL_WEIGHT], n);
+    ck_assert_uint_eq(k.encoded[SQ_COLL_WEIGHT], n / 64);
+    double per = k.bytes[SQ_COLL_WEIGHT] / (double)n;
+    ck_assert_msg(per > 4.5 && per < 4.6, "%.3f bytes per parameter", per);
+    ck_assert(k.bytes[SQ_COLL_GRAD] == 0); /* fp32 ring: no kernels */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model");
@@ -259,6 +483,10 @@ int main(void)
     tcase_add_test(tc, test_overlap_and_bubble);
     tcase_add_test(tc, test_monotone);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_kernels_match_plans);
+    tcase_add_test(tc, test_kernels_weight_once);
+    tcase_add_test(tc, test_overlap_never_slower);
+    tcase_add_test(tc, test_zero3_weight_bytes);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -16,7 +16,7 @@ ok "model --help" "$SHARDQ" model --help
 cp "$sq_tmp/out" "$T/help.txt"
 ok "the help names the options" sh -c 'for o in --platform --model --gpus --sweep-gpus --tp --pp \
   --micro-batch --accum --overlap --scheme --set --quant-gbs --quant-db --db --validate --list \
-  --json; do grep -q -e "  $o" "$0" || { echo "no $o"; exit 1; }; done' "$T/help.txt"
+  --json --system --hpz --calibrate --platform-out; do grep -q -e "  $o" "$0" || { echo "no $o"; exit 1; }; done' "$T/help.txt"
 ok "help lists model" sh -c '"$0" --help | grep -q "^  model "' "$SHARDQ"
 ok "model --list" "$SHARDQ" model --list
 cp "$sq_tmp/out" "$T/list.txt"
@@ -58,6 +58,10 @@ b, q = byname["baseline"], byname["sdp4bit"]
 assert b["speedup"] == 1 and b["quant_s"] == 0 and b["grad_path"] == "ring"
 assert q["grad_path"] == "twolevel" and q["quant_s"] > 0
 assert 2 < q["speedup"] < 3, q["speedup"]
+# the kernels of each path: sdp4bit encodes and decodes on both, the
+# baseline on neither; its weight bytes a part of all its bytes
+assert q["quant_weight_s"] > 0 and q["quant_grad_s"] > 0 and b["quant_weight_s"] == 0
+assert 0 < b["weight_inter_bytes_per_node"] < b["inter_bytes_per_node"], b
 # bf16 + fp32 ring: 6 bytes per parameter, (p-1)/p of it through each node
 assert abs(b["inter_bytes_per_node"] - 6 * 63 / 64 * 1315819520) < 1e-3 * b["inter_bytes_per_node"], b
 assert q["inter_bytes_per_node"] < b["inter_bytes_per_node"] / 5
@@ -119,7 +123,38 @@ for r in d["rows"]:
     assert abs(r["baseline_tflops"] / r["paper_baseline_tflops"] - 1) <= 0.15, r
     assert abs(r["scheme_tflops"] / r["paper_scheme_tflops"] - 1) <= 0.15, r
 assert d["out_of_tolerance"] == 0 and d["worst_error"] <= 0.15
+# the built-in platform took its compute rate and its communicator cap
+# from the paper of these rows: every row is reported as fitted to itself
+assert d["predicted"]["rows"] == 0 and d["fitted_to_itself"]["rows"] == 5, d
+for r in d["rows"]:
+    assert r["fitted_to_itself"] is True, r
+    assert r["fitted_figures"] == "achieved_tflops, inter.communicator_gb_s", r
 '
+ok "the text reports the self-fitted rows apart, with the figures" sh -c '
+  grep -q "predicted rows: 0" "$0" && grep -q "rows that used a figure fitted to themselves: 5" "$0" &&
+  grep -q "inter.communicator_gb_s fitted to sdp4bit-a100 (every row)" "$0" &&
+  test "$(grep -c "(fitted to itself)" "$0")" -eq 5' "$T/validate.txt"
+# calibrated from the GPT-1.3B row alone, on datasheet figures: that row is
+# fitted to itself, the other four are predicted, all within 15%
+ok "--validate on the one-row calibration" "$SHARDQ" model --validate sdp4bit-a100 \
+  --platform a100-slingshot10-fit1 --json
+cp "$sq_tmp/out" "$T/fit1.json"
+pyjson "fit1: GPT-1.3B fitted to itself, four rows predicted within 15%" "$T/fit1.json" '
+fitted = [r["label"] for r in d["rows"] if r["fitted_to_itself"]]
+assert fitted == ["GPT-1.3B"], fitted
+assert d["rows"][0]["fitted_figures"] == "inter.nic_gb_s", d["rows"][0]
+assert d["predicted"]["rows"] == 4 and d["predicted"]["out_of_tolerance"] == 0, d["predicted"]
+assert abs(d["rows"][0]["baseline_tflops"] - 24.1) < 1e-6, d["rows"][0]
+'
+ok "fit1 is what --calibrate makes from its measurement file" "$SHARDQ" model --calibrate \
+  "$SHARDQ_SRCDIR/experiments/calibration/sdp4bit-a100-1row.ini" \
+  --platform a100-slingshot10-datasheet --platform-out "$T/a100-slingshot10-fit1.ini"
+ok "the same figures and sources as the built-in file (the date aside)" sh -c '
+  grep -v "^#" "$0" | sed "s/ ([0-9-]*)\$//" >"$0.a" && grep -v "^#" "$1" | sed "s/ ([0-9-]*)\$//" >"$0.b" &&
+  diff "$0.a" "$0.b"' "$T/a100-slingshot10-fit1.ini" "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10-fit1.ini"
+# the datasheet alone over-predicts the baseline, and the speedups miss
+expect_fail_with 1 "--validate sdp4bit-a100: 3 of 5 rows out of tolerance" \
+  "$SHARDQ" model --validate sdp4bit-a100 --platform a100-slingshot10-datasheet
 # the same table with one published speedup changed must fail
 "$SHARDQ" model --list >/dev/null
 sed 's/^speedup = 2.39$/speedup = 4.00/' "$SHARDQ_SRCDIR/experiments/validation/sdp4bit-a100.ini" \
@@ -162,6 +197,111 @@ expect_fail_with 2 "$T/none.ini: cannot open: No such file or directory" \
   "$SHARDQ" model --platform "$T/none.ini"
 printf 'a\0b' >"$T/bin.ini"
 expect_fail_with 2 "$T/bin.ini: not a text file" "$SHARDQ" model --model "$T/bin.ini"
+
+# --- calibration: the model recovers what made the measurements -------------
+# A platform whose network is one 7.5 GB/s card and whose GPUs reach 120
+# TFLOP/s makes "measured" baseline rows; calibrating a platform that says
+# otherwise (2 x 50 GB/s cards at 90% behind a 20 GB/s communicator cap,
+# 300 TFLOP/s) from them must find 7.5 GB/s, and 120 TFLOP/s from two rows on.
+sed -e 's/^name = .*/name = truth/' -e 's/^nics_per_node = .*/nics_per_node = 1/' \
+  -e 's/^nic_gb_s = .*/nic_gb_s = 7.5/' -e 's/^efficiency = .*/efficiency = 1/' \
+  -e 's/^communicator_gb_s = .*/communicator_gb_s = 0/' \
+  -e 's/^achieved_tflops = .*/achieved_tflops = 120/' \
+  -e '/^\[sources\]/,$d' "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10.ini" >"$T/truth.ini"
+sed -e 's/^name = .*/name = start/' -e 's/^nic_gb_s = .*/nic_gb_s = 50/' \
+  -e 's/^communicator_gb_s = .*/communicator_gb_s = 20/' \
+  -e 's/^achieved_tflops = .*/achieved_tflops = 300/' "$T/truth.ini" >"$T/start.ini"
+sed -i 's/^nics_per_node = .*/nics_per_node = 2/; s/^efficiency = .*/efficiency = 0.9/' "$T/start.ini"
+sed 's/^achieved_tflops = .*/achieved_tflops = 120/' "$T/start.ini" >"$T/start120.ini"
+: >"$T/rows3.ini"
+for r in "a gpt-1.3b 1 1 64 1 64" "b gpt-2.7b 1 1 32 2 256" "c gpt-6.7b 4 2 64 1 64"; do
+  set -- $r
+  accum=$(( $7 / ($6 * $5 / ($3 * $4)) ))
+  "$SHARDQ" model --platform "$T/truth.ini" --model "$2" --tp "$3" --pp "$4" --gpus "$5" \
+    --micro-batch "$6" --accum "$accum" --scheme baseline --json >"$T/truth-$1.json"
+  ms=$(python3 -c 'import json,sys; print(repr(1e3*json.load(open(sys.argv[1]))["points"][0]["baseline"]["iteration_s"]))' "$T/truth-$1.json")
+  printf '[row %s]\nmodel = %s\ntp = %s\npp = %s\ngpus = %s\nmicro_batch = %s\nglobal_batch = %s\niteration_ms = %s\n\n' \
+    "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$ms" >>"$T/rows3.ini"
+done
+sed -n '/^\[row a\]/,/^$/p' "$T/rows3.ini" >"$T/rows1.ini"
+ok "--calibrate, one row" "$SHARDQ" model --calibrate "$T/rows1.ini" --platform "$T/start120.ini" \
+  --platform-out "$T/cal1.ini" --json
+cp "$sq_tmp/out" "$T/cal1.json"
+pyjson "one row: the bandwidth is 7.5 GB/s, the row fits exactly" "$T/cal1.json" '
+f = d["fitted"]
+assert abs(f["inter_gb_s"] - 7.5) < 1e-6 * 7.5, f
+assert f["achieved_tflops"] is None, f
+(r,) = d["rows"]
+assert abs(r["error"]) < 1e-9, r
+'
+ok "the calibrated platform predicts the row" "$SHARDQ" model --platform "$T/cal1.ini" \
+  --model gpt-1.3b --gpus 64 --scheme baseline --json
+cp "$sq_tmp/out" "$T/cal1-pred.json"
+pyrun "the prediction on the calibrated file equals the truth" '
+a = json.load(open(sys.argv[1]))["points"][0]["baseline"]["iteration_s"]
+b = json.load(open(sys.argv[2]))["points"][0]["baseline"]["iteration_s"]
+assert abs(a - b) < 1e-8 * b, (a, b)
+' "$T/cal1-pred.json" "$T/truth-a.json"
+ok "the calibrated file says the bandwidth was fitted, to which rows" \
+  grep -q "^inter.nic_gb_s = fitted $T/rows1.ini a:" "$T/cal1.ini"
+ok "--calibrate, three rows (text)" "$SHARDQ" model --calibrate "$T/rows3.ini" \
+  --platform "$T/start.ini" --platform-out "$T/cal3.ini"
+cp "$sq_tmp/out" "$T/cal3.txt"
+ok "it prints what it fitted" sh -c 'grep -q "inter-node bandwidth 7.5 GB/s per node" "$0" &&
+  grep -q "achieved compute   120 TFLOP/s per GPU (the platform said 300)" "$0" &&
+  grep -q "wrote $1" "$0"' "$T/cal3.txt" "$T/cal3.ini"
+ok "--calibrate, three rows (JSON)" "$SHARDQ" model --calibrate "$T/rows3.ini" \
+  --platform "$T/start.ini" --platform-out "$T/cal3.ini" --json
+cp "$sq_tmp/out" "$T/cal3.json"
+pyjson "three rows: 7.5 GB/s and 120 TFLOP/s, every row fits" "$T/cal3.json" '
+f = d["fitted"]
+assert abs(f["inter_gb_s"] - 7.5) < 1e-6 * 7.5 and abs(f["achieved_tflops"] - 120) < 1e-6 * 120, f
+assert len(d["rows"]) == 3 and all(abs(r["error"]) < 1e-8 for r in d["rows"]), d["rows"]
+'
+ok "the file marks both figures fitted to the three rows" sh -c '
+  grep -q "^achieved_tflops = fitted $1 a,b,c:" "$0" &&
+  grep -q "^inter.nic_gb_s = fitted $1 a,b,c:" "$0"' "$T/cal3.ini" "$T/rows3.ini"
+# refusals: a row faster than the hardware allows, and bad rows
+sed 's/^iteration_ms = .*/iteration_ms = 50/' "$T/rows1.ini" >"$T/fast1.ini"
+expect_fail_with 1 "$T/fast1.ini: [row a] iteration_ms: 50 is faster than the platform start allows" \
+  "$SHARDQ" model --calibrate "$T/fast1.ini" --platform "$T/start120.ini" --platform-out "$T/x.ini"
+ok "a refused calibration writes no file" test ! -e "$T/x.ini"
+sed -e 's/^nic_gb_s = .*/nic_gb_s = 2/' -e 's/^nics_per_node = .*/nics_per_node = 1/' \
+  "$T/start.ini" >"$T/slow.ini"
+expect_fail_with 1 "is faster than the hardware allows: the fit needs 7.5 GB/s through a node's network, more than the 2 GB/s line rate" \
+  "$SHARDQ" model --calibrate "$T/rows3.ini" --platform "$T/slow.ini" --platform-out "$T/x.ini"
+sed '/^global_batch/d' "$T/rows1.ini" >"$T/miss.ini"
+expect_fail_with 2 "$T/miss.ini: [row a] global_batch: missing" \
+  "$SHARDQ" model --calibrate "$T/miss.ini" --platform-out "$T/x.ini"
+printf 'tflops = 20\n' >>"$T/fast1.ini"
+expect_fail_with 2 "$T/fast1.ini: [row a] iteration_ms, tflops: give exactly one" \
+  "$SHARDQ" model --calibrate "$T/fast1.ini" --platform-out "$T/x.ini"
+sed 's/^global_batch = .*/global_batch = 65/' "$T/rows1.ini" >"$T/gb.ini"
+expect_fail_with 2 "$T/gb.ini: [row a] global_batch: 65 is not a multiple of micro_batch x data-parallel degree = 1 x 64" \
+  "$SHARDQ" model --calibrate "$T/gb.ini" --platform-out "$T/x.ini"
+sed 's/^iteration_ms = .*/iteration_ms = fast/' "$T/rows1.ini" >"$T/nan.ini"
+expect_fail_with 2 "$T/nan.ini: [row a] iteration_ms: 'fast' is not a number" \
+  "$SHARDQ" model --calibrate "$T/nan.ini" --platform-out "$T/x.ini"
+expect_fail_with 2 "--calibrate: give --platform-out FILE" "$SHARDQ" model --calibrate "$T/rows1.ini"
+expect_fail_with 2 "--platform-out: only with --calibrate FILE" "$SHARDQ" model --platform-out "$T/x.ini"
+expect_fail_with 2 "--hpz: hpZ is a ZeRO-3 partition: give --system zero3" "$SHARDQ" model --hpz
+expect_fail_with 2 "--system: 'zero2' is not megatron or zero3" "$SHARDQ" model --system zero2
+# ZeRO-3 gathers the weights twice a micro-batch; hpZ keeps the second inside the node
+for f in mega:--system=megatron z3:--system=zero3 hpz:--system=zero3\ --hpz; do
+  "$SHARDQ" model --gpus 16 ${f#*:} --scheme zeropp8 --json >"$T/sys-${f%%:*}.json"
+done
+pyrun "zero3: twice Megatron's weight bytes; hpZ: the forward's alone across nodes, faster" '
+m, z, h = (json.load(open(x))["points"][0] for x in sys.argv[1:])
+assert json.load(open(sys.argv[2]))["config"]["system"] == "zero3"
+mb, zb = m["schemes"][0], z["schemes"][0]
+assert zb["weight_inter_bytes_per_node"] == 2 * mb["weight_inter_bytes_per_node"], (zb, mb)
+hb = h["schemes"][0]
+assert hb["weight_inter_bytes_per_node"] == mb["weight_inter_bytes_per_node"], hb
+assert hb["iteration_s"] < zb["iteration_s"]
+# the baseline of zero3 is plain ZeRO-3 with bf16 gradients, hpZ or not
+assert z["baseline"]["iteration_s"] == h["baseline"]["iteration_s"]
+assert z["baseline"]["inter_bytes_per_node"] < 2 * m["baseline"]["inter_bytes_per_node"]
+' "$T/sys-mega.json" "$T/sys-z3.json" "$T/sys-hpz.json"
 
 # --- the database -------------------------------------------------------------
 ok "model --sweep-gpus --db" "$SHARDQ" model --sweep-gpus --max-gpus 32 --scheme qwd,sdp4bit \

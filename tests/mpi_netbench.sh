@@ -125,7 +125,17 @@ import json, sys; d = json.load(sys.stdin); assert len(d[\"netbench\"]) == 108, 
 
 # The platform file: every figure with its source, the model's reader, the model
 pyrun "the platform file: every figure under a comment saying measured or assumed" '
-lines = open(sys.argv[1]).read().splitlines()
+all_lines = open(sys.argv[1]).read().splitlines()
+at = all_lines.index("[sources]")
+lines, sources = all_lines[:at], dict(
+    (s.strip() for s in l.split("=", 1)) for l in all_lines[at + 1:] if "=" in l)
+# every figure says its source to the model, as its comment does
+assert len(sources) == 10, sources
+for k in ("intra.bandwidth_gb_s", "intra.latency_us", "inter.nic_gb_s",
+          "inter.communicator_gb_s", "inter.latency_us"):
+    assert sources[k].startswith("measured: shardq netbench"), (k, sources[k])
+for k in ("achieved_tflops", "hbm_gb_s", "quant_gb_s", "inter.nics_per_node", "inter.efficiency"):
+    assert sources[k].startswith("assumed: "), (k, sources[k])
 keys = {}
 for i, l in enumerate(lines):
     if "=" in l and not l.startswith("#"):

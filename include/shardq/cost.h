@@ -21,9 +21,11 @@ SQ_BEGIN_DECLS
 ** phase, from the model's FLOPs, the platform's rates and the bytes the
 ** emulated world counts (README, "The cost model", explains every formula).
 **
-** Nothing here is fitted to a result: a platform is a handful of hardware
-** figures (GPUs per node, link bandwidths and latencies, the achieved FLOP/s
-** of one GPU, the quantization kernels' throughput), a model is its shape,
+** A platform is a handful of hardware figures (GPUs per node, link
+** bandwidths and latencies, the achieved FLOP/s of one GPU, the
+** quantization kernels' throughput), each with its source (a datasheet, a
+** measurement, an assumption, or a fit to end-to-end results that
+** `shardq model --calibrate` makes and --validate reports), a model is its shape,
 ** and the bytes of each collective come from a dry sq_world of the data-
 ** parallel group's real topology, so the model and the harness can never
 ** disagree about what a scheme sends.
@@ -33,6 +35,43 @@ SQ_BEGIN_DECLS
 ** stages. So a node holds k = min(TP, G) data-parallel groups with g = G/k
 ** GPUs each, and those k groups share the node's network cards.
 */
+/* Where one figure of a platform comes from. A figure FITTED to the rows
+** of a validation table predicts those rows by construction: `shardq model
+** --validate` reports such rows apart from the others. */
+typedef enum sq_cost_source_kind {
+    SQ_COST_SRC_UNSTATED = 0, /* the file does not say */
+    SQ_COST_SRC_DATASHEET,    /* a vendor's figure or a hardware fact */
+    SQ_COST_SRC_MEASURED,     /* a measurement of one part of the machine */
+    SQ_COST_SRC_ASSUMED,      /* carried over from elsewhere, to be replaced */
+    SQ_COST_SRC_FITTED        /* fitted to end-to-end results (fitted_to) */
+} sq_cost_source_kind;
+
+/* The figures of a platform, in the order of its file. */
+typedef enum sq_cost_figure {
+    SQ_COST_FIG_ACHIEVED_TFLOPS = 0,
+    SQ_COST_FIG_HBM,
+    SQ_COST_FIG_QUANT,
+    SQ_COST_FIG_INTRA_BW,
+    SQ_COST_FIG_INTRA_LATENCY,
+    SQ_COST_FIG_NICS,
+    SQ_COST_FIG_NIC_BW,
+    SQ_COST_FIG_EFFICIENCY,
+    SQ_COST_FIG_COMMUNICATOR,
+    SQ_COST_FIG_INTER_LATENCY,
+    SQ_COST_NFIGURES
+} sq_cost_figure;
+
+/* "[sources]" key of figure f ("achieved_tflops", "inter.nic_gb_s", ...). */
+const char *sq_cost_figure_key(sq_cost_figure f);
+
+typedef struct sq_cost_source {
+    sq_cost_source_kind kind;
+    char fitted_to[64]; /* FITTED: the validation table whose rows gave it */
+    char rows[256];     /* FITTED: the labels of those rows, comma-separated;
+                        ** empty: the whole table (or the paper behind it) */
+    char note[256];     /* the rest of the line: where exactly, how */
+} sq_cost_source;
+
 /* A cluster. Bandwidths in bytes/s per direction, latencies in seconds. */
 typedef struct sq_cost_platform {
     char name[64];
@@ -48,7 +87,13 @@ typedef struct sq_cost_platform {
     double net_efficiency;  /* the fraction of the line rate all cards of a node reach together */
     double communicator_bw; /* the most one communicator moves through one node's cards; 0: no cap */
     double inter_latency;   /* per step of a collective across nodes */
+    sq_cost_source source[SQ_COST_NFIGURES]; /* where each figure comes from */
 } sq_cost_platform;
+
+/* 1 if figure f of p was fitted to row `label` of validation table `table`
+** (a fit to the whole table counts for every row). */
+int sq_cost_fitted_to(const sq_cost_platform *p, sq_cost_figure f, const char *table,
+                      const char *label);
 
 /* A GPT-style decoder (Megatron's FLOP and parameter accounting). */
 typedef struct sq_cost_model_shape {
@@ -61,16 +106,52 @@ typedef struct sq_cost_parallel {
     int tp, pp;      /* tensor and pipeline parallel degrees */
     int micro_batch; /* sequences per micro-batch per data-parallel rank */
     int accum;       /* micro-batches per iteration (gradient accumulation) */
-    int overlap;     /* 1: collectives overlap compute (Megatron's overlap-grad-reduce
-                     ** and overlap-param-gather); 0: they run after it */
+    int overlap;     /* 1: collectives and their quantization kernels overlap compute
+                     ** as `system` schedules them; 0: they run after it */
+    int system;      /* sq_cost_system: how often the weights are gathered */
+    int hpz;         /* ZeRO-3 only: ZeRO++'s hpZ, the backward all-gather from a
+                     ** secondary bf16 partition inside the node */
 } sq_cost_parallel;
 
+/* The training system, which fixes how many collectives a step runs and
+** what can hide behind what (README, "Overlap"). */
+typedef enum sq_cost_system {
+    SQ_COST_MEGATRON = 0, /* Megatron's distributed optimizer: one weight all-gather
+                          ** after the optimizer step, one gradient reduce-scatter
+                          ** after the last micro-batch's backward */
+    SQ_COST_ZERO3 = 1     /* DeepSpeed ZeRO-3 (and ZeRO++): per micro-batch, the weights
+                          ** gathered for the forward and again for the backward, the
+                          ** gradients reduce-scattered in the backward */
+} sq_cost_system;
+
+/* The quantization kernels one GPU runs in one collective of a data-
+** parallel group (the busiest GPU; every GPU runs the same): elements
+** quantized, elements dequantized (a sum of k chunks dequantizes k), and
+** the bytes those kernels read and write. Only what a GPU executes: the
+** chunks a ring passes along are moved, never decoded and re-encoded. */
+typedef struct sq_cost_kernels {
+    uint64_t encoded[2];  /* per collective, SQ_COLL_WEIGHT and SQ_COLL_GRAD */
+    uint64_t decoded[2];
+    double bytes[2];
+} sq_cost_kernels;
+
+/* The kernels of scheme s (per-tensor rules already resolved) on topology
+** topo for `elements` parameters, from the per-scheme counts of README
+** "Quantization kernels". SQ_OK, or the plan layout's kind and sentence. */
+int sq_cost_quant_kernels(const sq_topo *topo, const sq_scheme *s, uint64_t elements,
+                          sq_cost_kernels *out, sq_error *err);
+
 /* One iteration, seconds per phase. compute + tp + bubble is the forward
-** and backward pass; weight and grad are the exposed collective times
-** (all of their time without overlap); iteration is the sum of all. */
+** and backward pass; weight, grad and quant are the exposed times of the
+** collectives and of the quantization kernels (all of their time without
+** overlap); iteration is the sum of all. */
 typedef struct sq_cost_result {
     double compute, tp, bubble, weight, grad, quant, optimizer, iteration;
-    double weight_comm, grad_comm; /* collective time before overlap */
+    double weight_comm, grad_comm; /* collective time of the step before overlap
+                                   ** (ZeRO-3: every micro-batch's gathers) */
+    double quant_weight, quant_grad; /* the kernels' time of each path before overlap */
+    uint64_t weight_inter_bytes_per_node; /* one step's weight gathers, the busiest node */
+    uint64_t weight_intra_bytes_per_gpu;  /* the same over NVLink, the busiest GPU */
     double tflops;                 /* model TFLOP/s per GPU (Megatron's throughput metric) */
     double model_flops;            /* FLOPs of one iteration's global batch */
     uint64_t params;               /* of the whole model */
@@ -116,7 +197,8 @@ typedef struct sq_cost_study {
     sq_cost_parallel par;      /* par.gpus: the one count predicted when max_gpus is 0 */
     int max_gpus;              /* > 0: a sweep: one node, then doubling up to max_gpus
                                ** (the counts the layout cannot use are left out) */
-    const sq_scheme *baseline; /* what every speedup is over */
+    const sq_scheme *baseline; /* what every speedup is over (predicted without
+                               ** par.hpz: ZeRO++ is compared with plain ZeRO-3) */
     const sq_scheme *schemes;  /* nschemes, at most SQ_COST_MAX_SCHEMES */
     const char *const *names;  /* their names, as stored ("baseline" among them
                                ** stands for the baseline's own row) */
@@ -205,6 +287,37 @@ typedef struct sq_cost_validation {
 } sq_cost_validation;
 
 int sq_cost_validation_read(const char *what, sq_cost_validation *v, sq_error *err);
+
+/* The text of p as a platform file (sq_cost_platform_read reads it back
+** to the same figures and sources), `comment` (may be NULL; lines without
+** their '#') at its head: *text is malloc'd, free() it. SQ_OK, SQ_ERR_ARG
+** for a platform that does not validate, SQ_ERR_NOMEM. */
+int sq_cost_platform_format(const sq_cost_platform *p, const char *comment, char **text,
+                            sq_error *err);
+
+/* Measured runs of the baseline on one cluster, for calibration: a file of
+** "[row LABEL]" sections, each with model, tp, pp, gpus, micro_batch,
+** global_batch and either iteration_ms or tflops (model TFLOP/s per GPU,
+** Megatron's metric), overlap optional (off); and an optional
+** "[measurements]" section whose `table` names the validation table the
+** rows are taken from (so that a figure fitted to them says so). */
+typedef struct sq_cost_measured {
+    char label[64];
+    char model[256];
+    int tp, pp, gpus, micro_batch, global_batch, overlap;
+    double iteration_s; /* NaN when the row gives tflops */
+    double tflops;      /* NaN when the row gives iteration_ms */
+} sq_cost_measured;
+
+typedef struct sq_cost_measurements {
+    char table[64]; /* empty when not given */
+    sq_cost_measured rows[SQ_COST_VALIDATION_MAX_ROWS];
+    int nrows;
+} sq_cost_measurements;
+
+/* Reads a measurements file (a path; there are no built-in ones). Errors as
+** the other files': SQ_ERR_FORMAT names the file, the row and the key. */
+int sq_cost_measurements_read(const char *path, sq_cost_measurements *m, sq_error *err);
 
 /* Writes the name of the i-th built-in file of a kind (in the order of the
 ** build) into name[0..len): SQ_OK, SQ_ERR_NOTFOUND past the last,

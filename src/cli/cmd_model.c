@@ -39,8 +39,17 @@ static const char model_usage[] =
     "  --pp N            pipeline-parallel degree (default 1)\n"
     "  --micro-batch N   sequences per micro-batch (default 1)\n"
     "  --accum N         micro-batches per iteration (default 1)\n"
-    "  --overlap         collectives overlap compute (default: they do not, as in\n"
+    "  --overlap         collectives and their quantization kernels overlap compute\n"
+    "                    as the system schedules them (default: they do not, as in\n"
     "                    SDP4Bit's speed tests)\n"
+    "  --system S        megatron (default): Megatron's distributed optimizer, one\n"
+    "                    weight all-gather and one gradient reduce-scatter a step;\n"
+    "                    zero3: DeepSpeed ZeRO-3, the weights gathered for every\n"
+    "                    micro-batch's forward and again for its backward, and a\n"
+    "                    baseline of bf16 gradients, as ZeRO-3 reduces them\n"
+    "  --hpz             with --system zero3: ZeRO++'s hpZ for the listed schemes (the\n"
+    "                    backward gathers a bf16 copy partitioned inside the node);\n"
+    "                    the baseline stays plain ZeRO-3\n"
     "  --scheme LIST     presets to predict (default: every preset of\n"
     "                    'shardq schemes'); the speedup is always over baseline\n"
     "  --set KEY=VALUE   override one knob of the listed schemes (repeatable)\n"
@@ -49,8 +58,18 @@ static const char model_usage[] =
     "  --quant-db FILE   that throughput from the newest `shardq bench --db` run in\n"
     "                    FILE (the mean of quantize and dequantize at its largest size)\n"
     "  --db FILE         also store the predictions (runs kind 'model', model_results)\n"
+    "  --calibrate FILE  fit the platform (--platform) to measured baseline runs: FILE\n"
+    "                    has one [row LABEL] per run (model, tp, pp, gpus, micro_batch,\n"
+    "                    global_batch, iteration_ms or tflops; overlap optional); one\n"
+    "                    row fits the inter-node bandwidth, two or more also the\n"
+    "                    achieved compute rate (least squares); prints the fit and\n"
+    "                    writes the calibrated platform to --platform-out\n"
+    "  --platform-out F  where --calibrate writes the calibrated platform file\n"
     "  --validate TABLE  compare with published results (a built-in table such as\n"
-    "                    sdp4bit-a100, or a file); exit 1 if one is out of tolerance\n"
+    "                    sdp4bit-a100, or a file) on the table's platform, or on\n"
+    "                    --platform when given; rows that used a platform figure\n"
+    "                    fitted to themselves are reported apart; exit 1 if a row is\n"
+    "                    out of tolerance\n"
     "  --list            the built-in platforms, models and tables\n"
     "  --json            one JSON object instead of the tables\n"
     "  -h, --help        this text\n";
@@ -125,11 +144,14 @@ static void print_header(const model_opts *o, const sq_cost_point *pt)
     const sq_cost_result *b = &pt->base;
     int G = o->plat.gpus_per_node;
     printf("%s on %s: %d GPUs (%d node%s x %d), TP %d, PP %d, DP %d; micro-batch %d, "
-           "accumulation %d (global batch %d sequences of %d); overlap %s\n",
+           "accumulation %d (global batch %d sequences of %d); %s; overlap %s\n",
            o->model.name, o->plat.name, pt->gpus, (pt->gpus + G - 1) / G,
            (pt->gpus + G - 1) / G == 1 ? "" : "s", pt->gpus < G ? pt->gpus : G, o->par.tp,
            o->par.pp, b->dp, o->par.micro_batch, o->par.accum,
-           b->dp * o->par.micro_batch * o->par.accum, o->model.seq, o->par.overlap ? "on" : "off");
+           b->dp * o->par.micro_batch * o->par.accum, o->model.seq,
+           o->par.system == SQ_COST_ZERO3 ? (o->par.hpz ? "ZeRO-3, hpZ for the schemes" : "ZeRO-3")
+                                          : "Megatron distributed optimizer",
+           o->par.overlap ? "on" : "off");
     printf("  %.4g parameters, %.4g per rank (the largest stage); a data-parallel group spans "
            "%d node%s x %d GPU%s, %d group%s per node\n",
            (double)b->params, (double)b->params_per_rank, b->dp_nodes, b->dp_nodes == 1 ? "" : "s",
@@ -180,18 +202,22 @@ static void json_cost(const char *name, const sq_cost_result *c, const sq_cost_r
     cli_json_str(name);
     const char *keys[] = {"compute_s", "tp_s", "bubble_s", "weight_s", "grad_s", "quant_s",
                           "optimizer_s", "iteration_s", "weight_comm_s", "grad_comm_s",
-                          "tflops_per_gpu", "speedup"};
+                          "quant_weight_s", "quant_grad_s", "tflops_per_gpu", "speedup"};
     double vals[] = {c->compute, c->tp, c->bubble, c->weight, c->grad, c->quant, c->optimizer,
-                     c->iteration, c->weight_comm, c->grad_comm, c->tflops,
-                     sq_cost_speedup(base, c)};
+                     c->iteration, c->weight_comm, c->grad_comm, c->quant_weight, c->quant_grad,
+                     c->tflops, sq_cost_speedup(base, c)};
     for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
         printf(",\"%s\":", keys[i]);
         cli_json_num(vals[i]);
     }
     printf(",\"grad_path\":\"%s\",\"inter_bytes_per_node\":%llu,\"intra_bytes_per_gpu\":%llu,"
+           "\"weight_inter_bytes_per_node\":%llu,\"weight_intra_bytes_per_gpu\":%llu,"
            "\"quant_bytes_per_gpu\":%llu}",
            paths[c->grad_path], (unsigned long long)c->inter_bytes_per_node,
-           (unsigned long long)c->intra_bytes_per_gpu, (unsigned long long)c->quant_bytes_per_gpu);
+           (unsigned long long)c->intra_bytes_per_gpu,
+           (unsigned long long)c->weight_inter_bytes_per_node,
+           (unsigned long long)c->weight_intra_bytes_per_gpu,
+           (unsigned long long)c->quant_bytes_per_gpu);
 }
 
 static void print_json(const model_opts *o, const sq_cost_point *pts, int n)
@@ -226,7 +252,30 @@ static void print_json(const model_opts *o, const sq_cost_point *pts, int n)
 /* --validate                                                               */
 /* ------------------------------------------------------------------------ */
 
-static int validate(const char *table, model_opts *o, int json)
+/* The name a figure's source calls a table by: a built-in one's name, a
+** file's name without its directory and ".ini". */
+static void table_name(const char *table, char *out, size_t len)
+{
+    const char *base = strrchr(table, '/');
+    base = base ? base + 1 : table;
+    size_t n = strlen(base);
+    if (n > 4 && !strcmp(base + n - 4, ".ini")) n -= 4;
+    snprintf(out, len, "%.*s", (int)n, base);
+}
+
+/* A tally of rows: how many, how many out of tolerance, the worst error. */
+typedef struct tally {
+    int rows, out;
+    double worst;
+} tally;
+
+static void tally_add(tally *t, double e, int bad)
+{
+    t->rows++, t->out += bad;
+    if (fabs(e) > t->worst) t->worst = fabs(e);
+}
+
+static int validate(const char *table, const char *platform, model_opts *o, int json)
 {
     sq_error err = {0};
     sq_cost_validation *v = malloc(sizeof *v);
@@ -235,8 +284,10 @@ static int validate(const char *table, model_opts *o, int json)
         return CLI_RUNTIME;
     }
     const char *what = table;
-    if (sq_cost_validation_read(table, v, &err) == SQ_OK) what = v->platform;
-    if (err.status != SQ_OK || sq_cost_platform_read(v->platform, &o->plat, &err) != SQ_OK) {
+    /* --platform replaces the table's own: the same rows on another
+    ** description of the cluster (a calibrated one) */
+    if (sq_cost_validation_read(table, v, &err) == SQ_OK) what = platform ? platform : v->platform;
+    if (err.status != SQ_OK || sq_cost_platform_read(what, &o->plat, &err) != SQ_OK) {
         load_failed("--validate: ", &err, what);
         free(v);
         return CLI_USAGE;
@@ -246,9 +297,12 @@ static int validate(const char *table, model_opts *o, int json)
         free(v);
         return CLI_USAGE;
     }
+    char tname[128];
+    table_name(table, tname, sizeof tname);
     snprintf(o->quant_text, sizeof o->quant_text, "platform");
-    int out = 0;
-    double worst = 0;
+    /* rows predicted, and rows that used a figure fitted to themselves:
+    ** those match by construction and are reported apart */
+    tally pred = {0}, self = {0};
     if (json) printf("{\"table\":\"%s\",\"platform\":\"%s\",\"scheme\":\"%s\",\"rows\":[", table,
                      o->plat.name, v->scheme);
     else
@@ -278,10 +332,16 @@ static int validate(const char *table, model_opts *o, int json)
             free(v);
             return CLI_USAGE;
         }
+        char fitted[256] = "";
+        for (int f = 0; f < SQ_COST_NFIGURES; f++)
+            if (sq_cost_fitted_to(&o->plat, (sq_cost_figure)f, tname, row->label)) {
+                size_t len = strlen(fitted);
+                snprintf(fitted + len, sizeof fitted - len, "%s%s", len ? ", " : "",
+                         sq_cost_figure_key((sq_cost_figure)f));
+            }
         double sp = base.iteration / q.iteration, e = sp / row->speedup - 1;
-        if (fabs(e) > worst) worst = fabs(e);
         int bad = fabs(e) > v->tolerance;
-        out += bad;
+        tally_add(fitted[0] ? &self : &pred, e, bad);
         if (json) {
             printf("%s{\"label\":", r ? "," : "");
             cli_json_str(row->label);
@@ -299,22 +359,45 @@ static int validate(const char *table, model_opts *o, int json)
             cli_json_num(row->speedup);
             printf(",\"error\":");
             cli_json_num(e);
-            printf(",\"within\":%s}", bad ? "false" : "true");
+            printf(",\"within\":%s,\"fitted_to_itself\":%s,\"fitted_figures\":",
+                   bad ? "false" : "true", fitted[0] ? "true" : "false");
+            cli_json_str(fitted);
+            printf("}");
         } else {
-            printf("  %-10s %2d/%-2d  %8.1f %8.1f  %8.1f %8.1f  %7.2fx %7.2fx  %+6.1f%%%s\n",
+            printf("  %-10s %2d/%-2d  %8.1f %8.1f  %8.1f %8.1f  %7.2fx %7.2fx  %+6.1f%%%s%s\n",
                    row->label, row->tp, row->pp, base.tflops, row->baseline_tflops, q.tflops,
-                   row->scheme_tflops, sp, row->speedup, 100 * e, bad ? "  OUT" : "");
+                   row->scheme_tflops, sp, row->speedup, 100 * e, bad ? "  OUT" : "",
+                   fitted[0] ? "  (fitted to itself)" : "");
         }
     }
-    if (json)
-        printf("],\"worst_error\":%.6f,\"out_of_tolerance\":%d}\n", worst, out);
-    else
-        printf("\n  worst speedup error %.1f%%; %d of %d rows out of tolerance\n", 100 * worst, out,
-               v->nrows);
+    int out = pred.out + self.out;
+    if (json) {
+        printf("],\"worst_error\":%.6f,\"out_of_tolerance\":%d,", fmax(pred.worst, self.worst),
+               out);
+        printf("\"predicted\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f},"
+               "\"fitted_to_itself\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f}}\n",
+               pred.rows, pred.out, pred.worst, self.rows, self.out, self.worst);
+    } else {
+        printf("\n  predicted rows: %d, worst speedup error %.1f%%, %d out of tolerance\n",
+               pred.rows, 100 * pred.worst, pred.out);
+        if (self.rows) {
+            printf("  rows that used a figure fitted to themselves: %d, worst speedup error %.1f%%, "
+                   "%d out of tolerance; they match by construction, not by prediction:\n",
+                   self.rows, 100 * self.worst, self.out);
+            for (int f = 0; f < SQ_COST_NFIGURES; f++) {
+                const sq_cost_source *src = &o->plat.source[f];
+                if (src->kind == SQ_COST_SRC_FITTED && !strcmp(src->fitted_to, tname))
+                    printf("    %s fitted to %s%s%s%s%s\n", sq_cost_figure_key((sq_cost_figure)f),
+                           src->fitted_to, src->rows[0] ? " rows " : " (every row)", src->rows,
+                           src->note[0] ? ": " : "", src->note);
+            }
+        }
+    }
     if (out)
         fprintf(stderr, "shardq model: --validate %s: %d of %d rows out of tolerance (worst "
-                "speedup error %.1f%%, tolerance %.0f%%)\n", table, out, v->nrows, 100 * worst,
-                100 * v->tolerance);
+                "speedup error %.1f%%, tolerance %.0f%%; %d predicted, %d fitted to "
+                "themselves)\n", table, out, v->nrows, 100 * fmax(pred.worst, self.worst),
+                100 * v->tolerance, pred.out, self.out);
     free(v);
     return out ? CLI_RUNTIME : CLI_OK;
 }
@@ -348,7 +431,8 @@ static void print_builtins(void)
 
 enum {
     O_PLATFORM = 256, O_MODEL, O_GPUS, O_SWEEP, O_MAXG, O_TP, O_PP, O_MB, O_ACCUM, O_OVERLAP,
-    O_SCHEME, O_SET, O_QGBS, O_QDB, O_DB, O_VALIDATE, O_LIST, O_JSON
+    O_SCHEME, O_SET, O_QGBS, O_QDB, O_DB, O_VALIDATE, O_LIST, O_JSON, O_SYSTEM, O_HPZ,
+    O_CALIBRATE, O_PLATFORM_OUT
 };
 
 static const struct option model_options[] = {
@@ -370,13 +454,17 @@ static const struct option model_options[] = {
     {"validate", required_argument, NULL, O_VALIDATE},
     {"list", no_argument, NULL, O_LIST},
     {"json", no_argument, NULL, O_JSON},
+    {"system", required_argument, NULL, O_SYSTEM},
+    {"hpz", no_argument, NULL, O_HPZ},
+    {"calibrate", required_argument, NULL, O_CALIBRATE},
+    {"platform-out", required_argument, NULL, O_PLATFORM_OUT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
 static const char *const model_longnames[] = {
     "platform", "model", "gpus", "sweep-gpus", "max-gpus", "tp", "pp", "micro-batch", "accum",
-    "overlap", "scheme", "set", "quant-gbs", "quant-db", "db", "validate", "list", "json", "help",
-    NULL};
+    "overlap", "scheme", "set", "quant-gbs", "quant-db", "db", "validate", "list", "json",
+    "system", "hpz", "calibrate", "platform-out", "help", NULL};
 
 static int parse_int(const char *opt, const char *text, int max, int *out)
 {
@@ -393,9 +481,10 @@ static int parse_int(const char *opt, const char *text, int max, int *out)
 int cmd_model(int argc, char **argv)
 {
     const char *platform = "a100-slingshot10", *model = "gpt-1.3b", *scheme_list = NULL;
-    const char *db = NULL, *quant_db = NULL, *table = NULL;
+    const char *db = NULL, *quant_db = NULL, *table = NULL, *calibrate = NULL;
+    const char *platform_out = NULL;
     const char *sets[MAX_SETS];
-    int nsets = 0, gpus = 0, sweep = 0, max_gpus = 1024, json = 0, list = 0;
+    int nsets = 0, gpus = 0, sweep = 0, max_gpus = 1024, json = 0, list = 0, platform_given = 0;
     double quant_gbs = 0;
     model_opts *o = calloc(1, sizeof *o);
     sq_cost_point *pts = calloc(SQ_COST_MAX_POINTS, sizeof *pts);
@@ -411,7 +500,7 @@ int cmd_model(int argc, char **argv)
     int ch, bad = 0;
     while (!bad && (ch = getopt_long(argc, argv, ":h", model_options, NULL)) != -1) {
         switch (ch) {
-        case O_PLATFORM: platform = optarg; break;
+        case O_PLATFORM: platform = optarg, platform_given = 1; break;
         case O_MODEL: model = optarg; break;
         case O_GPUS: bad = parse_int("--gpus", optarg, 1 << 20, &gpus); break;
         case O_SWEEP: sweep = 1; break;
@@ -437,6 +526,17 @@ int cmd_model(int argc, char **argv)
         case O_VALIDATE: table = optarg; break;
         case O_LIST: list = 1; break;
         case O_JSON: json = 1; break;
+        case O_SYSTEM:
+            if (!strcmp(optarg, "megatron")) o->par.system = SQ_COST_MEGATRON;
+            else if (!strcmp(optarg, "zero3")) o->par.system = SQ_COST_ZERO3;
+            else {
+                fprintf(stderr, "shardq model: --system: '%s' is not megatron or zero3\n", optarg);
+                bad = 1;
+            }
+            break;
+        case O_HPZ: o->par.hpz = 1; break;
+        case O_CALIBRATE: calibrate = optarg; break;
+        case O_PLATFORM_OUT: platform_out = optarg; break;
         case 'h':
             fputs(model_usage, stdout);
             rc = CLI_OK;
@@ -456,10 +556,38 @@ int cmd_model(int argc, char **argv)
         rc = CLI_OK;
         goto done;
     }
+    if (o->par.hpz && o->par.system != SQ_COST_ZERO3) {
+        fprintf(stderr, "shardq model: --hpz: hpZ is a ZeRO-3 partition: give --system zero3\n");
+        goto done;
+    }
+    if (platform_out && !calibrate) {
+        fprintf(stderr, "shardq model: --platform-out: only with --calibrate FILE\n");
+        goto done;
+    }
     sq_error err = {0};
-    if (cli_scheme("model", "baseline", NULL, 0, &o->baseline)) goto done;
+    /* ZeRO-3 reduces the gradients in the training dtype (bf16), Megatron's
+    ** distributed optimizer in fp32 */
+    const char *const zero3_grads[] = {"grad.intra.bits=16", "grad.inter.bits=16"};
+    int zero3 = o->par.system == SQ_COST_ZERO3;
+    if (cli_scheme("model", "baseline", zero3 ? zero3_grads : NULL, zero3 ? 2 : 0, &o->baseline))
+        goto done;
+    if (calibrate) {
+        if (!platform_out) {
+            fprintf(stderr, "shardq model: --calibrate: give --platform-out FILE, where the "
+                    "calibrated platform goes\n");
+            goto done;
+        }
+        if (table || sweep || gpus || scheme_list || db) {
+            fprintf(stderr, "shardq model: --calibrate fits the platform alone: leave out "
+                    "--validate, --gpus, --sweep-gpus, --scheme and --db (predict with "
+                    "--platform %s afterwards)\n", platform_out);
+            goto done;
+        }
+        rc = cli_model_calibrate(calibrate, platform, platform_out, o->par.system, json);
+        goto done;
+    }
     if (table) {
-        rc = validate(table, o, json);
+        rc = validate(table, platform_given ? platform : NULL, o, json);
         goto done;
     }
     if (sq_cost_platform_read(platform, &o->plat, &err) != SQ_OK) {

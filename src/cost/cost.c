@@ -11,6 +11,7 @@
 #include "shardq/cost.h"
 
 #include "shardq/codec.h"
+#include "shardq/plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -99,25 +100,94 @@ int sq_cost_model_shape_validate(const sq_cost_model_shape *m, sq_error *err)
     return SQ_OK;
 }
 
-/* Bytes one DP group moves, from a dry world of its topology. */
+/* ------------------------------------------------------------------------ */
+/* Quantization kernels, as a GPU runs them                                  */
+/* ------------------------------------------------------------------------ */
+/*
+** A kernel reads and writes memory and does little else, so its time is its
+** bytes over quant_gb_s. Values are fp32 (4 bytes), the world's arithmetic;
+** a quantized chunk is its codes and metadata. Per kernel over n elements:
+**   encode         reads 4n, writes c(n)
+**   encode a diff  reads 8n (master and w-hat), writes c(n)
+**   decode         reads c(n), writes 4n
+**   decode-add     reads c(n) + 4n (w-hat), writes 4n
+**   sum of k       reads k c(n), writes 4n (dequantized and summed in registers)
+**   sum-requant    reads k c_in(n), writes c_out(n)
+** The swizzle of the two-level path is fused into its quantization (ZeRO++
+** and SDP4Bit fuse it), so it moves no byte of its own; the Hadamard
+** transform is fused too (SDP4Bit, Table 5).
+*/
+static double wire_bytes(const sq_wire *w, uint64_t n)
+{
+    return (double)(sq_wire_code_bytes(w, n) + sq_wire_meta_bytes(w, n));
+}
+
+static void kernel_encode(sq_cost_kernels *k, int c, const sq_wire *w, uint64_t n, int diff)
+{
+    if (sq_wire_raw(w)) return;
+    k->encoded[c] += n;
+    k->bytes[c] += (diff ? 8.0 : 4.0) * (double)n + wire_bytes(w, n);
+}
+
+static void kernel_decode(sq_cost_kernels *k, int c, const sq_wire *w, uint64_t n, int chunks,
+                          int add)
+{
+    if (sq_wire_raw(w)) return;
+    k->decoded[c] += (uint64_t)chunks * n;
+    k->bytes[c] += chunks * wire_bytes(w, n) + (add ? 8.0 : 4.0) * (double)n;
+}
+
+int sq_cost_quant_kernels(const sq_topo *topo, const sq_scheme *s, uint64_t elements,
+                          sq_cost_kernels *out, sq_error *err)
+{
+    memset(out, 0, sizeof *out);
+    sq_world_config cfg = {.topo = *topo, .scheme = *s, .elements = elements, .seed = 1, .dry = 1};
+    sq_plan_layout L;
+    int rc = sq_plan_layout_init(&cfg, &L, err);
+    if (rc != SQ_OK) return rc;
+    const uint64_t N = (uint64_t)L.N, P = L.padded, S = L.shard, Q = L.quarter;
+    const int W = SQ_COLL_WEIGHT, C = SQ_COLL_GRAD;
+    if (N == 1) return SQ_OK; /* a local copy, no wire */
+    /* Weights: the own shard encoded once, the whole gathered buffer decoded
+    ** once; a ring's forwarded chunks are only moved. */
+    const sq_wire *ww = &L.wires[SQ_PLAN_WIRE_WEIGHT];
+    int diff = s->weight_mode == SQ_WEIGHT_DIFF;
+    kernel_encode(out, W, ww, S, diff);
+    kernel_decode(out, W, ww, P, 1, diff);
+    /* Gradients */
+    const sq_wire *wi = &L.wires[SQ_PLAN_WIRE_INTRA], *wo = &L.wires[SQ_PLAN_WIRE_INTER];
+    const sq_wire *single = L.single_wire == SQ_PLAN_WIRE_INTER ? wo : wi;
+    switch (L.grad_path) {
+    case SQ_GRAD_A2A: /* encode all of it, sum the N chunks of the own partition */
+        kernel_encode(out, C, single, P, 0);
+        kernel_decode(out, C, single, S, (int)N, 0);
+        break;
+    case SQ_GRAD_TWOLEVEL: {
+        /* encode all of it; sum the G chunks of the node's quarter and
+        ** requantize it for the second hop; sum the K chunks of the partition */
+        int G = L.G, K = L.K;
+        kernel_encode(out, C, wi, P, 0);
+        if (!sq_wire_raw(wi) || !sq_wire_raw(wo)) {
+            if (!sq_wire_raw(wi)) out->decoded[C] += (uint64_t)G * Q;
+            if (!sq_wire_raw(wo)) out->encoded[C] += Q;
+            out->bytes[C] += G * wire_bytes(wi, Q) + wire_bytes(wo, Q);
+        }
+        kernel_decode(out, C, wo, S, K, 0);
+        break;
+    }
+    default: break; /* the ring's partial sums are unquantized; none, no work */
+    }
+    return SQ_OK;
+}
+
+/* Bytes one DP group moves, from a dry world of its topology, and the
+** kernels its GPUs run. */
 typedef struct group_bytes {
     double intra_per_gpu[SQ_NCOLL]; /* the busiest GPU's NVLink sends */
     double inter_per_node[SQ_NCOLL]; /* the busiest node's network sends */
-    double quant_per_gpu;            /* the busiest GPU's quantization traffic */
+    sq_cost_kernels kernels;         /* one GPU's quantization kernels */
     sq_grad_mode grad_path;
 } group_bytes;
-
-static int link_quantized(const sq_world *w, int coll, int link)
-{
-    const sq_scheme *s = sq_world_scheme(w);
-    if (coll == SQ_COLL_WEIGHT) return !sq_wire_raw(&s->weight);
-    switch (sq_world_grad_path(w)) {
-    case SQ_GRAD_TWOLEVEL:
-        return !sq_wire_raw(link == SQ_LINK_INTRA ? &s->grad_intra : &s->grad_inter);
-    case SQ_GRAD_A2A: return !sq_wire_raw(sq_world_single_wire(w));
-    default: return 0;
-    }
-}
 
 static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t elements,
                              uint64_t hidden, group_bytes *gb, sq_error *err)
@@ -139,6 +209,9 @@ static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t e
         if ((rc = sq_scheme_for_tensor(s, topo, shape, 2, &cfg.scheme, &werr)))
             return sq_error_set(err, rc, "%s", sq_error_message(&werr));
     }
+    memset(gb, 0, sizeof *gb);
+    if ((rc = sq_cost_quant_kernels(topo, &cfg.scheme, elements, &gb->kernels, &werr)))
+        return sq_error_set(err, rc < 0 ? rc : SQ_ERR_ARG, "%s", sq_error_message(&werr));
     rc = sq_world_open(&cfg, &w, &werr);
     if (rc != SQ_OK) return sq_error_set(err, rc, "%s", sq_error_message(&werr));
     rc = sq_world_reduce_grads(w, 1);
@@ -148,29 +221,17 @@ static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t e
         sq_world_close(w);
         return rc < 0 ? rc : SQ_ERR_ARG;
     }
-    memset(gb, 0, sizeof *gb);
     gb->grad_path = sq_world_grad_path(w);
     for (int node = 0; node < topo->nodes; node++) {
         double inter[SQ_NCOLL] = {0, 0};
         for (int l = 0; l < topo->per_node; l++) {
             const sq_traffic *t = sq_world_traffic(w, node * topo->per_node + l);
-            double quant = 0;
             for (int c = 0; c < SQ_NCOLL; c++) {
                 const sq_link_traffic *in = &t->t[c][SQ_LINK_INTRA], *ex = &t->t[c][SQ_LINK_INTER];
                 double sent_intra = (double)(in->sent_codes + in->sent_meta);
                 if (sent_intra > gb->intra_per_gpu[c]) gb->intra_per_gpu[c] = sent_intra;
                 inter[c] += (double)(ex->sent_codes + ex->sent_meta);
-                /* a quantized element is read in fp32 and written as codes
-                ** by the sender, read as codes and written in fp32 by the
-                ** receiver (the Hadamard transform is fused: no pass of its own) */
-                for (int k = 0; k < SQ_NLINK; k++) {
-                    const sq_link_traffic *x = &t->t[c][k];
-                    if (!link_quantized(w, c, k)) continue;
-                    quant += 8.0 * (double)x->sent_elems + (double)(x->sent_codes + x->sent_meta) +
-                             (double)(x->recv_codes + x->recv_meta);
-                }
             }
-            if (quant > gb->quant_per_gpu) gb->quant_per_gpu = quant;
         }
         for (int c = 0; c < SQ_NCOLL; c++)
             if (inter[c] > gb->inter_per_node[c]) gb->inter_per_node[c] = inter[c];
@@ -230,6 +291,24 @@ static double intra_allreduce(const sq_cost_platform *p, int n, double bytes)
     return 2.0 * (n - 1) * p->intra_latency + 2.0 * (n - 1) / n * bytes / p->intra_bw;
 }
 
+/* What stays exposed of `work` seconds with `window` seconds of compute to
+** hide behind, when a fraction `first` of it can never hide: never more
+** than the work itself, so hiding never slows a step. */
+static double exposed(double work, double window, double first)
+{
+    double e = fmax(work - window, work * fmin(first, 1.0));
+    return fmin(fmax(e, 0.0), work);
+}
+
+/* Splits an exposed time between a collective and its kernels in
+** proportion to their work. */
+static void split(double exp, double comm, double kern, double *comm_out, double *kern_out)
+{
+    double total = comm + kern;
+    *comm_out = total > 0 ? exp * comm / total : 0;
+    *kern_out = total > 0 ? exp * kern / total : 0;
+}
+
 int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
                       const sq_cost_parallel *par, const sq_scheme *s, sq_cost_result *out,
                       sq_error *err)
@@ -286,38 +365,111 @@ int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
     out->tp = par->accum * slot_tp;
     out->bubble = (par->pp - 1) * slot;
 
+    if (par->system != SQ_COST_MEGATRON && par->system != SQ_COST_ZERO3)
+        return sq_error_set(err, SQ_ERR_ARG, "unknown training system %d", par->system);
+    if (par->hpz && par->system != SQ_COST_ZERO3)
+        return sq_error_set(err, SQ_ERR_ARG, "hpZ is a ZeRO-3 partition: it needs the zero3 "
+                            "system");
+    const int zero3 = par->system == SQ_COST_ZERO3;
+    /* Collectives of one step: Megatron gathers the weights once (after the
+    ** optimizer step) and reduce-scatters the gradients once; ZeRO-3 frees
+    ** the gathered weights after each use, so every micro-batch gathers them
+    ** for its forward and again for its backward, and reduce-scatters its
+    ** gradients in its backward. */
+    double ag_fwd = 0, ag_bwd = 0, rs = 0, k_fwd = 0, k_bwd = 0, k_rs = 0;
     if (dp > 1) {
         group_bytes gb;
         sq_topo topo = {.nodes = lay.nodes, .per_node = g};
         rc = count_group_bytes(&topo, s, out->params_per_rank, (uint64_t)m->hidden, &gb, err);
         if (rc != SQ_OK) return rc;
         out->grad_path = gb.grad_path;
-        out->weight_comm = single_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_WEIGHT],
-                                             gb.inter_per_node[SQ_COLL_WEIGHT]);
+        ag_fwd = single_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_WEIGHT],
+                                   gb.inter_per_node[SQ_COLL_WEIGHT]);
         if (gb.grad_path == SQ_GRAD_TWOLEVEL)
-            out->grad_comm = two_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_GRAD],
-                                            gb.inter_per_node[SQ_COLL_GRAD], s->pipe);
+            rs = two_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_GRAD],
+                                gb.inter_per_node[SQ_COLL_GRAD], s->pipe);
         else
-            out->grad_comm = single_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_GRAD],
-                                               gb.inter_per_node[SQ_COLL_GRAD]);
-        out->quant_bytes_per_gpu = (uint64_t)gb.quant_per_gpu;
-        out->quant = gb.quant_per_gpu / p->quant_bw;
+            rs = single_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_GRAD],
+                                   gb.inter_per_node[SQ_COLL_GRAD]);
+        k_fwd = gb.kernels.bytes[SQ_COLL_WEIGHT] / p->quant_bw;
+        k_rs = gb.kernels.bytes[SQ_COLL_GRAD] / p->quant_bw;
+        double w_inter = gb.inter_per_node[SQ_COLL_WEIGHT], w_intra = gb.intra_per_gpu[SQ_COLL_WEIGHT];
+        double bwd_inter = w_inter, bwd_intra = w_intra;
+        ag_bwd = ag_fwd, k_bwd = k_fwd;
+        if (par->hpz && lay.g > 1) {
+            /* hpZ: the backward gathers the bf16 secondary partition of the
+            ** node's g GPUs over NVLink (ZeRO++, section hpZ): a dry world
+            ** of one node under the baseline's bf16 weight wire; no kernels */
+            sq_scheme bf16;
+            if ((rc = sq_scheme_preset("baseline", &bf16, err))) return rc;
+            group_bytes node;
+            sq_topo one = {.nodes = 1, .per_node = g};
+            layout lone = {.nodes = 1, .g = g, .k = lay.k};
+            rc = count_group_bytes(&one, &bf16, out->params_per_rank, (uint64_t)m->hidden, &node,
+                                   err);
+            if (rc != SQ_OK) return rc;
+            ag_bwd = single_level_time(p, &lone, node.intra_per_gpu[SQ_COLL_WEIGHT], 0);
+            k_bwd = 0, bwd_inter = 0, bwd_intra = node.intra_per_gpu[SQ_COLL_WEIGHT];
+        } else if (par->hpz) {
+            /* one GPU of the group per node: its secondary partition is the whole
+            ** stage, nothing to gather */
+            ag_bwd = 0, k_bwd = 0, bwd_inter = 0, bwd_intra = 0;
+        }
+        int gathers = zero3 ? par->accum : 1; /* forward gathers per step */
+        int reduces = zero3 ? par->accum : 1;
+        double wi = gathers * w_inter, wa = gathers * w_intra;
+        if (zero3) wi += gathers * bwd_inter, wa += gathers * bwd_intra;
+        out->weight_inter_bytes_per_node = (uint64_t)wi;
+        out->weight_intra_bytes_per_gpu = (uint64_t)wa;
         /* the k groups of a node send side by side */
         out->inter_bytes_per_node =
-            (uint64_t)(lay.k * (gb.inter_per_node[SQ_COLL_WEIGHT] + gb.inter_per_node[SQ_COLL_GRAD]));
-        out->intra_bytes_per_gpu =
-            (uint64_t)(gb.intra_per_gpu[SQ_COLL_WEIGHT] + gb.intra_per_gpu[SQ_COLL_GRAD]);
+            (uint64_t)(lay.k * (wi + reduces * gb.inter_per_node[SQ_COLL_GRAD]));
+        out->intra_bytes_per_gpu = (uint64_t)(wa + reduces * gb.intra_per_gpu[SQ_COLL_GRAD]);
+        out->weight_comm = gathers * (ag_fwd + (zero3 ? ag_bwd : 0));
+        out->grad_comm = reduces * rs;
+        out->quant_weight = gathers * (k_fwd + (zero3 ? k_bwd : 0));
+        out->quant_grad = reduces * k_rs;
+        double kb = gathers * (gb.kernels.bytes[SQ_COLL_WEIGHT] * (zero3 && !par->hpz ? 2 : 1)) +
+                    reduces * gb.kernels.bytes[SQ_COLL_GRAD];
+        out->quant_bytes_per_gpu = (uint64_t)kb;
     } else {
         out->grad_path = SQ_GRAD_NONE;
     }
-    /* With overlap, the all-gather hides behind the first micro-batch's
-    ** forward pass and the reduce-scatter behind the last one's backward
-    ** (a third and two thirds of a slot); without, both are exposed. */
-    out->weight = out->weight_comm, out->grad = out->grad_comm;
-    if (par->overlap) {
-        out->weight = fmax(0.0, out->weight_comm - slot / 3.0);
-        out->grad = fmax(0.0, out->grad_comm - 2.0 * slot / 3.0);
+    /* Exposed time (README, "Overlap"). A collective and its quantization
+    ** kernels run together on the communication stream, bucket after
+    ** bucket, so they hide together behind the compute that runs meanwhile;
+    ** what cannot hide is the work beyond that window, and never less than
+    ** the first bucket (the first layer, under ZeRO-3), which the compute
+    ** waits for. Without overlap everything is exposed. Each exposed time
+    ** is split between the collective and the kernels in proportion. */
+    double fwd = slot / 3.0, bwd = 2.0 * slot / 3.0;
+    double w_exp = out->weight_comm + out->quant_weight, g_exp = out->grad_comm + out->quant_grad;
+    if (par->overlap && dp > 1) {
+        if (!zero3) {
+            /* Megatron: the next step's all-gather behind the first micro-
+            ** batch's forward (overlap-param-gather), the reduce-scatter
+            ** behind the last one's backward (overlap-grad-reduce) */
+            double first = s->bucket && s->bucket < out->params_per_rank
+                               ? (double)s->bucket / (double)out->params_per_rank : 1.0;
+            w_exp = exposed(w_exp, fwd, first);
+            g_exp = exposed(g_exp, bwd, first);
+        } else {
+            /* ZeRO-3: per micro-batch, the forward gathers behind its forward
+            ** (prefetch one layer ahead), the backward gathers and the
+            ** reduce-scatter behind its backward, sharing the window */
+            double first = 1.0 / (m->layers / par->pp);
+            double f = ag_fwd + k_fwd, b_ag = ag_bwd + k_bwd, b_rs = rs + k_rs;
+            double ef = exposed(f, fwd, first);
+            double eb = exposed(b_ag + b_rs, bwd, first);
+            double share = b_ag + b_rs > 0 ? b_ag / (b_ag + b_rs) : 0;
+            w_exp = par->accum * (ef + share * eb);
+            g_exp = par->accum * (1 - share) * eb;
+        }
     }
+    split(w_exp, out->weight_comm, out->quant_weight, &out->weight, &out->quant);
+    double qg;
+    split(g_exp, out->grad_comm, out->quant_grad, &out->grad, &qg);
+    out->quant += qg;
     /* The distributed optimizer's Adam step on the shard: reads the fp32
     ** gradient, master weight and two moments (16 bytes), writes those three
     ** (12) and the bf16 weight (2). */

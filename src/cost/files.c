@@ -277,6 +277,35 @@ static const key_spec platform_keys[] = {
 #define N_PLATFORM_KEYS (sizeof platform_keys / sizeof *platform_keys)
 enum { PLATFORM_EFFICIENCY = 10 }; /* its index above */
 
+/* The figures' keys, in sq_cost_figure order: section.key as the file
+** spells them, the [platform] ones bare. */
+static const char *const figure_keys[SQ_COST_NFIGURES] = {
+    "achieved_tflops", "hbm_gb_s", "quant_gb_s", "intra.bandwidth_gb_s", "intra.latency_us",
+    "inter.nics_per_node", "inter.nic_gb_s", "inter.efficiency", "inter.communicator_gb_s",
+    "inter.latency_us"};
+
+const char *sq_cost_figure_key(sq_cost_figure f)
+{
+    return (unsigned)f < SQ_COST_NFIGURES ? figure_keys[f] : NULL;
+}
+
+int sq_cost_fitted_to(const sq_cost_platform *p, sq_cost_figure f, const char *table,
+                      const char *label)
+{
+    if (!p || (unsigned)f >= SQ_COST_NFIGURES || !table) return 0;
+    const sq_cost_source *src = &p->source[f];
+    if (src->kind != SQ_COST_SRC_FITTED || strcmp(src->fitted_to, table)) return 0;
+    if (!src->rows[0]) return 1; /* the whole table */
+    size_t n = label ? strlen(label) : 0;
+    for (const char *r = src->rows; *r;) {
+        const char *end = strchr(r, ',');
+        size_t len = end ? (size_t)(end - r) : strlen(r);
+        if (label && len == n && !strncmp(r, label, n)) return 1;
+        r += len + (end != NULL);
+    }
+    return 0;
+}
+
 #define MF(field) offsetof(sq_cost_model_shape, field)
 static const key_spec model_keys[] = {
     {"model", "name", V_STR, 1, MF(name), sizeof(((sq_cost_model_shape *)0)->name)},
@@ -297,6 +326,72 @@ static int as_format(int rc, sq_error *err, const char *file)
     return SQ_ERR_FORMAT;
 }
 
+/* One "[sources]" line: "KIND: note" or "fitted TABLE [ROW,ROW...]: note",
+** KIND one of datasheet, measured, assumed, fitted. */
+typedef struct pctx {
+    parse_ctx base;
+    int source_seen[SQ_COST_NFIGURES];
+} pctx;
+
+static int take_source(parse_ctx *c, int *seen, sq_cost_platform *p, const char *name,
+                       const char *value)
+{
+    int f = 0;
+    while (f < SQ_COST_NFIGURES && strcmp(figure_keys[f], name)) f++;
+    if (f == SQ_COST_NFIGURES)
+        return fail(c, "%s: [sources] %s: not a figure of the platform (line %d; the figures: "
+                    "achieved_tflops, hbm_gb_s, quant_gb_s, intra.bandwidth_gb_s, "
+                    "intra.latency_us, inter.nics_per_node, inter.nic_gb_s, inter.efficiency, "
+                    "inter.communicator_gb_s, inter.latency_us)", c->file, name, c->line);
+    if (seen[f])
+        return fail(c, "%s: [sources] %s: given twice (lines %d and %d)", c->file, name, seen[f],
+                    c->line);
+    seen[f] = c->line;
+    sq_cost_source *src = &p->source[f];
+    memset(src, 0, sizeof *src);
+    const char *colon = strchr(value, ':');
+    char head[512];
+    size_t hn = colon ? (size_t)(colon - value) : strlen(value);
+    if (hn >= sizeof head) hn = sizeof head - 1;
+    memcpy(head, value, hn);
+    head[hn] = '\0';
+    if (colon) {
+        const char *note = colon + 1;
+        while (*note == ' ' || *note == '\t') note++;
+        snprintf(src->note, sizeof src->note, "%s", note);
+    }
+    char *save, *kind = strtok_r(head, " \t", &save);
+    char *table = kind ? strtok_r(NULL, " \t", &save) : NULL;
+    char *rows = table ? strtok_r(NULL, " \t", &save) : NULL;
+    char *extra = rows ? strtok_r(NULL, " \t", &save) : NULL;
+    static const char *const kinds[] = {"", "datasheet", "measured", "assumed", "fitted"};
+    int k = 1;
+    while (kind && k <= SQ_COST_SRC_FITTED && strcmp(kinds[k], kind)) k++;
+    if (!kind || k > SQ_COST_SRC_FITTED)
+        return fail(c, "%s: [sources] %s: '%s' does not begin with datasheet, measured, assumed "
+                    "or fitted (line %d)", c->file, name, value, c->line);
+    if (k != SQ_COST_SRC_FITTED && table)
+        return fail(c, "%s: [sources] %s: '%s': only 'fitted' takes a table and rows before "
+                    "the ':' (line %d)", c->file, name, value, c->line);
+    if (k == SQ_COST_SRC_FITTED && (!table || extra || strlen(table) >= sizeof src->fitted_to ||
+                                    (rows && strlen(rows) >= sizeof src->rows)))
+        return fail(c, "%s: [sources] %s: '%s': write 'fitted TABLE: how' or 'fitted TABLE "
+                    "ROW,ROW: how' (line %d)", c->file, name, value, c->line);
+    src->kind = (sq_cost_source_kind)k;
+    if (table) snprintf(src->fitted_to, sizeof src->fitted_to, "%s", table);
+    if (rows) snprintf(src->rows, sizeof src->rows, "%s", rows);
+    return 1;
+}
+
+static int on_platform_key(void *user, const char *section, const char *name, const char *value)
+{
+    pctx *pc = user;
+    if (pc->base.failed) return 0;
+    if (!strcmp(section, "sources"))
+        return take_source(&pc->base, pc->source_seen, pc->base.target, name, value);
+    return on_key(user, section, name, value);
+}
+
 int sq_cost_platform_read(const char *what, sq_cost_platform *p, sq_error *err)
 {
     char *text;
@@ -305,14 +400,14 @@ int sq_cost_platform_read(const char *what, sq_cost_platform *p, sq_error *err)
     memset(p, 0, sizeof *p);
     int rc = load_text(what, SQ_COST_PLATFORM, &text, &shown, err);
     if (rc != SQ_OK) return rc;
-    parse_ctx c = {.file = shown, .keys = platform_keys, .nkeys = N_PLATFORM_KEYS, .target = p,
-                   .err = err};
-    rc = parse_text(&c, text, on_key);
+    pctx pc = {.base = {.file = shown, .keys = platform_keys, .nkeys = N_PLATFORM_KEYS,
+                        .target = p, .err = err}};
+    rc = parse_text(&pc.base, text, on_platform_key);
     free(text);
-    if (rc == SQ_OK) rc = check_missing(&c);
+    if (rc == SQ_OK) rc = check_missing(&pc.base);
     if (rc == SQ_OK && p->net_efficiency > 1)
         rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: [inter] efficiency: %g is more than 1 (line %d)",
-                          shown, p->net_efficiency, c.seen[PLATFORM_EFFICIENCY]);
+                          shown, p->net_efficiency, pc.base.seen[PLATFORM_EFFICIENCY]);
     if (rc == SQ_OK) rc = as_format(sq_cost_platform_validate(p, err), err, shown);
     return rc;
 }
@@ -422,4 +517,203 @@ int sq_cost_validation_read(const char *what, sq_cost_validation *v, sq_error *e
         rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: no [row LABEL] sections", shown);
     free(c);
     return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Measurements (calibration input)                                         */
+/* ------------------------------------------------------------------------ */
+
+#define MR(field) offsetof(sq_cost_measured, field)
+static const key_spec measured_keys[] = {
+    {"", "model", V_STR, 1, MR(model), sizeof(((sq_cost_measured *)0)->model)},
+    {"", "tp", V_INT, 1, MR(tp), 0},
+    {"", "pp", V_INT, 1, MR(pp), 0},
+    {"", "gpus", V_INT, 1, MR(gpus), 0},
+    {"", "micro_batch", V_INT, 1, MR(micro_batch), 0},
+    {"", "global_batch", V_INT, 1, MR(global_batch), 0},
+    {"", "iteration_ms", V_NUM, 1e-3, MR(iteration_s), 0},
+    {"", "tflops", V_NUM, 1, MR(tflops), 0},
+    {"", "overlap", V_BOOL, 1, MR(overlap), 0},
+};
+#define NMKEYS (sizeof measured_keys / sizeof *measured_keys)
+
+static const key_spec measurements_keys[] = {
+    {"measurements", "table", V_STR, 1, offsetof(sq_cost_measurements, table),
+     sizeof(((sq_cost_measurements *)0)->table)},
+};
+
+typedef struct mctx {
+    parse_ctx base;
+    sq_cost_measurements *ms;
+    int row_seen[SQ_COST_VALIDATION_MAX_ROWS][NMKEYS];
+} mctx;
+
+static int on_measured_key(void *user, const char *section, const char *name, const char *value)
+{
+    mctx *v = user;
+    parse_ctx *c = &v->base;
+    if (c->failed) return 0;
+    if (strncmp(section, "row ", 4)) return on_key(user, section, name, value);
+    sq_cost_measurements *ms = v->ms;
+    int r = 0;
+    while (r < ms->nrows && strcmp(ms->rows[r].label, section + 4)) r++;
+    if (r == ms->nrows) {
+        if (r == SQ_COST_VALIDATION_MAX_ROWS || strlen(section + 4) >= sizeof ms->rows[r].label ||
+            !section[4] || strpbrk(section + 4, " ,:\t"))
+            return fail(c, "%s: [%s]: too many rows, or a label that is empty, longer than 63 "
+                        "characters or holds a space, a comma or a colon (line %d)", c->file,
+                        section, c->line);
+        sq_cost_measured *row = &ms->rows[ms->nrows++];
+        memset(row, 0, sizeof *row);
+        strcpy(row->label, section + 4);
+        row->iteration_s = row->tflops = NAN;
+    }
+    return take_key(c, measured_keys, NMKEYS, v->row_seen[r], &ms->rows[r], section, name, value);
+}
+
+int sq_cost_measurements_read(const char *path, sq_cost_measurements *m, sq_error *err)
+{
+    char *text;
+    const char *shown;
+    if (!path || !m) return sq_error_set(err, SQ_ERR_ARG, "no measurements file or no table");
+    memset(m, 0, sizeof *m);
+    /* always a file: a bare name is one in the current directory */
+    int rc = strchr(path, '/') || (strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".ini"))
+                 ? load_text(path, SQ_COST_VALIDATION, &text, &shown, err)
+                 : sq_error_set(err, SQ_ERR_ARG, "%s: name the measurements file by a path "
+                                "(./%s) or with .ini at its end", path, path);
+    if (rc != SQ_OK) return rc;
+    mctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(text);
+        return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    }
+    c->base = (parse_ctx){.file = shown, .keys = measurements_keys, .nkeys = 1, .target = m,
+                          .err = err};
+    c->ms = m;
+    rc = parse_text(&c->base, text, on_measured_key);
+    free(text);
+    for (int r = 0; rc == SQ_OK && r < m->nrows; r++) {
+        const int *seen = c->row_seen[r];
+        const sq_cost_measured *row = &m->rows[r];
+        const char *miss = NULL;
+        for (size_t k = 0; k < 6 && !miss; k++)
+            if (!seen[k]) miss = measured_keys[k].key;
+        if (miss)
+            rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: [row %s] %s: missing", shown, row->label,
+                              miss);
+        else if (!seen[6] == !seen[7])
+            rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: [row %s] iteration_ms, tflops: give "
+                              "exactly one (the measured time of one iteration, or Megatron's "
+                              "TFLOP/s per GPU)", shown, row->label);
+        else if (row->gpus % (row->tp * row->pp))
+            rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: [row %s] gpus: %d is not a multiple of "
+                              "tp x pp = %d", shown, row->label, row->gpus, row->tp * row->pp);
+        else {
+            int dp = row->gpus / (row->tp * row->pp);
+            if (row->global_batch % ((long long)row->micro_batch * dp))
+                rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: [row %s] global_batch: %d is not a "
+                                  "multiple of micro_batch x data-parallel degree = %d x %d",
+                                  shown, row->label, row->global_batch, row->micro_batch, dp);
+        }
+    }
+    if (rc == SQ_OK && m->nrows == 0)
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: no [row LABEL] sections", shown);
+    free(c);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing a platform                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* inih's line buffer (INI_MAX_LINE, 200 by default) less the newline */
+#define INI_LINE 199
+
+typedef struct tbuf {
+    char *s;
+    size_t len, cap;
+    int nomem;
+} tbuf;
+
+static void tput(tbuf *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void tput(tbuf *t, const char *fmt, ...)
+{
+    if (t->nomem) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->nomem = 1;
+            return;
+        }
+        if (t->s && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)n + 1) * 2;
+        char *s = realloc(t->s, cap);
+        if (!s) {
+            t->nomem = 1;
+            return;
+        }
+        t->s = s, t->cap = cap;
+    }
+}
+
+int sq_cost_platform_format(const sq_cost_platform *p, const char *comment, char **text,
+                            sq_error *err)
+{
+    *text = NULL;
+    int rc = sq_cost_platform_validate(p, err);
+    if (rc != SQ_OK) return rc;
+    tbuf t = {0};
+    for (const char *c = comment; c && *c;) {
+        const char *nl = strchr(c, '\n');
+        int n = nl ? (int)(nl - c) : (int)strlen(c);
+        tput(&t, "# %.*s\n", n, c);
+        c += n + (nl != NULL);
+    }
+    /* %.10g keeps what a fit found to far better than its error */
+    tput(&t, "\n[platform]\nname = %s\nnodes = %d\ngpus_per_node = %d\nachieved_tflops = %.10g\n"
+             "hbm_gb_s = %.10g\nquant_gb_s = %.10g\n\n[intra]\nbandwidth_gb_s = %.10g\n"
+             "latency_us = %.10g\n\n[inter]\nnics_per_node = %d\nnic_gb_s = %.10g\n"
+             "efficiency = %.10g\ncommunicator_gb_s = %.10g\nlatency_us = %.10g\n",
+         p->name, p->nodes, p->gpus_per_node, p->achieved_flops / 1e12, p->hbm_bw / 1e9,
+         p->quant_bw / 1e9, p->intra_bw / 1e9, p->intra_latency * 1e6, p->nics_per_node,
+         p->nic_bw / 1e9, p->net_efficiency, p->communicator_bw / 1e9, p->inter_latency * 1e6);
+    static const char *const kinds[] = {"", "datasheet", "measured", "assumed", "fitted"};
+    int any = 0;
+    for (int f = 0; f < SQ_COST_NFIGURES; f++) {
+        const sq_cost_source *src = &p->source[f];
+        if (src->kind == SQ_COST_SRC_UNSTATED) continue;
+        if (!any++) tput(&t, "\n[sources]\n");
+        /* the INI reader takes lines of INI_LINE - 1 bytes: a note that does
+        ** not fit is cut, the kind, table and rows must fit */
+        char line[INI_LINE];
+        int n = snprintf(line, sizeof line, "%s = %s", figure_keys[f], kinds[src->kind]);
+        if (src->kind == SQ_COST_SRC_FITTED)
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s%s%s", src->fitted_to,
+                          src->rows[0] ? " " : "", src->rows);
+        if (n >= (int)sizeof line - 1) {
+            free(t.s);
+            return sq_error_set(err, SQ_ERR_ARG, "[sources] %s: the table and rows it was fitted "
+                                "to do not fit on one line of %d characters", figure_keys[f],
+                                INI_LINE - 2);
+        }
+        if (src->note[0]) snprintf(line + n, sizeof line - (size_t)n, ": %s", src->note);
+        tput(&t, "%s\n", line);
+    }
+    if (t.nomem) {
+        free(t.s);
+        return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    }
+    *text = t.s;
+    return SQ_OK;
 }

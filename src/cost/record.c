@@ -24,7 +24,11 @@ static int predict(const sq_cost_study *st, int gpus, sq_cost_point *pt, sq_erro
     sq_cost_parallel par = st->par;
     par.gpus = gpus;
     pt->gpus = gpus;
-    int rc = sq_cost_iteration(st->plat, st->model, &par, st->baseline, &pt->base, err);
+    /* the baseline is the plain system: ZeRO-3's comparisons are against
+    ** ZeRO-3 without hpZ (ZeRO++'s tables) */
+    sq_cost_parallel base = par;
+    base.hpz = 0;
+    int rc = sq_cost_iteration(st->plat, st->model, &base, st->baseline, &pt->base, err);
     for (int i = 0; rc == SQ_OK && i < st->nschemes; i++)
         rc = sq_cost_iteration(st->plat, st->model, &par, &st->schemes[i], &pt->cost[i], err);
     return rc;
@@ -62,10 +66,12 @@ void sq_cost_study_config(const sq_cost_study *st, char *buf, size_t len)
     snprintf(buf, len,
              "{\"platform\":\"%s\",\"model\":\"%s\",\"layers\":%d,\"hidden\":%d,\"heads\":%d,"
              "\"vocab\":%d,\"seq\":%d,\"tp\":%d,\"pp\":%d,\"micro_batch\":%d,\"accum\":%d,"
-             "\"overlap\":%s,\"gpus_per_node\":%d,\"achieved_tflops\":%.17g,"
-             "\"quant_gb_s\":%.17g}",
+             "\"overlap\":%s,\"system\":\"%s\",\"hpz\":%s,\"gpus_per_node\":%d,"
+             "\"achieved_tflops\":%.17g,\"quant_gb_s\":%.17g}",
              p->name, m->name, m->layers, m->hidden, m->heads, m->vocab, m->seq, par->tp, par->pp,
-             par->micro_batch, par->accum, par->overlap ? "true" : "false", p->gpus_per_node,
+             par->micro_batch, par->accum, par->overlap ? "true" : "false",
+             par->system == SQ_COST_ZERO3 ? "zero3" : "megatron", par->hpz ? "true" : "false",
+             p->gpus_per_node,
              p->achieved_flops / 1e12, p->quant_bw / 1e9);
 }
 

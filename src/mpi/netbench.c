@@ -377,6 +377,21 @@ static double figure(char *buf, size_t len, double v, double scale)
     return strtod(buf, NULL) * scale;
 }
 
+/* One [sources] line, and the same source in p: the note is the first
+** line of `how`, cut to 120 characters (the reader takes lines of 199). */
+static void source(text *t, sq_cost_platform *p, sq_cost_figure f, sq_cost_source_kind kind,
+                   const char *how)
+{
+    static const char *const kinds[] = {"", "datasheet", "measured", "assumed", "fitted"};
+    sq_cost_source *src = &p->source[f];
+    memset(src, 0, sizeof *src);
+    src->kind = kind;
+    const char *h = how && *how ? how : "?";
+    size_t n = strcspn(h, "\n");
+    snprintf(src->note, sizeof src->note, "%.*s", (int)(n < 120 ? n : 120), h);
+    put(t, "%s = %s: %s\n", sq_cost_figure_key(f), kinds[kind], src->note);
+}
+
 /* A text for a comment line: its first line, "?" when empty. */
 static void one_line(char *buf, size_t len, const char *s)
 {
@@ -522,6 +537,32 @@ int sq_netbench_platform(const sq_netbench_result *r, size_t n,
         out->inter_latency = figure(b1, sizeof b1, a->inter_latency * 1e6, 1e-6);
         put(&t, "# assumed, not measured: %s\nlatency_us = %s\n", links_from, b1);
     }
+    /* Every figure's source, as the cost model reads it ([sources], README
+    ** "Platforms and models are files"): what the comments above say, short
+    ** enough for the reader's lines. */
+    put(&t, "\n[sources]\n");
+    source(&t, out, SQ_COST_FIG_ACHIEVED_TFLOPS, SQ_COST_SRC_ASSUMED, info->flops_from);
+    source(&t, out, SQ_COST_FIG_HBM, SQ_COST_SRC_ASSUMED, info->hbm_from);
+    source(&t, out, SQ_COST_FIG_QUANT, SQ_COST_SRC_ASSUMED, info->quant_from);
+    const char *intra_how = "shardq netbench, the intra level's plateau busbw and latency";
+    source(&t, out, SQ_COST_FIG_INTRA_BW, in.measured ? SQ_COST_SRC_MEASURED : SQ_COST_SRC_ASSUMED,
+           in.measured ? intra_how : links_from);
+    source(&t, out, SQ_COST_FIG_INTRA_LATENCY,
+           in.measured ? SQ_COST_SRC_MEASURED : SQ_COST_SRC_ASSUMED,
+           in.measured ? intra_how : links_from);
+    const char *inter_how = "shardq netbench, the inter level's rails";
+    source(&t, out, SQ_COST_FIG_NICS, SQ_COST_SRC_ASSUMED,
+           ex.measured ? "the measured rate is all of a node's network, as one card" : links_from);
+    source(&t, out, SQ_COST_FIG_NIC_BW, ex.measured ? SQ_COST_SRC_MEASURED : SQ_COST_SRC_ASSUMED,
+           ex.measured ? inter_how : links_from);
+    source(&t, out, SQ_COST_FIG_EFFICIENCY, SQ_COST_SRC_ASSUMED,
+           ex.measured ? "the measured rate is a rate reached, nothing more is lost" : links_from);
+    source(&t, out, SQ_COST_FIG_COMMUNICATOR,
+           ex.measured ? SQ_COST_SRC_MEASURED : SQ_COST_SRC_ASSUMED,
+           ex.measured ? inter_how : links_from);
+    source(&t, out, SQ_COST_FIG_INTER_LATENCY,
+           ex.measured ? SQ_COST_SRC_MEASURED : SQ_COST_SRC_ASSUMED,
+           ex.measured ? inter_how : links_from);
     if (t.oom) {
         free(t.p);
         return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
