@@ -75,12 +75,6 @@ if (GPVAL_SYSTEM_ERRNO != 0) {
 }
 # errors go to stderr, as above; what a figure drew or why not, to stdout
 set print "-"
-# One colour per preset, the same in every figure (Tableau 10); others grey.
-presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
-array pcolors[11] = ["#333333", "#f28e2b", "#4e79a7", "#b07aa1", "#76b7b2", "#59a14f", \
-    "#e15759", "#9c755f", "#ff9da7", "#bcbd22", "#8c8c8c"]
-pidx(p) = (_i = sum [_k = 1:words(presets)] (word(presets, _k) eq p ? _k : 0), _i ? _i : 11)
-pcolor(p) = pcolors[pidx(p)]
 # The label of a run: its preset, then the knobs matching cond whose values
 # vary between the selected runs of that preset and kind, in the order of
 # their names; a gradient knob without "grad." (inter.bits=3), and named once
@@ -100,9 +94,39 @@ labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, 
     " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
     " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
     " label FROM runs u WHERE u.id IN r)"
+# the presets in the order of 'shardq schemes'
+presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
 # ORDER BY porder: the presets in the order of presets, others after them
 porder = "instr(' ".presets." ' || preset || ' ', ' ' || preset || ' ')"
 set encoding utf8
+# The style, a paper's: a sans font at 10 pt, lines 1.25 times gnuplot's,
+# and Paul Tol's "muted" palette (told apart by readers with any common
+# colour-vision deficiency, and in grey by the point types beside it), one
+# colour per preset in every figure; others grey. A file given as style
+# (shardq report --style FILE) is loaded after these lines and may set any
+# of them: font, width and height (pixels of a PNG or SVG; a PDF is width /
+# 100 inches wide), lwscale, pcolors[1..11] (the presets in the order of
+# presets, then others), and any gnuplot setting.
+font = "sans,10"
+width = 900
+height = 560
+lwscale = 1.25
+array pcolors[11] = ["#000000", "#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", \
+    "#882255", "#44AA99", "#999933", "#AA4499", "#888888"]
+if (!exists("formats")) { formats = "png svg" }
+if (exists("style") && style ne "") { load style }
+pidx(p) = (_i = sum [_k = 1:words(presets)] (word(presets, _k) eq p ? _k : 0), _i ? _i : 11)
+pcolor(p) = pcolors[pidx(p)]
+# eval term(k): the terminal and output file of the k-th of formats
+fmt_(k) = word(formats, k)
+term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size %d,%d enhanced font '%s' ".\
+    "linewidth %g; set output '%s/%s.png'", width, height, font, lwscale, out, name) : \
+    fmt_(k) eq "svg" ? sprintf("set terminal svg size %d,%d dynamic enhanced font '%s' ".\
+    "linewidth %g background 'white'; set output '%s/%s.svg'", width, height, font, lwscale, \
+    out, name) : fmt_(k) eq "pdf" ? sprintf("set terminal pdfcairo size %gin,%gin enhanced ".\
+    "font '%s' linewidth %g; set output '%s/%s.pdf'", width / 100.0, height / 100.0, font, \
+    lwscale, out, name) : sprintf("print 'formats: %s is none of png, svg, pdf'; exit status 2", \
+    fmt_(k))
 # ---- end of common -----------------------------------------------------------
 
 # per run: bits per parameter per iteration per worker, by collective and link
@@ -154,14 +178,8 @@ set yrange [0:*]
 set key at screen 0.5, screen 0.945 center top horizontal reverse Left samplen 2 width -2
 set tmargin 5
 
-do for [t = 1:2] {
-    if (t == 1) {
-        set terminal pngcairo size 900,560 enhanced font "sans,10"
-        set output png
-    } else {
-        set terminal svg size 900,560 dynamic enhanced font "sans,10" background "white"
-        set output svg
-    }
+do for [t = 1:words(formats)] {
+    eval term(t)
     set multiplot layout 1, 2 title "Bits sent per link level: weight all-gather + gradient reduce-scatter".\
         (modal ? " (each preset at its most-run configuration)" : "")
     # the totals over the bars, where there is room for them

@@ -52,7 +52,7 @@ SQ_BEGIN_DECLS
 ** sq_store_open, which has no handle yet, writes the caller's sq_error.
 */
 /* The schema version this build writes (PRAGMA user_version). */
-#define SQ_STORE_VERSION 6
+#define SQ_STORE_VERSION 7
 /* The busy timeout when none is given: how long a writer waits for another. */
 #define SQ_STORE_BUSY_MS 10000
 
@@ -108,6 +108,8 @@ typedef struct sq_run_info {
     const char *device;  /* "cpu", "cuda:0" */
     const char *trace;   /* the trace path, or NULL */
     uint64_t seed;
+    const char *grid;    /* the recipe's [grid NAME] of a sweep's run, or NULL */
+    const char *recipe;  /* the text of that recipe file, or NULL */
 } sq_run_info;
 
 /* sq_store_run_begin's outcomes besides a negative kind. SQ_ERR_BUSY with

@@ -102,6 +102,7 @@ typedef struct sq_sweep {
     size_t nruns;
     size_t ninvalid;     /* combinations whose scheme does not validate, left out */
     char *first_invalid; /* the first of them, with the reason */
+    char *text;          /* the recipe file as read (stored with every run), or NULL */
 } sq_sweep;
 
 /* Reads and expands the recipe at path; trace_override, when not NULL,
@@ -157,6 +158,7 @@ typedef struct sq_sweep_job {
     ** job, and only one of them (the one that prints) giving a db */
     const struct sq_transport *transport;
     sq_sweep_hooks hooks;
+    const char *recipe;  /* the recipe's text, stored with the run (NULL: none) */
 } sq_sweep_job;
 
 typedef struct sq_sweep_outcome {

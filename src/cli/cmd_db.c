@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "shardq/store.h"
 #include "trace/wfile.h"
+#include "where.h"
 
 #include <sqlite3.h>
 
@@ -42,11 +43,22 @@ static const char db_usage[] =
     "\n"
     "'shardq db SUBCOMMAND --help' shows the options of each.\n";
 
+/* the --where rule (src/cli/where.h), the same in report, list and export */
+#define WHERE_HELP                                                                          \
+    "  --where KEY=VALUE  only the runs where KEY equals VALUE (repeatable: all\n"          \
+    "                   must hold). KEY is a knob or param a run stored\n"                 \
+    "                   (grad.inter.bits, weight.mode, train.lr; grad.bits: both\n"        \
+    "                   hops), or a column of runs (id, kind, status, sweep,\n"           \
+    "                   grid, preset, scheme, topo, device, trace, seed, host,\n"         \
+    "                   version; scheme=NAME matches the preset). Numbers compare\n"      \
+    "                   as numbers (4 matches 4.0)\n"
+
 #define DB_OPTION_HELP \
     "  --db FILE        the store (default: $SHARDQ_DB if set, else shardq.db)\n"
 
 static const char list_usage[] =
     "usage: shardq db list [--json] [--status S] [--kind K] [--sweep NAME]\n"
+    "                      [--where KEY=VALUE]...\n"
     "\n"
     "One line per run, oldest first: id, status, kind, preset, topology, seed,\n"
     "trace (its last path component), start time (UTC), duration, and the mean\n"
@@ -59,6 +71,7 @@ static const char list_usage[] =
     "                   that is gone; the next run begun marks it failed)\n"
     "  --kind K         only runs of kind K (replay, train, ...)\n"
     "  --sweep NAME     only the runs of sweep NAME\n"
+    WHERE_HELP
     "  --json           a JSON array of objects (full trace path, times in\n"
     "                   ISO 8601, seconds; null for a missing or infinite value)\n"
     "  -h, --help       this text\n";
@@ -79,7 +92,7 @@ static const char show_usage[] =
     "  -h, --help       this text\n";
 
 static const char export_usage[] =
-    "usage: shardq db export [--csv] [-o FILE] [QUERY]\n"
+    "usage: shardq db export [--csv] [-o FILE] [--where KEY=VALUE]... [--wide] [QUERY]\n"
     "\n"
     "Writes QUERY's rows as CSV (RFC 4180: a header row, CRLF line ends, fields\n"
     "quoted where needed; NULL is an empty field, reals have 17 significant\n"
@@ -93,6 +106,12 @@ static const char export_usage[] =
     "\n"
     "options:\n" DB_OPTION_HELP
     "  --csv            CSV (the default, and the only format)\n"
+    WHERE_HELP
+    "                   (of a table: the rows of those runs; not with a SELECT)\n"
+    "  --wide           the runs with one typed column per knob or param (INTEGER,\n"
+    "                   REAL or TEXT by the values the runs hold; empty where a run\n"
+    "                   has none) and their mean grad_rel_l2 and weight_rel_l2,\n"
+    "                   ready for pandas.read_csv or R's read.csv\n"
     "  -o, --output FILE  write to FILE (replaced only once fully written) instead\n"
     "                   of standard output; '-' is standard output\n"
     "  -h, --help       this text\n";
@@ -120,7 +139,10 @@ enum {
     O_SWEEP = 1 << 4,
     O_CSV = 1 << 5,
     O_OUTPUT = 1 << 6,
+    O_WHERE = 1 << 7,
+    O_WIDE = 1 << 8,
 };
+#define MAX_WHERE 64
 
 static const struct {
     const char *name;
@@ -129,13 +151,16 @@ static const struct {
     {"db", required_argument, O_DB},         {"json", no_argument, O_JSON},
     {"status", required_argument, O_STATUS}, {"kind", required_argument, O_KIND},
     {"sweep", required_argument, O_SWEEP},   {"csv", no_argument, O_CSV},
-    {"output", required_argument, O_OUTPUT},
+    {"output", required_argument, O_OUTPUT}, {"where", required_argument, O_WHERE},
+    {"wide", no_argument, O_WIDE},
 };
 #define NOPTIONS (sizeof all_options / sizeof all_options[0])
 
 typedef struct db_opts {
     const char *db, *status, *kind, *sweep, *output;
-    int json;
+    int json, wide;
+    const char *where[MAX_WHERE];
+    int nwhere;
     char **pos;
     int npos;
 } db_opts;
@@ -183,6 +208,14 @@ static int parse_opts(const char *cmd, int argc, char **argv, int allowed, const
         case O_KIND: o->kind = optarg; break;
         case O_SWEEP: o->sweep = optarg; break;
         case O_CSV: break;
+        case O_WIDE: o->wide = 1; break;
+        case O_WHERE:
+            if (o->nwhere == MAX_WHERE) {
+                fprintf(stderr, "shardq %s: --where: more than %d filters\n", cmd, MAX_WHERE);
+                return CLI_USAGE;
+            }
+            o->where[o->nwhere++] = optarg;
+            break;
         case 'o':
         case O_OUTPUT: o->output = optarg; break;
         default: return CLI_USAGE;
@@ -440,7 +473,7 @@ static int print_json_rows(sqlite3_stmt *st)
 
 #define RUN_FILTER(STATUS)                                                                    \
     " WHERE (?1 IS NULL OR " STATUS " = ?1) AND (?2 IS NULL OR r.kind = ?2)"                  \
-    " AND (?3 IS NULL OR r.sweep = ?3) ORDER BY r.id"
+    " AND (?3 IS NULL OR r.sweep = ?3) AND (%s) ORDER BY r.id"
 /* the status as shown; a store of version 3 or older knows no start times */
 #define STATUS_V4 "sq_status(r.status, r.host, r.pid, r.pid_start, r.boot_id)"
 #define STATUS_V3 "sq_status(r.status, r.host, r.pid, NULL, NULL)"
@@ -468,20 +501,30 @@ static int print_json_rows(sqlite3_stmt *st)
 static int db_list(const char *path, int argc, char **argv)
 {
     db_opts o = {.db = path};
-    int rc = parse_opts("db list", argc, argv, O_DB | O_JSON | O_STATUS | O_KIND | O_SWEEP,
-                        list_usage, 0, 0, "no arguments", &o);
+    int rc = parse_opts("db list", argc, argv,
+                        O_DB | O_JSON | O_STATUS | O_KIND | O_SWEEP | O_WHERE, list_usage, 0, 0,
+                        "no arguments", &o);
     if (rc >= 0) return rc;
     sq_store *s = open_store("db list", o.db);
     if (!s) return CLI_RUNTIME;
     sqlite3_stmt *st;
     static const char *const sql[2][2] = {{LIST_TEXT_SQL(STATUS_V3), LIST_JSON_SQL(STATUS_V3)},
                                           {LIST_TEXT_SQL(STATUS_V4), LIST_JSON_SQL(STATUS_V4)}};
-    if (sqlite3_prepare_v2(sq_store_db(s), sql[sq_store_version(s) >= 4][o.json], -1, &st,
-                           NULL) != SQLITE_OK) {
+    int usage = 0;
+    char *cond = cli_where_sql(sq_store_db(s), "db list", o.where, o.nwhere, "r.", &usage);
+    if (!cond) {
+        sq_store_close(s);
+        return usage ? CLI_USAGE : CLI_RUNTIME;
+    }
+    char *text = sqlite3_mprintf(sql[sq_store_version(s) >= 4][o.json], cond);
+    free(cond);
+    if (!text || sqlite3_prepare_v2(sq_store_db(s), text, -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_free(text);
         rc = query_failed("db list", s);
         sq_store_close(s);
         return rc;
     }
+    sqlite3_free(text);
     sqlite3_bind_text(st, 1, o.status, -1, SQLITE_STATIC); /* NULL binds NULL */
     sqlite3_bind_text(st, 2, o.kind, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, o.sweep, -1, SQLITE_STATIC);
@@ -492,7 +535,8 @@ static int db_list(const char *path, int argc, char **argv)
     } else {
         bad = print_table(st, "", &rows);
         if (!bad && rows == 0)
-            printf("no runs%s in %s\n", o.status || o.kind || o.sweep ? " match" : "", o.db);
+            printf("no runs%s in %s\n", o.status || o.kind || o.sweep || o.nwhere ? " match" : "",
+                   o.db);
     }
     rc = bad ? query_failed("db list", s) : CLI_OK;
     sqlite3_finalize(st);
@@ -772,22 +816,92 @@ static void put_value(sink *o, sqlite3_stmt *st, int i)
     }
 }
 
-/* QUERY as a statement: a table name, or SQL that must read only. Prints
-** why not and returns the exit status, or -1 with *st ready. */
-static int export_statement(sq_store *s, const char *query, sqlite3_stmt **st)
+/* The runs of cond, one column per param ("wide"): each param's values
+** typed by what every run holds (all integers: INTEGER, all numbers: REAL,
+** else TEXT), after the columns of runs and the mean relative L2 error of
+** each path, so that a data frame reads it as it is. NULL after a message. */
+static char *wide_sql(sq_store *s, const char *cond)
 {
-    char sql[256], names[512] = "";
+    sqlite3 *db = sq_store_db(s);
+    char *q = sqlite3_mprintf(
+        "SELECT key, sum(value IS NOT NULL AND value NOT GLOB '*[^0-9-]*' AND value GLOB "
+        "'*[0-9]*' AND value NOT GLOB '?*-*') = count(value), "
+        "sum(value IS NOT NULL AND value NOT GLOB '*[^0-9.eE+-]*' AND value GLOB '*[0-9]*') = "
+        "count(value) FROM params WHERE run_id IN (SELECT id FROM runs WHERE %s) "
+        "GROUP BY key ORDER BY key", cond);
+    sqlite3_stmt *st = NULL;
+    if (!q || sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_free(q);
+        query_failed("db export", s);
+        return NULL;
+    }
+    sqlite3_free(q);
+    char *sql = sqlite3_mprintf("SELECT r.*, (SELECT avg(m.rel_l2) FROM step_metrics m WHERE "
+                                "m.run_id = r.id AND m.path = 'grad') AS grad_rel_l2, (SELECT "
+                                "avg(m.rel_l2) FROM step_metrics m WHERE m.run_id = r.id AND "
+                                "m.path = 'weight') AS weight_rel_l2");
+    int rc;
+    while (sql && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        const char *type = sqlite3_column_int(st, 1) ? "INTEGER" : sqlite3_column_int(st, 2) ? "REAL" : "TEXT";
+        char *next = sqlite3_mprintf("%s, max(CASE WHEN p.key = %Q THEN CAST(p.value AS %s) END) "
+                                     "AS \"%w\"", sql, key, type, key);
+        sqlite3_free(sql);
+        sql = next;
+    }
+    sqlite3_finalize(st);
+    char *all = sql ? sqlite3_mprintf("%s FROM runs r LEFT JOIN params p ON p.run_id = r.id WHERE "
+                                      "r.id IN (SELECT id FROM runs WHERE %s) GROUP BY r.id "
+                                      "ORDER BY r.id", sql, cond)
+                    : NULL;
+    sqlite3_free(sql);
+    if (!all) fprintf(stderr, "shardq db export: out of memory\n");
+    return all;
+}
+
+/* QUERY as a statement: a table name, or SQL that must read only; cond
+** (the --where filters, NULL: none) selects the rows of a table by their
+** run, wide (--wide) spreads the params of the runs into columns. Prints
+** why not and returns the exit status, or -1 with *st ready. */
+static int export_statement(sq_store *s, const char *query, const char *cond, int wide,
+                            sqlite3_stmt **st)
+{
+    char names[512] = "";
+    char *sql = NULL;
     const char *text = query;
     size_t ntables, used = 0;
     const sq_store_table *tables = sq_store_tables(&ntables);
     for (size_t i = 0; i < ntables; i++) {
         if (strcmp(query, tables[i].name) == 0) {
-            snprintf(sql, sizeof sql, "SELECT * FROM %s ORDER BY %s", tables[i].name,
-                     tables[i].order);
+            int runs = strcmp(query, "runs") == 0;
+            sql = sqlite3_mprintf("SELECT * FROM %s WHERE %s%s%s ORDER BY %s", tables[i].name,
+                                  runs ? "" : "run_id IN (SELECT id FROM runs WHERE ",
+                                  cond ? cond : "1", runs ? "" : ")", tables[i].order);
+            if (!sql) {
+                fprintf(stderr, "shardq db export: out of memory\n");
+                return CLI_RUNTIME;
+            }
             text = sql;
         }
         used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
                                  tables[i].name);
+    }
+    if (wide && strcmp(query, "runs")) {
+        fprintf(stderr, "shardq db export: --wide: exports the runs (one column per param), "
+                "not '%s'\n", query);
+        sqlite3_free(sql);
+        return CLI_USAGE;
+    }
+    if (cond && !sql) {
+        fprintf(stderr, "shardq db export: --where: selects the rows of a table (%s), not of "
+                "QUERY '%s': write the condition into the statement\n", names, query);
+        return CLI_USAGE;
+    }
+    if (wide) {
+        sqlite3_free(sql);
+        char *w = wide_sql(s, cond ? cond : "1");
+        if (!w) return CLI_RUNTIME;
+        text = sql = w;
     }
     const char *tail = NULL;
     sqlite3 *db = sq_store_db(s);
@@ -798,6 +912,7 @@ static int export_statement(sq_store *s, const char *query, sqlite3_stmt **st)
                 "shardq db export: QUERY '%s' is neither a table (%s) nor a valid statement: %s\n",
                 query, names, why);
         sqlite3_finalize(*st);
+        sqlite3_free(sql);
         return CLI_USAGE;
     }
     while (*tail == ' ' || *tail == '\t' || *tail == '\n' || *tail == '\r' || *tail == ';') tail++;
@@ -808,6 +923,7 @@ static int export_statement(sq_store *s, const char *query, sqlite3_stmt **st)
         why = "it would write to the database; only read-only statements are accepted";
     else if (sqlite3_column_count(*st) == 0)
         why = "it returns no rows; use a SELECT";
+    sqlite3_free(sql);
     if (why) {
         fprintf(stderr, "shardq db export: QUERY '%s' refused: %s\n", query, why);
         sqlite3_finalize(*st);
@@ -839,13 +955,24 @@ static int write_csv(sink *o, sqlite3_stmt *st)
 static int db_export(const char *path, int argc, char **argv)
 {
     db_opts o = {.db = path};
-    int rc = parse_opts("db export", argc, argv, O_DB | O_CSV | O_OUTPUT, export_usage, 0, 1,
-                        "at most one QUERY", &o);
+    int rc = parse_opts("db export", argc, argv, O_DB | O_CSV | O_OUTPUT | O_WHERE | O_WIDE,
+                        export_usage, 0, 1, "at most one QUERY", &o);
     if (rc >= 0) return rc;
     sq_store *s = open_store("db export", o.db);
     if (!s) return CLI_RUNTIME;
     sqlite3_stmt *st = NULL;
-    if ((rc = export_statement(s, o.npos ? o.pos[0] : "runs", &st)) >= 0) {
+    char *cond = NULL;
+    if (o.nwhere) {
+        int usage = 0;
+        cond = cli_where_sql(sq_store_db(s), "db export", o.where, o.nwhere, "", &usage);
+        if (!cond) {
+            sq_store_close(s);
+            return usage ? CLI_USAGE : CLI_RUNTIME;
+        }
+    }
+    rc = export_statement(s, o.npos ? o.pos[0] : "runs", cond, o.wide, &st);
+    free(cond);
+    if (rc >= 0) {
         sq_store_close(s);
         return rc;
     }

@@ -11,7 +11,8 @@
 #include <string.h>
 
 static const char report_usage[] =
-    "usage: shardq report [--db FILE] [--out DIR] [--runs FILTER] [-q]\n"
+    "usage: shardq report [--db FILE] [--out DIR] [--runs FILTER]\n"
+    "                     [--where KEY=VALUE]... [--format LIST] [--style FILE] [-q]\n"
     "\n"
     "Draws the figures of the runs in the database and writes them, with their\n"
     "tables, into a directory: NAME.png and NAME.svg per figure, report.md, a\n"
@@ -34,6 +35,18 @@ static const char report_usage[] =
     "  --runs FILTER    only the runs for which this SQL condition on the runs\n"
     "                   table holds, e.g. \"sweep = 'demo'\" or \"id > 40\"\n"
     "                   (default: every run that is done)\n"
+    "  --where KEY=VALUE  only the runs where KEY equals VALUE (repeatable: all\n"
+    "                   must hold, and --runs too). KEY is a knob or param a run\n"
+    "                   stored (grad.inter.bits, weight.mode, train.lr; grad.bits:\n"
+    "                   both hops), or a column of runs (id, kind, status, sweep,\n"
+    "                   grid, preset, scheme, topo, device, trace, seed, host,\n"
+    "                   version; scheme=NAME matches the preset). Numbers compare\n"
+    "                   as numbers (4 matches 4.0)\n"
+    "  --format LIST    the files of each figure, a comma-separated list of png,\n"
+    "                   svg and pdf (default png,svg)\n"
+    "  --style FILE     a gnuplot file loaded after the paper style of every\n"
+    "                   script (README, \"Reports\": font, width, height, lwscale,\n"
+    "                   pcolors), to restyle the figures without editing them\n"
     "  -q, --quiet      print nothing on success\n"
     "  -h, --help       this text\n"
     "\n"
@@ -49,9 +62,14 @@ int cmd_report(int argc, char **argv)
     static const struct option longopts[] = {
         {"db", required_argument, NULL, 'd'},   {"out", required_argument, NULL, 'o'},
         {"runs", required_argument, NULL, 'r'}, {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
-    static const char *const names[] = {"db", "out", "runs", "quiet", "help", NULL};
+        {"help", no_argument, NULL, 'h'},       {"where", required_argument, NULL, 'w'},
+        {"format", required_argument, NULL, 'f'}, {"style", required_argument, NULL, 's'},
+        {NULL, 0, NULL, 0}};
+    static const char *const names[] = {"db",    "out",    "runs",  "quiet", "help",
+                                        "where", "format", "style", NULL};
     const char *db = cli_default_db(), *out = "report", *filter = NULL;
+    const char *where[64];
+    report_options o = {.where = where};
     int quiet = 0, ch;
     opterr = 0;
     optind = 1;
@@ -61,6 +79,15 @@ int cmd_report(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'r': filter = optarg; break;
         case 'q': quiet = 1; break;
+        case 'w':
+            if (o.nwhere == 64) {
+                fprintf(stderr, "shardq report: --where: more than 64 filters\n");
+                return CLI_USAGE;
+            }
+            where[o.nwhere++] = optarg;
+            break;
+        case 'f': o.formats = optarg; break;
+        case 's': o.style = optarg; break;
         case 'h': fputs(report_usage, stdout); return CLI_OK;
         default: return cli_option_error("report", ch, argv, names);
         }
@@ -75,5 +102,7 @@ int cmd_report(int argc, char **argv)
         fprintf(stderr, "shardq report: --runs: the condition is empty\n");
         return CLI_USAGE;
     }
-    return report_write(db, out, filter, quiet);
+    o.filter = filter;
+    o.quiet = quiet;
+    return report_write_opts(db, out, &o);
 }

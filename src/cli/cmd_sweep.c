@@ -153,7 +153,8 @@ static pid_t spawn(const sq_sweep *r, size_t i, const char *db, int threads, chi
 {
     const sq_sweep_config *x = &r->runs[i];
     c->log = open_log();
-    sq_sweep_job job = {.cfg = x, .db = db, .key = x->key, .sweep = r->name, .tensor_rows = 1};
+    sq_sweep_job job = {.cfg = x, .db = db, .key = x->key, .sweep = r->name, .tensor_rows = 1,
+                        .recipe = r->text};
     sq_error err = {0};
     pid_t pid = sq_sweep_spawn(&job, threads, 1, c->log, &err);
     if (pid < 0) fprintf(stderr, "shardq sweep: %s\n", sq_error_message(&err));

@@ -212,7 +212,7 @@ static void run_job(const sq_sweep *sw, size_t i, job_result *r)
     tmp_clear_files(); /* the last job's file, if anything kept it */
     const sq_sweep_config *x = &sw->runs[i];
     sq_sweep_job job = {.cfg = x, .db = tmp_names[TMP_DB], .key = x->key, .sweep = sw->name,
-                        .tensor_rows = 1};
+                        .tensor_rows = 1, .recipe = sw->text};
     sq_sweep_outcome *out = calloc(1, sizeof *out);
     sq_error e = {0};
     double t0 = now_s();

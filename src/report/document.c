@@ -242,23 +242,40 @@ void report_figure(report_doc *d, const char *name, const char *title, const cha
 {
     report_printf(&d->md, "### ");
     md_text(&d->md, title);
-    report_printf(&d->md, "\n\n![");
-    md_text(&d->md, title);
-    report_printf(&d->md, "](%s.png)\n\n", name);
+    unsigned f = d->formats ? d->formats : 3;
+    /* shown: the PNG, else the SVG; a PDF alone is only linked */
+    const char *shown = f & 1 ? "png" : f & 2 ? "svg" : NULL;
+    static const char *const ext[3] = {"png", "svg", "pdf"}, *const big[3] = {"PNG", "SVG", "PDF"};
+    if (shown) {
+        report_printf(&d->md, "\n\n![");
+        md_text(&d->md, title);
+        report_printf(&d->md, "](%s.%s)", name, shown);
+    }
+    report_printf(&d->md, "\n\n");
     md_text(&d->md, caption);
-    report_printf(&d->md, " ([SVG](%s.svg), [script](scripts/%s.gp))\n\n", name, name);
+    report_printf(&d->md, " (");
+    for (int k = 0; k < 3; k++)
+        if (f & (1u << k)) report_printf(&d->md, "[%s](%s.%s), ", big[k], name, ext[k]);
+    report_printf(&d->md, "[script](scripts/%s.gp))\n\n", name);
 
     report_printf(&d->html, "<h3>");
     html_text(&d->html, title);
-    report_printf(&d->html, "</h3>\n<figure id=\"%s\">\n<a href=\"%s.svg\"><img src=\"%s.png\" "
-                            "width=\"900\" height=\"560\" alt=\"",
-                  name, name, name);
-    html_text(&d->html, title);
-    report_printf(&d->html, "\"></a>\n<figcaption>");
+    report_printf(&d->html, "</h3>\n<figure id=\"%s\">\n", name);
+    if (shown) {
+        report_printf(&d->html, "<a href=\"%s.%s\"><img src=\"%s.%s\" style=\"max-width:100%%;"
+                                "height:auto\" width=\"900\" height=\"560\" alt=\"",
+                      name, f & 2 ? "svg" : shown, name, shown);
+        html_text(&d->html, title);
+        report_printf(&d->html, "\"></a>\n");
+    }
+    report_printf(&d->html, "<figcaption>");
     html_text(&d->html, caption);
-    report_printf(&d->html, " (<a href=\"%s.svg\">SVG</a>, <a href=\"scripts/%s.gp\">script</a>)"
-                            "</figcaption>\n</figure>\n",
-                  name, name);
+    report_printf(&d->html, " (");
+    for (int k = 0; k < 3; k++)
+        if (f & (1u << k))
+            report_printf(&d->html, "<a href=\"%s.%s\">%s</a>, ", name, ext[k], big[k]);
+    report_printf(&d->html, "<a href=\"scripts/%s.gp\">script</a>)</figcaption>\n</figure>\n",
+                  name);
 }
 
 void report_skipped(report_doc *d, const char *title, const char *why)

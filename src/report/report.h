@@ -27,6 +27,17 @@ struct sqlite3;
 ** `shardq report` is this; `shardq demo` calls it in-process. */
 int report_write(const char *db, const char *out, const char *filter, int quiet);
 
+/* What `shardq report` adds to report_write's arguments. */
+typedef struct report_options {
+    const char *filter;        /* --runs: SQL on runs (NULL: none) */
+    const char *const *where;  /* --where KEY=VALUE filters (src/cli/where.h) */
+    int nwhere;
+    const char *formats;       /* --format: "png,svg" (NULL), any of png, svg, pdf */
+    const char *style;         /* --style FILE: gnuplot lines loaded after the paper style */
+    int quiet;
+} report_options;
+int report_write_opts(const char *db, const char *out, const report_options *o);
+
 /* The text of script name, or NULL when no such script was built in. */
 const char *report_script(const char *name);
 
@@ -62,11 +73,13 @@ void report_labels_sql(report_buf *sql, const char *cond);
 /* The document, in Markdown and in a self-contained HTML page at once. */
 typedef struct report_doc {
     report_buf md, html;
+    unsigned formats; /* of the figures: 1 png, 2 svg, 4 pdf (0: png and svg) */
 } report_doc;
 void report_begin(report_doc *d, const char *title);
 void report_heading(report_doc *d, const char *text);
 void report_para(report_doc *d, const char *text);
-/* A figure drawn as NAME.png and NAME.svg beside the document. */
+/* A figure drawn beside the document as NAME.png, .svg and .pdf (those of
+** d->formats): the PNG shown (else the SVG), every file linked. */
 void report_figure(report_doc *d, const char *name, const char *title, const char *caption);
 /* A figure that was not drawn, and why. */
 void report_skipped(report_doc *d, const char *title, const char *why);

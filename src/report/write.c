@@ -25,6 +25,7 @@
 #include "report/report.h"
 #include "shardq/codec.h"
 #include "shardq/store.h"
+#include "cli/where.h"
 
 #include <sqlite3.h>
 
@@ -122,7 +123,9 @@ typedef struct drawn {
 ** by SIGKILL is removed by the next report into OUT, once its process is
 ** gone. */
 #define TMP_PREFIX ".shardq-report-"
-#define MAX_TMP_FILES 16
+#define MAX_TMP_FILES 32
+#define NFORMATS 3
+static const char *const format_names[NFORMATS] = {"png", "svg", "pdf"};
 
 static char tmp_dir[4096];
 static char tmp_files[MAX_TMP_FILES][4200];
@@ -183,7 +186,7 @@ static void remove_stale_tmp(const char *out)
 
 /* Makes the drawing directory in out, with the paths of every figure's
 ** files in it, and the handlers that remove it. */
-static int make_tmp(const char *out, const char *const *names, int n,
+static int make_tmp(const char *out, const char *const *names, int n, const int *fmt,
                     struct sigaction *old)
 {
     if (snprintf(tmp_dir, sizeof tmp_dir, "%s/" TMP_PREFIX "%ld.XXXXXX", out,
@@ -194,10 +197,11 @@ static int make_tmp(const char *out, const char *const *names, int n,
         return -1;
     }
     ntmp_files = 0;
-    for (int i = 0; i < n && ntmp_files + 2 <= MAX_TMP_FILES; i++) {
-        snprintf(tmp_files[ntmp_files++], sizeof tmp_files[0], "%s/%s.png", tmp_dir, names[i]);
-        snprintf(tmp_files[ntmp_files++], sizeof tmp_files[0], "%s/%s.svg", tmp_dir, names[i]);
-    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < NFORMATS && ntmp_files < MAX_TMP_FILES; k++)
+            if (fmt[k])
+                snprintf(tmp_files[ntmp_files++], sizeof tmp_files[0], "%s/%s.%s", tmp_dir,
+                         names[i], format_names[k]);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -215,9 +219,10 @@ static void drop_tmp(const struct sigaction *old)
 }
 
 /* Whether path holds a whole image: a PNG that ends with its IEND chunk,
-** an SVG that ends with </svg>. A write cut short by a full disk or a file
-** size limit ends anywhere else. */
-static int complete(const char *path, int svg)
+** an SVG that ends with </svg>, a PDF with %%EOF. A write cut short by a
+** full disk or a file size limit ends anywhere else. kind: 0 png, 1 svg,
+** 2 pdf. */
+static int complete(const char *path, int kind)
 {
     static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
     int fd = open(path, O_RDONLY);
@@ -227,10 +232,11 @@ static int complete(const char *path, int svg)
     int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)sizeof tail;
     if (ok)
         ok = pread(fd, tail, sizeof tail, st.st_size - (off_t)sizeof tail) == (ssize_t)sizeof tail;
-    if (ok && svg) {
-        size_t k = sizeof tail;
+    if (ok && kind) {
+        const char *end = kind == 1 ? "</svg>" : "%%EOF";
+        size_t k = sizeof tail, e = strlen(end);
         while (k && (tail[k - 1] == '\n' || tail[k - 1] == '\r' || tail[k - 1] == ' ')) k--;
-        ok = k >= 6 && memcmp(tail + k - 6, "</svg>", 6) == 0;
+        ok = k >= e && memcmp(tail + k - e, end, e) == 0;
     } else if (ok) {
         ok = memcmp(tail + sizeof tail - 12, iend, 12) == 0;
     }
@@ -380,51 +386,100 @@ static int find_line(const char *output, const char *name, const char *what, con
     return 0;
 }
 
-/* Moves the figure's two files from the drawing directory into out, when
-** both are complete; otherwise says which is not. */
-static int put_in_place(const figure *f, const char *png, const char *svg)
+/* Moves the figure's files (one per format in fmt) from the drawing
+** directory into out, when every one is complete; otherwise says which is
+** not. */
+static int put_in_place(const figure *f, const char *out, const int *fmt)
 {
-    char from[2][4200];
-    snprintf(from[0], sizeof from[0], "%s/%s.png", tmp_dir, f->name);
-    snprintf(from[1], sizeof from[1], "%s/%s.svg", tmp_dir, f->name);
-    for (int k = 0; k < 2; k++)
+    char from[NFORMATS][4200], to[NFORMATS][4200];
+    for (int k = 0; k < NFORMATS; k++) {
+        if (!fmt[k]) continue;
+        snprintf(from[k], sizeof from[k], "%s/%s.%s", tmp_dir, f->name, format_names[k]);
+        snprintf(to[k], sizeof to[k], "%s/%s.%s", out, f->name, format_names[k]);
         if (!complete(from[k], k)) {
             fprintf(stderr, "shardq report: %s: gnuplot did not write all of %s.%s (a full "
-                    "disk?): the figure is left out\n", f->name, f->name, k ? "svg" : "png");
+                    "disk?): the figure is left out\n", f->name, f->name, format_names[k]);
             return -1;
         }
-    if (rename(from[0], png) != 0 || rename(from[1], svg) != 0) {
-        fprintf(stderr, "shardq report: %s: cannot put the figure in place: %s\n", f->name,
-                strerror(errno));
-        return -1;
     }
+    for (int k = 0; k < NFORMATS; k++)
+        if (fmt[k] && rename(from[k], to[k]) != 0) {
+            fprintf(stderr, "shardq report: %s: cannot put the figure in place: %s\n", f->name,
+                    strerror(errno));
+            return -1;
+        }
     return 0;
 }
 
 /* Writes OUT/scripts/NAME.gp and runs it into OUT/NAME.png and .svg. ids:
 ** the runs the filter selected (NULL: no filter). */
-static void draw(const figure *f, const char *db, const char *out, const char *filter,
-                 const char *ids, int quiet, drawn *d)
+/* What every figure is drawn with. */
+typedef struct drawing {
+    const char *db, *out, *filter;
+    const char *ids;   /* the runs the filter selected (NULL: no filter) */
+    int fmt[NFORMATS]; /* png, svg, pdf wanted */
+    const char *style; /* a gnuplot file the scripts load after their own style */
+    int quiet;
+} drawing;
+
+/* The --format list "png,svg" into fmt; 0, or -1 (said) for a name that is
+** none of png, svg, pdf, or no name at all. */
+static int parse_formats(const char *text, int *fmt)
 {
+    memset(fmt, 0, NFORMATS * sizeof *fmt);
+    int any = 0;
+    for (const char *p = text; *p;) {
+        size_t k = strcspn(p, ", ");
+        int found = 0;
+        for (int i = 0; i < NFORMATS; i++)
+            if (k == strlen(format_names[i]) && !strncmp(p, format_names[i], k)) fmt[i] = found = 1;
+        if (k && !found) {
+            fprintf(stderr, "shardq report: --format: '%.*s': expected png, svg or pdf (a "
+                    "comma-separated list)\n", (int)k, p);
+            return -1;
+        }
+        any |= found;
+        p += k;
+        p += strspn(p, ", ");
+    }
+    if (!any) {
+        fprintf(stderr, "shardq report: --format: '%s': name one of png, svg, pdf\n", text);
+        return -1;
+    }
+    return 0;
+}
+
+static void draw(const figure *f, const drawing *g, drawn *d)
+{
+    const char *db = g->db, *out = g->out, *filter = g->filter, *ids = g->ids;
+    int quiet = g->quiet;
     memset(d, 0, sizeof *d);
     d->failed = 1;
     char rel[128];
     snprintf(rel, sizeof rel, "scripts/%s.gp", f->name);
-    char *script = join(out, rel), *png = NULL, *svg = NULL;
+    char *script = join(out, rel);
     report_buf vars = {0}, output = {0};
     const char *text = report_script(f->name);
     if (!script || !text) {
         if (!text) fprintf(stderr, "shardq report: %s: no such script built in\n", f->name);
         goto done;
     }
-    snprintf(rel, sizeof rel, "%s.png", f->name);
-    png = join(out, rel);
-    snprintf(rel, sizeof rel, "%s.svg", f->name);
-    svg = join(out, rel);
-    if (!png || !svg || cli_write_file("report", script, text, strlen(text))) goto done;
-    /* a figure of an earlier report must not pass for this one's */
-    unlink(png);
-    unlink(svg);
+    if (cli_write_file("report", script, text, strlen(text))) goto done;
+    /* a figure of an earlier report must not pass for this one's, in any format */
+    for (int k = 0; k < NFORMATS; k++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s.%s", out, f->name, format_names[k]);
+        unlink(path);
+    }
+    report_printf(&vars, "formats='");
+    for (int k = 0, n = 0; k < NFORMATS; k++)
+        if (g->fmt[k]) report_printf(&vars, "%s%s", n++ ? " " : "", format_names[k]);
+    report_printf(&vars, "'; ");
+    if (g->style) {
+        report_printf(&vars, "style=");
+        gp_string(&vars, g->style);
+        report_printf(&vars, "; ");
+    }
     report_printf(&vars, "db=");
     gp_string(&vars, db);
     report_printf(&vars, "; out=");
@@ -446,7 +501,7 @@ static void draw(const figure *f, const char *db, const char *out, const char *f
         d->failed = 0;
         if (!quiet) printf("  %-12s skipped: %s\n", f->name, d->why);
     } else if (st == 0 && find_line(o, f->name, "runs ", " -> ", d->runs, sizeof d->runs) &&
-               put_in_place(f, png, svg) == 0) {
+               put_in_place(f, out, g->fmt) == 0) {
         d->failed = 0;
         d->ok = 1;
         if (!quiet) printf("  %-12s runs %s\n", f->name, d->runs);
@@ -468,8 +523,6 @@ static void draw(const figure *f, const char *db, const char *out, const char *f
     fflush(stdout);
 done:
     free(script);
-    free(png);
-    free(svg);
     report_buf_free(&vars);
     report_buf_free(&output);
 }
@@ -733,6 +786,21 @@ static int check_filter(sqlite3 *db, const char *filter)
 
 int report_write(const char *db, const char *out, const char *filter, int quiet)
 {
+    report_options o = {.filter = filter, .quiet = quiet};
+    return report_write_opts(db, out, &o);
+}
+
+int report_write_opts(const char *db, const char *out, const report_options *opt)
+{
+    const char *filter = opt->filter;
+    int quiet = opt->quiet;
+    drawing g = {.db = db, .out = out, .style = opt->style, .quiet = quiet};
+    if (parse_formats(opt->formats ? opt->formats : "png,svg", g.fmt)) return CLI_USAGE;
+    if (opt->style && access(opt->style, R_OK) != 0) {
+        fprintf(stderr, "shardq report: --style: %s: cannot read: %s\n", opt->style,
+                strerror(errno));
+        return CLI_USAGE;
+    }
     if (filter && strspn(filter, " \t\r\n") == strlen(filter)) filter = NULL; /* none */
     sq_store *store;
     sq_error err = {0};
@@ -750,6 +818,23 @@ int report_write(const char *db, const char *out, const char *filter, int quiet)
     sqlite3 *sdb = sq_store_db(store);
     report_buf ids = {0};
     int rc = filter ? check_filter(sdb, filter) : CLI_OK;
+    /* --where: one more condition, ANDed with --runs, shown as KEY=VALUE */
+    char *wsql = NULL;
+    report_buf shown = {0};
+    if (rc == CLI_OK && opt->nwhere) {
+        int usage = 0;
+        wsql = cli_where_sql(sdb, "report", opt->where, opt->nwhere, "", &usage);
+        if (!wsql) rc = usage ? CLI_USAGE : CLI_RUNTIME;
+    }
+    report_buf both = {0};
+    if (rc == CLI_OK && wsql) {
+        report_printf(&both, "(%s) AND %s", filter ? filter : "1", wsql);
+        if (filter) report_printf(&shown, "%s", filter);
+        for (int i = 0; i < opt->nwhere; i++)
+            report_printf(&shown, "%s%s", shown.n ? " and " : "", opt->where[i]);
+        filter = both.p;
+    }
+    const char *filter_shown = shown.p ? shown.p : filter;
     if (rc == CLI_OK && filter) rc = select_ids(sdb, filter, &ids);
     if (rc == CLI_OK && !on_path("gnuplot")) {
         fprintf(stderr, "shardq report: gnuplot is not installed: it draws the figures "
@@ -771,6 +856,7 @@ int report_write(const char *db, const char *out, const char *filter, int quiet)
     }
     if (rc == CLI_OK && make_dirs(scripts)) rc = CLI_RUNTIME;
     free(scripts);
+    free(wsql);
     const figure *const order[] = {&fig_error_bits, &fig_error_group, &fig_hadamard, &fig_bias,
                                    &fig_bytes,      &fig_loss,        &fig_bench,    &fig_speedup};
     enum { NFIG = sizeof order / sizeof order[0] };
@@ -778,8 +864,10 @@ int report_write(const char *db, const char *out, const char *filter, int quiet)
     for (int i = 0; i < NFIG; i++) names[i] = order[i]->name;
     struct sigaction old[NCAUGHT];
     if (rc == CLI_OK) remove_stale_tmp(out);
-    if (rc == CLI_OK && make_tmp(out, names, NFIG, old)) rc = CLI_RUNTIME;
+    if (rc == CLI_OK && make_tmp(out, names, NFIG, g.fmt, old)) rc = CLI_RUNTIME;
     if (rc != CLI_OK) {
+        report_buf_free(&both);
+        report_buf_free(&shown);
         report_buf_free(&ids);
         sq_store_close(store);
         return rc;
@@ -788,14 +876,16 @@ int report_write(const char *db, const char *out, const char *filter, int quiet)
                             fn_sqrt, NULL, NULL);
     if (!quiet) {
         printf("shardq report: %s%s%s -> %s/\n", db, filter ? ", runs matching " : "",
-               filter ? filter : "", out);
+               filter ? filter_shown : "", out);
         fflush(stdout);
     }
 
     drawn d[NFIG];
     int ndrawn = 0, nfailed = 0;
     for (int i = 0; i < NFIG; i++) {
-        draw(order[i], db, out, filter, filter ? ids.p : NULL, quiet, &d[i]);
+        g.filter = filter_shown;
+        g.ids = filter ? ids.p : NULL;
+        draw(order[i], &g, &d[i]);
         ndrawn += d[i].ok;
         nfailed += d[i].failed;
     }
@@ -804,16 +894,17 @@ int report_write(const char *db, const char *out, const char *filter, int quiet)
 
     report_doc doc;
     report_begin(&doc, "shardq report");
+    doc.formats = (unsigned)(g.fmt[0] | g.fmt[1] << 1 | g.fmt[2] << 2);
     char when[64] = "";
     time_t now = time(NULL);
     struct tm tm;
     if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
     report_buf intro = {0};
-    report_printf(&intro, "From %s, %s%s; written by shardq %s on %s. Every figure is a PNG with "
-                  "an SVG beside it, drawn by the gnuplot script in scripts/, which also runs "
-                  "on its own: gnuplot -e \"db='%s'\" scripts/NAME.gp.", db,
-                  filter ? "the done runs matching " : "every done run", filter ? filter : "",
-                  SHARDQ_VERSION_STRING, when, db);
+    report_printf(&intro, "From %s, %s%s; written by shardq %s on %s. Every figure is drawn by "
+                  "the gnuplot script in scripts/, which also runs on its own: gnuplot -e "
+                  "\"db='%s'\" scripts/NAME.gp.", db,
+                  filter ? "the done runs matching " : "every done run",
+                  filter ? filter_shown : "", SHARDQ_VERSION_STRING, when, db);
     report_para(&doc, intro.p ? intro.p : "");
     report_buf_free(&intro);
 
@@ -858,5 +949,7 @@ int report_write(const char *db, const char *out, const char *filter, int quiet)
     free(md);
     free(html);
     report_doc_free(&doc);
+    report_buf_free(&both);
+    report_buf_free(&shown);
     return rc;
 }

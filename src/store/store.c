@@ -211,9 +211,20 @@ static const char schema_v6[] =
     "  PRIMARY KEY(run_id, op, level, bytes)\n"
     ") STRICT;\n";
 
+/* Version 6 -> 7: where a run of a sweep came from. grid is the [grid
+** NAME] of the recipe that produced the configuration ("sweep": the [sweep]
+** section), recipe the text of that recipe file as it was read, so that
+** runs of two grids that share presets stay apart in the figures and a
+** run says how it was asked for. NULL: not a sweep's run, or a row written
+** before this version. Every older row stays as it was. */
+static const char schema_v7[] =
+    "ALTER TABLE runs ADD COLUMN grid TEXT;\n"
+    "ALTER TABLE runs ADD COLUMN recipe TEXT;\n";
+
 /* migrations[i] takes user_version i to i + 1. */
 static const char *const migrations[SQ_STORE_VERSION] = {schema_v1, schema_v2, schema_v3,
-                                                          schema_v4, schema_v5, schema_v6};
+                                                          schema_v4, schema_v5, schema_v6,
+                                                          schema_v7};
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -791,8 +802,9 @@ static int insert_run(sq_store *s, const sq_run_info *info, const proc_id *me, i
 {
     static const char sql[] =
         "INSERT INTO runs(kind, key, sweep, status, config, preset, scheme, topo, device, trace,"
-        " seed, version, host, pid, started, pid_start, boot_id, heartbeat) VALUES"
-        " (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?14)";
+        " seed, version, host, pid, started, pid_start, boot_id, heartbeat, grid, recipe) VALUES"
+        " (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?14,"
+        " ?17, ?18)";
     char now[40];
     utc_now(now, sizeof now);
     sqlite3_stmt *st;
@@ -814,6 +826,8 @@ static int insert_run(sq_store *s, const sq_run_info *info, const proc_id *me, i
     bind_text(st, 14, now);
     if (me->start >= 0) sqlite3_bind_int64(st, 15, me->start);
     bind_text(st, 16, *me->boot ? me->boot : NULL);
+    bind_text(st, 17, info->grid);
+    bind_text(st, 18, info->recipe);
     rc = step_done(st);
     sqlite3_finalize(st);
     if (rc == SQLITE_OK) *id = sqlite3_last_insert_rowid(s->db);

@@ -184,7 +184,7 @@ static int run_replay(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *
         sq_run_info info = {.kind = "replay", .key = job->key, .sweep = job->sweep,
                             .config = config, .preset = x->preset, .scheme = out->scheme,
                             .topo = out->topo, .device = x->device, .trace = x->trace,
-                            .seed = x->seed};
+                            .seed = x->seed, .grid = x->grid, .recipe = job->recipe};
         char tw[16], ts[32];
         snprintf(tw, sizeof tw, "%d", t.workers);
         snprintf(ts, sizeof ts, "%zu", nsteps);
@@ -382,7 +382,7 @@ static int run_train(const sq_sweep_job *job, sq_sweep_outcome *out, sq_error *e
         sq_run_info info = {.kind = "train", .key = job->key, .sweep = job->sweep,
                             .config = config, .preset = x->preset, .scheme = out->scheme,
                             .topo = out->topo, .device = x->device, .trace = c.capture,
-                            .seed = c.seed};
+                            .seed = c.seed, .grid = x->grid, .recipe = job->recipe};
         char v[8][32];
         snprintf(v[0], sizeof v[0], "%d", c.model.layers);
         snprintf(v[1], sizeof v[1], "%d", c.model.channels);

@@ -326,7 +326,7 @@ void sq_sweep_free(sq_sweep *r)
 {
     if (!r) return;
     for (size_t i = 0; i < r->nruns; i++) sq_sweep_config_clear(&r->runs[i]);
-    free(r->runs), free(r->path), free(r->name), free(r->first_invalid);
+    free(r->runs), free(r->path), free(r->name), free(r->first_invalid), free(r->text);
     memset(r, 0, sizeof *r);
 }
 
@@ -808,6 +808,27 @@ done:
     return rc == SQ_OK ? SQ_OK : err->status;
 }
 
+/* The recipe file's text, stored with every run of the sweep (how it was
+** asked for); NULL when it cannot be read again or is over 1 MiB, which
+** loses that record only. */
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    enum { MAX_TEXT = 1 << 20 };
+    char *t = malloc(MAX_TEXT + 1);
+    size_t n = t ? fread(t, 1, MAX_TEXT + 1, f) : 0;
+    int bad = !t || ferror(f) || n > MAX_TEXT;
+    fclose(f);
+    if (bad) {
+        free(t);
+        return NULL;
+    }
+    t[n] = '\0';
+    char *s = realloc(t, n + 1);
+    return s ? s : t;
+}
+
 int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_error *e)
 {
     sq_error mine = {0};
@@ -823,6 +844,7 @@ int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_
     char *dir = NULL;
     int rc = SQ_ERR_SPEC;
     r->path = strdup(path);
+    r->text = read_text(path);
     if (!r->path || ps.oom) {
         sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         goto done;
