@@ -70,7 +70,9 @@ if (GPVAL_SYSTEM_ERRNO != 0) {
 }
 # errors go to stderr, as above; what a figure drew or why not, to stdout
 set print "-"
-# The label of a run: its preset, then the knobs matching cond whose values
+# The label of a run: its preset, then the grid it came from when the
+# selected runs of its preset and kind come from several grids or sweeps
+# ("sdp4bit [bb]", "sdp4bit [other-sweep/bb]"), then the knobs matching cond whose values
 # vary between the selected runs of that preset and kind, in the order of
 # their names; a gradient knob without "grad." (inter.bits=3), and named once
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
@@ -86,9 +88,14 @@ labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, 
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
     " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
     " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
-    " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
-    " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
-    " label FROM runs u WHERE u.id IN r)"
+    " kv.k), ex AS (SELECT kind, preset, count(DISTINCT coalesce(sweep, '')) AS ns,".\
+    " count(DISTINCT coalesce(sweep, '') || '/' || coalesce(grid, '')) AS ng FROM runs WHERE".\
+    " id IN r GROUP BY kind, preset), lab AS (SELECT u.id, u.preset, u.preset || CASE WHEN".\
+    " ex.ng > 1 THEN ' [' || CASE WHEN ex.ns > 1 THEN coalesce(u.sweep, 'no sweep') ||".\
+    " coalesce('/' || nullif(u.grid, 'sweep'), '') ELSE coalesce(u.grid, 'no grid') END ||".\
+    " ']' ELSE '' END || coalesce(' ' || (SELECT group_concat(t, ' ') FROM (SELECT t FROM vv".\
+    " WHERE vv.id = u.id ORDER BY o)), '') AS label FROM runs u JOIN ex ON ex.kind = u.kind".\
+    " AND ex.preset IS u.preset WHERE u.id IN r)"
 # the presets in the order of 'shardq schemes'
 presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
 # ORDER BY porder: the presets in the order of presets, others after them

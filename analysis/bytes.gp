@@ -75,7 +75,9 @@ if (GPVAL_SYSTEM_ERRNO != 0) {
 }
 # errors go to stderr, as above; what a figure drew or why not, to stdout
 set print "-"
-# The label of a run: its preset, then the knobs matching cond whose values
+# The label of a run: its preset, then the grid it came from when the
+# selected runs of its preset and kind come from several grids or sweeps
+# ("sdp4bit [bb]", "sdp4bit [other-sweep/bb]"), then the knobs matching cond whose values
 # vary between the selected runs of that preset and kind, in the order of
 # their names; a gradient knob without "grad." (inter.bits=3), and named once
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
@@ -91,9 +93,14 @@ labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, 
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
     " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
     " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
-    " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
-    " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
-    " label FROM runs u WHERE u.id IN r)"
+    " kv.k), ex AS (SELECT kind, preset, count(DISTINCT coalesce(sweep, '')) AS ns,".\
+    " count(DISTINCT coalesce(sweep, '') || '/' || coalesce(grid, '')) AS ng FROM runs WHERE".\
+    " id IN r GROUP BY kind, preset), lab AS (SELECT u.id, u.preset, u.preset || CASE WHEN".\
+    " ex.ng > 1 THEN ' [' || CASE WHEN ex.ns > 1 THEN coalesce(u.sweep, 'no sweep') ||".\
+    " coalesce('/' || nullif(u.grid, 'sweep'), '') ELSE coalesce(u.grid, 'no grid') END ||".\
+    " ']' ELSE '' END || coalesce(' ' || (SELECT group_concat(t, ' ') FROM (SELECT t FROM vv".\
+    " WHERE vv.id = u.id ORDER BY o)), '') AS label FROM runs u JOIN ex ON ex.kind = u.kind".\
+    " AND ex.preset IS u.preset WHERE u.id IN r)"
 # the presets in the order of 'shardq schemes'
 presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
 # ORDER BY porder: the presets in the order of presets, others after them
@@ -142,16 +149,21 @@ base = "WITH r AS (".selwhere("kind IN ('replay', 'train')")." AND id IN (SELECT
     " run_id = u.id AND key = 'trace.steps') END AS pi FROM runs u WHERE u.id IN r), ".\
     "v AS (SELECT b.run_id AS id, b.collective, b.link, 8.0 * (b.sent_codes + b.sent_meta) /".\
     " (sz.n * sz.pi) AS bpp FROM bytes b JOIN sz ON sz.id = b.run_id WHERE sz.pi > 0), ".\
-    "a AS (SELECT lab.id, lab.preset, sz.kind, lab.label || CASE WHEN (SELECT count(DISTINCT kind) FROM".\
-    " sz) > 1 AND sz.kind = 'train' THEN ' (train)' ELSE '' END AS label, lab.preset || CASE WHEN".\
+    "pt AS (SELECT run_id AS id, CASE value WHEN 'grad' THEN ' (grad only)' WHEN 'weight' THEN".\
+    " ' (weight only)' ELSE '' END AS t FROM params WHERE run_id IN r AND key = 'paths'), ".\
+    "a AS (SELECT lab.id, lab.preset, sz.kind, coalesce(pt.t, '') AS pth, lab.label ||".\
+    " coalesce(pt.t, '') || CASE WHEN (SELECT count(DISTINCT kind) FROM".\
+    " sz) > 1 AND sz.kind = 'train' THEN ' (train)' ELSE '' END AS label, lab.preset ||".\
+    " coalesce(pt.t, '') || CASE WHEN".\
     " (SELECT count(DISTINCT kind) FROM sz) > 1 AND sz.kind = 'train' THEN ' (train)' ELSE '' END".\
     " AS short, ".\
     bpp("weight_allgather", "intra")." AS wi, ".bpp("grad_reducescatter", "intra")." AS gi, ".\
     bpp("weight_allgather", "inter")." AS wx, ".bpp("grad_reducescatter", "inter")." AS gx".\
-    " FROM lab JOIN sz ON sz.id = lab.id JOIN v ON v.id = lab.id GROUP BY lab.id), ".\
-    "c AS (SELECT preset, kind, label, count(*) AS n, min(id) AS first FROM a GROUP BY label), ".\
+    " FROM lab JOIN sz ON sz.id = lab.id JOIN v ON v.id = lab.id LEFT JOIN pt ON pt.id = lab.id".\
+    " GROUP BY lab.id), ".\
+    "c AS (SELECT preset, kind, pth, label, count(*) AS n, min(id) AS first FROM a GROUP BY label), ".\
     "m AS (SELECT label FROM c WHERE (SELECT count(*) FROM c) <= 14 OR NOT EXISTS (SELECT 1".\
-    " FROM c AS o WHERE o.preset = c.preset AND o.kind = c.kind AND (o.n > c.n OR".\
+    " FROM c AS o WHERE o.preset = c.preset AND o.kind = c.kind AND o.pth = c.pth AND (o.n > c.n OR".\
     " (o.n = c.n AND o.first < c.first)))), ".\
     "d AS (SELECT id, preset, kind, CASE WHEN (SELECT count(*) FROM c) > 14 THEN short ELSE".\
     " label END AS label, wi, gi, wx, gx FROM a WHERE label IN m) "
@@ -171,17 +183,24 @@ set style fill solid 0.85 border rgb "#404040"
 set boxwidth 0.7
 set grid ytics lc rgb "#e0e0e0"
 set ylabel "bits per parameter per iteration, per worker"
-set xtics nomirror rotate by 45 right font ",9"
+set xtics nomirror rotate by 30 right font ",8"
 set ytics nomirror
 set yrange [0:*]
-# one key, under the title, for both panels
-set key at screen 0.5, screen 0.945 center top horizontal reverse Left samplen 2 width -2
+# one key, under the title, for both panels; the panels one above the
+# other, each the figure's width, so that the labels of many bars fit
+set key at screen 0.5, screen 0.97 center top horizontal reverse Left samplen 2 width -2
 set tmargin 5
+set bmargin (ncat > 6 ? 11 : 4)
+set lmargin 16
+set rmargin 2
+height = int(height * 1.6)
+set label 1 "a run that replayed one path only shows that path alone: (grad only), (weight only)" \
+    at screen 0.5, screen 0.935 center font ",9"
 
 do for [t = 1:words(formats)] {
     eval term(t)
-    set multiplot layout 1, 2 title "Bits sent per link level: weight all-gather + gradient reduce-scatter".\
-        (modal ? " (each preset at its most-run configuration)" : "")
+    set multiplot layout 2, 1 title "Bits sent per link level: weight all-gather + gradient reduce-scatter".\
+        (modal ? " (each preset and set of paths at its most-run configuration)" : "")
     # the totals over the bars, where there is room for them
     set title "intra-node links"
     plot table using 2:xtic(1) lc rgb "#4e79a7" title "weight all-gather", \

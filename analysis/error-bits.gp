@@ -79,7 +79,9 @@ if (GPVAL_SYSTEM_ERRNO != 0) {
 }
 # errors go to stderr, as above; what a figure drew or why not, to stdout
 set print "-"
-# The label of a run: its preset, then the knobs matching cond whose values
+# The label of a run: its preset, then the grid it came from when the
+# selected runs of its preset and kind come from several grids or sweeps
+# ("sdp4bit [bb]", "sdp4bit [other-sweep/bb]"), then the knobs matching cond whose values
 # vary between the selected runs of that preset and kind, in the order of
 # their names; a gradient knob without "grad." (inter.bits=3), and named once
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
@@ -95,9 +97,14 @@ labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, 
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
     " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
     " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
-    " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT".\
-    " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS".\
-    " label FROM runs u WHERE u.id IN r)"
+    " kv.k), ex AS (SELECT kind, preset, count(DISTINCT coalesce(sweep, '')) AS ns,".\
+    " count(DISTINCT coalesce(sweep, '') || '/' || coalesce(grid, '')) AS ng FROM runs WHERE".\
+    " id IN r GROUP BY kind, preset), lab AS (SELECT u.id, u.preset, u.preset || CASE WHEN".\
+    " ex.ng > 1 THEN ' [' || CASE WHEN ex.ns > 1 THEN coalesce(u.sweep, 'no sweep') ||".\
+    " coalesce('/' || nullif(u.grid, 'sweep'), '') ELSE coalesce(u.grid, 'no grid') END ||".\
+    " ']' ELSE '' END || coalesce(' ' || (SELECT group_concat(t, ' ') FROM (SELECT t FROM vv".\
+    " WHERE vv.id = u.id ORDER BY o)), '') AS label FROM runs u JOIN ex ON ex.kind = u.kind".\
+    " AND ex.preset IS u.preset WHERE u.id IN r)"
 # the presets in the order of 'shardq schemes'
 presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
 # ORDER BY porder: the presets in the order of presets, others after them
@@ -151,10 +158,21 @@ base(p) = "WITH r AS (".sel("replay")."), ".\
 series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
     " (SELECT label, min(".porder.") AS o, min(id) AS i FROM d GROUP BY label ORDER BY o, i)"))
 # every configuration of a series (mean over its seeds), and the front of
-# those no other beats with as few bits or fewer
-points(p, l) = base(p).", a AS (SELECT avg(x) AS x, avg(err) AS err FROM d WHERE label = '".l.\
-    "' GROUP BY round(x, 3)) "
-every(p, l) = "< ".sql(points(p, l)."SELECT x, err FROM a ORDER BY x")
+# those no other beats with as few bits or fewer. Its spread: the 95%
+# interval (Student's t) of the mean over every step of every seed behind
+# the point, drawn where more than one value stands behind it (tq: the
+# 0.975 quantile of t, exact to df 9, then 1.96 + 2.5/df, within 1%).
+tq = "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4".\
+    " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN".\
+    " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
+points(p, l) = base(p).", a AS (SELECT round(x, 3) AS gx, avg(x) AS x, avg(err) AS err FROM d".\
+    " WHERE label = '".l."' GROUP BY round(x, 3)), s AS (SELECT round(d.x, 3) AS gx, count(*)".\
+    " - 1 AS df, avg(m.rel_l2) AS mu, avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN step_metrics".\
+    " m ON m.run_id = d.id AND m.path = '".p."' AND m.rel_l2 > 0 WHERE d.label = '".l."'".\
+    " GROUP BY round(d.x, 3)), h AS (SELECT gx, CASE WHEN df > 0 THEN (".tq.") * sqrt(max(m2".\
+    " - mu * mu, 0) / df) ELSE 0 END AS hw FROM s) "
+every(p, l) = "< ".sql(points(p, l)."SELECT a.x, a.err, max(a.err - coalesce(h.hw, 0), a.err".\
+    " / 100), a.err + coalesce(h.hw, 0) FROM a LEFT JOIN h ON h.gx = a.gx ORDER BY a.x")
 front(p, l) = "< ".sql(points(p, l)."SELECT x, err FROM a WHERE NOT EXISTS (SELECT 1 FROM a".\
     " AS b WHERE b.x <= a.x AND b.err < a.err) ORDER BY x")
 ids(p) = base(p)."SELECT id FROM d"
@@ -184,11 +202,11 @@ set ytics nomirror
 
 do for [t = 1:words(formats)] {
     eval term(t)
-    set multiplot layout 1, panels title "Quantization error against bits per parameter: every configuration (open), the best at each cost (line)"
+    set multiplot layout 1, panels title "Quantization error against bits per parameter: every configuration (open, 95% interval over steps and seeds), the best at each cost (line)" font ",9"
     if (words(gs) > 0) {
         set title "gradient reduce-scatter"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(gs)] every("grad", word(gs, i)) using 1:2 with points \
+        plot for [i = 1:words(gs)] every("grad", word(gs, i)) using 1:2:3:4 with yerrorbars \
                 lc rgb pcolor(word(word(gs, i), 1)) pt pts[(nth(gs, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
             for [i = 1:words(gs)] front("grad", word(gs, i)) using 1:2 with linespoints \
@@ -198,7 +216,7 @@ do for [t = 1:words(formats)] {
     if (words(ws) > 0) {
         set title "weight all-gather"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(ws)] every("weight", word(ws, i)) using 1:2 with points \
+        plot for [i = 1:words(ws)] every("weight", word(ws, i)) using 1:2:3:4 with yerrorbars \
                 lc rgb pcolor(word(word(ws, i), 1)) pt pts[(nth(ws, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
             for [i = 1:words(ws)] front("weight", word(ws, i)) using 1:2 with linespoints \

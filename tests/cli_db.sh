@@ -74,23 +74,23 @@ expect_fail_with 1 "$T/junk.db: file is not a database" "$SHARDQ" db --db "$T/ju
 expect_fail_with 1 "$T/junk.db: file is not a database" "$SHARDQ" db --db "$T/junk.db" init
 : >"$T/empty.db"
 expect_fail_with 1 "$T/empty.db: not a shardq store" "$SHARDQ" db --db "$T/empty.db" list
-sqlite3 "$T/new.db" "CREATE TABLE runs(x); PRAGMA user_version = 7"
+sqlite3 "$T/new.db" "CREATE TABLE runs(x); PRAGMA user_version = 8"
 for s in list init; do
-  expect_fail_with 1 "$T/new.db: schema version 7 is newer than this shardq (6): upgrade shardq" \
+  expect_fail_with 1 "$T/new.db: schema version 8 is newer than this shardq (7): upgrade shardq" \
     "$SHARDQ" db --db "$T/new.db" $s
 done
-ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_version")" = 7
+ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_version")" = 8
 
 # ---------------------------------------------------------------------------
 # db init
 # ---------------------------------------------------------------------------
 
 ok "db init creates the store" sh -c '"$0" db --db "$1" init >"$2/init1.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init says so" grep -qx "$DB: created, schema version 6" "$T/init1.txt"
+ok "db init says so" grep -qx "$DB: created, schema version 7" "$T/init1.txt"
 ok "db init on the store again" sh -c '"$0" db init --db "$1" >"$2/init2.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init again changes nothing" grep -qx "$DB: ready, schema version 6" "$T/init2.txt"
-ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 6"' "$SHARDQ" "$T/empty.db"
-ok "the store has user_version 6" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 6
+ok "db init again changes nothing" grep -qx "$DB: ready, schema version 7" "$T/init2.txt"
+ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 7"' "$SHARDQ" "$T/empty.db"
+ok "the store has user_version 7" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 7
 ok "the store is in WAL mode" test "$(sqlite3 "$DB" "PRAGMA journal_mode")" = wal
 ok "the ten tables, all STRICT" test "$(sqlite3 "$DB" "SELECT group_concat(name || ':' || strict, ' ') FROM (SELECT * FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name)")" = "bench_results:1 bytes:1 model_results:1 netbench_results:1 params:1 runs:1 step_metrics:1 tensor_stats:1 timings:1 train_steps:1"
 expect_fail_with nonzero "cannot store TEXT value in INTEGER column runs.seed" \
@@ -243,7 +243,7 @@ assert raw.endswith(b"\r\n") and raw.count(b"\r\n") == 4 and b"\n" not in raw.re
 rows = list(csv.reader(io.StringIO(raw.decode(), newline="")))
 assert rows[0] == ["id", "kind", "key", "sweep", "status", "config", "preset", "scheme", "topo",
                    "device", "trace", "seed", "version", "host", "pid", "started", "ended",
-                   "error", "pid_start", "boot_id", "heartbeat"], rows[0]
+                   "error", "pid_start", "boot_id", "heartbeat", "grid", "recipe"], rows[0]
 assert [r[0] for r in rows[1:]] == ["1", "2", "3"], rows
 assert rows[1][5] == "{\"a\":1}" and rows[2][10] == "tr, \"quoted\"", rows
 assert rows[3][2] == "" and rows[3][16] == "" and rows[2][17] == "out of memory", rows
@@ -303,6 +303,60 @@ expect_fail_with 1 "$T/keep.csv: write failed: File too large" \
 ok "the file a failed export was to replace is untouched" test "$(cat "$T/keep.csv")" = "keep me"
 ok "no temporary file is left behind" sh -c 'test -z "$(ls "$0" | grep "keep.csv.tmp")"' "$T"
 ok "without the limit that export succeeds" sh -c '"$0" db --db "$1" export -o "$2" "$3" && test "$(wc -l <"$2")" -eq 200001' "$SHARDQ" "$DB" "$T/keep.csv" "$BIG"
+
+# ---------------------------------------------------------------------------
+# Knob filters (--where) and the wide export, on a known store
+# ---------------------------------------------------------------------------
+
+K=$T/knobs.db
+"$SHARDQ" db --db "$K" init >/dev/null
+sqlite3 "$K" "
+INSERT INTO runs(id, kind, sweep, grid, status, config, preset, scheme, seed, version, host, pid, started)
+VALUES (1, 'replay', 's', 'a', 'done', '{}', 'sdp4bit', 'x', 1, 'v', 'h', 1, 't'),
+       (2, 'replay', 's', 'a', 'done', '{}', 'sdp4bit', 'x', 2, 'v', 'h', 1, 't'),
+       (3, 'replay', 's', 'b', 'done', '{}', 'tlq', 'x', 1, 'v', 'h', 1, 't'),
+       (4, 'replay', 's', 'b', 'failed', '{}', 'tlq', 'x', 1, 'v', 'h', 1, 't');
+INSERT INTO params(run_id, key, value) VALUES
+  (1, 'grad.intra.bits', '4'), (1, 'grad.inter.bits', '4'), (1, 'grad.intra.round', 'sr'),
+  (2, 'grad.intra.bits', '8'), (2, 'grad.inter.bits', '4'), (2, 'grad.intra.round', 'rtn'),
+  (3, 'grad.intra.bits', '4'), (3, 'grad.inter.bits', '4.0'), (3, 'grad.intra.round', 'sr'),
+  (4, 'grad.intra.bits', '2'), (4, 'grad.inter.bits', '2'), (4, 'grad.intra.round', 'sr');"
+ids() { "$SHARDQ" db --db "$K" export "$@" | tail -n +2 | cut -d, -f1 | tr -d '\r' | tr '\n' ' '; }
+ok "--where a knob: the runs that have it" test "$(ids --where grad.inter.bits=4)" = "1 2 3 "
+ok "--where a shorthand: both hops must match (numbers as numbers)" test "$(ids --where grad.bits=4)" = "1 3 "
+ok "--where twice: both hold" test "$(ids --where grad.bits=4 --where scheme=tlq)" = "3 "
+ok "--where a run column" test "$(ids --where grid=a --where seed=2)" = "2 "
+ok "--where text" test "$(ids --where grad.intra.round=rtn)" = "2 "
+ok "--where status" test "$(ids --where status=failed)" = "4 "
+ok "db export params --where: the rows of those runs" sh -c \
+  '"$0" db --db "$1" export params --where grad.bits=2 | tail -n +2 | cut -d, -f1 | sort -u | tr -d "\r" | grep -qx 4' "$SHARDQ" "$K"
+ok "db list --where" sh -c '"$0" db --db "$1" list --where preset=tlq --where status=done |
+  tail -n +2 | awk "{print \$1}" | tr "\n" " " | grep -qx "3 "' "$SHARDQ" "$K"
+expect_fail_with 2 "--where: 'nope.bits=1': no run has the knob or param nope.bits" \
+  "$SHARDQ" db --db "$K" list --where nope.bits=1
+expect_fail_with 2 "--where: 'bits': expected KEY=VALUE" "$SHARDQ" db --db "$K" export --where bits
+expect_fail_with 2 "--where: selects the rows of a table" \
+  "$SHARDQ" db --db "$K" export --where seed=1 "SELECT 1"
+expect_fail_with 2 "--wide: exports the runs" "$SHARDQ" db --db "$K" export --wide params
+ok "db export --wide" sh -c '"$0" db --db "$1" export --wide --where status=done >"$2/wide.csv"' "$SHARDQ" "$K" "$T"
+pyrun "db export --wide: one typed column per knob, one row per run" '
+import csv
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+assert [r["id"] for r in rows] == ["1", "2", "3"], rows
+cols = list(rows[0])
+assert cols[-3:] == ["grad.inter.bits", "grad.intra.bits", "grad.intra.round"], cols
+assert "grid" in cols and "config" not in cols and "recipe" not in cols, cols
+assert [r["grad.inter.bits"] for r in rows] == ["4", "4", "4"], rows  # REAL (4 and 4.0), as %.17g
+assert [r["grad.intra.bits"] for r in rows] == ["4", "8", "4"], rows        # INTEGER
+assert [r["grad.intra.round"] for r in rows] == ["sr", "rtn", "sr"], rows
+' "$T/wide.csv"
+
+# the migration to version 7 keeps every row of an older file
+sqlite3 "$K" ".backup '$T/v6.db'"
+sqlite3 "$T/v6.db" "ALTER TABLE runs DROP COLUMN grid; ALTER TABLE runs DROP COLUMN recipe; PRAGMA user_version = 6"
+ok "a version-6 file migrates" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 7"' "$SHARDQ" "$T/v6.db"
+ok "the migration keeps every run and param" test \
+  "$(sqlite3 "$T/v6.db" "SELECT count(*), sum(grid IS NULL), (SELECT count(*) FROM params) FROM runs")" = "4|4|12"
 
 ok "no db command changed the store" test "$(digest "$DB")" = "$BEFORE"
 

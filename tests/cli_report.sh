@@ -136,7 +136,7 @@ ok "the report keeps the scripts it ran, as built from analysis/" sh -c '
 pyrun "the tables: runs, errors, bits per link, losses, bench, model" "
 md = open(sys.argv[1]).read()
 for head in ('| kind | done runs | runs |', '| scheme | runs | seeds | grad rel. L2 |',
-             '| scheme | kind | runs | weight intra | weight inter | grad intra | grad inter |',
+             '| scheme | kind | paths | runs | weight intra | weight inter | grad intra | grad inter |',
              '| scheme | runs | steps | final training loss | final validation loss |',
              '| op | run | threads | size MB | GB/s |', '| scheme | run | GPUs | iteration s |'):
     assert head in md, head
@@ -308,5 +308,68 @@ expect_fail_with 1 "$T/nob/ro: cannot write into the directory" \
   ro_run "$SHARDQ" report --db "$T/nob/r.db" --out "$T/nob/ro"
 ok "nothing was written there" test -z "$(ls "$T/nob/ro")"
 chmod 0755 "$T/nob/ro"
+
+# ---------------------------------------------------------------------------
+# Two grids sharing presets, path-restricted; --where, --format, --style
+# ---------------------------------------------------------------------------
+
+G=$T/grids.db
+cat >"$T/grids.ini" <<EOF
+[sweep]
+name = grids
+trace = $T/tr
+seeds = 1, 2
+[grid intra8]
+presets = sdp4bit, tlq
+paths = grad
+grad.intra.bits = 8
+grad.inter.bits = 2, 4
+grad.hadamard = 0, 32
+[grid bb]
+presets = sdp4bit, tlq
+paths = grad
+grad.bits = 2, 4
+grad.hadamard = 0, 32
+[grid weights]
+presets = qw
+paths = weight
+weight.bits = 4
+EOF
+ok "a sweep of two grids that share presets" "$SHARDQ" sweep --db "$G" --jobs 2 -q "$T/grids.ini"
+ok "every run stores its grid and the recipe" test \
+  "$(sqlite3 "$G" "SELECT group_concat(grid || ':' || n, ' ') FROM (SELECT grid, count(*) AS n FROM runs WHERE recipe LIKE '%[grid bb]%' GROUP BY grid ORDER BY grid)")" \
+  = "bb:16 intra8:16 weights:2"
+ok "report of the two grids, as PNG, SVG and PDF" "$SHARDQ" report --db "$G" --out "$T/grids" -q \
+  --format png,svg,pdf
+pyrun "the grids draw as separate lines, labelled by grid and knobs; costs per path" '
+out = sys.argv[1]
+svg = open(out + "/error-bits.svg").read()
+for lab in ("sdp4bit [intra8] hadamard=0", "sdp4bit [bb] hadamard=32", "tlq [intra8] hadamard=32",
+            "tlq [bb] hadamard=0"):
+    assert lab in svg, lab
+assert "[weights]" not in svg, "a preset of one grid is not labelled by it"
+for f in ("error-bits", "bytes", "hadamard", "bias"):
+    assert open(out + "/" + f + ".pdf", "rb").read(5) == b"%PDF-", f
+md = open(out + "/report.md").read()
+assert "[PDF](bytes.pdf)" in md
+b = open(out + "/bytes.svg").read()
+assert "qw (weight only)" in b, "weight-only runs say so"
+assert "(grad only)" in b
+assert [l for l in md.splitlines() if l.startswith("| scheme | kind | paths |")], "the bits table names the paths"
+row = [l for l in md.splitlines() if l.startswith("| qw | replay | weight |")]
+assert row and row[0].count("| - |") >= 2, ("nothing is invented for the gradient path", row)
+' "$T/grids"
+ok "report --where: a knob and a column" "$SHARDQ" report --db "$G" --out "$T/where" -q \
+  --where grad.bits=4 --where grid=bb
+ok "report --where keeps the selected runs only" sh -c \
+  'grep -q "the done runs matching grad.bits=4 and grid=bb" "$0/report.md" &&
+   test "$(grep -c "| sdp4bit \|| tlq " "$0/report.md")" -ge 4 && ! grep -q "intra8" "$0/report.md"' "$T/where"
+echo 'font = "serif,12"; pcolors[7] = "#000000"' >"$T/style.gp"
+ok "report --style" "$SHARDQ" report --db "$G" --out "$T/styled" -q --style "$T/style.gp" --format svg
+ok "the style file was applied" grep -q "serif" "$T/styled/error-bits.svg"
+ok "an SVG alone is shown in the page" grep -q 'img src="error-bits.svg"' "$T/styled/index.html"
+expect_fail_with 2 "--format: 'gif': expected png, svg or pdf" "$SHARDQ" report --db "$G" --out "$T/x" --format png,gif
+expect_fail_with 2 "--where: 'nope=1': no run has the knob or param nope" "$SHARDQ" report --db "$G" --out "$T/x" --where nope=1
+expect_fail_with 2 "--style: $T/none.gp: cannot read" "$SHARDQ" report --db "$G" --out "$T/x" --style "$T/none.gp"
 
 finish

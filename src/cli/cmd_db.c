@@ -818,8 +818,9 @@ static void put_value(sink *o, sqlite3_stmt *st, int i)
 
 /* The runs of cond, one column per param ("wide"): each param's values
 ** typed by what every run holds (all integers: INTEGER, all numbers: REAL,
-** else TEXT), after the columns of runs and the mean relative L2 error of
-** each path, so that a data frame reads it as it is. NULL after a message. */
+** else TEXT), after the columns of runs that describe a run and the mean
+** relative L2 error of each path, so that a data frame reads it as it is.
+** NULL after a message. */
 static char *wide_sql(sq_store *s, const char *cond)
 {
     sqlite3 *db = sq_store_db(s);
@@ -836,10 +837,24 @@ static char *wide_sql(sq_store *s, const char *cond)
         return NULL;
     }
     sqlite3_free(q);
-    char *sql = sqlite3_mprintf("SELECT r.*, (SELECT avg(m.rel_l2) FROM step_metrics m WHERE "
+    /* the columns of runs that describe a run (those of the process that ran
+    ** it, the whole configuration and the recipe's text stay in 'runs') */
+    char *cols = sqlite3_mprintf("r.id");
+    sqlite3_stmt *ti = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_info('runs') WHERE name NOT IN "
+                           "('id', 'key', 'config', 'recipe', 'pid', 'pid_start', 'boot_id', "
+                           "'heartbeat') ORDER BY cid", -1, &ti, NULL) == SQLITE_OK)
+        while (cols && sqlite3_step(ti) == SQLITE_ROW) {
+            char *next = sqlite3_mprintf("%s, r.\"%w\"", cols, sqlite3_column_text(ti, 0));
+            sqlite3_free(cols);
+            cols = next;
+        }
+    sqlite3_finalize(ti);
+    char *sql = sqlite3_mprintf("SELECT %s, (SELECT avg(m.rel_l2) FROM step_metrics m WHERE "
                                 "m.run_id = r.id AND m.path = 'grad') AS grad_rel_l2, (SELECT "
                                 "avg(m.rel_l2) FROM step_metrics m WHERE m.run_id = r.id AND "
-                                "m.path = 'weight') AS weight_rel_l2");
+                                "m.path = 'weight') AS weight_rel_l2", cols);
+    sqlite3_free(cols);
     int rc;
     while (sql && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *key = (const char *)sqlite3_column_text(st, 0);

@@ -172,9 +172,14 @@ void report_labels_sql(report_buf *b, const char *cond)
         " 'grad.intra.%%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||"
         " max(CASE WHEN kv.key LIKE 'grad.inter.%%' THEN kv.value END), '')) END AS t FROM kv JOIN"
         " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,"
-        " kv.k), lab AS (SELECT u.id, u.preset, u.preset || coalesce(' ' || (SELECT"
-        " group_concat(t, ' ') FROM (SELECT t FROM vv WHERE vv.id = u.id ORDER BY o)), '') AS"
-        " label FROM runs u WHERE u.id IN r)",
+        " kv.k), ex AS (SELECT kind, preset, count(DISTINCT coalesce(sweep, '')) AS ns,"
+        " count(DISTINCT coalesce(sweep, '') || '/' || coalesce(grid, '')) AS ng FROM runs WHERE"
+        " id IN r GROUP BY kind, preset), lab AS (SELECT u.id, u.preset, u.preset || CASE WHEN"
+        " ex.ng > 1 THEN ' [' || CASE WHEN ex.ns > 1 THEN coalesce(u.sweep, 'no sweep') ||"
+        " coalesce('/' || nullif(u.grid, 'sweep'), '') ELSE coalesce(u.grid, 'no grid') END ||"
+        " ']' ELSE '' END || coalesce(' ' || (SELECT group_concat(t, ' ') FROM (SELECT t FROM vv"
+        " WHERE vv.id = u.id ORDER BY o)), '') AS label FROM runs u JOIN ex ON ex.kind = u.kind"
+        " AND ex.preset IS u.preset WHERE u.id IN r)",
         cond);
 }
 

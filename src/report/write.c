@@ -62,7 +62,8 @@ static const figure fig_error_bits = {
     "over steps and seeds, against the bits per real parameter each collective sent on its "
     "inter-node link (codes and scales over the model's own elements: the padding that whole "
     "groups per shard add is paid for; runs stored before that count are drawn at their bits "
-    "per element sent). Open points are every configuration of a scheme, the line joins "
+    "per element sent). Open points are every configuration of a scheme, with the 95% interval "
+    "of its mean over every step and seed behind it where there is more than one; the line joins "
     "those that no configuration beats with fewer bits; 16- and 32-bit wires are left out",
     "replay runs"};
 static const figure fig_error_group = {
@@ -633,18 +634,19 @@ static void table_bits(tables *t)
         "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'intra' THEN bits_per_param END) AS pgi, "
         "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'inter' THEN bits_per_param END) AS pgx "
         "FROM bytes WHERE run_id IN r GROUP BY run_id) "
-        "SELECT lab.label AS scheme, u.kind AS kind, group_concat(lab.id) AS runs, "
-        "avg(b.wi) AS \"weight intra\", avg(b.wx) AS \"weight inter\", "
+        "SELECT lab.label AS scheme, u.kind AS kind, coalesce(pa.value, 'grad,weight') AS paths, "
+        "group_concat(lab.id) AS runs, avg(b.wi) AS \"weight intra\", avg(b.wx) AS \"weight inter\", "
         "avg(b.gi) AS \"grad intra\", avg(b.gx) AS \"grad inter\", "
         "avg(b.pwi) AS \"weight intra /param\", avg(b.pwx) AS \"weight inter /param\", "
         "avg(b.pgi) AS \"grad intra /param\", avg(b.pgx) AS \"grad inter /param\" "
-        "FROM lab JOIN runs u ON u.id = lab.id JOIN b ON b.id = lab.id GROUP BY u.kind, lab.label "
+        "FROM lab JOIN runs u ON u.id = lab.id JOIN b ON b.id = lab.id LEFT JOIN params pa ON "
+        "pa.run_id = lab.id AND pa.key = 'paths' GROUP BY u.kind, lab.label, pa.value "
         "ORDER BY u.kind, min(" REPORT_ORDER("lab.preset") "), min(lab.id)");
     table(t, &s,
           "Bits sent on each link level: per element sent (codes and scales over the elements "
           "sent, padding included), then per real parameter (/param: over the model's own "
-          "elements, the cost once the padding is paid for; '-': the link carried nothing, or "
-          "the runs were stored before that count)",
+          "elements, the cost once the padding is paid for; '-': the link carried nothing, the "
+          "path was not replayed (paths), or the runs were stored before that count)",
           "no replay or training runs with bytes");
 }
 
