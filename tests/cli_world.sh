@@ -356,4 +356,13 @@ else
   expect_fail_with 1 "cuda" "$SHARDQ" world --workers 1x2 --elements 1000 --run --steps 1 --device cuda
 fi
 
+# OpenMP's passive wait policy unless the user set one (libgomp shows its
+# settings with OMP_DISPLAY_ENV=verbose; another OpenMP runtime skips this)
+if OMP_DISPLAY_ENV=verbose "$SHARDQ" world --help 2>&1 | grep -q GOMP_SPINCOUNT; then
+  ok "world runs with the passive wait policy" sh -c 'OMP_DISPLAY_ENV=verbose "$0" world --help 2>&1 |
+    grep GOMP_SPINCOUNT | tail -1 | grep -q "'"'"'0'"'"'"' "$SHARDQ"
+  ok "a policy the user set is kept" sh -c 'OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose "$0" world --help 2>&1 |
+    grep -c "OMP_WAIT_POLICY = .ACTIVE." | grep -qx 1' "$SHARDQ"
+fi
+
 finish

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage_text[] =
     "usage: shardq COMMAND [ARGS...]\n"
@@ -517,8 +518,27 @@ static int help(int argc, char **argv)
     return c->fn(argc == 3 ? 3 : 2, args);
 }
 
+/* OpenMP's threads spin between parallel regions unless told otherwise,
+** which makes a lone run crawl on a busy machine (12x on a loaded 2-core
+** one): replay, train, world and sweep run with OMP_WAIT_POLICY=passive
+** unless the user set a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT). libgomp
+** reads its environment when it is loaded, before main: so the program
+** sets it and runs itself again, once (the variable is then set). If that
+** exec fails, the run goes on with the spinning policy. */
+static void passive_wait(char **argv)
+{
+    static const char *const cmds[] = {"replay", "train", "world", "sweep", NULL};
+    int match = 0;
+    for (const char *const *c = cmds; *c; c++) match |= strcmp(argv[1], *c) == 0;
+    if (!match || getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    fflush(NULL);
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2) passive_wait(argv);
     if (argc < 2) {
         fputs(usage_text, stderr);
         return CLI_USAGE;
