@@ -256,6 +256,7 @@ static double now_s(void)
 /* Takes a current file back to version v, as an older shardq left it. */
 static void downgrade(sqlite3 *db, int v)
 {
+    if (v < 7) raw_exec(db, "ALTER TABLE runs DROP COLUMN grid; ALTER TABLE runs DROP COLUMN recipe");
     if (v < 6) raw_exec(db, "DROP TABLE netbench_results");
     if (v < 5)
         raw_exec(db, "ALTER TABLE bytes DROP COLUMN sent_params; ALTER TABLE bytes DROP COLUMN"
@@ -690,11 +691,11 @@ END_TEST
 START_TEST(test_newer_refused)
 {
     sqlite3 *db = raw_open(db_path);
-    raw_exec(db, "CREATE TABLE future(x); PRAGMA user_version = 7");
+    raw_exec(db, "CREATE TABLE future(x); PRAGMA user_version = 8");
     sqlite3_close(db);
     char want[700], err[512];
     snprintf(want, sizeof want,
-             "%s: schema version 7 is newer than this shardq (%d): upgrade shardq", db_path,
+             "%s: schema version 8 is newer than this shardq (%d): upgrade shardq", db_path,
              SQ_STORE_VERSION);
     for (int ro = 0; ro <= 1; ro++) {
         sq_store *s = (sq_store *)1;
@@ -705,7 +706,7 @@ START_TEST(test_newer_refused)
     /* untouched: same version, no tables added, not switched to WAL */
     char buf[64];
     db = raw_open(db_path);
-    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), 7);
+    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), 8);
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_schema"), 1);
     ck_assert_str_eq(q_text(db, "PRAGMA journal_mode", buf, sizeof buf), "delete");
     sqlite3_close(db);
