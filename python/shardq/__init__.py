@@ -10,9 +10,12 @@ NumPy arrays and PyTorch tensors are passed by pointer).
 from ._lib import (ShardqError, SpecError, ArgumentError, NonFiniteError, RangeError,
                    FileFormatError, NotFoundError, BusyError, UnsupportedError,
                    OutOfMemoryError, IOFailure, ConflictError, DeviceError)
+from .trace import TraceWriter
+from .capture import MicroBatchCapture, DDPCapture
 
 __version__ = "0.1.0"
 
 __all__ = ["ShardqError", "SpecError", "ArgumentError", "NonFiniteError", "RangeError",
            "FileFormatError", "NotFoundError", "BusyError", "UnsupportedError",
-           "OutOfMemoryError", "IOFailure", "ConflictError", "DeviceError", "__version__"]
+           "OutOfMemoryError", "IOFailure", "ConflictError", "DeviceError", "__version__",
+           "TraceWriter", "MicroBatchCapture", "DDPCapture"]
