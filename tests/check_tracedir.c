@@ -1,7 +1,8 @@
 /*
 ** check_tracedir.c -- traces (src/trace/tracedir.c) and their replay
 ** (src/replay/replay.c): the writer and reader agree in every dtype, the
-** reader refuses what the manifest does not promise, and the replay computes
+** reader refuses what the manifest does not promise, the files of several
+** processes make one trace, and the replay computes
 ** what a straight-line use of the world computes, stores rows that add up,
 ** and carries the qwd reconstruction from step to step.
 */
@@ -487,6 +488,115 @@ START_TEST(test_writer_busy_and_conflict)
 }
 END_TEST
 
+/* One file of (step, worker) through w: param "a" holds value(step, worker). */
+static int put_file(sq_trace_writer *w, uint32_t step, int worker, sq_error *e)
+{
+    float x[4];
+    for (int i = 0; i < 4; i++) x[i] = value(step, worker, 0, (uint64_t)i, 0);
+    int rc = sq_trace_file_begin(w, step, worker, e);
+    if (!rc) rc = sq_trace_file_put(w, x, e);
+    return rc ? rc : sq_trace_file_end(w, e);
+}
+
+/* A trace of several processes: joined writers write their workers' files,
+** the owner adopts them in worker order, and the reader takes the result as
+** if one writer had written it; what does not belong is refused by kind. */
+START_TEST(test_writer_join_adopt)
+{
+    sq_trace_param p[1] = {{.name = "a", .ndim = 2, .shape = {2, 2}}};
+    sq_error e = {0};
+    char dir[512], other[512];
+    snprintf(dir, sizeof dir, "%s", tpath("join"));
+    snprintf(other, sizeof other, "%s", tpath("join2"));
+    sqt_rm_tree(dir);
+    sqt_rm_tree(other);
+    sq_trace_writer *w, *j1, *j2, *x;
+    const char *some = "0123456789abcdef0123456789abcdef";
+    /* before the owner opened the directory */
+    ck_assert_int_eq(sq_trace_writer_join(&j1, dir, some, 1, 3, p, 1, SQ_ST_F32, &e),
+                     SQ_ERR_NOTFOUND);
+    ck_assert_msg(strstr(e.msg, "no such directory"), "%s", e.msg);
+    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 3, p, 1, SQ_ST_F32, "1x3", NULL, &e), SQ_OK);
+    const char *id = sq_trace_writer_id(w);
+    ck_assert_uint_eq(strlen(id), 32);
+    ck_assert_int_eq(sq_trace_writer_join(&j1, dir, "xyz", 1, 3, p, 1, SQ_ST_F32, &e),
+                     SQ_ERR_ARG);
+    ck_assert_msg(strstr(e.msg, "trace id 'xyz'"), "%s", e.msg);
+    ck_assert_int_eq(sq_trace_writer_join(&j1, dir, id, 3, 3, p, 1, SQ_ST_F32, &e), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_trace_writer_join(&j1, dir, id, 1, 3, p, 1, SQ_ST_F32, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_writer_join(&j2, dir, id, 2, 3, p, 1, SQ_ST_F32, &e), SQ_OK);
+    /* a joined writer writes its own worker's gradient, nothing else */
+    ck_assert_int_eq(sq_trace_file_begin(j1, 1, 0, &e), SQ_ERR_ARG);
+    ck_assert_msg(strstr(e.msg, "grads-w00.safetensors: this process joined the trace as worker 1"),
+                  "%s", e.msg);
+    ck_assert_int_eq(sq_trace_file_begin(j1, 1, -1, &e), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_trace_file_adopt(j1, 1, 2, &e), SQ_ERR_ARG);
+    /* step 1: written and adopted files in worker order */
+    ck_assert_int_eq(put_file(w, 1, -1, &e), SQ_OK);
+    ck_assert_int_eq(put_file(w, 1, 0, &e), SQ_OK);
+    ck_assert_int_eq(put_file(j1, 1, 1, &e), SQ_OK);
+    ck_assert_int_eq(put_file(j1, 1, 1, &e), SQ_ERR_ARG); /* once per step */
+    ck_assert_msg(strstr(e.msg, "grads-w01.safetensors again"), "%s", e.msg);
+    ck_assert_int_eq(sq_trace_file_adopt(w, 1, 2, &e), SQ_ERR_ARG); /* worker 1 first */
+    ck_assert_msg(strstr(e.msg, "files must come as weights"), "%s", e.msg);
+    ck_assert_int_eq(sq_trace_file_adopt(w, 1, 1, &e), SQ_OK);
+    /* not written yet: refused, and adopted once it is */
+    ck_assert_int_eq(sq_trace_file_adopt(w, 1, 2, &e), SQ_ERR_NOTFOUND);
+    ck_assert_msg(strstr(e.msg, "grads-w02.safetensors: missing: worker 2's process"), "%s",
+                  e.msg);
+    ck_assert_int_eq(put_file(j2, 1, 2, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_adopt(w, 1, 2, &e), SQ_OK);
+    /* step 2: worker 2's file of another trace, then its own */
+    ck_assert_int_eq(put_file(w, 2, -1, &e), SQ_OK);
+    ck_assert_int_eq(put_file(w, 2, 0, &e), SQ_OK);
+    ck_assert_int_eq(put_file(j1, 2, 1, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_adopt(w, 2, 1, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_writer_join(&x, dir, some, 2, 3, p, 1, SQ_ST_F32, &e), SQ_OK);
+    ck_assert_int_eq(put_file(x, 2, 2, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_writer_close(x, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_adopt(w, 2, 2, &e), SQ_ERR_CONFLICT);
+    ck_assert_msg(strstr(e.msg, "field 'trace_id'"), "%s", e.msg);
+    /* a file of another shape (another writer's params) */
+    sq_trace_param q[1] = {{.name = "a", .ndim = 1, .shape = {4}}};
+    ck_assert_int_eq(sq_trace_writer_join(&x, dir, id, 2, 3, q, 1, SQ_ST_F32, &e), SQ_OK);
+    ck_assert_int_eq(put_file(x, 2, 2, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_writer_close(x, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_adopt(w, 2, 2, &e), SQ_ERR_FORMAT);
+    ck_assert_msg(strstr(e.msg, "tensor 'a': field 'shape': [4], but the trace's param is [2, 2]"),
+                  "%s", e.msg);
+    ck_assert_int_eq(put_file(j2, 2, 2, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_file_adopt(w, 2, 2, &e), SQ_OK);
+    /* a joined writer left with its file open does not close cleanly */
+    ck_assert_int_eq(sq_trace_file_begin(j2, 3, 2, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_writer_close(j2, &e), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_trace_writer_close(j1, &e), SQ_OK);
+    ck_assert_int_eq(sq_trace_writer_close(w, &e), SQ_OK);
+    /* the directory has no writer any more: nothing to join */
+    ck_assert_int_eq(sq_trace_writer_join(&j1, dir, id, 1, 3, p, 1, SQ_ST_F32, &e),
+                     SQ_ERR_NOTFOUND);
+    ck_assert_msg(strstr(e.msg, "no trace is being written here"), "%s", e.msg);
+    /* what was written reads back as one writer's trace */
+    sq_trace t;
+    ck_assert_msg(sq_trace_open(dir, &t, &e) == SQ_OK, "%s", e.msg);
+    ck_assert_uint_eq(t.nsteps, 2);
+    ck_assert_int_eq(t.workers, 3);
+    ck_assert_int_eq(t.has_weights, 1);
+    ck_assert_str_eq(t.id, id);
+    for (size_t s = 0; s < 2; s++) {
+        sq_trace_step ts;
+        ck_assert_msg(sq_trace_step_open(&t, s, 1, 3, &ts, &e) == SQ_OK, "%s", e.msg);
+        for (int r = -1; r < 3; r++) {
+            float y[4];
+            ck_assert_msg(sq_trace_load(&ts, r, 0, y, NULL, &e) == SQ_OK, "%s", e.msg);
+            for (int i = 0; i < 4; i++)
+                ck_assert(y[i] == value(t.steps[s], r, 0, (uint64_t)i, 0));
+        }
+        sq_trace_step_close(&ts);
+    }
+    sq_trace_close(&t);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Replay                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -691,6 +801,7 @@ int main(void)
     tcase_add_test(tc, test_file_errors);
     tcase_add_test(tc, test_writer_errors);
     tcase_add_test(tc, test_writer_busy_and_conflict);
+    tcase_add_test(tc, test_writer_join_adopt);
     tcase_add_test(tc, test_not_regular);
     tcase_add_test(tc, test_many_params);
     suite_add_tcase(s, tc);

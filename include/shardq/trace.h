@@ -417,9 +417,42 @@ int sq_trace_file_put(sq_trace_writer *w, const float *x, sq_error *err);
 int sq_trace_file_end(sq_trace_writer *w, sq_error *err);
 /* Writes manifest.json (last, so that a trace cut short by a crash has
 ** none and is refused) listing the steps of which every file was written,
-** and frees w. abort frees w and leaves what was written, without manifest. */
+** and frees w. abort frees w and leaves what was written, without manifest.
+** A joined writer (below) writes no manifest: its close checks that its
+** last step's file was ended, and frees it. */
 int sq_trace_writer_close(sq_trace_writer *w, sq_error *err);
 void sq_trace_writer_abort(sq_trace_writer *w);
+
+/* The trace's id (32 hexadecimal digits, the manifest's "id"), valid while
+** w lives: what the other processes of a capture join with. */
+const char *sq_trace_writer_id(const sq_trace_writer *w);
+
+/* A trace written by several processes: each rank of a data-parallel job
+** writes its own gradient, so no gradient travels to one writer.
+**
+** The trace's own writer is opened as above (sq_trace_writer_open[_as]) by
+** one process, which takes the directory; it passes its id to the others,
+** which join it after that: sq_trace_writer_join opens a writer of worker
+** `worker`'s gradient files alone, with the same workers, params and dtype,
+** for the directory dir (which every process must see: a shared file
+** system on several hosts). A joined writer takes no lock, but the owner's
+** must be held (SQ_ERR_NOTFOUND otherwise: the owner opens first), and
+** writes with begin, put and end, step by step (steps strictly increase),
+** the file of its worker only: no weights, no manifest.
+**
+** sq_trace_file_adopt then records, in the owner's writer, worker's file of
+** step as if the owner had written it, in the same order (weights, then
+** workers 0, 1, ...: written and adopted files interleave in worker order):
+** once every process has ended the step's file (a barrier of the job), the
+** owner adopts them. It checks the file's header as the reader will, and
+** that it is this trace's file of that step: a file that is missing
+** (SQ_ERR_NOTFOUND), of another trace (SQ_ERR_CONFLICT, its trace_id), of
+** another step, dtype, param or shape (SQ_ERR_FORMAT) is refused, naming
+** the file and the field. */
+int sq_trace_writer_join(sq_trace_writer **w, const char *dir, const char *id, int worker,
+                         int workers, const sq_trace_param *p, size_t np, sq_st_dtype dtype,
+                         sq_error *err);
+int sq_trace_file_adopt(sq_trace_writer *w, uint32_t step, int worker, sq_error *err);
 
 /*
 ** container -- the shardq.codec/1 container: one quantized array in a

@@ -17,6 +17,8 @@ from .replay import replay, ReplayResult
 from .codec import (Codec, Key, Quantized, quantize, dequantize, quantize_diff,
                     dequantize_add, dequant_sum, dequant_sum_requant, hadamard,
                     to_bf16, from_bf16)
+from .trace import TraceWriter
+from .capture import MicroBatchCapture, DDPCapture
 
 __version__ = "0.1.0"
 
@@ -26,4 +28,5 @@ __all__ = ["ShardqError", "SpecError", "ArgumentError", "NonFiniteError", "Range
            "Scheme", "Topo", "Stats", "World", "bytes_rows", "replay", "ReplayResult",
            "Codec", "Key", "Quantized", "quantize", "dequantize", "quantize_diff",
            "dequantize_add", "dequant_sum", "dequant_sum_requant", "hadamard",
-           "to_bf16", "from_bf16"]
+           "to_bf16", "from_bf16",
+           "TraceWriter", "MicroBatchCapture", "DDPCapture"]

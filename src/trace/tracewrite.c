@@ -10,6 +10,13 @@
 ** trace as its own and start it again. Every file carries the trace's id in
 ** its metadata, as the manifest does, so that a file of another trace is
 ** refused by the reader.
+**
+** A trace written by several processes (one per rank of a data-parallel
+** job) has one writer that takes the directory, as above, and joined
+** writers, one per other process: they take no lock (the owner's must be
+** held) and write their own worker's gradient files with the owner's id;
+** the owner adopts each such file, checking its header as the reader will,
+** in the place of the file it would have written, and writes the manifest.
 */
 #include "shardq/trace.h"
 #include "trace/tracedir_internal.h"
@@ -40,6 +47,8 @@ struct sq_trace_writer {
     char id[SQ_TRACE_ID_MAX];
     int lock_fd;         /* .shardq-writer, locked; -1 when none */
     int workers;
+    int part;            /* a joined writer: the one worker whose files it writes; -1 for the
+                            trace's own writer */
     sq_trace_param *params;
     size_t nparams;
     sq_st_dtype dtype;
@@ -371,11 +380,10 @@ int sq_trace_writer_open(sq_trace_writer **out, const char *dir, int workers,
     return sq_trace_writer_open_as(out, dir, NULL, workers, p, np, dtype, topo, model, err);
 }
 
-int sq_trace_writer_open_as(sq_trace_writer **out, const char *dir, const char *owner, int workers,
-                            const sq_trace_param *p, size_t np, sq_st_dtype dtype, const char *topo,
-                            const char *model, sq_error *err)
+/* The checks every writer makes of its arguments. */
+static int check_args(const char *dir, int workers, const sq_trace_param *p, size_t np,
+                      sq_st_dtype dtype, const char *topo, sq_error *err)
 {
-    *out = NULL;
     if (workers < 1 || workers > SQ_TRACE_MAX_WORKERS) {
         return sq_error_set(err, SQ_ERR_ARG, "%s: workers: %d is not from 1 to %d", dir, workers,
                             SQ_TRACE_MAX_WORKERS);
@@ -418,27 +426,24 @@ int sq_trace_writer_open_as(sq_trace_writer **out, const char *dir, const char *
         free(names);
         if (rc) return rc;
     }
-    make_parents(dir);
-    if (mkdir(dir, 0777) != 0) {
-        int e = errno;
-        struct stat st;
-        if (e != EEXIST || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            return sq_error_set(err, SQ_ERR_IO, "%s: cannot create the trace directory: %s", dir,
-                                e == EEXIST ? "it exists and is not a directory" : strerror(e));
-        }
-    }
-    int fd, rc = take_dir(dir, owner, &fd, err);
-    if (rc) return rc;
+    return SQ_OK;
+}
+
+/* A writer of the checked arguments, with the lock descriptor fd (-1 for
+** none), which it owns from here, even when it fails. */
+static int new_writer(sq_trace_writer **out, int fd, const char *dir, const char *owner,
+                      int workers, const sq_trace_param *p, size_t np, sq_st_dtype dtype,
+                      const char *topo, const char *model, sq_error *err)
+{
     sq_trace_writer *w = calloc(1, sizeof *w);
     if (!w) {
-        close(fd);
+        if (fd >= 0) close(fd);
         goto oom;
     }
     w->lock_fd = fd;
+    w->part = -1;
     w->dir = strdup(dir);
     w->owner = owner ? strdup(owner) : NULL;
-    if (owner) sq_trace_id_of(owner, w->id);
-    else random_id(w->id);
     w->workers = workers;
     w->dtype = dtype;
     w->params = calloc(np, sizeof *w->params);
@@ -463,6 +468,86 @@ oom:
     return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", dir);
 }
 
+int sq_trace_writer_open_as(sq_trace_writer **out, const char *dir, const char *owner, int workers,
+                            const sq_trace_param *p, size_t np, sq_st_dtype dtype, const char *topo,
+                            const char *model, sq_error *err)
+{
+    *out = NULL;
+    int fd, rc = check_args(dir, workers, p, np, dtype, topo, err);
+    if (rc) return rc;
+    make_parents(dir);
+    if (mkdir(dir, 0777) != 0) {
+        int e = errno;
+        struct stat st;
+        if (e != EEXIST || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            return sq_error_set(err, SQ_ERR_IO, "%s: cannot create the trace directory: %s", dir,
+                                e == EEXIST ? "it exists and is not a directory" : strerror(e));
+        }
+    }
+    if ((rc = take_dir(dir, owner, &fd, err)) != 0) return rc;
+    if ((rc = new_writer(out, fd, dir, owner, workers, p, np, dtype, topo, model, err)) != 0)
+        return rc;
+    if (owner) sq_trace_id_of(owner, (*out)->id);
+    else random_id((*out)->id);
+    return 0;
+}
+
+const char *sq_trace_writer_id(const sq_trace_writer *w)
+{
+    return w->id;
+}
+
+/* Whether id is 32 lower-case hexadecimal digits, as the writers make them. */
+static int valid_id(const char *id)
+{
+    return id && strlen(id) == SQ_TRACE_ID_MAX - 1 && strspn(id, "0123456789abcdef") ==
+                                                          SQ_TRACE_ID_MAX - 1;
+}
+
+int sq_trace_writer_join(sq_trace_writer **out, const char *dir, const char *id, int worker,
+                         int workers, const sq_trace_param *p, size_t np, sq_st_dtype dtype,
+                         sq_error *err)
+{
+    *out = NULL;
+    int rc = check_args(dir, workers, p, np, dtype, NULL, err);
+    if (rc) return rc;
+    if (!valid_id(id)) {
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "%s: trace id '%s': not the 32 hexadecimal digits of a writer's id",
+                            dir, id ? id : "(null)");
+    }
+    if (worker < 0 || worker >= workers) {
+        return sq_error_set(err, SQ_ERR_ARG, "%s: worker %d: the trace has %d", dir, worker,
+                            workers);
+    }
+    /* the owner's lock must be held: joining a directory nobody writes
+    ** would leave files no manifest will ever list */
+    char *lpath = sq_trace_join(dir, WRITER_FILE);
+    if (!lpath) return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", dir);
+    int fd = open(lpath, O_RDONLY | O_CLOEXEC), e = errno, held = 0;
+    if (fd >= 0) {
+        if (flock(fd, LOCK_SH | LOCK_NB) == 0) flock(fd, LOCK_UN);
+        else held = errno == EWOULDBLOCK;
+        close(fd);
+    }
+    free(lpath);
+    if (!held) {
+        struct stat st;
+        int nodir = stat(dir, &st) != 0;
+        return sq_error_set(err, SQ_ERR_NOTFOUND,
+                            "%s: %s: the trace's own writer opens it before the other processes "
+                            "join (and every process must see the same directory)",
+                            dir, nodir ? "no such directory"
+                                 : fd < 0 && e == ENOENT ? "no trace is being written here"
+                                                         : "no writer holds this directory");
+    }
+    if ((rc = new_writer(out, -1, dir, NULL, workers, p, np, dtype, NULL, NULL, err)) != 0)
+        return rc;
+    memcpy((*out)->id, id, SQ_TRACE_ID_MAX);
+    (*out)->part = worker;
+    return 0;
+}
+
 void sq_trace_writer_abort(sq_trace_writer *w)
 {
     if (!w) return;
@@ -482,15 +567,17 @@ void sq_trace_writer_abort(sq_trace_writer *w)
 }
 
 /* The step under way is complete: every gradient file, and the weights
-** file if the steps have one. */
+** file if the steps have one (a joined writer: its worker's file). */
 static int finish_step(sq_trace_writer *w, sq_error *err)
 {
     if (!w->cur_open) return 0;
-    if (w->cur_next_worker != w->workers) {
-        return sq_error_set(err, SQ_ERR_ARG, "%s: step %u: grads-w%02d.safetensors was not written",
-                            w->dir, (unsigned)w->cur_step, w->cur_next_worker);
+    int last = w->part >= 0 ? w->part + 1 : w->workers;
+    if (w->cur_next_worker != last) {
+        return sq_error_set(err, SQ_ERR_ARG, "%s: step %u: grads-w%02d.safetensors was not %s",
+                            w->dir, (unsigned)w->cur_step, w->cur_next_worker,
+                            w->part < 0 ? "written (or adopted)" : "written");
     }
-    if (w->weights_seen >= 0 && w->weights_seen != w->cur_weights) {
+    if (w->part < 0 && w->weights_seen >= 0 && w->weights_seen != w->cur_weights) {
         return sq_error_set(err, SQ_ERR_ARG,
                             "%s: step %u: %s weights.safetensors, unlike the steps before", w->dir,
                             (unsigned)w->cur_step, w->cur_weights ? "has" : "lacks");
@@ -510,7 +597,11 @@ static int finish_step(sq_trace_writer *w, sq_error *err)
     return 0;
 }
 
-int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, sq_error *err)
+/* The order rules of the files, for the file of (step, worker) that comes
+** next, written or adopted: steps strictly increase, and a step's files come
+** as weights, then workers 0, 1, ... (a joined writer: its worker's file
+** alone). A new step's directory is created. */
+static int enter_file(sq_trace_writer *w, uint32_t step, int worker, sq_error *err)
 {
     int rc;
     if (w->file) {
@@ -519,6 +610,15 @@ int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, sq_error 
     if (worker < -1 || worker >= w->workers) {
         return sq_error_set(err, SQ_ERR_ARG, "%s: worker %d: the trace has %d", w->dir, worker,
                             w->workers);
+    }
+    if (w->part >= 0 && worker != w->part) {
+        char what[32];
+        if (worker < 0) snprintf(what, sizeof what, "weights.safetensors");
+        else snprintf(what, sizeof what, "grads-w%02d.safetensors", worker);
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "%s: %s: this process joined the trace as worker %d and writes "
+                            "grads-w%02d.safetensors alone",
+                            w->dir, what, w->part, w->part);
     }
     if (!w->cur_open || step != w->cur_step) {
         if (w->cur_open && step < w->cur_step) {
@@ -543,15 +643,26 @@ int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, sq_error 
         w->cur_open = 1;
         w->cur_step = step;
         w->cur_weights = 0;
-        w->cur_next_worker = 0;
+        w->cur_next_worker = w->part >= 0 ? w->part : 0;
     }
     if (worker < 0 ? (w->cur_weights || w->cur_next_worker > 0) : worker != w->cur_next_worker) {
+        if (w->part >= 0) {
+            return sq_error_set(err, SQ_ERR_ARG, "%s: step %u: grads-w%02d.safetensors again",
+                                w->dir, (unsigned)step, worker);
+        }
         return sq_error_set(err, SQ_ERR_ARG,
                             "%s: step %u: files must come as weights, then grads-w00, w01, "
                             "... (got %s%d)",
                             w->dir, (unsigned)step, worker < 0 ? "weights" : "worker ",
                             worker < 0 ? 0 : worker);
     }
+    return 0;
+}
+
+int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, sq_error *err)
+{
+    int rc = enter_file(w, step, worker, err);
+    if (rc) return rc;
     char *fname = sq_trace_step_file(w->dir, step, worker);
     sq_st_tensor *t = calloc(w->nparams, sizeof *t);
     if (!fname || !t) {
@@ -578,6 +689,95 @@ int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, sq_error 
     w->file_worker = worker;
     w->next_param = 0;
     return 0;
+}
+
+/* Whether file f, at fname, is exactly what this writer would have written
+** for step: its metadata, and its tensors by name, dtype and shape. */
+static int check_adopted(const sq_trace_writer *w, const char *fname, const sq_st_file *f,
+                         uint32_t step, sq_error *err)
+{
+    const char *v = sq_st_meta_get(f, "format");
+    if (!v || strcmp(v, SQ_TRACE_FORMAT)) {
+        return sq_error_set(err, SQ_ERR_FORMAT, "%s: field 'format': %s%s%s, not a file of a "
+                            "trace writer", fname, v ? "'" : "missing", v ? v : "", v ? "'" : "");
+    }
+    v = sq_st_meta_get(f, "trace_id");
+    if (!v || strcmp(v, w->id)) {
+        return sq_error_set(err, SQ_ERR_CONFLICT,
+                            "%s: field 'trace_id': %s%s%s, but this trace's id is '%s': a file of "
+                            "another trace", fname, v ? "'" : "missing", v ? v : "", v ? "'" : "",
+                            w->id);
+    }
+    char step_text[16];
+    snprintf(step_text, sizeof step_text, "%u", (unsigned)step);
+    v = sq_st_meta_get(f, "step");
+    if (!v || strcmp(v, step_text)) {
+        return sq_error_set(err, SQ_ERR_FORMAT, "%s: field 'step': %s%s%s, expected %u", fname,
+                            v ? "'" : "missing", v ? v : "", v ? "'" : "", (unsigned)step);
+    }
+    for (size_t i = 0; i < w->nparams; i++) {
+        const sq_trace_param *p = &w->params[i];
+        const sq_st_entry *e = sq_st_find(f, p->name);
+        if (!e) {
+            return sq_error_set(err, SQ_ERR_FORMAT, "%s: tensor '%s': missing", fname, p->name);
+        }
+        if (e->dtype != w->dtype) {
+            return sq_error_set(err, SQ_ERR_FORMAT,
+                                "%s: tensor '%s': field 'dtype': %s, but the trace is written "
+                                "in %s",
+                                fname, p->name, sq_st_dtype_name(e->dtype),
+                                sq_st_dtype_name(w->dtype));
+        }
+        if (e->ndim != p->ndim || memcmp(e->shape, p->shape, (size_t)p->ndim * sizeof *p->shape)) {
+            char a[128], b[128];
+            sq_npy_shape_str(e->shape, e->ndim, a, sizeof a);
+            sq_npy_shape_str(p->shape, p->ndim, b, sizeof b);
+            return sq_error_set(err, SQ_ERR_FORMAT,
+                                "%s: tensor '%s': field 'shape': %s, but the trace's param is %s",
+                                fname, p->name, a, b);
+        }
+    }
+    if (f->ntensors != w->nparams) {
+        return sq_error_set(err, SQ_ERR_FORMAT, "%s: %zu tensors, but the trace has %zu params",
+                            fname, f->ntensors, w->nparams);
+    }
+    return 0;
+}
+
+int sq_trace_file_adopt(sq_trace_writer *w, uint32_t step, int worker, sq_error *err)
+{
+    if (w->part >= 0) {
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "%s: worker %d's process joined the trace: the trace's own writer "
+                            "adopts the files of the others",
+                            w->dir, w->part);
+    }
+    if (worker < 0) {
+        return sq_error_set(err, SQ_ERR_ARG,
+                            "%s: step %u: weights.safetensors: only gradient files are adopted",
+                            w->dir, (unsigned)step);
+    }
+    int rc = enter_file(w, step, worker, err);
+    if (rc) return rc;
+    char *fname = sq_trace_step_file(w->dir, step, worker);
+    if (!fname) return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", w->dir);
+    struct stat st;
+    if (stat(fname, &st) != 0 && errno == ENOENT) {
+        rc = sq_error_set(err, SQ_ERR_NOTFOUND,
+                          "%s: missing: worker %d's process has not written it (adopt a step's "
+                          "files after every process ended them)",
+                          fname, worker);
+    } else {
+        sq_st_file f;
+        rc = sq_st_open(fname, &f, err);
+        if (rc == 0) {
+            rc = check_adopted(w, fname, &f, step, err);
+            sq_st_free(&f);
+        }
+    }
+    free(fname);
+    if (rc == 0) w->cur_next_worker++;
+    return rc;
 }
 
 int sq_trace_file_put(sq_trace_writer *w, const float *x, sq_error *err)
@@ -637,6 +837,7 @@ int sq_trace_writer_close(sq_trace_writer *w, sq_error *err)
         goto done;
     }
     if ((rc = finish_step(w, err)) != 0) goto done;
+    if (w->part >= 0) goto done; /* the trace's own writer lists the steps */
     if (w->nsteps == 0) {
         rc = sq_error_set(err, SQ_ERR_ARG, "%s: no step was written", w->dir);
         goto done;
