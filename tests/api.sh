@@ -116,8 +116,9 @@ ok "pip install ./python (against the installed libshardq)" env -u LD_PRELOAD \
   "$T/venv/bin/pip" install --no-build-isolation --no-deps --no-index "$T/pysrc"
 ok "the installed package quantizes" "$T/venv/bin/python" -c '
 import shardq, numpy as np
-from shardq._lib import ffi, lib
-print(ffi.string(lib.sq_strerror(-2)).decode())' 
+x = np.linspace(-1, 1, 1000, dtype=np.float32)
+q = shardq.quantize(x, shardq.Codec("bits=8,group=100,round=rtn"))
+assert np.abs(shardq.dequantize(q) - x).max() < 0.01'
 ok "... and its module links the installed libshardq.so" sh -c \
   'ldd "$1"/lib/python3*/site-packages/shardq/_shardq*.so | grep -q "$2/libshardq.so"' sh "$T/venv" "$root$libdir"
 
