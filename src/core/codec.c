@@ -126,7 +126,7 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
     const int sr = c->round == SQ_ROUND_SR;
     if (sr)
         sq_uniforms((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step,
-                    (key->worker << 8) | key->site, start / 4, len, s->u);
+                    (key->worker << 8) | key->site, start / 8, len, s->u);
     for (uint64_t g0 = 0; g0 < len; g0 += c->group) {
         uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
         const float *x = val + g0;
