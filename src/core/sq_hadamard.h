@@ -96,6 +96,31 @@ SQ_V8_INLINE void sq_hadamard_v8(sq_v8f *v)
 ** overflowed, reaches the outputs as an Inf or a NaN). */
 SQ_V8_INLINE void sq_hadamard_block_v(const float *in, float *out, int h, float mul, sq_v8i *bad)
 {
+    if (h == 32) { /* the common size, in four registers */
+        sq_v8f v0, v1, v2, v3, t;
+        memcpy(&v0, in, sizeof v0);
+        memcpy(&v1, in + 8, sizeof v1);
+        memcpy(&v2, in + 16, sizeof v2);
+        memcpy(&v3, in + 24, sizeof v3);
+        sq_hadamard_v8(&v0);
+        sq_hadamard_v8(&v1);
+        sq_hadamard_v8(&v2);
+        sq_hadamard_v8(&v3);
+        t = v0 + v1, v1 = v0 - v1, v0 = t; /* stride 8 */
+        t = v2 + v3, v3 = v2 - v3, v2 = t;
+        t = v0 + v2, v2 = v0 - v2, v0 = t; /* stride 16 */
+        t = v1 + v3, v3 = v1 - v3, v1 = t;
+        v0 = v0 * mul, v1 = v1 * mul, v2 = v2 * mul, v3 = v3 * mul;
+        SQ_V8_NONFINITE(*bad, v0);
+        SQ_V8_NONFINITE(*bad, v1);
+        SQ_V8_NONFINITE(*bad, v2);
+        SQ_V8_NONFINITE(*bad, v3);
+        memcpy(out, &v0, sizeof v0);
+        memcpy(out + 8, &v1, sizeof v1);
+        memcpy(out + 16, &v2, sizeof v2);
+        memcpy(out + 24, &v3, sizeof v3);
+        return;
+    }
     if (h <= 32) { /* in registers: the loops below, unrolled */
         sq_v8f v[4];
         const int nv = h / 8;
