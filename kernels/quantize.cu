@@ -190,8 +190,9 @@ SQK_UNROLL
         if (e0 < a.n) {
             float u[EPT];
             if (c.sr) {
-                sq_hd_uniform4(a.key_lo, a.key_hi, a.step, a.ws, e0 / 4, u);
-                sq_hd_uniform4(a.key_lo, a.key_hi, a.step, a.ws, e0 / 4 + 1, u + 4);
+                /* e0 is a multiple of EPT: one Philox block each */
+                static_assert(EPT == 8, "a thread's elements are one Philox block's eight");
+                sq_hd_uniform8(a.key_lo, a.key_hi, a.step, a.ws, e0 / 8, u);
             } else {
 SQK_UNROLL
                 for (int j = 0; j < EPT; j++) u[j] = 0.0f;

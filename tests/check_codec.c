@@ -424,6 +424,63 @@ START_TEST(test_sr_unbiased)
 }
 END_TEST
 
+/* The bias bound of stochastic rounding's 16-bit uniforms, exactly. u takes
+** the 2^16 values (h + 1/2) 2^-16, so v = k + r rounds up with probability
+** P(r) = ceil(r 2^16 - 1/2) / 2^16 over h, and |P(r) - r| <= 2^-17: the
+** expected code is within 2^-17 of a step of v. No sampling over seeds can
+** resolve 2^-17 (the standard error of a mean of n Bernoulli draws is
+** 0.5 / sqrt(n)), so the expectation is computed exactly, through the codec
+** itself: one buffer of 2^21 elements at fraction r (groups of 64 whose
+** element 0 is the maximum 7 s, so that v = x / s exactly), whose stream
+** uniforms take every one of the 2^16 values; the mean code over one element
+** per value is the expectation over the uniform. Checked for fractions across
+** [0, 1) and at the worst places, r = (j + 1/2) 2^-16 and just above, where
+** the bound is reached (so it is the bound, not a loose one). */
+START_TEST(test_sr_bias_bound)
+{
+    enum { N = 1 << 21, G = 64, H = 1 << 16 };
+    const float s = 0x1p-4f;
+    float *x = xmalloc(N * sizeof(float)), *out = xmalloc(N * sizeof(float));
+    int *codes = xmalloc(N * sizeof(int));
+    uint32_t *first = xmalloc(H * sizeof(uint32_t));
+    for (int h = 0; h < H; h++) first[h] = UINT32_MAX;
+    sq_uniform_n(&KEY, 0, N, out);
+    for (uint32_t i = 0; i < N; i++) {
+        float hv = out[i] * 0x1p16f - 0.5f; /* exact: u = (h + 1/2) 2^-16 */
+        ck_assert(hv >= 0.0f && hv < (float)H && hv == floorf(hv));
+        if (i % G && first[(int)hv] == UINT32_MAX) first[(int)hv] = i;
+    }
+    for (int h = 0; h < H; h++) ck_assert_msg(first[h] != UINT32_MAX, "no element draws h = %d", h);
+    const double fr[] = {0.0, 0x1p-21, 0x1p-17, 0x1p-17 + 0x1p-21, 419430 * 0x1p-22, 0.25, 0.5,
+                         (12345 + 0.5) * 0x1p-16, (12345 + 0.5) * 0x1p-16 + 0x1p-21, 0.75,
+                         1 - 0x1p-17, 1 - 0x1p-21};
+    sq_codec c = make_codec(SQ_KIND_SYM, 4, G, SQ_ROUND_SR, 0, SQ_LEVELS_SDP4BIT, SQ_SCALE_FP32);
+    sq_qbuf q;
+    qalloc(&c, N, &q);
+    double worst = 0;
+    for (size_t t = 0; t < sizeof fr / sizeof fr[0]; t++) {
+        const float v = 2.0f + (float)fr[t]; /* exact: fr is a multiple of 2^-22 */
+        ck_assert((double)v - 2.0 == fr[t]);
+        for (uint32_t i = 0; i < N; i++) x[i] = i % G ? v * s : 7.0f * s;
+        ck_assert_int_eq(sq_quantize(&c, x, N, &KEY, &q), SQ_OK);
+        sqt_decode(&c, &q, N, out, codes);
+        long ups = 0;
+        for (int h = 0; h < H; h++) {
+            const int code = codes[first[h]];
+            ck_assert(code == 2 || code == 3);
+            ups += code - 2;
+        }
+        const double bias = (double)ups / H - fr[t]; /* exact in double */
+        ck_assert_msg(fabs(bias) <= 0x1p-17, "r = %a: P(up) = %ld / 2^16, bias %a steps > 2^-17",
+                      fr[t], ups, bias);
+        if (fabs(bias) > worst) worst = fabs(bias);
+    }
+    ck_assert_msg(worst == 0x1p-17, "the bound is reached at r = (j + 1/2) 2^-16: worst %a", worst);
+    sq_qbuf_free(&q);
+    free(x), free(out), free(codes), free(first);
+}
+END_TEST
+
 /* RTN on the same input: the error of every element is the same for every
 ** seed, and non-zero (at least 0.1 s) off the grid: a systematic bias that
 ** no number of repetitions averages away. */
@@ -788,6 +845,7 @@ int main(void)
     TCase *ts = tcase_create("stochastic");
     tcase_add_test(ts, test_sr_boundary);
     tcase_add_test(ts, test_sr_unbiased);
+    tcase_add_test(ts, test_sr_bias_bound);
     tcase_add_test(ts, test_rtn_biased);
     tcase_add_test(ts, test_key_sensitivity);
     suite_add_tcase(s, ts);

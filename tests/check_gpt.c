@@ -861,10 +861,10 @@ START_TEST(test_init)
     /* different tensors, different streams */
     ck_assert(memcmp(a.w[2 + 2], a.w[2 + 12 + 2], 64) != 0); /* qkv.w of layers 0 and 1 */
     ck_assert(memcmp(a.w[0], a.w[1], 64) != 0);
-    /* the documented recipe, straight from sq_uniform: wte[j] for the first few j */
+    /* the documented recipe, straight from sq_uniform24: wte[j] for the first few j */
     const sq_rng_key key = {42, 0, 0, SQ_GPT_INIT_SITE};
     for (uint64_t j = 0; j < 8; j++) {
-        const double u1 = sq_uniform(&key, j & ~1ull), u2 = sq_uniform(&key, j | 1);
+        const double u1 = sq_uniform24(&key, j & ~1ull), u2 = sq_uniform24(&key, j | 1);
         const double r = sqrt(-2 * log(1 - u1)), th = 2 * PI * u2;
         const float want =
             sq_bf16_to_f32(sq_f32_to_bf16((float)(0.02 * r * (j & 1 ? sin(th) : cos(th)))));

@@ -21,7 +21,21 @@
 /* The reference                                                            */
 /* ------------------------------------------------------------------------ */
 
+/* Stochastic rounding's uniform: 16-bit half i % 8 of block i / 8, most
+** significant half first, u = (half + 1/2) * 2^-16. */
 static float ref_uniform(const sq_rng_key *k, uint64_t i)
+{
+    philox4x32_ctr_t c = {{(uint32_t)(i / 8), (uint32_t)(i / 8 >> 32), k->step,
+                           (k->worker << 8) | k->site}};
+    philox4x32_key_t key = {{(uint32_t)k->seed, (uint32_t)(k->seed >> 32)}};
+    philox4x32_ctr_t r = philox4x32_R(10, c, key);
+    uint32_t w = r.v[i % 8 / 2];
+    uint32_t half = i % 2 ? w & 0xffffu : w >> 16;
+    return ((float)half + 0.5f) * 0x1p-16f;
+}
+
+/* The 24-bit uniform: word i % 4 of block i / 4, u = (word >> 8) * 2^-24. */
+static float ref_uniform24(const sq_rng_key *k, uint64_t i)
 {
     philox4x32_ctr_t c = {{(uint32_t)(i / 4), (uint32_t)(i / 4 >> 32), k->step,
                            (k->worker << 8) | k->site}};
@@ -222,7 +236,8 @@ END_TEST
 START_TEST(test_uniform_n_matches_random123)
 {
     sq_rng_key key = {0xfedcba9876543210ull, 123456, 0xabcdef, 200};
-    const uint64_t firsts[] = {0, 1, 3, 4, 4094, (1ull << 32) - 6, (1ull << 34) + 1};
+    const uint64_t firsts[] = {0, 1, 3, 4, 7, 4094, (1ull << 32) - 6, (1ull << 34) + 1,
+                               (1ull << 35) + 5};
     float u[1000];
     for (size_t f = 0; f < sizeof firsts / sizeof firsts[0]; f++) {
         sq_uniform_n(&key, firsts[f], 1000, u);
@@ -231,6 +246,13 @@ START_TEST(test_uniform_n_matches_random123)
             ck_assert_msg(memcmp(&u[j], &r, 4) == 0, "first=%llu j=%llu: %a vs %a",
                           (unsigned long long)firsts[f], (unsigned long long)j, u[j], r);
             ck_assert_float_eq(sq_uniform(&key, firsts[f] + j), r);
+        }
+        sq_uniform24_n(&key, firsts[f], 1000, u);
+        for (uint64_t j = 0; j < 1000; j++) {
+            float r = ref_uniform24(&key, firsts[f] + j);
+            ck_assert_msg(memcmp(&u[j], &r, 4) == 0, "24-bit: first=%llu j=%llu: %a vs %a",
+                          (unsigned long long)firsts[f], (unsigned long long)j, u[j], r);
+            ck_assert_float_eq(sq_uniform24(&key, firsts[f] + j), r);
         }
     }
 }

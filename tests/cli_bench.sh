@@ -113,6 +113,34 @@ assert c.execute('SELECT count(*) FROM runs').fetchone()[0] == 2
 assert c.execute('SELECT count(*) FROM bench_results').fetchone()[0] == 18
 " "$T/ro/ro.db"
 
+# ---------------------------------------------------------------------------
+# --peer torch: the PyTorch rows after each of the four rows it covers, with
+# the speedup; without torch a clear error and exit 1 (tested with a Python
+# that has none: /bin/false stands in for one that cannot import it)
+# ---------------------------------------------------------------------------
+expect_fail_with 2 "--peer: unknown peer 'numpy'" "$SHARDQ" bench --peer numpy
+expect_fail_with 2 "not with --codec" "$SHARDQ" bench --peer torch --codec kind=sym,bits=4,group=128
+expect_fail_with 1 "--peer torch: /bin/false cannot import torch" \
+  env SHARDQ_PYTHON=/bin/false "$SHARDQ" bench --peer torch --sizes 1 --threads 1 --ops rng
+expect_fail_with 1 "--peer torch: $T/none: No such file" \
+  env SHARDQ_PYTHON="$T/none" "$SHARDQ" bench --peer torch --sizes 1 --threads 1 --ops rng
+if "${SHARDQ_PYTHON:-/usr/bin/python3}" -c "import torch" 2>/dev/null; then
+  ok "bench --peer torch runs" sh -c '"$0" bench --peer torch --sizes 1 --threads 1 --ops quantize,rng,dequantize --min-time 0 --json >"$1/peer.json"' "$SHARDQ" "$T"
+  pyrun "peer rows: plain and chunked after quantize and dequantize, none after rng, speedups that match the figures" "
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r.get('peer') and (r['op'], r['style']) or r['op'] for r in rows] == [
+    'quantize', ('quantize', 'plain'), ('quantize', 'chunked'), 'rng',
+    'dequantize', ('dequantize', 'plain'), ('dequantize', 'chunked')], rows
+for i, r in enumerate(rows):
+    if r.get('peer'):
+        own = rows[i - 1 if r['style'] == 'plain' else i - 2]
+        assert r['gbps'] > 0 and r['threads'] == own['threads'] == 1
+        assert abs(r['speedup'] - own['gbps'] / r['gbps']) < 0.01 * r['speedup'] + 1e-3, (r, own)
+" "$T/peer.json"
+else
+  ok "bench --peer torch: no torch here (skipped)" true
+fi
+
 devices=$("$SHARDQ" --version | sed -n 's/.*CUDA yes (\([0-9]*\) device.*/\1/p')
 if test "${devices:-0}" -eq 0; then
   expect_fail_with 1 "--device cuda: cuda:0: no CUDA device" "$SHARDQ" bench --device cuda --sizes 8

@@ -156,14 +156,26 @@ typedef struct sq_rng_key {
 /* The raw generator: out = Philox4x32-10(ctr, key), as Random123 defines it. */
 void sq_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
-/* The uniform in [0, 1) that element i of a buffer uses for stochastic
-** rounding: counter = { i/4 low 32 bits, i/4 high 32 bits, step,
-** (worker << 8) | site }, output word i % 4, u = (word >> 8) * 2^-24. */
+/* The uniform in (0, 1) that element i of a buffer uses for stochastic
+** rounding: counter = { i/8 low 32 bits, i/8 high 32 bits, step,
+** (worker << 8) | site }; of the four output words read as eight 16-bit
+** halves, most significant first, element i takes half h number i % 8 (word
+** (i % 8) / 2, high half for even i), and u = (h + 1/2) * 2^-16. Rounding up
+** iff u < v - floor(v) has an expected code within 2^-17 of a step of v. */
 float sq_uniform(const sq_rng_key *key, uint64_t i);
 
 /* u[j] = sq_uniform(key, first + j) for j < n, many blocks at a time (this
 ** is what stochastic rounding uses, and what bounds its speed). */
 void sq_uniform_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u);
+
+/* The 24-bit uniform in [0, 1) of element i, for synthetic data and
+** initialisation (normals need the finer grid), not stochastic rounding:
+** counter = { i/4 low 32 bits, i/4 high 32 bits, step, (worker << 8) | site },
+** output word i % 4, u = (word >> 8) * 2^-24. */
+float sq_uniform24(const sq_rng_key *key, uint64_t i);
+
+/* u[j] = sq_uniform24(key, first + j) for j < n. */
+void sq_uniform24_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u);
 
 /* ------------------------------------------------------------------------ */
 /* Codec specs                                                              */

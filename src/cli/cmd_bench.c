@@ -11,6 +11,7 @@
 */
 #include "shardq/backend.h"
 #include "shardq/bench.h"
+#include "bench_peer.h"
 #include "cli.h"
 #include "progress.h"
 #include "shardq/codec.h"
@@ -53,6 +54,13 @@ static const char bench_usage[] =
     "                    'bench' (db export bench_results; default: store\n"
     "                    nothing)\n"
     "  --busy-timeout MS how long to wait for a locked database (default 10000)\n"
+    "  --peer torch      also time the PyTorch versions of the quantize,\n"
+    "                    quantize-rtn, quantize-diff and dequantize rows, as\n"
+    "                    usually written and cache-chunked, right after each\n"
+    "                    row with the same size and threads, and print shardq's\n"
+    "                    speedup over each (CPU, default codecs; printed, not\n"
+    "                    stored). Runs $SHARDQ_PYTHON, else " SQ_PYTHON_TEXT ";\n"
+    "                    without torch there it fails (exit 1)\n"
     "  -h, --help        this text\n"
     "\n"
     "A row with a Hadamard transform also shows its throughput relative to the\n"
@@ -63,6 +71,35 @@ static const char bench_usage[] =
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
 /* ------------------------------------------------------------------------ */
+
+/* The peer's two rows after shardq's row r: GB/s over the same bytes, so
+** that the ratio is shardq's speedup. */
+static int print_peer(const sq_bench_result *r, const char *python, double min_time, int json)
+{
+    double sec[2];
+    char err[512];
+    if (bench_peer_time(python, r->op->name, r->elements, r->threads, min_time, &sec[0], &sec[1],
+                        err, sizeof err) != 0) {
+        fprintf(stderr, "shardq bench: --peer torch: %s\n", err);
+        return -1;
+    }
+    static const char *const style[2] = {"plain", "chunked"};
+    static const char *const what[2] = {"PyTorch as usually written", "PyTorch, cache-chunked"};
+    for (int k = 0; k < 2; k++) {
+        double gbs = r->bytes / sec[k] / 1e9, ratio = r->gbs / gbs;
+        if (json)
+            printf("{\"peer\":\"torch\",\"style\":\"%s\",\"op\":\"%s\",\"bytes_in\":%llu,"
+                   "\"threads\":%d,\"gbps\":%.4f,\"shardq_gbps\":%.4f,\"speedup\":%.3f}\n",
+                   style[k], r->op->name, (unsigned long long)r->size_mb << 20, r->threads, gbs,
+                   r->gbs, ratio);
+        else
+            printf("  torch-%-8s %8d %7d %9.3f %10.2f %7.1f%% %8s  %s: shardq %.1fx\n", style[k],
+                   r->size_mb, r->threads, gbs, r->copy_gbs, 100.0 * gbs / r->copy_gbs, "",
+                   what[k], ratio);
+    }
+    fflush(stdout);
+    return 0;
+}
 
 /* Parses "a,b,c" of positive integers (or 'all' -> all_value) into v[]. */
 static int parse_list(const char *opt, const char *s, int *v, int max, int all_value)
@@ -202,6 +239,9 @@ typedef struct bench_out {
     int nsizes, nops, nthreads;
     char where[320];
     sq_progress *bar;
+    const char *peer_python; /* --peer torch: the Python that runs it */
+    double min_time;
+    int peer_failed;
 } bench_out;
 
 /* The header and the progress bar, once: at the first figure, or after a
@@ -237,6 +277,11 @@ static int on_bench(void *user, const sq_bench_event *ev)
     case SQ_BENCH_ROW:
         sq_progress_pause(o->bar);
         print_row(ev->row, o->where, o->json, ev->run);
+        if (o->peer_python && bench_peer_has_op(ev->row->op->name) &&
+            print_peer(ev->row, o->peer_python, o->min_time, o->json) != 0) {
+            o->peer_failed = 1;
+            return 1; /* stop the run */
+        }
         sq_progress_update(o->bar, ev->done);
         break;
     case SQ_BENCH_SIZE: break;
@@ -258,6 +303,7 @@ int cmd_bench(int argc, char **argv)
         {"min-time", required_argument, NULL, 'm'}, {"device", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},          {"db", required_argument, NULL, 'D'},
         {"busy-timeout", required_argument, NULL, 'B'}, {"help", no_argument, NULL, 'h'},
+        {"peer", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0}};
     int sizes[16], nsizes = 0;
     int all = sq_get_threads();
@@ -268,6 +314,7 @@ int cmd_bench(int argc, char **argv)
     int json = 0;
     const char *db = NULL;
     uint64_t busy = SQ_STORE_BUSY_MS;
+    int peer = 0;
 
     optind = 1;
     int ch;
@@ -335,6 +382,14 @@ int cmd_bench(int argc, char **argv)
         case 'B':
             if (cli_parse_u64("bench", "--busy-timeout", optarg, INT_MAX, &busy)) return CLI_USAGE;
             break;
+        case 'P':
+            if (strcmp(optarg, "torch") != 0) {
+                fprintf(stderr, "shardq bench: --peer: unknown peer '%s' (torch is the one)\n",
+                        optarg);
+                return CLI_USAGE;
+            }
+            peer = 1;
+            break;
         case 'h': fputs(bench_usage, stdout); return CLI_OK;
         default: fputs("Try 'shardq bench --help'.\n", stderr); return CLI_USAGE;
         }
@@ -345,6 +400,18 @@ int cmd_bench(int argc, char **argv)
     }
 
     const int gpu = strcmp(device, "cpu") != 0;
+    if (peer && (gpu || codec_override)) {
+        fprintf(stderr, "shardq bench: --peer torch compares the default codecs on the CPU: "
+                        "not with %s\n", gpu ? "--device cuda" : "--codec");
+        return CLI_USAGE;
+    }
+    if (peer) { /* before anything is measured: a missing torch fails now */
+        char err[512];
+        if (bench_peer_check(bench_peer_python(), err, sizeof err) != 0) {
+            fprintf(stderr, "shardq bench: --peer torch: %s\n", err);
+            return CLI_RUNTIME;
+        }
+    }
     if (gpu && threads_given) {
         fprintf(stderr, "shardq bench: --threads: a GPU has no thread count to set\n");
         return CLI_USAGE;
@@ -393,7 +460,8 @@ int cmd_bench(int argc, char **argv)
         return CLI_RUNTIME;
     }
     bench_out o = {.json = json, .gpu = gpu, .all = all, .sizes = sizes, .nsizes = nsizes,
-                   .nops = nops, .nthreads = nthreads};
+                   .nops = nops, .nthreads = nthreads,
+                   .peer_python = peer ? bench_peer_python() : NULL, .min_time = min_time};
     sq_bench_device_text(be, o.where, sizeof o.where);
     sq_bench_config cfg = {.sizes_mb = sizes, .nsizes = nsizes, .threads = threads,
                            .nthreads = nthreads, .ops = opidx, .nops = nops,
@@ -414,6 +482,7 @@ int cmd_bench(int argc, char **argv)
     if (rc != SQ_OK && (!db || run > 0)) start(&o);
     sq_progress_finish(o.bar);
     sq_backend_close(be);
+    if (o.peer_failed) return CLI_RUNTIME; /* said why */
     if (rc != SQ_OK) {
         fprintf(stderr, "shardq bench: %s\n", sq_error_message(&e));
         return CLI_RUNTIME;

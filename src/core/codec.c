@@ -126,7 +126,7 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
     const int sr = c->round == SQ_ROUND_SR;
     if (sr)
         sq_uniforms((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step,
-                    (key->worker << 8) | key->site, start / 4, len, s->u);
+                    (key->worker << 8) | key->site, start / 8, len, s->u);
     for (uint64_t g0 = 0; g0 < len; g0 += c->group) {
         uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
         const float *x = val + g0;
@@ -155,11 +155,40 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
 /* Decoding one tile                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* out[0..len) = D(q) over the elements [start, start + len), in the
-** quantized domain (no inverse Hadamard). */
-static void decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
-                        scratch *s, float *out)
+/* The decoding loops of one group; each returns whether any value it wrote
+** is a NaN or an Inf (the finiteness check rides on the pass that writes). */
+SQ_MULTIVERSION
+static int decode_sym(const int8_t *restrict code, uint64_t n, float sc, float *restrict out)
 {
+    uint32_t bad = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        float v = sq_hd_decode_sym(code[j], sc);
+        out[j] = v;
+        bad |= sq_hd_nonfinite(v);
+    }
+    return bad != 0;
+}
+
+SQ_MULTIVERSION
+static int decode_minmax(const uint8_t *restrict code, uint64_t n, float lo, float sc,
+                         float *restrict out)
+{
+    uint32_t bad = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        float v = sq_hd_decode(code[j], lo, sc);
+        out[j] = v;
+        bad |= sq_hd_nonfinite(v);
+    }
+    return bad != 0;
+}
+
+/* out[0..len) = D(q) over the elements [start, start + len), in the
+** quantized domain (no inverse Hadamard). Returns whether any decoded value
+** is not finite. */
+static int decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
+                       scratch *s, float *out)
+{
+    int bad = 0;
     /* start is byte aligned, so the whole tile unpacks in one go */
     const uint8_t *in = q->codes + start / 8 * (uint64_t)c->bits;
     if (c->kind == SQ_KIND_SYM)
@@ -171,14 +200,13 @@ static void decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uin
         uint64_t gi = (start + g0) / c->group;
         float sc = sq_hd_load_meta(q->scales, gi, (int)c->scale);
         if (c->kind == SQ_KIND_SYM) {
-            const int8_t *code = (const int8_t *)s->code + g0;
-            for (uint64_t j = 0; j < gl; j++) out[g0 + j] = sq_hd_decode_sym(code[j], sc);
+            bad |= decode_sym((const int8_t *)s->code + g0, gl, sc, out + g0);
         } else {
             float lo = sq_hd_load_meta(q->offsets, gi, (int)c->scale);
-            const uint8_t *code = s->code + g0;
-            for (uint64_t j = 0; j < gl; j++) out[g0 + j] = sq_hd_decode(code[j], lo, sc);
+            bad |= decode_minmax(s->code + g0, gl, lo, sc, out + g0);
         }
     }
+    return bad;
 }
 
 /* out[0..len) = sum of the k decoded chunks, in chunk order; f16: in fp16
@@ -189,14 +217,14 @@ static void sum_tile(const sq_codec *c, const sq_qbuf *chunks, int k, int f16, u
     if (f16) {
         for (uint64_t j = 0; j < len; j++) out[j] = 0.0f;
         for (int i = 0; i < k; i++) {
-            decode_tile(c, &chunks[i], start, len, s, s->tmp);
+            (void)decode_tile(c, &chunks[i], start, len, s, s->tmp);
             for (uint64_t j = 0; j < len; j++) out[j] = sq_hd_acc_f16(out[j], s->tmp[j]);
         }
         return;
     }
-    decode_tile(c, &chunks[0], start, len, s, out);
+    (void)decode_tile(c, &chunks[0], start, len, s, out);
     for (int i = 1; i < k; i++) {
-        decode_tile(c, &chunks[i], start, len, s, s->tmp);
+        (void)decode_tile(c, &chunks[i], start, len, s, s->tmp);
         for (uint64_t j = 0; j < len; j++) out[j] = out[j] + s->tmp[j];
     }
 }
@@ -267,6 +295,50 @@ static int stage_values_bf16(const float *restrict x, const float *restrict ref,
     return bad != 0;
 }
 
+/* The Hadamard passes of the codec (sq_hadamard_run, vectorised): in and out
+** may be the same; returns whether any value written is not finite. */
+SQ_MULTIVERSION
+static int hadamard_pass(const float *in, float *out, uint64_t len, int h, int inverse)
+{
+    return sq_hadamard_run(in, out, len, h, inverse);
+}
+
+/* out[j] = bf16(out[j]) (finite values only: a NaN stays a NaN), returning
+** whether any is not finite. */
+SQ_MULTIVERSION
+static int round_bf16_pass(float *restrict out, uint64_t len)
+{
+    uint32_t bad = 0;
+    for (uint64_t j = 0; j < len; j++) {
+        float v = sq_hd_bf16_round(out[j]);
+        out[j] = v;
+        bad |= sq_hd_nonfinite(v);
+    }
+    return bad != 0;
+}
+
+/* out[j] = ref[j] + val[j] (fp32) or bf16(bf16(val) + bf16(ref)); returns
+** whether any result is not finite. */
+SQ_MULTIVERSION
+static int add_pass(const float *restrict val, const float *restrict ref, uint64_t len, int bf16,
+                    float *restrict out)
+{
+    uint32_t bad = 0;
+    if (bf16)
+        for (uint64_t j = 0; j < len; j++) {
+            float v = sq_hd_bf16_add(val[j], ref[j]);
+            out[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
+    else
+        for (uint64_t j = 0; j < len; j++) {
+            float v = ref[j] + val[j];
+            out[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
+    return bad != 0;
+}
+
 static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
 {
     const sq_codec *c = jb->c;
@@ -275,6 +347,13 @@ static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
     case OP_QUANTIZE_DIFF: {
         if (jb->op == OP_QUANTIZE && !c->hadamard && !jb->bf16) /* nothing to stage */
             return quantize_tile(c, jb->x + start, start, len, jb->key, s, jb->qout);
+        if (jb->op == OP_QUANTIZE && !jb->bf16) {
+            /* staging is the transform: one pass from x into val */
+            if (hadamard_pass(jb->x + start, s->val, len, c->hadamard, 0))
+                return any_nonfinite(jb->x + start, len) ? SQ_ERR_NONFINITE : SQ_ERR_RANGE;
+            int rc = quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
+            return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
+        }
         const float *ref = jb->op == OP_QUANTIZE_DIFF ? jb->ref + start : NULL;
         if (jb->bf16 ? stage_values_bf16(jb->x + start, ref, len, s->val)
                      : stage_values(jb->x + start, ref, len, s->val)) {
@@ -287,29 +366,25 @@ static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
         if (!c->hadamard) return quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
         /* finite input that the transform takes beyond fp32 is a range
         ** problem, not the caller's bad data */
-        sq_hadamard(s->val, len, c->hadamard);
+        if (hadamard_pass(s->val, s->val, len, c->hadamard, 0)) return SQ_ERR_RANGE;
         int rc = quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
         return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
     }
     /* The decoding operations write every value, then report any that is
     ** not finite: metadata from a damaged file, or a sum past fp32. */
-    case OP_DEQUANTIZE:
-        decode_tile(c, jb->in, start, len, s, jb->out + start);
-        if (c->hadamard) sq_hadamard_inverse(jb->out + start, len, c->hadamard);
-        if (jb->bf16)
-            for (uint64_t j = 0; j < len; j++)
-                jb->out[start + j] = sq_hd_bf16_round(jb->out[start + j]);
-        return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
+    case OP_DEQUANTIZE: {
+        /* the check of each value rides on the last pass that writes it */
+        float *out = jb->out + start;
+        int bad = decode_tile(c, jb->in, start, len, s, out);
+        if (c->hadamard) bad = hadamard_pass(out, out, len, c->hadamard, 1);
+        if (jb->bf16) bad = round_bf16_pass(out, len);
+        return bad ? SQ_ERR_RANGE : SQ_OK;
+    }
     case OP_DEQUANTIZE_ADD:
-        decode_tile(c, jb->in, start, len, s, s->val);
-        if (c->hadamard) sq_hadamard_inverse(s->val, len, c->hadamard);
-        if (jb->bf16)
-            for (uint64_t j = 0; j < len; j++)
-                jb->out[start + j] = sq_hd_bf16_add(s->val[j], jb->ref[start + j]);
-        else
-            for (uint64_t j = 0; j < len; j++)
-                jb->out[start + j] = jb->ref[start + j] + s->val[j];
-        return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
+        (void)decode_tile(c, jb->in, start, len, s, s->val);
+        if (c->hadamard) (void)hadamard_pass(s->val, s->val, len, c->hadamard, 1);
+        return add_pass(s->val, jb->ref + start, len, jb->bf16, jb->out + start) ? SQ_ERR_RANGE
+                                                                                 : SQ_OK;
     case OP_SUM_REQUANT: {
         sum_tile(c, jb->in, jb->k, jb->f16, start, len, s, s->val);
         int rc = quantize_tile(jb->c_out, s->val, start, len, jb->key, s, jb->qout);
@@ -317,7 +392,9 @@ static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
     }
     case OP_SUM:
         sum_tile(c, jb->in, jb->k, jb->f16, start, len, s, jb->out + start);
-        if (c->hadamard) sq_hadamard_inverse(jb->out + start, len, c->hadamard);
+        if (c->hadamard)
+            return hadamard_pass(jb->out + start, jb->out + start, len, c->hadamard, 1)
+                       ? SQ_ERR_RANGE : SQ_OK;
         return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
     }
     return SQ_ERR_ARG;

@@ -18,8 +18,10 @@ int sq_hadamard(float *x, uint64_t n, int h)
     /* blocks are independent; inside a parallel codec operation this region
     ** is nested and runs on the calling thread */
 #pragma omp parallel for num_threads(sq_get_threads()) if (n >= (1u << 16)) schedule(static)
-    for (int64_t b = 0; b < nblk; b++)
-        sq_hadamard_block(x + (uint64_t)b * (uint64_t)h, h);
+    for (int64_t b = 0; b < nblk; b++) {
+        float *blk = x + (uint64_t)b * (uint64_t)h;
+        sq_hadamard_run(blk, blk, (uint64_t)h, h, 0);
+    }
     return SQ_OK;
 }
 
@@ -27,13 +29,11 @@ SQ_MULTIVERSION
 int sq_hadamard_inverse(float *x, uint64_t n, int h)
 {
     if (!sq_hadamard_size_ok(h) || (!x && n)) return SQ_ERR_ARG;
-    const float inv = 1.0f / (float)h; /* a power of two: exact */
     int64_t nblk = (int64_t)(n / (uint64_t)h);
 #pragma omp parallel for num_threads(sq_get_threads()) if (n >= (1u << 16)) schedule(static)
     for (int64_t b = 0; b < nblk; b++) {
         float *blk = x + (uint64_t)b * (uint64_t)h;
-        sq_hadamard_block(blk, h);
-        for (int j = 0; j < h; j++) blk[j] *= inv;
+        sq_hadamard_run(blk, blk, (uint64_t)h, h, 1);
     }
     return SQ_OK;
 }

@@ -3,7 +3,10 @@
 **
 ** Random numbers are a pure function of (seed, step, worker, site, element
 ** index), never of execution order, so a result does not depend on threads,
-** backends or the order in which workers are emulated.
+** backends or the order in which workers are emulated. Stochastic rounding
+** takes 16 bits per element, eight elements per block (sq_hd_uniform8);
+** synthetic data and initialisation take 24 bits, four per block
+** (sq_hd_uniform4).
 */
 #include "shardq/codec.h"
 #include "sq_hd.h"
@@ -17,11 +20,21 @@ void sq_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
     for (int j = 0; j < 4; j++) out[j] = r.v[j];
 }
 
+static uint32_t key_ws(const sq_rng_key *key) { return (key->worker << 8) | (key->site & 0xffu); }
+
 float sq_uniform(const sq_rng_key *key, uint64_t i)
 {
+    float u[8];
+    sq_hd_uniform8((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step, key_ws(key),
+                   i / 8, u);
+    return u[i % 8];
+}
+
+float sq_uniform24(const sq_rng_key *key, uint64_t i)
+{
     float u[4];
-    sq_hd_uniform4((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step,
-                   (key->worker << 8) | (key->site & 0xffu), i / 4, u);
+    sq_hd_uniform4((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step, key_ws(key),
+                   i / 4, u);
     return u[i % 4];
 }
 
@@ -30,16 +43,18 @@ float sq_uniform(const sq_rng_key *key, uint64_t i)
 /* ------------------------------------------------------------------------ */
 
 /* Random123 computes one counter block at a time; stochastic rounding needs
-** one block per four elements of every buffer, so here LANES blocks run side
+** one block per eight elements of every buffer, so here LANES blocks run side
 ** by side, each lane the same ten rounds (multipliers 0xD2511F53 and
 ** 0xCD9E8D57, Weyl key increments 0x9E3779B9 and 0xBB67AE85) in a shape the
 ** compiler vectorises. The tests compare it with philox4x32_R. */
 #define LANES 16
 #define TWO_M24 5.9604644775390625e-08f
 
-SQ_MULTIVERSION
-static void uniforms_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0,
-                           uint32_t mul0, uint32_t mul1, float *restrict u)
+/* The four output words of blocks blk0 .. blk0 + LANES - 1. Inlined into
+** each (multiversioned) caller. */
+static inline __attribute__((always_inline)) void
+philox_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0, uint32_t mul0,
+             uint32_t mul1, uint32_t w[4][LANES])
 {
     /* 32-bit words held in 64-bit lanes: the 32x32->64 products then map to
     ** one vector instruction each, with no shuffling of halves */
@@ -67,11 +82,36 @@ static void uniforms_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, u
         w3[l] = x3;
     }
     for (int l = 0; l < LANES; l++) {
-        u[4 * l + 0] = (float)((uint32_t)w0[l] >> 8) * TWO_M24;
-        u[4 * l + 1] = (float)((uint32_t)w1[l] >> 8) * TWO_M24;
-        u[4 * l + 2] = (float)((uint32_t)w2[l] >> 8) * TWO_M24;
-        u[4 * l + 3] = (float)((uint32_t)w3[l] >> 8) * TWO_M24;
+        w[0][l] = (uint32_t)w0[l];
+        w[1][l] = (uint32_t)w1[l];
+        w[2][l] = (uint32_t)w2[l];
+        w[3][l] = (uint32_t)w3[l];
     }
+}
+
+/* Stochastic rounding's layout: eight 16-bit uniforms per block. */
+SQ_MULTIVERSION
+static void uniforms8_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0,
+                            uint32_t mul0, uint32_t mul1, float *restrict u)
+{
+    uint32_t w[4][LANES];
+    philox_lanes(k0, k1, c2, c3, blk0, mul0, mul1, w);
+    for (int l = 0; l < LANES; l++)
+        for (int j = 0; j < 4; j++) {
+            u[8 * l + 2 * j] = sq_hd_sr_uniform16(w[j][l] >> 16);
+            u[8 * l + 2 * j + 1] = sq_hd_sr_uniform16(w[j][l] & 0xffffu);
+        }
+}
+
+/* The 24-bit layout: four uniforms per block. */
+SQ_MULTIVERSION
+static void uniforms4_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0,
+                            uint32_t mul0, uint32_t mul1, float *restrict u)
+{
+    uint32_t w[4][LANES];
+    philox_lanes(k0, k1, c2, c3, blk0, mul0, mul1, w);
+    for (int l = 0; l < LANES; l++)
+        for (int j = 0; j < 4; j++) u[4 * l + j] = (float)(w[j][l] >> 8) * TWO_M24;
 }
 
 /* The multipliers reach the lanes as values read at run time: a compiler that
@@ -79,26 +119,50 @@ static void uniforms_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, u
 ** slower than one vector multiply per four lanes. */
 static volatile uint32_t philox_mul[2] = {0xD2511F53u, 0xCD9E8D57u};
 
-void sq_uniforms(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, uint64_t blk0,
-                 uint64_t len, float *u)
+typedef void (*lanes_fn)(uint32_t, uint32_t, uint32_t, uint32_t, uint64_t, uint32_t, uint32_t,
+                         float *restrict);
+
+/* The uniforms of elements [per * blk0, per * blk0 + len), per = 8 or 4. */
+static void uniforms_run(lanes_fn f, uint64_t per, uint32_t key_lo, uint32_t key_hi,
+                         uint32_t step, uint32_t ws, uint64_t blk0, uint64_t len, float *u)
 {
     const uint32_t m0 = philox_mul[0], m1 = philox_mul[1];
+    const uint64_t span = per * LANES;
     uint64_t j = 0;
-    for (; j + 4 * LANES <= len; j += 4 * LANES)
-        uniforms_lanes(key_lo, key_hi, step, ws, blk0 + j / 4, m0, m1, u + j);
+    for (; j + span <= len; j += span) f(key_lo, key_hi, step, ws, blk0 + j / per, m0, m1, u + j);
     if (j < len) {
-        float tail[4 * LANES];
-        uniforms_lanes(key_lo, key_hi, step, ws, blk0 + j / 4, m0, m1, tail);
+        float tail[8 * LANES];
+        f(key_lo, key_hi, step, ws, blk0 + j / per, m0, m1, tail);
         for (uint64_t t = 0; j + t < len; t++) u[j + t] = tail[t];
     }
 }
 
-void sq_uniform_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u)
+void sq_uniforms(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, uint64_t blk0,
+                 uint64_t len, float *u)
+{
+    uniforms_run(uniforms8_lanes, 8, key_lo, key_hi, step, ws, blk0, len, u);
+}
+
+/* u[j] = one(key, first + j): the elements before the first whole block one
+** by one, then whole blocks. */
+static void uniform_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u, uint64_t per,
+                      float (*one)(const sq_rng_key *, uint64_t), lanes_fn f)
 {
     uint32_t klo = (uint32_t)key->seed, khi = (uint32_t)(key->seed >> 32);
-    uint32_t ws = (key->worker << 8) | (key->site & 0xffu);
-    uint64_t head = (4 - first % 4) % 4; /* elements before the first whole block */
+    uint64_t head = (per - first % per) % per;
     if (head > n) head = n;
-    for (uint64_t j = 0; j < head; j++) u[j] = sq_uniform(key, first + j);
-    if (n > head) sq_uniforms(klo, khi, key->step, ws, (first + head) / 4, n - head, u + head);
+    for (uint64_t j = 0; j < head; j++) u[j] = one(key, first + j);
+    if (n > head)
+        uniforms_run(f, per, klo, khi, key->step, key_ws(key), (first + head) / per, n - head,
+                     u + head);
+}
+
+void sq_uniform_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u)
+{
+    uniform_n(key, first, n, u, 8, sq_uniform, uniforms8_lanes);
+}
+
+void sq_uniform24_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u)
+{
+    uniform_n(key, first, n, u, 4, sq_uniform24, uniforms4_lanes);
 }

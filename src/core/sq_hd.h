@@ -168,7 +168,36 @@ SQ_HD float sq_hd_acc_f16(float acc, float d) { return sq_hd_round_f16(acc + sq_
 /* Philox uniforms                                                          */
 /* ------------------------------------------------------------------------ */
 
-/* The four uniforms of counter block i/4: elements 4*blk .. 4*blk+3. */
+/* Stochastic rounding's uniforms: one Philox block serves eight elements.
+** Element i takes 16 bits of block i/8: the block's four output words read
+** as eight 16-bit halves, most significant half first (element 8b + j takes
+** word j/2, its high half for even j, its low half for odd j), and
+** u = (h + 1/2) * 2^-16 with h that half. Rounding up iff u < r, for a
+** fraction r = v - floor(v) in [0, 1), then happens with probability
+** ceil(r * 2^16 - 1/2) / 2^16, within 2^-17 of r: the expected code is
+** within 2^-17 of a step of v (README, Conventions). h + 1/2 needs 17 bits:
+** exact in fp32. */
+SQ_HD float sq_hd_sr_uniform16(uint32_t half16)
+{
+    return ((float)half16 + 0.5f) * 1.52587890625e-05f; /* 2^-16, exact */
+}
+
+SQ_HD void sq_hd_uniform8(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws,
+                          uint64_t blk, float u[8])
+{
+    philox4x32_ctr_t c = {{(uint32_t)blk, (uint32_t)(blk >> 32), step, ws}};
+    philox4x32_key_t k = {{key_lo, key_hi}};
+    philox4x32_ctr_t r = philox4x32_R(10, c, k);
+    for (int j = 0; j < 4; j++) {
+        u[2 * j] = sq_hd_sr_uniform16(r.v[j] >> 16);
+        u[2 * j + 1] = sq_hd_sr_uniform16(r.v[j] & 0xffffu);
+    }
+}
+
+/* The 24-bit uniforms of counter block i/4, four per block: element 4b + j
+** takes word j, u = (word >> 8) * 2^-24. Not stochastic rounding's (above):
+** synthetic data and the GPT's initialisation draw normals from these, where
+** a finer grid keeps the Box-Muller tails. */
 SQ_HD void sq_hd_uniform4(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws,
                           uint64_t blk, float u[4])
 {

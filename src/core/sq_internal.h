@@ -16,8 +16,9 @@
 #define SQ_MULTIVERSION
 #endif
 
-/* The uniforms of elements [4*blk0, 4*blk0 + len): u[j] is the uniform of
-** element 4*blk0 + j. Equal, element for element, to sq_uniform(). */
+/* Stochastic rounding's uniforms of elements [8*blk0, 8*blk0 + len): u[j]
+** is the uniform of element 8*blk0 + j. Equal, element for element, to
+** sq_uniform(). */
 void sq_uniforms(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, uint64_t blk0,
                  uint64_t len, float *u);
 

@@ -24,12 +24,12 @@ const char *sq_synth_kind_name(int kind)
     return kind == SQ_SYNTH_HEAVY ? "heavy" : kind == SQ_SYNTH_OUTLIERS ? "outliers" : "normal";
 }
 
-/* n standard normals (Box-Muller over pairs of Philox uniforms). */
+/* n standard normals (Box-Muller over pairs of 24-bit Philox uniforms). */
 static void normals(uint64_t seed, uint32_t step, uint32_t worker, uint32_t site, float *out,
                     uint64_t n, float *u)
 {
     sq_rng_key key = {seed, step, worker, site};
-    sq_uniform_n(&key, 0, 2 * n, u);
+    sq_uniform24_n(&key, 0, 2 * n, u);
     for (uint64_t i = 0; i < n; i++) {
         double r = sqrt(-2.0 * log(1.0 - (double)u[2 * i]));
         out[i] = (float)(r * cos(6.283185307179586 * (double)u[2 * i + 1]));
@@ -53,7 +53,7 @@ void sq_synth_grad_stream(uint64_t seed, uint32_t stream, uint32_t step, int r, 
     if (kind == SQ_SYNTH_HEAVY) {
         /* Student's t with 6 degrees of freedom: z / sqrt(chi2_6 / 6) */
         sq_rng_key key = {seed, step, (uint32_t)r, SITE_SYNTH_GRADS + 1};
-        sq_uniform_n(&key, 0, 3 * n, u);
+        sq_uniform24_n(&key, 0, 3 * n, u);
         for (uint64_t i = 0; i < n; i++) {
             double chi = 0; /* -2 ln u is chi-squared with 2 dof: three make 6 */
             for (int j = 0; j < 3; j++) chi += -2.0 * log(1.0 - (double)u[3 * i + (uint64_t)j]);

@@ -137,7 +137,7 @@ uint64_t sq_gpt_elements(const sq_gpt_config *c)
 static float bf16_round(float x) { return sq_bf16_to_f32(sq_f32_to_bf16(x)); }
 
 /* x[j] = bf16(std * z_j), z_j standard normals by Box-Muller on the uniforms
-** u_{2k}, u_{2k+1} of (seed, step): z_{2k} = r cos(2 pi u_{2k+1}),
+** u_{2k}, u_{2k+1} (sq_uniform24) of (seed, step): z_{2k} = r cos(2 pi u_{2k+1}),
 ** z_{2k+1} = r sin(2 pi u_{2k+1}), r = sqrt(-2 ln(1 - u_{2k})). The uniforms
 ** lie in [0, 1) on a 2^-24 grid, so 1 - u is in (0, 1]: the log is finite
 ** (r at most sqrt(2 * 24 ln 2) = 5.77). The arithmetic is in double and the
@@ -152,7 +152,7 @@ static void init_normal(float *x, uint64_t n, double std, uint64_t seed, uint32_
     for (uint64_t j0 = 0; j0 < n; j0 += CHUNK) {
         const uint64_t len = n - j0 < CHUNK ? n - j0 : CHUNK;
         const uint64_t nu = (len + 1) & ~(uint64_t)1; /* whole pairs */
-        sq_uniform_n(&key, j0, nu, u);
+        sq_uniform24_n(&key, j0, nu, u);
         for (uint64_t k = 0; k < nu; k += 2) {
             const double r = sqrt(-2.0 * log(1.0 - (double)u[k]));
             const double th = two_pi * (double)u[k + 1];

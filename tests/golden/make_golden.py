@@ -157,13 +157,17 @@ def check_philox():
 
 
 def uniform(seed, step, worker, site, i):
-    """The uniform of element i: counter {i/4 lo, i/4 hi, step, worker<<8|site},
-    key {seed lo, seed hi}, word i%4, u = (word >> 8) * 2^-24."""
-    blk = i // 4
+    """Stochastic rounding's uniform of element i: counter {i/8 lo, i/8 hi,
+    step, worker<<8|site}, key {seed lo, seed hi}; the four output words read
+    as eight 16-bit halves, most significant first, element i takes half
+    number i%8, and u = (half + 1/2) * 2^-16."""
+    blk = i // 8
     ctr = [blk & MASK32, (blk >> 32) & MASK32, step & MASK32, ((worker << 8) | site) & MASK32]
     key = [seed & MASK32, (seed >> 32) & MASK32]
-    word = philox4x32_10(ctr, key)[i % 4]
-    return math.ldexp(word >> 8, -24)    # exact: 24-bit integer times 2^-24
+    words = philox4x32_10(ctr, key)
+    j = i % 8
+    half = (words[j // 2] >> (0 if j % 2 else 16)) & 0xFFFF
+    return math.ldexp(2 * half + 1, -17)  # exact: a 17-bit integer times 2^-17
 
 
 # --------------------------------------------------------------------------
@@ -403,11 +407,11 @@ INPUTS = {
     'tiny': (0x0DDBA11CAFEF00D5, -149),
 }
 
-# Element indices for the uniform known answers: the four words of a block,
-# the next blocks, and indices whose block number i/4 needs the high
-# counter word (i >= 2^34).
-UNIFORM_INDICES = [0, 1, 2, 3, 4, 5, 6, 7, 299, 1 << 32, (1 << 34) + 1, (1 << 34) + 6,
-                   (1 << 63) + 3, (1 << 64) - 1]
+# Element indices for the uniform known answers: the eight halves of a
+# block, the next blocks, and indices whose block number i/8 needs the high
+# counter word (i >= 2^35).
+UNIFORM_INDICES = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 299, 1 << 32, (1 << 34) + 1,
+                   (1 << 35) + 1, (1 << 35) + 14, (1 << 63) + 3, (1 << 64) - 1]
 UNIFORM_KEYS = [
     dict(seed=0x0123456789ABCDEF, step=7, worker=3, site=2),
     dict(seed=0, step=0, worker=0, site=0),
@@ -448,7 +452,7 @@ def main():
     for k in UNIFORM_KEYS:
         for i in UNIFORM_INDICES:
             u = uniform(k['seed'], k['step'], k['worker'], k['site'], i)
-            assert 0.0 <= u < 1.0
+            assert 0.0 < u < 1.0
             w('uniform 0x%016x %d %d %d %d 0x%08x\n'
               % (k['seed'], k['step'], k['worker'], k['site'], i, f32_bits(u)))
     for name, spec in CONFIGS:
