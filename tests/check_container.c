@@ -294,7 +294,7 @@ START_TEST(test_broken_file)
     ck_assert_uint_eq(fwrite(npy_img, 1, sizeof npy_img - 1, f), sizeof npy_img - 1);
     fclose(f);
     rc = sq_container_read(npy, &r, &e);
-    EXPECT_KIND(rc, SQ_ERR_FORMAT, e, npy, "header length");
+    EXPECT_KIND(rc, SQ_ERR_FORMAT, e, npy, "this is a NumPy .npy file, not safetensors");
 
     /* a header length that lies: more than the file */
     img[0] = 0xff, img[1] = 0xff;

@@ -86,6 +86,39 @@ cp "$sq_tmp/err" "$T/sweep2.err"
 ok "... and says so" grep -q "14 already done, 0 to run" "$T/sweep2.err"
 ok "still 14 runs" check_db "$T/s.db" small 14
 
+# --- duplicates: two grids that share configurations ---------------------------
+# grid b repeats two of grid a's (grad.bits=4 in both), and a value given twice
+# is one more repeat: 4 + 3 configurations, 5 distinct runs
+cat >"$T/dupgrid.ini" <<'EOF'
+[sweep]
+name = dup
+trace = traces/tiny
+paths = grad
+seeds = 1
+
+[grid a]
+presets = sdp4bit
+grad.bits = 3, 4
+grad.group = 64, 256
+
+[grid b]
+presets = sdp4bit
+grad.bits = 4, 5, 5
+grad.group = 256
+EOF
+"$SHARDQ" sweep --list "$T/dupgrid.ini" >"$T/dup-list.txt"
+ok "duplicates are listed once, and counted" sh -c \
+  'test "$(grep -vc "^#" "$0")" -eq 5 &&
+   grep -q "^# 2 duplicates (the settings of an earlier configuration: one run), e.g.: b sdp4bit grad.bits=4 grad.group=256 seed=1 = a sdp4bit grad.bits=4 grad.group=256 seed=1" "$0"' \
+  "$T/dup-list.txt"
+ok "the sweep with duplicates runs" "$SHARDQ" sweep --db "$T/dup.db" --jobs 2 "$T/dupgrid.ini"
+cp "$sq_tmp/err" "$T/dup.err"
+ok "its counts are the runs stored, the duplicates said apart" sh -c \
+  'grep -q "dup: 5 configurations, 0 already done, 5 to run, 2 at a time; 2 more repeat the settings of one of these: run once (see --list)" "$0" &&
+   grep -q "5 of 5 configurations done (5 now, 0 before; 2 more repeat the settings of one of these: run once (see --list)), 0 failed" "$0"' \
+  "$T/dup.err"
+ok "5 runs stored" check_db "$T/dup.db" dup 5
+
 # --- SIGKILL in the middle, then resume ----------------------------------------
 # replays long enough (a few tenths of a second each) to be killed midway
 "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \

@@ -163,7 +163,13 @@ EOF
   broken extra
   patch_header "$T/extra/step-000002/grads-w00.safetensors" \
     "h['z'] = {'dtype': 'F32', 'shape': [0], 'data_offsets': [len(data), len(data)]}"
-  expect_fail_with 1 "tensor 'z': not in the manifest" "$SHARDQ" trace info "$T/extra"
+  patch_header "$T/extra/step-000003/grads-w01.safetensors" \
+    "h['num_batches_tracked'] = {'dtype': 'I64', 'shape': [0], 'data_offsets': [len(data), len(data)]}; h['y'] = {'dtype': 'F32', 'shape': [0], 'data_offsets': [len(data), len(data)]}"
+  # a tensor the manifest does not list is a buffer: skipped and counted, as in a single file
+  ok "extra tensors are buffers, counted" sh -c \
+    '"$0" trace info "$1" | grep -F "ignored    2 tensors that are not parameters"' \
+    "$SHARDQ" "$T/extra"
+  ok "a trace with buffers replays" "$SHARDQ" replay --no-db -q "$T/extra"
   # NaN and Inf values: the header is fine, the replay names the element
   for bad in nan inf; do
     broken val-$bad
@@ -179,6 +185,11 @@ open(path, 'wb').write(bytes(b))
 EOF
     ok "a $bad value passes trace info (headers only)" "$SHARDQ" trace info "$T/val-$bad"
   done
+  expect_fail_with 1 "step-000002/grads-w01.safetensors: tensor 'b': element 17 is NaN" \
+    "$SHARDQ" trace info --values "$T/val-nan"
+  expect_fail_with 1 "tensor 'b': element 17 is +Inf" "$SHARDQ" trace info --values "$T/val-inf"
+  ok "--values on a good trace" sh -c \
+    '"$0" trace info --values "$1" | grep -F "values     all finite"' "$SHARDQ" "$T/good"
   expect_fail_with 1 "step-000002/grads-w01.safetensors: tensor 'b': element 17 is NaN" \
     "$SHARDQ" replay --no-db "$T/val-nan"
   expect_fail_with 1 "tensor 'b': element 17 is +Inf" "$SHARDQ" replay --no-db "$T/val-inf"
@@ -245,6 +256,51 @@ assert len(d['id']) == 32, d['id']
 f = open(sys.argv[1].replace('info-id.json', 'good/step-000003/weights.safetensors'), 'rb').read()
 n = struct.unpack('<Q', f[:8])[0]
 assert json.loads(f[8:8 + n])['__metadata__']['trace_id'] == d['id']"
+
+# --- files of another format are named as such -----------------------------
+python3 - "$T" <<'EOF'
+import pickle, sys, zipfile
+d = sys.argv[1]
+with zipfile.ZipFile(d + '/zip.pt', 'w') as z:  # torch.save's layout
+    z.writestr('archive/data.pkl', b'\x80\x02}q\x00.')
+    z.writestr('archive/data/0', b'\0' * 16)
+with zipfile.ZipFile(d + '/arr.npz', 'w') as z:  # numpy.savez's layout
+    z.writestr('w.npy', b'\x93NUMPY\x01\x00v\x00' + b' ' * 118)
+with zipfile.ZipFile(d + '/other.zip', 'w') as z:
+    z.writestr('readme.txt', b'hello')
+pickle.dump({'w': [1.0, 2.0]}, open(d + '/p.pkl', 'wb'), protocol=4)
+# legacy torch.save: a protocol-2 pickle of the magic number 0x1950a86a20f9469cfc6c first
+open(d + '/legacy.pt', 'wb').write(
+    b'\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.' + bytes(64))
+open(d + '/h.h5', 'wb').write(b'\x89HDF\r\n\x1a\n' + bytes(96))
+EOF
+# numpy's own .npz where this python has numpy (Debian's), else the zipfile one above
+/usr/bin/python3 -c 'import numpy, sys; numpy.savez(sys.argv[1], w=numpy.zeros(3, numpy.float32))' \
+  "$T/np.npz" 2>/dev/null || cp "$T/arr.npz" "$T/np.npz"
+expect_fail_with 1 "zip.pt: this is a PyTorch checkpoint (torch.save's zip format), not safetensors" \
+  "$SHARDQ" trace info "$T/zip.pt"
+expect_fail_with 1 "legacy.pt: this is a PyTorch checkpoint (torch.save's legacy pickle format)" \
+  "$SHARDQ" trace info "$T/legacy.pt"
+expect_fail_with 1 "p.pkl: this is a Python pickle" "$SHARDQ" trace info "$T/p.pkl"
+expect_fail_with 1 "np.npz: this is a NumPy .npz archive, not safetensors" \
+  "$SHARDQ" trace info "$T/np.npz"
+expect_fail_with 1 "arr.npz: this is a NumPy .npz archive" "$SHARDQ" trace info "$T/arr.npz"
+expect_fail_with 1 "other.zip: this is a zip archive, not safetensors" \
+  "$SHARDQ" trace info "$T/other.zip"
+expect_fail_with 1 "h.h5: this is an HDF5 file, not safetensors" "$SHARDQ" trace info "$T/h.h5"
+expect_fail_with 1 "np.npz: this is a NumPy .npz archive, not .npy: unpack it" \
+  "$SHARDQ" codec stats "$T/np.npz"
+expect_fail_with 1 "zip.pt: this is a PyTorch checkpoint (torch.save's zip format), not .npy" \
+  "$SHARDQ" codec stats "$T/zip.pt"
+expect_fail_with 1 "this is a PyTorch checkpoint (torch.save's zip format), not .npy" \
+  sh -c '"$0" codec stats - <"$1"' "$SHARDQ" "$T/zip.pt"
+expect_fail_with 1 "this is a PyTorch checkpoint (torch.save's zip format), not safetensors" \
+  sh -c 'cat "$1" | "$0" codec decode - "$2"' "$SHARDQ" "$T/zip.pt" "$T/out.npy"
+# a step file of a directory trace
+mkdir -p "$T/ptdir" && cp -r "$T/tr/." "$T/ptdir/"
+cp "$T/zip.pt" "$T/ptdir/step-000002/grads-w01.safetensors"
+expect_fail_with 1 "step-000002/grads-w01.safetensors: this is a PyTorch checkpoint" \
+  "$SHARDQ" trace info "$T/ptdir"
 
 # usage errors
 expect_fail_with 2 "unknown command 'inof'" "$SHARDQ" trace inof "$T/tr"

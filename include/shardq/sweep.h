@@ -103,6 +103,10 @@ typedef struct sq_sweep {
     size_t ninvalid;     /* combinations whose scheme does not validate, left out */
     char *first_invalid; /* the first of them, with the reason */
     char *text;          /* the recipe file as read (stored with every run), or NULL */
+    size_t nduplicate;   /* configurations with the key of an earlier one (the same
+                            settings, from another grid or a repeated value): one run,
+                            left out of runs */
+    char *first_duplicate; /* the first of them: "LABEL = LABEL of the one kept" */
 } sq_sweep;
 
 /* Reads and expands the recipe at path; trace_override, when not NULL,

@@ -302,6 +302,20 @@ static void print_list(const sq_sweep *r)
     }
     if (r->ninvalid)
         printf("# %zu combinations left out, e.g.: %s\n", r->ninvalid, r->first_invalid);
+    if (r->nduplicate)
+        printf("# %zu duplicates (the settings of an earlier configuration: one run), e.g.: %s\n",
+               r->nduplicate, r->first_duplicate ? r->first_duplicate : "");
+}
+
+/* What the counts leave out, for the first and last lines: configurations
+** that repeat another's settings are one run, and said so, so that the
+** counts match the runs the database will hold. */
+static const char *dup_note(const sq_sweep *r, char *buf, size_t len)
+{
+    if (!r->nduplicate) return "";
+    snprintf(buf, len, "; %zu more %s the settings of one of these: run once (see --list)",
+             r->nduplicate, r->nduplicate == 1 ? "repeats" : "repeat");
+    return buf;
 }
 
 #ifdef SHARDQ_HAVE_MPI
@@ -460,6 +474,7 @@ static int sweep_ranks(const char *recipe, const char *trace, const char *db, in
         return rank == 0 ? CLI_RUNTIME : CLI_OK;
     }
     size_t already = 0;
+    char note[128];
     if (rank == 0) {
         say_left_running(db, &r, quiet);
         for (size_t i = 0; i < r.nruns; i++) already += done[i];
@@ -470,14 +485,16 @@ static int sweep_ranks(const char *recipe, const char *trace, const char *db, in
             if (size > 1)
                 fprintf(stderr, "shardq sweep: %s: %zu configurations, %zu already done, %zu to "
                         "run, across %d ranks: rank 0 hands them out and stores the results, "
-                        "%d run%s them%s\n", r.name, r.nruns, already, c.todo, size, size - 1,
+                        "%d run%s them%s%s\n", r.name, r.nruns, already, c.todo, size, size - 1,
                         size > 2 ? "" : "s", r.ninvalid ? " (some combinations left out: see "
-                                                          "--list)" : "");
+                                                          "--list)" : "",
+                        dup_note(&r, note, sizeof note));
             else
                 fprintf(stderr, "shardq sweep: %s: %zu configurations, %zu already done, %zu to "
-                        "run, on 1 rank: it runs them, one at a time%s\n", r.name, r.nruns,
+                        "run, on 1 rank: it runs them, one at a time%s%s\n", r.name, r.nruns,
                         already, c.todo, r.ninvalid ? " (some combinations left out: see "
-                                                       "--list)" : "");
+                                                       "--list)" : "",
+                        dup_note(&r, note, sizeof note));
         }
         c.bar = quiet ? NULL : sq_progress_start(r.name, c.todo);
     }
@@ -498,9 +515,9 @@ static int sweep_ranks(const char *recipe, const char *trace, const char *db, in
         for (size_t i = 0; i < r.nruns; i++) ndone += done[i];
         if (!quiet)
             fprintf(stderr, "shardq sweep: %s: %zu of %zu configurations done (%zu now, %zu "
-                    "before, %zu by another process), %zu failed; see 'shardq db list --sweep "
-                    "%s'\n", r.name, ndone, r.nruns, n.done, n.before, n.elsewhere, n.failed,
-                    r.name);
+                    "before, %zu by another process%s), %zu failed; see 'shardq db list --sweep "
+                    "%s'\n", r.name, ndone, r.nruns, n.done, n.before, n.elsewhere,
+                    dup_note(&r, note, sizeof note), n.failed, r.name);
         rc = ndone == r.nruns ? CLI_OK : CLI_RUNTIME;
     } else
         rc = CLI_OK;
@@ -601,6 +618,7 @@ int cmd_sweep(int argc, char **argv)
     }
     say_left_running(db, &r, quiet);
     size_t already = 0;
+    char note[128];
     for (size_t i = 0; i < r.nruns; i++) already += done[i];
     /* a training run keeps every core busy itself */
     J = jobs ? (int)jobs : r.jobs ? r.jobs : r.command == SQ_SWEEP_TRAIN ? 1 : ncores();
@@ -611,8 +629,9 @@ int cmd_sweep(int argc, char **argv)
     size_t todo = r.nruns - already;
     if (!quiet)
         fprintf(stderr, "shardq sweep: %s: %zu configurations, %zu already done, %zu to run, "
-                "%d at a time%s\n", r.name, r.nruns, already, todo, J,
-                r.ninvalid ? " (some combinations left out: see --list)" : "");
+                "%d at a time%s%s\n", r.name, r.nruns, already, todo, J,
+                r.ninvalid ? " (some combinations left out: see --list)" : "",
+                dup_note(&r, note, sizeof note));
     sq_progress *bar = quiet ? NULL : sq_progress_start(r.name, todo);
     size_t next = 0, finished = 0, failed = 0, running = 0;
     double t0 = sq_clock_s();
@@ -693,9 +712,10 @@ int cmd_sweep(int argc, char **argv)
     size_t ndone = 0;
     for (size_t i = 0; i < r.nruns; i++) ndone += done[i];
     if (!quiet)
-        fprintf(stderr, "shardq sweep: %s: %zu of %zu configurations done (%zu now, %zu before)"
+        fprintf(stderr, "shardq sweep: %s: %zu of %zu configurations done (%zu now, %zu before%s)"
                 "%s%zu failed; see 'shardq db list --sweep %s'\n", r.name, ndone, r.nruns,
-                ndone - already, already, failed ? ", " : ", ", failed, r.name);
+                ndone - already, already, dup_note(&r, note, sizeof note), failed ? ", " : ", ",
+                failed, r.name);
     rc = ndone == r.nruns ? CLI_OK : CLI_RUNTIME;
 out:
     if (kids)

@@ -16,7 +16,7 @@
 #include <string.h>
 
 static const char trace_usage[] =
-    "usage: shardq trace info [--json] PATH\n"
+    "usage: shardq trace info [--json] [--values] PATH\n"
     "       shardq trace synth [options] DIR\n"
     "\n"
     "A trace is a directory written by a training job (README, \"Traces\"):\n"
@@ -32,7 +32,7 @@ static const char trace_usage[] =
     "'shardq trace COMMAND --help' shows its options.\n";
 
 static const char info_usage[] =
-    "usage: shardq trace info [--json] PATH\n"
+    "usage: shardq trace info [--json] [--values] PATH\n"
     "\n"
     "Prints what the trace at PATH holds: its kind, steps, gradient files per\n"
     "step, whether it has weights, the topology it was captured on, every\n"
@@ -40,6 +40,10 @@ static const char info_usage[] =
     "is validated first; a missing step or file, or a tensor that differs from\n"
     "the manifest, is an error naming the file and the field.\n"
     "\n"
+    "  --values     also read every value of every file, in one pass, and\n"
+    "               check that each is finite and within its dtype's range (an\n"
+    "               F64 value must fit in fp32), as replay will; the first bad\n"
+    "               one is named by file, tensor and element (exit 1)\n"
     "  --json       one JSON object\n"
     "  -h, --help   this text\n";
 
@@ -87,15 +91,43 @@ static void dtype_list(unsigned mask, char *buf, size_t len)
                                      used ? "," : "", sq_st_dtype_name((sq_st_dtype)d));
 }
 
+/* Reads every value of every file of t, step by step (so memory stays one
+** step's mapping and the largest tensor): replay's own loader, so what it
+** accepts replay accepts. *files gets the number of files read. */
+static int check_values(const sq_trace *t, size_t *files, sq_error *err)
+{
+    uint64_t max = sq_trace_max_param(t);
+    float *buf = malloc((max ? max : 1) * sizeof *buf);
+    if (!buf) return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
+    int rc = 0;
+    *files = 0;
+    for (size_t i = 0; i < t->nsteps && rc == 0; i++) {
+        sq_trace_step s;
+        if ((rc = sq_trace_step_open(t, i, 1, t->workers, &s, err)) != 0) break;
+        int first = s.has_weights ? -1 : 0, last = t->kind == SQ_TRACE_NPY ? 1 : s.ngrads;
+        for (int w = first; w < last && rc == 0; w++) {
+            for (size_t p = 0; p < t->nparams && rc == 0; p++)
+                rc = sq_trace_load(&s, w, p, buf, NULL, err);
+            ++*files;
+        }
+        sq_trace_step_close(&s);
+    }
+    free(buf);
+    return rc;
+}
+
 static int trace_info(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    int json = 0, ch;
+    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
+                                             {"values", no_argument, NULL, 'v'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    int json = 0, values = 0, ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'j': json = 1; break;
+        case 'v': values = 1; break;
         case 'h': fputs(info_usage, stdout); return CLI_OK;
         default: fputs("Try 'shardq trace info --help'.\n", stderr); return CLI_USAGE;
         }
@@ -110,6 +142,12 @@ static int trace_info(int argc, char **argv)
         fprintf(stderr, "shardq trace info: %s\n", sq_error_message(&err));
         return CLI_RUNTIME;
     }
+    size_t checked = 0;
+    if (values && check_values(&t, &checked, &err)) {
+        fprintf(stderr, "shardq trace info: %s\n", sq_error_message(&err));
+        sq_trace_close(&t);
+        return CLI_RUNTIME;
+    }
     char dt[128];
     dtype_list(t.dtypes, dt, sizeof dt);
     int consecutive = 1;
@@ -120,7 +158,9 @@ static int trace_info(int argc, char **argv)
         cli_json_str(t.path);
         printf(",\"kind\":\"%s\",\"steps\":[", kind_name(t.kind));
         for (size_t s = 0; s < t.nsteps; s++) printf("%s%u", s ? "," : "", (unsigned)t.steps[s]);
-        printf("],\"consecutive\":%s,\"workers\":%d,\"weights\":%s,\"id\":",
+        printf("],");
+        if (values) printf("\"values_checked\":%zu,", checked);
+        printf("\"consecutive\":%s,\"workers\":%d,\"weights\":%s,\"id\":",
                consecutive ? "true" : "false", t.workers, t.has_weights ? "true" : "false");
         if (t.id[0]) cli_json_str(t.id);
         else printf("null");
@@ -155,7 +195,11 @@ static int trace_info(int argc, char **argv)
         printf("elements   %llu per file\n", (unsigned long long)t.elements);
         printf("data       %llu bytes (%.3f GB)\n", (unsigned long long)t.bytes,
                (double)t.bytes / 1e9);
-        if (t.nignored) printf("ignored    %zu tensors that are not floats\n", t.nignored);
+        if (t.nignored) printf("ignored    %zu tensor%s that %s not parameters (buffers: README, \"Traces\")\n",
+                   t.nignored, t.nignored == 1 ? "" : "s", t.nignored == 1 ? "is" : "are");
+        if (values)
+            printf("values     all finite and within their dtypes' range (%zu files read)\n",
+                   checked);
         printf("tensors    %zu:\n", t.nparams);
         for (size_t p = 0; p < t.nparams; p++) {
             char sh[256];

@@ -327,6 +327,7 @@ void sq_sweep_free(sq_sweep *r)
     if (!r) return;
     for (size_t i = 0; i < r->nruns; i++) sq_sweep_config_clear(&r->runs[i]);
     free(r->runs), free(r->path), free(r->name), free(r->first_invalid), free(r->text);
+    free(r->first_duplicate);
     memset(r, 0, sizeof *r);
 }
 
@@ -704,6 +705,62 @@ fail:
     return rc == SQ_OK ? SQ_OK : err->status;
 }
 
+typedef struct keyed {
+    const char *key;
+    size_t i;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->i > y->i) - (x->i < y->i); /* the earliest of equal keys first */
+}
+
+/* Leaves out the configurations whose key an earlier one has: the store
+** holds one run per key, so running them again would only find it done,
+** and counting them as runs made progress say "378 of 378" of a sweep
+** that stores 366. They are counted in r->nduplicate instead, and the
+** order of the others is kept. n log n, as sweeps may be large. */
+static int drop_duplicates(sq_sweep *r)
+{
+    if (r->nruns < 2) return 0;
+    keyed *ix = malloc(r->nruns * sizeof *ix);
+    unsigned char *drop = calloc(r->nruns, 1);
+    if (!ix || !drop) {
+        free(ix), free(drop);
+        return -1;
+    }
+    for (size_t i = 0; i < r->nruns; i++) ix[i] = (keyed){r->runs[i].key, i};
+    qsort(ix, r->nruns, sizeof *ix, cmp_keyed);
+    size_t first = SIZE_MAX, kept = 0, head = 0; /* head: the earliest of equal keys */
+    for (size_t k = 1; k < r->nruns; k++) {
+        if (strcmp(ix[k].key, ix[head].key)) {
+            head = k;
+            continue;
+        }
+        drop[ix[k].i] = 1;
+        if (ix[k].i < first) first = ix[k].i, kept = ix[head].i;
+    }
+    if (first != SIZE_MAX) {
+        size_t len = strlen(r->runs[first].label) + strlen(r->runs[kept].label) + 8;
+        if ((r->first_duplicate = malloc(len)) != NULL)
+            snprintf(r->first_duplicate, len, "%s = %s", r->runs[first].label,
+                     r->runs[kept].label);
+    }
+    size_t out = 0;
+    for (size_t i = 0; i < r->nruns; i++) {
+        if (drop[i]) {
+            sq_sweep_config_clear(&r->runs[i]);
+            r->nduplicate++;
+        } else
+            r->runs[out++] = r->runs[i];
+    }
+    r->nruns = out;
+    free(ix), free(drop);
+    return 0;
+}
+
 /* Refuses a grid whose lists multiply to more runs than a sweep may have
 ** (with the runs of the grids before it), naming the count. */
 static int grid_too_big(const sq_sweep *r, const dim *dims, size_t nd, const section *g, sq_error *err)
@@ -924,6 +981,10 @@ int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_
             if (&ps.s[i] != sweep &&
                 expand_grid(r, sweep, &ps.s[i], ps.s[i].name + 5, dir, trace_override, err))
                 goto done;
+    }
+    if (drop_duplicates(r)) {
+        sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
     }
     if (r->nruns == 0) {
         sq_error_set(err, SQ_ERR_SPEC, "%s: no valid configuration (%zu left out: %s)", path,

@@ -183,3 +183,110 @@ int sq_json_dup_key(const cJSON *v, const char **key, char *where, size_t wherel
     if (wherelen && !where[0]) snprintf(where, wherelen, "the top level");
     return 1;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Naming a foreign format                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* What a zip archive holds, from the names of the local file headers found
+** in buf (a member's header: "PK\3\4", the name's length at byte 26, the
+** extra field's at 28, the name at 30; the compressed size at 18 leads to
+** the next header when the archive stores members uncompressed, as
+** torch.save and numpy.savez do). */
+static const char *zip_kind(const unsigned char *buf, size_t len, int *kind)
+{
+    size_t at = 0;
+    int npy = 0, other = 0;
+    while (at + 30 <= len && memcmp(buf + at, "PK\3\4", 4) == 0) {
+        size_t nlen = (size_t)buf[at + 26] | (size_t)buf[at + 27] << 8;
+        size_t xlen = (size_t)buf[at + 28] | (size_t)buf[at + 29] << 8;
+        uint64_t csize = (uint64_t)buf[at + 18] | (uint64_t)buf[at + 19] << 8 |
+                         (uint64_t)buf[at + 20] << 16 | (uint64_t)buf[at + 21] << 24;
+        if (at + 30 + nlen > len) break;
+        const char *name = (const char *)buf + at + 30;
+        /* torch.save's archive: "<stem>/data.pkl" (archive/data.pkl in
+        ** recent versions), always its first member */
+        if ((nlen == 8 && memcmp(name, "data.pkl", 8) == 0) ||
+            (nlen > 9 && memcmp(name + nlen - 9, "/data.pkl", 9) == 0)) {
+            *kind = 1;
+            return "a PyTorch checkpoint (torch.save's zip format)";
+        }
+        if (nlen > 4 && memcmp(name + nlen - 4, ".npy", 4) == 0)
+            npy++;
+        else
+            other++;
+        if (csize == 0xffffffffu) break; /* zip64: sizes elsewhere */
+        at += 30 + nlen + xlen + (size_t)csize;
+    }
+    if (npy && !other) {
+        *kind = 2;
+        return "a NumPy .npz archive";
+    }
+    return "a zip archive";
+}
+
+/* The name of the format whose signature starts buf, or NULL; *kind: 1 a
+** PyTorch or Python pickle, 2 .npz, 3 .npy, 4 safetensors, 0 another. */
+static const char *format_of(const unsigned char *buf, size_t len, int *kind)
+{
+    /* legacy torch.save: a pickle (protocol 2) of the magic number
+    ** 0x1950a86a20f9469cfc6c, then the protocol version, then the data */
+    static const unsigned char torch_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c,
+                                                0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+    *kind = 0;
+    if (len >= 4 && memcmp(buf, "PK\3\4", 4) == 0) {
+        return zip_kind(buf, len, kind);
+    }
+    if (len >= sizeof torch_magic && memcmp(buf, torch_magic, sizeof torch_magic) == 0) {
+        *kind = 1;
+        return "a PyTorch checkpoint (torch.save's legacy pickle format)";
+    }
+    if (len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5) {
+        *kind = 1;
+        return "a Python pickle (torch.save or pickle.dump)";
+    }
+    if (len >= 8 && memcmp(buf, "\x89HDF\r\n\x1a\n", 8) == 0) return "an HDF5 file";
+    if (len >= 6 && memcmp(buf, "\x93NUMPY", 6) == 0) {
+        *kind = 3;
+        return "a NumPy .npy file";
+    }
+    if (len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) return "a gzip-compressed file";
+    /* safetensors: an 8-byte little-endian header length, then '{' */
+    if (len >= 9 && buf[8] == '{' && buf[7] == 0 && buf[6] == 0 && buf[5] == 0) {
+        *kind = 4;
+        return "a safetensors file";
+    }
+    return NULL;
+}
+
+int sq_input_foreign(const char *path, const unsigned char *buf, size_t len, int expected,
+                     sq_error *err)
+{
+    int kind;
+    const char *what = format_of(buf, len, &kind);
+    if (!what) return 0;
+    if ((kind == 3 && expected == SQ_INPUT_NPY) || (kind == 4 && expected == SQ_INPUT_SAFETENSORS))
+        return 0; /* its own format, broken further on: the parser says where */
+    const char *hint;
+    if (expected == SQ_INPUT_SAFETENSORS) {
+        hint = kind == 1 ? "load it and save with safetensors.torch.save_file(state_dict, "
+                           "PATH), or capture with shardq's Python package (README, \"Traces\")"
+               : kind == 2 ? "give each array as a .npy file (numpy.save), or write "
+                             "safetensors with safetensors.numpy.save_file(dict(numpy.load(PATH)), "
+                             "OUT)"
+               : kind == 3 ? "convert with safetensors.numpy.save_file({NAME: "
+                             "numpy.load(PATH)}, OUT)"
+                           : "write safetensors (safetensors.torch.save_file or "
+                             "safetensors.numpy.save_file)";
+    } else {
+        hint = kind == 2   ? "unpack it: numpy.save(NAME + '.npy', array) for each array of "
+                             "numpy.load(PATH)"
+               : kind == 1 ? "save each tensor with numpy.save(PATH, t.float().numpy()), or the "
+                             "whole state_dict with safetensors.torch.save_file"
+               : kind == 4 ? "give it where a safetensors file is read (shardq trace info, "
+                             "replay)"
+                           : "write .npy with numpy.save";
+    }
+    return sq_error_set(err, SQ_ERR_FORMAT, "%s: this is %s, not %s: %s", path, what,
+                        expected == SQ_INPUT_SAFETENSORS ? "safetensors" : ".npy", hint);
+}

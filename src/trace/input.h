@@ -59,6 +59,25 @@ FILE *sq_input_fopen(const char *path, int flags, sq_input *in, sq_error *err);
 ** *oom is set to 1 when out of memory (and NULL returned). */
 const char *sq_dup_string(const char *const *keys, size_t n, int *oom);
 
+/* The formats shardq is asked to read (the `expected` of sq_input_foreign). */
+#define SQ_INPUT_SAFETENSORS 0
+#define SQ_INPUT_NPY 1
+
+/* The most leading bytes sq_input_foreign looks at: enough for the name of
+** a zip archive's first member. */
+#define SQ_INPUT_SNIFF_MAX 512
+
+/* When buf[0..len), the first bytes of path, are those of another format
+** than `expected` (a PyTorch checkpoint, zip-based or a legacy pickle; a
+** Python pickle; a NumPy .npz or .npy; a safetensors file; HDF5; gzip; a
+** zip archive), sets err to "PATH: this is <what>, not <expected>: <how to
+** write the expected one>" and returns SQ_ERR_FORMAT; otherwise returns 0
+** and leaves err alone. Readers call it when the expected header does not
+** parse, so that a .pt file is named as one rather than as a safetensors
+** file with an absurd header length. */
+int sq_input_foreign(const char *path, const unsigned char *buf, size_t len, int expected,
+                     sq_error *err);
+
 struct cJSON;
 /* Looks for a key given twice in any object of the JSON tree v (objects in
 ** arrays and objects included). Returns 0 when there is none, 1 with *key

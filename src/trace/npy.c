@@ -571,6 +571,12 @@ static int read_npy(src *s, const char *path, sq_npy *out, sq_error *err)
         goto done;
     }
     if (got < 6 ? memcmp(pre, npy_magic, got) != 0 : memcmp(pre, npy_magic, 6) != 0) {
+        /* a format given by mistake (an .npz, a .pt) is named as such */
+        unsigned char sniff[SQ_INPUT_SNIFF_MAX];
+        memcpy(sniff, pre, got);
+        size_t more = got == 8 ? read_some(s, sniff + 8, sizeof sniff - 8) : 0;
+        if ((rc = read_error(s, path, err)) != 0) goto done;
+        if ((rc = sq_input_foreign(path, sniff, got + more, SQ_INPUT_NPY, err)) != 0) goto done;
         rc = sq_error_set(err, SQ_ERR_FORMAT,
                           "%s: not a .npy file: bad magic string (expected \\x93NUMPY)", path);
         goto done;

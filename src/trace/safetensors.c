@@ -741,6 +741,15 @@ static int check_layout(const char *path, sq_st_file *f, sq_error *err)
 static int parse_head(const char *path, const unsigned char *buf, size_t len, sq_st_file *f,
                       sq_error *err)
 {
+    /* Not even a plausible header: first the formats people give by
+    ** mistake (a .pt checkpoint, an .npz), named as such, since "header
+    ** length 578712552184433488" tells nobody what is wrong. Only then,
+    ** because a real header may start with any bytes. */
+    int plausible = len >= 9 && buf[8] == '{';
+    if (!plausible &&
+        sq_input_foreign(path, buf, len < SQ_INPUT_SNIFF_MAX ? len : SQ_INPUT_SNIFF_MAX,
+                         SQ_INPUT_SAFETENSORS, err))
+        return SQ_ERR_FORMAT;
     if (len < 8) {
         return sq_error_set(
             err, SQ_ERR_FORMAT,
@@ -877,6 +886,11 @@ static int read_stream(int fd, const char *path, unsigned char **buf, size_t *le
     if (have < 8) goto done; /* the parser names the fault */
     for (int i = 0; i < 8; i++) n |= (uint64_t)b[i] << (8 * i);
     if (n > SQ_ST_HEADER_MAX) {
+        /* another format, perhaps (sq_input_foreign): its first bytes say */
+        if ((rc = grow(&b, SQ_INPUT_SNIFF_MAX, path, err)) != 0) goto fail;
+        if ((k = read_upto(fd, path, b + 8, SQ_INPUT_SNIFF_MAX - 8, err)) < 0) goto fail_read;
+        if ((rc = sq_input_foreign(path, b, 8 + (size_t)k, SQ_INPUT_SAFETENSORS, err)) != 0)
+            goto fail;
         rc = sq_error_set(err, SQ_ERR_FORMAT,
                           "%s: header length %llu exceeds the limit of %llu bytes", path,
                           (unsigned long long)n, (unsigned long long)SQ_ST_HEADER_MAX);

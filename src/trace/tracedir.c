@@ -452,8 +452,8 @@ done:
     return rc;
 }
 
-/* Checks that file f holds exactly the params of t, as floats. */
-static int check_file(const sq_trace *t, const char *fname, const sq_st_file *f, sq_error *err)
+/* Checks that file f holds the params of t, as floats. */
+static int check_file(sq_trace *t, const char *fname, const sq_st_file *f, sq_error *err)
 {
     for (size_t i = 0; i < t->nparams; i++) {
         const sq_trace_param *p = &t->params[i];
@@ -477,13 +477,11 @@ static int check_file(const sq_trace *t, const char *fname, const sq_st_file *f,
                                 fname, p->name, a, b);
         }
     }
-    if (f->ntensors != t->nparams) {
-        for (size_t i = 0; i < f->ntensors; i++)
-            if (sq_trace_param_index(t, f->tensors[i].name) < 0) {
-                return sq_error_set(err, SQ_ERR_FORMAT, "%s: tensor '%s': not in the manifest",
-                                    fname, f->tensors[i].name);
-            }
-    }
+    /* Tensors beyond the manifest's are buffers (a state_dict's running
+    ** statistics, step counters): skipped, as in a single file, and counted
+    ** (README, "Traces": one rule for both). */
+    if (f->ntensors > t->nparams && f->ntensors - t->nparams > t->nignored)
+        t->nignored = f->ntensors - t->nparams;
     return 0;
 }
 
