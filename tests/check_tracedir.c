@@ -36,7 +36,8 @@ static float value(uint32_t step, int worker, size_t p, uint64_t i, int coarse)
     return coarse ? v : v + (float)i * 1e-7f;
 }
 
-/* Writes a trace of `steps` steps from 5, `workers` files, two params. */
+/* Writes a trace of `steps` steps from 5, `workers` files, two params,
+** with weights at every `weights`-th step from the first (0: none). */
 static void write_trace(const char *dir, int steps, int workers, sq_st_dtype dtype, int weights)
 {
     sq_trace_param p[2] = {{.name = "w.a", .ndim = 2, .shape = {7, 5}},
@@ -51,7 +52,7 @@ static void write_trace(const char *dir, int steps, int workers, sq_st_dtype dty
     float buf[300];
     for (int s = 0; s < steps; s++) {
         uint32_t step = 5 + (uint32_t)s;
-        for (int r = weights ? -1 : 0; r < workers; r++) {
+        for (int r = weights && s % weights == 0 ? -1 : 0; r < workers; r++) {
             ck_assert_msg(sq_trace_file_begin(w, step, r, &terr) == 0, "%s", terr.msg);
             for (size_t q = 0; q < 2; q++) {
                 uint64_t n = q ? 300 : 35;
@@ -170,6 +171,19 @@ START_TEST(test_manifest_errors)
         {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1],"
          "\"params\":[{\"name\":\"a\",\"shape\":[1],\"shpae\":[2]}]}",
          "entry 0: 'shpae' is unknown"},
+        /* the weight cadence: a list of steps among 'steps', increasing */
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1,2],"
+         "\"weights\":\"yes\",\"params\":[{\"name\":\"a\",\"shape\":[1]}]}",
+         "field 'weights': expected true, false or a list of steps"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1,2],"
+         "\"weights\":[2,1],\"params\":[{\"name\":\"a\",\"shape\":[1]}]}",
+         "field 'weights': entry 1 (1) does not increase"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1,4],"
+         "\"weights\":[1,3],\"params\":[{\"name\":\"a\",\"shape\":[1]}]}",
+         "field 'weights': entry 1: step 3 is not in 'steps'"},
+        {"{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[1,4],"
+         "\"weights\":[1.5],\"params\":[{\"name\":\"a\",\"shape\":[1]}]}",
+         "field 'weights': entry 0 is not an integer"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         sqt_rm_tree(dir);
@@ -264,6 +278,93 @@ END_TEST
 /* A FIFO or a device where a trace's file should be is refused by name,
 ** at once: the reader neither blocks in open() waiting for a writer nor
 ** reads a device without end (issue 15). */
+/* Weights at a cadence of their own: the writer takes weights at some
+** steps, the manifest lists them, the reader opens them there alone; old
+** manifests (true, false, absent) read as before. */
+START_TEST(test_weight_cadence)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", tpath("cad"));
+    sqt_rm_tree(dir);
+    write_trace(dir, 5, 2, SQ_ST_F32, 2); /* steps 5 .. 9, weights at 5, 7, 9 */
+    sq_trace t;
+    sq_error terr = {0};
+    char *err = terr.msg;
+    ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", err);
+    ck_assert_uint_eq(t.nsteps, 5);
+    ck_assert_int_eq(t.has_weights, 1);
+    ck_assert_uint_eq(t.nweights, 3);
+    for (size_t s = 0; s < 5; s++)
+        ck_assert_int_eq(sq_trace_step_has_weights(&t, s), s % 2 == 0);
+    ck_assert_int_eq(sq_trace_step_has_weights(&t, 5), 0);
+    /* 5 steps x 2 gradients + 3 weights, of 335 fp32 values */
+    ck_assert_uint_eq(t.bytes, 13u * 335u * 4u);
+    float x[300];
+    for (size_t s = 0; s < 5; s++) {
+        sq_trace_step ts;
+        ck_assert_msg(sq_trace_step_open(&t, s, 1, 2, &ts, &terr) == 0, "%s", err);
+        ck_assert_int_eq(ts.has_weights, s % 2 == 0);
+        int rc = sq_trace_load(&ts, -1, 1, x, NULL, &terr);
+        if (s % 2 == 0) {
+            ck_assert_msg(rc == 0, "%s", err);
+            ck_assert(x[7] == value(t.steps[s], -1, 1, 7, 0));
+        } else {
+            ck_assert_int_eq(rc, SQ_ERR_ARG);
+            ck_assert_msg(strstr(err, "no weights"), "%s", err);
+        }
+        ck_assert_msg(sq_trace_load(&ts, 1, 1, x, NULL, &terr) == 0, "%s", err);
+        sq_trace_step_close(&ts);
+    }
+    sq_trace_close(&t);
+    /* the manifest lists the steps with weights */
+    FILE *f = fopen(tpath("cad/manifest.json"), "r");
+    ck_assert_ptr_nonnull(f);
+    char text[4096];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    ck_assert_msg(strstr(text, "\"weights\":\t[5, 7, 9]"), "%s", text);
+    /* a listed step whose weights are gone */
+    ck_assert_int_eq(unlink(tpath("cad/step-000007/weights.safetensors")), 0);
+    ck_assert_int_eq(sq_trace_open(dir, &t, &terr), SQ_ERR_NOTFOUND);
+    ck_assert_msg(strstr(err, "step-000007/weights.safetensors: missing"), "%s", err);
+    /* weights at every step and at none still write (and read) as booleans */
+    for (int every = 0; every <= 1; every++) {
+        sqt_rm_tree(dir);
+        write_trace(dir, 2, 2, SQ_ST_F32, every);
+        f = fopen(tpath("cad/manifest.json"), "r");
+        len = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[len] = '\0';
+        ck_assert_msg(strstr(text, every ? "\"weights\":\ttrue" : "\"weights\":\tfalse"), "%s",
+                      text);
+        ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", err);
+        ck_assert_int_eq(t.has_weights, every);
+        ck_assert_uint_eq(t.nweights, every ? 2u : 0u);
+        ck_assert_int_eq(sq_trace_step_has_weights(&t, 1), every);
+        sq_trace_close(&t);
+    }
+    /* weights at the later steps only: the first step need not have them */
+    sqt_rm_tree(dir);
+    sq_trace_param p[1] = {{.name = "a", .ndim = 1, .shape = {4}}};
+    sq_trace_writer *w;
+    float v[4] = {1, 2, 3, 4};
+    ck_assert_int_eq(sq_trace_writer_open(&w, dir, 1, p, 1, SQ_ST_F32, NULL, NULL, &terr), 0);
+    for (uint32_t step = 1; step <= 3; step++)
+        for (int r = step == 1 ? 0 : -1; r < 1; r++) {
+            ck_assert_msg(sq_trace_file_begin(w, step, r, &terr) == 0, "%s", err);
+            ck_assert_int_eq(sq_trace_file_put(w, v, &terr), 0);
+            ck_assert_int_eq(sq_trace_file_end(w, &terr), 0);
+        }
+    ck_assert_msg(sq_trace_writer_close(w, &terr) == 0, "%s", err);
+    ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", err);
+    ck_assert_uint_eq(t.nweights, 2);
+    ck_assert_int_eq(sq_trace_step_has_weights(&t, 0), 0);
+    ck_assert_int_eq(sq_trace_step_has_weights(&t, 2), 1);
+    sq_trace_close(&t);
+}
+END_TEST
+
 START_TEST(test_not_regular)
 {
     char dir[512];
@@ -624,13 +725,16 @@ static int keep_rows(void *ctx, const sq_stat_row *rows, size_t n, sq_error *err
 
 /* The replay's gradient result for one param and step, and its weights,
 ** computed here with the world directly: the straight line the replay must
-** follow (same seed rule, same worker mapping, same first step). */
-START_TEST(test_replay_straight_line)
+** follow (same seed rule, same worker mapping, same first step). With
+** weights at every `every`-th step, the weight path goes from weight step
+** to weight step and the steps between have gradient rows alone. */
+static void straight_line(int steps, int every)
 {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", tpath("rp"));
     sqt_rm_tree(dir);
-    write_trace(dir, 3, 2, SQ_ST_F32, 1);
+    write_trace(dir, steps, 2, SQ_ST_F32, every);
+    const size_t nw = (size_t)(steps + every - 1) / (size_t)every; /* steps with weights */
     sq_trace t;
     sq_error terr = {0};
     ck_assert_int_eq(sq_trace_open(dir, &t, &terr), 0);
@@ -646,11 +750,12 @@ START_TEST(test_replay_straight_line)
     sq_replay_result res;
     sq_error rerr = {0};
     ck_assert_msg(sq_replay_run(&cfg, &t, &sink, &res, &rerr) == 0, "%s", rerr.msg);
-    ck_assert_uint_eq(res.steps, 3);
+    ck_assert_uint_eq(res.steps, (size_t)steps);
     ck_assert_uint_eq(res.params, 2);
     ck_assert(res.has_grad && res.has_weight);
-    /* rows: per tensor 3 grad + 2 weight, then per step 3 grad + 2 weight */
-    ck_assert_uint_eq(seen.n, 2 * 5 + 5);
+    ck_assert_uint_eq(res.weight_steps, nw);
+    /* rows: per tensor `steps` grad + nw - 1 weight, then the same per step */
+    ck_assert_uint_eq(seen.n, 3 * ((size_t)steps + nw - 1));
 
     /* param 1 ("b", 300 elements) by hand */
     sq_world_config wc = {.topo = {2, 2}, .scheme = cfg.scheme, .elements = 300,
@@ -659,8 +764,9 @@ START_TEST(test_replay_straight_line)
     ck_assert_int_eq(sq_world_open(&wc, &w, NULL), 0);
     const uint64_t S = sq_world_shard(w);
     static float g[300], shard[4096], what[300], wt[300];
-    for (size_t s = 0; s < 3; s++) {
+    for (size_t s = 0; s < (size_t)steps; s++) {
         uint32_t step = 5 + (uint32_t)s;
+        const int weighted = s % (size_t)every == 0;
         static double exact[4096];
         memset(exact, 0, sizeof exact);
         for (int r = 0; r < 4; r++) {
@@ -683,7 +789,7 @@ START_TEST(test_replay_straight_line)
         sq_errstats wwant = {0};
         if (s == 0) {
             ck_assert_int_eq(sq_world_init_weights(w, wt), 0);
-        } else {
+        } else if (weighted) {
             for (int r = 0; r < 4; r++) {
                 static float m[4096];
                 memset(m, 0, sizeof m);
@@ -711,7 +817,7 @@ START_TEST(test_replay_straight_line)
                           x->st.mse, ws->mse);
             found++;
         }
-        ck_assert_int_eq(found, s == 0 ? 1 : 2);
+        ck_assert_int_eq(found, s > 0 && weighted ? 2 : 1);
     }
     sq_world_close(w);
     /* step rows are the tensors together */
@@ -731,6 +837,19 @@ START_TEST(test_replay_straight_line)
         ck_assert(fabs(e2 - x->st.mse * (double)x->st.n) <= 1e-12 * e2);
     }
     sq_trace_close(&t);
+}
+
+START_TEST(test_replay_straight_line)
+{
+    straight_line(3, 1);
+}
+END_TEST
+
+/* Weights every 2nd step: the all-gather runs at steps 7 and 9 alone, from
+** the w-hat of the weight step before. */
+START_TEST(test_replay_weight_cadence)
+{
+    straight_line(5, 2);
 }
 END_TEST
 
@@ -804,6 +923,7 @@ int main(void)
     tcase_add_test(tc, test_writer_errors);
     tcase_add_test(tc, test_writer_busy_and_conflict);
     tcase_add_test(tc, test_writer_join_adopt);
+    tcase_add_test(tc, test_weight_cadence);
     tcase_add_test(tc, test_not_regular);
     tcase_add_test(tc, test_many_params);
     suite_add_tcase(s, tc);
@@ -811,6 +931,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_replay_straight_line);
+    tcase_add_test(tc, test_replay_weight_cadence);
     tcase_add_test(tc, test_replay_params_differ_in_seed);
     suite_add_tcase(s, tc);
     return sqt_run(s);

@@ -38,6 +38,28 @@ rm -r "$T/c1/step-000004"
 expect_fail_with 1 "step-000004/weights.safetensors: missing" train --steps 8 --capture-every 2 \
   --key k1 --capture "$T/c1"
 
+# weights at a cadence of their own: every 4th step of a capture of every 2nd
+ok "train --capture-weights-every 4" train --steps 10 --capture-every 2 \
+  --capture-weights-every 4 --key kw --capture "$T/cw"
+pyjson "the manifest lists the weight steps, the gradients are at every captured step" \
+  "$T/cw/manifest.json" "
+assert d['steps'] == [0, 2, 4, 6, 8] and d['weights'] == [0, 4, 8], d
+import os
+for s in d['steps']:
+    step = os.path.join(os.path.dirname(sys.argv[1]), 'step-%06d' % s)
+    assert os.path.exists(os.path.join(step, 'weights.safetensors')) == (s % 4 == 0), s
+    assert os.path.exists(os.path.join(step, 'grads-w01.safetensors')), s"
+ok "replay runs its weight path at the weight steps" "$SHARDQ" replay --no-db --json \
+  --scheme qwd "$T/cw"
+cp "$sq_tmp/out" "$T/cw.json"
+pyjson "... two all-gathers (steps 4 and 8), five reduce-scatters" "$T/cw.json" "
+assert d['steps'] == 5 and d['weight_steps'] == 3, d
+assert d['weight']['n'] == 2 * d['elements'] and d['grad']['n'] == 5 * d['elements'], d"
+expect_fail_with 2 "--capture-weights-every 3: expected a multiple of the capture interval 2" \
+  train --steps 4 --capture-every 2 --capture-weights-every 3 --key none --capture "$T/never"
+expect_fail_with 2 "--capture-weights-every: there is no --capture DIR to write" train \
+  --steps 4 --capture-weights-every 2 --key none
+
 # someone else's directory is refused, and left as it was
 mkdir "$T/mine"
 echo "keep me" >"$T/mine/notes.txt"

@@ -125,6 +125,44 @@ assert d['bytes']['weight_allgather']['intra']['elements'] == 0
 expect_fail_with 1 "the weight path needs at least two steps" \
   "$SHARDQ" replay --no-db --paths weight --steps 1 tr
 
+# --- weights at a cadence of their own --------------------------------------
+# The same synthetic run with weights every K-th step (the weights at those
+# steps are the same bytes): the weight path runs at the weight steps alone,
+# from one to the next, the gradient path at every step; qwd's difference
+# spans K optimizer steps, so its error grows with K (the issue's 9.5x at a
+# 10-step cadence was on a real run).
+for k in 1 2 5 10; do
+  "$SHARDQ" trace synth --steps 21 --workers 2 --params "a:64x64" --weights-every $k \
+    "$T/cad$k" >/dev/null
+done
+ok "replay a trace with weights every 2nd step" "$SHARDQ" replay --db "$T/cad.db" --scheme qwd \
+  --json "$T/cad2"
+cp "$sq_tmp/out" "$T/cad2.json"
+pyrun "weight rows at the weight steps alone, gradient rows at every step" "
+d = json.load(open(sys.argv[1]))
+assert d['steps'] == 21 and d['weight_steps'] == 11, d
+assert d['grad']['n'] == 21 * 4096 and d['weight']['n'] == 10 * 4096, d
+c = sqlite3.connect(sys.argv[2])
+for path, want in (('grad', list(range(1, 22))), ('weight', list(range(3, 22, 2)))):
+    for table in ('step_metrics', 'tensor_stats'):
+        got = [s for (s,) in c.execute('SELECT step FROM ' + table + ' WHERE path=? ORDER BY step', (path,))]
+        assert got == want, (path, table, got)
+" "$T/cad2.json" "$T/cad.db"
+"$SHARDQ" replay --no-db --scheme qwd "$T/cad2" >"$T/cad2.txt"
+ok "the text says the weights' cadence" grep -q "note: weights at 11 of the 21 steps" "$T/cad2.txt"
+for k in 1 2 5 10; do
+  "$SHARDQ" replay --no-db --json --scheme qwd --paths weight "$T/cad$k" >"$T/cad$k.json"
+done
+pyrun "qwd's weight error grows with the weight cadence" "
+e = [json.load(open(f))['weight']['rel_l2'] for f in sys.argv[1:5]]
+print('# qwd weight rel_l2 at cadence 1, 2, 5, 10:', ' '.join('%.4g' % x for x in e),
+      '(x%.2f at 10)' % (e[3] / e[0]))
+assert e[0] < e[1] < e[2] < e[3], e
+assert e[3] > 2 * e[0], e
+" "$T/cad1.json" "$T/cad2.json" "$T/cad5.json" "$T/cad10.json"
+expect_fail_with 1 "the weight path needs at least two steps with weights" \
+  "$SHARDQ" replay --no-db --paths weight --steps 10 "$T/cad10"
+
 # --- keys: a configuration done is not done again ---------------------------
 ok "a run under a key" "$SHARDQ" replay --db "$T/k.db" --key K1 -q tr
 "$SHARDQ" replay --db "$T/k.db" --key K1 tr >"$T/again.out" 2>&1

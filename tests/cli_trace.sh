@@ -31,6 +31,27 @@ assert [t['shape'] for t in d['tensors']] == [[10, 7], [33], [0, 5]]
 assert d['elements'] == 103, d['elements']
 assert d['bytes'] == 3 * 5 * 103 * 4, d['bytes']
 assert d['dtypes'] == 'F32', d['dtypes']"
+# weights at a cadence of their own: every 2nd step, the gradients at every one
+ok "synth --weights-every 2" "$SHARDQ" trace synth --steps 5 --workers 2 --weights-every 2 \
+  --params "a:10x7" "$T/cad"
+ok "no weights at step 2" test ! -e "$T/cad/step-000002/weights.safetensors" -a \
+  -f "$T/cad/step-000002/grads-w01.safetensors" -a -f "$T/cad/step-000003/weights.safetensors"
+"$SHARDQ" trace info --json "$T/cad" >"$T/cad.json"
+pyjson "info --json: the weight steps" "$T/cad.json" "
+assert d['steps'] == [1, 2, 3, 4, 5] and d['weights'] is True, d
+assert d['weight_steps'] == [1, 3, 5], d['weight_steps']
+assert d['bytes'] == (5 * 2 + 3) * 70 * 4, d['bytes']"
+"$SHARDQ" trace info "$T/cad" >"$T/cad.txt"
+ok "info: weights at 3 of 5 steps" grep -q "^weights    at 3 of 5 steps: 1 3 5$" "$T/cad.txt"
+pyjson "the manifest lists them" "$T/cad/manifest.json" "
+assert d['weights'] == [1, 3, 5] and d['version'] == 1, d"
+pyjson "info --json of a trace with weights at every step: all of them" "$T/info.json" "
+assert d['weight_steps'] == [1, 2, 3], d['weight_steps']"
+rm "$T/cad/step-000003/weights.safetensors"
+expect_fail_with 1 "cad/step-000003/weights.safetensors: missing (step 3 is in the manifest)" \
+  "$SHARDQ" trace info "$T/cad"
+expect_fail_with 2 "--weights-every: --no-weights writes none" \
+  "$SHARDQ" trace synth --no-weights --weights-every 2 "$T/never"
 ok "synth is deterministic" "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
   --params "a:10x7,b:33,c:0x5" "$T/tr2"
 ok "same options, same bytes" cmp "$T/tr/step-000002/grads-w01.safetensors" \

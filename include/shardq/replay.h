@@ -29,13 +29,16 @@ SQ_BEGIN_DECLS
 **                  trace's gradient files per step); the reduce-scatter runs;
 **                  each worker's partition is compared with the fp64 mean of
 **                  the original values.
-**   weight path    the first step initialises every replica from the trace's
-**                  weights (the full-precision broadcast of training); every
-**                  later step puts that step's weights in the master shards
-**                  and runs the all-gather, so qwd carries w-hat from step to
-**                  step exactly as training does; the reconstructed weights
-**                  are compared with the trace's, and every replica must hold
-**                  the same bytes.
+**   weight path    the first step with weights initialises every replica
+**                  from the trace's weights (the full-precision broadcast of
+**                  training); every later step with weights puts them in the
+**                  master shards and runs the all-gather, so qwd carries w-hat
+**                  from weight step to weight step exactly as training with
+**                  an all-gather at that cadence would (a trace may hold
+**                  weights at some steps only: the steps between have the
+**                  gradient path alone); the reconstructed weights are
+**                  compared with the trace's, and every replica must hold the
+**                  same bytes.
 **
 ** Unit u draws its random numbers from Philox seed seed ^ (key << 40) (key:
 ** the bucket's index, or the param's index in trace order), so units do not
@@ -111,6 +114,7 @@ typedef struct sq_replay_result {
     sq_bytes_row bytes[SQ_NCOLL * SQ_NLINK];
     sq_timing_row timings[SQ_REPLAY_NTIMINGS];
     sq_coll_time coll[SQ_NCOLL]; /* the collectives' wall time over every unit (sq_world_times) */
+    size_t weight_steps;   /* steps of the weight path (the first initialises); 0 without it */
 } sq_replay_result;
 
 /* The topology a replay of t uses when none is given: the one the trace

@@ -62,13 +62,14 @@ typedef struct sq_synth_trace {
     const char *topo;  /* "KxG" to record, or NULL */
     sq_st_dtype dtype; /* F32, BF16, F16 or F64 */
     int kind;          /* an sq_synth_kind */
-    int weights;       /* 1: write weights.safetensors too */
+    int weights;       /* 0: no weights; k >= 1: weights.safetensors at every
+                          k-th step from the first (1: every step) */
     double lr;
     uint64_t seed;
 } sq_synth_trace;
 
 /* Called after every file written, with the count so far (of
-** steps x (workers + weights)). */
+** steps x workers + the steps with weights). */
 typedef void (*sq_synth_progress)(void *ctx, size_t files);
 
 /* Writes the trace s describes into dir, as the trace writer of owner

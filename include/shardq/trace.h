@@ -266,7 +266,8 @@ int sq_npy_shape_str(const uint64_t *shape, int ndim, char *buf, size_t len);
 ** A trace is a directory (README, "Traces"):
 **
 **   manifest.json                     format, version, workers, steps, params
-**   step-000010/weights.safetensors   the full model weights of step 10
+**   step-000010/weights.safetensors   the full model weights of step 10 (every
+**                                     step, none, or the manifest's list)
 **   step-000010/grads-w00.safetensors worker 0's micro-batch gradient
 **   step-000010/grads-w01.safetensors ...
 **
@@ -317,7 +318,8 @@ typedef struct sq_trace {
     char *path;
     sq_trace_kind kind;
     int workers;           /* gradient files per step */
-    int has_weights;       /* 1 when every step has weights.safetensors */
+    int has_weights;       /* 1 when some step has weights.safetensors: every step
+                              (nweights = nsteps) or those of the manifest's list */
     char topo[32];         /* "KxG" it was captured on, "" when not recorded */
     char *model;           /* the manifest's "model" as JSON text, or NULL */
     char id[SQ_TRACE_ID_MAX]; /* the manifest's "id", "" when it has none */
@@ -330,6 +332,11 @@ typedef struct sq_trace {
     unsigned dtypes;       /* bit (1 << sq_st_dtype) for each dtype seen */
     size_t nignored;       /* single safetensors file: tensors that are not floats */
     const sq_trace_param **byname; /* private: params sorted by name */
+    /* The weight cadence: weights may come at a subset of the steps (every
+    ** gradient file is at every step). weighted[i] is 1 when steps[i] has
+    ** weights.safetensors; NULL when no step has. */
+    size_t nweights;       /* steps with weights */
+    unsigned char *weighted;
 } sq_trace;
 
 int sq_trace_open(const char *path, sq_trace *t, sq_error *err);
@@ -340,6 +347,8 @@ void sq_trace_close(sq_trace *t);
 int sq_trace_param_index(const sq_trace *t, const char *name);
 /* The largest param's n. */
 uint64_t sq_trace_max_param(const sq_trace *t);
+/* 1 when the step of index i (in t->steps) has weights.safetensors. */
+int sq_trace_step_has_weights(const sq_trace *t, size_t index);
 
 /* The files of one step, mapped (the step's index in t->steps). */
 typedef struct sq_trace_step {
@@ -356,7 +365,7 @@ typedef struct sq_trace_step {
     struct sq_npy *npy;       /* the single .npy file's data, or NULL */
 } sq_trace_step;
 
-/* Opens the weights (when weights is 1 and the trace has them) and the
+/* Opens the weights (when weights is 1 and the step has them) and the
 ** gradient files of workers 0 .. min(ngrads, workers) - 1: only what a
 ** caller will load. */
 int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads, sq_trace_step *s,
@@ -411,7 +420,9 @@ void sq_trace_id_of(const char *owner, char id[SQ_TRACE_ID_MAX]);
 uint64_t sq_fnv1a64(const void *p, size_t n, uint64_t h);
 /* Starts the file of step `step` (steps strictly increase across calls to
 ** begin with worker -1 or 0 ...): worker -1 is weights.safetensors, else
-** grads-wWW.safetensors. Then put every param in order, then end. */
+** grads-wWW.safetensors. Then put every param in order, then end. Every
+** step has every gradient file; weights may come at every step, at none or
+** at some (a weight cadence of its own): the manifest records which. */
 int sq_trace_file_begin(sq_trace_writer *w, uint32_t step, int worker, sq_error *err);
 int sq_trace_file_put(sq_trace_writer *w, const float *x, sq_error *err);
 int sq_trace_file_end(sq_trace_writer *w, sq_error *err);

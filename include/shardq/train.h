@@ -208,8 +208,9 @@ double sq_gpt_flops(const sq_gpt_config *c, int B, int T);
 **
 ** Step 0 starts from the model's bf16 initialisation on every worker (the
 ** masters are its fp32 copy). A capture writes, for every captured step,
-** the masters at the start of the step (weights.safetensors) and every
-** worker's micro-batch gradient (grads-wWW.safetensors).
+** every worker's micro-batch gradient (grads-wWW.safetensors) and, at the
+** steps of its weight cadence (capture_weights_every), the masters at the
+** start of the step (weights.safetensors).
 */
 typedef struct sq_train_config {
     sq_gpt_config model;
@@ -234,6 +235,11 @@ typedef struct sq_train_config {
     ** others' gradients reach it only inside the collectives and the error
     ** statistics; the other results are the in-process run's. */
     const struct sq_transport *transport;
+    /* the capture's weight cadence: weights at the captured steps t with
+    ** t % capture_weights_every == 0, a multiple of capture_every (a trace
+    ** holds weights at some steps only: tracedir.h); 0: at every captured
+    ** step. Last in the struct: the layout before it is unchanged. */
+    uint32_t capture_weights_every;
 } sq_train_config;
 
 /* The defaults of `shardq train`. */
@@ -252,7 +258,8 @@ typedef enum sq_train_field {
     SQ_TRAIN_FIELD_CLIP,          /* clip */
     SQ_TRAIN_FIELD_EVAL_SEQS,     /* eval_seqs */
     SQ_TRAIN_FIELD_CAPTURE_EVERY, /* capture_every */
-    SQ_TRAIN_FIELD_CORPUS         /* the corpus, too small for seq */
+    SQ_TRAIN_FIELD_CORPUS,        /* the corpus, too small for seq */
+    SQ_TRAIN_FIELD_CAPTURE_WEIGHTS_EVERY /* capture_weights_every */
 } sq_train_field;
 
 /* The setting's name in sq_train_validate's sentences ("sequence length"). */

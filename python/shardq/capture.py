@@ -8,12 +8,16 @@ train data-parallel (README, "Traces"; the writer is trace.TraceWriter):
                      r writes grads-wRR, its own gradient before DDP
                      averages it; rank 0 writes the weights and the manifest.
 
-Steps are captured every `every` training steps (step % every == 0); with
-weights=True (the default) every captured step also holds the weights the
-step's gradients were computed at (before the optimizer updates them): the
-trace format has weights at every step or at none, so their cadence is the
-captured steps'. `shardq trace info DIR` and `shardq replay DIR` read the
-result.
+Steps are captured every `every` training steps (step % every == 0): each
+captured step holds every worker's gradient. Weights -- the ones the step's
+gradients were computed at, before the optimizer updates them -- come at a
+cadence of their own: weights_every=M (a multiple of every) writes them at
+the captured steps with step % M == 0 only; the default, weights_every=None,
+is every captured step; weights=False writes none. The manifest lists the
+steps that have weights, and `shardq replay` runs its weight path from one
+of them to the next, as training with an all-gather at that cadence would
+(qwd's error grows with it). `shardq trace info DIR` and `shardq replay DIR`
+read the result.
 """
 import contextlib
 import json
@@ -35,6 +39,21 @@ def _every(every):
     return every
 
 
+def _weights_every(every, weights, weights_every):
+    # None: the weights with every captured step; 0: no weights
+    if not weights:
+        if weights_every is not None:
+            raise _arg_error("weights_every: %r, but weights=False writes none" % (weights_every,))
+        return 0
+    if weights_every is None:
+        return every
+    if (isinstance(weights_every, bool) or not isinstance(weights_every, int) or
+            weights_every < 1 or weights_every % every):
+        raise _arg_error("weights_every: %r is not a positive multiple of every (%d): weights "
+                         "come at captured steps" % (weights_every, every))
+    return weights_every
+
+
 def _describe(module, model_info):
     # the manifest's informative "model": what the caller says, else the class
     return model_info if model_info is not None else {"class": type(module).__name__}
@@ -44,7 +63,9 @@ class MicroBatchCapture:
     """Captures a one-process training loop whose steps accumulate the
     gradients of `workers` micro-batches: micro-batch w's gradient is worker
     w's file, as if W data-parallel workers had each computed one, and the
-    step's weights (weights=True) are written when the step begins.
+    step's weights are written when the step begins (at the captured steps
+    with step % weights_every == 0: by default every captured step; none
+    with weights=False).
 
         cap = shardq.MicroBatchCapture(model, "run1", workers=4, every=2)
         with cap:                                  # the manifest on success
@@ -72,10 +93,11 @@ class MicroBatchCapture:
     """
 
     def __init__(self, model, dir, workers, every=1, weights=True, dtype="f32", topo=None,
-                 owner=None, model_info=None):
+                 owner=None, model_info=None, weights_every=None):
         self.model = model
         self.every = _every(every)
         self.weights = bool(weights)
+        self.weights_every = _weights_every(self.every, self.weights, weights_every)
         self._named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.writer = TraceWriter(dir, model, workers, dtype, topo, _describe(model, model_info),
                                   owner)
@@ -99,6 +121,10 @@ class MicroBatchCapture:
         """Whether training step `step` is captured."""
         return step % self.every == 0
 
+    def captures_weights(self, step):
+        """Whether training step `step` is captured with its weights."""
+        return self.weights and step % self.weights_every == 0
+
     @contextlib.contextmanager
     def step(self, step):
         """The block of training step `step` (its micro-batches' backward
@@ -108,7 +134,7 @@ class MicroBatchCapture:
             raise _arg_error("%s: step %r begins inside step %r" % (self.dir, step, self._step))
         self._step, self._captured, self._next = step, self.captures(step), 0
         try:
-            if self._captured and self.weights:
+            if self._captured and self.captures_weights(step):
                 self.writer.write_weights(step, self.model)
             yield self
             if self._captured and self._next != self.workers:
@@ -287,7 +313,8 @@ class DDPCapture:
     """
 
     def __init__(self, ddp_model, dir, every=1, weights=True, dtype="f32", topo=None,
-                 owner=None, model_info=None, hook=None, hook_state=None, store=None):
+                 owner=None, model_info=None, hook=None, hook_state=None, store=None,
+                 weights_every=None):
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
         if not isinstance(ddp_model, DistributedDataParallel):
@@ -295,6 +322,7 @@ class DDPCapture:
                 dir, type(ddp_model).__name__))
         self.every = _every(every)
         self.weights = bool(weights)
+        self.weights_every = _weights_every(self.every, self.weights, weights_every)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.module = ddp_model.module
         self._named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
@@ -346,6 +374,10 @@ class DDPCapture:
         """Whether training step `step` is captured."""
         return step % self.every == 0
 
+    def captures_weights(self, step):
+        """Whether training step `step` is captured with its weights."""
+        return self.weights and step % self.weights_every == 0
+
     def _hook(self, state, bucket):
         if self._armed:
             import torch
@@ -374,7 +406,7 @@ class DDPCapture:
         if self.rank == 0:
             try:
                 self._adopt_pending()
-                if self.weights:
+                if self.captures_weights(step):
                     self.writer.write_weights(step, self.module)
             except ShardqError as e:
                 err = e

@@ -108,8 +108,8 @@ class TraceWriter:
     bytes (a run's key); it fixes the trace's id, else the id is random.
 
     Files come in order: steps strictly increase; in a step, the weights
-    first (or never: every step has weights or none does), then workers
-    0, 1, ..., W-1. Out of order is an ArgumentError with the library's
+    first (at any subset of the steps: weights have a cadence of their
+    own, which the manifest records), then workers 0, 1, ..., W-1. Out of order is an ArgumentError with the library's
     sentence. Values are checked before a file starts: a missing or extra
     tensor, a wrong shape, NaN or Inf (NonFiniteError) is refused, naming
     the step, the file and the tensor, and nothing of that file is written.

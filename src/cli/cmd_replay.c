@@ -29,10 +29,12 @@ static const char replay_usage[] =
     "  gradients  worker r of the emulated world takes the gradient of trace\n"
     "             worker r mod W; the reduce-scatter runs; its result is compared\n"
     "             with the exact fp64 mean of the original values;\n"
-    "  weights    the first step initialises every replica; each later step's\n"
-    "             weights go through the all-gather (qwd carries the\n"
-    "             reconstructed weights from step to step, as in training) and\n"
-    "             are compared with the trace's.\n"
+    "  weights    the first step with weights initialises every replica; each\n"
+    "             later step's weights go through the all-gather (qwd carries\n"
+    "             the reconstructed weights from step to step, as in training)\n"
+    "             and are compared with the trace's; a trace with weights at\n"
+    "             some steps only replays them there (an all-gather at that\n"
+    "             cadence), the gradients at every step.\n"
     "Error statistics per step and per tensor, bytes per collective and link\n"
     "level, and timings go to the database; --json prints a summary.\n"
     "\n"
@@ -104,9 +106,9 @@ static void print_json(const sq_replay_result *r, const char *trace, const char 
     printf(",\"layout\":\"%s\",\"units\":%zu,\"reused_workers\":%d,\"dropped_workers\":%d",
            sq_layout_name((sq_layout_kind)r->layout), r->units, r->reused_workers,
            r->dropped_workers);
-    printf(",\"steps\":%zu,\"params\":%zu,\"elements\":%llu,\"consecutive\":%s,"
-           "\"trace_bytes\":%llu,\"seconds\":%.6f,\"gb_per_s\":",
-           r->steps, r->params, (unsigned long long)r->elements,
+    printf(",\"steps\":%zu,\"weight_steps\":%zu,\"params\":%zu,\"elements\":%llu,"
+           "\"consecutive\":%s,\"trace_bytes\":%llu,\"seconds\":%.6f,\"gb_per_s\":",
+           r->steps, r->weight_steps, r->params, (unsigned long long)r->elements,
            r->consecutive ? "true" : "false", (unsigned long long)r->trace_bytes, r->seconds);
     cli_json_num(r->seconds > 0 ? (double)r->trace_bytes / r->seconds / 1e9 : NAN);
     printf(",\"peak_rss_bytes\":%llu", (unsigned long long)r->peak_rss);
@@ -160,7 +162,11 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
     if (r->dropped_workers)
         printf("  note: %d gradient file%s per step left unread\n", r->dropped_workers,
                r->dropped_workers == 1 ? "" : "s");
-    if (!r->consecutive && r->has_weight)
+    if (r->has_weight && r->weight_steps < r->steps)
+        printf("  note: weights at %zu of the %zu steps: each weight difference spans the\n"
+               "        steps from one weight step to the next (an all-gather at that cadence)\n",
+               r->weight_steps, r->steps);
+    else if (!r->consecutive && r->has_weight)
         printf("  note: the trace's steps are not consecutive, so each weight difference\n"
                "        spans several optimizer steps (larger than in training)\n");
     cli_print_bytes(r->bytes);

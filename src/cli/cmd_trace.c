@@ -70,6 +70,8 @@ static const char synth_usage[] =
     "  --dtype D         F32, BF16, F16 or F64 (default F32)\n"
     "  --data KIND       normal, heavy or outliers (default normal)\n"
     "  --no-weights      write gradients only\n"
+    "  --weights-every K weights at every K-th step from the first only\n"
+    "                    (default 1: every step; the gradients at every step)\n"
     "  --lr X            SGD step between the weights of two steps (default 1)\n"
     "  --seed S          Philox seed (default 1)\n"
     "  -h, --help        this text\n";
@@ -160,8 +162,11 @@ static int trace_info(int argc, char **argv)
         for (size_t s = 0; s < t.nsteps; s++) printf("%s%u", s ? "," : "", (unsigned)t.steps[s]);
         printf("],");
         if (values) printf("\"values_checked\":%zu,", checked);
-        printf("\"consecutive\":%s,\"workers\":%d,\"weights\":%s,\"id\":",
+        printf("\"consecutive\":%s,\"workers\":%d,\"weights\":%s,\"weight_steps\":[",
                consecutive ? "true" : "false", t.workers, t.has_weights ? "true" : "false");
+        for (size_t s = 0, k = 0; s < t.nsteps; s++)
+            if (sq_trace_step_has_weights(&t, s)) printf("%s%u", k++ ? "," : "", t.steps[s]);
+        printf("],\"id\":");
         if (t.id[0]) cli_json_str(t.id);
         else printf("null");
         printf(",\"topology\":");
@@ -188,7 +193,15 @@ static int trace_info(int argc, char **argv)
                consecutive ? "" : "  (not consecutive)");
         printf("workers    %d gradient file%s per step%s%s\n", t.workers,
                t.workers == 1 ? "" : "s", t.topo[0] ? ", captured on " : "", t.topo);
-        printf("weights    %s\n", t.has_weights ? "yes" : "no");
+        if (t.nweights == t.nsteps || !t.has_weights) {
+            printf("weights    %s\n", t.has_weights ? "yes" : "no");
+        } else {
+            /* a cadence of their own: which steps have them */
+            printf("weights    at %zu of %zu steps:", t.nweights, t.nsteps);
+            for (size_t s = 0, k = 0; s < t.nsteps && k < 12; s++)
+                if (sq_trace_step_has_weights(&t, s)) printf(" %u", t.steps[s]), k++;
+            printf("%s\n", t.nweights > 12 ? " ..." : "");
+        }
         if (t.id[0]) printf("id         %s\n", t.id);
         if (t.model) printf("model      %s\n", t.model);
         printf("dtypes     %s\n", dt);
@@ -255,10 +268,11 @@ static int trace_synth(int argc, char **argv)
         {"first", required_argument, NULL, 'f'},   {"workers", required_argument, NULL, 'w'},
         {"topology", required_argument, NULL, 'T'}, {"dtype", required_argument, NULL, 'd'},
         {"data", required_argument, NULL, 'D'},    {"no-weights", no_argument, NULL, 'N'},
+        {"weights-every", required_argument, NULL, 'W'},
         {"lr", required_argument, NULL, 'l'},      {"seed", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     char spec_buf[4096] = "wte:256x64,h0.qkv:64x192,h0.proj:64x64,h0.fc:64x256,h0.ln:64";
-    uint64_t steps = 4, first = 1, workers = 4, seed = 1;
+    uint64_t steps = 4, first = 1, workers = 4, seed = 1, every = 1;
     const char *topo = NULL;
     int dtype = SQ_ST_F32, kind = SQ_SYNTH_NORMAL, weights = 1, lr_given = 0, ch;
     double lr = 1.0;
@@ -302,6 +316,15 @@ static int trace_synth(int argc, char **argv)
             }
             break;
         case 'N': weights = 0; break;
+        case 'W':
+            if (cli_parse_u64("trace synth", "--weights-every", optarg, 1000000, &every))
+                return CLI_USAGE;
+            if (every == 0) {
+                fprintf(stderr, "shardq trace synth: --weights-every 0: expected >= 1 (no "
+                        "weights: --no-weights)\n");
+                return CLI_USAGE;
+            }
+            break;
         case 'l': {
             char *end;
             lr = strtod(optarg, &end);
@@ -327,6 +350,10 @@ static int trace_synth(int argc, char **argv)
         fprintf(stderr, "shardq trace synth: --steps and --workers must be at least 1\n");
         return CLI_USAGE;
     }
+    if (every > 1 && !weights) {
+        fprintf(stderr, "shardq trace synth: --weights-every: --no-weights writes none\n");
+        return CLI_USAGE;
+    }
     if (lr_given && !weights) {
         fprintf(stderr, "shardq trace synth: --lr: it moves the weights, and --no-weights writes "
                 "none\n");
@@ -335,13 +362,18 @@ static int trace_synth(int argc, char **argv)
     /* the trace's owner: every option that decides its bytes, so that the
     ** same command run again (after a kill) takes up its unfinished trace,
     ** and writes the same bytes as into any other directory */
+    /* only a cadence other than every step is named: the owners (and ids)
+    ** of the traces written before it existed stay what they were */
+    char every_text[48] = "";
+    if (every > 1) snprintf(every_text, sizeof every_text, " --weights-every %llu",
+                            (unsigned long long)every);
     char owner[sizeof spec_buf + 512];
     snprintf(owner, sizeof owner,
              "trace synth --params %s --steps %llu --first %llu "
-             "--workers %llu --topology %s --dtype %s --data %s%s --lr %.17g --seed %llu",
+             "--workers %llu --topology %s --dtype %s --data %s%s%s --lr %.17g --seed %llu",
              spec_buf, (unsigned long long)steps, (unsigned long long)first,
              (unsigned long long)workers, topo ? topo : "-", sq_st_dtype_name((sq_st_dtype)dtype),
-             sq_synth_kind_name(kind), weights ? "" : " --no-weights", lr,
+             sq_synth_kind_name(kind), weights ? "" : " --no-weights", every_text, lr,
              (unsigned long long)seed);
     enum { MAXP = 256 };
     sq_trace_param params[MAXP];
@@ -354,8 +386,9 @@ static int trace_synth(int argc, char **argv)
     const char *dir = argv[optind];
     sq_synth_trace st = {
         params,  np, steps, (uint32_t)first, (int)workers, topo, (sq_st_dtype)dtype, kind,
-        weights, lr, seed};
-    sq_progress *bar = sq_progress_start("files", (size_t)(steps * (workers + (uint64_t)weights)));
+        weights ? (int)every : 0, lr, seed};
+    uint64_t wsteps = weights ? (steps + every - 1) / every : 0;
+    sq_progress *bar = sq_progress_start("files", (size_t)(steps * workers + wsteps));
     sq_error err = {0};
     int rc = sq_synth_trace_write(dir, &st, owner, show_progress, bar, &err);
     sq_progress_finish(bar);

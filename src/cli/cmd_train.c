@@ -70,6 +70,11 @@ static const char train_usage[] =
     "                     gradient of the captured steps, fp32 (with --key, a\n"
     "                     trace of that key cut short is written afresh)\n"
     "  --capture-every S  capture steps 0, S, 2S, ... (default 1: every step)\n"
+    "  --capture-weights-every M\n"
+    "                     the weights at steps 0, M, 2M, ... only, M a multiple\n"
+    "                     of S (default S: with every captured step's\n"
+    "                     gradients); replay's weight path then runs at that\n"
+    "                     cadence\n"
     "output:\n"
     "  --db FILE          the database (default $SHARDQ_DB, else shardq.db)\n"
     "  --no-db            store nothing\n"
@@ -100,6 +105,7 @@ static const char *field_option(sq_train_field f)
     case SQ_TRAIN_FIELD_CLIP: return "--clip";
     case SQ_TRAIN_FIELD_EVAL_SEQS: return "--eval-seqs";
     case SQ_TRAIN_FIELD_CAPTURE_EVERY: return "--capture-every";
+    case SQ_TRAIN_FIELD_CAPTURE_WEIGHTS_EVERY: return "--capture-weights-every";
     default: return NULL;
     }
 }
@@ -250,8 +256,8 @@ static void print_json(const sq_train_result *r, const figures *f, const sq_trai
 enum {
     O_CORPUS = 256, O_STEPS, O_BATCH, O_SEQ, O_EVAL_EVERY, O_EVAL_SEQS, O_LAYERS, O_CHANNELS,
     O_HEADS, O_CONTEXT, O_LR, O_MIN_LR, O_WARMUP, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP,
-    O_SCHEME, O_SET, O_WORKERS, O_DEVICE, O_SEED, O_CAPTURE, O_CAPTURE_EVERY, O_DB, O_NODB,
-    O_BUSY, O_KEY, O_SWEEP, O_JSON, O_TRANSPORT
+    O_SCHEME, O_SET, O_WORKERS, O_DEVICE, O_SEED, O_CAPTURE, O_CAPTURE_EVERY, O_CAPTURE_WEVERY,
+    O_DB, O_NODB, O_BUSY, O_KEY, O_SWEEP, O_JSON, O_TRANSPORT
 };
 
 static const struct option longopts[] = {
@@ -280,6 +286,7 @@ static const struct option longopts[] = {
     {"seed", required_argument, NULL, O_SEED},
     {"capture", required_argument, NULL, O_CAPTURE},
     {"capture-every", required_argument, NULL, O_CAPTURE_EVERY},
+    {"capture-weights-every", required_argument, NULL, O_CAPTURE_WEVERY},
     {"db", required_argument, NULL, O_DB},
     {"no-db", no_argument, NULL, O_NODB},
     {"busy-timeout", required_argument, NULL, O_BUSY},
@@ -374,7 +381,7 @@ int cmd_train(int argc, char **argv)
     const char *device = NULL, *db = cli_default_db(), *key = NULL, *sweep = NULL;
     const char *sets[64];
     int nsets = 0, json = 0, quiet = 0, nodb = 0, min_lr_given = 0, warmup_given = 0, ch;
-    int capture_every_given = 0;
+    int capture_every_given = 0, capture_wevery_given = 0;
     uint64_t u, busy = SQ_STORE_BUSY_MS;
     opterr = 0;
     optind = 1;
@@ -432,6 +439,15 @@ int cmd_train(int argc, char **argv)
             c.capture_every = (uint32_t)u;
             capture_every_given = 1;
             break;
+        case O_CAPTURE_WEVERY:
+            bad = cli_parse_u64("train", "--capture-weights-every", optarg, UINT32_MAX, &u);
+            if (!bad && u == 0) {
+                fprintf(stderr, "shardq train: --capture-weights-every 0: expected >= 1\n");
+                bad = 1;
+            }
+            c.capture_weights_every = (uint32_t)u;
+            capture_wevery_given = 1;
+            break;
         case O_DB: db = optarg; break;
         case O_NODB: nodb = 1; break;
         case O_BUSY: bad = cli_parse_u64("train", "--busy-timeout", optarg, INT_MAX, &busy); break;
@@ -447,8 +463,9 @@ int cmd_train(int argc, char **argv)
     }
     if (cli_check_positional("train", argv + optind, argc - optind, 0, 0, "no arguments"))
         return CLI_USAGE;
-    if (capture_every_given && !c.capture) {
-        fprintf(stderr, "shardq train: --capture-every: there is no --capture DIR to write\n");
+    if ((capture_every_given || capture_wevery_given) && !c.capture) {
+        fprintf(stderr, "shardq train: %s: there is no --capture DIR to write\n",
+                capture_every_given ? "--capture-every" : "--capture-weights-every");
         return CLI_USAGE;
     }
     if (!min_lr_given) c.lr.min_lr = c.lr.lr / 10;

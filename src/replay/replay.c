@@ -81,6 +81,7 @@ typedef struct replay_state {
     sq_replay_result *res;
     step_acc *acc;
     size_t nsteps;
+    size_t wfirst;         /* index of the first step with weights: the weight path starts there */
     sq_erracc total[2];
     uint64_t clipped[2], clip_n[2];
     sq_traffic traffic;
@@ -215,7 +216,18 @@ static int read_what(replay_state *st, unit_run *ur, uint32_t step, sq_error *er
     return SQ_OK;
 }
 
-/* The weight path of unit ur at step index s (s > 0; s = 0 initialises). */
+/* Whether the weight path has a row at step index s: a step with weights
+** after the first (which initialises). Weights may come at a cadence of
+** their own: the steps between two weight steps have gradients only, and
+** the weight path goes from one weight step to the next, as training with
+** an all-gather at that cadence would. */
+static int weight_row(const replay_state *st, size_t s)
+{
+    return st->res->has_weight && s > st->wfirst && sq_trace_step_has_weights(st->t, s);
+}
+
+/* The weight path of unit ur at step index s, a step with weights (the
+** first one, st->wfirst, initialises). */
 static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t s,
                        uint64_t *clipped, int *did, sq_error *err)
 {
@@ -227,7 +239,7 @@ static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t
     for (size_t k = 0; k < ur->count; k++)
         if ((rc = load_slot(st, ts, -1, &ur->slot[k], b->wcur, b->g64, err))) return rc;
     *did = 0;
-    if (s == 0) {
+    if (s == st->wfirst) {
         /* the full-precision broadcast that starts training; w-hat is what
         ** the world made of it */
         if ((rc = sq_world_init_weights(w, b->wcur))) return world_fail(w, rc, err);
@@ -303,7 +315,8 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
         sq_trace_step ts;
         /* only the files this replay reads: the weights, and the gradients
         ** of trace workers 0 .. min(W, N) - 1 */
-        if ((rc = sq_trace_step_open(t, s, do_weight, do_grad ? N : 0, &ts, err))) goto fail;
+        const int wstep = do_weight && sq_trace_step_has_weights(t, s);
+        if ((rc = sq_trace_step_open(t, s, wstep, do_grad ? N : 0, &ts, err))) goto fail;
         for (size_t k = 0; k < ur.count; k++) {
             sq_erracc_init(&ur.ge[k]);
             sq_erracc_init(&ur.we[k]);
@@ -311,7 +324,7 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
         uint64_t gclip = 0, wclip = 0;
         int wdid = 0;
         rc = do_grad ? grad_step(st, &ur, &ts, &gclip, err) : SQ_OK;
-        if (!rc && do_weight) rc = weight_step(st, &ur, &ts, s, &wclip, &wdid, err);
+        if (!rc && wstep) rc = weight_step(st, &ur, &ts, s, &wclip, &wdid, err);
         sq_trace_step_close(&ts);
         if (rc) goto fail;
         double secs = sq_clock_s() - t0;
@@ -397,8 +410,16 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
     st.nsteps = cfg->max_steps && cfg->max_steps < t->nsteps ? cfg->max_steps : t->nsteps;
     out->steps = st.nsteps;
     out->has_grad = (cfg->paths & SQ_REPLAY_GRAD) != 0;
-    /* the weight path compares step s with what steps 0..s-1 left behind */
-    out->has_weight = (cfg->paths & SQ_REPLAY_WEIGHT) && t->has_weights && st.nsteps >= 2;
+    /* the weight path compares each step with weights with what the weight
+    ** steps before it left behind: it needs two of them */
+    st.wfirst = st.nsteps;
+    for (size_t s = 0; s < st.nsteps; s++) {
+        if (!sq_trace_step_has_weights(t, s)) continue;
+        if (st.wfirst == st.nsteps) st.wfirst = s;
+        out->weight_steps++;
+    }
+    out->has_weight = (cfg->paths & SQ_REPLAY_WEIGHT) && out->weight_steps >= 2;
+    if (!out->has_weight) out->weight_steps = 0;
     out->consecutive = 1;
     for (size_t s = 1; s < st.nsteps; s++)
         if (t->steps[s] != t->steps[s - 1] + 1) out->consecutive = 0;
@@ -411,7 +432,7 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
         return sq_error_set(err, weights_only ? SQ_ERR_NOTFOUND : SQ_ERR_ARG,
                             "%s: nothing to replay: %s", t->path,
                             weights_only ? (t->has_weights ? "the weight path needs at least "
-                                                             "two steps"
+                                                             "two steps with weights"
                                                            : "the trace holds no weights")
                                          : "no path chosen");
     }
@@ -466,7 +487,7 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
                                           .st = sq_erracc_finish(&a->e[0]),
                                           .frac_clipped = sq_step_frac(a->clipped[0], a->clip_n[0]),
                                           .seconds = a->seconds};
-        if (out->has_weight && s > 0)
+        if (weight_row(&st, s))
             rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "weight",
                                           .st = sq_erracc_finish(&a->e[1]),
                                           .frac_clipped = sq_step_frac(a->clipped[1], a->clip_n[1]),

@@ -304,6 +304,10 @@ static char *train_json(const sq_train_config *c, const char *corpus, const char
         if (c->capture) {
             cJSON_AddStringToObject(o, "capture", c->capture);
             cJSON_AddNumberToObject(o, "capture_every", c->capture_every);
+            /* named only when it differs from capture_every: the keys of
+            ** the captures written before it existed stay what they were */
+            if (c->capture_weights_every && c->capture_weights_every != c->capture_every)
+                cJSON_AddNumberToObject(o, "capture_weights_every", c->capture_weights_every);
         }
     }
     char *s = cJSON_PrintUnformatted(o);

@@ -41,7 +41,7 @@ int sq_synth_trace_write(const char *dir, const sq_synth_trace *s, const char *o
     size_t files = 0;
     for (uint64_t k = 0; k < s->steps; k++) {
         uint32_t step = (uint32_t)(s->first + k);
-        if (s->weights) {
+        if (s->weights > 0 && k % (uint64_t)s->weights == 0) {
             if ((rc = sq_trace_file_begin(tw, step, -1, err)) != 0) goto done;
             for (size_t p = 0, off = 0; p < np; off += params[p].n, p++)
                 if ((rc = sq_trace_file_put(tw, w + off, err)) != 0) goto done;

@@ -81,6 +81,7 @@ void sq_trace_close(sq_trace *t)
     free(t->params);
     free(t->byname);
     free(t->steps);
+    free(t->weighted);
     free(t->model);
     free(t->path);
     memset(t, 0, sizeof *t);
@@ -219,6 +220,61 @@ static const char *unknown_key(const cJSON *o, const char *const *known)
     return NULL;
 }
 
+/* The manifest's "weights" (v, NULL when absent: true), after its steps:
+** true (every step has weights.safetensors), false (none), or the list of
+** the steps that have it, strictly increasing, each one of "steps" (a
+** weight cadence of its own: README, "Traces"). Fills t->has_weights,
+** t->weighted and t->nweights. */
+static int parse_weights(const char *mpath, const cJSON *v, sq_trace *t, sq_error *err)
+{
+    int all = !v || cJSON_IsTrue(v);
+    if (v && !cJSON_IsBool(v) && !cJSON_IsArray(v)) {
+        return sq_error_set(err, SQ_ERR_FORMAT,
+                            "%s: field 'weights': expected true, false or a list of steps",
+                            mpath);
+    }
+    if (cJSON_IsFalse(v) || (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0)) return 0;
+    t->weighted = calloc(t->nsteps, 1);
+    if (!t->weighted) return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", mpath);
+    t->has_weights = 1;
+    if (all) {
+        memset(t->weighted, 1, t->nsteps);
+        t->nweights = t->nsteps;
+        return 0;
+    }
+    /* both lists increase: one pass matches them */
+    size_t i = 0, k = 0;
+    uint64_t u, prev = 0;
+    for (const cJSON *s = v->child; s; s = s->next, k++) {
+        if (json_uint(s, UINT32_MAX, &u)) {
+            return sq_error_set(err, SQ_ERR_FORMAT,
+                                "%s: field 'weights': entry %zu is not an integer from 0 to %u",
+                                mpath, k, UINT32_MAX);
+        }
+        if (k && u <= prev) {
+            return sq_error_set(err, SQ_ERR_FORMAT,
+                                "%s: field 'weights': entry %zu (%llu) does not increase", mpath,
+                                k, (unsigned long long)u);
+        }
+        prev = u;
+        while (i < t->nsteps && t->steps[i] < u) i++;
+        if (i == t->nsteps || t->steps[i] != u) {
+            return sq_error_set(err, SQ_ERR_FORMAT,
+                                "%s: field 'weights': entry %zu: step %llu is not in 'steps' "
+                                "(every step has its gradients; weights come at some of them)",
+                                mpath, k, (unsigned long long)u);
+        }
+        t->weighted[i] = 1;
+        t->nweights++;
+    }
+    return 0;
+}
+
+int sq_trace_step_has_weights(const sq_trace *t, size_t index)
+{
+    return t->weighted && index < t->nsteps && t->weighted[index];
+}
+
 /* Parses manifest.json of dir into t (the params, steps, workers). */
 static int parse_manifest(const char *dir, sq_trace *t, sq_error *err)
 {
@@ -299,16 +355,6 @@ static int parse_manifest(const char *dir, sq_trace *t, sq_error *err)
         goto done;
     }
     t->workers = (int)u;
-    v = cJSON_GetObjectItemCaseSensitive(root, "weights");
-    t->has_weights = 1;
-    if (v) {
-        if (!cJSON_IsBool(v)) {
-            rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: field 'weights': expected true or false",
-                              mpath);
-            goto done;
-        }
-        t->has_weights = cJSON_IsTrue(v);
-    }
     v = cJSON_GetObjectItemCaseSensitive(root, "topology");
     if (v && !cJSON_IsNull(v)) {
         int k = 0, g = 0, used = 0;
@@ -371,6 +417,8 @@ static int parse_manifest(const char *dir, sq_trace *t, sq_error *err)
         }
         t->steps[i] = (uint32_t)u;
     }
+    if ((rc = parse_weights(mpath, cJSON_GetObjectItemCaseSensitive(root, "weights"), t, err)))
+        goto done;
     /* params */
     v = cJSON_GetObjectItemCaseSensitive(root, "params");
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0) {
@@ -490,7 +538,7 @@ static int open_dir(const char *dir, sq_trace *t, sq_error *err)
     int rc = parse_manifest(dir, t, err);
     if (rc) return rc;
     for (size_t s = 0; s < t->nsteps; s++) {
-        for (int w = t->has_weights ? -1 : 0; w < t->workers; w++) {
+        for (int w = sq_trace_step_has_weights(t, s) ? -1 : 0; w < t->workers; w++) {
             char *fname = sq_trace_step_file(dir, t->steps[s], w);
             if (!fname) {
                 return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", dir);
@@ -735,7 +783,7 @@ int sq_trace_step_open(const sq_trace *t, size_t index, int weights, int ngrads,
         goto fail;
     }
     s->ngrads = ngrads < t->workers ? ngrads : t->workers;
-    s->has_weights = weights && t->has_weights;
+    s->has_weights = weights && sq_trace_step_has_weights(t, index);
     for (int w = s->has_weights ? -1 : 0; w < s->ngrads; w++)
         if ((rc = open_step_file(s, w, err)) != 0) goto fail;
     return 0;

@@ -53,10 +53,12 @@ struct sq_trace_writer {
     size_t nparams;
     sq_st_dtype dtype;
     char *topo, *model;
-    /* steps finished (every file written) */
+    /* steps finished (every file written), and whether each has weights:
+    ** weights come at a cadence of their own (every step, none, or some),
+    ** which the manifest records */
     uint32_t *steps;
-    size_t nsteps, capsteps;
-    int weights_seen;    /* -1 unknown, 0 no step has weights, 1 every step has */
+    unsigned char *weighted;
+    size_t nsteps, capsteps, nweighted;
     /* the step being written */
     int cur_open;        /* a step is under way */
     uint32_t cur_step;
@@ -451,7 +453,6 @@ static int new_writer(sq_trace_writer **out, int fd, const char *dir, const char
     w->topo = topo ? strdup(topo) : NULL;
     w->model = model ? strdup(model) : NULL;
     w->conv = malloc(CONV_CHUNK * sizeof(double));
-    w->weights_seen = -1;
     if (!w->dir || !w->params || !w->conv || (topo && !w->topo) || (model && !w->model) ||
         (owner && !w->owner))
         goto oom;
@@ -562,6 +563,7 @@ void sq_trace_writer_abort(sq_trace_writer *w)
     free(w->topo);
     free(w->model);
     free(w->steps);
+    free(w->weighted);
     free(w->conv);
     free(w);
 }
@@ -577,21 +579,19 @@ static int finish_step(sq_trace_writer *w, sq_error *err)
                             w->dir, (unsigned)w->cur_step, w->cur_next_worker,
                             w->part < 0 ? "written (or adopted)" : "written");
     }
-    if (w->part < 0 && w->weights_seen >= 0 && w->weights_seen != w->cur_weights) {
-        return sq_error_set(err, SQ_ERR_ARG,
-                            "%s: step %u: %s weights.safetensors, unlike the steps before", w->dir,
-                            (unsigned)w->cur_step, w->cur_weights ? "has" : "lacks");
-    }
-    w->weights_seen = w->cur_weights;
     if (w->nsteps == w->capsteps) {
         size_t cap = w->capsteps ? 2 * w->capsteps : 16;
         uint32_t *p = realloc(w->steps, cap * sizeof *p);
-        if (!p) {
+        if (p) w->steps = p;
+        unsigned char *q = p ? realloc(w->weighted, cap) : NULL;
+        if (!q) {
             return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", w->dir);
         }
-        w->steps = p;
+        w->weighted = q;
         w->capsteps = cap;
     }
+    w->weighted[w->nsteps] = (unsigned char)w->cur_weights;
+    w->nweighted += w->cur_weights != 0;
     w->steps[w->nsteps++] = w->cur_step;
     w->cur_open = 0;
     return 0;
@@ -849,7 +849,15 @@ int sq_trace_writer_close(sq_trace_writer *w, sq_error *err)
     cJSON_AddStringToObject(root, "id", w->id);
     if (w->owner) cJSON_AddStringToObject(root, "owner", w->owner);
     cJSON_AddNumberToObject(root, "workers", w->workers);
-    cJSON_AddBoolToObject(root, "weights", w->weights_seen == 1);
+    if (w->nweighted == 0 || w->nweighted == w->nsteps) {
+        /* every step or none: the boolean every reader of version 1 reads */
+        cJSON_AddBoolToObject(root, "weights", w->nweighted != 0);
+    } else {
+        cJSON *ws = cJSON_CreateArray();
+        for (size_t i = 0; i < w->nsteps; i++)
+            if (w->weighted[i]) cJSON_AddItemToArray(ws, cJSON_CreateNumber(w->steps[i]));
+        cJSON_AddItemToObject(root, "weights", ws);
+    }
     cJSON_AddStringToObject(root, "dtype", sq_st_dtype_name(w->dtype));
     if (w->topo) cJSON_AddStringToObject(root, "topology", w->topo);
     if (w->model) {

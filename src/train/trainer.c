@@ -50,6 +50,7 @@ const char *sq_train_field_name(sq_train_field f)
     case SQ_TRAIN_FIELD_EVAL_SEQS: return "validation sequences";
     case SQ_TRAIN_FIELD_CAPTURE_EVERY: return "capture interval";
     case SQ_TRAIN_FIELD_CORPUS: return "corpus";
+    case SQ_TRAIN_FIELD_CAPTURE_WEIGHTS_EVERY: return "weight capture interval";
     default: return "";
     }
 }
@@ -104,6 +105,12 @@ int sq_train_validate(const sq_train_config *c, const sq_corpus *corpus, sq_trai
         return invalid(SQ_TRAIN_FIELD_EVAL_SEQS, bad, err, "%d: expected >= 1", c->eval_seqs);
     if (c->capture && c->capture_every < 1)
         return invalid(SQ_TRAIN_FIELD_CAPTURE_EVERY, bad, err, "0: expected >= 1");
+    /* weights come at captured steps: a step that is not captured has no
+    ** gradients, and a trace's every step has its gradients */
+    if (c->capture && c->capture_weights_every % c->capture_every != 0)
+        return invalid(SQ_TRAIN_FIELD_CAPTURE_WEIGHTS_EVERY, bad, err,
+                       "%u: expected a multiple of the capture interval %u",
+                       (unsigned)c->capture_weights_every, (unsigned)c->capture_every);
     if (corpus && (corpus->ntrain <= (size_t)c->seq || corpus->nval <= (size_t)c->seq))
         return invalid(SQ_TRAIN_FIELD_CORPUS, bad, err,
                        "%s: %zu training and %zu validation bytes: each must exceed the "
@@ -462,12 +469,12 @@ static int train_loop(train_state *s, sq_error *err)
     if (rc) return rc;
     for (uint32_t t = 0; t < c->steps; t++) {
         int capture = s->tw && t % c->capture_every == 0;
-        if (capture) {
+        if (capture) res->captured++;
+        if (capture && (!c->capture_weights_every || t % c->capture_weights_every == 0)) {
             /* the masters at the start of the step: what replay gathers */
             double t0 = sq_clock_s();
             if ((rc = capture_file(s, t, -1, s->mptr, err))) return rc;
             res->time[SQ_TT_CAPTURE] += sq_clock_s() - t0;
-            res->captured++;
         }
         if (s->sink && s->sink->tensor)
             for (size_t p = 0; p < s->np; p++)

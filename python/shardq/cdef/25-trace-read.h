@@ -9,7 +9,9 @@ typedef struct sq_trace {
     uint32_t *steps;
     size_t nparams;
     uint64_t elements;
+    size_t nweights;
     ...;
 } sq_trace;
+int sq_trace_step_has_weights(const sq_trace *t, size_t index);
 int sq_trace_open(const char *path, sq_trace *t, sq_error *err);
 void sq_trace_close(sq_trace *t);

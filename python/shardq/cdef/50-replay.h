@@ -38,6 +38,7 @@ typedef struct sq_replay_result {
     sq_bytes_row bytes[4];
     sq_timing_row timings[4];
     sq_coll_time coll[2];
+    size_t weight_steps;
 } sq_replay_result;
 sq_topo sq_replay_default_topo(const sq_trace *t);
 int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_replay_sink *sink,
