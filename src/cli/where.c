@@ -6,6 +6,8 @@
 */
 #include "where.h"
 
+#include "report/report.h"
+
 #include <sqlite3.h>
 
 #include <stdarg.h>
@@ -19,45 +21,16 @@ static const char *const run_columns[] = {"id",   "kind", "status", "sweep", "gr
                                           "scheme", "topo", "device", "trace", "seed", "host",
                                           "version", NULL};
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void add(sbuf *b, const char *fmt, ...)
+static void add_literal(report_buf *b, const char *s, size_t n)
 {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->p && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)k + 64) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    report_printf(b, "'");
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\'')
+            report_printf(b, "''");
+        else
+            report_printf(b, "%c", s[i]);
     }
-}
-
-/* s as an SQL string literal */
-static void add_literal(sbuf *b, const char *s, size_t n)
-{
-    add(b, "'");
-    for (size_t i = 0; i < n; i++) add(b, s[i] == '\'' ? "''" : "%c", s[i]);
-    add(b, "'");
+    report_printf(b, "'");
 }
 
 /* Whether text is a decimal number (what a knob's numeric value looks like). */
@@ -71,17 +44,17 @@ static int numeric(const char *s)
 
 /* "value = V" for the text column v, numerically when V is a number and the
 ** stored value is one too (CAST of 'sr' would be 0). */
-static void add_equal(sbuf *b, const char *v, const char *val, size_t n, int num)
+static void add_equal(report_buf *b, const char *v, const char *val, size_t n, int num)
 {
-    add(b, "(%s = ", v);
+    report_printf(b, "(%s = ", v);
     add_literal(b, val, n);
     if (num) {
-        add(b, " OR (%s GLOB '*[0-9]*' AND %s NOT GLOB '*[^0-9.eE+-]*' AND CAST(%s AS REAL) = ", v,
+        report_printf(b, " OR (%s GLOB '*[0-9]*' AND %s NOT GLOB '*[^0-9.eE+-]*' AND CAST(%s AS REAL) = ", v,
             v, v);
         add_literal(b, val, n);
-        add(b, ")");
+        report_printf(b, ")");
     }
-    add(b, ")");
+    report_printf(b, ")");
 }
 
 /* 1 when the query with text bound to ?1 returns a row, 0 when not, -1 on
@@ -99,9 +72,9 @@ static int exists(sqlite3 *db, const char *sql, const char *text)
 char *cli_where_sql(sqlite3 *db, const char *cmd, const char *const *f, int n, const char *col,
                     int *usage)
 {
-    sbuf b = {0};
+    report_buf b = {0};
     *usage = 0;
-    add(&b, n ? "(" : "1");
+    report_printf(&b, n ? "(" : "1");
     for (int i = 0; i < n; i++) {
         const char *eq = strchr(f[i], '=');
         if (!eq || eq == f[i]) {
@@ -118,7 +91,7 @@ char *cli_where_sql(sqlite3 *db, const char *cmd, const char *const *f, int n, c
         const char *val = eq + 1;
         size_t vn = strlen(val);
         int num = numeric(val);
-        if (i) add(&b, " AND ");
+        if (i) report_printf(&b, " AND ");
         int is_col = 0;
         for (const char *const *c = run_columns; *c; c++) is_col |= strcmp(*c, key) == 0;
         if (is_col) {
@@ -142,11 +115,11 @@ char *cli_where_sql(sqlite3 *db, const char *cmd, const char *const *f, int n, c
         int stored = exists(db, "SELECT 1 FROM params WHERE key = ?1 LIMIT 1", key);
         if (stored < 0) goto failed_read;
         if (stored) {
-            add(&b, "%sid IN (SELECT run_id FROM params WHERE key = ", col);
+            report_printf(&b, "%sid IN (SELECT run_id FROM params WHERE key = ", col);
             add_literal(&b, key, strlen(key));
-            add(&b, " AND ");
+            report_printf(&b, " AND ");
             add_equal(&b, "value", val, vn, num);
-            add(&b, ")");
+            report_printf(&b, ")");
             continue;
         }
         /* A.B for the params A.X.B: every one of a run's must match */
@@ -173,14 +146,14 @@ char *cli_where_sql(sqlite3 *db, const char *cmd, const char *const *f, int n, c
         /* the dots of A.X.B: those of the shorthand plus one */
         int dots = 1;
         for (const char *p = key; *p; p++) dots += *p == '.';
-        add(&b, "%sid IN (SELECT run_id FROM params WHERE key GLOB ", col);
+        report_printf(&b, "%sid IN (SELECT run_id FROM params WHERE key GLOB ", col);
         add_literal(&b, glob, strlen(glob));
-        add(&b, " AND length(key) - length(replace(key, '.', '')) = %d GROUP BY run_id "
+        report_printf(&b, " AND length(key) - length(replace(key, '.', '')) = %d GROUP BY run_id "
                 "HAVING min(", dots);
         add_equal(&b, "value", val, vn, num);
-        add(&b, ") = 1)");
+        report_printf(&b, ") = 1)");
     }
-    if (n) add(&b, ")");
+    if (n) report_printf(&b, ")");
     if (b.oom) {
         fprintf(stderr, "shardq %s: out of memory\n", cmd);
         goto fail;
