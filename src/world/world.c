@@ -532,27 +532,34 @@ int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
     if ((rc = check_worker(w, r, host_grad)) || (rc = check_finite(w, host_grad, w->n, r, "gradient")))
         return rc;
     /* Megatron divides the fp32 gradient buffer by N before reducing, so
-    ** that the sum is the mean; we do the same division, in fp32. */
+    ** that the sum is the mean; we do the same division, in fp32. A worker
+    ** in host memory takes the result straight into its buffer (no staging
+    ** and copy: this runs for every worker at every step). */
+    float *dst = sq_world_holds(w, r) && sq_backend_kind_of(w->workers[r].be) == SQ_BACKEND_CPU
+                     ? w->workers[r].grad
+                     : w->stage;
     float div = (float)w->N;
     if (w->scheme.grad_mean && w->N > 1)
-        for (uint64_t i = 0; i < w->n; i++) w->stage[i] = host_grad[i] / div;
+        for (uint64_t i = 0; i < w->n; i++) dst[i] = host_grad[i] / div;
     else
-        memcpy(w->stage, host_grad, (size_t)w->n * sizeof(float));
+        memcpy(dst, host_grad, (size_t)w->n * sizeof(float));
     if (w->scheme.grad_dtype == SQ_GRAD_FP16) {
         /* qgZ quantizes fp16 gradients: the input rounded to fp16 (after
         ** the division, where DeepSpeed divides by K after the hops) */
         for (uint64_t i = 0; i < w->n; i++) {
-            float h = sq_f16_to_f32(sq_f32_to_f16(w->stage[i]));
+            float h = sq_f16_to_f32(sq_f32_to_f16(dst[i]));
             if (h - h != 0.0f)
                 return sq_world_set_error(w, SQ_ERR_RANGE,
                                           "worker %d: gradient element %llu = %g overflows fp16 "
                                           "(grad.dtype=fp16)",
-                                          r, (unsigned long long)i, (double)w->stage[i]);
-            w->stage[i] = h;
+                                          r, (unsigned long long)i, (double)dst[i]);
+            dst[i] = h;
         }
     }
-    memset(w->stage + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
-    return put(w, r, w->workers[r].grad, w->stage, w->padded * 4, "writing the gradient");
+    memset(dst + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
+    return dst == w->stage ? put(w, r, w->workers[r].grad, w->stage, w->padded * 4,
+                                 "writing the gradient")
+                           : SQ_OK;
 }
 
 int sq_world_get_grad_shard(sq_world *w, int r, float *host_out)
@@ -568,10 +575,14 @@ int sq_world_replicas_differ(sq_world *w, const float *what0, float *tmp, int *d
     if (rc) return rc;
     if (!w->tr) {
         for (int r = 0; r < w->N; r++) {
-            if ((rc = get(w, r, tmp, w->workers[r].what, w->n * 4, "reading the model weights")))
-                return rc;
+            /* a replica in host memory is compared where it lies */
+            const float *x = w->workers[r].what;
+            if (sq_backend_kind_of(w->workers[r].be) != SQ_BACKEND_CPU) {
+                if ((rc = get(w, r, tmp, x, w->n * 4, "reading the model weights"))) return rc;
+                x = tmp;
+            }
             /* bytes, not values: -0 against +0 or two NaNs are a divergence too */
-            if (memcmp(tmp, what0, (size_t)w->n * sizeof *tmp) != 0) {
+            if (memcmp(x, what0, (size_t)w->n * sizeof *tmp) != 0) {
                 *differs = r;
                 return SQ_OK;
             }
