@@ -27,6 +27,22 @@ void sq_erracc_add(sq_erracc *a, const float *got, const double *exact, uint64_t
     a->n += n;
 }
 
+void sq_erracc_add_f32(sq_erracc *a, const float *got, const float *exact, uint64_t n)
+{
+    /* sq_erracc_add's loop, the reference widened as it is read */
+    for (uint64_t i = 0; i < n; i++) {
+        double y = got[i], x = exact[i], e = y - x;
+        a->sum_e2 += e * e;
+        a->sum_x2 += x * x;
+        a->sum_y2 += y * y;
+        a->sum_xy += x * y;
+        a->sum_e += e;
+        if (fabs(e) > a->max_abs) a->max_abs = fabs(e);
+        if (y == 0.0 && x != 0.0) a->zeroed++;
+    }
+    a->n += n;
+}
+
 sq_errstats sq_erracc_finish(const sq_erracc *a)
 {
     sq_errstats s;

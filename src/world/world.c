@@ -96,6 +96,14 @@ static int check_counters(sq_world *w)
 static int alloc_floats(sq_world *w, int r, uint64_t n, float **p, const char *what)
 {
     void *q = NULL;
+    if (sq_backend_kind_of(w->workers[r].be) == SQ_BACKEND_CPU) {
+        /* zero pages from the system: no pass of our own over memory the
+        ** first step writes anyway */
+        if (!(*p = calloc(n ? (size_t)n : 1, sizeof(float))))
+            return sq_world_set_error(w, SQ_ERR_NOMEM, "worker %d (cpu): %s: out of memory "
+                                      "(%llu floats)", r, what, (unsigned long long)n);
+        return SQ_OK;
+    }
     int rc = sq_backend_alloc(w->workers[r].be, (size_t)n * sizeof(float), &q);
     if (rc) return sq_world_fail(w, r, rc, what);
     rc = sq_backend_fill(w->workers[r].be, q, 0, (size_t)n * sizeof(float));
