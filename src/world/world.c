@@ -4,6 +4,7 @@
 */
 #include "world/world_internal.h"
 #include "sq_hd.h"
+#include "sq_internal.h"
 #include "shardq/trace.h" /* SQ_FNV1A64_BASIS */
 
 #include <stdarg.h>
@@ -534,11 +535,23 @@ int sq_world_get_weights(sq_world *w, int r, float *host_out)
     return rc ? rc : get(w, r, host_out, w->workers[r].what, w->n * 4, "reading the model weights");
 }
 
+/* dst = x / div, returning whether any x is not finite: the check rides
+** on the pass that reads x anyway. */
+SQ_MULTIVERSION
+static int div_pass(const float *restrict x, float div, uint64_t n, float *restrict dst)
+{
+    uint32_t bad = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        dst[i] = x[i] / div;
+        bad |= sq_hd_nonfinite(x[i]);
+    }
+    return bad != 0;
+}
+
 int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
 {
     int rc;
-    if ((rc = check_worker(w, r, host_grad)) || (rc = check_finite(w, host_grad, w->n, r, "gradient")))
-        return rc;
+    if ((rc = check_worker(w, r, host_grad))) return rc;
     /* Megatron divides the fp32 gradient buffer by N before reducing, so
     ** that the sum is the mean; we do the same division, in fp32. A worker
     ** in host memory takes the result straight into its buffer (no staging
@@ -546,11 +559,8 @@ int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
     float *dst = sq_world_holds(w, r) && sq_backend_kind_of(w->workers[r].be) == SQ_BACKEND_CPU
                      ? w->workers[r].grad
                      : w->stage;
-    float div = (float)w->N;
-    if (w->scheme.grad_mean && w->N > 1)
-        for (uint64_t i = 0; i < w->n; i++) dst[i] = host_grad[i] / div;
-    else
-        memcpy(dst, host_grad, (size_t)w->n * sizeof(float));
+    float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
+    if (div_pass(host_grad, div, w->n, dst)) return check_finite(w, host_grad, w->n, r, "gradient");
     if (w->scheme.grad_dtype == SQ_GRAD_FP16) {
         /* qgZ quantizes fp16 gradients: the input rounded to fp16 (after
         ** the division, where DeepSpeed divides by K after the hops) */
