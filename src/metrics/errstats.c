@@ -3,6 +3,7 @@
 */
 #include "shardq/metrics.h"
 #include "metrics_internal.h"
+#include "sq_internal.h"
 #include "sq_hd.h"
 
 #include <float.h>
@@ -120,7 +121,7 @@ static uint64_t clipped_slow(const sq_codec *c, sq_code_range l, const float *x,
 ** the transform and the per-element pass are needed only for a group
 ** that is tiny, all zero, or not finite. (DeepSpeed's levels stop at
 ** qm - 1 above, and min-max groups are left to the long way.) */
-static int group_safe(const float *x, uint64_t m, float div)
+static inline __attribute__((always_inline)) int group_safe(const float *x, uint64_t m, float div)
 {
     float a = 0;
     int bad = 0;
@@ -132,6 +133,7 @@ static int group_safe(const float *x, uint64_t m, float div)
     return !bad && a >= 0x1p-40f * div;
 }
 
+SQ_MULTIVERSION
 uint64_t sq_count_clipped_div(const sq_codec *c, const float *x, uint64_t n, float div)
 {
     if (sq_codec_validate(c) != SQ_OK || n == 0) return 0;
