@@ -7,6 +7,7 @@
 */
 #include "shardq/metrics.h"
 #include "shardq/world.h"
+#include "metrics/metrics_internal.h"
 
 #include "check_util.h"
 
@@ -132,6 +133,64 @@ START_TEST(test_clipped_by_hand)
     ck_assert_uint_eq(sq_count_clipped(&c, x, 12), 0);
     c.kind = SQ_KIND_MINMAX;
     ck_assert_uint_eq(sq_count_clipped(&c, x, 12), 0);
+}
+END_TEST
+
+/* The clipped count of x / div the long way, group by group: the
+** reference the short cut of sq_count_clipped must agree with. */
+static uint64_t clipped_reference(const sq_codec *c, const float *x, uint64_t n, float div)
+{
+    float buf[256];
+    const float qm = (float)((1 << (c->bits - 1)) - 1);
+    uint64_t clipped = 0;
+    for (uint64_t k = 0; k < n; k += c->group) {
+        uint64_t m = n - k < c->group ? n - k : c->group;
+        for (uint64_t i = 0; i < m; i++) buf[i] = x[k + i] / div;
+        if (c->hadamard) sq_hadamard(buf, m, c->hadamard);
+        float a = 0;
+        for (uint64_t i = 0; i < m; i++) a = fabsf(buf[i]) > a ? fabsf(buf[i]) : a;
+        for (uint64_t i = 0; i < m; i++) {
+            float q = rintf(a > 0 ? buf[i] * (qm / a) : 0);
+            if (q > qm || q < -qm) clipped++;
+        }
+    }
+    return clipped;
+}
+
+START_TEST(test_clipped_tiny_groups)
+{
+    /* SDP4Bit's levels clip only where qm / absmax overflows: groups of
+    ** subnormal values (after the Hadamard too), which the short cut must
+    ** send the long way; ordinary, zero and huge groups clip nothing */
+    enum { G = 128, NG = 100, N = NG * G + 50 };
+    static float x[N];
+    uint64_t s = 7;
+    for (int i = 0; i < N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
+    }
+    for (int i = 0; i < G; i++) {
+        x[3 * G + i] = 1e-41f;                  /* all one subnormal: 1 clipped */
+        x[5 * G + i] = (i % 3 ? -1 : 1) * 1e-40f; /* subnormal, mixed signs */
+        x[7 * G + i] = 0;                       /* zero: none */
+        x[9 * G + i] = i ? 0 : 1e-44f;          /* one subnormal */
+        x[11 * G + i] = 3e38f;                  /* the Hadamard overflows: none */
+    }
+    for (int i = NG * G; i < N; i++) x[i] = 2e-41f; /* the short last group */
+    sq_codec c = sq_codec_default();
+    c.bits = 4;
+    c.group = G;
+    c.levels = SQ_LEVELS_SDP4BIT;
+    c.hadamard = 32;
+    uint64_t want = clipped_reference(&c, x, N, 1.0f);
+    ck_assert_uint_gt(want, 0);
+    ck_assert_uint_eq(sq_count_clipped(&c, x, N), want);
+    ck_assert_uint_eq(sq_count_clipped_div(&c, x, N, 6.0f), clipped_reference(&c, x, N, 6.0f));
+    c.hadamard = 0;
+    want = clipped_reference(&c, x, N, 1.0f);
+    ck_assert_uint_gt(want, 0);
+    ck_assert_uint_eq(sq_count_clipped(&c, x, N), want);
+    ck_assert_uint_eq(sq_count_clipped_div(&c, x, N, 8.0f), clipped_reference(&c, x, N, 8.0f));
 }
 END_TEST
 
@@ -358,6 +417,7 @@ int main(void)
     tcase_add_test(tc, test_stats_in_pieces);
     tcase_add_test(tc, test_stats_edges);
     tcase_add_test(tc, test_clipped_by_hand);
+    tcase_add_test(tc, test_clipped_tiny_groups);
     tcase_add_test(tc, test_frac);
     suite_add_tcase(s, tc);
     tc = tcase_create("step");

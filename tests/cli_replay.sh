@@ -163,6 +163,30 @@ assert e[3] > 2 * e[0], e
 expect_fail_with 1 "the weight path needs at least two steps with weights" \
   "$SHARDQ" replay --no-db --paths weight --steps 10 "$T/cad10"
 
+# --- F64 values: the reference is the file's fp64 values, not their fp32 copy -
+# x64 = f + ulp(f)/4 (f an fp32 number) rounds to f: the world sees the same
+# fp32 values in both files, the exact mean differs by the quarter ulps
+pyrun "write an F64 file and its fp32 rounding as F32" "
+import json, struct
+f = [struct.unpack('<f', struct.pack('<f', 0.001 * (k + 1) * (-1) ** k))[0] for k in range(256)]
+def ulp(x):
+    b = struct.unpack('<I', struct.pack('<f', abs(x)))[0]
+    return struct.unpack('<f', struct.pack('<I', b + 1))[0] - abs(x)
+for name, fmt, dt, vals in (('f64', 'd', 'F64', [x + ulp(x) / 4 for x in f]), ('f32', 'f', 'F32', f)):
+    data = struct.pack('<%d%s' % (len(vals), fmt), *vals)
+    hdr = json.dumps({'g': {'dtype': dt, 'shape': [len(vals)], 'data_offsets': [0, len(data)]}}).encode()
+    hdr += b' ' * (-len(hdr) % 8)
+    open(sys.argv[1] + '/' + name + '.safetensors', 'wb').write(struct.pack('<Q', len(hdr)) + hdr + data)
+" "$T"
+"$SHARDQ" replay --no-db --json --scheme baseline "$T/f64.safetensors" >"$T/f64.json"
+"$SHARDQ" replay --no-db --json --scheme baseline "$T/f32.safetensors" >"$T/f32.json"
+pyrun "an F64 trace is measured against its fp64 values" "
+a, b = (json.load(open(x)) for x in sys.argv[1:3])
+assert a['bytes'] == b['bytes']
+assert a['grad']['mean_signed'] < b['grad']['mean_signed'], (a['grad'], b['grad'])
+assert a['grad']['max_abs'] != b['grad']['max_abs'], (a['grad'], b['grad'])
+" "$T/f64.json" "$T/f32.json"
+
 # --- keys: a configuration done is not done again ---------------------------
 ok "a run under a key" "$SHARDQ" replay --db "$T/k.db" --key K1 -q tr
 "$SHARDQ" replay --db "$T/k.db" --key K1 tr >"$T/again.out" 2>&1

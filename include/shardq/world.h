@@ -308,7 +308,8 @@ int sq_world_gather_weights(sq_world *w, uint32_t step);
 int sq_world_get_weights(sq_world *w, int r, float *host_out);
 
 /* Gradients. put_grad: worker r's gradient (n elements, finite; divided by N
-** on the way in when the scheme averages). reduce: the gradient
+** on the way in when the scheme averages; after a refusal the worker's
+** gradient is undefined until the next put). reduce: the gradient
 ** reduce-scatter of step `step`. get_grad_shard: worker r's partition of
 ** the result, shard elements. */
 int sq_world_put_grad(sq_world *w, int r, const float *host_grad);

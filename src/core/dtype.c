@@ -33,7 +33,15 @@ void sq_f16_to_f32_n(const uint16_t *h, float *out, size_t n)
 
 size_t sq_find_nonfinite(const float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    /* blocks without an early exit vectorise; the block that holds one is
+    ** then searched element by element */
+    size_t i = 0;
+    for (; i + 256 <= n; i += 256) {
+        int bad = 0;
+        for (size_t j = 0; j < 256; j++) bad |= sq_hd_nonfinite(x[i + j]);
+        if (bad) break;
+    }
+    for (; i < n; i++)
         if (sq_hd_nonfinite(x[i])) return i;
     return n;
 }

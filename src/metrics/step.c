@@ -5,6 +5,7 @@
 ** replay, world and train give the same figures whatever the threads.
 */
 #include "shardq/metrics.h"
+#include "metrics_internal.h"
 #include "sq_hd.h"
 
 #include <math.h>
@@ -40,10 +41,10 @@ uint64_t sq_step_add_grad(const sq_world *w, double *exact, const float *x32,
     const sq_wire *gw = first_grad_wire(w);
     if (sq_world_grad_path(w) == SQ_GRAD_NONE || sq_wire_raw(gw)) return 0;
     float div = sc->grad_mean ? (float)N : 1.0f;
-    for (uint64_t i = 0; i < n; i++) tmp[i] = x32[i] / div;
+    if (sc->grad_dtype != SQ_GRAD_FP16)
+        return (uint64_t)copies * sq_count_clipped_div(&gw->codec, x32, n, div);
     /* grad.dtype=fp16: the quantizer sees the input rounded to fp16 */
-    if (sc->grad_dtype == SQ_GRAD_FP16)
-        for (uint64_t i = 0; i < n; i++) tmp[i] = sq_f16_to_f32(sq_f32_to_f16(tmp[i]));
+    for (uint64_t i = 0; i < n; i++) tmp[i] = sq_f16_to_f32(sq_f32_to_f16(x32[i] / div));
     return (uint64_t)copies * sq_count_clipped(&gw->codec, tmp, n);
 }
 

@@ -4,6 +4,7 @@
 #include "shardq/replay.h"
 #include "shardq/layout.h"
 #include "shardq/metrics.h"
+#include "metrics/metrics_internal.h"
 #include "sq_clock.h"
 #include "trace/wfile.h"
 
@@ -137,14 +138,42 @@ typedef struct unit_run {
 } unit_run;
 
 /* Loads param slot k of trace worker tw (worker < 0: the weights) into
-** x + offset and x64 + offset. */
+** x + offset and, unless x64 is NULL, x64 + offset. */
 static int load_slot(replay_state *st, sq_trace_step *ts, int tw, const sq_layout_slot *k, float *x,
                      double *x64, sq_error *err)
 {
     double t0 = sq_clock_s();
-    int rc = sq_trace_load(ts, tw, k->param, x + k->offset, x64 + k->offset, err);
+    int rc = sq_trace_load(ts, tw, k->param, x + k->offset, x64 ? x64 + k->offset : NULL, err);
     if (!rc) count_read(st, ts, tw, k->param, t0);
     return rc;
+}
+
+/* Whether the unit's values in the file of trace worker tw (worker < 0:
+** the weights) need fp64 to be held exactly: only F64 does; F32, F16 and
+** BF16 values are fp32 numbers, so the fp64 reference is their fp32 copy
+** widened, and the replay skips writing and reading an fp64 copy. */
+static int unit_wide(const replay_state *st, const sq_trace_step *ts, int tw, const unit_run *ur)
+{
+    if (ts->npy) return 0;
+    for (size_t k = 0; k < ur->count; k++) {
+        size_t p = ur->slot[k].param;
+        const sq_st_entry *e = tw < 0 ? ts->wentry[p] : ts->gentry[(size_t)tw * st->t->nparams + p];
+        if (e->dtype == SQ_ST_F64) return 1;
+    }
+    return 0;
+}
+
+/* Loads the unit from the file of trace worker tw into x, and into x64 when
+** its values need fp64 (*wide). */
+static int load_unit(replay_state *st, sq_trace_step *ts, int tw, const unit_run *ur, float *x,
+                     double *x64, int *wide, sq_error *err)
+{
+    *wide = unit_wide(st, ts, tw, ur);
+    for (size_t k = 0; k < ur->count; k++) {
+        int rc = load_slot(st, ts, tw, &ur->slot[k], x, *wide ? x64 : NULL, err);
+        if (rc) return rc;
+    }
+    return SQ_OK;
 }
 
 /* The gradient path of unit ur at trace step ts: stats per slot into
@@ -160,14 +189,14 @@ static int grad_step(replay_state *st, unit_run *ur, sq_trace_step *ts, uint64_t
     int rc;
     sq_step_exact_zero(w, b->exact);
     for (int tw = 0; tw < W && tw < N; tw++) {
-        for (size_t k = 0; k < ur->count; k++)
-            if ((rc = load_slot(st, ts, tw, &ur->slot[k], b->g, b->g64, err))) return rc;
+        int wide;
+        if ((rc = load_unit(st, ts, tw, ur, b->g, b->g64, &wide, err))) return rc;
         uint32_t copies = 0;
         for (int r = tw; r < N; r += W) {
             copies++;
             if ((rc = sq_world_put_grad(w, r, b->g))) return world_fail(w, rc, err);
         }
-        *clipped += sq_step_add_grad(w, b->exact, b->g, b->g64, copies, b->tmp);
+        *clipped += sq_step_add_grad(w, b->exact, b->g, wide ? b->g64 : NULL, copies, b->tmp);
     }
     sq_step_exact_mean(w, b->exact);
     double t0 = sq_clock_s();
@@ -235,9 +264,8 @@ static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t
     param_bufs *b = &ur->b;
     const int N = sq_world_workers(w);
     const uint64_t n = ur->n, S = sq_world_shard(w);
-    int rc;
-    for (size_t k = 0; k < ur->count; k++)
-        if ((rc = load_slot(st, ts, -1, &ur->slot[k], b->wcur, b->g64, err))) return rc;
+    int rc, wide;
+    if ((rc = load_unit(st, ts, -1, ur, b->wcur, b->g64, &wide, err))) return rc;
     *did = 0;
     if (s == st->wfirst) {
         /* the full-precision broadcast that starts training; w-hat is what
@@ -249,18 +277,27 @@ static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t
     *clipped += sq_step_weight_clipped(w, b->wcur, b->what0, n, b->tmp);
     for (int r = 0; r < N; r++) {
         uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
-        memset(b->shard, 0, (size_t)S * sizeof *b->shard);
-        if (len) memcpy(b->shard, b->wcur + first, (size_t)len * sizeof *b->shard);
-        if ((rc = sq_world_put_master(w, r, b->shard))) return world_fail(w, rc, err);
+        const float *src = b->wcur + first;
+        if (len < S) {
+            /* a shard that reaches into the padding: zeros past the model */
+            memset(b->shard, 0, (size_t)S * sizeof *b->shard);
+            if (len) memcpy(b->shard, b->wcur + first, (size_t)len * sizeof *b->shard);
+            src = b->shard;
+        }
+        if ((rc = sq_world_put_master(w, r, src))) return world_fail(w, rc, err);
     }
     double t0 = sq_clock_s();
     if ((rc = sq_world_gather_weights(w, ts->step))) return world_fail(w, rc, err);
     add_timing(st, T_WEIGHT, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
     t0 = sq_clock_s();
     if ((rc = read_what(st, ur, ts->step, err))) return rc;
-    for (size_t k = 0; k < ur->count; k++)
-        sq_erracc_add(&ur->we[k], b->what0 + ur->slot[k].offset, b->g64 + ur->slot[k].offset,
-                      ur->slot[k].n);
+    for (size_t k = 0; k < ur->count; k++) {
+        const sq_layout_slot *sl = &ur->slot[k];
+        if (wide)
+            sq_erracc_add(&ur->we[k], b->what0 + sl->offset, b->g64 + sl->offset, sl->n);
+        else
+            sq_erracc_add_f32(&ur->we[k], b->what0 + sl->offset, b->wcur + sl->offset, sl->n);
+    }
     add_timing(st, T_STATS, sq_clock_s() - t0, 0);
     *did = 1;
     return give_weights(st, ur, ts->step, err);

@@ -4,6 +4,7 @@
 */
 #include "world/world_internal.h"
 #include "sq_hd.h"
+#include "sq_internal.h"
 #include "shardq/trace.h" /* SQ_FNV1A64_BASIS */
 
 #include <stdarg.h>
@@ -96,6 +97,14 @@ static int check_counters(sq_world *w)
 static int alloc_floats(sq_world *w, int r, uint64_t n, float **p, const char *what)
 {
     void *q = NULL;
+    if (sq_backend_kind_of(w->workers[r].be) == SQ_BACKEND_CPU) {
+        /* zero pages from the system: no pass of our own over memory the
+        ** first step writes anyway */
+        if (!(*p = calloc(n ? (size_t)n : 1, sizeof(float))))
+            return sq_world_set_error(w, SQ_ERR_NOMEM, "worker %d (cpu): %s: out of memory "
+                                      "(%llu floats)", r, what, (unsigned long long)n);
+        return SQ_OK;
+    }
     int rc = sq_backend_alloc(w->workers[r].be, (size_t)n * sizeof(float), &q);
     if (rc) return sq_world_fail(w, r, rc, what);
     rc = sq_backend_fill(w->workers[r].be, q, 0, (size_t)n * sizeof(float));
@@ -526,33 +535,49 @@ int sq_world_get_weights(sq_world *w, int r, float *host_out)
     return rc ? rc : get(w, r, host_out, w->workers[r].what, w->n * 4, "reading the model weights");
 }
 
+/* dst = x / div, returning whether any x is not finite: the check rides
+** on the pass that reads x anyway. */
+SQ_MULTIVERSION
+static int div_pass(const float *restrict x, float div, uint64_t n, float *restrict dst)
+{
+    uint32_t bad = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        dst[i] = x[i] / div;
+        bad |= sq_hd_nonfinite(x[i]);
+    }
+    return bad != 0;
+}
+
 int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
 {
     int rc;
-    if ((rc = check_worker(w, r, host_grad)) || (rc = check_finite(w, host_grad, w->n, r, "gradient")))
-        return rc;
+    if ((rc = check_worker(w, r, host_grad))) return rc;
     /* Megatron divides the fp32 gradient buffer by N before reducing, so
-    ** that the sum is the mean; we do the same division, in fp32. */
-    float div = (float)w->N;
-    if (w->scheme.grad_mean && w->N > 1)
-        for (uint64_t i = 0; i < w->n; i++) w->stage[i] = host_grad[i] / div;
-    else
-        memcpy(w->stage, host_grad, (size_t)w->n * sizeof(float));
+    ** that the sum is the mean; we do the same division, in fp32. A worker
+    ** in host memory takes the result straight into its buffer (no staging
+    ** and copy: this runs for every worker at every step). */
+    float *dst = sq_world_holds(w, r) && sq_backend_kind_of(w->workers[r].be) == SQ_BACKEND_CPU
+                     ? w->workers[r].grad
+                     : w->stage;
+    float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
+    if (div_pass(host_grad, div, w->n, dst)) return check_finite(w, host_grad, w->n, r, "gradient");
     if (w->scheme.grad_dtype == SQ_GRAD_FP16) {
         /* qgZ quantizes fp16 gradients: the input rounded to fp16 (after
         ** the division, where DeepSpeed divides by K after the hops) */
         for (uint64_t i = 0; i < w->n; i++) {
-            float h = sq_f16_to_f32(sq_f32_to_f16(w->stage[i]));
+            float h = sq_f16_to_f32(sq_f32_to_f16(dst[i]));
             if (h - h != 0.0f)
                 return sq_world_set_error(w, SQ_ERR_RANGE,
                                           "worker %d: gradient element %llu = %g overflows fp16 "
                                           "(grad.dtype=fp16)",
-                                          r, (unsigned long long)i, (double)w->stage[i]);
-            w->stage[i] = h;
+                                          r, (unsigned long long)i, (double)dst[i]);
+            dst[i] = h;
         }
     }
-    memset(w->stage + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
-    return put(w, r, w->workers[r].grad, w->stage, w->padded * 4, "writing the gradient");
+    memset(dst + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
+    return dst == w->stage ? put(w, r, w->workers[r].grad, w->stage, w->padded * 4,
+                                 "writing the gradient")
+                           : SQ_OK;
 }
 
 int sq_world_get_grad_shard(sq_world *w, int r, float *host_out)
@@ -568,10 +593,14 @@ int sq_world_replicas_differ(sq_world *w, const float *what0, float *tmp, int *d
     if (rc) return rc;
     if (!w->tr) {
         for (int r = 0; r < w->N; r++) {
-            if ((rc = get(w, r, tmp, w->workers[r].what, w->n * 4, "reading the model weights")))
-                return rc;
+            /* a replica in host memory is compared where it lies */
+            const float *x = w->workers[r].what;
+            if (sq_backend_kind_of(w->workers[r].be) != SQ_BACKEND_CPU) {
+                if ((rc = get(w, r, tmp, x, w->n * 4, "reading the model weights"))) return rc;
+                x = tmp;
+            }
             /* bytes, not values: -0 against +0 or two NaNs are a divergence too */
-            if (memcmp(tmp, what0, (size_t)w->n * sizeof *tmp) != 0) {
+            if (memcmp(x, what0, (size_t)w->n * sizeof *tmp) != 0) {
                 *differs = r;
                 return SQ_OK;
             }

@@ -1,0 +1,21 @@
+/*
+** metrics_internal.h -- what the files of src/metrics share and users do
+** not see.
+*/
+#ifndef SQ_METRICS_INTERNAL_H
+#define SQ_METRICS_INTERNAL_H
+
+#include "shardq/codec.h"
+#include "shardq/metrics.h"
+
+#include <stdint.h>
+
+/* sq_count_clipped of x[i] / div (div >= 1: the division the world makes
+** before quantizing a mean), without staging the quotients. */
+uint64_t sq_count_clipped_div(const sq_codec *c, const float *x, uint64_t n, float div);
+
+/* sq_erracc_add against an fp32 reference (values that fp32 holds
+** exactly): the same sums, without an fp64 copy of the reference. */
+void sq_erracc_add_f32(sq_erracc *a, const float *got, const float *exact, uint64_t n);
+
+#endif
