@@ -49,6 +49,10 @@ shq(s) = "'".shq_(s)."'"
 # sqlite3 program on a read-only connection in safe mode (no extension, no
 # file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
 sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
+# them: read once, then drawn by every plot, series and format from memory
+# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
+fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
 # ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
@@ -87,11 +91,13 @@ set print "-"
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
 # inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
 # preset, label). src/cli/report.c has the same SQL for the report's tables.
+# vv is MATERIALIZED: built once rather than again for every run whose label
+# reads it (which took seconds at a few hundred runs).
 labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
     "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
     " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
     " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
     " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
     " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
@@ -165,16 +171,20 @@ series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') 
 tq = "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4".\
     " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN".\
     " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
-points(p, l) = base(p).", a AS (SELECT round(x, 3) AS gx, avg(x) AS x, avg(err) AS err FROM d".\
-    " WHERE label = '".l."' GROUP BY round(x, 3)), s AS (SELECT round(d.x, 3) AS gx, count(*)".\
-    " - 1 AS df, avg(m.rel_l2) AS mu, avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN step_metrics".\
-    " m ON m.run_id = d.id AND m.path = '".p."' AND m.rel_l2 > 0 WHERE d.label = '".l."'".\
-    " GROUP BY round(d.x, 3)), h AS (SELECT gx, CASE WHEN df > 0 THEN (".tq.") * sqrt(max(m2".\
-    " - mu * mu, 0) / df) ELSE 0 END AS hw FROM s) "
-every(p, l) = "< ".sql(points(p, l)."SELECT a.x, a.err, max(a.err - coalesce(h.hw, 0), a.err".\
-    " / 100), a.err + coalesce(h.hw, 0) FROM a LEFT JOIN h ON h.gx = a.gx ORDER BY a.x")
-front(p, l) = "< ".sql(points(p, l)."SELECT x, err FROM a WHERE NOT EXISTS (SELECT 1 FROM a".\
-    " AS b WHERE b.x <= a.x AND b.err < a.err) ORDER BY x")
+# every series of path p in one query, its label first (read once into a
+# datablock; a series is its rows, x undefined on the others')
+points(p) = base(p).", a AS (SELECT label, round(x, 3) AS gx, avg(x) AS x, avg(err) AS err".\
+    " FROM d GROUP BY label, round(x, 3)), s AS (SELECT d.label, round(d.x, 3) AS gx,".\
+    " count(*) - 1 AS df, avg(m.rel_l2) AS mu, avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN".\
+    " step_metrics m ON m.run_id = d.id AND m.path = '".p."' AND m.rel_l2 > 0 GROUP BY".\
+    " d.label, round(d.x, 3)), h AS (SELECT label, gx, CASE WHEN df > 0 THEN (".tq.") *".\
+    " sqrt(max(m2 - mu * mu, 0) / df) ELSE 0 END AS hw FROM s) "
+every(p) = points(p)."SELECT a.label, a.x, a.err, max(a.err - coalesce(h.hw, 0), a.err / 100),".\
+    " a.err + coalesce(h.hw, 0) FROM a LEFT JOIN h ON h.label = a.label AND h.gx = a.gx".\
+    " ORDER BY a.label, a.x"
+front(p) = points(p)."SELECT label, x, err FROM a WHERE NOT EXISTS (SELECT 1 FROM a AS b".\
+    " WHERE b.label = a.label AND b.x <= a.x AND b.err < a.err) ORDER BY label, x"
+of(l) = strcol(1) eq l ? $2 : NaN
 ids(p) = base(p)."SELECT id FROM d"
 
 gs = series("grad")
@@ -187,6 +197,8 @@ drawn = system(sql(ranges("SELECT id FROM (".ids("grad").") UNION SELECT id FROM
 olds(p) = base(p)."SELECT id FROM d WHERE old"
 old = system(sql(ranges("SELECT id FROM (".olds("grad").") UNION SELECT id FROM (".olds("weight").")")))
 panels = (words(gs) > 0) + (words(ws) > 0)
+if (words(gs) > 0) { load fetch("$gevery", every("grad")); load fetch("$gfront", front("grad")) }
+if (words(ws) > 0) { load fetch("$wevery", every("weight")); load fetch("$wfront", front("weight")) }
 
 # the n-th series of a preset gets the n-th point type and dash
 array pts[6] = [7, 5, 9, 11, 13, 15]
@@ -206,20 +218,20 @@ do for [t = 1:words(formats)] {
     if (words(gs) > 0) {
         set title "gradient reduce-scatter"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(gs)] every("grad", word(gs, i)) using 1:2:3:4 with yerrorbars \
+        plot for [i = 1:words(gs)] $gevery using (of(word(gs, i))):3:4:5 with yerrorbars \
                 lc rgb pcolor(word(word(gs, i), 1)) pt pts[(nth(gs, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
-            for [i = 1:words(gs)] front("grad", word(gs, i)) using 1:2 with linespoints \
+            for [i = 1:words(gs)] $gfront using (of(word(gs, i))):3 with linespoints \
                 lc rgb pcolor(word(word(gs, i), 1)) lw 2 dt nth(gs, i) \
                 pt pts[(nth(gs, i) - 1) % 6 + 1] ps 0.9 title word(gs, i) noenhanced
     }
     if (words(ws) > 0) {
         set title "weight all-gather"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(ws)] every("weight", word(ws, i)) using 1:2:3:4 with yerrorbars \
+        plot for [i = 1:words(ws)] $wevery using (of(word(ws, i))):3:4:5 with yerrorbars \
                 lc rgb pcolor(word(word(ws, i), 1)) pt pts[(nth(ws, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
-            for [i = 1:words(ws)] front("weight", word(ws, i)) using 1:2 with linespoints \
+            for [i = 1:words(ws)] $wfront using (of(word(ws, i))):3 with linespoints \
                 lc rgb pcolor(word(word(ws, i), 1)) lw 2 dt nth(ws, i) \
                 pt pts[(nth(ws, i) - 1) % 6 + 1] ps 0.9 title word(ws, i) noenhanced
     }

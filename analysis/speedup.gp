@@ -36,6 +36,10 @@ shq(s) = "'".shq_(s)."'"
 # sqlite3 program on a read-only connection in safe mode (no extension, no
 # file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
 sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
+# them: read once, then drawn by every plot, series and format from memory
+# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
+fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
 # ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
@@ -74,11 +78,13 @@ set print "-"
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
 # inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
 # preset, label). src/cli/report.c has the same SQL for the report's tables.
+# vv is MATERIALIZED: built once rather than again for every run whose label
+# reads it (which took seconds at a few hundred runs).
 labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
     "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
     " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
     " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
     " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
     " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
@@ -138,8 +144,10 @@ nmodel = int(system(sql("SELECT count(*) FROM (".sel("model").") WHERE id IN (SE
 schemes = system(sql("SELECT group_concat(preset, ' ') FROM (SELECT preset FROM (SELECT DISTINCT".\
     " scheme AS preset FROM model_results WHERE run_id = ".run." AND speedup IS NOT NULL) ORDER BY ".\
     porder.", preset)"))
-rows(s) = "< ".sql("SELECT gpus, speedup FROM model_results WHERE run_id = ".run." AND scheme = '".\
-    s."' AND speedup IS NOT NULL ORDER BY gpus")
+# every scheme's rows in one query, the scheme first: read once, each line its rows
+load fetch("$rows", "SELECT scheme, gpus, speedup FROM model_results WHERE run_id = ".run.\
+    " AND speedup IS NOT NULL ORDER BY scheme, gpus")
+of(s) = strcol(1) eq s ? $2 : NaN
 
 array pts[6] = [7, 5, 9, 11, 13, 15]
 set logscale x 2
@@ -157,7 +165,7 @@ set title sprintf("Predicted speedup against GPU count: model run %s", run).\
 do for [t = 1:words(formats)] {
     eval term(t)
     plot 1 with lines lc rgb "#808080" dt 2 lw 1.5 title "1 (no gain)", \
-        for [i = 1:words(schemes)] rows(word(schemes, i)) using 1:2 with linespoints \
+        for [i = 1:words(schemes)] $rows using (of(word(schemes, i))):3 with linespoints \
             lc rgb pcolor(word(schemes, i)) lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 \
             title word(schemes, i) noenhanced
     set output
