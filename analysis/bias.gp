@@ -209,7 +209,7 @@ do for [t = 1:words(formats)] {
     eval term(t)
     set multiplot layout 1, panels title "Bias of the quantized result: mean over runs (seeds) with its 95% confidence interval"
     if (words(gs) > 0) {
-        set title "gradient reduce-scatter".(gpool ? " (runs pooled over bits and group size)" : "")
+        set title "gradient reduce-scatter".(gpool ? "\n(runs pooled over bits and group size)" : "")
         set yrange [*:*]  # one-column stats would keep only values inside it
         stats $grad using ($2 - $3) nooutput
         lo = STATS_min
@@ -222,7 +222,7 @@ do for [t = 1:words(formats)] {
             lc rgb pcolor(word(word(gs, i), 1)) pt 7 ps 1 lw 1.5 notitle
     }
     if (words(ws) > 0) {
-        set title "weight all-gather".(wpool ? " (runs pooled over bits and group size)" : "")
+        set title "weight all-gather".(wpool ? "\n(runs pooled over bits and group size)" : "")
         set yrange [*:*]  # one-column stats would keep only values inside it
         stats $weight using ($2 - $3) nooutput
         lo = STATS_min

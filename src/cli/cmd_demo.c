@@ -54,6 +54,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char demo_usage[] =
@@ -108,6 +109,11 @@ typedef struct demo {
     /* the done runs of this configuration, found as each phase ends */
     int64_t capture_run, bench_run, model_run;
     idset replays, trains, all;
+    /* the three lines that matter and the setup: printed at the end, and
+    ** the report's page opens with them */
+    char lines[3][1536];
+    char setup[8][768];
+    int nsetup;
 } demo;
 
 static void phase(const demo *d, int k, const char *what)
@@ -852,6 +858,9 @@ static char *id_condition(idset *s)
 
 /* The report of this configuration's runs only: one database may hold
 ** several (another --steps, --tiny or corpus). */
+static void key_compute(demo *d);
+static void setup_compute(demo *d);
+
 static int step_report(demo *d)
 {
     phase(d, 6, "writing the report");
@@ -860,7 +869,14 @@ static int step_report(demo *d)
         fprintf(stderr, "shardq demo: out of memory\n");
         return CLI_RUNTIME;
     }
-    int rc = report_write(d->db, d->report, filter, 0);
+    key_compute(d);
+    setup_compute(d);
+    const char *summary[3] = {d->lines[0], d->lines[1], d->lines[2]};
+    const char *setup[8];
+    for (int i = 0; i < d->nsetup; i++) setup[i] = d->setup[i];
+    report_options o = {.filter = filter, .summary = summary, .nsummary = d->lines[0][0] ? 3 : 0,
+                        .setup = setup, .nsetup = d->nsetup};
+    int rc = report_write_opts(d->db, d->report, &o);
     free(filter);
     return rc;
 }
@@ -942,7 +958,9 @@ static double speedup(sqlite3 *db, int64_t run, const char *scheme, int gpus)
     return q1(db, sql);
 }
 
-static void key_lines(const demo *d)
+/* The three lines that matter into d->lines (empty when the database
+** cannot be read). */
+static void key_compute(demo *d)
 {
     sq_store *s;
     char *reps = idset_sql(&d->replays), *trains = idset_sql(&d->trains);
@@ -971,18 +989,127 @@ static void key_lines(const demo *d)
     sq_store_close(s);
     free(reps), free(trains);
 
-    printf("\nThe three lines that matter:\n");
     /* bits per real parameter: the padding of every tensor paid for */
-    printf("  error:       on the captured gradients sdp4bit (8/4-bit, Hadamard) adds %.3g "
+    snprintf(d->lines[0], sizeof d->lines[0],
+             "error:       on the captured gradients sdp4bit (8/4-bit, Hadamard) adds %.3g "
            "relative L2 error at %.3f bits/param on the %s-node hop, ulq (4/4-bit) %.3g at "
            "%.3f; 4-bit weight differences (qwd) %.3g at %.3f bits/param on the %s-node hop "
-           "against 4-bit weights (qw) %.3g at %.3f\n", g_sdp, b_sdp, lg, g_ulq, b_ulq, w_qwd,
+           "against 4-bit weights (qw) %.3g at %.3f", g_sdp, b_sdp, lg, g_ulq, b_ulq, w_qwd,
            b_qwd, lw, w_qw, b_qw);
-    printf("  convergence: after %d steps the validation loss is %.4f under the baseline, %.4f "
-           "(%+.2f%%) under sdp4bit, %.4f (%+.2f%%) under qw\n", d->steps, v_base, v_sdp,
+    snprintf(d->lines[1], sizeof d->lines[1],
+             "convergence: after %d steps the validation loss is %.4f under the baseline, %.4f "
+           "(%+.2f%%) under sdp4bit, %.4f (%+.2f%%) under qw", d->steps, v_base, v_sdp,
            100 * (v_sdp / v_base - 1), v_qw, 100 * (v_qw / v_base - 1));
-    printf("  scale:       sdp4bit is predicted %.2fx faster than the baseline for GPT-1.3B on "
-           "64 A100 (SDP4Bit measured 2.39x), %.2fx on %d\n", s64, smax, gmax);
+    snprintf(d->lines[2], sizeof d->lines[2],
+             "scale:       sdp4bit is predicted %.2fx faster than the baseline for GPT-1.3B on "
+           "64 A100 (SDP4Bit measured 2.39x), %.2fx on %d", s64, smax, gmax);
+}
+
+/* A text value of the capture run's params (key), or "?" */
+static void param_text(sqlite3 *db, int64_t run, const char *key, char *v, size_t n)
+{
+    sqlite3_stmt *st;
+    snprintf(v, n, "?");
+    if (sqlite3_prepare_v2(db, "SELECT value FROM params WHERE run_id = ?1 AND key = ?2", -1,
+                           &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(v, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+}
+
+/* The processor's name from /proc/cpuinfo ("model name"), else "". */
+static void cpu_name(char *v, size_t n)
+{
+    char line[512];
+    v[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            const char *p = strchr(line, ':') + 1;
+            p += strspn(p, " \t");
+            snprintf(v, n, "%.*s", (int)strcspn(p, "\n"), p);
+            break;
+        }
+    fclose(f);
+}
+
+/* What was run, for the report's Setup: model, corpus, topology, steps,
+** seeds, version, machine, date; from the capture run's stored params. */
+static void setup_compute(demo *d)
+{
+    sq_store *s;
+    d->nsetup = 0;
+    if (open_db(d, &s)) return;
+    sqlite3 *db = sq_store_db(s);
+    char layers[32], ch[32], heads[32], params[32], seq[32], batch[32], lr[32], host[256] = "?";
+    param_text(db, d->capture_run, "model.layers", layers, sizeof layers);
+    param_text(db, d->capture_run, "model.channels", ch, sizeof ch);
+    param_text(db, d->capture_run, "model.heads", heads, sizeof heads);
+    param_text(db, d->capture_run, "model.params", params, sizeof params);
+    param_text(db, d->capture_run, "train.seq", seq, sizeof seq);
+    param_text(db, d->capture_run, "train.batch", batch, sizeof batch);
+    param_text(db, d->capture_run, "train.lr", lr, sizeof lr);
+    char sql[256], seeds[128] = "?";
+    snprintf(sql, sizeof sql, "SELECT host FROM runs WHERE id = %lld", (long long)d->capture_run);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+            snprintf(host, sizeof host, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    char *trains = idset_sql(&d->trains);
+    if (trains) {
+        size_t len = strlen(trains) + 256;
+        char *q = malloc(len);
+        if (q) {
+            snprintf(q, len, "SELECT group_concat(seed, ', ') FROM (SELECT DISTINCT seed FROM "
+                     "runs WHERE id IN (%s) ORDER BY seed)", trains);
+            if (sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK) {
+                if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+                    snprintf(seeds, sizeof seeds, "%s", (const char *)sqlite3_column_text(st, 0));
+                sqlite3_finalize(st);
+            }
+            free(q);
+        }
+        free(trains);
+    }
+    sq_store_close(s);
+    const char *bytes = strrchr(d->corpus_id, ':');
+    char cpu[256], when[64] = "?";
+    cpu_name(cpu, sizeof cpu);
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double np = strtod(params, NULL);
+    char (*u)[768] = d->setup;
+    int n = 0;
+    snprintf(u[n++], sizeof *u, "model: a byte-level GPT, %s layer%s, %s channels, %s heads, "
+             "context %s bytes (%.3g M parameters), batch %s sequences per worker, learning "
+             "rate %.3g", layers, strcmp(layers, "1") ? "s" : "", ch, heads, seq, np / 1e6,
+             batch, strtod(lr, NULL));
+    snprintf(u[n++], sizeof *u, "corpus: %s (%s bytes, copied as %s)", d->corpus_src,
+             bytes ? bytes + 1 : "?", d->corpus_name);
+    snprintf(u[n++], sizeof *u, "topology: %s workers (nodes x workers per node), sharded data "
+             "parallel, collectives emulated in one process", d->tiny ? "1 x 2" : "2 x 4");
+    snprintf(u[n++], sizeof *u, "steps: %d per training run, every %s-th evaluated on held-out "
+             "text and its weights and gradients captured for the replays", d->steps, d->every);
+    snprintf(u[n++], sizeof *u, "seeds: %s (training); the replays as their recipe says", seeds);
+    snprintf(u[n++], sizeof *u, "version: shardq %s", SHARDQ_VERSION_STRING);
+    snprintf(u[n++], sizeof *u, "machine: %s, %s%s%ld cores", host, cpu, cpu[0] ? ", " : "",
+             cores);
+    snprintf(u[n++], sizeof *u, "date: %s", when);
+    d->nsetup = n;
+}
+
+static void key_lines(const demo *d)
+{
+    printf("\nThe three lines that matter:\n");
+    for (int i = 0; i < 3; i++) printf("  %s\n", d->lines[i]);
 }
 
 /* ------------------------------------------------------------------------ */

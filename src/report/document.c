@@ -244,6 +244,21 @@ void report_para(report_doc *d, const char *text)
     report_printf(&d->html, "</p>\n");
 }
 
+void report_list(report_doc *d, const char *const *items, int n)
+{
+    report_printf(&d->html, "<ul>\n");
+    for (int i = 0; i < n; i++) {
+        report_printf(&d->md, "- ");
+        md_text(&d->md, items[i]);
+        report_printf(&d->md, "\n");
+        report_printf(&d->html, "<li>");
+        html_text(&d->html, items[i]);
+        report_printf(&d->html, "</li>\n");
+    }
+    report_printf(&d->md, "\n");
+    report_printf(&d->html, "</ul>\n");
+}
+
 void report_figure(report_doc *d, const char *name, const char *title, const char *caption)
 {
     report_printf(&d->md, "### ");
