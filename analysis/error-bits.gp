@@ -9,9 +9,10 @@
 # 16 and 32 bits (bf16, fp32) are left out: they are not what the figure
 # compares, and fp32 adds no error to draw on a log scale. A scheme is its
 # preset, with the knobs that vary between its runs other than bits and group
-# (which move it along x) named after it. Open points are every configuration
-# (mean over seeds); the line joins those that no other configuration of the
-# scheme beats with as few bits.
+# (which move it along x) named after it. Every configuration is a point
+# (mean over seeds), open unless it is on the line, which joins those that no
+# other configuration of the scheme beats with as few bits (filled). Series at
+# one cost are set side by side (spread below).
 #
 #   gnuplot -e "db='shardq.db'" analysis/error-bits.gp
 #   gnuplot -e "db='shardq.db'; out='figs'; runs=\"sweep = 'demo'\"" analysis/error-bits.gp
@@ -204,6 +205,16 @@ if (words(ws) > 0) { load fetch("$wevery", every("weight")); load fetch("$wfront
 array pts[6] = [7, 5, 9, 11, 13, 15]
 nth(list, i) = 1 + sum [_j = 1:i] (_j < i && word(word(list, _j), 1) eq word(word(list, i), 1) ? 1 : 0)
 
+# Schemes at one cost would hide one another (qw under zeropp, qwd under
+# sdp4bit): the i-th of n series of a panel is drawn (i - (n+1)/2) * 1.2% of
+# the panel's x span to the side, at most 5% on either side.
+spread(n) = n > 1 ? (0.1 / (n - 1) < 0.012 ? 0.1 / (n - 1) : 0.012) : 0
+gdx = 0
+wdx = 0
+if (words(gs) > 0) { stats $gevery using 2 nooutput; gdx = spread(words(gs)) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
+if (words(ws) > 0) { stats $wevery using 2 nooutput; wdx = spread(words(ws)) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
+sx(i, n, dx) = (i - (n + 1) / 2.0) * dx
+set offsets graph 0.06, graph 0.06, 0, 0
 set logscale y
 set format y "10^{%L}"
 set grid xtics ytics mytics lc rgb "#e0e0e0"
@@ -214,24 +225,24 @@ set ytics nomirror
 
 do for [t = 1:words(formats)] {
     eval term(t)
-    set multiplot layout 1, panels title "Quantization error against bits per parameter: every configuration (open, 95% interval over steps and seeds), the best at each cost (line)" font ",9"
+    set multiplot layout 1, panels title "Quantization error against bits per parameter: open, a configuration another beats with as few bits;\nfilled and joined, the best at each cost; bars, 95% intervals over steps and seeds; schemes set side by side at one cost" font ",9"
     if (words(gs) > 0) {
         set title "gradient reduce-scatter"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(gs)] $gevery using (of(word(gs, i))):3:4:5 with yerrorbars \
+        plot for [i = 1:words(gs)] $gevery using (of(word(gs, i)) + sx(i, words(gs), gdx)):3:4:5 with yerrorbars \
                 lc rgb pcolor(word(word(gs, i), 1)) pt pts[(nth(gs, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
-            for [i = 1:words(gs)] $gfront using (of(word(gs, i))):3 with linespoints \
+            for [i = 1:words(gs)] $gfront using (of(word(gs, i)) + sx(i, words(gs), gdx)):3 with linespoints \
                 lc rgb pcolor(word(word(gs, i), 1)) lw 2 dt nth(gs, i) \
                 pt pts[(nth(gs, i) - 1) % 6 + 1] ps 0.9 title word(gs, i) noenhanced
     }
     if (words(ws) > 0) {
         set title "weight all-gather"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(ws)] $wevery using (of(word(ws, i))):3:4:5 with yerrorbars \
+        plot for [i = 1:words(ws)] $wevery using (of(word(ws, i)) + sx(i, words(ws), wdx)):3:4:5 with yerrorbars \
                 lc rgb pcolor(word(word(ws, i), 1)) pt pts[(nth(ws, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
-            for [i = 1:words(ws)] $wfront using (of(word(ws, i))):3 with linespoints \
+            for [i = 1:words(ws)] $wfront using (of(word(ws, i)) + sx(i, words(ws), wdx)):3 with linespoints \
                 lc rgb pcolor(word(word(ws, i), 1)) lw 2 dt nth(ws, i) \
                 pt pts[(nth(ws, i) - 1) % 6 + 1] ps 0.9 title word(ws, i) noenhanced
     }

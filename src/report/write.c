@@ -62,9 +62,12 @@ static const figure fig_error_bits = {
     "over steps and seeds, against the bits per real parameter each collective sent on its "
     "inter-node link (codes and scales over the model's own elements: the padding that whole "
     "groups per shard add is paid for; runs stored before that count are drawn at their bits "
-    "per element sent). Open points are every configuration of a scheme, with the 95% interval "
-    "of its mean over every step and seed behind it where there is more than one; the line joins "
-    "those that no configuration beats with fewer bits; 16- and 32-bit wires are left out",
+    "per element sent). What to see: how much error each scheme adds for the bits it pays, and "
+    "which scheme is lowest at a given cost. Every configuration of a scheme is a point with the "
+    "95% interval of its mean over every step and seed behind it where there is more than one: "
+    "open where another configuration of the scheme is as cheap and better, filled and joined by "
+    "the scheme's line where none is; schemes at the same cost are set side by side (at most 5% "
+    "of the axis) so that none hides another; 16- and 32-bit wires are left out",
     "replay runs"};
 static const figure fig_error_group = {
     "error-group", "Quantization error against group size",
@@ -104,7 +107,10 @@ static const figure fig_bench = {
 static const figure fig_speedup = {
     "speedup", "Predicted speedup",
     "Speedup of one training iteration over the baseline preset predicted by the cost model "
-    "against the number of GPUs; the latest model run",
+    "against the number of GPUs; the latest model run. What to see: which schemes pay off at "
+    "scale and from how many GPUs (one node has no inter-node link to save on); where the "
+    "platform and model are SDP4Bit's, its measured speedup (open diamond) beside the "
+    "prediction. Schemes predicted alike are set a little apart sideways so that each shows",
     "model run"};
 
 /* The outcome of one figure's script. */
