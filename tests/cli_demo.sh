@@ -44,22 +44,33 @@ ok "no nan in the three lines" sh -c '! grep -A3 "three lines" "$0" | grep -qi n
 ok "the trace: 4 captured steps of 2 workers" sh -c 'test -f "$0/manifest.json" &&
   test "$(ls -d "$0"/step-* | wc -l)" -eq 4 && test -f "$0/step-000006/grads-w01.safetensors"' \
   "$T/d/trace"
-pyrun "stored: 6 training runs, 42 replays, a bench run, a model run, all done" '
+pyrun "stored: 10 training runs (baseline and sdp4bit under 3 seeds), 42 replays, a bench run, a model run, all done" '
 c = sqlite3.connect(sys.argv[1])
 k = dict(c.execute("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
-assert k == {"train": 6, "replay": 42, "bench": 1, "model": 1}, k
+assert k == {"train": 10, "replay": 42, "bench": 1, "model": 1}, k
 assert c.execute("SELECT count(*) FROM runs WHERE status != \"done\"").fetchone()[0] == 0
-presets = [r[0] for r in c.execute("SELECT preset FROM runs WHERE kind = \"train\" ORDER BY preset")]
-assert presets == ["baseline", "qw", "qwd", "sdp4bit", "tlqhs", "zeropp"], presets
-assert c.execute("SELECT count(*) FROM train_steps").fetchone()[0] == 6 * 8
+presets = [r[0] for r in c.execute("SELECT preset || \" \" || seed FROM runs WHERE kind = \"train\" ORDER BY preset, seed")]
+assert presets == ["baseline 1", "baseline 2", "baseline 3", "qw 1", "qwd 1", "sdp4bit 1",
+                   "sdp4bit 2", "sdp4bit 3", "tlqhs 1", "zeropp 1"], presets
+assert c.execute("SELECT count(*) FROM train_steps").fetchone()[0] == 10 * 8
 assert c.execute("SELECT count(DISTINCT seed) FROM runs WHERE kind = \"replay\"").fetchone()[0] == 3
 assert c.execute("SELECT count(*) FROM bench_results").fetchone()[0] > 0
 assert c.execute("SELECT count(DISTINCT gpus) FROM model_results").fetchone()[0] >= 5
 assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 ' "$T/d/shardq.db"
-ok "the recipes it ran are kept" test -f "$T/d/demo-replay.ini" -a -f "$T/d/demo-train.ini"
+ok "the recipes it ran are kept" test -f "$T/d/demo-replay.ini" -a -f "$T/d/demo-train.ini" \
+  -a -f "$T/d/demo-seeds.ini"
 ok "the report: index.html, report.md, figures" sh -c 'test -s "$0/index.html" && test -s "$0/report.md" &&
   test "$(ls "$0"/*.png | wc -l)" -ge 6' "$T/d/report"
+ok "the page opens with the three lines and the setup" sh -c 'for f in "$0/report.md" "$0/index.html"; do
+  for w in "Summary" "error: " "convergence: after 8 steps" "means of 3 and 3 seeds" "scale: " \
+    "Setup" "model: a byte-level GPT, 1 layer" "corpus: " "topology: 1 x 2 workers" "steps: 8" \
+    "seeds: 1, 2, 3" "version: shardq" "machine: " "date: "; do
+    grep -q "$w" "$f" || { echo "$f: no $w"; exit 1; }; done
+  test "$(grep -n "Summary" "$f" | head -1 | cut -d: -f1)" -lt "$(grep -n "Quantization error" "$f" | head -1 | cut -d: -f1)" || exit 1
+done' "$T/d/report"
+ok "the convergence line is worded by the seeds' interval" \
+  grep -Eq "^  convergence: .*(within|beyond) the 95% interval of seeds" "$T/first.txt"
 
 ok "demo again: resumes, runs nothing new" "$SHARDQ" demo --tiny --steps 8 --corpus "$T/corpus.txt" \
   --out "$T/d"
@@ -70,7 +81,7 @@ ok "the second run found everything done" sh -c 'grep -q "already done" "$0" &&
 pyrun "no run added" '
 c = sqlite3.connect(sys.argv[1])
 k = dict(c.execute("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
-assert k == {"train": 6, "replay": 42, "bench": 1, "model": 1}, k
+assert k == {"train": 10, "replay": 42, "bench": 1, "model": 1}, k
 ' "$T/d/shardq.db"
 
 # --- paths the recipe reader would cut, two demos, a foreign bench run -------
@@ -109,7 +120,7 @@ assert len(paths) == 1, paths
 p = paths.pop()
 assert os.path.dirname(p) == sys.argv[2] and os.path.basename(p).startswith("corpus-"), p
 assert open(p, "rb").read() == open(sys.argv[3], "rb").read()
-assert c.execute("SELECT count(*) FROM runs WHERE kind = \"train\"").fetchone()[0] == 6
+assert c.execute("SELECT count(*) FROM runs WHERE kind = \"train\"").fetchone()[0] == 10
 ' "$out/shardq.db" "$out" "$long/c ;x.txt"
 pyrun "the recipes hold no value the reader would cut" '
 for f in sys.argv[1:]:

@@ -607,6 +607,39 @@ static int step_replays(demo *d)
     return rc != CLI_OK ? rc : recipe_runs(d, path, &d->replays);
 }
 
+/* The baseline and sdp4bit again under seeds 2 and 3, so that the
+** convergence line compares their difference with the spread of seeds
+** (seed 1 is the capture run and the main sweep's). Two presets, not all:
+** each run is a whole training, the demo's largest cost. */
+static int step_seeds(demo *d)
+{
+    ini b = {.path = NULL};
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/demo-seeds.ini", d->out);
+    b.path = path;
+    ini_raw(&b, "; demo-seeds.ini -- written by `shardq demo`: the baseline and sdp4bit\n"
+                "; trained like the others under two more seeds, for the seeds' spread.\n\n"
+                "[sweep]\n");
+    ini_kv(&b, "name", "demo-seeds");
+    ini_kv(&b, "command", "train");
+    ini_kv(&b, "workers", d->tiny ? "1x2" : "2x4");
+    ini_kv(&b, "seeds", "2, 3");
+    ini_kv(&b, "corpus", d->corpus_name);
+    ini_raw(&b, "\n[grid seeds]\n");
+    ini_kv(&b, "presets", "baseline, sdp4bit");
+    const char *a[64];
+    int n = 0;
+    model_args(d, a, &n);
+    for (int i = 0; i + 1 < n; i += 2)
+        if (strcmp(a[i], "--workers") && strcmp(a[i], "--corpus")) ini_kv(&b, a[i] + 2, a[i + 1]);
+    int rc = ini_write(&b);
+    if (rc != CLI_OK) return rc;
+    printf("\nthe baseline and sdp4bit under seeds 2 and 3, for the seeds' spread:\n");
+    const char *s[] = {"sweep", "--transport", "inproc", "--db", d->db, path, NULL};
+    rc = run(cmd_sweep, s);
+    return rc != CLI_OK ? rc : recipe_runs(d, path, &d->trains);
+}
+
 static int step_training(demo *d)
 {
     phase(d, 3, "training the same model under the main presets (same data, same seed)");
@@ -633,7 +666,8 @@ static int step_training(demo *d)
     if (rc != CLI_OK) return rc;
     const char *s[] = {"sweep", "--transport", "inproc", "--db", d->db, path, NULL};
     rc = run(cmd_sweep, s);
-    return rc != CLI_OK ? rc : recipe_runs(d, path, &d->trains);
+    if (rc == CLI_OK) rc = recipe_runs(d, path, &d->trains);
+    return rc == CLI_OK ? step_seeds(d) : rc;
 }
 
 /* The newest done run that sql (one '?1' .. '?3' parameters at most, as
@@ -947,6 +981,41 @@ static double final_val(sqlite3 *db, const char *ids, const char *preset)
     return v;
 }
 
+/* The last validation loss of every run of preset among ids: their mean,
+** variance (0 for one run) and number. */
+static int final_vals(sqlite3 *db, const char *ids, const char *preset, double *mean,
+                      double *var)
+{
+    size_t len = strlen(ids) + 512;
+    char *sql = malloc(len);
+    int n = 0;
+    double sum = 0, sum2 = 0;
+    *mean = NAN, *var = 0;
+    if (!sql) return 0;
+    snprintf(sql, len, "SELECT t.val_loss FROM runs r JOIN train_steps t ON t.run_id = r.id "
+             "WHERE r.id IN (%s) AND r.preset = '%s' AND t.step = (SELECT max(step) FROM "
+             "train_steps WHERE run_id = r.id AND val_loss IS NOT NULL)", ids, preset);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            double v = sqlite3_column_double(st, 0);
+            sum += v, sum2 += v * v, n++;
+        }
+        sqlite3_finalize(st);
+    }
+    free(sql);
+    if (n > 0) *mean = sum / n;
+    if (n > 1) *var = fmax(sum2 - sum * sum / n, 0) / (n - 1);
+    return n;
+}
+
+/* Student's t at 97.5% for df degrees of freedom (df >= 1). */
+static double t975(int df)
+{
+    static const double t[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262};
+    return df <= 9 ? t[df - 1] : 1.96 + 2.5 / df;
+}
+
 static double speedup(sqlite3 *db, int64_t run, const char *scheme, int gpus)
 {
     char sql[512], at[128] = "= 64";
@@ -978,7 +1047,9 @@ static void key_compute(demo *d)
     double b_ulq = replay_bits(db, reps, "ulq", "grad_reducescatter", &l2);
     double b_qw = replay_bits(db, reps, "qw", "weight_allgather", &lw);
     double b_qwd = replay_bits(db, reps, "qwd", "weight_allgather", &l2);
-    double v_base = final_val(db, trains, "baseline"), v_sdp = final_val(db, trains, "sdp4bit");
+    double v_base, v_sdp, var_base, var_sdp;
+    int n_base = final_vals(db, trains, "baseline", &v_base, &var_base);
+    int n_sdp = final_vals(db, trains, "sdp4bit", &v_sdp, &var_sdp);
     double v_qw = final_val(db, trains, "qw");
     double s64 = speedup(db, d->model_run, "sdp4bit", 64);
     double smax = speedup(db, d->model_run, "sdp4bit", 0);
@@ -996,10 +1067,21 @@ static void key_compute(demo *d)
            "%.3f; 4-bit weight differences (qwd) %.3g at %.3f bits/param on the %s-node hop "
            "against 4-bit weights (qw) %.3g at %.3f", g_sdp, b_sdp, lg, g_ulq, b_ulq, w_qwd,
            b_qwd, lw, w_qw, b_qw);
+    /* the difference of the means and its 95% interval (Welch, with the
+    ** smaller df: a cautious width); qw against the same interval */
+    double diff = v_sdp - v_base, half = NAN;
+    if (n_base > 1 && n_sdp > 1)
+        half = t975((n_base < n_sdp ? n_base : n_sdp) - 1) *
+               sqrt(var_base / n_base + var_sdp / n_sdp);
+    char verdict[256] = "one seed each: no spread to compare with";
+    if (isfinite(half))
+        snprintf(verdict, sizeof verdict, "%s the 95%% interval of seeds (+/-%.4f)",
+                 fabs(diff) <= half ? "within" : "beyond", half);
     snprintf(d->lines[1], sizeof d->lines[1],
-             "convergence: after %d steps the validation loss is %.4f under the baseline, %.4f "
-           "(%+.2f%%) under sdp4bit, %.4f (%+.2f%%) under qw", d->steps, v_base, v_sdp,
-           100 * (v_sdp / v_base - 1), v_qw, 100 * (v_qw / v_base - 1));
+             "convergence: after %d steps the validation loss is %.4f under the baseline and "
+             "%.4f under sdp4bit (means of %d and %d seeds), a difference of %+.4f (%+.2f%%), "
+             "%s; %.4f (%+.2f%%, seed 1) under qw", d->steps, v_base, v_sdp, n_base, n_sdp, diff,
+             100 * (v_sdp / v_base - 1), verdict, v_qw, 100 * (v_qw / v_base - 1));
     snprintf(d->lines[2], sizeof d->lines[2],
              "scale:       sdp4bit is predicted %.2fx faster than the baseline for GPT-1.3B on "
            "64 A100 (SDP4Bit measured 2.39x), %.2fx on %d", s64, smax, gmax);
