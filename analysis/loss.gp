@@ -165,6 +165,13 @@ do for [i = 1:words(ids)] {
 do for [i = 1:words(ids)] {
     dash[i] = 1 + sum [j = 1:i] (j < i && presetof[j] eq presetof[i] ? 1 : 0)
 }
+# the key's columns: as many as the longest name lets fit (about 8 pixels a
+# character and 70 for the sample), at most 5; rows enough for every run
+maxlen = 0
+do for [i = 1:words(ids)] { maxlen = strlen(names[i]) > maxlen ? strlen(names[i]) : maxlen }
+kcols = int(width / (8.0 * maxlen + 70))
+kcols = kcols < 1 ? 1 : kcols > 5 ? 5 : kcols
+krows = int((words(ids) + kcols - 1) / kcols)
 maxstep = int(system(sql("SELECT max(step) FROM train_steps WHERE run_id IN (".\
     base."SELECT id FROM d)")))
 win = maxstep >= 40 ? int(maxstep / 10) : 1
@@ -198,7 +205,7 @@ do for [t = 1:words(formats)] {
     if (from > 0) { set xrange [from:maxstep] } else { set xrange [0:maxstep] }
     set yrange [*:*]
     set multiplot title "Training runs: loss per step and validation loss"
-    kh = (18.0 * int((words(ids) + 4) / 5) + 12) / 560
+    kh = (26.0 * krows + 16) / 560
     set size 0.5, 0.95 - kh
     set origin 0, kh
     unset key
@@ -218,7 +225,7 @@ do for [t = 1:words(formats)] {
     unset xlabel
     unset ylabel
     unset title
-    set key center center vertical Left reverse spacing 1.1 samplen 3 width 2 maxrows int((words(ids) + 4) / 5)
+    set key center center vertical Left reverse spacing 1.1 samplen 3 width 2 maxrows krows
     set xrange [0:1]
     set yrange [0:1]
     plot for [i = 1:words(ids)] NaN with linespoints lc rgb pcolor(presetof[i]) lw 1.5 \
