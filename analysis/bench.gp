@@ -151,6 +151,12 @@ rows = "SELECT op, elements * 4.0 / 1048576, gb_per_s, coalesce(gb_per_s_std, 0)
     " bench_results WHERE run_id = ".run." AND threads = ".threads." ORDER BY op, elements"
 load fetch("$rows", rows)
 of(op) = strcol(1) eq op ? $2 : NaN
+# figures that stayed noisy (spread over a quarter of the median after the
+# bench's three tries, SQ_BENCH_NOISY: a busy machine), copies included:
+# ringed, and counted in the title
+nnoisy = int(system(sql("SELECT count(*) FROM bench_results WHERE run_id = ".run." AND".\
+    " threads = ".threads." AND gb_per_s_std > 0.25 * gb_per_s")))
+noisy(x) = column(4) > 0.25 * column(3) ? x : NaN
 load fetch("$copy", "SELECT elements * 4.0 / 1048576, copy_gb_per_s FROM bench_results WHERE".\
     " run_id = ".run." AND threads = ".threads." AND op = (SELECT min(op) FROM bench_results".\
     " WHERE run_id = ".run.") ORDER BY elements")
@@ -171,14 +177,18 @@ set key outside right top reverse Left spacing 1.1 samplen 3
 set offsets graph 0.03, graph 0.03, 0, 0
 set title sprintf("Codec throughput beside a plain copy: run %s, %s, %s", run, where, \
     threads > 0 ? sprintf("%d thread%s", threads, threads == 1 ? "" : "s") : "GPU").\
-    (nbench > 1 ? sprintf(" (latest of %d bench runs)", nbench) : "") noenhanced
+    (nbench > 1 ? sprintf(" (latest of %d bench runs)", nbench) : "").\
+    (nnoisy > 0 ? sprintf("\n%d figure%s stayed noisy (ringed: spread over 25%% of the median ".\
+    "after 3 tries; a busy machine)", nnoisy, nnoisy == 1 ? "" : "s") : "") noenhanced
 
 do for [t = 1:words(formats)] {
     eval term(t)
     plot copy using 1:2 with linespoints lc rgb "black" lw 2.5 dt 2 pt 6 ps 1 title "copy", \
         for [i = 1:words(ops)] $rows using (of(word(ops, i))):3 with linespoints \
             lc rgb ocolors[(i - 1) % 10 + 1] lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 \
-            dt 1 + (i - 1) / 10 title word(ops, i) noenhanced
+            dt 1 + (i - 1) / 10 title word(ops, i) noenhanced, \
+        for [k = 1:(nnoisy > 0)] $rows using 2:(noisy($3)) with points pt 6 ps 3 lw 2 \
+            lc rgb "#CC3311" title "noisy"
     set output
 }
 print sprintf("%s: runs %s -> %s, %s", name, run, png, svg)

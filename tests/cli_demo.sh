@@ -78,11 +78,14 @@ cat "$sq_tmp/out" "$sq_tmp/err" >"$T/second.txt"
 ok "the second run found everything done" sh -c 'grep -q "already done" "$0" &&
   grep -q "42 of 42 configurations done (0 now, 42 before)" "$0" &&
   grep -q "5 of 5 configurations done (0 now, 5 before)" "$0"' "$T/second.txt"
-pyrun "no run added" '
+# a bench run that stayed noisy (a busy machine) is measured again: the one
+# run a resumed demo may add, and only when it says why
+pyrun "no run added (but a bench run measured again, when the first stayed noisy)" '
 c = sqlite3.connect(sys.argv[1])
 k = dict(c.execute("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
-assert k == {"train": 10, "replay": 42, "bench": 1, "model": 1}, k
-' "$T/d/shardq.db"
+again = "measuring again" in open(sys.argv[2]).read()
+assert k == {"train": 10, "replay": 42, "bench": 1 + again, "model": 1}, (k, again)
+' "$T/d/shardq.db" "$T/second.txt"
 
 # --- paths the recipe reader would cut, two demos, a foreign bench run -------
 # The corpus's path holds " ;", where the recipe reader (libinih) starts a
@@ -128,12 +131,28 @@ for f in sys.argv[1:]:
         assert len(line) < 190, (f, n, len(line))
         assert line.startswith(";") or ";" not in line and "#" not in line, (f, n, line)
 ' "$out/demo-train.ini" "$out/demo-replay.ini"
-ok "the demo did not take the other bench run for its own" sh -c '! grep -q "bench run" "$0"' \
+ok "the demo did not take the other bench run for its own" sh -c '! grep -q "reusing bench run" "$0"' \
   "$T/paths.txt"
 pyrun "... and ran its own" '
 c = sqlite3.connect(sys.argv[1])
 n = c.execute("SELECT count(*) FROM runs WHERE kind = \"bench\" AND status = \"done\"").fetchone()
 assert n[0] == 2, n
 ' "$out/shardq.db"
+
+# --- a bench run whose figures stayed noisy is measured again ---------------
+# (the spread stored over a quarter of the median: what SQ_BENCH_NOISY flags)
+sqlite3 "$T/d/shardq.db" "UPDATE bench_results SET gb_per_s_std = gb_per_s WHERE run_id =
+  (SELECT max(id) FROM runs WHERE kind = 'bench') AND op = 'quantize'"
+nbench=$(sqlite3 "$T/d/shardq.db" "SELECT count(*) FROM runs WHERE kind = 'bench'")
+ok "demo with a noisy bench run" "$SHARDQ" demo --tiny --steps 8 --corpus "$T/corpus.txt" --out "$T/d"
+cp "$sq_tmp/out" "$T/noisy.txt"
+ok "... says so and measures again" \
+  grep -q "has figures that stayed noisy (a busy machine): measuring again" "$T/noisy.txt"
+pyrun "... into a second bench run, nothing else added" '
+c = sqlite3.connect(sys.argv[1])
+k = dict(c.execute("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
+b0 = int(sys.argv[2])
+assert k == {"train": 10, "replay": 42, "bench": b0 + 1, "model": 1}, (k, b0)
+' "$T/d/shardq.db" "$nbench"
 
 finish

@@ -697,11 +697,18 @@ static int64_t find_run(const demo *d, const char *sql, const char *p1, const ch
 static const char bench_ops[] = "quantize,quantize-nh,dequantize,quantize-8,sum-requant";
 static const char bench_ops_json[] =
     "[\"quantize\",\"quantize-nh\",\"dequantize\",\"quantize-8\",\"sum-requant\"]";
-static const char bench_sql[] =
-    "SELECT max(id) FROM runs WHERE kind = 'bench' AND status = 'done' AND "
-    "json_extract(config, '$.device') = 'cpu' AND json_extract(config, '$.codec') IS NULL AND "
-    "json_extract(config, '$.sizes_mb') = ?1 AND json_extract(config, '$.ops') = ?2 AND "
-    "json_extract(config, '$.min_time') = ?3 AND id IN (SELECT run_id FROM bench_results)";
+#define BENCH_SQL                                                                          \
+    "SELECT max(id) FROM runs WHERE kind = 'bench' AND status = 'done' AND "                    \
+    "json_extract(config, '$.device') = 'cpu' AND json_extract(config, '$.codec') IS NULL AND " \
+    "json_extract(config, '$.sizes_mb') = ?1 AND json_extract(config, '$.ops') = ?2 AND "       \
+    "json_extract(config, '$.min_time') = ?3 AND id IN (SELECT run_id FROM bench_results)"
+static const char bench_sql[] = BENCH_SQL;
+/* a bench run none of whose figures stayed noisy (SQ_BENCH_NOISY: the stored
+** spread over a quarter of the median), the only kind the demo reuses */
+#define BENCH_NOISY_ROW "gb_per_s_std > 0.25 * gb_per_s"
+static const char bench_steady_sql[] =
+    BENCH_SQL " AND NOT EXISTS (SELECT 1 FROM bench_results b WHERE b.run_id = runs.id AND "
+    BENCH_NOISY_ROW ")";
 
 /* The figures as they come, one line each (the table is `shardq bench`'s). */
 static int bench_line(void *user, const sq_bench_event *ev)
@@ -711,8 +718,9 @@ static int bench_line(void *user, const sq_bench_event *ev)
     const sq_bench_result *r = ev->row;
     char th[32];
     snprintf(th, sizeof th, "%d thread%s:", r->threads, r->threads == 1 ? "" : "s");
-    printf("  %-12s %3d MB, %-12s %8.2f GB/s, %5.1f%% of the copy\n", r->op->name, r->size_mb,
-           th, r->gbs, 100.0 * r->gbs / r->copy_gbs);
+    printf("  %-12s %3d MB, %-12s %8.2f GB/s, %5.1f%% of the copy%s\n", r->op->name, r->size_mb,
+           th, r->gbs, 100.0 * r->gbs / r->copy_gbs,
+           r->noisy || r->copy_noisy ? "  NOISY: spread > 25% after 3 tries" : "");
     fflush(stdout);
     return 0;
 }
@@ -758,11 +766,15 @@ static int step_bench(demo *d)
     const char *sizes = d->tiny ? "1,4" : "1,4,16,64", *min = d->tiny ? "0.01" : "0.05";
     char sizes_json[32];
     snprintf(sizes_json, sizeof sizes_json, "[%s]", sizes);
-    int64_t id = find_run(d, bench_sql, sizes_json, bench_ops_json, atof(min));
+    int64_t id = find_run(d, bench_steady_sql, sizes_json, bench_ops_json, atof(min));
     if (id < 0) return CLI_RUNTIME;
     if (id > 0) {
         printf("reusing bench run %lld (same sizes, operations and time)\n", (long long)id);
     } else {
+        int64_t noisy = find_run(d, bench_sql, sizes_json, bench_ops_json, atof(min));
+        if (noisy > 0)
+            printf("bench run %lld has figures that stayed noisy (a busy machine): measuring "
+                   "again\n", (long long)noisy);
         int64_t run = 0;
         int rc = bench_record(d, sizes, atof(min), &run);
         if (rc != CLI_OK) return rc;
@@ -770,6 +782,10 @@ static int step_bench(demo *d)
             fprintf(stderr, "shardq demo: the bench run is not in %s\n", d->db);
             return CLI_RUNTIME;
         }
+        if (find_run(d, bench_steady_sql, sizes_json, bench_ops_json, atof(min)) != id)
+            printf("some figures of bench run %lld stayed noisy after %d tries: the report "
+                   "marks them, and the next demo measures again\n", (long long)id,
+                   SQ_BENCH_TRIES);
     }
     d->bench_run = id;
     return idset_add(&d->all, id) ? CLI_RUNTIME : CLI_OK;
