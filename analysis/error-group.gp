@@ -164,8 +164,8 @@ series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') 
     " (SELECT DISTINCT label, ".porder." AS o, bits FROM d ORDER BY o, label, bits)"))
 # every series of path p, its label first, read once into a datablock; a
 # series is its rows (x undefined on the others')
-points(p) = base(p)."SELECT label, grp, avg(err), avg(bp) FROM d GROUP BY label, grp".\
-    " ORDER BY label, grp"
+points(p) = base(p)."SELECT label, grp, avg(err), avg(bp), grp = max(grp) OVER (PARTITION".\
+    " BY label) FROM d GROUP BY label, grp ORDER BY label, grp"
 of(l) = strcol(1) eq l ? $2 : NaN
 ids(p) = base(p)."SELECT id FROM d"
 
@@ -196,7 +196,10 @@ schemelist(p) = system(sql(base(p)."SELECT group_concat('\"' || s || '\"', ' ') 
 # the position of word w in list (0: none)
 pos(list, w) = (sum [_j = 1:words(list)] (word(list, _j) eq w ? _j : 0))
 array pts[6] = [7, 5, 9, 11, 13, 15]
-# a point's label: its bits per real parameter (none when unknown)
+# a point's label: its bits per real parameter (none when unknown); above
+# the point for the first scheme, the third..., below for the second, so
+# that schemes at one error (ulq and sdp4bit at the same bits) keep theirs
+# apart; over 8 lines in a panel, only each line's last point is labelled
 bplabel(x) = x == x ? sprintf("%.2f", x) : ""
 if (words(gs) > 0) { load fetch("$grad", points("grad")) }
 if (words(ws) > 0) { load fetch("$weight", points("weight")) }
@@ -224,8 +227,8 @@ do for [t = 1:words(formats)] {
         plot for [i = 1:words(gs)] $grad using (of(word(gs, i))):3 with linespoints \
                 lc rgb bcolor(bits(word(gs, i))) lw 2 dt pos(gk, scheme(word(gs, i))) \
                 pt pts[(pos(gk, scheme(word(gs, i))) - 1) % 6 + 1] ps 0.9 notitle, \
-            for [i = 1:words(gs)] $grad using (of(word(gs, i))):3:(bplabel($4)) \
-                with labels offset 0, 0.8 font ",8" tc rgb bcolor(bits(word(gs, i))) notitle, \
+            for [i = 1:words(gs)] $grad using (of(word(gs, i))):3:(words(gs) > 8 && $5 == 0 ? "" : bplabel($4)) \
+                with labels offset 0, (pos(gk, scheme(word(gs, i))) % 2 ? 0.8 : -0.8) font ",8" tc rgb bcolor(bits(word(gs, i))) notitle, \
             for [b in gb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
             for [k = 1:words(gk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
                 pt pts[(k - 1) % 6 + 1] ps 0.9 title word(gk, k) noenhanced
@@ -235,8 +238,8 @@ do for [t = 1:words(formats)] {
         plot for [i = 1:words(ws)] $weight using (of(word(ws, i))):3 with linespoints \
                 lc rgb bcolor(bits(word(ws, i))) lw 2 dt pos(wk, scheme(word(ws, i))) \
                 pt pts[(pos(wk, scheme(word(ws, i))) - 1) % 6 + 1] ps 0.9 notitle, \
-            for [i = 1:words(ws)] $weight using (of(word(ws, i))):3:(bplabel($4)) \
-                with labels offset 0, 0.8 font ",8" tc rgb bcolor(bits(word(ws, i))) notitle, \
+            for [i = 1:words(ws)] $weight using (of(word(ws, i))):3:(words(ws) > 8 && $5 == 0 ? "" : bplabel($4)) \
+                with labels offset 0, (pos(wk, scheme(word(ws, i))) % 2 ? 0.8 : -0.8) font ",8" tc rgb bcolor(bits(word(ws, i))) notitle, \
             for [b in wb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
             for [k = 1:words(wk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
                 pt pts[(k - 1) % 6 + 1] ps 0.9 title word(wk, k) noenhanced

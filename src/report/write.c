@@ -73,8 +73,9 @@ static const figure fig_error_group = {
     "error-group", "Quantization error against group size",
     "Relative L2 error against the group size (elements per scale) of the gradients' "
     "inter-node hop and of the weights, one line per scheme and bit width, each point labelled "
-    "with the bits per real parameter that hop cost (the padding paid for); only schemes run at "
-    "two group sizes or more",
+    "with the bits per real parameter that hop cost (the padding paid for; only each line's last "
+    "point when a panel has over 8 lines); only schemes run at two group sizes or more. What to "
+    "see: how much error a larger group (fewer scales, fewer bits) costs at each bit width",
     "replay runs"};
 static const figure fig_hadamard = {
     "hadamard", "Hadamard transform on and off",
