@@ -214,11 +214,15 @@ wdx = 0
 if (words(gs) > 0) { stats $gevery using 2 nooutput; gdx = spread(words(gs)) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
 if (words(ws) > 0) { stats $wevery using 2 nooutput; wdx = spread(words(ws)) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
 sx(i, n, dx) = (i - (n + 1) / 2.0) * dx
-set offsets graph 0.06, graph 0.06, 0, 0
+set offsets graph 0.06, graph 0.06, 0, graph (words(gs) > words(ws) ? words(gs) : words(ws)) * 0.055 + 0.05
 set logscale y
 set format y "10^{%L}"
 set grid xtics ytics mytics lc rgb "#e0e0e0"
-set key top right reverse Left spacing 1.1 samplen 2.5 opaque box lc rgb "#c0c0c0"
+# the key in the bottom left corner of each panel, below every point (in
+# the top right, its opaque box hid points of a busy panel): the
+# y range is stretched down (offsets below) to leave it the room
+set key bottom left reverse Left spacing 1.0 samplen 2.5 opaque box lc rgb "#c0c0c0"
+height = int(height * 1.15)
 set ylabel "relative L2 error  ‖x̂ − x‖ / ‖x‖"
 set xtics nomirror
 set ytics nomirror
