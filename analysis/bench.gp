@@ -37,6 +37,10 @@ shq(s) = "'".shq_(s)."'"
 # sqlite3 program on a read-only connection in safe mode (no extension, no
 # file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
 sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
+# them: read once, then drawn by every plot, series and format from memory
+# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
+fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
 # ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
@@ -75,11 +79,13 @@ set print "-"
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
 # inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
 # preset, label). src/cli/report.c has the same SQL for the report's tables.
+# vv is MATERIALIZED: built once rather than again for every run whose label
+# reads it (which took seconds at a few hundred runs).
 labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
     "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
     " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
     " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
     " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
     " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
@@ -140,12 +146,21 @@ where = system(sql("SELECT coalesce(CASE WHEN json_valid(config) THEN json_extra
 ops = system(sql("SELECT group_concat(op, ' ') FROM (SELECT op FROM bench_results WHERE run_id = ".\
     run." AND threads = ".threads." AND op <> 'copy' GROUP BY op ORDER BY max(gb_per_s) DESC)"))
 # MB of fp32 input against GB/s (and its spread) of one op at that thread count
-rows(op) = "< ".sql("SELECT elements * 4.0 / 1048576, gb_per_s, coalesce(gb_per_s_std, 0) FROM".\
-    " bench_results WHERE run_id = ".run." AND threads = ".threads." AND op = '".op.\
-    "' ORDER BY elements")
-copy = "< ".sql("SELECT elements * 4.0 / 1048576, copy_gb_per_s FROM bench_results WHERE".\
+# every op's rows in one query, the op first: read once, each line its rows
+rows = "SELECT op, elements * 4.0 / 1048576, gb_per_s, coalesce(gb_per_s_std, 0) FROM".\
+    " bench_results WHERE run_id = ".run." AND threads = ".threads." ORDER BY op, elements"
+load fetch("$rows", rows)
+of(op) = strcol(1) eq op ? $2 : NaN
+# figures that stayed noisy (spread over a quarter of the median after the
+# bench's three tries, SQ_BENCH_NOISY: a busy machine), copies included:
+# ringed, and counted in the title
+nnoisy = int(system(sql("SELECT count(*) FROM bench_results WHERE run_id = ".run." AND".\
+    " threads = ".threads." AND gb_per_s_std > 0.25 * gb_per_s")))
+noisy(x) = column(4) > 0.25 * column(3) ? x : NaN
+load fetch("$copy", "SELECT elements * 4.0 / 1048576, copy_gb_per_s FROM bench_results WHERE".\
     " run_id = ".run." AND threads = ".threads." AND op = (SELECT min(op) FROM bench_results".\
     " WHERE run_id = ".run.") ORDER BY elements")
+copy = "$copy"
 
 array ocolors[10] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", \
     "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
@@ -162,14 +177,18 @@ set key outside right top reverse Left spacing 1.1 samplen 3
 set offsets graph 0.03, graph 0.03, 0, 0
 set title sprintf("Codec throughput beside a plain copy: run %s, %s, %s", run, where, \
     threads > 0 ? sprintf("%d thread%s", threads, threads == 1 ? "" : "s") : "GPU").\
-    (nbench > 1 ? sprintf(" (latest of %d bench runs)", nbench) : "") noenhanced
+    (nbench > 1 ? sprintf(" (latest of %d bench runs)", nbench) : "").\
+    (nnoisy > 0 ? sprintf("\n%d figure%s stayed noisy (ringed: spread over 25%% of the median ".\
+    "after 3 tries; a busy machine)", nnoisy, nnoisy == 1 ? "" : "s") : "") noenhanced
 
 do for [t = 1:words(formats)] {
     eval term(t)
     plot copy using 1:2 with linespoints lc rgb "black" lw 2.5 dt 2 pt 6 ps 1 title "copy", \
-        for [i = 1:words(ops)] rows(word(ops, i)) using 1:2 with linespoints \
+        for [i = 1:words(ops)] $rows using (of(word(ops, i))):3 with linespoints \
             lc rgb ocolors[(i - 1) % 10 + 1] lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 \
-            dt 1 + (i - 1) / 10 title word(ops, i) noenhanced
+            dt 1 + (i - 1) / 10 title word(ops, i) noenhanced, \
+        for [k = 1:(nnoisy > 0)] $rows using 2:(noisy($3)) with points pt 6 ps 3 lw 2 \
+            lc rgb "#CC3311" title "noisy"
     set output
 }
 print sprintf("%s: runs %s -> %s, %s", name, run, png, svg)

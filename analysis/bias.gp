@@ -40,6 +40,10 @@ shq(s) = "'".shq_(s)."'"
 # sqlite3 program on a read-only connection in safe mode (no extension, no
 # file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
 sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
+# them: read once, then drawn by every plot, series and format from memory
+# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
+fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
 # ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
@@ -78,11 +82,13 @@ set print "-"
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
 # inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
 # preset, label). src/cli/report.c has the same SQL for the report's tables.
+# vv is MATERIALIZED: built once rather than again for every run whose label
+# reads it (which took seconds at a few hundred runs).
 labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
     "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
     " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
     " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
     " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
     " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
@@ -140,7 +146,8 @@ base(p, pool) = "WITH r AS (".sel("replay")."), ".labels(cond(p, pool)).", ".\
     "d AS (SELECT e.id, lab.preset, lab.label, e.ms, e.mse FROM e JOIN lab ON lab.id = e.id) "
 series(p, pool) = system(sql(base(p, pool)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
     " (SELECT label, min(".porder.") AS o, min(id) AS i FROM d GROUP BY label ORDER BY o, i)"))
-runs_of(p, pool, l) = "< ".sql(base(p, pool)."SELECT ms, mse FROM d WHERE label = '".l."'")
+# every run of path p, its label first: read once, each series its rows
+runs_of(p, pool) = base(p, pool)."SELECT label, ms, mse FROM d ORDER BY label, id"
 
 gs = series("grad", 0)
 gpool = words(gs) > 20
@@ -168,9 +175,11 @@ do for [pi = 1:2] {
     p = pi == 1 ? "grad" : "weight"
     list = pi == 1 ? gs : ws
     pool = pi == 1 ? gpool : wpool
+    if (words(list) > 0) { load fetch("$runs", runs_of(p, pool)) }
     if (pi == 1) { set print $grad } else { set print $weight }
     do for [i = 1:words(list)] {
-        stats runs_of(p, pool, word(list, i)) using ($1 / sqrt($2)) nooutput
+        l = word(list, i)
+        stats $runs using (strcol(1) eq l ? $2 / sqrt($3) : NaN) nooutput
         n = STATS_records
         # identical values (round-to-nearest is deterministic) can leave the
         # variance a hair below zero, and its square root undefined
@@ -200,7 +209,7 @@ do for [t = 1:words(formats)] {
     eval term(t)
     set multiplot layout 1, panels title "Bias of the quantized result: mean over runs (seeds) with its 95% confidence interval"
     if (words(gs) > 0) {
-        set title "gradient reduce-scatter".(gpool ? " (runs pooled over bits and group size)" : "")
+        set title "gradient reduce-scatter".(gpool ? "\n(runs pooled over bits and group size)" : "")
         set yrange [*:*]  # one-column stats would keep only values inside it
         stats $grad using ($2 - $3) nooutput
         lo = STATS_min
@@ -213,7 +222,7 @@ do for [t = 1:words(formats)] {
             lc rgb pcolor(word(word(gs, i), 1)) pt 7 ps 1 lw 1.5 notitle
     }
     if (words(ws) > 0) {
-        set title "weight all-gather".(wpool ? " (runs pooled over bits and group size)" : "")
+        set title "weight all-gather".(wpool ? "\n(runs pooled over bits and group size)" : "")
         set yrange [*:*]  # one-column stats would keep only values inside it
         stats $weight using ($2 - $3) nooutput
         lo = STATS_min

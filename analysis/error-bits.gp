@@ -9,9 +9,10 @@
 # 16 and 32 bits (bf16, fp32) are left out: they are not what the figure
 # compares, and fp32 adds no error to draw on a log scale. A scheme is its
 # preset, with the knobs that vary between its runs other than bits and group
-# (which move it along x) named after it. Open points are every configuration
-# (mean over seeds); the line joins those that no other configuration of the
-# scheme beats with as few bits.
+# (which move it along x) named after it. Every configuration is a point
+# (mean over seeds), open unless it is on the line, which joins those that no
+# other configuration of the scheme beats with as few bits (filled). Series at
+# one cost are set side by side (spread below).
 #
 #   gnuplot -e "db='shardq.db'" analysis/error-bits.gp
 #   gnuplot -e "db='shardq.db'; out='figs'; runs=\"sweep = 'demo'\"" analysis/error-bits.gp
@@ -49,6 +50,10 @@ shq(s) = "'".shq_(s)."'"
 # sqlite3 program on a read-only connection in safe mode (no extension, no
 # file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
 sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
+# them: read once, then drawn by every plot, series and format from memory
+# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
+fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
 # ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
@@ -87,11 +92,13 @@ set print "-"
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
 # inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
 # preset, label). src/cli/report.c has the same SQL for the report's tables.
+# vv is MATERIALIZED: built once rather than again for every run whose label
+# reads it (which took seconds at a few hundred runs).
 labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
     "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
     " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
     " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
     " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
     " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
@@ -165,16 +172,20 @@ series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') 
 tq = "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4".\
     " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN".\
     " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
-points(p, l) = base(p).", a AS (SELECT round(x, 3) AS gx, avg(x) AS x, avg(err) AS err FROM d".\
-    " WHERE label = '".l."' GROUP BY round(x, 3)), s AS (SELECT round(d.x, 3) AS gx, count(*)".\
-    " - 1 AS df, avg(m.rel_l2) AS mu, avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN step_metrics".\
-    " m ON m.run_id = d.id AND m.path = '".p."' AND m.rel_l2 > 0 WHERE d.label = '".l."'".\
-    " GROUP BY round(d.x, 3)), h AS (SELECT gx, CASE WHEN df > 0 THEN (".tq.") * sqrt(max(m2".\
-    " - mu * mu, 0) / df) ELSE 0 END AS hw FROM s) "
-every(p, l) = "< ".sql(points(p, l)."SELECT a.x, a.err, max(a.err - coalesce(h.hw, 0), a.err".\
-    " / 100), a.err + coalesce(h.hw, 0) FROM a LEFT JOIN h ON h.gx = a.gx ORDER BY a.x")
-front(p, l) = "< ".sql(points(p, l)."SELECT x, err FROM a WHERE NOT EXISTS (SELECT 1 FROM a".\
-    " AS b WHERE b.x <= a.x AND b.err < a.err) ORDER BY x")
+# every series of path p in one query, its label first (read once into a
+# datablock; a series is its rows, x undefined on the others')
+points(p) = base(p).", a AS (SELECT label, round(x, 3) AS gx, avg(x) AS x, avg(err) AS err".\
+    " FROM d GROUP BY label, round(x, 3)), s AS (SELECT d.label, round(d.x, 3) AS gx,".\
+    " count(*) - 1 AS df, avg(m.rel_l2) AS mu, avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN".\
+    " step_metrics m ON m.run_id = d.id AND m.path = '".p."' AND m.rel_l2 > 0 GROUP BY".\
+    " d.label, round(d.x, 3)), h AS (SELECT label, gx, CASE WHEN df > 0 THEN (".tq.") *".\
+    " sqrt(max(m2 - mu * mu, 0) / df) ELSE 0 END AS hw FROM s) "
+every(p) = points(p)."SELECT a.label, a.x, a.err, max(a.err - coalesce(h.hw, 0), a.err / 100),".\
+    " a.err + coalesce(h.hw, 0) FROM a LEFT JOIN h ON h.label = a.label AND h.gx = a.gx".\
+    " ORDER BY a.label, a.x"
+front(p) = points(p)."SELECT label, x, err FROM a WHERE NOT EXISTS (SELECT 1 FROM a AS b".\
+    " WHERE b.label = a.label AND b.x <= a.x AND b.err < a.err) ORDER BY label, x"
+of(l) = strcol(1) eq l ? $2 : NaN
 ids(p) = base(p)."SELECT id FROM d"
 
 gs = series("grad")
@@ -187,39 +198,55 @@ drawn = system(sql(ranges("SELECT id FROM (".ids("grad").") UNION SELECT id FROM
 olds(p) = base(p)."SELECT id FROM d WHERE old"
 old = system(sql(ranges("SELECT id FROM (".olds("grad").") UNION SELECT id FROM (".olds("weight").")")))
 panels = (words(gs) > 0) + (words(ws) > 0)
+if (words(gs) > 0) { load fetch("$gevery", every("grad")); load fetch("$gfront", front("grad")) }
+if (words(ws) > 0) { load fetch("$wevery", every("weight")); load fetch("$wfront", front("weight")) }
 
 # the n-th series of a preset gets the n-th point type and dash
 array pts[6] = [7, 5, 9, 11, 13, 15]
 nth(list, i) = 1 + sum [_j = 1:i] (_j < i && word(word(list, _j), 1) eq word(word(list, i), 1) ? 1 : 0)
 
+# Schemes at one cost would hide one another (qw under zeropp, qwd under
+# sdp4bit): the i-th of n series of a panel is drawn (i - (n+1)/2) * 1.2% of
+# the panel's x span to the side, at most 5% on either side.
+spread(n) = n > 1 ? (0.1 / (n - 1) < 0.012 ? 0.1 / (n - 1) : 0.012) : 0
+gdx = 0
+wdx = 0
+if (words(gs) > 0) { stats $gevery using 2 nooutput; gdx = spread(words(gs)) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
+if (words(ws) > 0) { stats $wevery using 2 nooutput; wdx = spread(words(ws)) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
+sx(i, n, dx) = (i - (n + 1) / 2.0) * dx
+set offsets graph 0.06, graph 0.06, 0, graph (words(gs) > words(ws) ? words(gs) : words(ws)) * 0.055 + 0.05
 set logscale y
 set format y "10^{%L}"
 set grid xtics ytics mytics lc rgb "#e0e0e0"
-set key top right reverse Left spacing 1.1 samplen 2.5 opaque box lc rgb "#c0c0c0"
+# the key in the bottom left corner of each panel, below every point (in
+# the top right, its opaque box hid points of a busy panel): the
+# y range is stretched down (offsets below) to leave it the room
+set key bottom left reverse Left spacing 1.0 samplen 2.5 opaque box lc rgb "#c0c0c0"
+height = int(height * 1.15)
 set ylabel "relative L2 error  ‖x̂ − x‖ / ‖x‖"
 set xtics nomirror
 set ytics nomirror
 
 do for [t = 1:words(formats)] {
     eval term(t)
-    set multiplot layout 1, panels title "Quantization error against bits per parameter: every configuration (open, 95% interval over steps and seeds), the best at each cost (line)" font ",9"
+    set multiplot layout 1, panels title "Quantization error against bits per parameter: open, a configuration another beats with as few bits;\nfilled and joined, the best at each cost; bars, 95% intervals over steps and seeds; schemes set side by side at one cost" font ",9"
     if (words(gs) > 0) {
         set title "gradient reduce-scatter"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(gs)] every("grad", word(gs, i)) using 1:2:3:4 with yerrorbars \
+        plot for [i = 1:words(gs)] $gevery using (of(word(gs, i)) + sx(i, words(gs), gdx)):3:4:5 with yerrorbars \
                 lc rgb pcolor(word(word(gs, i), 1)) pt pts[(nth(gs, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
-            for [i = 1:words(gs)] front("grad", word(gs, i)) using 1:2 with linespoints \
+            for [i = 1:words(gs)] $gfront using (of(word(gs, i)) + sx(i, words(gs), gdx)):3 with linespoints \
                 lc rgb pcolor(word(word(gs, i), 1)) lw 2 dt nth(gs, i) \
                 pt pts[(nth(gs, i) - 1) % 6 + 1] ps 0.9 title word(gs, i) noenhanced
     }
     if (words(ws) > 0) {
         set title "weight all-gather"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(ws)] every("weight", word(ws, i)) using 1:2:3:4 with yerrorbars \
+        plot for [i = 1:words(ws)] $wevery using (of(word(ws, i)) + sx(i, words(ws), wdx)):3:4:5 with yerrorbars \
                 lc rgb pcolor(word(word(ws, i), 1)) pt pts[(nth(ws, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
-            for [i = 1:words(ws)] front("weight", word(ws, i)) using 1:2 with linespoints \
+            for [i = 1:words(ws)] $wfront using (of(word(ws, i)) + sx(i, words(ws), wdx)):3 with linespoints \
                 lc rgb pcolor(word(word(ws, i), 1)) lw 2 dt nth(ws, i) \
                 pt pts[(nth(ws, i) - 1) % 6 + 1] ps 0.9 title word(ws, i) noenhanced
     }

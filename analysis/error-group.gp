@@ -41,6 +41,10 @@ shq(s) = "'".shq_(s)."'"
 # sqlite3 program on a read-only connection in safe mode (no extension, no
 # file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
 sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
+# them: read once, then drawn by every plot, series and format from memory
+# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
+fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
 # ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
@@ -79,11 +83,13 @@ set print "-"
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
 # inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
 # preset, label). src/cli/report.c has the same SQL for the report's tables.
+# vv is MATERIALIZED: built once rather than again for every run whose label
+# reads it (which took seconds at a few hundred runs).
 labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
     "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
     " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
     " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
     " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
     " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
@@ -156,8 +162,11 @@ base(p) = "WITH r AS (".sel("replay")."), ".\
     " HAVING count(DISTINCT grp) > 1)) "
 series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
     " (SELECT DISTINCT label, ".porder." AS o, bits FROM d ORDER BY o, label, bits)"))
-points(p, l) = "< ".sql(base(p)."SELECT grp, avg(err), avg(bp) FROM d WHERE label = '".l.\
-    "' GROUP BY grp ORDER BY grp")
+# every series of path p, its label first, read once into a datablock; a
+# series is its rows (x undefined on the others')
+points(p) = base(p)."SELECT label, grp, avg(err), avg(bp), grp = max(grp) OVER (PARTITION".\
+    " BY label) FROM d GROUP BY label, grp ORDER BY label, grp"
+of(l) = strcol(1) eq l ? $2 : NaN
 ids(p) = base(p)."SELECT id FROM d"
 
 gs = series("grad")
@@ -187,8 +196,13 @@ schemelist(p) = system(sql(base(p)."SELECT group_concat('\"' || s || '\"', ' ') 
 # the position of word w in list (0: none)
 pos(list, w) = (sum [_j = 1:words(list)] (word(list, _j) eq w ? _j : 0))
 array pts[6] = [7, 5, 9, 11, 13, 15]
-# a point's label: its bits per real parameter (none when unknown)
+# a point's label: its bits per real parameter (none when unknown); above
+# the point for the first scheme, the third..., below for the second, so
+# that schemes at one error (ulq and sdp4bit at the same bits) keep theirs
+# apart; over 8 lines in a panel, only each line's last point is labelled
 bplabel(x) = x == x ? sprintf("%.2f", x) : ""
+if (words(gs) > 0) { load fetch("$grad", points("grad")) }
+if (words(ws) > 0) { load fetch("$weight", points("weight")) }
 gb = bitlist("grad")
 gk = schemelist("grad")
 wb = bitlist("weight")
@@ -210,22 +224,22 @@ do for [t = 1:words(formats)] {
     set multiplot layout 1, panels title "Quantization error against group size: colour = bits per element, dash = scheme, label = bits per real parameter"
     if (words(gs) > 0) {
         set title "gradient reduce-scatter"
-        plot for [i = 1:words(gs)] points("grad", word(gs, i)) using 1:2 with linespoints \
+        plot for [i = 1:words(gs)] $grad using (of(word(gs, i))):3 with linespoints \
                 lc rgb bcolor(bits(word(gs, i))) lw 2 dt pos(gk, scheme(word(gs, i))) \
                 pt pts[(pos(gk, scheme(word(gs, i))) - 1) % 6 + 1] ps 0.9 notitle, \
-            for [i = 1:words(gs)] points("grad", word(gs, i)) using 1:2:(bplabel($3)) \
-                with labels offset 0, 0.8 font ",8" tc rgb bcolor(bits(word(gs, i))) notitle, \
+            for [i = 1:words(gs)] $grad using (of(word(gs, i))):3:(words(gs) > 8 && $5 == 0 ? "" : bplabel($4)) \
+                with labels offset 0, (pos(gk, scheme(word(gs, i))) % 2 ? 0.8 : -0.8) font ",8" tc rgb bcolor(bits(word(gs, i))) notitle, \
             for [b in gb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
             for [k = 1:words(gk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
                 pt pts[(k - 1) % 6 + 1] ps 0.9 title word(gk, k) noenhanced
     }
     if (words(ws) > 0) {
         set title "weight all-gather"
-        plot for [i = 1:words(ws)] points("weight", word(ws, i)) using 1:2 with linespoints \
+        plot for [i = 1:words(ws)] $weight using (of(word(ws, i))):3 with linespoints \
                 lc rgb bcolor(bits(word(ws, i))) lw 2 dt pos(wk, scheme(word(ws, i))) \
                 pt pts[(pos(wk, scheme(word(ws, i))) - 1) % 6 + 1] ps 0.9 notitle, \
-            for [i = 1:words(ws)] points("weight", word(ws, i)) using 1:2:(bplabel($3)) \
-                with labels offset 0, 0.8 font ",8" tc rgb bcolor(bits(word(ws, i))) notitle, \
+            for [i = 1:words(ws)] $weight using (of(word(ws, i))):3:(words(ws) > 8 && $5 == 0 ? "" : bplabel($4)) \
+                with labels offset 0, (pos(wk, scheme(word(ws, i))) % 2 ? 0.8 : -0.8) font ",8" tc rgb bcolor(bits(word(ws, i))) notitle, \
             for [b in wb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
             for [k = 1:words(wk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
                 pt pts[(k - 1) % 6 + 1] ps 0.9 title word(wk, k) noenhanced

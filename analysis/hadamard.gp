@@ -2,6 +2,10 @@
 # every gradient configuration (bits per hop, group size, rounding) replayed
 # both with grad.*.hadamard = 0 and > 0, the relative L2 error of the reduced
 # gradients without and with it, mean over steps and runs, and the change.
+# Up to 16 configurations are bars side by side; more (a sweep's 40 or 80
+# would be bars too narrow to read) are the change alone, one line per bit
+# width and rounding against the group size, every configuration drawn (the
+# errors themselves are in error-group.png and the report's tables).
 #
 #   gnuplot -e "db='shardq.db'" analysis/hadamard.gp
 #
@@ -36,6 +40,10 @@ shq(s) = "'".shq_(s)."'"
 # sqlite3 program on a read-only connection in safe mode (no extension, no
 # file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
 sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
+# them: read once, then drawn by every plot, series and format from memory
+# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
+fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
 # ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
@@ -74,11 +82,13 @@ set print "-"
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
 # inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
 # preset, label). src/cli/report.c has the same SQL for the report's tables.
+# vv is MATERIALIZED: built once rather than again for every run whose label
+# reads it (which took seconds at a few hundred runs).
 labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
     "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
     " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
     " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
     " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
     " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
@@ -154,8 +164,51 @@ if (drawn eq "") {
 sizes = system(sql(base."SELECT group_concat(h, '/') FROM (SELECT DISTINCT h FROM d WHERE h > 0 ORDER BY h)"))
 ncfg = int(system(sql(base."SELECT count(DISTINCT cfg) FROM d")))
 # one row per configuration: name, error without, error with
-table = "< ".sql(base."SELECT cfg, avg(CASE WHEN h = 0 THEN err END), avg(CASE WHEN h > 0 THEN err END)".\
+load fetch("$table", base."SELECT cfg, avg(CASE WHEN h = 0 THEN err END), avg(CASE WHEN h > 0 THEN err END)".\
     " FROM d GROUP BY cfg ORDER BY min(xb), min(g), min(ib), min(rnd)")
+table = "$table"
+
+# many configurations: the change in % per series (bits and rounding)
+# against the group size, one row per point, the series first
+many = ncfg > 16
+if (many) {
+    load fetch("$change", base."SELECT s, g, 100 * (avg(CASE WHEN h > 0 THEN err END) /".\
+        " avg(CASE WHEN h = 0 THEN err END) - 1) FROM (SELECT *, substr(cfg, 1, instr(cfg,".\
+        " ', g') - 1) || ', ' || rnd AS s FROM d) GROUP BY s, g ORDER BY s, g")
+    series = system(sql(base."SELECT group_concat('\"' || s || '\"', ' ') FROM (SELECT".\
+        " substr(cfg, 1, instr(cfg, ', g') - 1) || ', ' || rnd AS s, min(xb) AS xb, min(ib) AS".\
+        " ib FROM d GROUP BY s ORDER BY xb, ib, s)"))
+}
+of(l) = strcol(1) eq l ? $2 : NaN
+# colour by position in the series (viridis: dark = few bits)
+array bcolors[8] = ["#440154", "#46327e", "#365c8d", "#277f8e", "#1fa187", "#4ac16d", \
+    "#8fd744", "#c8c800"]
+array pts[6] = [7, 5, 9, 11, 13, 15]
+ns = many ? words(series) : 0
+scolor(i) = bcolors[ns <= 1 ? 1 : 1 + int(7.0 * (i - 1) / (ns - 1) + 0.5)]
+
+if (many) {
+    set logscale x 2
+    set format x "%g"
+    set grid xtics ytics lc rgb "#e0e0e0"
+    set key outside right top reverse Left spacing 1.1 samplen 3
+    set xlabel "group size (elements per scale)"
+    set ylabel "change in relative L2 error with the Hadamard (%)"
+    set xtics nomirror
+    set ytics nomirror
+    set offsets graph 0.04, graph 0.04, graph 0.08, graph 0.08
+    set arrow 1 from graph 0, first 0 to graph 1, first 0 nohead lc rgb "#808080" dt 2
+    set title sprintf("Hadamard transform (%s-point) on the gradient hops: the change in error ".\
+        "it brings, %d configurations", sizes, ncfg)
+    do for [t = 1:words(formats)] {
+        eval term(t)
+        plot for [i = 1:ns] $change using (of(word(series, i))):3 with linespoints \
+                lc rgb scolor(i) lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 title word(series, i) noenhanced
+        set output
+    }
+    print sprintf("%s: runs %s -> %s, %s", name, drawn, png, svg)
+    exit
+}
 
 set style data histogram
 set style histogram clustered gap 1

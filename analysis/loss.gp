@@ -39,6 +39,10 @@ shq(s) = "'".shq_(s)."'"
 # sqlite3 program on a read-only connection in safe mode (no extension, no
 # file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
 sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
+# them: read once, then drawn by every plot, series and format from memory
+# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
+fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
 # ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
@@ -77,11 +81,13 @@ set print "-"
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
 # inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
 # preset, label). src/cli/report.c has the same SQL for the report's tables.
+# vv is MATERIALIZED: built once rather than again for every run whose label
+# reads it (which took seconds at a few hundred runs).
 labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
     "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
     " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
     " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
     " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
     " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
@@ -159,15 +165,29 @@ do for [i = 1:words(ids)] {
 do for [i = 1:words(ids)] {
     dash[i] = 1 + sum [j = 1:i] (j < i && presetof[j] eq presetof[i] ? 1 : 0)
 }
+# the key's columns: as many as the longest name lets fit (about 8 pixels a
+# character and 70 for the sample), at most 5; rows enough for every run
+maxlen = 0
+do for [i = 1:words(ids)] { maxlen = strlen(names[i]) > maxlen ? strlen(names[i]) : maxlen }
+kcols = int(width / (8.0 * maxlen + 70))
+kcols = kcols < 1 ? 1 : kcols > 5 ? 5 : kcols
+krows = int((words(ids) + kcols - 1) / kcols)
 maxstep = int(system(sql("SELECT max(step) FROM train_steps WHERE run_id IN (".\
     base."SELECT id FROM d)")))
 win = maxstep >= 40 ? int(maxstep / 10) : 1
 # the first fifth of a long run left out (a multiple of 10 steps from 100 on)
 from = maxstep >= 40 ? (maxstep >= 100 ? 10 * int(maxstep / 50) : int(maxstep / 5)) : 0
-train(id) = "< ".sql("SELECT * FROM (SELECT step, avg(loss) OVER (ORDER BY step ROWS BETWEEN ".(win - 1).\
-    " PRECEDING AND CURRENT ROW) AS m FROM train_steps WHERE run_id = ".id." ORDER BY step) WHERE step >= ".from)
-val(id) = "< ".sql("SELECT step, val_loss FROM train_steps WHERE run_id = ".id.\
-    " AND val_loss IS NOT NULL AND step >= ".from." ORDER BY step")
+# every run's curves in one query each, the run's id first: read once, each
+# line its rows (x undefined on the others')
+runlist = base."SELECT id FROM d"
+train = "SELECT run_id, step, m FROM (SELECT run_id, step, avg(loss) OVER (PARTITION BY".\
+    " run_id ORDER BY step ROWS BETWEEN ".(win - 1)." PRECEDING AND CURRENT ROW) AS m FROM".\
+    " train_steps WHERE run_id IN (".runlist.")) WHERE step >= ".from." ORDER BY run_id, step"
+val = "SELECT run_id, step, val_loss FROM train_steps WHERE run_id IN (".runlist.")".\
+    " AND val_loss IS NOT NULL AND step >= ".from." ORDER BY run_id, step"
+load fetch("$train", train)
+load fetch("$val", val)
+of(id) = strcol(1) eq id ? $2 : NaN
 
 set grid xtics ytics lc rgb "#e0e0e0"
 
@@ -185,17 +205,17 @@ do for [t = 1:words(formats)] {
     if (from > 0) { set xrange [from:maxstep] } else { set xrange [0:maxstep] }
     set yrange [*:*]
     set multiplot title "Training runs: loss per step and validation loss"
-    kh = (18.0 * int((words(ids) + 4) / 5) + 12) / 560
+    kh = (26.0 * krows + 16) / 560
     set size 0.5, 0.95 - kh
     set origin 0, kh
     unset key
     set title (win > 1 ? sprintf("training loss (moving mean over %d steps)", win) : "training loss").\
         (from > 0 ? sprintf(", from step %d", from) : "")
-    plot for [i = 1:words(ids)] train(word(ids, i)) using 1:2 with lines \
+    plot for [i = 1:words(ids)] $train using (of(word(ids, i))):3 with lines \
         lc rgb pcolor(presetof[i]) lw 1.5 dt dash[i] notitle
     set origin 0.5, kh
     set title "validation loss".(from > 0 ? sprintf(", from step %d", from) : "")
-    plot for [i = 1:words(ids)] val(word(ids, i)) using 1:2 with linespoints \
+    plot for [i = 1:words(ids)] $val using (of(word(ids, i))):3 with linespoints \
         lc rgb pcolor(presetof[i]) lw 1.5 dt dash[i] pt 7 ps 0.7 notitle
     set size 1, kh
     set origin 0, 0
@@ -205,7 +225,7 @@ do for [t = 1:words(formats)] {
     unset xlabel
     unset ylabel
     unset title
-    set key center center vertical Left reverse spacing 1.1 samplen 3 width 2 maxrows int((words(ids) + 4) / 5)
+    set key center center vertical Left reverse spacing 1.1 samplen 3 width 2 maxrows krows
     set xrange [0:1]
     set yrange [0:1]
     plot for [i = 1:words(ids)] NaN with linespoints lc rgb pcolor(presetof[i]) lw 1.5 \

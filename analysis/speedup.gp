@@ -36,6 +36,10 @@ shq(s) = "'".shq_(s)."'"
 # sqlite3 program on a read-only connection in safe mode (no extension, no
 # file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
 sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
+# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
+# them: read once, then drawn by every plot, series and format from memory
+# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
+fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
 set datafile separator "\t"
 # The runs a figure may draw: done, of the kinds that cond says, and within
 # ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
@@ -74,11 +78,13 @@ set print "-"
 # when it varies alike on both hops (hadamard=0, not intra.hadamard=0
 # inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
 # preset, label). src/cli/report.c has the same SQL for the report's tables.
+# vv is MATERIALIZED: built once rather than again for every run whose label
+# reads it (which took seconds at a few hundred runs).
 labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
     "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
     " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
     " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
+    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
     " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
     " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
     " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
@@ -138,12 +144,15 @@ nmodel = int(system(sql("SELECT count(*) FROM (".sel("model").") WHERE id IN (SE
 schemes = system(sql("SELECT group_concat(preset, ' ') FROM (SELECT preset FROM (SELECT DISTINCT".\
     " scheme AS preset FROM model_results WHERE run_id = ".run." AND speedup IS NOT NULL) ORDER BY ".\
     porder.", preset)"))
-rows(s) = "< ".sql("SELECT gpus, speedup FROM model_results WHERE run_id = ".run." AND scheme = '".\
-    s."' AND speedup IS NOT NULL ORDER BY gpus")
+# every scheme's rows in one query, the scheme first: read once, each line its rows
+load fetch("$rows", "SELECT scheme, gpus, speedup FROM model_results WHERE run_id = ".run.\
+    " AND speedup IS NOT NULL ORDER BY scheme, gpus")
+of(s) = strcol(1) eq s ? $2 : NaN
 
 array pts[6] = [7, 5, 9, 11, 13, 15]
 set logscale x 2
 set format x "%g"
+set xtics 2
 set grid xtics ytics lc rgb "#e0e0e0"
 set xlabel "GPUs"
 set ylabel "predicted speedup of an iteration over baseline (×)"
@@ -151,15 +160,37 @@ set xtics nomirror
 set ytics nomirror
 set key outside right top reverse Left spacing 1.1 samplen 3
 set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05
-set title sprintf("Predicted speedup against GPU count: model run %s", run).\
-    (nmodel > 1 ? sprintf(" (latest of %d model runs)", nmodel) : "")
+# Schemes predicted alike (tlq under tlqhs) would hide one another: the i-th
+# of n is drawn (i - (n+1)/2) * 0.06 of an octave to the side.
+sx(i) = (i - (words(schemes) + 1) / 2.0) * 0.06
+# what was predicted: the model and the platform of the run
+mname = system(sql("SELECT coalesce(json_extract(config, '$.model'), '') FROM runs WHERE id = ".run))
+mplat = system(sql("SELECT coalesce(json_extract(config, '$.platform'), '') FROM runs WHERE id = ".run))
+# Measured points to compare with, drawn where the run's platform and model
+# are theirs: platform, model, scheme, GPUs, speedup over the baseline,
+# source (SDP4Bit, NeurIPS 2024, Table 2: 57.6 against 24.1 TFLOP/s per GPU;
+# experiments/validation/sdp4bit-a100.ini has the row).
+$measured << EOD
+a100-slingshot10	GPT-1.3B	sdp4bit	64	2.39	SDP4Bit measured (its Table 2)
+EOD
+ismeasured(i) = strcol(1) eq mplat && strcol(2) eq mname
+nmeasured = sum [k = 1:|$measured|] (strstrt($measured[k], mplat."\t".mname."\t") == 1 ? 1 : 0)
+mlabel = "SDP4Bit measured"
+set title sprintf("Predicted speedup of %s on %s against GPU count (model run %s)", \
+    mname eq "" ? "a model" : mname, mplat eq "" ? "a platform" : mplat, run).\
+    (nmodel > 1 ? sprintf(" (latest of %d model runs)", nmodel) : "") noenhanced
 
 do for [t = 1:words(formats)] {
     eval term(t)
     plot 1 with lines lc rgb "#808080" dt 2 lw 1.5 title "1 (no gain)", \
-        for [i = 1:words(schemes)] rows(word(schemes, i)) using 1:2 with linespoints \
+        for [i = 1:words(schemes)] $rows using (of(word(schemes, i)) * 2**sx(i)):3 with linespoints \
             lc rgb pcolor(word(schemes, i)) lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 \
-            title word(schemes, i) noenhanced
+            title word(schemes, i) noenhanced, \
+        for [k = 1:(nmeasured > 0)] $measured using (ismeasured(0) ? $4 : NaN):5 with points \
+            lc rgb pcolor("sdp4bit") pt 12 ps 2.5 lw 2 title mlabel noenhanced, \
+        for [k = 1:(nmeasured > 0)] $measured using (ismeasured(0) ? $4 : NaN):5:\
+            (sprintf("%.2fx measured", $5)) with labels offset 0, -1.4 font ",9" \
+            tc rgb pcolor("sdp4bit") notitle
     set output
 }
 print sprintf("%s: runs %s -> %s, %s", name, run, png, svg)

@@ -44,22 +44,33 @@ ok "no nan in the three lines" sh -c '! grep -A3 "three lines" "$0" | grep -qi n
 ok "the trace: 4 captured steps of 2 workers" sh -c 'test -f "$0/manifest.json" &&
   test "$(ls -d "$0"/step-* | wc -l)" -eq 4 && test -f "$0/step-000006/grads-w01.safetensors"' \
   "$T/d/trace"
-pyrun "stored: 6 training runs, 42 replays, a bench run, a model run, all done" '
+pyrun "stored: 10 training runs (baseline and sdp4bit under 3 seeds), 42 replays, a bench run, a model run, all done" '
 c = sqlite3.connect(sys.argv[1])
 k = dict(c.execute("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
-assert k == {"train": 6, "replay": 42, "bench": 1, "model": 1}, k
+assert k == {"train": 10, "replay": 42, "bench": 1, "model": 1}, k
 assert c.execute("SELECT count(*) FROM runs WHERE status != \"done\"").fetchone()[0] == 0
-presets = [r[0] for r in c.execute("SELECT preset FROM runs WHERE kind = \"train\" ORDER BY preset")]
-assert presets == ["baseline", "qw", "qwd", "sdp4bit", "tlqhs", "zeropp"], presets
-assert c.execute("SELECT count(*) FROM train_steps").fetchone()[0] == 6 * 8
+presets = [r[0] for r in c.execute("SELECT preset || \" \" || seed FROM runs WHERE kind = \"train\" ORDER BY preset, seed")]
+assert presets == ["baseline 1", "baseline 2", "baseline 3", "qw 1", "qwd 1", "sdp4bit 1",
+                   "sdp4bit 2", "sdp4bit 3", "tlqhs 1", "zeropp 1"], presets
+assert c.execute("SELECT count(*) FROM train_steps").fetchone()[0] == 10 * 8
 assert c.execute("SELECT count(DISTINCT seed) FROM runs WHERE kind = \"replay\"").fetchone()[0] == 3
 assert c.execute("SELECT count(*) FROM bench_results").fetchone()[0] > 0
 assert c.execute("SELECT count(DISTINCT gpus) FROM model_results").fetchone()[0] >= 5
 assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 ' "$T/d/shardq.db"
-ok "the recipes it ran are kept" test -f "$T/d/demo-replay.ini" -a -f "$T/d/demo-train.ini"
+ok "the recipes it ran are kept" test -f "$T/d/demo-replay.ini" -a -f "$T/d/demo-train.ini" \
+  -a -f "$T/d/demo-seeds.ini"
 ok "the report: index.html, report.md, figures" sh -c 'test -s "$0/index.html" && test -s "$0/report.md" &&
   test "$(ls "$0"/*.png | wc -l)" -ge 6' "$T/d/report"
+ok "the page opens with the three lines and the setup" sh -c 'for f in "$0/report.md" "$0/index.html"; do
+  for w in "Summary" "error: " "convergence: after 8 steps" "means of 3 and 3 seeds" "scale: " \
+    "Setup" "model: a byte-level GPT, 1 layer" "corpus: " "topology: 1 x 2 workers" "steps: 8" \
+    "seeds: 1, 2, 3" "version: shardq" "machine: " "date: "; do
+    grep -q "$w" "$f" || { echo "$f: no $w"; exit 1; }; done
+  test "$(grep -n "Summary" "$f" | head -1 | cut -d: -f1)" -lt "$(grep -n "Quantization error" "$f" | head -1 | cut -d: -f1)" || exit 1
+done' "$T/d/report"
+ok "the convergence line is worded by the seeds' interval" \
+  grep -Eq "^  convergence: .*(within|beyond) the 95% interval of seeds" "$T/first.txt"
 
 ok "demo again: resumes, runs nothing new" "$SHARDQ" demo --tiny --steps 8 --corpus "$T/corpus.txt" \
   --out "$T/d"
@@ -67,11 +78,14 @@ cat "$sq_tmp/out" "$sq_tmp/err" >"$T/second.txt"
 ok "the second run found everything done" sh -c 'grep -q "already done" "$0" &&
   grep -q "42 of 42 configurations done (0 now, 42 before)" "$0" &&
   grep -q "5 of 5 configurations done (0 now, 5 before)" "$0"' "$T/second.txt"
-pyrun "no run added" '
+# a bench run that stayed noisy (a busy machine) is measured again: the one
+# run a resumed demo may add, and only when it says why
+pyrun "no run added (but a bench run measured again, when the first stayed noisy)" '
 c = sqlite3.connect(sys.argv[1])
 k = dict(c.execute("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
-assert k == {"train": 6, "replay": 42, "bench": 1, "model": 1}, k
-' "$T/d/shardq.db"
+again = "measuring again" in open(sys.argv[2]).read()
+assert k == {"train": 10, "replay": 42, "bench": 1 + again, "model": 1}, (k, again)
+' "$T/d/shardq.db" "$T/second.txt"
 
 # --- paths the recipe reader would cut, two demos, a foreign bench run -------
 # The corpus's path holds " ;", where the recipe reader (libinih) starts a
@@ -109,7 +123,7 @@ assert len(paths) == 1, paths
 p = paths.pop()
 assert os.path.dirname(p) == sys.argv[2] and os.path.basename(p).startswith("corpus-"), p
 assert open(p, "rb").read() == open(sys.argv[3], "rb").read()
-assert c.execute("SELECT count(*) FROM runs WHERE kind = \"train\"").fetchone()[0] == 6
+assert c.execute("SELECT count(*) FROM runs WHERE kind = \"train\"").fetchone()[0] == 10
 ' "$out/shardq.db" "$out" "$long/c ;x.txt"
 pyrun "the recipes hold no value the reader would cut" '
 for f in sys.argv[1:]:
@@ -117,12 +131,28 @@ for f in sys.argv[1:]:
         assert len(line) < 190, (f, n, len(line))
         assert line.startswith(";") or ";" not in line and "#" not in line, (f, n, line)
 ' "$out/demo-train.ini" "$out/demo-replay.ini"
-ok "the demo did not take the other bench run for its own" sh -c '! grep -q "bench run" "$0"' \
+ok "the demo did not take the other bench run for its own" sh -c '! grep -q "reusing bench run" "$0"' \
   "$T/paths.txt"
 pyrun "... and ran its own" '
 c = sqlite3.connect(sys.argv[1])
 n = c.execute("SELECT count(*) FROM runs WHERE kind = \"bench\" AND status = \"done\"").fetchone()
 assert n[0] == 2, n
 ' "$out/shardq.db"
+
+# --- a bench run whose figures stayed noisy is measured again ---------------
+# (the spread stored over a quarter of the median: what SQ_BENCH_NOISY flags)
+sqlite3 "$T/d/shardq.db" "UPDATE bench_results SET gb_per_s_std = gb_per_s WHERE run_id =
+  (SELECT max(id) FROM runs WHERE kind = 'bench') AND op = 'quantize'"
+nbench=$(sqlite3 "$T/d/shardq.db" "SELECT count(*) FROM runs WHERE kind = 'bench'")
+ok "demo with a noisy bench run" "$SHARDQ" demo --tiny --steps 8 --corpus "$T/corpus.txt" --out "$T/d"
+cp "$sq_tmp/out" "$T/noisy.txt"
+ok "... says so and measures again" \
+  grep -q "has figures that stayed noisy (a busy machine): measuring again" "$T/noisy.txt"
+pyrun "... into a second bench run, nothing else added" '
+c = sqlite3.connect(sys.argv[1])
+k = dict(c.execute("SELECT kind, count(*) FROM runs GROUP BY kind").fetchall())
+b0 = int(sys.argv[2])
+assert k == {"train": 10, "replay": 42, "bench": b0 + 1, "model": 1}, (k, b0)
+' "$T/d/shardq.db" "$nbench"
 
 finish

@@ -128,6 +128,16 @@ ok "the loss figure names the training runs" \
   grep -q "Drawn from training runs $(ids "kind = 'train'" | tr ' ' -)\." "$T/all/report.md"
 ok "the bench figure names the bench run" \
   grep -q "Drawn from bench run $(ids "kind = 'bench'")\." "$T/all/report.md"
+cp "$DB" "$T/noisy.db"
+sqlite3 "$T/noisy.db" "UPDATE bench_results SET gb_per_s_std = 0.1 * gb_per_s;
+  UPDATE bench_results SET gb_per_s_std = gb_per_s WHERE op = 'quantize' AND threads = 1 AND
+  elements = (SELECT min(elements) FROM bench_results)"
+ok "a noisy bench figure: report" "$SHARDQ" report --db "$T/noisy.db" --out "$T/noisy" -q
+ok "... the bench figure says it and rings it" sh -c 'grep -q "1 figure stayed noisy" "$0" &&
+  grep -q ">noisy<" "$0"' "$T/noisy/bench.svg"
+sqlite3 "$T/noisy.db" "UPDATE bench_results SET gb_per_s_std = 0.1 * gb_per_s"
+ok "a steady bench figure: report" "$SHARDQ" report --db "$T/noisy.db" --out "$T/steady" -q
+ok "... says nothing of noise" sh -c '! grep -q "stayed noisy" "$0"' "$T/steady/bench.svg"
 ok "the speedup figure names the model run" \
   grep -q "Drawn from model run $(ids "kind = 'model'")\." "$T/all/report.md"
 ok "the report keeps the scripts it ran, as built from analysis/" sh -c '

@@ -90,7 +90,16 @@ typedef struct sq_bench_result {
     double copy_gbs, copy_std; /* the copy of the same size in the same run */
     double twin_ratio;     /* gbs over the twin's, when it was measured before; < 0: none */
     char codec[SQ_CODEC_STRLEN]; /* the input codec's canonical spec, "-" when none */
+    int noisy;             /* gbs_std still over SQ_BENCH_NOISY of gbs after SQ_BENCH_TRIES */
+    int copy_noisy;        /* the same for the copy */
 } sq_bench_result;
+
+/* A figure whose batches spread (standard deviation) over this share of
+** their median is measured again, up to SQ_BENCH_TRIES times in all, and the
+** steadiest try kept; one still over it is noisy (a busy machine). The store
+** keeps the spread, so a reader applies the same rule: std > 0.25 median. */
+#define SQ_BENCH_NOISY 0.25
+#define SQ_BENCH_TRIES 3
 
 /* What a run reports as it goes. */
 typedef enum sq_bench_event_kind {

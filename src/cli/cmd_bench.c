@@ -161,13 +161,20 @@ static void print_row(const sq_bench_result *r, const char *device, int json, in
         if (r->twin_ratio >= 0)
             printf("\"vs_without_hadamard\":%.4f,", r->twin_ratio);
         if (run > 0) printf("\"run\":%lld,", (long long)run);
+        printf("\"noisy\":%s,\"copy_noisy\":%s,", r->noisy ? "true" : "false",
+               r->copy_noisy ? "true" : "false");
         printf("\"device\":\"%s\"}\n", device);
     } else {
         char twin[16] = "", th[16] = "-";
         if (r->twin_ratio >= 0) snprintf(twin, sizeof twin, "%.1f%%", 100.0 * r->twin_ratio);
         if (r->threads > 0) snprintf(th, sizeof th, "%d", r->threads);
-        printf("%-15s %8d %7s %9.2f %10.2f %7.1f%% %8s  %s\n", r->op->name, r->size_mb, th, r->gbs,
-               r->copy_gbs, 100.0 * r->gbs / r->copy_gbs, twin, r->op->what);
+        /* a figure that stayed noisy says so, in front of what the op is */
+        printf("%-15s %8d %7s %9.2f %10.2f %7.1f%% %8s  %s%s\n", r->op->name, r->size_mb, th, r->gbs,
+               r->copy_gbs, 100.0 * r->gbs / r->copy_gbs, twin,
+               r->noisy || r->copy_noisy ? (r->noisy ? "NOISY (spread > 25% after 3 tries) "
+                                                     : "NOISY copy (spread > 25% after 3 tries) ")
+                                         : "",
+               r->op->what);
     }
     fflush(stdout);
 }

@@ -54,6 +54,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char demo_usage[] =
@@ -62,9 +63,11 @@ static const char demo_usage[] =
     "The main job, on built-in defaults: trains the byte-level GPT on the default\n"
     "corpus under the baseline while capturing a trace; sweeps bits, group sizes,\n"
     "the Hadamard transform and every preset over that trace; trains the main\n"
-    "presets for comparison; measures the codec kernels; predicts the speedup on\n"
-    "the SDP4Bit A100 cluster with the cost model; and writes a report (about\n"
-    "four minutes on 2 cores). Everything lands in DIR: shardq.db, the trace\n"
+    "presets for comparison, and the baseline and sdp4bit under two more seeds;\n"
+    "measures the codec kernels; predicts the speedup on the SDP4Bit A100\n"
+    "cluster with the cost model; and writes a report that opens with the\n"
+    "summary and the setup (ten training runs: most of its time, which README\n"
+    "says as measured). Everything lands in DIR: shardq.db, the trace\n"
     "(trace-ID, and the link trace), the copy of the corpus it trains on\n"
     "(corpus-HASH.txt), the recipes it ran, and report/index.html. Run it again\n"
     "to resume: it says what it reuses. Other options or another corpus in the\n"
@@ -108,6 +111,11 @@ typedef struct demo {
     /* the done runs of this configuration, found as each phase ends */
     int64_t capture_run, bench_run, model_run;
     idset replays, trains, all;
+    /* the three lines that matter and the setup: printed at the end, and
+    ** the report's page opens with them */
+    char lines[3][1536];
+    char setup[8][768];
+    int nsetup;
 } demo;
 
 static void phase(const demo *d, int k, const char *what)
@@ -601,6 +609,39 @@ static int step_replays(demo *d)
     return rc != CLI_OK ? rc : recipe_runs(d, path, &d->replays);
 }
 
+/* The baseline and sdp4bit again under seeds 2 and 3, so that the
+** convergence line compares their difference with the spread of seeds
+** (seed 1 is the capture run and the main sweep's). Two presets, not all:
+** each run is a whole training, the demo's largest cost. */
+static int step_seeds(demo *d)
+{
+    ini b = {.path = NULL};
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/demo-seeds.ini", d->out);
+    b.path = path;
+    ini_raw(&b, "; demo-seeds.ini -- written by `shardq demo`: the baseline and sdp4bit\n"
+                "; trained like the others under two more seeds, for the seeds' spread.\n\n"
+                "[sweep]\n");
+    ini_kv(&b, "name", "demo-seeds");
+    ini_kv(&b, "command", "train");
+    ini_kv(&b, "workers", d->tiny ? "1x2" : "2x4");
+    ini_kv(&b, "seeds", "2, 3");
+    ini_kv(&b, "corpus", d->corpus_name);
+    ini_raw(&b, "\n[grid seeds]\n");
+    ini_kv(&b, "presets", "baseline, sdp4bit");
+    const char *a[64];
+    int n = 0;
+    model_args(d, a, &n);
+    for (int i = 0; i + 1 < n; i += 2)
+        if (strcmp(a[i], "--workers") && strcmp(a[i], "--corpus")) ini_kv(&b, a[i] + 2, a[i + 1]);
+    int rc = ini_write(&b);
+    if (rc != CLI_OK) return rc;
+    printf("\nthe baseline and sdp4bit under seeds 2 and 3, for the seeds' spread:\n");
+    const char *s[] = {"sweep", "--transport", "inproc", "--db", d->db, path, NULL};
+    rc = run(cmd_sweep, s);
+    return rc != CLI_OK ? rc : recipe_runs(d, path, &d->trains);
+}
+
 static int step_training(demo *d)
 {
     phase(d, 3, "training the same model under the main presets (same data, same seed)");
@@ -627,7 +668,8 @@ static int step_training(demo *d)
     if (rc != CLI_OK) return rc;
     const char *s[] = {"sweep", "--transport", "inproc", "--db", d->db, path, NULL};
     rc = run(cmd_sweep, s);
-    return rc != CLI_OK ? rc : recipe_runs(d, path, &d->trains);
+    if (rc == CLI_OK) rc = recipe_runs(d, path, &d->trains);
+    return rc == CLI_OK ? step_seeds(d) : rc;
 }
 
 /* The newest done run that sql (one '?1' .. '?3' parameters at most, as
@@ -657,11 +699,18 @@ static int64_t find_run(const demo *d, const char *sql, const char *p1, const ch
 static const char bench_ops[] = "quantize,quantize-nh,dequantize,quantize-8,sum-requant";
 static const char bench_ops_json[] =
     "[\"quantize\",\"quantize-nh\",\"dequantize\",\"quantize-8\",\"sum-requant\"]";
-static const char bench_sql[] =
-    "SELECT max(id) FROM runs WHERE kind = 'bench' AND status = 'done' AND "
-    "json_extract(config, '$.device') = 'cpu' AND json_extract(config, '$.codec') IS NULL AND "
-    "json_extract(config, '$.sizes_mb') = ?1 AND json_extract(config, '$.ops') = ?2 AND "
-    "json_extract(config, '$.min_time') = ?3 AND id IN (SELECT run_id FROM bench_results)";
+#define BENCH_SQL                                                                          \
+    "SELECT max(id) FROM runs WHERE kind = 'bench' AND status = 'done' AND "                    \
+    "json_extract(config, '$.device') = 'cpu' AND json_extract(config, '$.codec') IS NULL AND " \
+    "json_extract(config, '$.sizes_mb') = ?1 AND json_extract(config, '$.ops') = ?2 AND "       \
+    "json_extract(config, '$.min_time') = ?3 AND id IN (SELECT run_id FROM bench_results)"
+static const char bench_sql[] = BENCH_SQL;
+/* a bench run none of whose figures stayed noisy (SQ_BENCH_NOISY: the stored
+** spread over a quarter of the median), the only kind the demo reuses */
+#define BENCH_NOISY_ROW "gb_per_s_std > 0.25 * gb_per_s"
+static const char bench_steady_sql[] =
+    BENCH_SQL " AND NOT EXISTS (SELECT 1 FROM bench_results b WHERE b.run_id = runs.id AND "
+    BENCH_NOISY_ROW ")";
 
 /* The figures as they come, one line each (the table is `shardq bench`'s). */
 static int bench_line(void *user, const sq_bench_event *ev)
@@ -671,8 +720,9 @@ static int bench_line(void *user, const sq_bench_event *ev)
     const sq_bench_result *r = ev->row;
     char th[32];
     snprintf(th, sizeof th, "%d thread%s:", r->threads, r->threads == 1 ? "" : "s");
-    printf("  %-12s %3d MB, %-12s %8.2f GB/s, %5.1f%% of the copy\n", r->op->name, r->size_mb,
-           th, r->gbs, 100.0 * r->gbs / r->copy_gbs);
+    printf("  %-12s %3d MB, %-12s %8.2f GB/s, %5.1f%% of the copy%s\n", r->op->name, r->size_mb,
+           th, r->gbs, 100.0 * r->gbs / r->copy_gbs,
+           r->noisy || r->copy_noisy ? "  NOISY: spread > 25% after 3 tries" : "");
     fflush(stdout);
     return 0;
 }
@@ -718,11 +768,15 @@ static int step_bench(demo *d)
     const char *sizes = d->tiny ? "1,4" : "1,4,16,64", *min = d->tiny ? "0.01" : "0.05";
     char sizes_json[32];
     snprintf(sizes_json, sizeof sizes_json, "[%s]", sizes);
-    int64_t id = find_run(d, bench_sql, sizes_json, bench_ops_json, atof(min));
+    int64_t id = find_run(d, bench_steady_sql, sizes_json, bench_ops_json, atof(min));
     if (id < 0) return CLI_RUNTIME;
     if (id > 0) {
         printf("reusing bench run %lld (same sizes, operations and time)\n", (long long)id);
     } else {
+        int64_t noisy = find_run(d, bench_sql, sizes_json, bench_ops_json, atof(min));
+        if (noisy > 0)
+            printf("bench run %lld has figures that stayed noisy (a busy machine): measuring "
+                   "again\n", (long long)noisy);
         int64_t run = 0;
         int rc = bench_record(d, sizes, atof(min), &run);
         if (rc != CLI_OK) return rc;
@@ -730,6 +784,10 @@ static int step_bench(demo *d)
             fprintf(stderr, "shardq demo: the bench run is not in %s\n", d->db);
             return CLI_RUNTIME;
         }
+        if (find_run(d, bench_steady_sql, sizes_json, bench_ops_json, atof(min)) != id)
+            printf("some figures of bench run %lld stayed noisy after %d tries: the report "
+                   "marks them, and the next demo measures again\n", (long long)id,
+                   SQ_BENCH_TRIES);
     }
     d->bench_run = id;
     return idset_add(&d->all, id) ? CLI_RUNTIME : CLI_OK;
@@ -852,6 +910,9 @@ static char *id_condition(idset *s)
 
 /* The report of this configuration's runs only: one database may hold
 ** several (another --steps, --tiny or corpus). */
+static void key_compute(demo *d);
+static void setup_compute(demo *d);
+
 static int step_report(demo *d)
 {
     phase(d, 6, "writing the report");
@@ -860,7 +921,14 @@ static int step_report(demo *d)
         fprintf(stderr, "shardq demo: out of memory\n");
         return CLI_RUNTIME;
     }
-    int rc = report_write(d->db, d->report, filter, 0);
+    key_compute(d);
+    setup_compute(d);
+    const char *summary[3] = {d->lines[0], d->lines[1], d->lines[2]};
+    const char *setup[8];
+    for (int i = 0; i < d->nsetup; i++) setup[i] = d->setup[i];
+    report_options o = {.filter = filter, .summary = summary, .nsummary = d->lines[0][0] ? 3 : 0,
+                        .setup = setup, .nsetup = d->nsetup};
+    int rc = report_write_opts(d->db, d->report, &o);
     free(filter);
     return rc;
 }
@@ -931,6 +999,41 @@ static double final_val(sqlite3 *db, const char *ids, const char *preset)
     return v;
 }
 
+/* The last validation loss of every run of preset among ids: their mean,
+** variance (0 for one run) and number. */
+static int final_vals(sqlite3 *db, const char *ids, const char *preset, double *mean,
+                      double *var)
+{
+    size_t len = strlen(ids) + 512;
+    char *sql = malloc(len);
+    int n = 0;
+    double sum = 0, sum2 = 0;
+    *mean = NAN, *var = 0;
+    if (!sql) return 0;
+    snprintf(sql, len, "SELECT t.val_loss FROM runs r JOIN train_steps t ON t.run_id = r.id "
+             "WHERE r.id IN (%s) AND r.preset = '%s' AND t.step = (SELECT max(step) FROM "
+             "train_steps WHERE run_id = r.id AND val_loss IS NOT NULL)", ids, preset);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            double v = sqlite3_column_double(st, 0);
+            sum += v, sum2 += v * v, n++;
+        }
+        sqlite3_finalize(st);
+    }
+    free(sql);
+    if (n > 0) *mean = sum / n;
+    if (n > 1) *var = fmax(sum2 - sum * sum / n, 0) / (n - 1);
+    return n;
+}
+
+/* Student's t at 97.5% for df degrees of freedom (df >= 1). */
+static double t975(int df)
+{
+    static const double t[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262};
+    return df <= 9 ? t[df - 1] : 1.96 + 2.5 / df;
+}
+
 static double speedup(sqlite3 *db, int64_t run, const char *scheme, int gpus)
 {
     char sql[512], at[128] = "= 64";
@@ -942,7 +1045,9 @@ static double speedup(sqlite3 *db, int64_t run, const char *scheme, int gpus)
     return q1(db, sql);
 }
 
-static void key_lines(const demo *d)
+/* The three lines that matter into d->lines (empty when the database
+** cannot be read). */
+static void key_compute(demo *d)
 {
     sq_store *s;
     char *reps = idset_sql(&d->replays), *trains = idset_sql(&d->trains);
@@ -960,7 +1065,9 @@ static void key_lines(const demo *d)
     double b_ulq = replay_bits(db, reps, "ulq", "grad_reducescatter", &l2);
     double b_qw = replay_bits(db, reps, "qw", "weight_allgather", &lw);
     double b_qwd = replay_bits(db, reps, "qwd", "weight_allgather", &l2);
-    double v_base = final_val(db, trains, "baseline"), v_sdp = final_val(db, trains, "sdp4bit");
+    double v_base, v_sdp, var_base, var_sdp;
+    int n_base = final_vals(db, trains, "baseline", &v_base, &var_base);
+    int n_sdp = final_vals(db, trains, "sdp4bit", &v_sdp, &var_sdp);
     double v_qw = final_val(db, trains, "qw");
     double s64 = speedup(db, d->model_run, "sdp4bit", 64);
     double smax = speedup(db, d->model_run, "sdp4bit", 0);
@@ -971,18 +1078,138 @@ static void key_lines(const demo *d)
     sq_store_close(s);
     free(reps), free(trains);
 
-    printf("\nThe three lines that matter:\n");
     /* bits per real parameter: the padding of every tensor paid for */
-    printf("  error:       on the captured gradients sdp4bit (8/4-bit, Hadamard) adds %.3g "
+    snprintf(d->lines[0], sizeof d->lines[0],
+             "error:       on the captured gradients sdp4bit (8/4-bit, Hadamard) adds %.3g "
            "relative L2 error at %.3f bits/param on the %s-node hop, ulq (4/4-bit) %.3g at "
            "%.3f; 4-bit weight differences (qwd) %.3g at %.3f bits/param on the %s-node hop "
-           "against 4-bit weights (qw) %.3g at %.3f\n", g_sdp, b_sdp, lg, g_ulq, b_ulq, w_qwd,
+           "against 4-bit weights (qw) %.3g at %.3f", g_sdp, b_sdp, lg, g_ulq, b_ulq, w_qwd,
            b_qwd, lw, w_qw, b_qw);
-    printf("  convergence: after %d steps the validation loss is %.4f under the baseline, %.4f "
-           "(%+.2f%%) under sdp4bit, %.4f (%+.2f%%) under qw\n", d->steps, v_base, v_sdp,
-           100 * (v_sdp / v_base - 1), v_qw, 100 * (v_qw / v_base - 1));
-    printf("  scale:       sdp4bit is predicted %.2fx faster than the baseline for GPT-1.3B on "
-           "64 A100 (SDP4Bit measured 2.39x), %.2fx on %d\n", s64, smax, gmax);
+    /* the difference of the means and its 95% interval (Welch, with the
+    ** smaller df: a cautious width); qw against the same interval */
+    double diff = v_sdp - v_base, half = NAN;
+    if (n_base > 1 && n_sdp > 1)
+        half = t975((n_base < n_sdp ? n_base : n_sdp) - 1) *
+               sqrt(var_base / n_base + var_sdp / n_sdp);
+    char verdict[256] = "one seed each: no spread to compare with";
+    if (isfinite(half))
+        snprintf(verdict, sizeof verdict, "%s the 95%% interval of seeds (+/-%.4f)",
+                 fabs(diff) <= half ? "within" : "beyond", half);
+    snprintf(d->lines[1], sizeof d->lines[1],
+             "convergence: after %d steps the validation loss is %.4f under the baseline and "
+             "%.4f under sdp4bit (means of %d and %d seeds), a difference of %+.4f (%+.2f%%), "
+             "%s; %.4f (%+.2f%%, seed 1) under qw", d->steps, v_base, v_sdp, n_base, n_sdp, diff,
+             100 * (v_sdp / v_base - 1), verdict, v_qw, 100 * (v_qw / v_base - 1));
+    snprintf(d->lines[2], sizeof d->lines[2],
+             "scale:       sdp4bit is predicted %.2fx faster than the baseline for GPT-1.3B on "
+           "64 A100 (SDP4Bit measured 2.39x), %.2fx on %d", s64, smax, gmax);
+}
+
+/* A text value of the capture run's params (key), or "?" */
+static void param_text(sqlite3 *db, int64_t run, const char *key, char *v, size_t n)
+{
+    sqlite3_stmt *st;
+    snprintf(v, n, "?");
+    if (sqlite3_prepare_v2(db, "SELECT value FROM params WHERE run_id = ?1 AND key = ?2", -1,
+                           &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(v, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+}
+
+/* The processor's name from /proc/cpuinfo ("model name"), else "". */
+static void cpu_name(char *v, size_t n)
+{
+    char line[512];
+    v[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            const char *p = strchr(line, ':') + 1;
+            p += strspn(p, " \t");
+            snprintf(v, n, "%.*s", (int)strcspn(p, "\n"), p);
+            break;
+        }
+    fclose(f);
+}
+
+/* What was run, for the report's Setup: model, corpus, topology, steps,
+** seeds, version, machine, date; from the capture run's stored params. */
+static void setup_compute(demo *d)
+{
+    sq_store *s;
+    d->nsetup = 0;
+    if (open_db(d, &s)) return;
+    sqlite3 *db = sq_store_db(s);
+    char layers[32], ch[32], heads[32], params[32], seq[32], batch[32], lr[32], host[256] = "?";
+    param_text(db, d->capture_run, "model.layers", layers, sizeof layers);
+    param_text(db, d->capture_run, "model.channels", ch, sizeof ch);
+    param_text(db, d->capture_run, "model.heads", heads, sizeof heads);
+    param_text(db, d->capture_run, "model.params", params, sizeof params);
+    param_text(db, d->capture_run, "train.seq", seq, sizeof seq);
+    param_text(db, d->capture_run, "train.batch", batch, sizeof batch);
+    param_text(db, d->capture_run, "train.lr", lr, sizeof lr);
+    char sql[256], seeds[128] = "?";
+    snprintf(sql, sizeof sql, "SELECT host FROM runs WHERE id = %lld", (long long)d->capture_run);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+            snprintf(host, sizeof host, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    char *trains = idset_sql(&d->trains);
+    if (trains) {
+        size_t len = strlen(trains) + 256;
+        char *q = malloc(len);
+        if (q) {
+            snprintf(q, len, "SELECT group_concat(seed, ', ') FROM (SELECT DISTINCT seed FROM "
+                     "runs WHERE id IN (%s) ORDER BY seed)", trains);
+            if (sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK) {
+                if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+                    snprintf(seeds, sizeof seeds, "%s", (const char *)sqlite3_column_text(st, 0));
+                sqlite3_finalize(st);
+            }
+            free(q);
+        }
+        free(trains);
+    }
+    sq_store_close(s);
+    const char *bytes = strrchr(d->corpus_id, ':');
+    char cpu[256], when[64] = "?";
+    cpu_name(cpu, sizeof cpu);
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double np = strtod(params, NULL);
+    char (*u)[768] = d->setup;
+    int n = 0;
+    snprintf(u[n++], sizeof *u, "model: a byte-level GPT, %s layer%s, %s channels, %s heads, "
+             "context %s bytes (%.3g M parameters), batch %s sequences per worker, learning "
+             "rate %.3g", layers, strcmp(layers, "1") ? "s" : "", ch, heads, seq, np / 1e6,
+             batch, strtod(lr, NULL));
+    snprintf(u[n++], sizeof *u, "corpus: %s (%s bytes, copied as %s)", d->corpus_src,
+             bytes ? bytes + 1 : "?", d->corpus_name);
+    snprintf(u[n++], sizeof *u, "topology: %s workers (nodes x workers per node), sharded data "
+             "parallel, collectives emulated in one process", d->tiny ? "1 x 2" : "2 x 4");
+    snprintf(u[n++], sizeof *u, "steps: %d per training run, every %s-th evaluated on held-out "
+             "text and its weights and gradients captured for the replays", d->steps, d->every);
+    snprintf(u[n++], sizeof *u, "seeds: %s (training); the replays as their recipe says", seeds);
+    snprintf(u[n++], sizeof *u, "version: shardq %s", SHARDQ_VERSION_STRING);
+    snprintf(u[n++], sizeof *u, "machine: %s, %s%s%ld cores", host, cpu, cpu[0] ? ", " : "",
+             cores);
+    snprintf(u[n++], sizeof *u, "date: %s", when);
+    d->nsetup = n;
+}
+
+static void key_lines(const demo *d)
+{
+    printf("\nThe three lines that matter:\n");
+    for (int i = 0; i < 3; i++) printf("  %s\n", d->lines[i]);
 }
 
 /* ------------------------------------------------------------------------ */

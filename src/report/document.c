@@ -157,7 +157,8 @@ void report_ranges(report_buf *out, const char *ids)
 
 /* The same SQL as labels() in analysis/NAME.gp: change both together. The
 ** knobs of a label come in the order of their names, so that the same run
-** gets the same label in every query (group_concat alone has no order). */
+** gets the same label in every query (group_concat alone has no order). vv
+** is MATERIALIZED: built once, not again for every run whose label reads it. */
 void report_labels_sql(report_buf *b, const char *cond)
 {
     report_printf(
@@ -166,7 +167,7 @@ void report_labels_sql(report_buf *b, const char *cond)
         "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM"
         " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (%s)), vk AS"
         " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT"
-        " value) > 1), vv AS (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)"
+        " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)"
         " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%%') THEN kv.k || '=' ||"
         " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE"
         " 'grad.intra.%%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||"
@@ -241,6 +242,21 @@ void report_para(report_doc *d, const char *text)
     report_printf(&d->html, "<p>");
     html_text(&d->html, text);
     report_printf(&d->html, "</p>\n");
+}
+
+void report_list(report_doc *d, const char *const *items, int n)
+{
+    report_printf(&d->html, "<ul>\n");
+    for (int i = 0; i < n; i++) {
+        report_printf(&d->md, "- ");
+        md_text(&d->md, items[i]);
+        report_printf(&d->md, "\n");
+        report_printf(&d->html, "<li>");
+        html_text(&d->html, items[i]);
+        report_printf(&d->html, "</li>\n");
+    }
+    report_printf(&d->md, "\n");
+    report_printf(&d->html, "</ul>\n");
 }
 
 void report_figure(report_doc *d, const char *name, const char *title, const char *caption)

@@ -35,6 +35,12 @@ typedef struct report_options {
     const char *formats;       /* --format: "png,svg" (NULL), any of png, svg, pdf */
     const char *style;         /* --style FILE: gnuplot lines loaded after the paper style */
     int quiet;
+    /* What the page opens with (shardq demo): the summary's lines, then the
+    ** setup's ("model: ..."), each a list under its heading; none: left out. */
+    const char *const *summary;
+    int nsummary;
+    const char *const *setup;
+    int nsetup;
 } report_options;
 int report_write_opts(const char *db, const char *out, const report_options *o);
 
@@ -78,6 +84,8 @@ typedef struct report_doc {
 void report_begin(report_doc *d, const char *title);
 void report_heading(report_doc *d, const char *text);
 void report_para(report_doc *d, const char *text);
+/* A bulleted list of n items. */
+void report_list(report_doc *d, const char *const *items, int n);
 /* A figure drawn beside the document as NAME.png, .svg and .pdf (those of
 ** d->formats): the PNG shown (else the SVG), every file linked. */
 void report_figure(report_doc *d, const char *name, const char *title, const char *caption);

@@ -62,21 +62,26 @@ static const figure fig_error_bits = {
     "over steps and seeds, against the bits per real parameter each collective sent on its "
     "inter-node link (codes and scales over the model's own elements: the padding that whole "
     "groups per shard add is paid for; runs stored before that count are drawn at their bits "
-    "per element sent). Open points are every configuration of a scheme, with the 95% interval "
-    "of its mean over every step and seed behind it where there is more than one; the line joins "
-    "those that no configuration beats with fewer bits; 16- and 32-bit wires are left out",
+    "per element sent). What to see: how much error each scheme adds for the bits it pays, and "
+    "which scheme is lowest at a given cost. Every configuration of a scheme is a point with the "
+    "95% interval of its mean over every step and seed behind it where there is more than one: "
+    "open where another configuration of the scheme is as cheap and better, filled and joined by "
+    "the scheme's line where none is; schemes at the same cost are set side by side (at most 5% "
+    "of the axis) so that none hides another; 16- and 32-bit wires are left out",
     "replay runs"};
 static const figure fig_error_group = {
     "error-group", "Quantization error against group size",
     "Relative L2 error against the group size (elements per scale) of the gradients' "
     "inter-node hop and of the weights, one line per scheme and bit width, each point labelled "
-    "with the bits per real parameter that hop cost (the padding paid for); only schemes run at "
-    "two group sizes or more",
+    "with the bits per real parameter that hop cost (the padding paid for; only each line's last "
+    "point when a panel has over 8 lines); only schemes run at two group sizes or more. What to "
+    "see: how much error a larger group (fewer scales, fewer bits) costs at each bit width",
     "replay runs"};
 static const figure fig_hadamard = {
     "hadamard", "Hadamard transform on and off",
     "Relative L2 error of the reduced gradients of every configuration replayed both without "
-    "and with a Hadamard transform (grad.*.hadamard = 0 and > 0), and the change",
+    "and with a Hadamard transform (grad.*.hadamard = 0 and > 0), and the change (over 16 "
+    "configurations: the change alone, one line per bit width against the group size)",
     "replay runs"};
 static const figure fig_bias = {
     "bias", "Bias of the rounding",
@@ -98,12 +103,17 @@ static const figure fig_bench = {
     "bench", "Kernel throughput",
     "Throughput of each codec operation (GB/s of bytes read and written) against the input "
     "size, beside a plain copy of the same size in the same run; the latest bench run, at its "
-    "largest thread count",
+    "largest thread count. What to see: how close each kernel comes to the copy, the memory "
+    "bound. A ringed point stayed noisy (its batches spread over 25% of their median after three "
+    "tries: a busy machine), and shardq demo measures such a run again",
     "bench run"};
 static const figure fig_speedup = {
     "speedup", "Predicted speedup",
     "Speedup of one training iteration over the baseline preset predicted by the cost model "
-    "against the number of GPUs; the latest model run",
+    "against the number of GPUs; the latest model run. What to see: which schemes pay off at "
+    "scale and from how many GPUs (one node has no inter-node link to save on); where the "
+    "platform and model are SDP4Bit's, its measured speedup (open diamond) beside the "
+    "prediction. Schemes predicted alike are set a little apart sideways so that each shows",
     "model run"};
 
 /* The outcome of one figure's script. */
@@ -907,6 +917,14 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
                   "\"db='%s'\" scripts/NAME.gp.", db,
                   filter ? "the done runs matching " : "every done run",
                   filter ? filter_shown : "", SHARDQ_VERSION_STRING, when, db);
+    if (opt->nsummary > 0) {
+        report_heading(&doc, "Summary");
+        report_list(&doc, opt->summary, opt->nsummary);
+    }
+    if (opt->nsetup > 0) {
+        report_heading(&doc, "Setup");
+        report_list(&doc, opt->setup, opt->nsetup);
+    }
     report_para(&doc, intro.p ? intro.p : "");
     report_buf_free(&intro);
 
