@@ -147,16 +147,22 @@ ops = system(sql("SELECT group_concat(op, ' ') FROM (SELECT op FROM bench_result
     run." AND threads = ".threads." AND op <> 'copy' GROUP BY op ORDER BY max(gb_per_s) DESC)"))
 # MB of fp32 input against GB/s (and its spread) of one op at that thread count
 # every op's rows in one query, the op first: read once, each line its rows
-rows = "SELECT op, elements * 4.0 / 1048576, gb_per_s, coalesce(gb_per_s_std, 0) FROM".\
-    " bench_results WHERE run_id = ".run." AND threads = ".threads." ORDER BY op, elements"
+# (and 5th: 1 when under half of the same op and size's 1-thread figure,
+# SQ_BENCH_SLOW, on more than 1 thread)
+slow = "(b.threads > 1 AND b.gb_per_s < 0.5 * (SELECT o.gb_per_s FROM bench_results o".\
+    " WHERE o.run_id = b.run_id AND o.op = b.op AND o.elements = b.elements AND o.threads = 1))"
+rows = "SELECT op, elements * 4.0 / 1048576, gb_per_s, coalesce(gb_per_s_std, 0), ".\
+    "coalesce(".slow.", 0) FROM bench_results b WHERE run_id = ".run." AND threads = ".threads.\
+    " ORDER BY op, elements"
 load fetch("$rows", rows)
 of(op) = strcol(1) eq op ? $2 : NaN
-# figures that stayed noisy (spread over a quarter of the median after the
-# bench's three tries, SQ_BENCH_NOISY: a busy machine), copies included:
-# ringed, and counted in the title
-nnoisy = int(system(sql("SELECT count(*) FROM bench_results WHERE run_id = ".run." AND".\
-    " threads = ".threads." AND gb_per_s_std > 0.25 * gb_per_s")))
-noisy(x) = column(4) > 0.25 * column(3) ? x : NaN
+# figures that stayed noisy after the bench's three tries (spread over a
+# quarter of the median, SQ_BENCH_NOISY, or under half of 1 thread's,
+# SQ_BENCH_SLOW: a busy machine), copies included: ringed, and counted in
+# the title
+nnoisy = int(system(sql("SELECT count(*) FROM bench_results b WHERE run_id = ".run." AND".\
+    " threads = ".threads." AND (gb_per_s_std > 0.25 * gb_per_s OR ".slow.")")))
+noisy(x) = column(4) > 0.25 * column(3) || column(5) > 0 ? x : NaN
 load fetch("$copy", "SELECT elements * 4.0 / 1048576, copy_gb_per_s FROM bench_results WHERE".\
     " run_id = ".run." AND threads = ".threads." AND op = (SELECT min(op) FROM bench_results".\
     " WHERE run_id = ".run.") ORDER BY elements")
@@ -179,7 +185,7 @@ set title sprintf("Codec throughput beside a plain copy: run %s, %s, %s", run, w
     threads > 0 ? sprintf("%d thread%s", threads, threads == 1 ? "" : "s") : "GPU").\
     (nbench > 1 ? sprintf(" (latest of %d bench runs)", nbench) : "").\
     (nnoisy > 0 ? sprintf("\n%d figure%s stayed noisy (ringed: spread over 25%% of the median ".\
-    "after 3 tries; a busy machine)", nnoisy, nnoisy == 1 ? "" : "s") : "") noenhanced
+    "or under half of 1 thread's after 3 tries; a busy machine)", nnoisy, nnoisy == 1 ? "" : "s") : "") noenhanced
 
 do for [t = 1:words(formats)] {
     eval term(t)

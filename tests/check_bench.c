@@ -2,7 +2,8 @@
 ** check_bench.c -- the benchmark method (src/bench/bench.c): the op table's
 ** byte counts are the codec's own sizes of the specs it declares, and a tiny
 ** run on the CPU gives one row per op with positive times and those byte
-** counts, its events in order. No speed is asserted.
+** counts, its events in order; the 1-thread rule of noisy figures from
+** made-up numbers. No speed is asserted.
 */
 #include "shardq/bench.h"
 
@@ -169,12 +170,54 @@ START_TEST(test_tiny_run)
 }
 END_TEST
 
+/* The 1-thread rule (SQ_BENCH_SLOW) from made-up figures. */
+START_TEST(test_slow_vs_one)
+{
+    /* the case: 2 threads copying at 0.26 GB/s beside 61.6 on 1 */
+    ck_assert_int_eq(sq_bench_slow_vs_one(0.26, 2, 61.6), 1);
+    ck_assert_int_eq(sq_bench_slow_vs_one(30.7, 2, 61.6), 1);  /* just under half */
+    ck_assert_int_eq(sq_bench_slow_vs_one(30.8, 2, 61.6), 0);  /* half: not under it */
+    ck_assert_int_eq(sq_bench_slow_vs_one(40.0, 16, 61.6), 0); /* slower, but not by half */
+    ck_assert_int_eq(sq_bench_slow_vs_one(90.0, 2, 61.6), 0);
+    ck_assert_int_eq(sq_bench_slow_vs_one(0.26, 1, 61.6), 0);  /* 1 thread is the reference */
+    ck_assert_int_eq(sq_bench_slow_vs_one(0.26, 0, 61.6), 0);  /* a GPU: no thread count */
+    ck_assert_int_eq(sq_bench_slow_vs_one(0.26, 2, 0.0), 0);   /* no 1-thread figure */
+    ck_assert_int_eq(sq_bench_slow_vs_one(0.26, 2, -1.0), 0);
+
+    /* a run on 1 and 2 threads flags its 2-thread figures by the rule
+    ** exactly when they stayed under half of the 1-thread ones (whatever
+    ** the speed), and never the 1-thread ones */
+    sq_backend *be;
+    sq_error e = {0};
+    ck_assert_msg(sq_backend_open("cpu", &be, &e) == SQ_OK, "%s", e.msg);
+    size_t op;
+    ck_assert_int_eq(sq_bench_find_op("quantize", &op), SQ_OK);
+    int sizes[] = {1}, threads[] = {1, 2};
+    sq_bench_config cfg = {.sizes_mb = sizes, .nsizes = 1, .threads = threads, .nthreads = 2,
+                           .ops = &op, .nops = 1, .min_time = 0};
+    sq_bench_result *rows;
+    size_t nrows;
+    ck_assert_msg(sq_bench_run(be, &cfg, NULL, NULL, &rows, &nrows, &e) == SQ_OK, "%s", e.msg);
+    ck_assert_uint_eq(nrows, 2);
+    ck_assert_int_eq(rows[0].noisy & ~SQ_BENCH_NOISY_SPREAD, 0);
+    ck_assert_int_eq(rows[0].copy_noisy & ~SQ_BENCH_NOISY_SPREAD, 0);
+    ck_assert_int_eq(rows[1].noisy & ~(SQ_BENCH_NOISY_SPREAD | SQ_BENCH_NOISY_THREADS), 0);
+    ck_assert_int_eq(!!(rows[1].noisy & SQ_BENCH_NOISY_THREADS),
+                     sq_bench_slow_vs_one(rows[1].gbs, 2, rows[0].gbs));
+    ck_assert_int_eq(!!(rows[1].copy_noisy & SQ_BENCH_NOISY_THREADS),
+                     sq_bench_slow_vs_one(rows[1].copy_gbs, 2, rows[0].copy_gbs));
+    free(rows);
+    sq_backend_close(be);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bench");
     TCase *tc = tcase_create("bench");
     tcase_add_test(tc, test_table_bytes);
     tcase_add_test(tc, test_tiny_run);
+    tcase_add_test(tc, test_slow_vs_one);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

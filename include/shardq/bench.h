@@ -90,7 +90,8 @@ typedef struct sq_bench_result {
     double copy_gbs, copy_std; /* the copy of the same size in the same run */
     double twin_ratio;     /* gbs over the twin's, when it was measured before; < 0: none */
     char codec[SQ_CODEC_STRLEN]; /* the input codec's canonical spec, "-" when none */
-    int noisy;             /* gbs_std still over SQ_BENCH_NOISY of gbs after SQ_BENCH_TRIES */
+    int noisy;             /* 0: steady; else SQ_BENCH_NOISY_SPREAD and/or
+                           ** SQ_BENCH_NOISY_THREADS, the reasons it stayed noisy */
     int copy_noisy;        /* the same for the copy */
 } sq_bench_result;
 
@@ -100,6 +101,23 @@ typedef struct sq_bench_result {
 ** keeps the spread, so a reader applies the same rule: std > 0.25 median. */
 #define SQ_BENCH_NOISY 0.25
 #define SQ_BENCH_TRIES 3
+
+/* A figure can also be slow in every batch alike (a busy machine for the
+** whole measurement), which no spread shows. More threads should never copy
+** or compute several times slower than one, so a figure at more than one
+** thread below SQ_BENCH_SLOW of the same op's (or copy's) figure at the same
+** size on 1 thread, measured earlier in the same run, is measured again (up
+** to SQ_BENCH_TRIES tries in all, the fastest kept) and noisy if it stays
+** so. The store keeps every thread count's figure, so a reader applies the
+** same rule: gb_per_s < 0.5 x the same run, op and size's 1-thread figure. */
+#define SQ_BENCH_SLOW 0.5
+#define SQ_BENCH_NOISY_SPREAD 1  /* the spread rule above */
+#define SQ_BENCH_NOISY_THREADS 2 /* the 1-thread rule */
+
+/* Whether a figure of gbs GB/s at threads threads is noisy by the 1-thread
+** rule beside gbs_one, the same op and size's figure on 1 thread (<= 0:
+** none measured): 1 or 0. */
+int sq_bench_slow_vs_one(double gbs, int threads, double gbs_one);
 
 /* What a run reports as it goes. */
 typedef enum sq_bench_event_kind {

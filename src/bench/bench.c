@@ -348,8 +348,31 @@ static int time_steady(bench_ctx *b, int (*fn)(bench_ctx *), double min_time, do
         if (!kept || sd / g < *std / *gbs) *gbs = g, *std = sd, kept = nt;
         if (*std <= SQ_BENCH_NOISY * *gbs) return kept;
     }
-    *noisy = 1;
+    *noisy = SQ_BENCH_NOISY_SPREAD;
     return kept;
+}
+
+int sq_bench_slow_vs_one(double gbs, int threads, double gbs_one)
+{
+    return threads > 1 && gbs_one > 0.0 && gbs < SQ_BENCH_SLOW * gbs_one;
+}
+
+/* The 1-thread rule (SQ_BENCH_SLOW): a figure at more threads far below the
+** same one on 1 thread (one) is measured again, SQ_BENCH_TRIES tries in all,
+** keeping the fastest, since a busy machine only ever slows a figure down;
+** *noisy gains SQ_BENCH_NOISY_THREADS when it stays below. Returns 0 when a
+** try failed (*rc set), else 1. */
+static int time_vs_one(bench_ctx *b, int (*fn)(bench_ctx *), double min_time, double bytes,
+                       int threads, double one, double *gbs, double *std, int *noisy, int *rc)
+{
+    for (int k = 1; k < SQ_BENCH_TRIES && sq_bench_slow_vs_one(*gbs, threads, one); k++) {
+        double g = 0.0, sd = 0.0;
+        int nz = 0;
+        if (!time_steady(b, fn, min_time, bytes, &g, &sd, &nz, rc)) return 0;
+        if (g > *gbs) *gbs = g, *std = sd, *noisy = nz;
+    }
+    if (sq_bench_slow_vs_one(*gbs, threads, one)) *noisy |= SQ_BENCH_NOISY_THREADS;
+    return 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -512,6 +535,11 @@ int sq_bench_run(sq_backend *be, const sq_bench_config *cfg, sq_bench_progress p
     for (int ti = 0; ti < nthreads && rc == SQ_OK && !stopped; ti++) {
         sq_bench_result *rows = all + (size_t)ti * per_pass;
         const int threads = cfg->threads[ti];
+        /* the 1-thread pass measured before this one, whose figures the
+        ** 1-thread rule compares with (NULL: none) */
+        const sq_bench_result *ones = NULL;
+        for (int tj = 0; tj < ti; tj++)
+            if (cfg->threads[tj] == 1) ones = all + (size_t)tj * per_pass;
         if (!gpu) sq_set_threads(threads);
         for (int si = 0; si < nsizes && rc == SQ_OK && !stopped; si++) {
             const int mb = cfg->sizes_mb[si];
@@ -524,6 +552,10 @@ int sq_bench_run(sq_backend *be, const sq_bench_config *cfg, sq_bench_progress p
             int nt = rc == SQ_OK ? time_steady(&b, op_copy, cfg->min_time, sq_bench_copy_bytes(n),
                                                &copy_gbs, &copy_std, &copy_noisy, &rc)
                                  : 0;
+            if (nt && ones &&
+                !time_vs_one(&b, op_copy, cfg->min_time, sq_bench_copy_bytes(n), threads,
+                             ones[si * nops].copy_gbs, &copy_gbs, &copy_std, &copy_noisy, &rc))
+                nt = 0;
             const int copied = nt > 0;
             sq_bench_event ev = {.kind = SQ_BENCH_COPY, .done = ++done, .total = total,
                                  .size_mb = mb, .threads = threads, .elements = n,
@@ -538,6 +570,9 @@ int sq_bench_run(sq_backend *be, const sq_bench_config *cfg, sq_bench_progress p
                 nt = rc == SQ_OK ? time_steady(&b, o->fn, cfg->min_time, bytes, &r->gbs,
                                                &r->gbs_std, &r->noisy, &rc)
                                  : 0;
+                if (nt && ones)
+                    time_vs_one(&b, o->fn, cfg->min_time, bytes, threads, ones[si * nops + oi].gbs,
+                                &r->gbs, &r->gbs_std, &r->noisy, &rc);
                 if (rc != SQ_OK) break;
                 r->op = &o->pub;
                 r->size_mb = mb;

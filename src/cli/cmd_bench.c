@@ -66,7 +66,13 @@ static const char bench_usage[] =
     "A row with a Hadamard transform also shows its throughput relative to the\n"
     "same kernel without it (the -nh rows), when both run; when the quantize and\n"
     "dequantize rows of a bit width ran with and without it, a summary in the\n"
-    "form of SDP4Bit's Table 5 follows (GB/s +- std beside the copy).\n";
+    "form of SDP4Bit's Table 5 follows (GB/s +- std beside the copy).\n"
+    "\n"
+    "A figure whose batches spread over 25% of their median, or one at more than\n"
+    "1 thread under half of the same op's (or copy's) figure at the same size on\n"
+    "1 thread measured earlier in the run, is measured again, 3 tries in all;\n"
+    "one that stays so is marked NOISY (a busy machine), \"noisy\" in --json\n"
+    "(\"slow_vs_1_thread\" for the second rule).\n";
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
@@ -151,6 +157,21 @@ static int check_device_name(const char *name)
 /* The command                                                              */
 /* ------------------------------------------------------------------------ */
 
+/* Why a row stayed noisy, in front of what its op is: the op's own figure
+** first, else its copy's; "" when steady. */
+static const char *noisy_text(const sq_bench_result *r)
+{
+    static const char *const op[4] = {
+        "", "NOISY (spread > 25% after 3 tries) ",
+        "NOISY (under half of 1 thread's after 3 tries) ",
+        "NOISY (spread > 25%, under half of 1 thread's after 3 tries) "};
+    static const char *const copy[4] = {
+        "", "NOISY copy (spread > 25% after 3 tries) ",
+        "NOISY copy (under half of 1 thread's after 3 tries) ",
+        "NOISY copy (spread > 25%, under half of 1 thread's after 3 tries) "};
+    return r->noisy ? op[r->noisy & 3] : copy[r->copy_noisy & 3];
+}
+
 static void print_row(const sq_bench_result *r, const char *device, int json, int64_t run)
 {
     if (json) {
@@ -163,6 +184,10 @@ static void print_row(const sq_bench_result *r, const char *device, int json, in
         if (run > 0) printf("\"run\":%lld,", (long long)run);
         printf("\"noisy\":%s,\"copy_noisy\":%s,", r->noisy ? "true" : "false",
                r->copy_noisy ? "true" : "false");
+        /* which of them by the 1-thread rule (SQ_BENCH_SLOW) */
+        printf("\"slow_vs_1_thread\":%s,\"copy_slow_vs_1_thread\":%s,",
+               r->noisy & SQ_BENCH_NOISY_THREADS ? "true" : "false",
+               r->copy_noisy & SQ_BENCH_NOISY_THREADS ? "true" : "false");
         printf("\"device\":\"%s\"}\n", device);
     } else {
         char twin[16] = "", th[16] = "-";
@@ -171,10 +196,7 @@ static void print_row(const sq_bench_result *r, const char *device, int json, in
         /* a figure that stayed noisy says so, in front of what the op is */
         printf("%-15s %8d %7s %9.2f %10.2f %7.1f%% %8s  %s%s\n", r->op->name, r->size_mb, th, r->gbs,
                r->copy_gbs, 100.0 * r->gbs / r->copy_gbs, twin,
-               r->noisy || r->copy_noisy ? (r->noisy ? "NOISY (spread > 25% after 3 tries) "
-                                                     : "NOISY copy (spread > 25% after 3 tries) ")
-                                         : "",
-               r->op->what);
+               noisy_text(r), r->op->what);
     }
     fflush(stdout);
 }

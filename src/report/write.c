@@ -104,8 +104,8 @@ static const figure fig_bench = {
     "Throughput of each codec operation (GB/s of bytes read and written) against the input "
     "size, beside a plain copy of the same size in the same run; the latest bench run, at its "
     "largest thread count. What to see: how close each kernel comes to the copy, the memory "
-    "bound. A ringed point stayed noisy (its batches spread over 25% of their median after three "
-    "tries: a busy machine), and shardq demo measures such a run again",
+    "bound. A ringed point stayed noisy (its batches spread over 25% of their median, or it "
+    "stayed under half of the same figure on 1 thread, after three tries: a busy machine), and shardq demo measures such a run again",
     "bench run"};
 static const figure fig_speedup = {
     "speedup", "Predicted speedup",
