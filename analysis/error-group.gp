@@ -7,6 +7,8 @@
 # a large group is not read as cheap when it pads small tensors a lot; a run
 # stored before that column counts at its bits per element sent).
 # Only lines with two group sizes or more are drawn: the figure is for sweeps.
+# Bars: the 95% interval of each point's mean over every step and seed behind
+# it, where more than one value stands behind it (as in error-bits.gp).
 #
 #   gnuplot -e "db='shardq.db'" analysis/error-group.gp
 #
@@ -163,9 +165,22 @@ base(p) = "WITH r AS (".sel("replay")."), ".\
 series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
     " (SELECT DISTINCT label, ".porder." AS o, bits FROM d ORDER BY o, label, bits)"))
 # every series of path p, its label first, read once into a datablock; a
-# series is its rows (x undefined on the others')
-points(p) = base(p)."SELECT label, grp, avg(err), avg(bp), grp = max(grp) OVER (PARTITION".\
-    " BY label) FROM d GROUP BY label, grp ORDER BY label, grp"
+# series is its rows (x undefined on the others'). A point's spread, as in
+# error-bits.gp: the 95% interval (Student's t; tq, the 0.975 quantile of t,
+# exact to df 9, then 1.96 + 2.5/df, within 1%) of the mean over every step
+# of every seed behind it, none where one value stands behind it; its low
+# end kept above a hundredth of the point on the log scale.
+tq = "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4".\
+    " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN".\
+    " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
+points(p) = base(p).", s AS (SELECT d.label, d.grp, count(*) - 1 AS df, avg(m.rel_l2) AS mu,".\
+    " avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN step_metrics m ON m.run_id = d.id AND m.path".\
+    " = '".p."' AND m.rel_l2 > 0 GROUP BY d.label, d.grp), h AS (SELECT label, grp, CASE WHEN".\
+    " df > 0 THEN (".tq.") * sqrt(max(m2 - mu * mu, 0) / df) ELSE 0 END AS hw FROM s),".\
+    " pt AS (SELECT label, grp, avg(err) AS err, avg(bp) AS bp, grp = max(grp) OVER (PARTITION".\
+    " BY label) AS last FROM d GROUP BY label, grp) SELECT pt.label, pt.grp, pt.err, pt.bp, pt.last,".\
+    " max(pt.err - coalesce(h.hw, 0), pt.err / 100), pt.err + coalesce(h.hw, 0) FROM pt LEFT JOIN h".\
+    " ON h.label = pt.label AND h.grp = pt.grp ORDER BY pt.label, pt.grp"
 of(l) = strcol(1) eq l ? $2 : NaN
 ids(p) = base(p)."SELECT id FROM d"
 
@@ -221,10 +236,13 @@ set offsets graph 0.04, graph 0.04, 0, 0
 
 do for [t = 1:words(formats)] {
     eval term(t)
-    set multiplot layout 1, panels title "Quantization error against group size: colour = bits per element, dash = scheme, label = bits per real parameter"
+    set multiplot layout 1, panels title "Quantization error against group size: colour = bits per element, dash = scheme, label = bits per real parameter;\nbars, 95% intervals over steps and seeds" font ",9"
     if (words(gs) > 0) {
         set title "gradient reduce-scatter"
-        plot for [i = 1:words(gs)] $grad using (of(word(gs, i))):3 with linespoints \
+        # the bars first: the lines and their points drawn over them
+        plot for [i = 1:words(gs)] $grad using (of(word(gs, i))):3:6:7 with yerrorbars \
+                lc rgb bcolor(bits(word(gs, i))) lw 1 pt 0 notitle, \
+            for [i = 1:words(gs)] $grad using (of(word(gs, i))):3 with linespoints \
                 lc rgb bcolor(bits(word(gs, i))) lw 2 dt pos(gk, scheme(word(gs, i))) \
                 pt pts[(pos(gk, scheme(word(gs, i))) - 1) % 6 + 1] ps 0.9 notitle, \
             for [i = 1:words(gs)] $grad using (of(word(gs, i))):3:(words(gs) > 8 && $5 == 0 ? "" : bplabel($4)) \
@@ -235,7 +253,9 @@ do for [t = 1:words(formats)] {
     }
     if (words(ws) > 0) {
         set title "weight all-gather"
-        plot for [i = 1:words(ws)] $weight using (of(word(ws, i))):3 with linespoints \
+        plot for [i = 1:words(ws)] $weight using (of(word(ws, i))):3:6:7 with yerrorbars \
+                lc rgb bcolor(bits(word(ws, i))) lw 1 pt 0 notitle, \
+            for [i = 1:words(ws)] $weight using (of(word(ws, i))):3 with linespoints \
                 lc rgb bcolor(bits(word(ws, i))) lw 2 dt pos(wk, scheme(word(ws, i))) \
                 pt pts[(pos(wk, scheme(word(ws, i))) - 1) % 6 + 1] ps 0.9 notitle, \
             for [i = 1:words(ws)] $weight using (of(word(ws, i))):3:(words(ws) > 8 && $5 == 0 ? "" : bplabel($4)) \

@@ -5,7 +5,8 @@
 # Up to 16 configurations are bars side by side; more (a sweep's 40 or 80
 # would be bars too narrow to read) are the change alone, one line per bit
 # width and rounding against the group size, every configuration drawn (the
-# errors themselves are in error-group.png and the report's tables).
+# errors themselves are in error-group.png and the report's tables). Bars:
+# 95% intervals over every step and run behind a bar or point.
 #
 #   gnuplot -e "db='shardq.db'" analysis/hadamard.gp
 #
@@ -163,18 +164,44 @@ if (drawn eq "") {
 }
 sizes = system(sql(base."SELECT group_concat(h, '/') FROM (SELECT DISTINCT h FROM d WHERE h > 0 ORDER BY h)"))
 ncfg = int(system(sql(base."SELECT count(DISTINCT cfg) FROM d")))
-# one row per configuration: name, error without, error with
-load fetch("$table", base."SELECT cfg, avg(CASE WHEN h = 0 THEN err END), avg(CASE WHEN h > 0 THEN err END)".\
-    " FROM d GROUP BY cfg ORDER BY min(xb), min(g), min(ib), min(rnd)")
+# A bar's spread, as in error-bits.gp: the 95% interval (Student's t; tq,
+# the 0.975 quantile of t, exact to df 9, then 1.96 + 2.5/df, within 1%) of
+# the mean over every step of every run behind it, none where one value
+# stands behind it. st: per configuration and Hadamard off (on = 0) or on,
+# the mean of its runs' errors and that half-width.
+tq = "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4".\
+    " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN".\
+    " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
+spread = base.", s AS (SELECT d.cfg, d.h > 0 AS on_, count(*) - 1 AS df, avg(m.rel_l2) AS mu,".\
+    " avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN step_metrics m ON m.run_id = d.id AND m.path".\
+    " = 'grad' AND m.rel_l2 > 0 GROUP BY d.cfg, d.h > 0), st AS (SELECT d.cfg, d.h > 0 AS on_,".\
+    " avg(d.err) AS err, coalesce(max(CASE WHEN s.df > 0 THEN (".tq.") * sqrt(max(s.m2 - s.mu *".\
+    " s.mu, 0) / s.df) END), 0) AS hw FROM d LEFT JOIN s ON s.cfg = d.cfg AND s.on_ = (d.h > 0)".\
+    " GROUP BY d.cfg, d.h > 0) "
+# one row per configuration: name, error without, error with, and the ends
+# of their intervals (without low, high, with low, high; the low ends kept
+# above a hundredth of the bar on the log scale)
+lo(e) = "max(".e.".err - ".e.".hw, ".e.".err / 100)"
+load fetch("$table", spread."SELECT f.cfg, f.err, n.err, ".lo("f").", f.err + f.hw, ".lo("n").\
+    ", n.err + n.hw FROM st f JOIN st n ON n.cfg = f.cfg AND n.on_ AND NOT f.on_ JOIN (SELECT".\
+    " cfg, min(xb) AS xb, min(g) AS g, min(ib) AS ib, min(rnd) AS rnd FROM d GROUP BY cfg) o".\
+    " ON o.cfg = f.cfg ORDER BY o.xb, o.g, o.ib, o.rnd")
 table = "$table"
 
 # many configurations: the change in % per series (bits and rounding)
 # against the group size, one row per point, the series first
 many = ncfg > 16
 if (many) {
-    load fetch("$change", base."SELECT s, g, 100 * (avg(CASE WHEN h > 0 THEN err END) /".\
-        " avg(CASE WHEN h = 0 THEN err END) - 1) FROM (SELECT *, substr(cfg, 1, instr(cfg,".\
-        " ', g') - 1) || ', ' || rnd AS s FROM d) GROUP BY s, g ORDER BY s, g")
+    # the change r = B/A - 1 of the means A (without) and B (with); its
+    # interval from theirs (first order: the relative half-widths add in
+    # quadrature), none where one value stands behind each
+    load fetch("$change", spread.", ch AS (SELECT s, g, max(CASE WHEN on_ THEN err END) AS b,".\
+        " max(CASE WHEN NOT on_ THEN err END) AS a, max(CASE WHEN on_ THEN hw END) AS hb,".\
+        " max(CASE WHEN NOT on_ THEN hw END) AS ha FROM st JOIN (SELECT DISTINCT cfg, g,".\
+        " substr(cfg, 1, instr(cfg, ', g') - 1) || ', ' || rnd AS s FROM d) k ON k.cfg = st.cfg".\
+        " GROUP BY s, g), v AS (SELECT s, g, 100 * (b / a - 1) AS r, 100 * b / a * sqrt((ha / a)".\
+        " * (ha / a) + (hb / b) * (hb / b)) AS hr FROM ch) SELECT s, g, r, r - hr, r + hr FROM v".\
+        " ORDER BY s, g")
     series = system(sql(base."SELECT group_concat('\"' || s || '\"', ' ') FROM (SELECT".\
         " substr(cfg, 1, instr(cfg, ', g') - 1) || ', ' || rnd AS s, min(xb) AS xb, min(ib) AS".\
         " ib FROM d GROUP BY s ORDER BY xb, ib, s)"))
@@ -199,10 +226,13 @@ if (many) {
     set offsets graph 0.04, graph 0.04, graph 0.08, graph 0.08
     set arrow 1 from graph 0, first 0 to graph 1, first 0 nohead lc rgb "#808080" dt 2
     set title sprintf("Hadamard transform (%s-point) on the gradient hops: the change in error ".\
-        "it brings, %d configurations", sizes, ncfg)
+        "it brings, %d configurations\nbars, 95%% intervals over steps and runs", sizes, ncfg)
     do for [t = 1:words(formats)] {
         eval term(t)
-        plot for [i = 1:ns] $change using (of(word(series, i))):3 with linespoints \
+        # the bars first: the lines and their points drawn over them
+        plot for [i = 1:ns] $change using (of(word(series, i))):3:4:5 with yerrorbars \
+                lc rgb scolor(i) lw 1 pt 0 notitle, \
+            for [i = 1:ns] $change using (of(word(series, i))):3 with linespoints \
                 lc rgb scolor(i) lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 title word(series, i) noenhanced
         set output
     }
@@ -211,7 +241,8 @@ if (many) {
 }
 
 set style data histogram
-set style histogram clustered gap 1
+set style histogram errorbars gap 1 lw 1
+set errorbars small
 set style fill solid 0.85 border rgb "#404040"
 set boxwidth 0.9
 set logscale y
@@ -223,13 +254,13 @@ set ylabel "relative L2 error of the reduced gradient  ‖x̂ − x‖ / ‖x‖
 set xlabel "gradient configuration: bits per element (intra/inter-node hop), group size, rounding"
 set xtics nomirror rotate by 30 right
 set ytics nomirror
-set title "Hadamard transform on the gradient hops: error without and with it (label: change)"
+set title "Hadamard transform on the gradient hops: error without and with it (label: change);\nbars, 95% intervals over steps and runs"
 
 do for [t = 1:words(formats)] {
     eval term(t)
-    plot table using 2:xtic(1) lc rgb "#bab0ac" title "without Hadamard", \
-        '' using 3 lc rgb "#59a14f" title "with Hadamard (".sizes."-point)", \
-        '' using 0:($2 > $3 ? $2 : $3):(sprintf("%+.0f%%", 100 * ($3 / $2 - 1))) with labels \
+    plot table using 2:4:5:xtic(1) lc rgb "#bab0ac" title "without Hadamard", \
+        '' using 3:6:7 lc rgb "#59a14f" title "with Hadamard (".sizes."-point)", \
+        '' using 0:($5 > $7 ? $5 : $7):(sprintf("%+.0f%%", 100 * ($3 / $2 - 1))) with labels \
             offset 0, 0.7 font ",9" notitle
     set output
 }

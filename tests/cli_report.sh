@@ -128,6 +128,18 @@ ok "the loss figure names the training runs" \
   grep -q "Drawn from training runs $(ids "kind = 'train'" | tr ' ' -)\." "$T/all/report.md"
 ok "the bench figure names the bench run" \
   grep -q "Drawn from bench run $(ids "kind = 'bench'")\." "$T/all/report.md"
+# every error-group point stands on a run's 3 steps: each carries an error
+# bar (the tlq sweep alone has 4 points): a vertical stroke of over a pixel
+# with a short tic across both ends
+pyrun "error-group draws a 95% interval at each point (several steps behind it)" "
+import re
+d = ' '.join(re.findall(r\"d='([^']*)'\", open(sys.argv[1]).read()))
+segs = [tuple(map(float, m)) for m in re.findall(r'M([0-9.]+),([0-9.]+) L([0-9.]+),([0-9.]+)', d)]
+tics = [(y, a, b) for a, y, b, y2 in segs if y == y2 and 0 < b - a <= 12]
+bars = [s for s in segs if s[0] == s[2] and abs(s[1] - s[3]) > 1 and all(
+    any(yy == y and a < s[0] < b for yy, a, b in tics) for y in (s[1], s[3]))]
+assert len(bars) >= 4, (len(bars), 'the tlq sweep: 2 bit widths x 2 group sizes')
+" "$T/all/error-group.svg"
 cp "$DB" "$T/noisy.db"
 sqlite3 "$T/noisy.db" "UPDATE bench_results SET gb_per_s_std = 0.1 * gb_per_s;
   UPDATE bench_results SET gb_per_s_std = gb_per_s WHERE op = 'quantize' AND threads = 1 AND

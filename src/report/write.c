@@ -75,13 +75,17 @@ static const figure fig_error_group = {
     "inter-node hop and of the weights, one line per scheme and bit width, each point labelled "
     "with the bits per real parameter that hop cost (the padding paid for; only each line's last "
     "point when a panel has over 8 lines); only schemes run at two group sizes or more. What to "
-    "see: how much error a larger group (fewer scales, fewer bits) costs at each bit width",
+    "see: how much error a larger group (fewer scales, fewer bits) costs at each bit width. "
+    "Bars: the 95% interval (Student's t) of a point's mean over every step and seed behind it, "
+    "where there is more than one",
     "replay runs"};
 static const figure fig_hadamard = {
     "hadamard", "Hadamard transform on and off",
     "Relative L2 error of the reduced gradients of every configuration replayed both without "
     "and with a Hadamard transform (grad.*.hadamard = 0 and > 0), and the change (over 16 "
-    "configurations: the change alone, one line per bit width against the group size)",
+    "configurations: the change alone, one line per bit width against the group size). Bars: "
+    "the 95% interval (Student's t) of each mean over every step and run behind it, where there "
+    "is more than one (of the change, from those of its two means)",
     "replay runs"};
 static const figure fig_bias = {
     "bias", "Bias of the rounding",
