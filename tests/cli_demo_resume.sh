@@ -121,7 +121,12 @@ SKIP = {"runs": {"id", "host", "pid", "pid_start", "boot_id", "heartbeat", "star
 def db_tables(path, out):
     c = sqlite3.connect(path)
     name = {}
+    # a bench run whose figures stayed noisy (a busy machine) is superseded:
+    # the demo measures again, and only the newest done bench run counts
+    last_bench = c.execute("SELECT max(id) FROM runs WHERE kind = 'bench' AND status = 'done'").fetchone()[0]
     for rid, kind, key, status in c.execute("SELECT id, kind, key, status FROM runs"):
+        if status == "done" and kind == "bench" and rid != last_bench:
+            continue
         if status == "done":
             name[rid] = (key or kind).replace(out, "OUT")
         elif kind not in ("bench", "model") or status == "running":
@@ -221,9 +226,13 @@ ok "the trace of each configuration is its own" sh -c \
 ok "back to --steps 4: everything reused" "$SHARDQ" demo --tiny --steps 4 \
   --corpus "$T/corpus.txt" --out "$T/opt"
 cat "$sq_tmp/out" "$sq_tmp/err" >"$T/back.log"
+# (a bench whose figures stayed noisy on a busy machine is measured again,
+# and the demo says why, instead of reusing it)
 ok "... said so" sh -c 'grep -q "^reusing capture run 1 (same options, same corpus)" "$0" &&
   grep -q "42 of 42 configurations done (0 now, 42 before)" "$0" &&
-  grep -q "^reusing bench run" "$0" && grep -q "^reusing model run" "$0"' "$T/back.log"
+  { grep -q "^reusing bench run" "$0" ||
+    grep -q "^bench run [0-9]* has figures that stayed noisy (a busy machine): measuring again" "$0"; } &&
+  grep -q "^reusing model run" "$0"' "$T/back.log"
 
 # kills in every phase, one chain per seed
 for seed in $(seq 1 "$kills"); do
