@@ -609,66 +609,59 @@ static int step_replays(demo *d)
     return rc != CLI_OK ? rc : recipe_runs(d, path, &d->replays);
 }
 
+/* A training sweep of the demo: recipe FILE (its header comment, sweep
+** NAME, SEEDS, a grid GRID of PRESETS, and the model's options as keys but
+** the workers and corpus), run in process, its runs added to d->trains. */
+static int train_sweep(demo *d, const char *file, const char *header, const char *name,
+                       const char *seeds, const char *grid, const char *presets)
+{
+    ini b = {.path = NULL};
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", d->out, file);
+    b.path = path;
+    ini_raw(&b, header);
+    ini_raw(&b, "\n[sweep]\n");
+    ini_kv(&b, "name", name);
+    ini_kv(&b, "command", "train");
+    ini_kv(&b, "workers", d->tiny ? "1x2" : "2x4");
+    ini_kv(&b, "seeds", seeds);
+    ini_kv(&b, "corpus", d->corpus_name);
+    char g[64];
+    snprintf(g, sizeof g, "\n[grid %s]\n", grid);
+    ini_raw(&b, g);
+    ini_kv(&b, "presets", presets);
+    const char *a[64];
+    int n = 0;
+    model_args(d, a, &n);
+    for (int i = 0; i + 1 < n; i += 2)
+        if (strcmp(a[i], "--workers") && strcmp(a[i], "--corpus")) ini_kv(&b, a[i] + 2, a[i + 1]);
+    int rc = ini_write(&b);
+    if (rc != CLI_OK) return rc;
+    const char *s[] = {"sweep", "--transport", "inproc", "--db", d->db, path, NULL};
+    rc = run(cmd_sweep, s);
+    return rc != CLI_OK ? rc : recipe_runs(d, path, &d->trains);
+}
+
 /* The baseline and sdp4bit again under seeds 2 and 3, so that the
 ** convergence line compares their difference with the spread of seeds
 ** (seed 1 is the capture run and the main sweep's). Two presets, not all:
 ** each run is a whole training, the demo's largest cost. */
 static int step_seeds(demo *d)
 {
-    ini b = {.path = NULL};
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/demo-seeds.ini", d->out);
-    b.path = path;
-    ini_raw(&b, "; demo-seeds.ini -- written by `shardq demo`: the baseline and sdp4bit\n"
-                "; trained like the others under two more seeds, for the seeds' spread.\n\n"
-                "[sweep]\n");
-    ini_kv(&b, "name", "demo-seeds");
-    ini_kv(&b, "command", "train");
-    ini_kv(&b, "workers", d->tiny ? "1x2" : "2x4");
-    ini_kv(&b, "seeds", "2, 3");
-    ini_kv(&b, "corpus", d->corpus_name);
-    ini_raw(&b, "\n[grid seeds]\n");
-    ini_kv(&b, "presets", "baseline, sdp4bit");
-    const char *a[64];
-    int n = 0;
-    model_args(d, a, &n);
-    for (int i = 0; i + 1 < n; i += 2)
-        if (strcmp(a[i], "--workers") && strcmp(a[i], "--corpus")) ini_kv(&b, a[i] + 2, a[i + 1]);
-    int rc = ini_write(&b);
-    if (rc != CLI_OK) return rc;
     printf("\nthe baseline and sdp4bit under seeds 2 and 3, for the seeds' spread:\n");
-    const char *s[] = {"sweep", "--transport", "inproc", "--db", d->db, path, NULL};
-    rc = run(cmd_sweep, s);
-    return rc != CLI_OK ? rc : recipe_runs(d, path, &d->trains);
+    return train_sweep(d, "demo-seeds.ini",
+                       "; demo-seeds.ini -- written by `shardq demo`: the baseline and sdp4bit\n"
+                       "; trained like the others under two more seeds, for the seeds' spread.\n",
+                       "demo-seeds", "2, 3", "seeds", "baseline, sdp4bit");
 }
 
 static int step_training(demo *d)
 {
     phase(d, 3, "training the same model under the main presets (same data, same seed)");
-    ini b = {.path = NULL};
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/demo-train.ini", d->out);
-    b.path = path;
-    ini_raw(&b, "; demo-train.ini -- written by `shardq demo`: the main presets trained like\n"
-                "; the demo's baseline (its run is the capture, in the same sweep).\n\n[sweep]\n");
-    ini_kv(&b, "name", "demo-train");
-    ini_kv(&b, "command", "train");
-    ini_kv(&b, "workers", d->tiny ? "1x2" : "2x4");
-    ini_kv(&b, "seeds", "1");
-    ini_kv(&b, "corpus", d->corpus_name);
-    ini_raw(&b, "\n[grid presets]\n");
-    ini_kv(&b, "presets", demo_presets);
-    /* the same options as recipe keys, but the workers and corpus */
-    const char *a[64];
-    int n = 0;
-    model_args(d, a, &n);
-    for (int i = 0; i + 1 < n; i += 2)
-        if (strcmp(a[i], "--workers") && strcmp(a[i], "--corpus")) ini_kv(&b, a[i] + 2, a[i + 1]);
-    int rc = ini_write(&b);
-    if (rc != CLI_OK) return rc;
-    const char *s[] = {"sweep", "--transport", "inproc", "--db", d->db, path, NULL};
-    rc = run(cmd_sweep, s);
-    if (rc == CLI_OK) rc = recipe_runs(d, path, &d->trains);
+    int rc = train_sweep(d, "demo-train.ini",
+                         "; demo-train.ini -- written by `shardq demo`: the main presets trained like\n"
+                         "; the demo's baseline (its run is the capture, in the same sweep).\n",
+                         "demo-train", "1", "presets", demo_presets);
     return rc == CLI_OK ? step_seeds(d) : rc;
 }
 

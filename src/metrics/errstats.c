@@ -13,34 +13,30 @@
 
 void sq_erracc_init(sq_erracc *a) { memset(a, 0, sizeof *a); }
 
+/* One element into the sums, in the order both loops below keep: the
+** figures depend on it, never on which reference type fed it. */
+static inline void erracc_one(sq_erracc *a, double y, double x)
+{
+    double e = y - x;
+    a->sum_e2 += e * e;
+    a->sum_x2 += x * x;
+    a->sum_y2 += y * y;
+    a->sum_xy += x * y;
+    a->sum_e += e;
+    if (fabs(e) > a->max_abs) a->max_abs = fabs(e);
+    if (y == 0.0 && x != 0.0) a->zeroed++;
+}
+
 void sq_erracc_add(sq_erracc *a, const float *got, const double *exact, uint64_t n)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        double y = got[i], x = exact[i], e = y - x;
-        a->sum_e2 += e * e;
-        a->sum_x2 += x * x;
-        a->sum_y2 += y * y;
-        a->sum_xy += x * y;
-        a->sum_e += e;
-        if (fabs(e) > a->max_abs) a->max_abs = fabs(e);
-        if (y == 0.0 && x != 0.0) a->zeroed++;
-    }
+    for (uint64_t i = 0; i < n; i++) erracc_one(a, got[i], exact[i]);
     a->n += n;
 }
 
 void sq_erracc_add_f32(sq_erracc *a, const float *got, const float *exact, uint64_t n)
 {
-    /* sq_erracc_add's loop, the reference widened as it is read */
-    for (uint64_t i = 0; i < n; i++) {
-        double y = got[i], x = exact[i], e = y - x;
-        a->sum_e2 += e * e;
-        a->sum_x2 += x * x;
-        a->sum_y2 += y * y;
-        a->sum_xy += x * y;
-        a->sum_e += e;
-        if (fabs(e) > a->max_abs) a->max_abs = fabs(e);
-        if (y == 0.0 && x != 0.0) a->zeroed++;
-    }
+    /* the reference widened as it is read */
+    for (uint64_t i = 0; i < n; i++) erracc_one(a, got[i], exact[i]);
     a->n += n;
 }
 
