@@ -83,13 +83,14 @@ assert d["ranks"] == 4 and d["nodes"] == 2 and d["per_node"] == 2, d
 r = d["results"]
 for x in r:
     n = x["ranks"]
-    assert n == 2 and x["comms"] == 2, x
+    assert n == 2 and x["comms"] == (1 if x["level"] == "rail" else 2), x
     assert x["time_us"] > 0 and x["algbw_gb_s"] > 0 and x["busbw_gb_s"] > 0, x
     assert x["iters"] >= 1 and x["count"] >= 1 and x["bytes"] == n * x["count"] * 4, x
     assert abs(x["busbw_gb_s"] - x["algbw_gb_s"] * (n - 1) / n) <= 1e-12 * x["algbw_gb_s"], x
     assert abs(x["algbw_gb_s"] - x["bytes"] / (x["time_us"] * 1e3)) <= 1e-9 * x["algbw_gb_s"], x
 cells = {(x["level"], x["op"]) for x in r}
-assert cells == {(l, o) for l in ("intra", "inter") for o in ("allgather", "reducescatter", "alltoall")}, cells
+assert cells == {(l, o) for l in ("intra", "inter", "rail") for o in ("allgather", "reducescatter", "alltoall")}, cells
+assert all(x["comms"] == 1 and x["ranks"] == 2 for x in r if x["level"] == "rail")
 for c in cells:
     b = [x["bytes"] for x in r if (x["level"], x["op"]) == c]
     assert b == sorted(set(b)) and b[0] == 8 and b[-1] == 1 << 20, (c, b)'
@@ -97,7 +98,7 @@ pyjson "busbw grows from the smallest size to a plateau (attempt $attempt)" "$T/
 "
 pyjson "the summary: each level measured, plateau and latency positive" "$T/nb.json" '
 lv = {x["level"]: x for x in d["levels"]}
-for k in ("intra", "inter"):
+for k in ("intra", "inter", "rail"):
     assert lv[k]["measured"] and lv[k]["busbw_gb_s"] > 0 and lv[k]["latency_us"] > 0, lv[k]
 assert d["run"] >= 1 and d["platform_file"].endswith("loop.ini"), d'
 
@@ -109,7 +110,7 @@ assert (kind, status, topo, device) == ("netbench", "done", "2x2", "cpu"), (kind
 p = dict(c.execute("SELECT key, value FROM params WHERE run_id = ?", (d["run"],)))
 assert p["ranks"] == "4" and p["nodes"] == "2" and p["per_node"] == "2" and p["max_bytes"] == "1048576", p
 rows = c.execute("SELECT op, level, bytes, count, ranks, comms, iters, seconds, algbw_gb_s, busbw_gb_s FROM netbench_results WHERE run_id = ?", (d["run"],)).fetchall()
-assert len(rows) == len(d["results"]) == 6 * 18, len(rows)
+assert len(rows) == len(d["results"]) == 9 * 18, len(rows)
 want = {(x["op"], x["level"], x["bytes"]): x for x in d["results"]}
 for op, lv, b, n, rk, cm, it, s, alg, bus in rows:
     x = want[(op, lv, b)]
@@ -123,7 +124,7 @@ ok "db show: the netbench section" sh -c '"$0" db --db "$1" show 1 >"$2/show.txt
   grep -q "^netbench per level and collective" "$2/show.txt" &&
   grep -q "^  inter  *alltoall  *2  *2  *18  *8  *1048576 " "$2/show.txt"' "$SHARDQ" "$T/nb.db" "$T"
 ok "db show --json: every row" sh -c '"$0" db --db "$1" show 1 --json | python3 -c "
-import json, sys; d = json.load(sys.stdin); assert len(d[\"netbench\"]) == 108, len(d[\"netbench\"])"' \
+import json, sys; d = json.load(sys.stdin); assert len(d[\"netbench\"]) == 162, len(d[\"netbench\"])"' \
   "$SHARDQ" "$T/nb.db"
 
 # The platform file: every figure with its source, the model's reader, the model
@@ -157,7 +158,9 @@ assert keys["nics_per_node"] == "1" and keys["efficiency"] == "1", keys
 d = json.load(open(sys.argv[2]))
 lv = {x["level"]: x for x in d["levels"]}
 close = lambda a, b: abs(a - b) <= 1e-3 * b
-assert close(float(keys["communicator_gb_s"]), lv["inter"]["busbw_gb_s"]), (keys, lv)
+# the cap of one communicator: the rail alone, between the shared rate and the node rate
+cap = min(max(lv["rail"]["busbw_gb_s"], lv["inter"]["busbw_gb_s"]), 2 * lv["inter"]["busbw_gb_s"])
+assert close(float(keys["communicator_gb_s"]), cap), (keys, lv)
 assert close(float(keys["nic_gb_s"]), 2 * lv["inter"]["busbw_gb_s"]), (keys, lv)
 for l in lines:
     if l.startswith("bandwidth_gb_s"):
@@ -178,6 +181,8 @@ ok "the table's header and a row" sh -c 'grep -q "^#  *size  *count  *type  *tim
   grep -q "^  *4096  *512  *float " "$0" && grep -q "^# Avg bus bandwidth" "$0"' "$T/rail.txt"
 ok "the intra level skipped, and why" \
   grep -q "^# intra level: skipped (one rank per node: no intra-node link between ranks)" "$T/rail.txt"
+ok "the rail level skipped, and why" \
+  grep -q "^# rail level: skipped (one rank per node: the rail alone is the inter level)" "$T/rail.txt"
 ok "its platform: intra from --assume, quant_gb_s given" sh -c '
   grep -B1 "^bandwidth_gb_s = 155$" "$0" | grep -q "assumed, not measured.*h800-ib400" &&
   grep -B1 "^quant_gb_s = 123$" "$0" | grep -q "given (shardq netbench --quant-gbs)" &&
@@ -188,7 +193,7 @@ ok "shardq model reads that one too" "$SHARDQ" model --platform "$T/rail.ini" --
 # Bad options: exit status 2, a sentence naming the option
 # ---------------------------------------------------------------------------
 
-expect_fail_with 2 "--levels: unknown 'nvlink' (expected intra, inter or all)" \
+expect_fail_with 2 "--levels: unknown 'nvlink' (expected intra, inter, rail or all)" \
   "$SHARDQ" netbench --levels intra,nvlink
 expect_fail_with 2 "--ops: unknown 'allreduce' (expected allgather, reducescatter or alltoall)" \
   "$SHARDQ" netbench --ops allreduce

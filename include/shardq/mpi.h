@@ -32,8 +32,12 @@ SQ_BEGIN_DECLS
 ** link levels are two communicators, so an MPI library can route them
 ** apart (shared memory within a host, the network between hosts). A
 ** message is up to three point-to-point sends (codes, scales, offsets; the
-** empty ones are not sent), tagged by part, in the plan's order, whose
-** rounds make blocking sends deadlock-free (plan.h, "Message order"). An
+** empty ones are not sent), tagged by part, posted without blocking
+** (MPI_Isend, MPI_Irecv) in the plan's order and completed together at the
+** end of their phase (phase_end, MPI_Waitall), so the transfers of a round
+** run at once as in MPI's own collectives; a runner must call phase_end
+** after each phase (the world does; plan.h's phase rule makes it change no
+** byte). An
 ** all-to-all is the plan's rounds of pairwise exchanges, the algorithm MPI
 ** libraries use for large all-to-alls. share() is MPI_Bcast and
 ** gather_all() MPI_Allgather on the whole communicator.
@@ -195,7 +199,18 @@ enum {
     SQ_NETBENCH_ALLTOALL = 2,
     SQ_NETBENCH_NOPS = 3
 };
-enum { SQ_NETBENCH_INTRA = 0, SQ_NETBENCH_INTER = 1, SQ_NETBENCH_ALL = 2, SQ_NETBENCH_NLEVELS = 3 };
+/* Levels: intra (every node's ranks, all nodes at once), inter (the rails:
+** the ranks of one local index, one per node, all rails at once), all (the
+** whole job as one communicator) and rail (one rail alone, the ranks of
+** local index 0, while the others wait: the most one communicator reaches
+** with the network to itself). */
+enum {
+    SQ_NETBENCH_INTRA = 0,
+    SQ_NETBENCH_INTER = 1,
+    SQ_NETBENCH_ALL = 2,
+    SQ_NETBENCH_RAIL = 3,
+    SQ_NETBENCH_NLEVELS = 4
+};
 
 /* One collective on one level at one size. */
 typedef struct sq_netbench_result {

@@ -341,7 +341,9 @@ int sq_world_replicas_differ(sq_world *w, const float *what0, float *tmp, int *d
 ** and link_seconds[l], the part spent inside the transport's send and recv
 ** on link level l (moving bytes and waiting for the peer). In process the
 ** ranks run one after another, so seconds is the emulation's time; with a
-** transport it is the real collective's. calls: collectives run. */
+** transport it is the real collective's, timed from a meeting of the
+** ranks (an untimed gather_all), so that a rank's wait for another still
+** busy with earlier work is not counted. calls: collectives run. */
 typedef struct sq_coll_time {
     uint64_t calls;
     double seconds;

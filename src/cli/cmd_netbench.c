@@ -42,8 +42,10 @@ static const char netbench_usage[] =
     "  --workers KxG       nodes x ranks per node; rank r sits on node r / G\n"
     "                      (default: from the hosts, one node per host)\n"
     "  --levels LIST       intra (the ranks of each node), inter (one rank per\n"
-    "                      node: the ranks of one local index), all (every rank)\n"
-    "                      (default intra,inter)\n"
+    "                      node: the ranks of one local index; every such rail at\n"
+    "                      once), rail (one rail alone, the others waiting: the\n"
+    "                      most one communicator reaches), all (every rank)\n"
+    "                      (default intra,inter,rail)\n"
     "  --ops LIST          allgather, reducescatter, alltoall (default all three)\n"
     "  --min-bytes SIZE    the smallest size (default 8)\n"
     "  --max-bytes SIZE    the largest size, at most 1G (default 64M); sizes\n"
@@ -188,6 +190,10 @@ static const char *skip_reason(const sq_mpi *m, int level)
     switch (level) {
     case SQ_NETBENCH_INTRA: return "one rank per node: no intra-node link between ranks";
     case SQ_NETBENCH_INTER: return "one node: no inter-node link between ranks";
+    case SQ_NETBENCH_RAIL:
+        sq_netbench_level_shape(m, SQ_NETBENCH_INTER, &ranks, &comms);
+        return ranks >= 2 ? "one rank per node: the rail alone is the inter level"
+                          : "one node: no inter-node link between ranks";
     default: return "one rank: no link between ranks";
     }
 }
@@ -778,7 +784,7 @@ int cmd_netbench(int argc, char **argv)
               .tflops = tflops, .hbm = hbm, .quant = quant, .busy = (int)busy, .json = json};
     o.cfg = (sq_netbench_config){.min_bytes = min_bytes, .max_bytes = max_bytes,
                                  .warmup = (int)warmup, .iters = (int)iters, .seconds = seconds};
-    if (levels && parse_names("--levels", levels, sq_netbench_level_parse, "intra, inter or all",
+    if (levels && parse_names("--levels", levels, sq_netbench_level_parse, "intra, inter, rail or all",
                               &o.cfg.levels))
         return CLI_USAGE;
     if (ops && parse_names("--ops", ops, sq_netbench_op_parse,

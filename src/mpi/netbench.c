@@ -19,7 +19,7 @@
 #include <string.h>
 
 static const char *const op_names[SQ_NETBENCH_NOPS] = {"allgather", "reducescatter", "alltoall"};
-static const char *const level_names[SQ_NETBENCH_NLEVELS] = {"intra", "inter", "all"};
+static const char *const level_names[SQ_NETBENCH_NLEVELS] = {"intra", "inter", "all", "rail"};
 
 /* The largest size: buffers are 2 x this per rank, and counts stay ints. */
 #define MAX_BYTES ((uint64_t)1 << 30)
@@ -58,7 +58,8 @@ int sq_netbench_config_check(sq_netbench_config *c, sq_error *err)
     if (!c->iters) c->iters = 20;
     if (c->seconds == 0) c->seconds = 1.0;
     if (!c->ops) c->ops = (1u << SQ_NETBENCH_NOPS) - 1;
-    if (!c->levels) c->levels = 1u << SQ_NETBENCH_INTRA | 1u << SQ_NETBENCH_INTER;
+    if (!c->levels)
+        c->levels = 1u << SQ_NETBENCH_INTRA | 1u << SQ_NETBENCH_INTER | 1u << SQ_NETBENCH_RAIL;
     if (c->max_bytes > MAX_BYTES)
         return sq_error_set(err, SQ_ERR_ARG, "max_bytes %llu: at most %llu (1 GiB; every rank "
                             "holds two buffers of it)", (unsigned long long)c->max_bytes,
@@ -86,6 +87,8 @@ void sq_netbench_level_shape(const sq_mpi *m, int level, int *ranks, int *comms)
     switch (level) {
     case SQ_NETBENCH_INTRA: *ranks = G, *comms = K; break;
     case SQ_NETBENCH_INTER: *ranks = K, *comms = G; break;
+    /* with one rank per node the rail alone is the inter level itself */
+    case SQ_NETBENCH_RAIL: *ranks = G > 1 ? K : 1, *comms = 1; break;
     default: *ranks = size, *comms = 1; break;
     }
 }
@@ -135,12 +138,14 @@ typedef struct bench {
 static int time_size(bench *b, MPI_Comm c, int level, int op, int n, int comms, int count,
                      sq_netbench_result *r, sq_error *err)
 {
+    /* a rank outside the level's communicators (MPI_COMM_NULL) only
+    ** keeps the others company at the barriers and maxima */
     const sq_netbench_config *cfg = b->cfg;
     const char *lv = level_names[level];
     int rc = MPI_Barrier(b->world);
     if (rc != MPI_SUCCESS) return mpi_error(err, rc, "MPI_Barrier", lv, b->rank, b->m);
     double t0 = MPI_Wtime();
-    if ((rc = call(op, c, b->snd, b->rcv, count)) != MPI_SUCCESS)
+    if (c != MPI_COMM_NULL && (rc = call(op, c, b->snd, b->rcv, count)) != MPI_SUCCESS)
         return mpi_error(err, rc, call_names[op], lv, b->rank, b->m);
     double first = MPI_Wtime() - t0, slowest = first;
     /* every rank decides the counts from the same figure, or they would
@@ -151,14 +156,14 @@ static int time_size(bench *b, MPI_Comm c, int level, int op, int n, int comms, 
     int warm = cfg->warmup - 1, iters = cfg->iters;
     if (warm > 0.5 * fit) warm = (int)(0.5 * fit);
     if (iters > fit) iters = fit >= 1 ? (int)fit : 1;
-    for (int i = 0; i < warm; i++)
+    for (int i = 0; i < warm && c != MPI_COMM_NULL; i++)
         if ((rc = call(op, c, b->snd, b->rcv, count)) != MPI_SUCCESS)
             return mpi_error(err, rc, call_names[op], lv, b->rank, b->m);
     /* all communicators of the level start together: they share the links */
     if ((rc = MPI_Barrier(b->world)) != MPI_SUCCESS)
         return mpi_error(err, rc, "MPI_Barrier", lv, b->rank, b->m);
     t0 = MPI_Wtime();
-    for (int i = 0; i < iters; i++)
+    for (int i = 0; i < iters && c != MPI_COMM_NULL; i++)
         if ((rc = call(op, c, b->snd, b->rcv, count)) != MPI_SUCCESS)
             return mpi_error(err, rc, call_names[op], lv, b->rank, b->m);
     double mean = (MPI_Wtime() - t0) / iters, worst = mean;
@@ -257,16 +262,18 @@ int sq_netbench_run(const sq_mpi *m, const sq_netbench_config *config, sq_netben
         } else if (level == SQ_NETBENCH_ALL) {
             rc = run_level(&b, b.world, level, res, &n, err);
         } else {
-            /* the rails: the ranks of one local index, one per node */
+            /* the rails: the ranks of one local index, one per node; for
+            ** the rail alone, only local index 0's */
             MPI_Comm rail;
-            int mrc = MPI_Comm_split(b.world, b.rank % G, b.rank, &rail);
+            int color = level == SQ_NETBENCH_RAIL && b.rank % G ? MPI_UNDEFINED : b.rank % G;
+            int mrc = MPI_Comm_split(b.world, color, b.rank, &rail);
             if (mrc != MPI_SUCCESS) {
                 rc = mpi_error(err, mrc, "MPI_Comm_split", "inter", b.rank, m);
                 break;
             }
-            MPI_Comm_set_errhandler(rail, MPI_ERRORS_RETURN);
+            if (rail != MPI_COMM_NULL) MPI_Comm_set_errhandler(rail, MPI_ERRORS_RETURN);
             rc = run_level(&b, rail, level, res, &n, err);
-            MPI_Comm_free(&rail);
+            if (rail != MPI_COMM_NULL) MPI_Comm_free(&rail);
         }
     }
     free(b.snd);
@@ -457,9 +464,10 @@ int sq_netbench_platform(const sq_netbench_result *r, size_t n,
         info->quant_from ? info->quant_from : "?", b3);
 
     const char *links_from = info->links_from ? info->links_from : "?";
-    sq_netbench_fit in, ex;
+    sq_netbench_fit in, ex, alone;
     sq_netbench_fit_level(r, n, SQ_NETBENCH_INTRA, &in);
     sq_netbench_fit_level(r, n, SQ_NETBENCH_INTER, &ex);
+    sq_netbench_fit_level(r, n, SQ_NETBENCH_RAIL, &alone);
 
     put(&t, "\n[intra]\n");
     if (in.measured) {
@@ -495,10 +503,15 @@ int sq_netbench_platform(const sq_netbench_result *r, size_t n,
         ** so one card of G x B, lost nothing, and a cap of B per
         ** communicator give B to one communicator and G x B to G. */
         double B = ex.busbw / 1e9;
+        /* A communicator with the network to itself (the rail alone) may
+        ** reach more than its share while all G run: that is its cap. A
+        ** flat ring over every rank is one communicator, and gets it. */
+        double B1 = alone.measured && alone.busbw / 1e9 > B ? alone.busbw / 1e9 : B;
+        if (B1 > B * ex.comms) B1 = B * ex.comms;
         out->nics_per_node = 1;
         out->nic_bw = figure(b1, sizeof b1, B * ex.comms, 1e9);
         out->net_efficiency = 1;
-        out->communicator_bw = figure(b2, sizeof b2, B, 1e9);
+        out->communicator_bw = figure(b2, sizeof b2, B1, 1e9);
         out->inter_latency = figure(b3, sizeof b3, ex.latency * 1e6, 1e-6);
         put(&t, "# assumed: the rate below is all of a node's network, as one card\n"
                 "nics_per_node = 1\n");
@@ -513,11 +526,22 @@ int sq_netbench_platform(const sq_netbench_result *r, size_t n,
         put(&t, "nic_gb_s = %s\n", b1);
         put(&t, "# assumed: nic_gb_s is a rate reached, not a line rate: nothing more is lost\n"
                 "efficiency = 1\n");
-        put(&t, "# measured (%s):\n"
-                "# one rail's plateau busbw while all %d ran; the model's bandwidth for one\n"
-                "# communicator, min(nic_gb_s, communicator_gb_s), is this measured busbw\n"
-                "communicator_gb_s = %s\n",
-            src, ex.comms, b2);
+        if (alone.measured)
+            put(&t, "# measured (%s):\n"
+                    "# one rail alone (the others waiting) reached a plateau busbw of %.4g GB/s,\n"
+                    "# against %.4g while all %d ran: the most one communicator gets, the model's\n"
+                    "# bandwidth for one communicator, min(nic_gb_s, communicator_gb_s)%s\n"
+                    "communicator_gb_s = %s\n",
+                src, alone.busbw / 1e9, B, ex.comms,
+                alone.busbw / 1e9 < B ? " (at least the shared rate)"
+                : alone.busbw / 1e9 > B * ex.comms ? " (at most the node's)" : "", b2);
+        else
+            put(&t, "# measured (%s):\n"
+                    "# one rail's plateau busbw while all %d ran (the rail alone was not run);\n"
+                    "# the model's bandwidth for one communicator, min(nic_gb_s,\n"
+                    "# communicator_gb_s), is this measured busbw\n"
+                    "communicator_gb_s = %s\n",
+                src, ex.comms, b2);
         put(&t, "# measured (%s):\n"
                 "# %llu B took %.4g us at the inter level, over n - 1 = %d ring step%s\n"
                 "latency_us = %s\n",
@@ -559,7 +583,9 @@ int sq_netbench_platform(const sq_netbench_result *r, size_t n,
            ex.measured ? "the measured rate is a rate reached, nothing more is lost" : links_from);
     source(&t, out, SQ_COST_FIG_COMMUNICATOR,
            ex.measured ? SQ_COST_SRC_MEASURED : SQ_COST_SRC_ASSUMED,
-           ex.measured ? inter_how : links_from);
+           !ex.measured     ? links_from
+           : alone.measured ? "shardq netbench, one rail alone (the rail level)"
+                            : inter_how);
     source(&t, out, SQ_COST_FIG_INTER_LATENCY,
            ex.measured ? SQ_COST_SRC_MEASURED : SQ_COST_SRC_ASSUMED,
            ex.measured ? inter_how : links_from);

@@ -5,6 +5,18 @@
 ** plan's (world/plan.c), so the bytes equal the in-process world's by
 ** construction, and this file is about MPI alone -- communicators per link
 ** level, counts that fit an int, and errors that name the peer and host.
+**
+** Every message of a phase is posted without blocking (MPI_Isend and
+** MPI_Irecv) and the phase ends when all of them have completed
+** (phase_end). With blocking calls a ring round was a chain: the one rank
+** of a cycle that sends first passes its message on, and every other rank
+** can send only once its own receive has completed, so a round of m ranks
+** took m transfers one after another instead of one, each ring step of a
+** collective m times too long for messages past MPI's eager limit. Posted
+** together, the round's transfers run at once, as they do inside MPI's
+** and NCCL's own collectives. The plan's phase rule (plan.h: no op of a
+** phase reads what a message of that phase brings, no region a SEND of it
+** reads is written in it) is what makes this change no byte.
 */
 #include "shardq/mpi.h"
 #include "mpi/mpi_internal.h"
@@ -25,6 +37,9 @@ struct sq_mpi {
     char (*hosts)[MPI_MAX_PROCESSOR_NAME];
     int nhosts;
     sq_transport tr;
+    MPI_Request *pending; /* the phase's posted sends and receives */
+    size_t npending, cap;
+    int pending_peer;     /* for messages: the peer of the last one posted */
 };
 
 static int we_initialised;
@@ -95,62 +110,82 @@ static MPI_Comm link_comm(const sq_mpi *m, int link, int peer, int *rank_in)
     return m->world;
 }
 
-static int send_bytes(MPI_Comm c, int to, int tag, const void *p, uint64_t n)
+/* Keeps a posted request until the phase ends. */
+static int keep(sq_mpi *m, MPI_Request r)
 {
-    const char *b = p;
-    for (uint64_t off = 0; off < n; off += CHUNK) {
-        int count = (int)(n - off < CHUNK ? n - off : CHUNK);
-        int rc = MPI_Send(b + off, count, MPI_BYTE, to, tag, c);
-        if (rc != MPI_SUCCESS) return rc;
+    if (m->npending == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        MPI_Request *p = realloc(m->pending, cap * sizeof *p);
+        if (!p) {
+            MPI_Cancel(&r);
+            MPI_Request_free(&r);
+            return MPI_ERR_NO_MEM;
+        }
+        m->pending = p, m->cap = cap;
     }
+    m->pending[m->npending++] = r;
     return MPI_SUCCESS;
 }
 
-static int recv_bytes(MPI_Comm c, int from, int tag, void *p, uint64_t n)
+/* Posts n bytes in pieces MPI's int counts can hold; the pieces of one
+** message keep their order (MPI's non-overtaking rule). */
+static int post_bytes(sq_mpi *m, int sending, MPI_Comm c, int peer, int tag, void *p, uint64_t n)
 {
     char *b = p;
     for (uint64_t off = 0; off < n; off += CHUNK) {
         int count = (int)(n - off < CHUNK ? n - off : CHUNK);
-        int rc = MPI_Recv(b + off, count, MPI_BYTE, from, tag, c, MPI_STATUS_IGNORE);
+        MPI_Request r;
+        int rc = sending ? MPI_Isend(b + off, count, MPI_BYTE, peer, tag, c, &r)
+                         : MPI_Irecv(b + off, count, MPI_BYTE, peer, tag, c, &r);
+        if (rc == MPI_SUCCESS) rc = keep(m, r);
         if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;
 }
 
-static int mpi_send(void *ctx, const sq_plan_msg *msg, const sq_qbuf *from, sq_error *err)
+/* Posts the three parts of one message (codes, scales, offsets). */
+static int post(sq_mpi *m, int sending, const sq_plan_msg *msg, void *const part[3], sq_error *err)
 {
-    const sq_mpi *m = ctx;
-    if (!from) return SQ_OK; /* a dry rank: sizes only */
-    int peer;
-    MPI_Comm c = link_comm(m, msg->link, msg->dst, &peer);
-    const void *part[3] = {from->codes, from->scales, from->offsets};
+    int peer, other = sending ? msg->dst : msg->src;
+    MPI_Comm c = link_comm(m, msg->link, other, &peer);
     const uint64_t len[3] = {msg->code_bytes, msg->scale_bytes, msg->offset_bytes};
     for (int i = 0; i < 3; i++) {
         if (!len[i]) continue;
-        int rc = send_bytes(c, peer, i, part[i], len[i]);
+        int rc = post_bytes(m, sending, c, peer, i, part[i], len[i]);
         if (rc != MPI_SUCCESS)
-            return mpi_fail(err, rc, "MPI_Send of the %s to rank %d (%s)",
-                            i == 0 ? "codes" : i == 1 ? "scales" : "offsets", msg->dst, m);
+            return mpi_fail(err, rc, sending ? "MPI_Isend of the %s to rank %d (%s)"
+                                             : "MPI_Irecv of the %s from rank %d (%s)",
+                            i == 0 ? "codes" : i == 1 ? "scales" : "offsets", other, m);
     }
+    m->pending_peer = other;
     return SQ_OK;
+}
+
+static int mpi_send(void *ctx, const sq_plan_msg *msg, const sq_qbuf *from, sq_error *err)
+{
+    if (!from) return SQ_OK; /* a dry rank: sizes only */
+    void *const part[3] = {from->codes, from->scales, from->offsets};
+    return post(ctx, 1, msg, part, err);
 }
 
 static int mpi_recv(void *ctx, const sq_plan_msg *msg, sq_qbuf *to, sq_error *err)
 {
-    const sq_mpi *m = ctx;
     if (!to) return SQ_OK;
-    int peer;
-    MPI_Comm c = link_comm(m, msg->link, msg->src, &peer);
-    void *part[3] = {to->codes, to->scales, to->offsets};
-    const uint64_t len[3] = {msg->code_bytes, msg->scale_bytes, msg->offset_bytes};
-    for (int i = 0; i < 3; i++) {
-        if (!len[i]) continue;
-        int rc = recv_bytes(c, peer, i, part[i], len[i]);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(err, rc, "MPI_Recv of the %s from rank %d (%s)",
-                            i == 0 ? "codes" : i == 1 ? "scales" : "offsets", msg->src, m);
-    }
-    return SQ_OK;
+    void *const part[3] = {to->codes, to->scales, to->offsets};
+    return post(ctx, 0, msg, part, err);
+}
+
+/* Completes every message the phase posted. */
+static int mpi_phase_end(void *ctx, int coll, int phase, sq_error *err)
+{
+    sq_mpi *m = ctx;
+    (void)coll, (void)phase;
+    if (!m->npending) return SQ_OK;
+    int rc = MPI_Waitall((int)m->npending, m->pending, MPI_STATUSES_IGNORE);
+    m->npending = 0;
+    return rc == MPI_SUCCESS ? SQ_OK
+                             : mpi_fail(err, rc, "MPI_Waitall of the %s (last peer rank %d, %s)",
+                                        "phase's messages", m->pending_peer, m);
 }
 
 static int mpi_share(void *ctx, int owner, void *buf, size_t bytes, sq_error *err)
@@ -260,7 +295,8 @@ int sq_mpi_open(const void *comm, sq_topo *topo, sq_mpi **out, sq_error *err)
                         NULL);
     }
     MPI_Comm_set_errhandler(m->node, MPI_ERRORS_RETURN);
-    m->tr = (sq_transport){m, mpi_send, mpi_recv, NULL, mpi_share, mpi_gather_all, m->size, m->rank};
+    m->tr = (sq_transport){m, mpi_send, mpi_recv, mpi_phase_end, mpi_share, mpi_gather_all,
+                           m->size, m->rank};
     *out = m;
     return SQ_OK;
 oom:
@@ -274,9 +310,15 @@ void sq_mpi_close(sq_mpi *m)
     int off = 0;
     MPI_Finalized(&off);
     if (!off) {
+        /* a phase that failed part-way leaves requests behind */
+        for (size_t i = 0; i < m->npending; i++) {
+            MPI_Cancel(&m->pending[i]);
+            MPI_Request_free(&m->pending[i]);
+        }
         if (m->node != MPI_COMM_NULL) MPI_Comm_free(&m->node);
         if (m->world != MPI_COMM_NULL) MPI_Comm_free(&m->world);
     }
+    free(m->pending);
     free(m->hosts);
     free(m);
 }
