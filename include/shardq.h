@@ -5,6 +5,7 @@
 #define SHARDQ_H
 
 #include "shardq/codec.h"
+#include "shardq/plugin.h"
 #include "shardq/backend.h"
 #include "shardq/world.h"
 #include "shardq/layout.h"

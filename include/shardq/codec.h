@@ -181,7 +181,19 @@ void sq_uniform24_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u)
 /* Codec specs                                                              */
 /* ------------------------------------------------------------------------ */
 
-typedef enum sq_kind { SQ_KIND_SYM = 0, SQ_KIND_MINMAX = 1 } sq_kind;
+typedef enum sq_kind {
+    SQ_KIND_SYM = 0,     /* absmax groups (SDP4Bit, ZeRO++) */
+    SQ_KIND_MINMAX = 1,  /* min-max groups */
+    SQ_KIND_QSGD = 2,    /* QSGD: s = 2^(b-1) - 1 levels of the group's L2 norm */
+    SQ_KIND_SIGN = 3,    /* scaled sign (signSGD, EF-SignSGD): 1 bit, scale = mean |x| */
+    SQ_KIND_FP8E4M3 = 4, /* FP8 E4M3 (OCP e4m3fn) codes, one scale per group */
+    SQ_KIND_FP8E5M2 = 5, /* FP8 E5M2 codes, one scale per group */
+    SQ_KIND_TOPK = 6,    /* the keep largest |x| of each group: indices and values */
+    SQ_KIND_RANDK = 7,   /* keep random elements of each group (Philox): indices and values */
+    SQ_KIND_BF16 = 8,    /* a bf16 cast: 16-bit codes, no scales */
+    SQ_KIND_FP16 = 9,    /* an fp16 cast: 16-bit codes, no scales */
+    SQ_KIND_PLUGIN = 10  /* a codec registered at run time (shardq/plugin.h) */
+} sq_kind;
 typedef enum sq_round { SQ_ROUND_RTN = 0, SQ_ROUND_SR = 1 } sq_round;
 /* Level conventions of symmetric quantization:
 **   SDP4BIT:   m = (2^(b-1) - 1) / absmax, q in [-(2^(b-1) - 1), 2^(b-1) - 1]
@@ -199,6 +211,7 @@ typedef struct sq_codec {
     int hadamard;         /* 0 (off) or the transform size, a power of two 2..1024 */
     sq_levels levels;     /* sym only; minmax specs always carry sdp4bit */
     sq_scale_dtype scale; /* dtype of scales and offsets */
+    int plugin;           /* kind=plugin: the registry id (shardq/plugin.h), else 0 */
 } sq_codec;
 
 #define SQ_GROUP_MAX ((uint64_t)1 << 40)
@@ -215,7 +228,10 @@ int sq_codec_validate(const sq_codec *c);
 ** failure returns SQ_ERR_SPEC (unknown key, value out of range, a repeated
 ** key, an invalid combination such as kind=minmax,levels=deepspeed) and, when
 ** err is not NULL, writes a sentence naming the key or value at fault into
-** err[0..errlen). text == NULL or out == NULL gives SQ_ERR_ARG. */
+** err[0..errlen). text == NULL or out == NULL gives SQ_ERR_ARG.
+** "kind=plugin:NAME" is the plug-in codec registered as NAME
+** (shardq/plugin.h): it takes the key group (its own group, in any order)
+** and no other, and an unregistered NAME is SQ_ERR_SPEC. */
 int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen);
 
 /* Writes the canonical form (every key, fixed order) into buf and returns the
@@ -225,7 +241,8 @@ int sq_codec_format(const sq_codec *c, char *buf, size_t len);
 
 /* Exact sizes for n elements. Codes form one dense stream of n * bits bits
 ** padded to a byte; metadata is one scale per group (sym) or one offset and
-** one scale per group (minmax), each 4 (fp32) or 2 (bf16, fp16) bytes. */
+** one scale per group (minmax), each 4 (fp32) or 2 (bf16, fp16) bytes. A
+** plug-in codec's sizes are its own (shardq/plugin.h). */
 uint64_t sq_codec_groups(const sq_codec *c, uint64_t n);
 uint64_t sq_codec_code_bytes(const sq_codec *c, uint64_t n);
 uint64_t sq_codec_scale_bytes(const sq_codec *c, uint64_t n);  /* scales alone */

@@ -6,6 +6,9 @@ NumPy arrays and PyTorch tensors are passed by pointer).
     c = shardq.Codec("bits=4,group=128,round=sr")
     q = shardq.quantize(x, c, shardq.Key(seed=1))
     y = shardq.dequantize(q)
+
+Plug-in codecs: shardq.codec.register (a codec written in Python) and
+shardq.load_plugin (a shared object) make kind=plugin:NAME codecs.
 """
 from ._lib import (ShardqError, SpecError, ArgumentError, NonFiniteError, RangeError,
                    FileFormatError, NotFoundError, BusyError, UnsupportedError,
@@ -16,7 +19,7 @@ from .world import World, bytes_rows
 from .replay import replay, ReplayResult
 from .codec import (Codec, Key, Quantized, quantize, dequantize, quantize_diff,
                     dequantize_add, dequant_sum, dequant_sum_requant, hadamard,
-                    to_bf16, from_bf16)
+                    to_bf16, from_bf16, load_plugin, plugins)
 from .trace import TraceWriter
 from .capture import MicroBatchCapture, DDPCapture
 
@@ -28,5 +31,5 @@ __all__ = ["ShardqError", "SpecError", "ArgumentError", "NonFiniteError", "Range
            "Scheme", "Topo", "Stats", "World", "bytes_rows", "replay", "ReplayResult",
            "Codec", "Key", "Quantized", "quantize", "dequantize", "quantize_diff",
            "dequantize_add", "dequant_sum", "dequant_sum_requant", "hadamard",
-           "to_bf16", "from_bf16",
+           "to_bf16", "from_bf16", "load_plugin", "plugins",
            "TraceWriter", "MicroBatchCapture", "DDPCapture"]

@@ -16,7 +16,7 @@ import subprocess
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HEADERS = ["codec", "backend", "world", "plan", "trace", "metrics", "store", "replay"]
+HEADERS = ["codec", "plugin", "backend", "world", "plan", "trace", "metrics", "store", "replay"]
 
 
 def _pkgconfig(flag):

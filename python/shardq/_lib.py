@@ -4,6 +4,8 @@ Every C call that can fail returns an sq_status kind (zero is success) and
 may describe the failure in an sq_error; `check` turns a failure into the
 Python exception of its kind, carrying the library's sentence.
 """
+import threading
+
 from ._shardq import ffi, lib  # noqa: F401  (the compiled cffi module)
 
 
@@ -90,10 +92,28 @@ def error(status, message=None):
     return _CLASSES.get(status, ShardqError)(status, message)
 
 
+_pending = threading.local()
+
+
+def callback_failed(e):
+    """Keeps the exception a Python callback of the library raised (a
+    plug-in codec's), for the call that returns SQ_ERR_INTERRUPTED."""
+    _pending.exc = e
+
+
+def take_pending():
+    """The exception a Python callback raised on this thread (cleared), or None."""
+    e = getattr(_pending, "exc", None)
+    _pending.exc = None
+    return e
+
+
 def check(status, err=None, context=None):
     """Raises the exception of a failed call; returns status otherwise.
     err: the sq_error * the call described its failure in, if any; context:
-    a callable giving the sentence instead (a handle's error string)."""
+    a callable giving the sentence instead (a handle's error string). A call
+    that a Python plug-in codec's exception stopped raises that exception,
+    the library's as its cause."""
     if status >= 0:
         return status
     msg = None
@@ -101,6 +121,9 @@ def check(status, err=None, context=None):
         msg = ffi.string(lib.sq_error_message(err)).decode()
     elif context is not None:
         msg = context()
+    pending = take_pending() if status == lib.SQ_ERR_INTERRUPTED else None
+    if pending is not None:
+        raise pending from error(status, msg)
     raise error(status, msg)
 
 

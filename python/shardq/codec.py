@@ -31,11 +31,11 @@ import numpy as np
 
 from ._arrays import (as_input, as_output, is_tensor, is_cuda, numel, torch,
                       empty_like_input, _torch_dtype)
-from ._lib import ffi, lib, check, error, new_error, cstr
+from ._lib import ffi, lib, check, error, new_error, cstr, take_pending
 
 __all__ = ["Codec", "Key", "Quantized", "quantize", "dequantize", "quantize_diff",
            "dequantize_add", "dequant_sum", "dequant_sum_requant", "hadamard",
-           "to_bf16", "from_bf16"]
+           "to_bf16", "from_bf16", "register", "load_plugin", "plugins"]
 
 _CODEC_KEYS = ("kind", "bits", "group", "round", "hadamard", "levels", "scale")
 _INT_KEYS = ("bits", "group", "hadamard")
@@ -67,6 +67,11 @@ class Codec:
     the library's sentence. Codecs are immutable, compare and hash by their
     canonical spec (`.spec`), and have the keys as attributes (kind, bits,
     group, round, hadamard, levels, scale).
+
+    A plug-in codec (shardq.codec.register, shardq.load_plugin) is
+    Codec("kind=plugin:NAME"): its spec is "kind=plugin:NAME,group=G", its
+    bits, levels and scale are None, round is "sr" when it is stochastic,
+    and its scales and offsets are bytes of its own layout (uint8).
     """
 
     __slots__ = ("_c", "_spec", "_fields")
@@ -102,13 +107,32 @@ class Codec:
             self._fields[k] = int(v) if k in _INT_KEYS else v
 
     spec = property(lambda self: self._spec, doc="the canonical spec (sq_codec_format)")
-    kind = property(lambda self: self._fields["kind"], doc="'sym' or 'minmax'")
-    bits = property(lambda self: self._fields["bits"], doc="bits per code, 1..8")
+    kind = property(lambda self: self._fields["kind"], doc="'sym', 'minmax' or 'plugin:NAME'")
+    bits = property(lambda self: self._fields.get("bits"), doc="bits per code, 1..8")
     group = property(lambda self: self._fields["group"], doc="elements per scale")
-    round = property(lambda self: self._fields["round"], doc="'rtn' or 'sr'")
-    hadamard = property(lambda self: self._fields["hadamard"], doc="0 or the transform size")
-    levels = property(lambda self: self._fields["levels"], doc="'sdp4bit' or 'deepspeed'")
-    scale = property(lambda self: self._fields["scale"], doc="'fp32', 'bf16' or 'fp16'")
+    round = property(lambda self: self._fields.get("round") or
+                     ("sr" if self._c.round == lib.SQ_ROUND_SR else "rtn"),
+                     doc="'rtn' or 'sr' (a plug-in: 'sr' when stochastic)")
+    hadamard = property(lambda self: self._fields.get("hadamard", 0),
+                        doc="0 or the transform size")
+    levels = property(lambda self: self._fields.get("levels"), doc="'sdp4bit' or 'deepspeed'")
+    scale = property(lambda self: self._fields.get("scale"), doc="'fp32', 'bf16' or 'fp16'")
+    plugin = property(lambda self: self._fields["kind"][7:] if self.is_plugin else None,
+                      doc="a plug-in codec's name, else None")
+
+    @property
+    def is_plugin(self):
+        """Whether this is a plug-in codec (kind=plugin:NAME)."""
+        return self._c.kind == lib.SQ_KIND_PLUGIN
+
+    def _meta_counts(self, n):
+        """Values in the scales and offsets arrays of n elements (offsets
+        None: the codec has none): groups(n) of the scale dtype, or a
+        plug-in's bytes."""
+        if self.is_plugin:
+            return self.scale_bytes(n), self.offset_bytes(n)
+        g = self.groups(n)
+        return g, (g if self._fields["kind"] == "minmax" else None)
 
     def fields(self):
         """The keys and values, as Codec(**c.fields()) takes them."""
@@ -157,11 +181,15 @@ class Codec:
 
     @property
     def _scale_np(self):
+        if self.is_plugin:
+            return np.uint8
         return np.float32 if self._fields["scale"] == "fp32" else np.uint16
 
     @property
     def _scale_torch(self):
         # torch has no uint16: 16-bit scales are int16 tensors of the same bits
+        if self.is_plugin:
+            return torch.uint8
         return torch.float32 if self._fields["scale"] == "fp32" else torch.int16
 
 
@@ -423,6 +451,9 @@ def _check(rc, op, b, inputs=(), outputs=()):
     if rc >= 0:
         return
     msg = ffi.string(lib.sq_strerror(rc)).decode()
+    pending = take_pending() if rc == lib.SQ_ERR_INTERRUPTED else None
+    if pending is not None:  # a Python plug-in codec's own exception
+        raise pending from error(rc, "%s: %s" % (op, msg))
     where = None
     if rc in (lib.SQ_ERR_DEVICE, lib.SQ_ERR_NOMEM) and b.message():
         msg = b.message()
@@ -480,29 +511,29 @@ class Quantized:
         """A Quantized of n values with uninitialised arrays: on the CPU, or
         on device (a torch.device or "cuda:N") as CUDA tensors."""
         codec, n = _as_codec(codec), _count(n)
-        sizes = (codec.code_bytes(n), codec.groups(n))
-        minmax = codec.kind == "minmax"
+        nscales, noffsets = codec._meta_counts(n)
         if device is None or torch.device(device).type == "cpu":
-            codes = np.empty(sizes[0], np.uint8)
-            scales = np.empty(sizes[1], codec._scale_np)
-            offsets = np.empty(sizes[1], codec._scale_np) if minmax else None
+            codes = np.empty(codec.code_bytes(n), np.uint8)
+            scales = np.empty(nscales, codec._scale_np)
+            offsets = np.empty(noffsets, codec._scale_np) if noffsets is not None else None
         else:
             device = torch.device(device)
-            codes = torch.empty(sizes[0], dtype=torch.uint8, device=device)
-            scales = torch.empty(sizes[1], dtype=codec._scale_torch, device=device)
-            offsets = torch.empty(sizes[1], dtype=codec._scale_torch, device=device) \
-                if minmax else None
+            codes = torch.empty(codec.code_bytes(n), dtype=torch.uint8, device=device)
+            scales = torch.empty(nscales, dtype=codec._scale_torch, device=device)
+            offsets = torch.empty(noffsets, dtype=codec._scale_torch, device=device) \
+                if noffsets is not None else None
         return cls(codec, n, codes, scales, offsets, shape)
 
     def _validate(self):
         c, n = self.codec, self.n
+        nscales, noffsets = c._meta_counts(n)
         parts = [("codes", self.codes, c.code_bytes(n), np.uint8, torch and torch.uint8),
-                 ("scales", self.scales, c.groups(n), c._scale_np, torch and c._scale_torch)]
-        if c.kind == "minmax":
-            parts.append(("offsets", self.offsets, c.groups(n), c._scale_np,
+                 ("scales", self.scales, nscales, c._scale_np, torch and c._scale_torch)]
+        if noffsets is not None and (self.offsets is not None or noffsets):
+            parts.append(("offsets", self.offsets, noffsets, c._scale_np,
                           torch and c._scale_torch))
         elif self.offsets is not None:
-            raise ValueError("Quantized: offsets given for a sym codec (%s)" % c.spec)
+            raise ValueError("Quantized: offsets given for a codec without (%s)" % c.spec)
         devices = set()
         for name, a, size, npt, tt in parts:
             if a is None:
@@ -632,7 +663,7 @@ class Quantized:
         try:
             codec = Codec(_format(ffi.addressof(ct, "codec")))
             n = int(ct.n)
-            g, minmax = codec.groups(n), codec.kind == "minmax"
+            g, go = codec._meta_counts(n)
 
             def grab(ptr, count, dtype):
                 if count == 0:
@@ -641,7 +672,7 @@ class Quantized:
                 return np.frombuffer(ffi.buffer(ptr, nb), dtype=dtype).copy()
             codes = grab(ct.q.codes, codec.code_bytes(n), np.uint8)
             scales = grab(ct.q.scales, g, codec._scale_np)
-            offsets = grab(ct.q.offsets, g, codec._scale_np) if minmax else None
+            offsets = grab(ct.q.offsets, go, codec._scale_np) if go is not None else None
             shape = tuple(int(ct.shape[i]) for i in range(ct.ndim))
             key = Key(ct.key.seed, ct.key.step, ct.key.worker, ct.key.site)
         finally:
@@ -898,3 +929,7 @@ def from_bf16(h, out=None):
         hp, _, _ = _in(h, "uint16_t", "h", device)
         _check(lib.sq_backend_from_bf16(b.be, hp, n, op), "from_bf16", b)
     return out
+
+
+# Plug-in codecs (shardq/plugin.h): shardq.codec.register and friends
+from .plugin import register, load_plugin, plugins  # noqa: E402

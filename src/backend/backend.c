@@ -7,6 +7,7 @@
 ** to kernels/cuda_backend.cu.
 */
 #include "shardq/backend.h"
+#include "shardq/plugin.h"
 #include "backend/cuda.h"
 #include "backend/device.h"
 #include "sq_check.h"
@@ -181,10 +182,23 @@ int sq_backend_copy(sq_backend *dst_be, void *dst, sq_backend *src_be, const voi
     return rc;
 }
 
+/* Plug-in codecs run on the CPU only: their callbacks read and write host
+** memory. A CUDA backend refuses them before anything is allocated. */
+static int cuda_refuses(sq_backend *be, const sq_codec *c)
+{
+    if (!c || c->kind != SQ_KIND_PLUGIN) return SQ_OK;
+    const sq_plugin_codec *d = sq_plugin_get(c->plugin);
+    return sq_error_set(&be->err, SQ_ERR_UNSUPPORTED,
+                        "kind=plugin:%s: plug-in codecs run on the CPU only (their callbacks "
+                        "take host memory); use the cpu backend",
+                        d ? d->name : "?");
+}
+
 int sq_backend_qbuf_alloc(sq_backend *be, const sq_codec *c, uint64_t n, sq_qbuf *q)
 {
     if (!q || !c || sq_codec_validate(c) != SQ_OK) return SQ_ERR_ARG;
     if (be->kind == SQ_BACKEND_CPU) return sq_qbuf_alloc(c, n, q);
+    if (cuda_refuses(be, c)) return SQ_ERR_UNSUPPORTED;
     const uint64_t sizes[3] = {sq_codec_code_bytes(c, n), sq_codec_scale_bytes(c, n),
                                sq_codec_offset_bytes(c, n)};
     const int parts = c->kind == SQ_KIND_MINMAX ? 3 : 2; /* codes, scales[, offsets] */
@@ -226,7 +240,7 @@ static int cuda_quantize(sq_backend *be, const sq_codec *c, const float *x, cons
                          int diff, uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
     int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
+    if ((rc = sq_check_codec(c, n)) || (rc = cuda_refuses(be, c)) || (rc = sq_check_qbuf(c, q, n)) ||
         (rc = sq_check_key(c, key)))
         return rc;
     if (n && (!x || (diff && !ref))) return SQ_ERR_ARG;
@@ -238,7 +252,8 @@ static int cuda_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, 
                            int add, uint64_t n, float *out, int bf16)
 {
     int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = cuda_refuses(be, c)) || (rc = sq_check_qbuf(c, q, n)))
+        return rc;
     if (n && (!out || (add && !ref))) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, add ? ref : NULL, n, out, bf16));
 }
@@ -308,6 +323,7 @@ int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const s
         return sq_dequant_sum_requant(c_in, chunks, k, n, c_out, key, out);
     int rc;
     if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
+        (rc = cuda_refuses(be, c_in)) || (rc = cuda_refuses(be, c_out)) ||
         (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
         (rc = sq_check_key(c_out, key)))
         return rc;
@@ -319,7 +335,9 @@ int sq_backend_dequant_sum(sq_backend *be, const sq_codec *c, const sq_qbuf *chu
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_dequant_sum(c, chunks, k, n, out);
     int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = cuda_refuses(be, c)) ||
+        (rc = sq_check_chunks(c, chunks, k, n)))
+        return rc;
     if (n && !out) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out, 0));
 }
@@ -332,6 +350,7 @@ int sq_backend_dequant_sum_requant_f16(sq_backend *be, const sq_codec *c_in,
         return sq_dequant_sum_requant_f16(c_in, chunks, k, n, c_out, key, out);
     int rc;
     if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
+        (rc = cuda_refuses(be, c_in)) || (rc = cuda_refuses(be, c_out)) ||
         (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
         (rc = sq_check_key(c_out, key)))
         return rc;
@@ -344,7 +363,9 @@ int sq_backend_dequant_sum_f16(sq_backend *be, const sq_codec *c, const sq_qbuf 
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_dequant_sum_f16(c, chunks, k, n, out);
     int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = cuda_refuses(be, c)) ||
+        (rc = sq_check_chunks(c, chunks, k, n)))
+        return rc;
     if (n && !out) return SQ_ERR_ARG;
     if (c->hadamard) return SQ_ERR_SPEC;
     return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out, 1));

@@ -25,7 +25,9 @@
     "                   (default kind=sym,bits=4,group=128,round=sr,hadamard=0,\n"        \
     "                   levels=sdp4bit,scale=fp32). Keys: kind=sym|minmax, bits=1..8,\n"  \
     "                   group=1..2^40, round=rtn|sr, hadamard=0|2|4|...|1024,\n"          \
-    "                   levels=sdp4bit|deepspeed, scale=fp32|bf16|fp16\n"
+    "                   levels=sdp4bit|deepspeed, scale=fp32|bf16|fp16; or\n"             \
+    "                   kind=plugin:NAME, a plug-in codec (--plugin FILE.so), with its\n" \
+    "                   own group and no other key\n"
 
 #define KEY_HELP                                                                        \
     "  --seed S         seed of stochastic rounding, 0 to 2^64-1, decimal or 0x hex\n"    \

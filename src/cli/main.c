@@ -6,6 +6,7 @@
 #include "trace/wfile.h"
 #include "backend/device.h"
 #include "shardq/codec.h"
+#include "shardq/plugin.h"
 #include "progress.h"
 #include "shardq/store.h"
 #include "shardq/sweep.h"
@@ -54,6 +55,11 @@ static const char usage_text[] =
     "options:\n"
     "  -h, --help       this text\n"
     "  --version        version and build facts\n"
+    "  --plugin FILE.so load the plug-in codecs of a shared object, named\n"
+    "                   kind=plugin:NAME in codec specs and scheme knobs; before or\n"
+    "                   after the command, repeatable, for codec, bench, world,\n"
+    "                   schemes, replay, sweep, train and model (also\n"
+    "                   SHARDQ_PLUGINS=FILE.so:FILE.so)\n"
     "\n"
     "'shardq COMMAND --help' shows the options of a command. Exit status: 0 on\n"
     "success, 1 on a runtime error (unreadable or malformed input, failed write),\n"
@@ -496,6 +502,110 @@ static int unknown_command(const char *name)
     return CLI_USAGE;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Plug-in codecs: --plugin FILE.so and SHARDQ_PLUGINS                      */
+/* ------------------------------------------------------------------------ */
+
+/* The commands that take codec specs or scheme knobs, and so plug-ins. */
+static const char *const plugin_commands[] = {"codec", "bench", "world", "schemes", "replay",
+                                              "sweep", "train", "model", NULL};
+
+static const char plugin_help[] =
+    "\n"
+    "global options (before or after the command):\n"
+    "  --plugin FILE.so load the plug-in codecs of a shared object (repeatable; also\n"
+    "                   SHARDQ_PLUGINS=FILE.so:FILE.so): kind=plugin:NAME in codec\n"
+    "                   specs and scheme knobs (README, \"Plug-in codecs\")\n";
+
+static int takes_plugins(const char *cmd)
+{
+    for (const char *const *c = plugin_commands; *c; c++)
+        if (!strcmp(cmd, *c)) return 1;
+    return 0;
+}
+
+/* "--plugin FILE" or "--plugin=FILE" at argv[i]: the file (NULL when i is
+** no such option; "" when its value is missing), *used the words taken. */
+static const char *plugin_option(int argc, char **argv, int i, int *used)
+{
+    if (!strcmp(argv[i], "--plugin")) {
+        *used = i + 1 < argc ? 2 : 1;
+        return i + 1 < argc ? argv[i + 1] : "";
+    }
+    if (!strncmp(argv[i], "--plugin=", 9)) {
+        *used = 1;
+        return argv[i] + 9;
+    }
+    return NULL;
+}
+
+/* Takes every --plugin out of argv (those before the command, and those
+** after it up to a "--"), loads SHARDQ_PLUGINS and then each file, and
+** returns the new argc; -1 with the error printed (*status its exit
+** status). argv[0] is the program. */
+static int load_plugins(int argc, char **argv, int *status)
+{
+    const char *files[256];
+    int nfiles = 0, out = 1, cmd = 0;
+    for (int i = 1; i < argc;) {
+        if (!strcmp(argv[i], "--") && cmd) {
+            /* the rest are operands: copied as they are */
+            while (i < argc) argv[out++] = argv[i++];
+            break;
+        }
+        int used = 0;
+        const char *f = plugin_option(argc, argv, i, &used);
+        if (f) {
+            if (!*f || nfiles == (int)(sizeof files / sizeof *files)) {
+                fprintf(stderr, "shardq: --plugin: %s\n",
+                        *f ? "more than 256 files" : "needs a file (--plugin FILE.so)");
+                *status = CLI_USAGE;
+                return -1;
+            }
+            files[nfiles++] = f;
+            i += used;
+            continue;
+        }
+        if (!cmd && argv[i][0] != '-') cmd = out;
+        argv[out++] = argv[i++];
+    }
+    argv[out] = NULL;
+    const char *name = cmd ? argv[cmd] : "";
+    if (nfiles && cmd && !takes_plugins(name)) {
+        fprintf(stderr, "shardq %s: --plugin: this command takes no codec specs\n", name);
+        *status = CLI_USAGE;
+        return -1;
+    }
+    if (!cmd || !takes_plugins(name)) return out;
+    sq_error err;
+    const char *env = getenv("SHARDQ_PLUGINS");
+    if (env && *env && sq_plugin_load_list(env, &err) < 0) {
+        fprintf(stderr, "shardq %s: SHARDQ_PLUGINS: %s\n", name, sq_error_message(&err));
+        *status = CLI_RUNTIME;
+        return -1;
+    }
+    for (int i = 0; i < nfiles; i++)
+        if (sq_plugin_load(files[i], &err) < 0) {
+            fprintf(stderr, "shardq %s: --plugin: %s\n", name, sq_error_message(&err));
+            *status = CLI_RUNTIME;
+            return -1;
+        }
+    return out;
+}
+
+/* Whether a command's args ask for help: -h or --help (up to a "--"), or
+** its "help" subcommand. */
+static int asks_help(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "help")) return 1;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
+}
+
+/* help of a command that takes plug-ins: main adds the global options */
+static int help_for_plugins;
+
 /* shardq help [COMMAND [SUBCOMMAND]]: runs COMMAND [SUBCOMMAND] --help. */
 static int help(int argc, char **argv)
 {
@@ -509,6 +619,7 @@ static int help(int argc, char **argv)
     }
     const command *c = find_command(argv[1]);
     if (!c) return unknown_command(argv[1]);
+    if (takes_plugins(argv[1])) help_for_plugins = 1;
     if (argc > 3) {
         fprintf(stderr, "shardq help: too many arguments\nTry 'shardq --help'.\n");
         return CLI_USAGE;
@@ -539,6 +650,8 @@ static void passive_wait(char **argv)
 int main(int argc, char **argv)
 {
     if (argc >= 2) passive_wait(argv);
+    int status = CLI_OK;
+    if ((argc = load_plugins(argc, argv, &status)) < 0) return status;
     if (argc < 2) {
         fputs(usage_text, stderr);
         return CLI_USAGE;
@@ -555,7 +668,11 @@ int main(int argc, char **argv)
         }
         return print_version();
     }
-    if (strcmp(a, "help") == 0) return help(argc - 1, argv + 1);
+    if (strcmp(a, "help") == 0) {
+        status = help(argc - 1, argv + 1);
+        if (status == CLI_OK && help_for_plugins) fputs(plugin_help, stdout);
+        return status;
+    }
     if (a[0] == '-') {
         static const char *const top[] = {"help", "version", NULL};
         cli_unknown_option("", a, top);
@@ -563,5 +680,8 @@ int main(int argc, char **argv)
     }
     const command *c = find_command(a);
     if (!c) return unknown_command(a);
-    return c->fn(argc - 1, argv + 1);
+    status = c->fn(argc - 1, argv + 1);
+    if (status == CLI_OK && takes_plugins(a) && asks_help(argc - 1, argv + 1))
+        fputs(plugin_help, stdout);
+    return status;
 }

@@ -17,6 +17,7 @@
 #include "sq_hd.h"
 #include "sq_check.h"
 #include "sq_internal.h"
+#include "sq_plugin.h"
 
 #include <stdlib.h>
 
@@ -439,6 +440,7 @@ static int quantize_job(const sq_codec *c, const float *x, const float *ref, int
         (rc = sq_check_key(c, key)))
         return rc;
     if (n && (!x || (diff && !ref))) return SQ_ERR_ARG;
+    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_quantize(c, x, ref, diff, n, key, q, bf16);
     job jb = {.op = diff ? OP_QUANTIZE_DIFF : OP_QUANTIZE, .c = c, .x = x, .ref = ref,
               .key = key, .qout = q, .bf16 = bf16};
     return run_job(&jb, n);
@@ -451,6 +453,7 @@ static int dequantize_job(const sq_codec *c, const sq_qbuf *q, const float *ref,
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
     if (n && (!out || (add && !ref))) return SQ_ERR_ARG;
+    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_dequantize(c, q, ref, add, n, out, bf16);
     job jb = {.op = add ? OP_DEQUANTIZE_ADD : OP_DEQUANTIZE, .c = c, .in = q, .ref = ref,
               .out = out, .bf16 = bf16};
     return run_job(&jb, n);
@@ -510,6 +513,8 @@ static int sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint6
         (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
         (rc = sq_check_key(c_out, key)))
         return rc;
+    if (c_in->kind == SQ_KIND_PLUGIN || c_out->kind == SQ_KIND_PLUGIN)
+        return sq_plugin_sum_requant(c_in, chunks, k, n, c_out, key, out, f16);
     /* The Hadamard fields are ignored here; the tile length must not depend
     ** on them, so use copies without. */
     sq_codec ci = *c_in, co = *c_out;
@@ -525,6 +530,7 @@ static int sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, floa
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
+    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_sum(c, chunks, k, n, out, f16);
     job jb = {.op = OP_SUM, .c = c, .in = chunks, .k = k, .f16 = f16, .out = out};
     return run_job(&jb, n);
 }

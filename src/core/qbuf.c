@@ -2,6 +2,7 @@
 ** qbuf.c -- allocation of quantized buffers.
 */
 #include "shardq/codec.h"
+#include "sq_plugin.h"
 
 #include <stdlib.h>
 
@@ -16,8 +17,10 @@ int sq_qbuf_alloc(const sq_codec *c, uint64_t n, sq_qbuf *q)
     if (!c || !q || sq_codec_validate(c) != SQ_OK) return SQ_ERR_ARG;
     q->codes = zalloc(sq_codec_code_bytes(c, n));
     q->scales = zalloc(sq_codec_scale_bytes(c, n));
-    q->offsets = c->kind == SQ_KIND_MINMAX ? zalloc(sq_codec_offset_bytes(c, n)) : NULL;
-    if (!q->codes || !q->scales || (c->kind == SQ_KIND_MINMAX && !q->offsets)) {
+    /* a plug-in may use all three */
+    int offsets = c->kind == SQ_KIND_MINMAX || c->kind == SQ_KIND_PLUGIN;
+    q->offsets = offsets ? zalloc(sq_codec_offset_bytes(c, n)) : NULL;
+    if (!q->codes || !q->scales || (offsets && !q->offsets)) {
         sq_qbuf_free(q);
         return SQ_ERR_NOMEM;
     }

@@ -6,6 +6,7 @@
 ** in one fixed order, so that equal codecs have equal strings in the store.
 */
 #include "shardq/codec.h"
+#include "sq_plugin.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@ sq_codec sq_codec_default(void)
     c.hadamard = 0;
     c.levels = SQ_LEVELS_SDP4BIT;
     c.scale = SQ_SCALE_FP32;
+    c.plugin = 0;
     return c;
 }
 
@@ -38,6 +40,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 /* The checks shared by validate and parse, with a sentence for each. */
 static int check_codec(const sq_codec *c, char *err, size_t errlen)
 {
+    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_check(c, err, errlen);
     if (c->kind != SQ_KIND_SYM && c->kind != SQ_KIND_MINMAX) {
         set_err(err, errlen, "kind: must be sym or minmax");
         return SQ_ERR_SPEC;
@@ -142,6 +145,7 @@ static int parse_item(char *item, sq_codec *c, unsigned *seen, char *err, size_t
     uint64_t u;
     int i;
     if (strcmp(key, "kind") == 0) {
+        if (strncmp(val, "plugin:", 7) == 0) return sq_plugin_parse_kind(val + 7, c, err, errlen);
         if ((i = pick(val, kind_names, 2)) < 0) goto bad_name;
         c->kind = (sq_kind)i;
     } else if (strcmp(key, "bits") == 0) {
@@ -187,6 +191,24 @@ bad_name:
     return SQ_ERR_SPEC;
 }
 
+/* kind=plugin:NAME takes group (the plug-in's own, given in any order)
+** and no other key: a plug-in's settings are its registration parameters. */
+static int plugin_keys(sq_codec *c, unsigned seen, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"kind", "bits", "group", "round", "hadamard", "levels", "scale"};
+    for (int k = 0; k < 7; k++)
+        if ((seen & (1u << k)) && strcmp(keys[k], "kind") && strcmp(keys[k], "group")) {
+            set_err(err, errlen, "%s: kind=plugin:%s takes no %s (a plug-in codec's settings "
+                    "are the parameters it is registered with)", keys[k],
+                    sq_plugin_get(c->plugin)->name, keys[k]);
+            return SQ_ERR_SPEC;
+        }
+    uint64_t group = c->group;
+    sq_codec_from_plugin(c->plugin, c);
+    if (seen & (1u << 2)) c->group = group; /* checked against the plug-in's */
+    return SQ_OK;
+}
+
 /* Keys may appear in any order; a key given twice is an error, since a sweep
 ** that sets a knob twice almost certainly meant something else. */
 int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen)
@@ -221,6 +243,7 @@ int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen)
         }
     }
     free(buf);
+    if (rc == SQ_OK && c.kind == SQ_KIND_PLUGIN) rc = plugin_keys(&c, seen, err, errlen);
     if (rc == SQ_OK) rc = check_codec(&c, err, errlen);
     if (rc == SQ_OK) *out = c;
     return rc;
@@ -229,6 +252,7 @@ int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen)
 int sq_codec_format(const sq_codec *c, char *buf, size_t len)
 {
     if (!c || sq_codec_validate(c) != SQ_OK) return snprintf(buf, len, "invalid");
+    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_format(c, buf, len);
     return snprintf(buf, len, "kind=%s,bits=%d,group=%llu,round=%s,hadamard=%d,levels=%s,scale=%s",
                     kind_names[c->kind], c->bits, (unsigned long long)c->group,
                     round_names[c->round], c->hadamard, level_names[c->levels],
@@ -246,6 +270,7 @@ uint64_t sq_codec_groups(const sq_codec *c, uint64_t n)
 
 uint64_t sq_codec_code_bytes(const sq_codec *c, uint64_t n)
 {
+    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_bytes(c, n, 0);
     /* n * bits / 8 without overflow for any n < 2^64 */
     uint64_t whole = (n / 8) * (uint64_t)c->bits;
     return whole + ((n % 8) * (uint64_t)c->bits + 7) / 8;
@@ -258,11 +283,13 @@ static uint64_t scale_size(const sq_codec *c)
 
 uint64_t sq_codec_scale_bytes(const sq_codec *c, uint64_t n)
 {
+    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_bytes(c, n, 1);
     return sq_codec_groups(c, n) * scale_size(c);
 }
 
 uint64_t sq_codec_offset_bytes(const sq_codec *c, uint64_t n)
 {
+    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_bytes(c, n, 2);
     return c->kind == SQ_KIND_MINMAX ? sq_codec_scale_bytes(c, n) : 0;
 }
 

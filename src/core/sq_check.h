@@ -9,6 +9,7 @@
 #define SQ_CHECK_H
 
 #include "shardq/codec.h"
+#include "sq_plugin.h"
 
 #include <stdint.h>
 
@@ -23,6 +24,7 @@ static inline int sq_check_codec(const sq_codec *c, uint64_t n)
 
 static inline int sq_check_qbuf(const sq_codec *c, const sq_qbuf *q, uint64_t n)
 {
+    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_check_qbuf(c, q, n);
     if (!q) return SQ_ERR_ARG;
     if (n && (!q->codes || !q->scales || (c->kind == SQ_KIND_MINMAX && !q->offsets)))
         return SQ_ERR_ARG;
@@ -32,7 +34,9 @@ static inline int sq_check_qbuf(const sq_codec *c, const sq_qbuf *q, uint64_t n)
 /* SR needs a key; a key's worker and site must fit the Philox counter. */
 static inline int sq_check_key(const sq_codec *c, const sq_rng_key *key)
 {
-    if (c->round == SQ_ROUND_SR && !key) return SQ_ERR_ARG;
+    if (c->kind == SQ_KIND_PLUGIN ? sq_plugin_needs_key(c) && !key
+                                  : c->round == SQ_ROUND_SR && !key)
+        return SQ_ERR_ARG;
     if (key && (key->worker >= (1u << 24) || key->site > 0xffu)) return SQ_ERR_ARG;
     return SQ_OK;
 }

@@ -133,6 +133,7 @@ SQ_MULTIVERSION
 uint64_t sq_count_clipped_div(const sq_codec *c, const float *x, uint64_t n, float div)
 {
     if (sq_codec_validate(c) != SQ_OK || n == 0) return 0;
+    if (c->kind == SQ_KIND_PLUGIN) return 0; /* a plug-in has no code range to leave */
     sq_code_range l = sq_hd_code_range(c->kind == SQ_KIND_MINMAX, c->bits,
                                        c->levels == SQ_LEVELS_DEEPSPEED);
     uint64_t g = c->group, clipped = 0;

@@ -4,6 +4,7 @@
 ** the training with its rows stored as they come, the run ended 'done' or
 ** 'failed' (sweep.h).
 */
+#include "shardq/plugin.h"
 #include "shardq/sweep.h"
 #include "shardq/trace.h"
 
@@ -19,6 +20,27 @@
 /* Beginning a run                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* The param "plugins" of a scheme whose quantized wires name plug-in
+** codecs: "NAME=FILE" for each (its file's real path), so that a stored
+** run says which shared object to load to run it again; "" when none. */
+static void plugin_param(const sq_scheme *scheme, char *buf, size_t len)
+{
+    const sq_wire *wires[] = {&scheme->weight, &scheme->grad_intra, &scheme->grad_inter};
+    size_t used = 0;
+    int seen[3] = {0, 0, 0};
+    buf[0] = '\0';
+    for (int i = 0; i < 3; i++) {
+        const sq_codec *c = &wires[i]->codec;
+        seen[i] = !sq_wire_raw(wires[i]) && c->kind == SQ_KIND_PLUGIN ? c->plugin : 0;
+        const sq_plugin_codec *d = seen[i] ? sq_plugin_get(seen[i]) : NULL;
+        if (!d || (i > 0 && seen[i] == seen[0]) || (i > 1 && seen[i] == seen[1])) continue;
+        const char *src = sq_plugin_source(seen[i]);
+        int n = snprintf(buf + used, used < len ? len - used : 0, "%s%s=%s", used ? ", " : "",
+                         d->name, src ? src : "(registered by the program)");
+        used = used + (size_t)n < len ? used + (size_t)n : len;
+    }
+}
+
 int sq_sweep_run_begin(const char *db, int busy_ms, const sq_run_info *info,
                        const sq_scheme *scheme, const sq_store_kv *extra, size_t nextra,
                        sq_store **store, int64_t *run, int *status, sq_error *err)
@@ -28,6 +50,9 @@ int sq_sweep_run_begin(const char *db, int busy_ms, const sq_run_info *info,
     int rc = sq_store_open(db, busy_ms, 0, store, err);
     if (rc) return rc;
     size_t nknobs = scheme ? sq_scheme_nknobs : 0, np = nextra + nknobs;
+    char plugins[3 * 4096 + 64] = "";
+    if (scheme) plugin_param(scheme, plugins, sizeof plugins);
+    if (plugins[0]) np++;
     sq_store_kv *all = calloc(np ? np : 1, sizeof *all);
     char(*vals)[64] = calloc(nknobs ? nknobs : 1, sizeof *vals);
     if (!all || !vals) {
@@ -41,6 +66,7 @@ int sq_sweep_run_begin(const char *db, int busy_ms, const sq_run_info *info,
         all[nextra + k].key = sq_scheme_knobs[k].key;
         all[nextra + k].value = vals[k];
     }
+    if (plugins[0]) all[np - 1] = (sq_store_kv){"plugins", plugins};
     rc = sq_store_run_begin(*store, info, all, np, run);
     free(all), free(vals);
     if (rc == SQ_STORE_STARTED) return SQ_OK;

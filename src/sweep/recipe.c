@@ -4,6 +4,7 @@
 ** the keys their meaning.
 */
 #define _DEFAULT_SOURCE /* realpath */
+#include "shardq/plugin.h"
 #include "shardq/sweep.h"
 
 #include <stdarg.h>
@@ -806,7 +807,8 @@ static int expand_grid(sq_sweep *r, const section *defaults, const section *grid
         if (!s) continue;
         for (size_t i = 0; i < s->n; i++) {
             const char *k = s->e[i].key;
-            if (!strcmp(k, "name") || !strcmp(k, "jobs") || !strcmp(k, "command")) {
+            if (!strcmp(k, "name") || !strcmp(k, "jobs") || !strcmp(k, "command") ||
+                !strcmp(k, "plugins")) {
                 if (pass) {
                     sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] %s: belongs in [sweep]", r->path, s->name,
                                k);
@@ -863,6 +865,32 @@ done:
     free(dims);
     free(idx);
     return rc == SQ_OK ? SQ_OK : err->status;
+}
+
+/* [sweep] plugins = FILE.so, ...: the plug-in codecs its knobs may name
+** (kind=plugin:NAME), loaded before any scheme is read; paths relative to
+** the recipe's directory. */
+static int load_plugins(const char *path, const section *sweep, const char *dir, sq_error *err)
+{
+    for (size_t i = 0; i < sweep->n; i++) {
+        if (strcmp(sweep->e[i].key, "plugins")) continue;
+        vlist files = {0};
+        if (split_values(path, "sweep", "plugins", sweep->e[i].value, &files, err))
+            return err->status;
+        int rc = SQ_OK;
+        for (size_t f = 0; f < files.n && rc == SQ_OK; f++) {
+            char *file = resolve(dir, files.v[f], 0);
+            if (!file) {
+                rc = sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
+                break;
+            }
+            if (sq_plugin_load(file, err) < 0) rc = sq_error_prefix(err, "%s: [sweep] plugins: ", path);
+            free(file);
+        }
+        vlist_free(&files);
+        return rc;
+    }
+    return SQ_OK;
 }
 
 /* The recipe file's text, stored with every run of the sweep (how it was
@@ -974,6 +1002,7 @@ int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_
         sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
+    if (load_plugins(path, sweep, dir, err)) goto done;
     if (ngrids == 0) {
         if (expand_grid(r, sweep, NULL, "sweep", dir, trace_override, err)) goto done;
     } else {

@@ -16,8 +16,21 @@ void sq_container_free(sq_container *c)
     memset(c, 0, sizeof *c);
 }
 
+/* A plug-in's scales and offsets are bytes of its own layout: U8 tensors
+** of its sizes, offsets always present (maybe empty). */
+static int plugin_kind(const sq_codec *c) { return c->kind == SQ_KIND_PLUGIN; }
+
+static int has_offsets(const sq_codec *c) { return c->kind == SQ_KIND_MINMAX || plugin_kind(c); }
+
+/* Values in the scales (and offsets) tensor of n elements. */
+static uint64_t meta_count(const sq_codec *c, uint64_t n)
+{
+    return plugin_kind(c) ? sq_codec_scale_bytes(c, n) : sq_codec_groups(c, n);
+}
+
 static sq_st_dtype scale_dtype(const sq_codec *c)
 {
+    if (plugin_kind(c)) return SQ_ST_U8;
     return c->scale == SQ_SCALE_FP32   ? SQ_ST_F32
            : c->scale == SQ_SCALE_BF16 ? SQ_ST_BF16
                                        : SQ_ST_F16;
@@ -45,12 +58,13 @@ int sq_container_write(const char *path, const sq_container *c, sq_error *err)
     t[1].name = "scales";
     t[1].dtype = scale_dtype(k);
     t[1].ndim = 1;
-    t[1].shape[0] = sq_codec_groups(k, n);
+    t[1].shape[0] = meta_count(k, n);
     t[1].data = c->q.scales;
     size_t nt = 2;
-    if (k->kind == SQ_KIND_MINMAX) {
+    if (has_offsets(k)) {
         t[2] = t[1];
         t[2].name = "offsets";
+        if (plugin_kind(k)) t[2].shape[0] = sq_codec_offset_bytes(k, n);
         t[2].data = c->q.offsets;
         nt = 3;
     }
@@ -245,24 +259,27 @@ int sq_container_read(const char *path, sq_container *out, sq_error *err)
     for (size_t i = 0; i < f.ntensors; i++) {
         const char *name = f.tensors[i].name;
         if (strcmp(name, "codes") && strcmp(name, "scales") &&
-            (c->kind != SQ_KIND_MINMAX || strcmp(name, "offsets"))) {
+            (!has_offsets(c) || strcmp(name, "offsets"))) {
             rc = sq_error_set(
                 err, SQ_ERR_FORMAT, "%s: tensor '%s': unexpected (codec %s has %s)", path, name,
-                spec, c->kind == SQ_KIND_MINMAX ? "codes, scales, offsets" : "codes, scales");
+                spec, has_offsets(c) ? "codes, scales, offsets" : "codes, scales");
             goto done;
         }
     }
     const sq_st_entry *codes, *scales, *offsets = NULL;
-    uint64_t groups = sq_codec_groups(c, n);
+    uint64_t groups = meta_count(c, n);
+    uint64_t noffsets = plugin_kind(c) ? sq_codec_offset_bytes(c, n) : groups;
     if ((rc = check_tensor(path, &f, "codes", SQ_ST_U8, sq_codec_code_bytes(c, n), spec, n, &codes,
                            err)) != 0 ||
         (rc = check_tensor(path, &f, "scales", scale_dtype(c), groups, spec, n, &scales, err)) !=
             0 ||
-        (c->kind == SQ_KIND_MINMAX && (rc = check_tensor(path, &f, "offsets", scale_dtype(c),
-                                                         groups, spec, n, &offsets, err)) != 0))
+        (has_offsets(c) && (rc = check_tensor(path, &f, "offsets", scale_dtype(c), noffsets,
+                                              spec, n, &offsets, err)) != 0))
         goto done;
-    if ((rc = check_meta_finite(path, "scales", c, scales->data, groups, err)) != 0 ||
-        (offsets && (rc = check_meta_finite(path, "offsets", c, offsets->data, groups, err)) != 0))
+    /* a plug-in's metadata is its own: its decode is checked instead */
+    if (!plugin_kind(c) &&
+        ((rc = check_meta_finite(path, "scales", c, scales->data, groups, err)) != 0 ||
+        (offsets && (rc = check_meta_finite(path, "offsets", c, offsets->data, groups, err)) != 0)))
         goto done;
     /* the decoder's output (n floats) must be addressable too */
     if (n > (uint64_t)SIZE_MAX / sizeof(float) || sq_qbuf_alloc(c, n, &out->q) != SQ_OK) {

@@ -8,6 +8,7 @@
 ** schemes print equal strings.
 */
 #include "shardq/layout.h"
+#include "shardq/plugin.h"
 #include "shardq/world.h"
 
 #include <errno.h>
@@ -192,7 +193,8 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
 
 #define CODEC_KNOBS(prefix, what, groups, grouphelp)                                        \
     {prefix "bits", "1-8, 16 (bf16), 32 (fp32)", "bits per element of " what},             \
-        {prefix "kind", "sym, minmax", "absmax (symmetric) or min-max groups"},             \
+        {prefix "kind", "sym, minmax, plugin:NAME",                                        \
+         "absmax (symmetric) or min-max groups, or a plug-in codec (its own group)"},       \
         {prefix "group", groups, grouphelp},                                                \
         {prefix "round", "rtn, sr", "round to nearest even or stochastic (Philox)"},        \
         {prefix "hadamard", "0, 2-1024 (power of two)", "Hadamard size, 0 = off"},          \
@@ -255,6 +257,26 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
+/* kind=plugin:NAME: the plug-in's codec, with the group it registered
+** (a fixed size, not a per-tensor rule); the wire's other codec fields
+** stay, ignored while the kind is a plug-in. */
+static int set_plugin_kind(sq_wire *w, const char *val, const char *key, sq_error *err)
+{
+    char text[64], why[SQ_ERROR_MSG];
+    sq_codec c;
+    snprintf(text, sizeof text, "kind=%.50s", val);
+    if (strlen(val) > 50 || sq_codec_parse(text, &c, why, sizeof why) != SQ_OK) {
+        set_err(err, "%s=%.60s: %s", key, val,
+                strlen(val) > 50 ? "not the name of a plug-in codec" : why);
+        return SQ_ERR_SPEC;
+    }
+    w->codec.kind = c.kind;
+    w->codec.plugin = c.plugin;
+    w->codec.group = c.group;
+    w->rule = SQ_GROUP_FIXED;
+    return SQ_OK;
+}
+
 /* Sets one field of a wire; the combination is checked by validate. */
 static int set_wire_field(sq_wire *w, const char *field, const char *val, const char *key,
                           sq_group_rule rule, sq_error *err)
@@ -287,9 +309,12 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
             return SQ_ERR_SPEC;
         }
         w->codec.hadamard = (int)u;
+    } else if (!strcmp(field, "kind") && !strncmp(val, "plugin:", 7)) {
+        return set_plugin_kind(w, val, key, err);
     } else if (!strcmp(field, "kind")) {
         if ((i = pick(val, kind_names, 2)) < 0) goto bad;
         w->codec.kind = (sq_kind)i;
+        w->codec.plugin = 0;
     } else if (!strcmp(field, "round")) {
         if ((i = pick(val, round_names, 2)) < 0) goto bad;
         w->codec.round = (sq_round)i;
@@ -415,7 +440,31 @@ bad:
 static int check_wire(const sq_wire *w, const char *name, sq_error *err)
 {
     if (sq_wire_raw(w)) return SQ_OK;
-    char why[160];
+    char why[SQ_ERROR_MSG - 32];
+    if (w->codec.kind == SQ_KIND_PLUGIN) {
+        const sq_plugin_codec *d = sq_plugin_get(w->codec.plugin);
+        if (d && w->rule != SQ_GROUP_FIXED) {
+            set_err(err, "%s.group=%s: kind=plugin:%s has its own group (%llu), not a per-tensor "
+                    "rule", name, rule_names[w->rule % 3], d->name, (unsigned long long)d->group);
+            return SQ_ERR_SPEC;
+        }
+        if (d && w->codec.hadamard) {
+            set_err(err, "%s.hadamard=%d: kind=plugin:%s takes no Hadamard transform (set "
+                    "%s.hadamard=0%s)", name, w->codec.hadamard, d->name, name,
+                    strncmp(name, "grad.", 5) ? "" : ", or grad.hadamard=0 for both hops");
+            return SQ_ERR_SPEC;
+        }
+        if (sq_codec_validate(&w->codec) == SQ_OK) return SQ_OK;
+        /* the core's parser says what is wrong with it */
+        char text[2 * SQ_CODEC_STRLEN];
+        snprintf(text, sizeof text, "kind=plugin:%s,group=%llu", d ? d->name : "?",
+                 (unsigned long long)w->codec.group);
+        sq_codec tmp;
+        if (sq_codec_parse(text, &tmp, why, sizeof why) == SQ_OK)
+            snprintf(why, sizeof why, "invalid codec");
+        set_err(err, "%s: %s", name, why);
+        return SQ_ERR_SPEC;
+    }
     if (sq_codec_validate(&w->codec) != SQ_OK) {
         /* the core's parser says what is wrong with it */
         char text[2 * SQ_CODEC_STRLEN];
@@ -487,6 +536,12 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
                 "transform");
         return SQ_ERR_SPEC;
     }
+    if (s->grad_dtype == SQ_GRAD_FP16 &&
+        (a->codec.kind == SQ_KIND_PLUGIN || b->codec.kind == SQ_KIND_PLUGIN)) {
+        set_err(err, "grad.dtype=fp16: the fp16 sums of qgZ are the built-in kinds'; a plug-in "
+                     "codec's chunks are summed in fp32 (set grad.dtype=fp32)");
+        return SQ_ERR_SPEC;
+    }
     if (s->grad_mode == SQ_GRAD_TWOLEVEL) {
         /* The forward transform happens at the first quantization and the
         ** inverse after the last sum: both hops must agree on it, and an
@@ -511,7 +566,17 @@ static void wire_value(const sq_wire *w, const char *field, char *buf, size_t le
     ** schemes that behave alike print alike. */
     sq_codec def = sq_codec_default();
     const sq_codec *c = sq_wire_raw(w) ? &def : &w->codec;
+    /* a plug-in ignores the other fields: print them as its codec has them */
+    sq_codec plug;
+    if (c->kind == SQ_KIND_PLUGIN && sq_codec_from_plugin(c->plugin, &plug) == SQ_OK) {
+        plug.bits = c->bits;
+        plug.group = c->group;
+        plug.hadamard = c->hadamard;
+        c = &plug;
+    }
     if (!strcmp(field, "bits")) snprintf(buf, len, "%d", w->bits);
+    else if (!strcmp(field, "kind") && c->kind == SQ_KIND_PLUGIN)
+        snprintf(buf, len, "plugin:%s", sq_plugin_get(c->plugin) ? sq_plugin_get(c->plugin)->name : "?");
     else if (!strcmp(field, "kind")) snprintf(buf, len, "%s", kind_names[c->kind & 1]);
     else if (!strcmp(field, "group") && !sq_wire_raw(w) && w->rule != SQ_GROUP_FIXED)
         snprintf(buf, len, "%s", rule_names[w->rule % 3]);

@@ -1,0 +1,164 @@
+/*
+** load.c -- plug-in codecs from shared objects (shardq/plugin.h).
+**
+** A plug-in file exports shardq_plugin_abi and shardq_plugin_init; the
+** loader checks the first before it calls the second with a host table
+** (register_codec and the library's uniforms), so that the file links
+** nothing of libshardq and the codecs land in the registry of whichever
+** copy of the library loaded it (the shardq program's own, or the shared
+** library of a program or of the Python package).
+**
+** A loaded file is never closed: its codecs stay registered, and their
+** callbacks live in it. A file is known by its device and inode, so that a
+** second load (the same file on the command line and in SHARDQ_PLUGINS)
+** registers nothing twice.
+*/
+#define _DEFAULT_SOURCE /* realpath */
+#include "shardq/plugin.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct loaded_file {
+    dev_t dev;
+    ino_t ino;
+} loaded_file;
+
+static loaded_file loaded[SQ_PLUGIN_MAX];
+static int nloaded;
+static atomic_flag loading = ATOMIC_FLAG_INIT;
+
+/* What one load collects through the host table. */
+typedef struct load_state {
+    const char *source; /* the file's real path, recorded with each codec */
+    int registered;
+    sq_error first;     /* the first registration refused */
+} load_state;
+
+static int host_register(const sq_plugin_host *host, const sq_plugin_codec *codec, char *err,
+                         size_t errlen)
+{
+    load_state *ls = host->loader;
+    sq_error e;
+    int rc = sq_plugin_register_from(codec, ls->source, &e);
+    if (rc > 0) {
+        ls->registered++;
+    } else {
+        if (ls->first.status == SQ_OK) ls->first = e;
+        if (err && errlen) snprintf(err, errlen, "%s", sq_error_message(&e));
+    }
+    return rc;
+}
+
+static int is_loaded(const struct stat *st)
+{
+    for (int i = 0; i < nloaded; i++)
+        if (loaded[i].dev == st->st_dev && loaded[i].ino == st->st_ino) return 1;
+    return 0;
+}
+
+/* Under the lock: the whole load of one file. */
+static int load_file(const char *path, sq_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sq_error_set(err, errno == ENOENT ? SQ_ERR_NOTFOUND : SQ_ERR_IO,
+                            "plug-in %s: %s", path, strerror(errno));
+    if (is_loaded(&st)) return 0;
+    if (nloaded == SQ_PLUGIN_MAX)
+        return sq_error_set(err, SQ_ERR_NOMEM, "plug-in %s: %d files are loaded already", path,
+                            SQ_PLUGIN_MAX);
+    char *real = realpath(path, NULL);
+    if (!real) return sq_error_set(err, SQ_ERR_IO, "plug-in %s: %s", path, strerror(errno));
+    /* a name without a slash would be looked for in the library path, not
+    ** here: dlopen the file that was just looked at */
+    void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    int rc;
+    if (!h) {
+        const char *why = dlerror();
+        rc = sq_error_set(err, SQ_ERR_IO, "plug-in %s: cannot load it: %s", path,
+                          why ? why : "dlopen failed");
+        goto done;
+    }
+    const void *abi = dlsym(h, "shardq_plugin_abi");
+    void *init_sym = dlsym(h, "shardq_plugin_init");
+    if (!abi || !init_sym) {
+        rc = sq_error_set(err, SQ_ERR_FORMAT,
+                          "plug-in %s: not a shardq plug-in: no symbol %s (a plug-in exports "
+                          "shardq_plugin_abi and shardq_plugin_init, README \"Plug-in codecs\")",
+                          path, !abi ? "shardq_plugin_abi" : "shardq_plugin_init");
+        dlclose(h);
+        goto done;
+    }
+    uint32_t version;
+    memcpy(&version, abi, sizeof version);
+    if (version != SQ_PLUGIN_ABI) {
+        rc = sq_error_set(err, SQ_ERR_SPEC,
+                          "plug-in %s: built for plug-in interface version %u, this shardq speaks "
+                          "version %d (rebuild it against this shardq/plugin.h)",
+                          path, (unsigned)version, SQ_PLUGIN_ABI);
+        dlclose(h);
+        goto done;
+    }
+    int (*init)(const sq_plugin_host *, char *, size_t);
+    memcpy(&init, &init_sym, sizeof init); /* POSIX: a data pointer to a function's */
+    load_state ls = {.source = real};
+    sq_plugin_host host = {.abi = SQ_PLUGIN_ABI, .path = path, .register_codec = host_register,
+                           .uniform = sq_uniform, .uniform_n = sq_uniform_n, .loader = &ls};
+    char msg[SQ_ERROR_MSG] = "";
+    rc = init(&host, msg, sizeof msg);
+    /* from here the file stays: codecs it registered point into it */
+    loaded[nloaded++] = (loaded_file){st.st_dev, st.st_ino};
+    if (rc < 0) {
+        if (rc < SQ_ERR_INTERRUPTED) rc = SQ_ERR_SPEC;
+        const char *why = msg[0] ? msg : ls.first.status ? ls.first.msg : sq_strerror(rc);
+        rc = sq_error_set(err, rc, "plug-in %s: shardq_plugin_init failed: %s", path, why);
+    } else if (ls.first.status != SQ_OK) {
+        /* init went on past a refusal: the refusal is the answer */
+        rc = sq_error_set(err, ls.first.status, "plug-in %s: %s", path, ls.first.msg);
+    } else {
+        rc = ls.registered;
+    }
+done:
+    free(real);
+    return rc;
+}
+
+int sq_plugin_load(const char *path, sq_error *err)
+{
+    sq_error_clear(err);
+    if (!path || !*path) return sq_error_set(err, SQ_ERR_ARG, "no plug-in file given");
+    while (atomic_flag_test_and_set_explicit(&loading, memory_order_acquire)) {
+    }
+    int rc = load_file(path, err);
+    atomic_flag_clear_explicit(&loading, memory_order_release);
+    return rc;
+}
+
+int sq_plugin_load_list(const char *list, sq_error *err)
+{
+    sq_error_clear(err);
+    int total = 0;
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ":");
+        if (len) {
+            char path[PATH_MAX];
+            if (len >= sizeof path)
+                return sq_error_set(err, SQ_ERR_ARG, "plug-in %.64s...: path too long", p);
+            memcpy(path, p, len);
+            path[len] = '\0';
+            int rc = sq_plugin_load(path, err);
+            if (rc < 0) return rc;
+            total += rc;
+        }
+        p += len;
+        if (*p == ':') p++;
+    }
+    return total;
+}
