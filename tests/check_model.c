@@ -114,6 +114,52 @@ START_TEST(test_ring_time)
 }
 END_TEST
 
+/* PowerSGD on 2 x 2 (a ring of 4, crossing nodes at 1 -> 2 and 3 -> 0), per
+** tensor of the rank: each matrix sends its factors in two ring all-reduces
+** (every chunk but the own in the reduce-scatter, every chunk but the
+** successor's in the all-gather, rows and cols values at rank 1), each
+** vector the ring reduce-scatter of its padded length; the latency is that
+** of five ring passes (two all-reduces and the vectors' reduce-scatter). */
+static double allreduce_sent(uint64_t len, int N, int r)
+{
+    uint64_t base = len / (uint64_t)N, rem = len % (uint64_t)N;
+    uint64_t own = base + ((uint64_t)r < rem), succ = base + ((uint64_t)((r + 1) % N) < rem);
+    return 4.0 * (double)(2 * len - own - succ);
+}
+
+START_TEST(test_powersgd_bytes)
+{
+    sq_cost_platform p = round_platform();
+    sq_cost_model_shape m = gpt(1, 64, 1, 64, 64);
+    sq_cost_parallel par = {.gpus = 4, .tp = 1, .pp = 1, .micro_batch = 1, .accum = 1};
+    sq_cost_result c = predict(&p, &m, par, "powersgd");
+    ck_assert_int_eq(c.grad_path, SQ_GRAD_POWERSGD);
+    /* QKV, attention output, MLP in and out, word embedding (vocabulary
+    ** padded to 128), positions; then the vectors */
+    static const uint64_t mats[][2] = {{192, 64}, {64, 64}, {256, 64}, {64, 256}, {128, 64}, {64, 64}};
+    static const uint64_t vecs[][2] = {{192, 1}, {256, 1}, {64, 6}, {64, 2}};
+    double node[2] = {0, 0}; /* the sends of ranks 1 and 3 across nodes */
+    for (int k = 0; k < 2; k++) {
+        const int r = 2 * k + 1;
+        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
+            node[k] += allreduce_sent(mats[i][0], 4, r) + allreduce_sent(mats[i][1], 4, r);
+        for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++)
+            node[k] += (double)vecs[i][1] * 3 * 4 * ((vecs[i][0] + 31) / 32 * 32 / 4);
+    }
+    const double grad_inter = node[0] > node[1] ? node[0] : node[1];
+    ck_assert_uint_eq(c.inter_bytes_per_node - c.weight_inter_bytes_per_node, (uint64_t)grad_inter);
+    close_rel(c.grad_comm, grad_inter / 10e9, 1e-9);
+    /* far below the baseline's fp32 ring */
+    sq_cost_result b = predict(&p, &m, par, "baseline");
+    ck_assert(c.grad_comm < b.grad_comm / 3);
+    p.intra_latency = 1e-3, p.inter_latency = 5e-3;
+    sq_cost_result d = predict(&p, &m, par, "powersgd");
+    close_rel(d.grad_comm - c.grad_comm, 5 * (2 * 1e-3 + 5e-3), 1e-6);
+    /* its kernels: passes over every matrix (README "Quantization kernels") */
+    ck_assert(c.quant_grad > 0);
+}
+END_TEST
+
 /* TLq on 2 x 2: the intra step moves half of the 8-bit gradient (plus fp32
 ** scales per 128) over NVLink, then each rail sends half of its half in
 ** 4 bits across: two rails through the one card. */
@@ -359,7 +405,8 @@ static double wire_c(const sq_wire *w, uint64_t n)
 }
 
 /* What rank r's plans execute: every ENCODE, DECODE and SUM over a
-** quantized wire, with the bytes README "Quantization kernels" gives each. */
+** quantized wire, and PowerSGD's passes over its matrix, with the bytes
+** README "Quantization kernels" gives each. */
 static void count_plan(const sq_world_config *cfg, int r, sq_cost_kernels *k)
 {
     memset(k, 0, sizeof *k);
@@ -399,6 +446,18 @@ static void count_plan(const sq_world_config *cfg, int r, sq_cost_kernels *k)
                 k->bytes[c] += op->k * wire_c(w, op->n) + wire_c(wo, op->n);
                 break;
             }
+            case SQ_PLAN_PSGD_PROJECT: /* grad (+ residual) read, M written and read */
+                k->encoded[c] += op->n;
+                k->bytes[c] += (L->scheme.psgd_ef ? 8 : 4) * n +
+                               8.0 * (double)(L->psgd_rows * L->psgd_cols);
+                break;
+            case SQ_PLAN_PSGD_BACK: /* M read */
+                k->bytes[c] += 4.0 * (double)(L->psgd_rows * L->psgd_cols);
+                break;
+            case SQ_PLAN_PSGD_OUT: /* the partition written; the residual read and written */
+                k->decoded[c] += L->shard + (L->scheme.psgd_ef ? op->n : 0);
+                k->bytes[c] += 4.0 * (double)L->shard + (L->scheme.psgd_ef ? 8 * n : 0);
+                break;
             default: break; /* copies, swizzles (fused), moves, unquantized adds */
             }
         }
@@ -479,6 +538,7 @@ int main(void)
     tcase_add_test(tc, test_flops_formula);
     tcase_add_test(tc, test_ring_time);
     tcase_add_test(tc, test_two_level_time);
+    tcase_add_test(tc, test_powersgd_bytes);
     tcase_add_test(tc, test_groups_share_cards);
     tcase_add_test(tc, test_overlap_and_bubble);
     tcase_add_test(tc, test_monotone);

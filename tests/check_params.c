@@ -20,12 +20,18 @@
 **   - the bytes: the closed forms of README on the padded count;
 **   - sent_params <= sent_elems on every link, equal when n is a multiple
 **     of the padding unit (bits per parameter = bits per element);
-**   - sums over several worlds (one per tensor) add up exactly.
+**   - sums over several worlds (one per tensor) add up exactly;
+**   - PowerSGD (grad path powersgd) sends factors, not elements: its
+**     messages count the model's elements of the partitions the ring
+**     reduce-scatter would send instead (so the sums above hold), its
+**     elements are the factors' 2 (N - 1) (rows + cols) rank, and its bytes
+**     per worker the chunks of two ring all-reduces of fp32 values.
 */
 #include "check_util.h"
 #include "world_util.h"
 #include "shardq/plan.h"
 #include "shardq/world.h"
+#include "world/powersgd.h"
 
 static sq_world_config config(int K, int G, const char *preset, const char *set, uint64_t n)
 {
@@ -96,6 +102,7 @@ static void check_world(int K, int G, const char *preset, const char *set, uint6
     const int N = L.N;
     const uint64_t S = L.shard, P = L.padded;
     const sq_grad_mode path = sq_world_grad_path(w);
+    const int psgd = path == SQ_GRAD_POWERSGD;
     char what[160];
     snprintf(what, sizeof what, "%dx%d %s%s%s n=%llu (padded %llu)", K, G, preset, set ? " " : "",
              set ? set : "", (unsigned long long)n, (unsigned long long)P);
@@ -119,11 +126,16 @@ static void check_world(int K, int G, const char *preset, const char *set, uint6
     } else {
         ck_assert_msg(gi->sent_params + gx->sent_params == hops * n, "%s: grad %llu", what,
                       (unsigned long long)(gi->sent_params + gx->sent_params));
-        ck_assert_uint_eq(gi->sent_elems + gx->sent_elems, hops * P);
+        if (psgd)
+            ck_assert_uint_eq(gi->sent_elems + gx->sent_elems,
+                              2 * hops * (L.psgd_rows + L.psgd_cols) * (uint64_t)L.psgd_rank);
+        else
+            ck_assert_uint_eq(gi->sent_elems + gx->sent_elems, hops * P);
     }
     /* never more than was sent; as much when nothing is padding */
     for (int c = 0; c < SQ_NCOLL; c++)
         for (int l = 0; l < SQ_NLINK; l++) {
+            if (psgd && c == SQ_COLL_GRAD) continue; /* factors, fewer than the elements */
             const sq_link_traffic *x = &sum.t[c][l];
             ck_assert_msg(x->sent_params <= x->sent_elems, "%s", what);
             if (n % L.unit == 0) ck_assert_msg(x->sent_params == x->sent_elems, "%s", what);
@@ -161,7 +173,22 @@ static void check_world(int K, int G, const char *preset, const char *set, uint6
             const sq_wire *s = &L.wires[L.single_wire];
             ck_assert_msg(gp == sum_parts(&L, not_own, r), "%s: worker %d grad %llu", what, r,
                           (unsigned long long)gp);
-            ck_assert_uint_eq(gb, hops * (sq_wire_code_bytes(s, S) + sq_wire_meta_bytes(s, S)));
+            if (psgd) {
+                /* each all-reduce: every chunk but r's in the reduce-scatter, every
+                ** chunk but r + 1's in the all-gather, 4 bytes an element */
+                const uint64_t rk = (uint64_t)L.psgd_rank;
+                const uint64_t lens[2] = {L.psgd_rows * rk, L.psgd_cols * rk};
+                uint64_t want = 0;
+                for (int f = 0; f < 2; f++) {
+                    uint64_t o, a, b;
+                    sq_psgd_chunk(lens[f], N, r, &o, &a);
+                    sq_psgd_chunk(lens[f], N, (r + 1) % N, &o, &b);
+                    want += 4 * (2 * lens[f] - a - b);
+                }
+                ck_assert_uint_eq(gb, want);
+            } else {
+                ck_assert_uint_eq(gb, hops * (sq_wire_code_bytes(s, S) + sq_wire_meta_bytes(s, S)));
+            }
         } else {
             ck_assert_uint_eq(gp + gb, 0);
         }
@@ -176,6 +203,7 @@ static void check_world(int K, int G, const char *preset, const char *set, uint6
                 const sq_plan_op *o = sq_plan_op_at(p, i);
                 if (o->kind != SQ_PLAN_SEND) continue;
                 uint64_t m = message_model(&L, o);
+                if (psgd && coll == SQ_COLL_GRAD) continue; /* checked per worker */
                 ck_assert_uint_le(o->model_n, o->n);
                 if (m != UINT64_MAX)
                     ck_assert_msg(o->model_n == m, "%s: rank %d op %zu: %llu, want %llu", what, r,

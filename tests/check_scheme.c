@@ -168,9 +168,9 @@ START_TEST(test_preset_list)
 {
     static const char *const want[] = {"baseline", "qw",     "qwd",     "ulq",  "tlq",
                                        "tlqhs",    "sdp4bit", "zeropp", "zeropp8", "qsdp",
-                                       "qgz",      "qwz"};
-    ck_assert_uint_eq(sq_scheme_npresets, 12);
-    for (size_t i = 0; i < 12; i++) ck_assert_str_eq(sq_scheme_presets[i], want[i]);
+                                       "qgz",      "qwz",     "powersgd", "powersgd4"};
+    ck_assert_uint_eq(sq_scheme_npresets, 14);
+    for (size_t i = 0; i < 14; i++) ck_assert_str_eq(sq_scheme_presets[i], want[i]);
 }
 END_TEST
 
@@ -522,6 +522,21 @@ END_TEST
 /* Canonical text                                                           */
 /* ------------------------------------------------------------------------ */
 
+/* Whether knob k is in s's canonical text: PowerSGD's knobs only under
+** grad.mode=powersgd, so the other schemes' texts are those of before. */
+static int printed(const sq_scheme *s, size_t k)
+{
+    return strncmp(sq_scheme_knobs[k].key, "grad.powersgd.", 14) != 0 ||
+           s->grad_mode == SQ_GRAD_POWERSGD;
+}
+
+static int nprinted(const sq_scheme *s)
+{
+    int n = 0;
+    for (size_t k = 0; k < sq_scheme_nknobs; k++) n += printed(s, k);
+    return n;
+}
+
 START_TEST(test_format_lists_every_knob)
 {
     for (size_t p = 0; p < sq_scheme_npresets; p++) {
@@ -531,6 +546,7 @@ START_TEST(test_format_lists_every_knob)
         char *save = NULL, *item = strtok_r(buf, ",", &save);
         size_t k = 0;
         for (; item; item = strtok_r(NULL, ",", &save), k++) {
+            while (k < sq_scheme_nknobs && !printed(&s, k)) k++;
             ck_assert_msg(k < sq_scheme_nknobs, "%s: more items than knobs", sq_scheme_presets[p]);
             const char *key = sq_scheme_knobs[k].key;
             size_t kl = strlen(key);
@@ -542,14 +558,19 @@ START_TEST(test_format_lists_every_knob)
             ck_assert_msg(strcmp(v, "?") != 0 && v[0], "%s: no value for %s",
                           sq_scheme_presets[p], key);
         }
+        while (k < sq_scheme_nknobs && !printed(&s, k)) k++;
         ck_assert_uint_eq(k, sq_scheme_nknobs);
+        ck_assert_int_eq(nprinted(&s), s.grad_mode == SQ_GRAD_POWERSGD ? 37 : 30);
     }
-    /* 1 + 7 + 1 (weight.recon) + 1 + 7 + 7 + 2 + 2 (grad.dtype, fallback) + 2 (layout) knobs */
-    ck_assert_uint_eq(sq_scheme_nknobs, 30);
+    /* 1 + 7 + 1 (weight.recon) + 1 + 7 + 7 + 2 + 2 (grad.dtype, fallback) + 7 (grad.powersgd)
+    ** + 2 (layout) knobs */
+    ck_assert_uint_eq(sq_scheme_nknobs, 37);
     ck_assert_str_eq(sq_scheme_knobs[0].key, "weight.mode");
-    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 5].key, "grad.mean");
-    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 4].key, "grad.dtype");
-    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 3].key, "grad.fallback");
+    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 12].key, "grad.mean");
+    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 11].key, "grad.dtype");
+    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 10].key, "grad.fallback");
+    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 9].key, "grad.powersgd.rank");
+    ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 3].key, "grad.powersgd.cols");
     ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 1].key, "layout.bucket");
 }
 END_TEST
@@ -628,7 +649,7 @@ START_TEST(test_format_roundtrip)
         ck_assert_msg(rc == SQ_OK, "%s onto %s: '%s' rejected: %s", na, nb, item, err.msg);
         items++;
     }
-    ck_assert_int_eq(items, (int)sq_scheme_nknobs);
+    ck_assert_int_eq(items, nprinted(&a));
     format_ok(&b, tb);
     ck_assert_msg(strcmp(ta, tb) == 0, "%s onto %s:\n got %s\nwant %s", na, nb, tb, ta);
     sq_error err = {0};

@@ -93,6 +93,26 @@ d = json.load(open(sys.argv[1]))
 assert d['grad']['rel_l2'] < 1e-6, d['grad']
 assert d['weight']['rel_l2'] < 4e-3, d['weight']
 " "$T/base.json"
+"$SHARDQ" replay --no-db --json --scheme powersgd tr >"$T/psgd1.json"
+"$SHARDQ" replay --no-db --json --scheme powersgd4 tr >"$T/psgd4.json"
+"$SHARDQ" replay --no-db --json --scheme baseline --set grad.mode=powersgd \
+  --set grad.powersgd.cols=64 tr >"$T/psgdb.json"
+pyrun "powersgd: the factors' bits per parameter, more rank more of the gradient" "
+one, four, flat = (json.load(open(f)) for f in sys.argv[1:])
+# per matrix two all-reduces of (rows + cols) rank fp32 values, the 1-D ln on the fp32 ring:
+# 8 bytes (rows + cols) rank over (N - 1) n elements, 64 bits per (rows + cols) rank value
+for d, rank in ((one, 1), (four, 4)):
+    assert d['layout'] == 'param', d['layout']
+    want = (64 * 3 * (256 + 64) * rank + 32 * 64) / (256 * 64 * 3 + 64)
+    for link in ('intra', 'inter'):
+        assert abs(d['bytes']['grad_reducescatter'][link]['bits_per_param'] - want) < 1e-9, (d['bytes'], want)
+assert four['grad']['cosine'] > one['grad']['cosine'] > 0, (one['grad'], four['grad'])
+# one bucket viewed as rows of 64 columns: 769 x 64
+assert flat['layout'] == 'bucket'
+b = flat['bytes']['grad_reducescatter']
+bits = 8 * sum(b[l]['sent_codes'] + b[l]['sent_meta'] for l in ('intra', 'inter')) / (b['intra']['real_elements'] + b['inter']['real_elements'])
+assert abs(bits - 64 * (769 + 64) / 49216) < 1e-12, b
+" "$T/psgd1.json" "$T/psgd4.json" "$T/psgdb.json"
 expect_fail_with 1 "the files of trace workers 4 .. 7 (grads-w04 .. w07) would be dropped" \
   "$SHARDQ" replay --no-db --json --workers 2x2 tr
 expect_fail_with 1 "workers 8 .. 15 would reuse the files of trace workers 0 .. 7 (worker r gets file r mod 8); ask for it to accept that (--reuse-workers)" \

@@ -18,12 +18,14 @@ world() {
   "$SHARDQ" world "$@" >"$sq_out"
 }
 
-PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp qgz qwz"
+PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp qgz qwz powersgd powersgd4"
 KNOBS="weight.mode weight.bits weight.kind weight.group weight.round weight.hadamard
 weight.levels weight.scale weight.recon grad.mode grad.intra.bits grad.intra.kind grad.intra.group
 grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale grad.inter.bits
 grad.inter.kind grad.inter.group grad.inter.round grad.inter.hadamard grad.inter.levels
-grad.inter.scale grad.pipe grad.mean grad.dtype grad.fallback layout layout.bucket"
+grad.inter.scale grad.pipe grad.mean grad.dtype grad.fallback grad.powersgd.rank grad.powersgd.warm
+grad.powersgd.ef grad.powersgd.start grad.powersgd.minrate grad.powersgd.eps grad.powersgd.cols
+layout layout.bucket"
 
 # ---------------------------------------------------------------------------
 # Help
@@ -47,7 +49,7 @@ for p in $PRESETS; do
   ok "schemes lists preset $p" grep -q "^  $p  *[a-zA-Z0-9]" "$T/schemes.txt"
 done
 ok "the table heads one column per preset" \
-  grep -q "^  *baseline  *qw  *qwd  *ulq  *tlq  *tlqhs  *sdp4bit  *zeropp  *zeropp8  *qsdp  *qgz  *qwz *$" "$T/schemes.txt"
+  grep -q "^  *baseline  *qw  *qwd  *ulq  *tlq  *tlqhs  *sdp4bit  *zeropp  *zeropp8  *qsdp  *qgz  *qwz  *powersgd  *powersgd4 *$" "$T/schemes.txt"
 for k in $KNOBS; do
   ok "schemes has a row and a description for $k" \
     sh -c 'grep -q "^$0 " "$1" && grep -q "^  $0  *[^ ]" "$1"' "$k" "$T/schemes.txt"
@@ -55,7 +57,7 @@ done
 ok "the sdp4bit column: 4-bit diff weights" grep -q "^weight.mode  *direct  *-  *diff  *-  *-  *-  *diff " "$T/schemes.txt"
 
 ok "schemes --json runs" sh -c '"$0" schemes --json >"$1/schemes.json"' "$SHARDQ" "$T"
-pyjson "schemes --json is valid JSON with the 12 presets in order" "$T/schemes.json" '
+pyjson "schemes --json is valid JSON with the 14 presets in order" "$T/schemes.json" '
 names = [p["name"] for p in d["presets"]]
 assert names == "'"$PRESETS"'".split(), names'
 pyjson "schemes --json: every preset has every knob, and the knob list" "$T/schemes.json" '
@@ -281,6 +283,26 @@ for f in sys.argv[1:]:
         assert s["replicas_identical"] is True, (f, s)
         assert s["grad"]["n"] == n and s["weight"]["n"] == n, (f, s)
         assert all(math.isfinite(s[k]["rel_l2"]) for k in ("grad", "weight")), (f, s)' $small_runs
+
+# ---------------------------------------------------------------------------
+# PowerSGD: --shape is the matrix (768 x 3072), else the flat buffer's view
+# (ceil(sqrt(n)) columns: 1536 x 1536); a 1-D shape is not compressed
+# ---------------------------------------------------------------------------
+
+ok "powersgd --shape 768,3072" world "$T/psgd-shape.json" --workers 2x4 --scheme powersgd --shape 768,3072 --json
+ok "powersgd --elements 2359296" world "$T/psgd-flat.json" --workers 2x4 --scheme powersgd --elements 2359296 --json
+ok "powersgd --shape 5000" world "$T/psgd-1d.json" --workers 2x4 --scheme powersgd --shape 5000 --json
+pyrun "powersgd: two ring all-reduces of (rows + cols) fp32 values, 1-D on the ring" '
+for f, rows, cols in ((sys.argv[1], 768, 3072), (sys.argv[2], 1536, 1536)):
+    d = json.load(open(f))
+    g = d["traffic"]["grad_reducescatter"]
+    assert d["grad_path"] == "powersgd", d["grad_path"]
+    sent = g["intra"]["sent_codes"] + g["inter"]["sent_codes"]
+    assert sent == 2 * 7 * (rows + cols) * 4, (f, sent)
+    assert g["intra"]["real_elements"] + g["inter"]["real_elements"] == 7 * rows * cols
+    assert abs(g["inter"]["bits_per_param"] - 64.0 * (rows + cols) / (rows * cols)) < 1e-9
+d = json.load(open(sys.argv[3]))
+assert d["grad_path"] == "ring", d["grad_path"]' "$T/psgd-shape.json" "$T/psgd-flat.json" "$T/psgd-1d.json"
 
 # ---------------------------------------------------------------------------
 # Degenerate topologies

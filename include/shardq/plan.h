@@ -34,7 +34,16 @@ SQ_BEGIN_DECLS
 ** packed buffer (sq_qbuf of a wire) from element e is its codes from byte
 ** code_bytes(e), its scales from scale_bytes(e), its offsets from
 ** offset_bytes(e) (sq_wire_* in world.h); every offset a plan names is a
-** multiple of the wire's group and of 8 (the padding rule guarantees it).
+** multiple of the wire's group and of 8 (the padding rule guarantees it),
+** but in PowerSGD's all-reduces, whose fp32 values need no alignment.
+**
+** PowerSGD (grad path SQ_GRAD_POWERSGD, README "PowerSGD") is a plan too:
+** a compute op (PSGD_PROJECT), a ring all-reduce of P (reduce-scatter
+** phases that move and ACCUM, then all-gather phases), PSGD_BACK, the
+** all-reduce of Q, and PSGD_OUT. Its state (PSGD_M's residual, PSGD_Q,
+** PSGD_WARM) lives in the rank's buffers from one step to the next, so a
+** runner keeps them. The steps below grad.powersgd.start run the plans of
+** the same layout with grad_path SQ_GRAD_RING instead (sq_world does).
 **
 ** Phases. Every op carries a phase number; the phases of a collective are
 ** the same for every rank (sq_plan_nphases). An op only reads what earlier
@@ -89,8 +98,12 @@ typedef struct sq_plan_layout {
     uint64_t shard;    /* S = P / N: a weight shard, a gradient partition */
     uint64_t quarter;  /* Q = P / G: what a node-local sum covers (two-level) */
     uint64_t slice;    /* S / pipe: one pipeline slice of a partition (two-level) */
-    sq_grad_mode grad_path; /* after SDP4Bit's fallbacks (K = 1, G = 1, N = 1) */
+    sq_grad_mode grad_path; /* after SDP4Bit's fallbacks (K = 1, G = 1, N = 1) and
+                            ** PowerSGD's (a matrix it does not compress takes the ring) */
     int single_wire;   /* the wire of a single-level path: INTER if K > 1, else INTRA */
+    /* grad_path POWERSGD: the matrix view of the buffer, and the rank */
+    uint64_t psgd_rows, psgd_cols;
+    int psgd_rank;
 } sq_plan_layout;
 
 /* Fills *L, or fails with SQ_ERR_ARG (topology, no elements, too many
@@ -132,6 +145,12 @@ typedef enum sq_plan_buf {
     SQ_PLAN_GRECV2,   /* inter wire, P / G: what the inter all-to-all brings */
     SQ_PLAN_RSEND,    /* single wire, S: the ring's outgoing partial sum */
     SQ_PLAN_RRECV,    /* single wire, S: the ring's incoming partial sum */
+    SQ_PLAN_PSGD_M,   /* floats, rows x cols: PowerSGD's M in a step; between steps its
+                      ** residual (error feedback) or the last M (without) */
+    SQ_PLAN_PSGD_P,   /* single wire (fp32), rows x rank: P */
+    SQ_PLAN_PSGD_Q,   /* single wire (fp32), cols x rank: Q, kept for the warm start */
+    SQ_PLAN_PSGD_RECV, /* single wire (fp32): the largest chunk of P or Q the ring brings */
+    SQ_PLAN_PSGD_WARM, /* floats, 1: 0 until a compressed step has left its Q */
     SQ_PLAN_NBUF
 } sq_plan_buf;
 
@@ -173,7 +192,11 @@ typedef enum sq_plan_kind {
     SQ_PLAN_DECODE_ADD,  /* f[dst] = f[ref] + D(q[src]), n elements (qWD's w-hat update) */
     SQ_PLAN_ADD,         /* f[dst] = raw(q[src]) + f[ref]@ref_off, n (the ring's partial sum) */
     SQ_PLAN_SUM,         /* f[dst] = D(c_0) + ... + D(c_{k-1}), c_j = q[src]@(src_off + j*stride) */
-    SQ_PLAN_SUM_REQUANT  /* q[dst] (wire_out) = E_out(the same sum), key of site */
+    SQ_PLAN_SUM_REQUANT, /* q[dst] (wire_out) = E_out(the same sum), key of site */
+    SQ_PLAN_ACCUM,       /* q[dst]@dst_off = raw(q[src]) + q[dst]@dst_off, n fp32 values */
+    SQ_PLAN_PSGD_PROJECT, /* PowerSGD: M = grad (+ residual), Q warm or drawn, P = M Q */
+    SQ_PLAN_PSGD_BACK,   /* PowerSGD: P orthonormalized, Q = M^T P */
+    SQ_PLAN_PSGD_OUT     /* PowerSGD: gout = own partition of P Q^T, residual = M - P Q^T / N */
 } sq_plan_kind;
 
 typedef struct sq_plan_op {
@@ -191,7 +214,11 @@ typedef struct sq_plan_op {
     uint64_t n;                    /* elements (of each chunk for SUM*) */
     uint64_t code_bytes, meta_bytes; /* SEND/RECV/LOCAL: the packed sizes of n elements */
     uint64_t model_n;              /* SEND/RECV: the model's elements among the n (the
-                                   ** rest is padding): sq_link_traffic.sent_params */
+                                   ** rest is padding): sq_link_traffic.sent_params.
+                                   ** PowerSGD's factors are no model elements: a message
+                                   ** of the reduce-scatter half of P's all-reduce counts
+                                   ** those of the partition the ring reduce-scatter would
+                                   ** send in its place, the others none (README) */
     int k;                         /* SUM*: chunks */
     uint64_t stride;               /* SUM*: elements between chunks */
     const char *what;              /* what the op does, for messages */

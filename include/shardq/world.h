@@ -114,7 +114,8 @@ typedef enum sq_grad_mode {
     SQ_GRAD_RING = 0,    /* ring reduce-scatter, unquantized partial sums */
     SQ_GRAD_A2A = 1,     /* single-level all-to-all, dequantize-sum */
     SQ_GRAD_TWOLEVEL = 2, /* intra all-to-all, dequant-sum-requant, inter all-to-all */
-    SQ_GRAD_NONE = 3      /* one worker: no communication (never a knob's value) */
+    SQ_GRAD_NONE = 3,     /* one worker: no communication (never a knob's value) */
+    SQ_GRAD_POWERSGD = 4  /* PowerSGD: two fp32 ring all-reduces of low-rank factors */
 } sq_grad_mode;
 
 /* The arithmetic of the gradient path. FP16 is DeepSpeed's qgZ: the input
@@ -141,6 +142,17 @@ typedef struct sq_scheme {
     uint64_t bucket;         /* elements per bucket (layout.h), 0: one bucket */
     sq_grad_dtype grad_dtype; /* what the gradient path computes in */
     sq_grad_fallback grad_fallback; /* per-tensor fallbacks to the fp32 ring */
+    /* grad.mode=powersgd (README, "PowerSGD"): the knobs of PyTorch's
+    ** PowerSGDState, and the matrix view of the world's buffer */
+    int psgd_rank;           /* grad.powersgd.rank: matrix_approximation_rank */
+    int psgd_warm;           /* grad.powersgd.warm: warm_start (reuse last step's Q) */
+    int psgd_ef;             /* grad.powersgd.ef: use_error_feedback */
+    uint32_t psgd_start;     /* grad.powersgd.start: steps below it reduce uncompressed */
+    double psgd_minrate;     /* grad.powersgd.minrate: min_compression_rate */
+    float psgd_eps;          /* grad.powersgd.eps: orthogonalization_epsilon */
+    uint64_t psgd_cols;      /* grad.powersgd.cols: columns of a shapeless world's view, 0: auto */
+    uint64_t psgd_view_cols; /* set by sq_scheme_for_tensor: numel / shape[0] of the tensor
+                             ** (no knob; 0: the world is not one tensor of known shape) */
 } sq_scheme;
 
 /* The presets of DESIGN.md section 1, in the order `shardq schemes` lists. */
@@ -164,7 +176,10 @@ int sq_scheme_per_tensor(const sq_scheme *s);
 ** as the framework reports it) runs under when each tensor is its own world
 ** of topology topo: per-tensor group rules resolved to sizes, the
 ** reference's fallbacks applied (a fallback becomes grad.mode=ring with
-** fp32 wires and fp32 arithmetic). Without per-tensor rules, *out = *s.
+** fp32 wires and fp32 arithmetic). Under grad.mode=powersgd, out's
+** psgd_view_cols = numel / shape[0]: the tensor viewed as a matrix of
+** shape[0] rows, as PyTorch's powerSGD_hook does. Otherwise, without
+** per-tensor rules, *out = *s.
 ** SQ_ERR_ARG for NULL arguments or a shape with no elements, SQ_ERR_SPEC
 ** when a rule finds no group size for it. */
 int sq_scheme_for_tensor(const sq_scheme *s, const sq_topo *topo, const uint64_t *shape, int ndim,

@@ -23,7 +23,8 @@ from .scheme import Scheme, Topo, as_scheme, as_topo
 from .stats import Stats, traffic_dict, bytes_rows_of, COLLECTIVES, LINKS
 
 _GRAD_PATHS = {lib.SQ_GRAD_RING: "ring", lib.SQ_GRAD_A2A: "a2a",
-               lib.SQ_GRAD_TWOLEVEL: "twolevel", lib.SQ_GRAD_NONE: "none"}
+               lib.SQ_GRAD_TWOLEVEL: "twolevel", lib.SQ_GRAD_NONE: "none",
+               lib.SQ_GRAD_POWERSGD: "powersgd"}
 
 
 class _Family:
@@ -219,7 +220,7 @@ class World:
     @property
     def grad_path(self):
         """The collective the gradients really take here: "ring", "a2a",
-        "twolevel", or "none" (one worker)."""
+        "twolevel", "powersgd", or "none" (one worker)."""
         return _GRAD_PATHS[int(lib.sq_world_grad_path(self._h()))]
 
     @property

@@ -354,6 +354,26 @@ def test_traffic_follows_the_formulas(preset, topo):
         assert real.times()["grad_reducescatter"]["calls"] == 1
 
 
+def test_powersgd_world():
+    # a tensor's shape is PowerSGD's matrix: two ring all-reduces of (rows +
+    # cols) fp32 values; a rank-1 sum of gradients comes back to fp32 accuracy
+    rows, cols, N = 48, 32, 4
+    u = np.linspace(-1, 1, rows, dtype=np.float32)
+    grads = [np.outer(u, np.full(cols, k + 1, np.float32)).reshape(-1) for k in range(N)]
+    with shardq.World("2x2", "powersgd", shape=(rows, cols), seed=3) as w:
+        assert w.grad_path == "powersgd" and w.scheme.get("grad.powersgd.rank") == "1"
+        parts = w.reduce_scatter(grads, 0)
+        got = np.concatenate(parts)[:rows * cols]
+        want = np.mean(np.stack(grads).astype(np.float64), axis=0)
+        assert np.max(np.abs(got - want)) < 1e-5 * np.max(np.abs(want))
+        g = w.traffic()["grad_reducescatter"]
+        sent = g["intra"]["sent_codes"] + g["inter"]["sent_codes"]
+        assert sent == 2 * (N - 1) * (rows + cols) * 4
+        assert g["intra"]["sent_params"] + g["inter"]["sent_params"] == (N - 1) * rows * cols
+    with shardq.World("2x2", "powersgd", shape=(rows * cols,)) as w:
+        assert w.grad_path == "ring"  # a 1-D tensor: n x 1, not worth compressing
+
+
 def test_errors_carry_the_sentence():
     n = 100
     with shardq.World("2x2", "sdp4bit", elements=n) as w:

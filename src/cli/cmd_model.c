@@ -197,7 +197,7 @@ static void print_sweep(const model_opts *o, const sq_cost_point *pts, int n)
 
 static void json_cost(const char *name, const sq_cost_result *c, const sq_cost_result *base)
 {
-    static const char *const paths[] = {"ring", "a2a", "twolevel", "none"};
+    static const char *const paths[] = {"ring", "a2a", "twolevel", "none", "powersgd"};
     printf("{\"scheme\":");
     cli_json_str(name);
     const char *keys[] = {"compute_s", "tp_s", "bubble_s", "weight_s", "grad_s", "quant_s",

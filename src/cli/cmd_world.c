@@ -39,7 +39,8 @@ static const char world_usage[] =
     "                    --set grad.inter.bits=3 --set weight.group=512\n"
     "  --elements N      parameters of the model (default 16777216)\n"
     "  --shape D0,D1,..  the model as one tensor of this shape (sets --elements);\n"
-    "                    per-tensor rules (qgz, qwz, zeropp8) are resolved for it\n"
+    "                    per-tensor rules (qgz, qwz, zeropp8) are resolved for it,\n"
+    "                    and PowerSGD views it as D0 rows (else grad.powersgd.cols)\n"
     "                    (default: one 1-D tensor of --elements)\n"
     "  --run             move data: run --steps steps on synthetic data\n"
     "  --steps S         steps of --run (default 3)\n"
@@ -85,6 +86,8 @@ static const char *const preset_help[] = {
     "8-bit stochastic min-max per bucket of 1024, both paths (QSDP)",
     "baseline weights, DeepSpeed qgZ gradients (per tensor: group rule, fp16 sums, fallbacks)",
     "DeepSpeed qwZ weights (int8 RTN, per-partition blocks), baseline gradients",
+    "PowerSGD rank 1, warm start, error feedback, per tensor (PyTorch powerSGD_hook defaults)",
+    "PowerSGD rank 4 (the paper's LSTM setting), otherwise as powersgd",
 };
 
 static const char *path_name(sq_grad_mode m)
@@ -93,6 +96,7 @@ static const char *path_name(sq_grad_mode m)
     case SQ_GRAD_RING: return "ring";
     case SQ_GRAD_A2A: return "a2a";
     case SQ_GRAD_TWOLEVEL: return "twolevel";
+    case SQ_GRAD_POWERSGD: return "powersgd";
     default: return "none";
     }
 }
@@ -139,13 +143,16 @@ int cmd_schemes(int argc, char **argv)
     printf("presets:\n");
     for (size_t p = 0; p < sq_scheme_npresets; p++)
         printf("  %-9s %s\n", sq_scheme_presets[p], preset_help[p]);
-    printf("\nknob values of each preset (- : the value of baseline):\n%-20s", "");
+    int kw = 20; /* the longest key */
+    for (size_t k = 0; k < sq_scheme_nknobs; k++)
+        if ((int)strlen(sq_scheme_knobs[k].key) > kw) kw = (int)strlen(sq_scheme_knobs[k].key);
+    printf("\nknob values of each preset (- : the value of baseline):\n%-*s", kw, "");
     for (size_t p = 0; p < sq_scheme_npresets; p++) printf(" %-9s", sq_scheme_presets[p]);
     printf("\n");
     sq_scheme base;
     sq_scheme_preset("baseline", &base, NULL);
     for (size_t k = 0; k < sq_scheme_nknobs; k++) {
-        printf("%-20s", sq_scheme_knobs[k].key);
+        printf("%-*s", kw, sq_scheme_knobs[k].key);
         char b0[64];
         sq_scheme_get(&base, sq_scheme_knobs[k].key, b0, sizeof b0);
         for (size_t p = 0; p < sq_scheme_npresets; p++) {
@@ -157,13 +164,13 @@ int cmd_schemes(int argc, char **argv)
     }
     printf("\nknobs (grad.KEY sets grad.intra.KEY and grad.inter.KEY at once):\n");
     for (size_t k = 0; k < sq_scheme_nknobs; k++)
-        printf("  %-20s %-28s %s\n", sq_scheme_knobs[k].key, sq_scheme_knobs[k].values,
+        printf("  %-*s %-28s %s\n", kw, sq_scheme_knobs[k].key, sq_scheme_knobs[k].values,
                sq_scheme_knobs[k].help);
     printf("\nA wire of 16 or 32 bits is unquantized bf16 or fp32; the other knobs of\n"
            "that wire are then ignored. On one node (K = 1) or one worker per node\n"
            "(G = 1) the two-level path falls back to one all-to-all with the intra\n"
            "(K = 1) or inter (G = 1) wire, as SDP4Bit does; one worker communicates\n"
-           "nothing.\n");
+           "nothing. The grad.powersgd.* knobs act under grad.mode=powersgd only.\n");
     return CLI_OK;
 }
 
@@ -542,6 +549,9 @@ int cmd_world(int argc, char **argv)
     if (ret) return ret;
     sq_world *w = NULL;
     if (cli_scheme("world", scheme, sets, nsets, &cfg.scheme)) { ret = (CLI_USAGE); goto out; }
+    /* PowerSGD views a given shape as its matrix; without one, the flat
+    ** buffer's view (grad.powersgd.cols) */
+    const int view = ndim && cfg.scheme.grad_mode == SQ_GRAD_POWERSGD;
     if (ndim) {
         elements = 1;
         for (int d = 0; d < ndim; d++)
@@ -553,7 +563,7 @@ int cmd_world(int argc, char **argv)
         shape[0] = elements;
         ndim = 1;
     }
-    if (elements && sq_scheme_per_tensor(&cfg.scheme)) {
+    if (elements && (sq_scheme_per_tensor(&cfg.scheme) || view)) {
         /* the model is one tensor: resolve the scheme's per-tensor rules */
         sq_scheme one;
         if (sq_scheme_for_tensor(&cfg.scheme, &cfg.topo, shape, ndim, &one, &terr)) {

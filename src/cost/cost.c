@@ -11,10 +11,12 @@
 #include "shardq/cost.h"
 
 #include "shardq/codec.h"
+#include "shardq/layout.h"
 #include "shardq/plan.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Megatron pads the vocabulary so that every tensor-parallel rank holds a
@@ -175,6 +177,20 @@ int sq_cost_quant_kernels(const sq_topo *topo, const sq_scheme *s, uint64_t elem
         kernel_decode(out, C, wo, S, K, 0);
         break;
     }
+    case SQ_GRAD_POWERSGD: {
+        /* PowerSGD's passes over the matrix (README, "PowerSGD"): M = grad
+        ** (+ residual) written and read for P = M Q, read for Q = M^T P;
+        ** the own partition of P Q^T written, and with error feedback the
+        ** residual M - P Q^T / N read and written over the whole tensor.
+        ** The factors, (rows + cols) rank values, are not counted. */
+        const uint64_t n = L.n, mc = L.psgd_rows * L.psgd_cols;
+        const int ef = s->psgd_ef;
+        out->encoded[C] += n;
+        out->decoded[C] += S + (ef ? n : 0);
+        out->bytes[C] += 4.0 * (double)n * (ef ? 2 : 1) + 12.0 * (double)mc + 4.0 * (double)S +
+                         (ef ? 8.0 * (double)n : 0);
+        break;
+    }
     default: break; /* the ring's partial sums are unquantized; none, no work */
     }
     return SQ_OK;
@@ -187,10 +203,121 @@ typedef struct group_bytes {
     double inter_per_node[SQ_NCOLL]; /* the busiest node's network sends */
     sq_cost_kernels kernels;         /* one GPU's quantization kernels */
     sq_grad_mode grad_path;
+    int passes;                      /* PowerSGD: ring passes of latency of the gradients */
 } group_bytes;
 
+/* One kind of tensor of a rank: `count` tensors of shape rows x cols
+** (cols 0: a vector of rows elements). */
+typedef struct tensor_kind {
+    uint64_t rows, cols, count;
+} tensor_kind;
+#define MAX_TENSOR_KINDS 10
+
+/* The tensors of one rank in Megatron's layout, as sq_cost_model_params_per_rank
+** counts them: per layer QKV (3h/tp x h), the attention's output (h x h/tp),
+** the MLP's (4h/tp x h, h x 4h/tp), their column-split biases and six vectors
+** of h (two LayerNorms, two row biases); the word embedding (V'/tp x h) and
+** the positions (s x h) on the first stage; the final LayerNorm for one
+** stage. Returns the number of kinds, 0 if the shapes do not divide. */
+static size_t rank_tensors(const sq_cost_model_shape *m, int tp, int pp, tensor_kind *t)
+{
+    const uint64_t h = (uint64_t)m->hidden, T = (uint64_t)tp, L = (uint64_t)(m->layers / pp);
+    if (h % T) return 0;
+    size_t k = 0;
+    t[k++] = (tensor_kind){3 * h / T, h, L};
+    t[k++] = (tensor_kind){h, h / T, L};
+    t[k++] = (tensor_kind){4 * h / T, h, L};
+    t[k++] = (tensor_kind){h, 4 * h / T, L};
+    t[k++] = (tensor_kind){3 * h / T, 0, L};
+    t[k++] = (tensor_kind){4 * h / T, 0, L};
+    t[k++] = (tensor_kind){h, 0, 6 * L};
+    t[k++] = (tensor_kind){padded_vocab(m, tp) / T, h, 1};
+    t[k++] = (tensor_kind){(uint64_t)m->seq, h, 1};
+    if (pp == 1) t[k++] = (tensor_kind){h, 0, 2};
+    uint64_t sum = 0;
+    for (size_t i = 0; i < k; i++) sum += t[i].rows * (t[i].cols ? t[i].cols : 1) * t[i].count;
+    return sum == sq_cost_model_params_per_rank(m, tp, pp) ? k : 0;
+}
+
+/* The step whose bytes count: PowerSGD's first compressed one. */
+static uint32_t counted_step(const sq_scheme *s)
+{
+    return s->grad_mode == SQ_GRAD_POWERSGD && s->psgd_start > 1 ? s->psgd_start : 1;
+}
+
+/* The busiest GPU's NVLink sends and the busiest node's network sends of
+** collective c, from per-worker sends sent[r * SQ_NLINK + link]. */
+static void busiest(const sq_topo *topo, const double *sent, int c, group_bytes *gb)
+{
+    gb->intra_per_gpu[c] = gb->inter_per_node[c] = 0;
+    for (int node = 0; node < topo->nodes; node++) {
+        double inter = 0;
+        for (int l = 0; l < topo->per_node; l++) {
+            const double *x = sent + (size_t)(node * topo->per_node + l) * SQ_NLINK;
+            if (x[SQ_LINK_INTRA] > gb->intra_per_gpu[c]) gb->intra_per_gpu[c] = x[SQ_LINK_INTRA];
+            inter += x[SQ_LINK_INTER];
+        }
+        if (inter > gb->inter_per_node[c]) gb->inter_per_node[c] = inter;
+    }
+}
+
+static void add_sent(const sq_world *w, int c, double times, double *sent)
+{
+    for (int r = 0; r < sq_world_workers(w); r++)
+        for (int l = 0; l < SQ_NLINK; l++) {
+            const sq_link_traffic *x = &sq_world_traffic(w, r)->t[c][l];
+            sent[(size_t)r * SQ_NLINK + l] += times * (double)(x->sent_codes + x->sent_meta);
+        }
+}
+
+/* PowerSGD per tensor (layout=param): the gradient bytes and kernels of a
+** dry world of each kind of tensor, times their count. */
+static int powersgd_tensors(const sq_topo *topo, const sq_scheme *s, const tensor_kind *t,
+                            size_t nk, group_bytes *gb, sq_error *err)
+{
+    const int N = sq_topo_workers(topo);
+    double *sent = calloc((size_t)N * SQ_NLINK, sizeof *sent);
+    if (!sent) return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    gb->kernels.encoded[SQ_COLL_GRAD] = gb->kernels.decoded[SQ_COLL_GRAD] = 0;
+    gb->kernels.bytes[SQ_COLL_GRAD] = 0;
+    int rc = SQ_OK, compressed = 0, plain = 0;
+    for (size_t i = 0; i < nk && rc == SQ_OK; i++) {
+        const uint64_t shape[2] = {t[i].rows, t[i].cols};
+        sq_world_config cfg = {.topo = *topo, .elements = t[i].rows * (t[i].cols ? t[i].cols : 1),
+                               .seed = 1, .dry = 1};
+        sq_error werr;
+        sq_cost_kernels k;
+        sq_world *w = NULL;
+        if ((rc = sq_scheme_for_tensor(s, topo, shape, t[i].cols ? 2 : 1, &cfg.scheme, &werr)) ||
+            (rc = sq_cost_quant_kernels(topo, &cfg.scheme, cfg.elements, &k, &werr)) ||
+            (rc = sq_world_open(&cfg, &w, &werr))) {
+            sq_error_set(err, rc, "%s", sq_error_message(&werr));
+            break;
+        }
+        if ((rc = sq_world_reduce_grads(w, counted_step(s)))) {
+            sq_error_set(err, rc, "%s", sq_world_error(w));
+        } else {
+            add_sent(w, SQ_COLL_GRAD, (double)t[i].count, sent);
+            gb->kernels.encoded[SQ_COLL_GRAD] += t[i].count * k.encoded[SQ_COLL_GRAD];
+            gb->kernels.decoded[SQ_COLL_GRAD] += t[i].count * k.decoded[SQ_COLL_GRAD];
+            gb->kernels.bytes[SQ_COLL_GRAD] += (double)t[i].count * k.bytes[SQ_COLL_GRAD];
+            if (sq_world_grad_path(w) == SQ_GRAD_POWERSGD) compressed = 1;
+            else plain = 1;
+        }
+        sq_world_close(w);
+    }
+    if (rc == SQ_OK) {
+        busiest(topo, sent, SQ_COLL_GRAD, gb);
+        gb->grad_path = compressed ? SQ_GRAD_POWERSGD : N > 1 ? SQ_GRAD_RING : SQ_GRAD_NONE;
+        gb->passes = (compressed ? 4 : 0) + (plain ? 1 : 0);
+    }
+    free(sent);
+    return rc;
+}
+
 static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t elements,
-                             uint64_t hidden, group_bytes *gb, sq_error *err)
+                             uint64_t hidden, const tensor_kind *tensors, size_t nk,
+                             group_bytes *gb, sq_error *err)
 {
     sq_world_config cfg = {.topo = *topo, .scheme = *s, .elements = elements, .seed = 1, .dry = 1};
     sq_world *w;
@@ -214,7 +341,7 @@ static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t e
         return sq_error_set(err, rc < 0 ? rc : SQ_ERR_ARG, "%s", sq_error_message(&werr));
     rc = sq_world_open(&cfg, &w, &werr);
     if (rc != SQ_OK) return sq_error_set(err, rc, "%s", sq_error_message(&werr));
-    rc = sq_world_reduce_grads(w, 1);
+    rc = sq_world_reduce_grads(w, counted_step(s));
     if (rc == SQ_OK) rc = sq_world_gather_weights(w, 1);
     if (rc != SQ_OK) {
         sq_error_set(err, rc < 0 ? rc : SQ_ERR_ARG, "%s", sq_world_error(w));
@@ -222,21 +349,23 @@ static int count_group_bytes(const sq_topo *topo, const sq_scheme *s, uint64_t e
         return rc < 0 ? rc : SQ_ERR_ARG;
     }
     gb->grad_path = sq_world_grad_path(w);
-    for (int node = 0; node < topo->nodes; node++) {
-        double inter[SQ_NCOLL] = {0, 0};
-        for (int l = 0; l < topo->per_node; l++) {
-            const sq_traffic *t = sq_world_traffic(w, node * topo->per_node + l);
-            for (int c = 0; c < SQ_NCOLL; c++) {
-                const sq_link_traffic *in = &t->t[c][SQ_LINK_INTRA], *ex = &t->t[c][SQ_LINK_INTER];
-                double sent_intra = (double)(in->sent_codes + in->sent_meta);
-                if (sent_intra > gb->intra_per_gpu[c]) gb->intra_per_gpu[c] = sent_intra;
-                inter[c] += (double)(ex->sent_codes + ex->sent_meta);
-            }
-        }
-        for (int c = 0; c < SQ_NCOLL; c++)
-            if (inter[c] > gb->inter_per_node[c]) gb->inter_per_node[c] = inter[c];
+    gb->passes = gb->grad_path == SQ_GRAD_POWERSGD ? 4 : 1;
+    const int N = sq_topo_workers(topo);
+    double *sent = calloc((size_t)N * SQ_NLINK, sizeof *sent);
+    if (!sent) {
+        sq_world_close(w);
+        return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
     }
+    for (int c = 0; c < SQ_NCOLL; c++) {
+        memset(sent, 0, (size_t)N * SQ_NLINK * sizeof *sent);
+        add_sent(w, c, 1.0, sent);
+        busiest(topo, sent, c, gb);
+    }
+    free(sent);
     sq_world_close(w);
+    /* PowerSGD in a world per tensor: its bytes are the tensors' own */
+    if (nk && s->grad_mode == SQ_GRAD_POWERSGD && s->layout == SQ_LAYOUT_PARAM)
+        return powersgd_tensors(topo, s, tensors, nk, gb, err);
     return SQ_OK;
 }
 
@@ -255,6 +384,13 @@ static double group_net_bw(const sq_cost_platform *p, const layout *lay, int com
     if (p->communicator_bw > 0 && comms * p->communicator_bw < share)
         return comms * p->communicator_bw;
     return share;
+}
+
+/* The latency of one ring pass over all p = nodes x g GPUs. */
+static double ring_latency(const sq_cost_platform *p, const layout *lay)
+{
+    int ranks = lay->nodes * lay->g;
+    return ranks == 1 ? 0 : (ranks - lay->nodes) * p->intra_latency + (lay->nodes - 1) * p->inter_latency;
 }
 
 /* A ring (or a one-level all-to-all) over all p = nodes x g GPUs: p - 1
@@ -380,7 +516,10 @@ int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
     if (dp > 1) {
         group_bytes gb;
         sq_topo topo = {.nodes = lay.nodes, .per_node = g};
-        rc = count_group_bytes(&topo, s, out->params_per_rank, (uint64_t)m->hidden, &gb, err);
+        tensor_kind tensors[MAX_TENSOR_KINDS];
+        size_t nk = rank_tensors(m, par->tp, par->pp, tensors);
+        rc = count_group_bytes(&topo, s, out->params_per_rank, (uint64_t)m->hidden, tensors, nk,
+                               &gb, err);
         if (rc != SQ_OK) return rc;
         out->grad_path = gb.grad_path;
         ag_fwd = single_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_WEIGHT],
@@ -390,7 +529,8 @@ int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
                                 gb.inter_per_node[SQ_COLL_GRAD], s->pipe);
         else
             rs = single_level_time(p, &lay, gb.intra_per_gpu[SQ_COLL_GRAD],
-                                   gb.inter_per_node[SQ_COLL_GRAD]);
+                                   gb.inter_per_node[SQ_COLL_GRAD]) +
+                 (gb.passes - 1) * ring_latency(p, &lay);
         k_fwd = gb.kernels.bytes[SQ_COLL_WEIGHT] / p->quant_bw;
         k_rs = gb.kernels.bytes[SQ_COLL_GRAD] / p->quant_bw;
         double w_inter = gb.inter_per_node[SQ_COLL_WEIGHT], w_intra = gb.intra_per_gpu[SQ_COLL_WEIGHT];
@@ -405,8 +545,8 @@ int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
             group_bytes node;
             sq_topo one = {.nodes = 1, .per_node = g};
             layout lone = {.nodes = 1, .g = g, .k = lay.k};
-            rc = count_group_bytes(&one, &bf16, out->params_per_rank, (uint64_t)m->hidden, &node,
-                                   err);
+            rc = count_group_bytes(&one, &bf16, out->params_per_rank, (uint64_t)m->hidden, NULL, 0,
+                                   &node, err);
             if (rc != SQ_OK) return rc;
             ag_bwd = single_level_time(p, &lone, node.intra_per_gpu[SQ_COLL_WEIGHT], 0);
             k_bwd = 0, bwd_inter = 0, bwd_intra = node.intra_per_gpu[SQ_COLL_WEIGHT];

@@ -119,11 +119,11 @@ static int via_recv(void *ctx, const sq_plan_msg *m, sq_qbuf *to, sq_error *err)
 /* Running the plans of every rank                                          */
 /* ------------------------------------------------------------------------ */
 
-/* Runs rank r's ops of one phase. */
-static int run_rank_phase(sq_world *w, const sq_transport *tr, int r, int coll, int phase,
-                          uint32_t step)
+/* Runs rank r's ops of one phase of L's plans. */
+static int run_rank_phase(sq_world *w, const sq_plan_layout *L, const sq_transport *tr, int r,
+                          int coll, int phase, uint32_t step)
 {
-    size_t nops = sq_plan_phase_ops(&w->L, r, coll, phase, w->ops);
+    size_t nops = sq_plan_phase_ops(L, r, coll, phase, w->ops);
     if (w->dry) { /* only the counting */
         for (size_t i = 0; i < nops; i++) sq_plan_count(&w->ops[i], &w->traffic[r]);
         return SQ_OK;
@@ -133,7 +133,7 @@ static int run_rank_phase(sq_world *w, const sq_transport *tr, int r, int coll, 
         const sq_plan_op *op = &w->ops[i];
         sq_error e;
         e.msg[0] = '\0';
-        int rc = sq_plan_exec_op(&w->L, r, op, step, mem, tr, &w->traffic[r], &e);
+        int rc = sq_plan_exec_op(L, r, op, step, mem, tr, &w->traffic[r], &e);
         if (rc == SQ_OK) continue;
         if ((w->tr || w->itr) && (op->kind == SQ_PLAN_SEND || op->kind == SQ_PLAN_RECV))
             return sq_world_set_error(w, rc, "worker %d: %s %llu elements %s worker %d: %s", r,
@@ -206,17 +206,23 @@ static int run_plans(sq_world *w, int coll, uint32_t step)
     via_ctx v = {w, w->tr ? w->tr : w->itr ? w->itr : &inproc, coll, {0, 0}};
     const sq_transport via = {&v, via_send, via_recv, NULL, NULL, NULL, 1, 0};
     const sq_transport *tr = w->dry ? NULL : &via;
-    const int np = sq_plan_nphases(&w->L, coll);
+    /* PowerSGD's steps numbered below grad.powersgd.start reduce with the
+    ** ring (PyTorch's vanilla all-reduce before start_powerSGD_iter) */
+    const sq_plan_layout *L = coll == SQ_COLL_GRAD && w->L.grad_path == SQ_GRAD_POWERSGD &&
+                                      step < w->scheme.psgd_start
+                                  ? &w->Lv
+                                  : &w->L;
+    const int np = sq_plan_nphases(L, coll);
     if (!w->dry) {
         int rc = meet_ranks(w);
         if (rc) return rc;
     }
     double t0 = sq_clock_s();
     for (int phase = 0; phase < np; phase++) {
-        if (w->dry && !sq_plan_phase_moves(&w->L, coll, phase)) continue;
+        if (w->dry && !sq_plan_phase_moves(L, coll, phase)) continue;
         for (int r = 0; r < w->N; r++) {
             if (!w->dry && !sq_world_holds(w, r)) continue;
-            int rc = run_rank_phase(w, tr, r, coll, phase, step);
+            int rc = run_rank_phase(w, L, tr, r, coll, phase, step);
             if (rc) return rc;
         }
         if (!w->dry) {

@@ -8,7 +8,9 @@
 ** its weight blocks from the partition's length. A scheme with such rules
 ** names the rule; sq_scheme_for_tensor turns it into the concrete scheme of
 ** one tensor that is its own world. The rules are transcribed from the
-** reference (README, "Schemes", the source column).
+** reference (README, "Schemes", the source column). PowerSGD's matrix view
+** of a tensor (shape[0] x numel / shape[0], as PyTorch's hook) is set here
+** too.
 */
 #include "shardq/world.h"
 
@@ -58,6 +60,14 @@ int sq_scheme_for_tensor(const sq_scheme *s, const sq_topo *topo, const uint64_t
     if (!s || !topo || !out || (ndim > 0 && !shape))
         return sq_error_set(err, SQ_ERR_ARG, "sq_scheme_for_tensor: NULL argument");
     *out = *s;
+    if (s->grad_mode == SQ_GRAD_POWERSGD && ndim >= 1 && shape[0] > 0) {
+        /* PyTorch's powerSGD_hook: tensor.view(shape[0], -1) */
+        uint64_t numel = 1;
+        for (int d = 0; d < ndim; d++)
+            if (__builtin_mul_overflow(numel, shape[d], &numel))
+                return sq_error_set(err, SQ_ERR_ARG, "tensor shape: too many elements");
+        out->psgd_view_cols = numel / shape[0];
+    }
     if (!sq_scheme_per_tensor(s)) return SQ_OK;
     if (ndim < 1) return sq_error_set(err, SQ_ERR_ARG, "tensor shape: no dimensions");
     uint64_t numel = 1;

@@ -11,10 +11,13 @@
 **   ring reduce-scatter: partition c is summed along the ring starting at
 **     worker c + 1: ((x[c+1] + x[c+2]) + ...) + x[c];
 **   all-to-all: dequantize-sum in worker order 0, 1, ..., N-1;
-**   two-level: local index 0..G-1 inside the node, then node 0..K-1.
+**   two-level: local index 0..G-1 inside the node, then node 0..K-1;
+**   PowerSGD: two ring all-reduces (the ring reduce-scatter's order, then
+**     an all-gather of the sums) of the factors P and Q (powersgd.c).
 */
 #include "shardq/plan.h"
 #include "world/world_internal.h"
+#include "world/powersgd.h"
 #include "sq_hd.h"
 
 #include <stdlib.h>
@@ -133,6 +136,9 @@ int sq_plan_layout_init(const sq_world_config *cfg, sq_plan_layout *L, sq_error 
     L->shard = L->padded / (uint64_t)N;
     L->quarter = L->padded / (uint64_t)L->G;
     L->slice = L->shard / (uint64_t)cfg->scheme.pipe;
+    if (L->grad_path == SQ_GRAD_POWERSGD &&
+        !sq_psgd_view(&cfg->scheme, L->n, &L->psgd_rows, &L->psgd_cols, &L->psgd_rank))
+        L->grad_path = SQ_GRAD_RING; /* PyTorch all-reduces such a tensor uncompressed */
     return SQ_OK;
 }
 
@@ -179,6 +185,17 @@ uint64_t sq_plan_buffer_len(const sq_plan_layout *L, int b)
     case SQ_PLAN_GSWZ: return g == SQ_GRAD_TWOLEVEL ? P : 0;
     case SQ_PLAN_GREQ: case SQ_PLAN_GRECV2: return g == SQ_GRAD_TWOLEVEL ? Q : 0;
     case SQ_PLAN_RSEND: case SQ_PLAN_RRECV: return g == SQ_GRAD_RING ? S : 0;
+    default: break;
+    }
+    if (g != SQ_GRAD_POWERSGD) return 0;
+    const uint64_t m = L->psgd_rows, c = L->psgd_cols, r = (uint64_t)L->psgd_rank;
+    const uint64_t N = (uint64_t)L->N;
+    switch (b) {
+    case SQ_PLAN_PSGD_M: return m * c;
+    case SQ_PLAN_PSGD_P: return m * r;
+    case SQ_PLAN_PSGD_Q: return c * r;
+    case SQ_PLAN_PSGD_RECV: return ((m > c ? m : c) * r + N - 1) / N;
+    case SQ_PLAN_PSGD_WARM: return 1;
     default: return 0;
     }
 }
@@ -191,6 +208,7 @@ int sq_plan_buffer_wire(const sq_plan_layout *L, int b)
     case SQ_PLAN_GSWZ: return SQ_PLAN_WIRE_INTRA;
     case SQ_PLAN_GREQ: case SQ_PLAN_GRECV2: return SQ_PLAN_WIRE_INTER;
     case SQ_PLAN_RSEND: case SQ_PLAN_RRECV: return L->single_wire;
+    case SQ_PLAN_PSGD_P: case SQ_PLAN_PSGD_Q: case SQ_PLAN_PSGD_RECV: return L->single_wire;
     default: return -1;
     }
 }
@@ -199,7 +217,8 @@ const char *sq_plan_buffer_name(int b)
 {
     static const char *const names[SQ_PLAN_NBUF] = {
         "grad", "gout", "what", "master", "tmp", "tmp2", "wrecv",
-        "genc", "gswz", "grecv", "greq", "grecv2", "rsend", "rrecv"};
+        "genc", "gswz", "grecv", "greq", "grecv2", "rsend", "rrecv",
+        "psgd_m", "psgd_p", "psgd_q", "psgd_recv", "psgd_warm"};
     return b >= 0 && b < SQ_PLAN_NBUF ? names[b] : "?";
 }
 
@@ -497,6 +516,76 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
     }
 }
 
+/* One phase of a ring all-reduce of buffer X (len elements, N chunks of
+** sq_psgd_chunk), phase t of its 3 (N - 1): reduce-scatter step s moves
+** at phase 2s and adds at 2s + 1 -- at step s rank r sends its partial sum
+** of chunk r - 1 - s and adds the one of chunk r - 2 - s it receives to
+** its own, so chunk z is summed ((x[z+1] + x[z+2]) + ...) + x[z] as in the
+** ring reduce-scatter -- and all-gather step s (phase 2 (N - 1) + s) passes
+** the sum of chunk r - s on, where the receiver keeps it in place. With
+** model, the reduce-scatter's messages count the model's elements of the
+** world partitions the ring reduce-scatter would send at those steps. */
+static size_t allreduce_ops(const sq_plan_layout *L, int r, int t, int phase, int X,
+                            uint64_t len, int model, sq_plan_op *ops)
+{
+    const int N = L->N, C = SQ_COLL_GRAD, W = L->single_wire;
+    const int next = r + 1 < N ? r + 1 : 0, prev = minus_mod(r, 1, N);
+    uint64_t off, n, off_in, n_in;
+    if (t < 2 * (N - 1)) {
+        const int s = t / 2, c = minus_mod(minus_mod(r, 1, N), s % N, N), cin = minus_mod(c, 1, N);
+        sq_psgd_chunk(len, N, cin, &off_in, &n_in);
+        if (t % 2) {
+            ops[0] = blank(SQ_PLAN_ACCUM, phase, C, W, "PowerSGD: adding to a partial sum");
+            ops[0].src = SQ_PLAN_PSGD_RECV, ops[0].dst = X, ops[0].dst_off = off_in;
+            ops[0].n = n_in;
+            return 1;
+        }
+        sq_psgd_chunk(len, N, c, &off, &n);
+        xchg x = {r, N, 1, 0, next, prev, X, SQ_PLAN_PSGD_RECV, off, 0, 0, n, 0, 0,
+                  r - r % L->G, model ? sq_plan_shard_len(L, c) : 0,
+                  model ? sq_plan_shard_len(L, cin) : 0};
+        emit_round(L, r, phase, C, W, &x, ops);
+        /* the two lengths differ when len is not a multiple of N */
+        ops[0].n = ops[0].kind == SQ_PLAN_SEND ? n : n_in;
+        ops[1].n = ops[1].kind == SQ_PLAN_SEND ? n : n_in;
+        for (int i = 0; i < 2; i++) sizes(L, W, ops[i].n, &ops[i].code_bytes, &ops[i].meta_bytes);
+        return 2;
+    }
+    const int s = t - 2 * (N - 1), c = minus_mod(r, s % N, N), cin = minus_mod(c, 1, N);
+    sq_psgd_chunk(len, N, c, &off, &n);
+    sq_psgd_chunk(len, N, cin, &off_in, &n_in);
+    xchg x = {r, N, 1, 0, next, prev, X, X, off, off, off_in, n, 0, 0, r - r % L->G, 0, 0};
+    emit_round(L, r, phase, C, W, &x, ops);
+    ops[0].n = ops[0].kind == SQ_PLAN_SEND ? n : n_in;
+    ops[1].n = ops[1].kind == SQ_PLAN_SEND ? n : n_in;
+    for (int i = 0; i < 2; i++) sizes(L, W, ops[i].n, &ops[i].code_bytes, &ops[i].meta_bytes);
+    return 2;
+}
+
+/* PowerSGD (powersgd.c): project, all-reduce P, orthonormalize and project
+** back, all-reduce Q, take the approximation. Phases: 0 project, 1 ..
+** 3 (N - 1) P's all-reduce, 3N - 2 back, then Q's all-reduce, and 6N - 4
+** the approximation. */
+static size_t powersgd_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *ops)
+{
+    const int N = L->N, C = SQ_COLL_GRAD, A = 3 * (N - 1);
+    const uint64_t rk = (uint64_t)L->psgd_rank;
+    if (phase == 0 || phase == A + 1 || phase == 2 * A + 2) {
+        int kind = phase == 0 ? SQ_PLAN_PSGD_PROJECT
+                   : phase == A + 1 ? SQ_PLAN_PSGD_BACK : SQ_PLAN_PSGD_OUT;
+        ops[0] = blank(kind, phase, C, -1,
+                       phase == 0       ? "PowerSGD: P = M Q"
+                       : phase == A + 1 ? "PowerSGD: Q = M^T orthonormal(P)"
+                                        : "PowerSGD: the approximation P Q^T");
+        if (kind == SQ_PLAN_PSGD_PROJECT) ops[0].site = SQ_SITE_POWERSGD_Q;
+        ops[0].n = L->n;
+        return 1;
+    }
+    if (phase <= A)
+        return allreduce_ops(L, r, phase - 1, phase, SQ_PLAN_PSGD_P, L->psgd_rows * rk, 1, ops);
+    return allreduce_ops(L, r, phase - A - 2, phase, SQ_PLAN_PSGD_Q, L->psgd_cols * rk, 0, ops);
+}
+
 static int nphases(const sq_plan_layout *L, int coll)
 {
     if (coll == SQ_COLL_WEIGHT) return L->N == 1 ? 1 : L->N + 1;
@@ -504,6 +593,7 @@ static int nphases(const sq_plan_layout *L, int coll)
     case SQ_GRAD_RING: return 1 + 3 * (L->N - 1);
     case SQ_GRAD_A2A: return 3;
     case SQ_GRAD_TWOLEVEL: return 5;
+    case SQ_GRAD_POWERSGD: return 6 * L->N - 3;
     default: return 1;
     }
 }
@@ -518,6 +608,11 @@ int sq_plan_phase_moves(const sq_plan_layout *L, int coll, int phase)
     case SQ_GRAD_RING: return phase >= 1 && (phase - 1) % 3 == 1;
     case SQ_GRAD_A2A: return phase == 1;
     case SQ_GRAD_TWOLEVEL: return phase == 1 || phase == 3;
+    case SQ_GRAD_POWERSGD: {
+        const int A = 3 * (L->N - 1), t = phase <= A ? phase - 1 : phase - A - 2;
+        if (phase == 0 || phase == A + 1 || phase == 2 * A + 2) return 0;
+        return t >= 2 * (L->N - 1) || t % 2 == 0;
+    }
     default: return 0;
     }
 }
@@ -537,6 +632,7 @@ size_t sq_plan_phase_ops(const sq_plan_layout *L, int r, int coll, int phase, sq
     case SQ_GRAD_RING: return ring_ops(L, r, phase, ops);
     case SQ_GRAD_A2A: return a2a_ops(L, r, phase, ops);
     case SQ_GRAD_TWOLEVEL: return twolevel_ops(L, r, phase, ops);
+    case SQ_GRAD_POWERSGD: return powersgd_ops(L, r, phase, ops);
     default:
         ops[0] = blank(SQ_PLAN_COPY, 0, coll, -1, "copying locally");
         ops[0].src = SQ_PLAN_GRAD, ops[0].dst = SQ_PLAN_GOUT, ops[0].n = L->padded;
@@ -773,6 +869,17 @@ int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32
         if (chunks != one) free(chunks);
         break;
     }
+    case SQ_PLAN_ACCUM: {
+        sq_qbuf a = sq_wire_at(wr, &mem->q[op->src], op->src_off);
+        sq_qbuf x = sq_wire_at(wr, &mem->q[op->dst], op->dst_off);
+        rc = sq_backend_add(be, (const float *)a.codes, (const float *)x.codes, op->n,
+                            (float *)x.codes);
+        break;
+    }
+    case SQ_PLAN_PSGD_PROJECT:
+    case SQ_PLAN_PSGD_BACK:
+    case SQ_PLAN_PSGD_OUT:
+        return sq_psgd_exec(L, r, op, step, mem, err);
     default:
         return sq_error_set(err, SQ_ERR_ARG, "rank %d: op kind %d: no such op", r, (int)op->kind);
     }

@@ -12,6 +12,7 @@
 #include "shardq/world.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ static void set_err(sq_error *err, const char *fmt, ...)
 
 const char *const sq_scheme_presets[] = {"baseline", "qw",  "qwd",     "ulq",     "tlq",
                                          "tlqhs",    "sdp4bit", "zeropp", "zeropp8", "qsdp",
-                                         "qgz",      "qwz"};
+                                         "qgz",      "qwz",     "powersgd", "powersgd4"};
 const size_t sq_scheme_npresets = sizeof sq_scheme_presets / sizeof sq_scheme_presets[0];
 
 static sq_wire raw_wire(int bits)
@@ -121,7 +122,7 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
     if (i == sq_scheme_npresets) {
         set_err(err,
                 "unknown scheme '%s' (presets: baseline, qw, qwd, ulq, tlq, tlqhs, sdp4bit, "
-                "zeropp, zeropp8, qsdp, qgz, qwz)",
+                "zeropp, zeropp8, qsdp, qgz, qwz, powersgd, powersgd4)",
                 name ? name : "");
         return SQ_ERR_SPEC;
     }
@@ -143,6 +144,16 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
     s->bucket = SQ_LAYOUT_BUCKET_DEFAULT;
     s->grad_dtype = SQ_GRAD_FP32;
     s->grad_fallback = SQ_FALLBACK_NONE;
+    /* PyTorch's PowerSGDState defaults, but start_powerSGD_iter = 1000:
+    ** here 0, so that short runs compress at all (README, "PowerSGD") */
+    s->psgd_rank = 1;
+    s->psgd_warm = 1;
+    s->psgd_ef = 1;
+    s->psgd_start = 0;
+    s->psgd_minrate = 2.0;
+    s->psgd_eps = 0.0f;
+    s->psgd_cols = 0;
+    s->psgd_view_cols = 0;
 
     if (!strcmp(name, "qw")) {
         s->weight = int4_weights();
@@ -180,6 +191,14 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
         set_qgz(s); /* DeepSpeed's qgZ alone, bf16 weights */
     } else if (!strcmp(name, "qwz")) {
         s->weight = qwz_weights(); /* DeepSpeed's qwZ alone, fp32 ring gradients */
+    } else if (!strcmp(name, "powersgd") || !strcmp(name, "powersgd4")) {
+        /* PowerSGD as PyTorch's powerSGD_hook runs it: every tensor its own
+        ** matrix (d0 x numel/d0), rank 1 (PowerSGDState's default) or 4
+        ** (the paper's rank for its LSTM on WikiText-2), warm start, error
+        ** feedback, fp32 factors; the weights as the baseline's */
+        s->grad_mode = SQ_GRAD_POWERSGD;
+        s->psgd_rank = name[8] == '4' ? 4 : 1;
+        s->layout = SQ_LAYOUT_PARAM;
     }
     /* DeepSpeed's ZeRO-3 partitions parameter by parameter, and qgZ and qwZ
     ** size their groups per tensor */
@@ -209,7 +228,8 @@ const sq_knob sq_scheme_knobs[] = {
      "a quantized weight wire rebuilds bf16 weights (bf16 master copy, bf16 difference and "
      "add, as the reference systems) or fp32 ones; bits 16/32 ignore it (the wire's dtype "
      "is the precision)"},
-    {"grad.mode", "ring, a2a, twolevel", "ring reduce-scatter, one- or two-level all-to-all"},
+    {"grad.mode", "ring, a2a, twolevel, powersgd",
+     "ring reduce-scatter, one- or two-level all-to-all, or PowerSGD's low-rank all-reduces"},
     CODEC_KNOBS("grad.intra.", "the intra-node hop (the only one when K = 1)", "1-2^40, qgz",
                 "elements per scale; qgz: numel / max(rows, cols, N) per tensor (DeepSpeed qgZ)"),
     CODEC_KNOBS("grad.inter.", "the inter-node hop (the single level when K > 1)", "1-2^40, qgz",
@@ -222,6 +242,17 @@ const sq_knob sq_scheme_knobs[] = {
     {"grad.fallback", "none, qgz",
      "qgz: 1-D tensors, numel not a multiple of 2N and one-node worlds take the fp32 ring "
      "(DeepSpeed qgZ, per tensor)"},
+    {"grad.powersgd.rank", "1-1024",
+     "rank of PowerSGD's approximation (PyTorch's matrix_approximation_rank)"},
+    {"grad.powersgd.warm", "0, 1", "1: start from the last step's Q (warm_start), 0: a fresh Q"},
+    {"grad.powersgd.ef", "0, 1", "1: carry the compression error into the next step (error feedback)"},
+    {"grad.powersgd.start", "0-4294967295",
+     "steps numbered below it reduce uncompressed (start_powerSGD_iter; PyTorch's default 1000)"},
+    {"grad.powersgd.minrate", "> 0",
+     "compress a matrix only if (rows + cols) rank minrate < rows cols (min_compression_rate)"},
+    {"grad.powersgd.eps", ">= 0", "added to each column's norm in the orthogonalization"},
+    {"grad.powersgd.cols", "0-2^40",
+     "columns of the matrix view of a world that is not one tensor; 0: ceil(sqrt(n))"},
     {"layout", "bucket, param", "flat buckets (Megatron) or a world per parameter (ZeRO-3, FSDP)"},
     {"layout.bucket", "0-2^50", "elements per bucket (0: one bucket); Megatron's is 40000000"},
 };
@@ -233,7 +264,8 @@ static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
 static const char *const wmode_names[] = {"direct", "diff"};
 static const char *const recon_names[] = {"bf16", "fp32"};
-static const char *const gmode_names[] = {"ring", "a2a", "twolevel"};
+/* index = sq_grad_mode; "none" is never a knob's value */
+static const char *const gmode_names[] = {"ring", "a2a", "twolevel", "none", "powersgd"};
 static const char *const layout_names[] = {"bucket", "param"};
 static const char *const gdtype_names[] = {"fp32", "fp16"};
 static const char *const fallback_names[] = {"none", "qgz"};
@@ -337,6 +369,57 @@ bad:
     return SQ_ERR_SPEC;
 }
 
+/* The shortest "%.Ng" text that reads back as v (6 to 17 digits), so that
+** equal values print equal and the text is the value. */
+static void shortest(double v, int is_float, char *buf, size_t len)
+{
+    for (int d = 6; d <= 17; d++) {
+        snprintf(buf, len, "%.*g", d, v);
+        double back = strtod(buf, NULL);
+        if (is_float ? (float)back == (float)v : back == v) return;
+    }
+}
+
+/* grad.powersgd.FIELD=val */
+static int set_powersgd(sq_scheme *s, const char *key, const char *val, sq_error *err)
+{
+    const char *f = key + 14;
+    uint64_t u;
+    if (!strcmp(f, "rank")) {
+        if (parse_u64(val, 1024, &u) || u < 1) goto range;
+        s->psgd_rank = (int)u;
+    } else if (!strcmp(f, "warm") || !strcmp(f, "ef")) {
+        if (strcmp(val, "0") && strcmp(val, "1")) goto range;
+        *(f[0] == 'w' ? &s->psgd_warm : &s->psgd_ef) = val[0] == '1';
+    } else if (!strcmp(f, "start")) {
+        if (parse_u64(val, UINT32_MAX, &u)) goto range;
+        s->psgd_start = (uint32_t)u;
+    } else if (!strcmp(f, "cols")) {
+        if (parse_u64(val, SQ_GROUP_MAX, &u)) goto range;
+        s->psgd_cols = u;
+    } else if (!strcmp(f, "minrate") || !strcmp(f, "eps")) {
+        char *end;
+        errno = 0;
+        double v = strtod(val, &end);
+        int eps = f[0] == 'e';
+        if (errno || *end || end == val || !isfinite(v) || (eps ? v < 0 : v <= 0) ||
+            (eps && !isfinite((float)v)))
+            goto range;
+        if (eps) s->psgd_eps = (float)v;
+        else s->psgd_minrate = v;
+    } else {
+        set_err(err, "unknown knob '%s' (grad.powersgd.rank, warm, ef, start, minrate, eps, cols)",
+                key);
+        return SQ_ERR_SPEC;
+    }
+    return SQ_OK;
+range:
+    for (size_t k = 0; k < sq_scheme_nknobs; k++)
+        if (!strcmp(sq_scheme_knobs[k].key, key))
+            set_err(err, "%s=%s: out of range (%s)", key, val, sq_scheme_knobs[k].values);
+    return SQ_ERR_SPEC;
+}
+
 int sq_scheme_set(sq_scheme *s, const char *assignment, sq_error *err)
 {
     if (!s || !assignment) return SQ_ERR_ARG;
@@ -367,10 +450,11 @@ int sq_scheme_set(sq_scheme *s, const char *assignment, sq_error *err)
         return SQ_OK;
     }
     if (!strcmp(key, "grad.mode")) {
-        if ((i = pick(val, gmode_names, 3)) < 0) goto bad;
+        if ((i = pick(val, gmode_names, 5)) < 0 || i == SQ_GRAD_NONE) goto bad;
         s->grad_mode = (sq_grad_mode)i;
         return SQ_OK;
     }
+    if (!strncmp(key, "grad.powersgd.", 14)) return set_powersgd(s, key, val, err);
     if (!strcmp(key, "grad.pipe")) {
         if (parse_u64(val, 1024, &u) || u < 1) {
             set_err(err, "grad.pipe=%s: must be an integer from 1 to 1024", val);
@@ -542,6 +626,29 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
                      "codec's chunks are summed in fp32 (set grad.dtype=fp32)");
         return SQ_ERR_SPEC;
     }
+    if ((unsigned)s->grad_mode > SQ_GRAD_POWERSGD || s->grad_mode == SQ_GRAD_NONE) {
+        set_err(err, "grad.mode: out of range");
+        return SQ_ERR_SPEC;
+    }
+    if (s->grad_mode == SQ_GRAD_POWERSGD) {
+        /* the factors are sums of products: they travel and add up in fp32 */
+        if (a->bits != 32 || b->bits != 32 || s->grad_dtype != SQ_GRAD_FP32) {
+            set_err(err, "grad.mode=powersgd all-reduces its low-rank factors in fp32: set "
+                    "grad.bits=32 and grad.dtype=fp32");
+            return SQ_ERR_SPEC;
+        }
+        if (s->grad_fallback != SQ_FALLBACK_NONE) {
+            set_err(err, "grad.mode=powersgd has its own rule for the tensors it does not "
+                    "compress (grad.powersgd.minrate): set grad.fallback=none");
+            return SQ_ERR_SPEC;
+        }
+        if (s->psgd_rank < 1 || s->psgd_rank > 1024 || !(s->psgd_minrate > 0) ||
+            !isfinite(s->psgd_minrate) || !(s->psgd_eps >= 0) || !isfinite(s->psgd_eps) ||
+            s->psgd_cols > SQ_GROUP_MAX) {
+            set_err(err, "grad.powersgd: rank, minrate, eps or cols out of range");
+            return SQ_ERR_SPEC;
+        }
+    }
     if (s->grad_mode == SQ_GRAD_TWOLEVEL) {
         /* The forward transform happens at the first quantization and the
         ** inverse after the last sum: both hops must agree on it, and an
@@ -594,7 +701,18 @@ int sq_scheme_get(const sq_scheme *s, const char *key, char *buf, size_t len)
     if (!strcmp(key, "weight.recon")) /* an unquantized wire ignores it: print the default */
         return snprintf(buf, len, "%s",
                         recon_names[sq_wire_raw(&s->weight) ? SQ_RECON_BF16 : s->weight_recon & 1]);
-    if (!strcmp(key, "grad.mode")) return snprintf(buf, len, "%s", gmode_names[s->grad_mode % 3]);
+    if (!strcmp(key, "grad.mode")) return snprintf(buf, len, "%s", gmode_names[s->grad_mode % 5]);
+    if (!strcmp(key, "grad.powersgd.rank")) return snprintf(buf, len, "%d", s->psgd_rank);
+    if (!strcmp(key, "grad.powersgd.warm")) return snprintf(buf, len, "%d", s->psgd_warm);
+    if (!strcmp(key, "grad.powersgd.ef")) return snprintf(buf, len, "%d", s->psgd_ef);
+    if (!strcmp(key, "grad.powersgd.start")) return snprintf(buf, len, "%u", (unsigned)s->psgd_start);
+    if (!strcmp(key, "grad.powersgd.cols"))
+        return snprintf(buf, len, "%llu", (unsigned long long)s->psgd_cols);
+    if (!strcmp(key, "grad.powersgd.minrate") || !strcmp(key, "grad.powersgd.eps")) {
+        int eps = key[14] == 'e';
+        shortest(eps ? (double)s->psgd_eps : s->psgd_minrate, eps, buf, len);
+        return (int)strlen(buf);
+    }
     if (!strcmp(key, "grad.pipe")) return snprintf(buf, len, "%d", s->pipe);
     if (!strcmp(key, "grad.mean")) return snprintf(buf, len, "%d", s->grad_mean);
     if (!strcmp(key, "grad.dtype")) return snprintf(buf, len, "%s", gdtype_names[s->grad_dtype & 1]);
@@ -616,8 +734,13 @@ int sq_scheme_format(const sq_scheme *s, char *buf, size_t len)
     int total = 0;
     for (size_t k = 0; k < sq_scheme_nknobs; k++) {
         char v[64];
+        /* PowerSGD's knobs mean nothing to the other modes: they print only
+        ** under it, so the other schemes' texts (stored run keys) stay */
+        if (!strncmp(sq_scheme_knobs[k].key, "grad.powersgd.", 14) &&
+            s->grad_mode != SQ_GRAD_POWERSGD)
+            continue;
         sq_scheme_get(s, sq_scheme_knobs[k].key, v, sizeof v);
-        int n = snprintf(buf + used, used < len ? len - used : 0, "%s%s=%s", k ? "," : "",
+        int n = snprintf(buf + used, used < len ? len - used : 0, "%s%s=%s", total ? "," : "",
                          sq_scheme_knobs[k].key, v);
         total += n;
         used = used + (size_t)n < len ? used + (size_t)n : len;

@@ -83,6 +83,10 @@ static int check_counters(sq_world *w)
         uint64_t b = sq_wire_code_bytes(wires[i], w->padded) + sq_wire_meta_bytes(wires[i], w->padded);
         if (__builtin_add_overflow(per, b, &per)) ov = 1;
     }
+    if (w->grad_path == SQ_GRAD_POWERSGD) { /* two all-reduces of fp32 factors */
+        uint64_t f = mul(8, mul(w->L.psgd_rows + w->L.psgd_cols, (uint64_t)w->L.psgd_rank, &ov), &ov);
+        if (__builtin_add_overflow(per, f, &per)) ov = 1;
+    }
     (void)mul(per, (uint64_t)w->N, &ov);
     if (!ov) return SQ_OK;
     return sq_world_set_error(w, SQ_ERR_ARG, "elements %llu on %d workers: the bytes of one "
@@ -136,6 +140,12 @@ static uint64_t world_bytes(const sq_world *w, int workers)
     if (w->grad_path == SQ_GRAD_A2A) b += 2 * wire_bytes(w->single_wire, P) + 4 * S;
     if (w->grad_path == SQ_GRAD_TWOLEVEL)
         b += 3 * wire_bytes(&s->grad_intra, P) + 2 * wire_bytes(&s->grad_inter, Q) + 8 * Q;
+    if (w->grad_path == SQ_GRAD_POWERSGD) {
+        /* M (the residual between steps), P, Q, the incoming chunk, the flag */
+        for (int k = SQ_PLAN_PSGD_M; k <= SQ_PLAN_PSGD_WARM; k++)
+            b += 4 * sq_plan_buffer_len(&w->L, k);
+        if (s->psgd_start) b += 2 * wire_bytes(w->single_wire, S) + 4 * S;
+    }
     int ov = 0;
     uint64_t all = mul(b, (uint64_t)workers, &ov) + 4 * P;
     return ov || all < 4 * P ? UINT64_MAX : all;
@@ -196,6 +206,27 @@ static int alloc_worker(sq_world *w, int r)
             return rc;
         break;
     }
+    case SQ_GRAD_POWERSGD: {
+        const sq_plan_layout *L = &w->L;
+        const sq_wire *fp32 = w->single_wire;
+        if ((rc = alloc_floats(w, r, sq_plan_buffer_len(L, SQ_PLAN_PSGD_M), &k->psgd_m,
+                               "allocating PowerSGD's residual")) ||
+            (rc = alloc_floats(w, r, 1, &k->psgd_warm, "allocating PowerSGD's state")) ||
+            (rc = alloc_wire(w, r, fp32, sq_plan_buffer_len(L, SQ_PLAN_PSGD_P), &k->psgd_p,
+                             "allocating PowerSGD's P")) ||
+            (rc = alloc_wire(w, r, fp32, sq_plan_buffer_len(L, SQ_PLAN_PSGD_Q), &k->psgd_q,
+                             "allocating PowerSGD's Q")) ||
+            (rc = alloc_wire(w, r, fp32, sq_plan_buffer_len(L, SQ_PLAN_PSGD_RECV), &k->psgd_recv,
+                             "allocating PowerSGD's receive buffer")))
+            return rc;
+        /* the steps before grad.powersgd.start take the ring */
+        if (s->psgd_start &&
+            ((rc = alloc_wire(w, r, fp32, S, &k->rsend, "allocating the ring buffers")) ||
+             (rc = alloc_wire(w, r, fp32, S, &k->rrecv, "allocating the ring buffers")) ||
+             (rc = alloc_floats(w, r, S, &k->tmp, "allocating scratch"))))
+            return rc;
+        break;
+    }
     default:
         break;
     }
@@ -219,6 +250,11 @@ static void free_worker(sq_world *w, int r)
     sq_wire_free(be, &s->grad_inter, &k->grecv2);
     sq_wire_free(be, w->single_wire, &k->rsend);
     sq_wire_free(be, w->single_wire, &k->rrecv);
+    sq_backend_free(be, k->psgd_m);
+    sq_backend_free(be, k->psgd_warm);
+    sq_wire_free(be, w->single_wire, &k->psgd_p);
+    sq_wire_free(be, w->single_wire, &k->psgd_q);
+    sq_wire_free(be, w->single_wire, &k->psgd_recv);
 }
 
 /* Worker r's buffers under the names its plan uses. */
@@ -234,6 +270,9 @@ static void plan_mem(sq_world *w, int r)
     m->q[SQ_PLAN_GSWZ] = k->gswz, m->q[SQ_PLAN_GRECV] = k->grecv;
     m->q[SQ_PLAN_GREQ] = k->greq, m->q[SQ_PLAN_GRECV2] = k->grecv2;
     m->q[SQ_PLAN_RSEND] = k->rsend, m->q[SQ_PLAN_RRECV] = k->rrecv;
+    m->f[SQ_PLAN_PSGD_M] = k->psgd_m, m->f[SQ_PLAN_PSGD_WARM] = k->psgd_warm;
+    m->q[SQ_PLAN_PSGD_P] = k->psgd_p, m->q[SQ_PLAN_PSGD_Q] = k->psgd_q;
+    m->q[SQ_PLAN_PSGD_RECV] = k->psgd_recv;
 }
 
 int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
@@ -257,6 +296,8 @@ int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
     w->unit = L.unit;
     w->padded = L.padded;
     w->shard = L.shard;
+    w->Lv = L;
+    w->Lv.grad_path = SQ_GRAD_RING; /* PowerSGD's steps before grad.powersgd.start */
     w->tr = cfg->transport;
     w->rank = -1;
     w->digest = cfg->digest;

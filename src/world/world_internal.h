@@ -27,6 +27,10 @@ typedef struct sq_worker {
     sq_qbuf greq;  /* padded / G, inter wire: the requantized intra sum */
     sq_qbuf grecv2; /* padded / G, inter wire: what the inter all-to-all brings */
     sq_qbuf rsend, rrecv; /* shard: the ring's send and receive buffers */
+    /* PowerSGD (plan.h's SQ_PLAN_PSGD_*): its state persists across steps */
+    float *psgd_m;        /* rows x cols: M in a step, the residual between steps */
+    float *psgd_warm;     /* 1 float: whether psgd_q holds a step's Q */
+    sq_qbuf psgd_p, psgd_q, psgd_recv; /* fp32 wire: P, Q, the ring's incoming chunk */
 } sq_worker;
 
 /* What each rank knows of itself and shares after every collective. */
@@ -51,6 +55,7 @@ struct sq_world {
     sq_traffic *traffic;
     float *stage; /* host, padded: staging of puts */
     sq_plan_layout L;  /* what the plans of every rank derive from */
+    sq_plan_layout Lv; /* grad.powersgd.start > 0: the ring of the steps before it */
     sq_plan_mem *mem;  /* each worker's buffers as its plan names them (NULL if dry) */
     sq_plan_op *ops;   /* room for one rank's ops of one phase */
     const sq_transport *tr; /* one rank per process: the runner's transport; NULL in process */

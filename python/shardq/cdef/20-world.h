@@ -5,7 +5,7 @@ int sq_topo_parse(const char *text, sq_topo *t, sq_error *err);
 typedef enum sq_group_rule { SQ_GROUP_FIXED = 0, SQ_GROUP_QGZ = 1, SQ_GROUP_QWZ = 2 } sq_group_rule;
 typedef struct sq_wire { int bits; sq_codec codec; sq_group_rule rule; } sq_wire;
 typedef enum sq_grad_mode { SQ_GRAD_RING = 0, SQ_GRAD_A2A = 1, SQ_GRAD_TWOLEVEL = 2,
-                            SQ_GRAD_NONE = 3 } sq_grad_mode;
+                            SQ_GRAD_NONE = 3, SQ_GRAD_POWERSGD = 4 } sq_grad_mode;
 typedef struct sq_scheme { char preset[16]; ...; } sq_scheme;
 extern const char *const sq_scheme_presets[];
 extern const size_t sq_scheme_npresets;
