@@ -27,6 +27,8 @@ typedef struct sq_worker {
     sq_qbuf greq;  /* padded / G, inter wire: the requantized intra sum */
     sq_qbuf grecv2; /* padded / G, inter wire: what the inter all-to-all brings */
     sq_qbuf rsend, rrecv; /* shard: the ring's send and receive buffers */
+    float *ef;     /* padded: error feedback's residual of the first gradient hop */
+    float *ef2;    /* padded / G: the residual of the requantization (two-level) */
 } sq_worker;
 
 /* What each rank knows of itself and shares after every collective. */
@@ -34,6 +36,7 @@ typedef struct sq_rank_record {
     sq_traffic traffic;
     uint64_t digest;
     sq_coll_time times[SQ_NCOLL];
+    double ef_e2, ef_x2; /* after the last reduce: |residuals|^2 and |gradient|^2 */
 } sq_rank_record;
 
 struct sq_world {
@@ -71,6 +74,9 @@ int sq_world_fail(sq_world *w, int r, int rc, const char *what);
 
 /* After a collective with a transport: every rank's record to every process. */
 int sq_world_sync_records(sq_world *w);
+/* After a reduce with error feedback: each held worker's squared norms of
+** its residuals and its gradient into its record. */
+int sq_world_measure_residuals(sq_world *w);
 
 static inline int sq_node_of(const sq_world *w, int r) { return r / w->topo.per_node; }
 
