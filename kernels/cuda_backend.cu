@@ -335,6 +335,14 @@ extern "C" int sq_cuda_add(sq_cuda *d, const float *a, const float *b, uint64_t 
     return end(d, &env, sqk_add(&env, a, b, n, out));
 }
 
+extern "C" int sq_cuda_sub(sq_cuda *d, const float *a, const float *b, uint64_t n, float *out)
+{
+    sqk_env env;
+    int rc = begin(d, 0, &env);
+    if (rc != SQ_OK) return rc;
+    return end(d, &env, sqk_sub(&env, a, b, n, out));
+}
+
 extern "C" int sq_cuda_to_bf16(sq_cuda *d, const float *x, uint64_t n, uint16_t *out)
 {
     sqk_env env;

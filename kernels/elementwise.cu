@@ -1,8 +1,9 @@
 /*
 ** elementwise.cu -- the elementwise kernels of backend.h: fp32 add (the
-** partial sums of a ring reduce-scatter) and the fp32 <-> bf16 conversions
-** of bf16 wires. C reference: the loops of sq_backend_add(),
-** sq_backend_to_bf16() and sq_backend_from_bf16() in src/backend/backend.c.
+** partial sums of a ring reduce-scatter) and subtract (error feedback's
+** residual), and the fp32 <-> bf16 conversions of bf16 wires. C reference:
+** the loops of sq_backend_add(), sq_backend_sub(), sq_backend_to_bf16()
+** and sq_backend_from_bf16() in src/backend/backend.c.
 **
 ** The tiles of the codec kernels (sq_tile.cuh): 256 threads, 8 consecutive
 ** elements a thread, loaded and stored as vectors where aligned. Each
@@ -53,8 +54,11 @@ SQK_DEV void report(uint32_t *flags, int found)
                         ((found & SQ_HD_EW_OUTPUT) ? (uint32_t)SQK_FLAG_OUTPUT : 0u));
 }
 
+/* negate: out = a - b as a + (-b) (the negation is exact: the sign
+** bit alone), the CPU's sq_backend_sub. */
 __global__ void __launch_bounds__(BLOCK) add_kernel(const float *a, const float *b, float *out,
-                                                    uint64_t n, uint64_t ntiles, uint32_t *flags)
+                                                    uint64_t n, uint64_t ntiles, uint32_t *flags,
+                                                    int negate)
 {
     const uint64_t T = (uint64_t)EPT * blockDim.x;
     int found = 0;
@@ -65,7 +69,7 @@ __global__ void __launch_bounds__(BLOCK) add_kernel(const float *a, const float 
         load8(a, e0, n, x);
         load8(b, e0, n, y);
 SQK_UNROLL
-        for (int j = 0; j < EPT; j++) found |= sq_hd_ew_add(x[j], y[j], &s[j]);
+        for (int j = 0; j < EPT; j++) found |= sq_hd_ew_add(x[j], negate ? -y[j] : y[j], &s[j]);
         store8(out, e0, n, s);
     }
     report(flags, found);
@@ -116,7 +120,16 @@ extern "C" int sqk_add(sqk_env *env, const float *a, const float *b, uint64_t n,
     if (n == 0) return SQ_OK;
     const uint64_t ntiles = ew_tiles(n);
     SQK_LAUNCH(env, "add_kernel", add_kernel, grid_for(env, ntiles, BLOCK), BLOCK, 0, a, b, out,
-               n, ntiles, env->flags);
+               n, ntiles, env->flags, 0);
+    return SQ_OK;
+}
+
+extern "C" int sqk_sub(sqk_env *env, const float *a, const float *b, uint64_t n, float *out)
+{
+    if (n == 0) return SQ_OK;
+    const uint64_t ntiles = ew_tiles(n);
+    SQK_LAUNCH(env, "add_kernel", add_kernel, grid_for(env, ntiles, BLOCK), BLOCK, 0, a, b, out,
+               n, ntiles, env->flags, 1);
     return SQ_OK;
 }
 

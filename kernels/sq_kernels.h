@@ -81,6 +81,8 @@ int sqk_sum_f16(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k, u
 ** an input. Non-finite input sets SQK_FLAG_NONFINITE, a non-finite result
 ** of finite input SQK_FLAG_OUTPUT. */
 int sqk_add(sqk_env *env, const float *a, const float *b, uint64_t n, float *out);
+/* out = a - b: sq_hd_ew_add(a, -b), as sq_backend_sub on the CPU */
+int sqk_sub(sqk_env *env, const float *a, const float *b, uint64_t n, float *out);
 int sqk_to_bf16(sqk_env *env, const float *x, uint64_t n, uint16_t *out);
 int sqk_from_bf16(sqk_env *env, const uint16_t *h, uint64_t n, float *out);
 

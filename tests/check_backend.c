@@ -214,6 +214,28 @@ START_TEST(test_cpu_elementwise)
     ck_assert_uint_eq(bits_of(out[2]), 0xffc12345u);
     ck_assert_uint_eq(bits_of(out[3]), 0x7fc00000u);
 
+    /* sub: a - b, rounding, signed zeros (x - x = +0, -0 - +0 = -0), overflow,
+    ** and the NaN a + (-b) gives (b's sign flipped, then quieted) */
+    {
+        float p[6] = {1.0f, 0.5f, -0.0f, 0.3f, fmax, 1.0f};
+        float q[6] = {-5.9604644775390625e-08f, 0.5f, 0.0f, 0.1f, -fmax, from_bits(0x7f800001u)};
+        float r[6];
+        ck_assert_int_eq(sq_backend_sub(be, p, q, 5, r), SQ_ERR_RANGE);
+        ck_assert_uint_eq(bits_of(r[0]), bits_of(1.0f)); /* 1 + 2^-24: a tie, to even */
+        ck_assert_uint_eq(bits_of(r[1]), 0);
+        ck_assert_uint_eq(bits_of(r[2]), 0x80000000u);
+        volatile float x03 = 0.3f, x01b = 0.1f;
+        ck_assert_uint_eq(bits_of(r[3]), bits_of(x03 - x01b));
+        ck_assert_uint_eq(bits_of(r[4]), 0x7f800000u);
+        ck_assert_int_eq(sq_backend_sub(be, p + 5, q + 5, 1, r), SQ_ERR_NONFINITE);
+        ck_assert_uint_eq(bits_of(r[0]), 0xffc00001u);
+        ck_assert_int_eq(sq_backend_sub(be, p, p, 4, p), SQ_OK); /* out = a = b */
+        for (int i = 0; i < 4; i++) ck_assert_uint_eq(bits_of(p[i]), 0);
+        ck_assert_int_eq(sq_backend_sub(be, NULL, NULL, 0, NULL), SQ_OK);
+        ck_assert_int_eq(sq_backend_sub(be, NULL, q, 1, r), SQ_ERR_ARG);
+        ck_assert_int_eq(sq_backend_sub(be, p, q, 1, NULL), SQ_ERR_ARG);
+    }
+
     /* to_bf16: ties to even (normal and subnormal), -0, past bf16's range */
     const uint32_t xs[8] = {0x3f800000u, 0x3f808000u, 0x3f818000u, 0x80000000u,
                             0x00008000u, 0x00018000u, 0x7f7f7fffu, 0xbf7fffffu};
@@ -280,6 +302,11 @@ START_TEST(test_cpu_elementwise_large)
         for (uint64_t i = 0; i < n; i++)
             if (want[i] == want[i]) /* NaN payloads: see test_cpu_elementwise */
                 ck_assert_uint_eq(bits_of(out[i]), bits_of(want[i]));
+        /* sub of -b: the sum's bytes and status */
+        for (uint64_t i = 0; i < n; i++) b[i] = -b[i];
+        ck_assert_int_eq(sq_backend_sub(be, a, b, n, out), st[0]);
+        for (uint64_t i = 0; i < n; i++)
+            if (want[i] == want[i]) ck_assert_uint_eq(bits_of(out[i]), bits_of(want[i]));
         ck_assert_int_eq(sq_backend_to_bf16(be, a, n, hw), st[1]);
         for (uint64_t i = 0; i < n; i++) ck_assert_uint_eq(hw[i], sq_f32_to_bf16(a[i]));
         ck_assert_int_eq(sq_backend_from_bf16(be, h, n, out), st[2]);

@@ -481,9 +481,9 @@ static int ew_compare(const char *what, const void *want, const void *got, uint6
     return 1;
 }
 
-/* The three operations on one input on the CPU and on cuda:0 (inputs and
-** outputs one element off their alignment when misaligned; add writes over
-** a when aliased). Every buffer holds one guard element past n. */
+/* The four operations on one input on the CPU and on cuda:0 (inputs and
+** outputs one element off their alignment when misaligned; add and sub
+** write over a when aliased). Every buffer holds one guard element past n. */
 static int ew_gpu_case(sq_backend *cpu, uint64_t n, eq_ew_kind kind, int misalign, int alias,
                        uint64_t seed)
 {
@@ -509,6 +509,23 @@ static int ew_gpu_case(sq_backend *cpu, uint64_t n, eq_ew_kind kind, int misalig
     ck_assert_msg(rg != SQ_ERR_DEVICE && rg != SQ_ERR_NOMEM, "%s", sq_backend_error(g_be));
     dev_get(got, dout, (size_t)fb);
     failures += ew_compare(what, alias ? ca : want, got, fb, rw, rg, rule[0]);
+
+    /* sub of -b: a + b's bytes and status on both */
+    snprintf(what, sizeof what, "sub, n=%llu, %s%s%s", (unsigned long long)n,
+             eq_ew_kind_names[kind], misalign ? ", misaligned" : "", alias ? ", out = a" : "");
+    for (uint64_t i = 0; i < n; i++) b[i] = -b[i];
+    float *sw = eq_alloc(fb, EQ_PATTERN), *sg = eq_alloc(fb, EQ_PATTERN);
+    memcpy(ca, a, (size_t)fb);
+    rw = sq_backend_sub(cpu, ca, b, n, alias ? ca : sw);
+    da = dev_put(a, (size_t)fb, 4), db = dev_put(b, (size_t)fb, 4);
+    dout = alias ? da : dev_put(sg, (size_t)fb, 4);
+    rg = sq_backend_sub(g_be, da, db, n, dout);
+    ck_assert_msg(rg != SQ_ERR_DEVICE && rg != SQ_ERR_NOMEM, "%s", sq_backend_error(g_be));
+    dev_get(sg, dout, (size_t)fb);
+    failures += ew_compare(what, alias ? ca : sw, sg, fb, rw, rg, rule[0]);
+    for (uint64_t i = 0; i < n; i++) b[i] = -b[i];
+    free(sw);
+    free(sg);
 
     snprintf(what, sizeof what, "to_bf16, n=%llu, %s%s", (unsigned long long)n,
              eq_ew_kind_names[kind], misalign ? ", misaligned" : "");
@@ -565,6 +582,8 @@ START_TEST(test_elementwise)
     ck_assert_int_eq(sq_backend_to_bf16(g_be, NULL, 0, NULL), SQ_OK);
     ck_assert_int_eq(sq_backend_from_bf16(g_be, NULL, 0, NULL), SQ_OK);
     ck_assert_int_eq(sq_backend_add(g_be, NULL, NULL, 1, NULL), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_backend_sub(g_be, NULL, NULL, 0, NULL), SQ_OK);
+    ck_assert_int_eq(sq_backend_sub(g_be, NULL, NULL, 1, NULL), SQ_ERR_ARG);
     ck_assert_int_eq(sq_backend_to_bf16(g_be, NULL, 1, NULL), SQ_ERR_ARG);
     ck_assert_int_eq(sq_backend_from_bf16(g_be, NULL, 1, NULL), SQ_ERR_ARG);
     sq_backend_close(cpu);

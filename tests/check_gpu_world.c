@@ -2,7 +2,7 @@
 ** check_gpu_world.c -- the sharded world on GPUs gives the bytes it gives
 ** on the CPU: every preset on several topologies, workers on one GPU and
 ** spread over every visible GPU (peer copies), several steps so that qWD's
-** w-hat carries over. Skips (exit 77) without a GPU, and says why.
+** w-hat and error feedback's residuals carry over. Skips (exit 77) without a GPU, and says why.
 */
 #include "backend/device.h"
 #include "check_util.h"
@@ -43,7 +43,8 @@ static float *run(const char *device, const char *preset, const char *set, int K
     ck_assert_msg(sq_world_open(&cfg, &w, &err) == SQ_OK, "%s: %s", device, err.msg);
     int N = K * G;
     uint64_t S = sq_world_shard(w), P = sq_world_padded(w);
-    *len = (size_t)steps * (P + (size_t)N * n);
+    const uint64_t e1 = sq_world_residual_len(w, 0), e2 = sq_world_residual_len(w, 1);
+    *len = (size_t)steps * (P + (size_t)N * n) + (size_t)N * (e1 + e2 + 1);
     float *out = malloc(*len * sizeof *out), *o = out;
     float *x = malloc(n * sizeof *x), *m = calloc(P, sizeof *m);
     sqt_fill(x, n, 1);
@@ -65,6 +66,14 @@ static float *run(const char *device, const char *preset, const char *set, int K
         o += P;
         ck_assert_msg(sq_world_gather_weights(w, (uint32_t)t) == SQ_OK, "%s", sq_world_error(w));
         for (int r = 0; r < N; r++, o += n) ck_assert_int_eq(sq_world_get_weights(w, r, o), SQ_OK);
+    }
+    /* error feedback's residuals at the end, and their statistic */
+    for (int r = 0; r < N; r++) {
+        if (e1) ck_assert_int_eq(sq_world_get_residual(w, r, 0, o), SQ_OK);
+        o += e1;
+        if (e2) ck_assert_int_eq(sq_world_get_residual(w, r, 1, o), SQ_OK);
+        o += e2;
+        *o++ = (float)sq_world_residual_rel(w);
     }
     free(x), free(m);
     sq_world_close(w);
@@ -112,6 +121,29 @@ START_TEST(test_recon_cpu_equals_gpu)
 }
 END_TEST
 
+/* Error feedback on every gradient hop of the quantized paths: the same
+** residuals, results and statistic on the CPU and on GPUs. */
+START_TEST(test_ef_cpu_equals_gpu)
+{
+    static const char *const presets[] = {"qsdp", "tlqhs", "sdp4bit", "ulq"};
+    static const char *const sets[] = {"grad.ef=1", "grad.inter.ef=1"};
+    static const int kg[][2] = {{2, 4}, {3, 2}, {1, 4}};
+    for (size_t p = 0; p < 4; p++)
+        for (int k = 0; k < 2; k++)
+            for (size_t t = 0; t < 3; t++) {
+                size_t la, lb;
+                float *a = run("cpu", presets[p], sets[k], kg[t][0], kg[t][1], 50021, 3, &la);
+                float *b = run("cuda", presets[p], sets[k], kg[t][0], kg[t][1], 50021, 3, &lb);
+                char msg[256];
+                ck_assert_uint_eq(la, lb);
+                ck_assert_msg(sqt_bytes_equal(a, b, la * sizeof(float), msg, sizeof msg),
+                              "%s %s %dx%d cpu vs GPUs: %s", presets[p], sets[k], kg[t][0],
+                              kg[t][1], msg);
+                free(a), free(b);
+            }
+}
+END_TEST
+
 /* The per-tensor presets on a 2-D tensor that qgZ quantizes (fp16 sums). */
 START_TEST(test_world_per_tensor_2d)
 {
@@ -146,6 +178,7 @@ int main(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_world_cpu_equals_gpu);
     tcase_add_test(tc, test_recon_cpu_equals_gpu);
+    tcase_add_test(tc, test_ef_cpu_equals_gpu);
     tcase_add_test(tc, test_world_per_tensor_2d);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -551,8 +551,8 @@ int ew_compare(const char *what, const void *want, const void *got, uint64_t byt
     return 1;
 }
 
-/* The three operations on one input, through the CPU backend and the
-** kernels; out is a (for add and to_bf16's input, x) when aliased. Also
+/* The four operations on one input, through the CPU backend and the
+** kernels; out is a (for add, sub and to_bf16's input, x) when aliased. Also
 ** checks the CPU's statuses against the rule of backend.h. Returns the
 ** number of differences. */
 int ew_case(sq_backend *cpu, uint64_t n, eq_ew_kind kind, bool misalign, bool alias,
@@ -585,6 +585,30 @@ int ew_case(sq_backend *cpu, uint64_t n, eq_ew_kind kind, bool misalign, bool al
             fprintf(stderr, "%s: status %d from the CPU, %d wanted\n", what, rw, want[0]);
             failures++;
         }
+    }
+
+    /* sub: out = a - (-b), or a = a - (-b): the kernel against the CPU, and
+    ** both against add's bytes (a - (-b) is a + b exactly) */
+    {
+        std::vector<float> nb((size_t)n + 1);
+        for (uint64_t i = 0; i < n; i++) nb[(size_t)i] = -b[(size_t)i];
+        SimBuf<float> ca(n, false, a.data()), co(n, false, nullptr);
+        SimBuf<float> aa(n, false, a.data()), ao(n, false, nullptr);
+        float *cout = alias ? ca.p : co.p, *aout = alias ? aa.p : ao.p;
+        int rw = sq_backend_sub(cpu, ca.p, nb.data(), n, cout);
+        int ra = sq_backend_add(cpu, aa.p, b.data(), n, aout);
+        SimBuf<float> sa(n, misalign, a.data()), sb(n, misalign, nb.data());
+        SimBuf<float> so(n, misalign, nullptr);
+        float *sout = alias ? sa.p : so.p;
+        SimDevice d;
+        sqk_env e = d.env();
+        int rg = finish(d, e, sqk_sub(&e, sa.p, sb.p, n, sout));
+        snprintf(what, sizeof what, "sub, n=%llu, %s%s%s", (unsigned long long)n,
+                 eq_ew_kind_names[kind], misalign ? ", misaligned" : "", alias ? ", out = a" : "");
+        failures += ew_compare(what, cout, sout, (n + 1) * 4, rw, rg);
+        snprintf(what, sizeof what, "sub against add, n=%llu, %s%s", (unsigned long long)n,
+                 eq_ew_kind_names[kind], alias ? ", out = a" : "");
+        failures += ew_compare(what, aout, cout, (n + 1) * 4, ra, rw);
     }
 
     /* to_bf16 (aliasing x and out is no contract: different types) */
@@ -662,6 +686,7 @@ START_TEST(test_elementwise_empty)
     SimDevice d;
     sqk_env e = d.env();
     ck_assert_int_eq(finish(d, e, sqk_add(&e, nullptr, nullptr, 0, nullptr)), SQ_OK);
+    ck_assert_int_eq(finish(d, e, sqk_sub(&e, nullptr, nullptr, 0, nullptr)), SQ_OK);
     ck_assert_int_eq(finish(d, e, sqk_to_bf16(&e, nullptr, 0, nullptr)), SQ_OK);
     ck_assert_int_eq(finish(d, e, sqk_from_bf16(&e, nullptr, 0, nullptr)), SQ_OK);
     ck_assert_uint_eq(d.flags, 0);

@@ -5,11 +5,12 @@
 ** every rank's plan on its own, through a transport that is not the
 ** world's (mailboxes of copied bytes, buffered or rendezvous), gives the
 ** gradients and weights of sq_world_reduce_grads / sq_world_gather_weights
-** byte for byte -- and never deadlocks. So does a transport that delivers
-** every message only at the end of its phase, reading the sender's bytes
-** then and poisoning the receiver's region until then (what NCCL's
-** transport does with one group per phase): no op of a phase reads what
-** the phase receives, or writes what it sends.
+** byte for byte (error feedback's residuals too) -- and never deadlocks. So
+** does a transport that delivers every message only at the end of its
+** phase, reading the sender's bytes then and poisoning the receiver's
+** region until then (what NCCL's transport does with one group per
+** phase): no op of a phase reads what the phase receives, or writes what
+** it sends.
 */
 #include "check_util.h"
 #include "shardq/codec.h"
@@ -30,14 +31,26 @@ static const topo3 topos[] = {{2, 4, 1}, {2, 4, 2}, {3, 2, 4}, {1, 4, 1},
 #define NTOPOS (sizeof topos / sizeof topos[0])
 #define N_ELEMS 3001
 
-static sq_world_config make_config(const topo3 *t, const char *preset, uint64_t n, int dry)
+/* Every preset, and error feedback on the hops of the all-to-all paths
+** ("PRESET+KNOB": the knob on top). */
+static const char *const configs[] = {
+    "baseline", "qw", "qwd", "ulq", "tlq", "tlqhs", "sdp4bit", "zeropp", "zeropp8", "qsdp",
+    "qgz", "qwz", "qsdp+grad.ef=1", "sdp4bit+grad.ef=1", "ulq+grad.inter.ef=1",
+    "tlq+grad.intra.ef=1"};
+#define NCONFIGS (sizeof configs / sizeof configs[0])
+
+static sq_world_config make_config(const topo3 *t, const char *name, uint64_t n, int dry)
 {
     sq_world_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.topo.nodes = t->K;
     cfg.topo.per_node = t->G;
     sq_error e = {0};
+    char preset[32];
+    const char *plus = strchr(name, '+');
+    snprintf(preset, sizeof preset, "%.*s", plus ? (int)(plus - name) : (int)strlen(name), name);
     ck_assert_msg(sq_scheme_preset(preset, &cfg.scheme, &e) == SQ_OK, "%s", e.msg);
+    if (plus) ck_assert_msg(sq_scheme_set(&cfg.scheme, plus + 1, &e) == SQ_OK, "%s", e.msg);
     if (t->pipe > 1) {
         char kv[32];
         snprintf(kv, sizeof kv, "grad.pipe=%d", t->pipe);
@@ -107,7 +120,7 @@ static void check_consistent(const sq_world_config *cfg, int coll, const char *w
     ck_assert_int_eq(sq_plan_layout_init(cfg, &L, NULL), SQ_OK);
     const int N = L.N, np = sq_plan_nphases(&L, coll);
     sq_plan **p = build_all(cfg, coll, N);
-    int *seen = calloc((size_t)N * (size_t)N, sizeof *seen);
+    int *seen = calloc((size_t)N * (size_t)N, sizeof *seen), efs = 0;
     ck_assert_ptr_nonnull(seen);
     for (int ph = 0; ph < np; ph++) {
         int sends = 0, recvs = 0;
@@ -131,6 +144,21 @@ static void check_consistent(const sq_world_config *cfg, int coll, const char *w
                               sq_plan_buffer_len(&L, o->src));
                 if (o->kind == SQ_PLAN_SWIZZLE)
                     ck_assert_uint_eq((uint64_t)o->k * o->n, sq_plan_buffer_len(&L, o->src));
+                /* error feedback: a residual as long as what is encoded, and
+                ** its chunks through TMP cover it */
+                if (o->ref >= 0 && (o->kind == SQ_PLAN_ENCODE || o->kind == SQ_PLAN_SUM_REQUANT)) {
+                    ck_assert_int_eq(coll, SQ_COLL_GRAD);
+                    ck_assert(o->ref == SQ_PLAN_EF || o->ref == SQ_PLAN_EF2);
+                    ck_assert_uint_eq(o->ref_off + o->n, sq_plan_buffer_len(&L, o->ref));
+                    if (o->kind == SQ_PLAN_ENCODE) {
+                        ck_assert_uint_eq((uint64_t)o->k * o->stride, o->n);
+                        ck_assert_uint_le(o->stride, sq_plan_buffer_len(&L, SQ_PLAN_TMP));
+                        ck_assert_uint_eq(o->stride % sq_wire_group(&L.wires[o->wire]), 0);
+                    } else {
+                        ck_assert_uint_le(o->n, sq_plan_buffer_len(&L, SQ_PLAN_TMP));
+                    }
+                    efs++;
+                }
                 if (o->kind == SQ_PLAN_RECV || o->kind == SQ_PLAN_LOCAL) {
                     ck_assert_msg(o->dst_off + o->n <= sq_plan_buffer_len(&L, o->dst),
                                   "%s rank %d op %zu: receives past %s", what, r, i,
@@ -169,6 +197,9 @@ static void check_consistent(const sq_world_config *cfg, int coll, const char *w
         ck_assert_int_eq(sends, recvs);
         ck_assert_int_eq(sends > 0, sq_plan_phase_moves(&L, coll, ph));
     }
+    /* one op per hop with error feedback on every rank, and a buffer for it */
+    int hops = (sq_plan_buffer_len(&L, SQ_PLAN_EF) > 0) + (sq_plan_buffer_len(&L, SQ_PLAN_EF2) > 0);
+    ck_assert_int_eq(efs, coll == SQ_COLL_GRAD ? N * hops : 0);
     /* the ops of a plan are its phases in order */
     for (int r = 0; r < N; r++)
         for (size_t i = 1; i < sq_plan_nops(p[r]); i++)
@@ -223,12 +254,14 @@ static void check_bytes(const sq_world_config *cfg, const char *what)
 
 START_TEST(test_plans_consistent)
 {
+    ck_assert_uint_eq(NCONFIGS, sq_scheme_npresets + 4); /* every preset, then the EF ones */
+    for (size_t p = 0; p < sq_scheme_npresets; p++) ck_assert_str_eq(configs[p], sq_scheme_presets[p]);
     for (size_t ti = 0; ti < NTOPOS; ti++)
-        for (size_t p = 0; p < sq_scheme_npresets; p++) {
-            sq_world_config cfg = make_config(&topos[ti], sq_scheme_presets[p], N_ELEMS, 1);
+        for (size_t p = 0; p < NCONFIGS; p++) {
+            sq_world_config cfg = make_config(&topos[ti], configs[p], N_ELEMS, 1);
             char what[96];
             snprintf(what, sizeof what, "%dx%d pipe %d %s", topos[ti].K, topos[ti].G,
-                     topos[ti].pipe, sq_scheme_presets[p]);
+                     topos[ti].pipe, configs[p]);
             check_consistent(&cfg, SQ_COLL_WEIGHT, what);
             check_consistent(&cfg, SQ_COLL_GRAD, what);
             check_bytes(&cfg, what);
@@ -643,6 +676,17 @@ static void check_execution(const topo3 *t, const char *preset, uint64_t n, int 
         ck_assert_msg(memcmp(a, b, (size_t)n * 4) == 0, "%s: rank %d: weights differ", what, r);
         ck_assert_msg(memcmp(&traffic[r], sq_world_traffic(w, r), sizeof traffic[r]) == 0,
                       "%s: rank %d: traffic differs", what, r);
+        /* error feedback's residuals, as the world keeps them */
+        for (int hop = 0; hop < 2; hop++) {
+            uint64_t len = sq_world_residual_len(w, hop);
+            ck_assert_uint_eq(len, sq_plan_buffer_len(&L, hop ? SQ_PLAN_EF2 : SQ_PLAN_EF));
+            if (!len) continue;
+            ck_assert_int_eq(sq_world_get_residual(w, r, hop, a), SQ_OK);
+            ck_assert_int_eq(sq_backend_get(be, b, mem[r].f[hop ? SQ_PLAN_EF2 : SQ_PLAN_EF],
+                                            (size_t)len * 4), SQ_OK);
+            ck_assert_msg(memcmp(a, b, (size_t)len * 4) == 0, "%s: rank %d: residual %d differs",
+                          what, r, hop);
+        }
     }
     free(a), free(b);
     for (int r = 0; r < N; r++) free_mem(&L, &mem[r]);
@@ -655,32 +699,32 @@ static void check_execution(const topo3 *t, const char *preset, uint64_t n, int 
 START_TEST(test_mailbox_buffered)
 {
     for (size_t ti = 0; ti < NTOPOS; ti++)
-        for (size_t p = 0; p < sq_scheme_npresets; p++)
-            check_execution(&topos[ti], sq_scheme_presets[p], N_ELEMS, 0);
+        for (size_t p = 0; p < NCONFIGS; p++)
+            check_execution(&topos[ti], configs[p], N_ELEMS, 0);
 }
 END_TEST
 
 START_TEST(test_mailbox_rendezvous)
 {
     for (size_t ti = 0; ti < NTOPOS; ti++)
-        for (size_t p = 0; p < sq_scheme_npresets; p++)
-            check_execution(&topos[ti], sq_scheme_presets[p], 777, 1);
+        for (size_t p = 0; p < NCONFIGS; p++)
+            check_execution(&topos[ti], configs[p], 777, 1);
 }
 END_TEST
 
 START_TEST(test_deferred_to_phase_end)
 {
     for (size_t ti = 0; ti < NTOPOS; ti++)
-        for (size_t p = 0; p < sq_scheme_npresets; p++)
-            check_execution(&topos[ti], sq_scheme_presets[p], N_ELEMS, 2);
+        for (size_t p = 0; p < NCONFIGS; p++)
+            check_execution(&topos[ti], configs[p], N_ELEMS, 2);
 }
 END_TEST
 
 START_TEST(test_world_inprocess_transport)
 {
     for (size_t ti = 0; ti < NTOPOS; ti++)
-        for (size_t p = 0; p < sq_scheme_npresets; p++)
-            check_world_transport(&topos[ti], sq_scheme_presets[p]);
+        for (size_t p = 0; p < NCONFIGS; p++)
+            check_world_transport(&topos[ti], configs[p]);
 }
 END_TEST
 

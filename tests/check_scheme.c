@@ -3,8 +3,9 @@
 ** validates and holds the knobs of the DESIGN table; single knobs change
 ** exactly what they name and refuse bad values with the key in the
 ** message; validation refuses the combinations the world cannot run; the
-** canonical text lists every knob in order and round-trips between every
-** pair of presets; KxG topologies parse and bad ones are refused.
+** canonical text lists every knob in order (error feedback's only when
+** set) and round-trips between every pair of presets; the error-feedback
+** knobs; KxG topologies parse and bad ones are refused.
 */
 #include "shardq/codec.h"
 #include "shardq/world.h"
@@ -426,6 +427,9 @@ static const struct {
     {"nokey", "nokey"},
     {"=1", "=1"},
     {"weight.bits=", "weight.bits"},
+    {"grad.ef=2", "grad.ef"},
+    {"grad.inter.ef=yes", "grad.inter.ef"},
+    {"weight.ef=1", "weight.ef"},
 };
 
 START_TEST(test_set_rejects)
@@ -474,6 +478,9 @@ static const struct {
     {"qsdp", "grad.inter.levels=deepspeed", NULL, "grad.inter"},
     {"qw", "weight.bits=1", NULL, "bits=1"},
     {"tlq", "grad.intra.bits=1", NULL, "grad.intra"},
+    {"baseline", "grad.ef=1", NULL, "grad.mode=ring"},
+    {"qsdp", "grad.intra.ef=1", "grad.mode=ring", "grad.mode=ring"},
+    {"zeropp8", "grad.ef=1", "grad.group=128", "grad.dtype=fp16"},
 };
 
 START_TEST(test_validate_rejects)
@@ -524,10 +531,18 @@ END_TEST
 
 /* Whether knob k is in s's canonical text: PowerSGD's knobs only under
 ** grad.mode=powersgd, so the other schemes' texts are those of before. */
+/* Whether the canonical text prints knob k: PowerSGD's knobs only under
+** it, each hop's error feedback only when it is on. */
 static int printed(const sq_scheme *s, size_t k)
 {
-    return strncmp(sq_scheme_knobs[k].key, "grad.powersgd.", 14) != 0 ||
-           s->grad_mode == SQ_GRAD_POWERSGD;
+    const char *key = sq_scheme_knobs[k].key;
+    if (!strncmp(key, "grad.powersgd.", 14)) return s->grad_mode == SQ_GRAD_POWERSGD;
+    if (!strcmp(key, "grad.intra.ef") || !strcmp(key, "grad.inter.ef")) {
+        char v[16];
+        sq_scheme_get(s, key, v, sizeof v);
+        return strcmp(v, "0") != 0;
+    }
+    return 1;
 }
 
 static int nprinted(const sq_scheme *s)
@@ -539,32 +554,37 @@ static int nprinted(const sq_scheme *s)
 
 START_TEST(test_format_lists_every_knob)
 {
-    for (size_t p = 0; p < sq_scheme_npresets; p++) {
-        sq_scheme s = preset_ok(sq_scheme_presets[p]);
+    for (size_t p = 0; p < 2 * sq_scheme_npresets; p++) {
+        sq_scheme s = preset_ok(sq_scheme_presets[p / 2]);
+        /* each preset as it is (error feedback off: not printed) and with it on */
+        const int ef = p % 2 && s.grad_mode != SQ_GRAD_RING && s.grad_mode != SQ_GRAD_POWERSGD &&
+                       s.grad_dtype == SQ_GRAD_FP32;
+        if (ef) set_ok(&s, "grad.ef=1");
         char buf[SQ_SCHEME_STRLEN];
         format_ok(&s, buf);
         char *save = NULL, *item = strtok_r(buf, ",", &save);
         size_t k = 0;
         for (; item; item = strtok_r(NULL, ",", &save), k++) {
             while (k < sq_scheme_nknobs && !printed(&s, k)) k++;
-            ck_assert_msg(k < sq_scheme_nknobs, "%s: more items than knobs", sq_scheme_presets[p]);
+            ck_assert_msg(k < sq_scheme_nknobs, "%s: more items than knobs", sq_scheme_presets[p / 2]);
             const char *key = sq_scheme_knobs[k].key;
             size_t kl = strlen(key);
             ck_assert_msg(strncmp(item, key, kl) == 0 && item[kl] == '=',
-                          "%s: item %zu is '%s', want key %s", sq_scheme_presets[p], k, item, key);
+                          "%s: item %zu is '%s', want key %s", sq_scheme_presets[p / 2], k, item,
+                          key);
             char v[128];
             sq_scheme_get(&s, key, v, sizeof v);
             ck_assert_str_eq(item + kl + 1, v);
             ck_assert_msg(strcmp(v, "?") != 0 && v[0], "%s: no value for %s",
-                          sq_scheme_presets[p], key);
+                          sq_scheme_presets[p / 2], key);
         }
         while (k < sq_scheme_nknobs && !printed(&s, k)) k++;
         ck_assert_uint_eq(k, sq_scheme_nknobs);
-        ck_assert_int_eq(nprinted(&s), s.grad_mode == SQ_GRAD_POWERSGD ? 37 : 30);
+        ck_assert_int_eq(nprinted(&s), s.grad_mode == SQ_GRAD_POWERSGD ? 37 : ef ? 32 : 30);
     }
-    /* 1 + 7 + 1 (weight.recon) + 1 + 7 + 7 + 2 + 2 (grad.dtype, fallback) + 7 (grad.powersgd)
-    ** + 2 (layout) knobs */
-    ck_assert_uint_eq(sq_scheme_nknobs, 37);
+    /* 1 + 7 + 1 (weight.recon) + 1 + 8 + 8 (each hop's ef) + 2 + 2 (grad.dtype, fallback) +
+    ** 7 (grad.powersgd) + 2 (layout) knobs */
+    ck_assert_uint_eq(sq_scheme_nknobs, 39);
     ck_assert_str_eq(sq_scheme_knobs[0].key, "weight.mode");
     ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 12].key, "grad.mean");
     ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 11].key, "grad.dtype");
@@ -659,6 +679,114 @@ START_TEST(test_format_roundtrip)
     ck_assert_int_eq(b.weight.bits, a.weight.bits);
     ck_assert_int_eq(b.grad_intra.bits, a.grad_intra.bits);
     ck_assert_int_eq(b.grad_inter.bits, a.grad_inter.bits);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Error feedback                                                           */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_ef_knobs)
+{
+    sq_scheme s = preset_ok("tlqhs");
+    ck_assert_int_eq(s.grad_intra.ef, 0);
+    ck_assert_int_eq(s.grad_inter.ef, 0);
+    char v[16], t0[SQ_SCHEME_STRLEN], t1[SQ_SCHEME_STRLEN];
+    format_ok(&s, t0);
+    ck_assert_ptr_null(strstr(t0, ".ef="));
+    /* one hop, then both; the text names exactly the hops that are on, in knob order */
+    set_ok(&s, "grad.inter.ef=1");
+    ck_assert_int_eq(s.grad_intra.ef, 0);
+    ck_assert_int_eq(s.grad_inter.ef, 1);
+    sq_scheme_get(&s, "grad.inter.ef", v, sizeof v);
+    ck_assert_str_eq(v, "1");
+    sq_scheme_get(&s, "grad.intra.ef", v, sizeof v);
+    ck_assert_str_eq(v, "0");
+    format_ok(&s, t1);
+    ck_assert_ptr_nonnull(strstr(t1, "grad.inter.scale=fp32,grad.inter.ef=1,grad.pipe=1"));
+    ck_assert_ptr_null(strstr(t1, "grad.intra.ef"));
+    set_ok(&s, "grad.ef=1");
+    ck_assert_int_eq(s.grad_intra.ef, 1);
+    format_ok(&s, t1);
+    ck_assert_ptr_nonnull(strstr(t1, "grad.intra.scale=fp32,grad.intra.ef=1,grad.inter.bits=8") ||
+                          strstr(t1, "grad.intra.scale=fp32,grad.intra.ef=1,grad.inter.bits=4"));
+    sq_error err = {0};
+    ck_assert_msg(sq_scheme_validate(&s, &err) == SQ_OK, "%s", err.msg);
+    /* the codec is untouched, and off again is the preset's text */
+    expect_codec_wire(&s.grad_intra, "intra", 8, SQ_KIND_SYM, 128, SQ_ROUND_SR, 32, SQ_LEVELS_SDP4BIT);
+    set_ok(&s, "grad.ef=0");
+    format_ok(&s, t1);
+    ck_assert_str_eq(t0, t1);
+    /* the text of a scheme with it on, applied onto a preset, gives it back */
+    sq_scheme a = preset_ok("qsdp"), b = preset_ok("baseline");
+    set_ok(&a, "grad.intra.ef=1");
+    format_ok(&a, t0);
+    char *save = NULL;
+    for (char *item = strtok_r(t0, ",", &save); item; item = strtok_r(NULL, ",", &save))
+        set_ok(&b, item);
+    format_ok(&a, t0);
+    format_ok(&b, t1);
+    ck_assert_str_eq(t0, t1);
+    ck_assert_int_eq(b.grad_intra.ef, 1);
+    ck_assert_int_eq(b.grad_inter.ef, 0);
+}
+END_TEST
+
+START_TEST(test_ef_validate)
+{
+    /* unquantized wires keep the residual of their cast: allowed */
+    static const struct {
+        const char *preset, *set1, *set2;
+    } good[] = {
+        {"qsdp", "grad.ef=1", NULL},
+        {"ulq", "grad.ef=1", "grad.pipe=2"},
+        {"tlqhs", "grad.intra.ef=1", NULL},
+        {"baseline", "grad.mode=a2a", "grad.ef=1"},          /* fp32: the residual stays 0 */
+        {"baseline", "grad.mode=twolevel", "grad.ef=1"},      /* bf16 both hops */
+        {"zeropp8", "grad.dtype=fp32", "grad.ef=1"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        sq_scheme s = preset_ok(good[i].preset);
+        if (!strcmp(good[i].preset, "baseline") && strstr(good[i].set1, "twolevel"))
+            set_ok(&s, "grad.bits=16");
+        set_ok(&s, good[i].set1);
+        if (good[i].set2) set_ok(&s, good[i].set2);
+        sq_error err = {0};
+        ck_assert_msg(sq_scheme_validate(&s, &err) == SQ_OK, "%s + %s: %s", good[i].preset,
+                      good[i].set1, err.msg);
+    }
+    /* the weight wire has no such knob, and a caller's struct is checked too */
+    sq_scheme s = preset_ok("qw");
+    s.weight.ef = 1;
+    sq_error err = {0};
+    ck_assert_int_eq(sq_scheme_validate(&s, &err), SQ_ERR_SPEC);
+    ck_assert_ptr_nonnull(strstr(err.msg, "weight"));
+    s = preset_ok("qsdp");
+    s.grad_inter.ef = 7;
+    ck_assert_int_eq(sq_scheme_validate(&s, &err), SQ_ERR_SPEC);
+    ck_assert_ptr_nonnull(strstr(err.msg, "grad.inter.ef=7"));
+}
+END_TEST
+
+/* qgZ's per-tensor fallback to the fp32 ring drops error feedback with the
+** codec; a tensor that keeps the all-to-all keeps it. */
+START_TEST(test_ef_per_tensor)
+{
+    sq_scheme s = preset_ok("zeropp8"), one;
+    set_ok(&s, "grad.dtype=fp32");
+    set_ok(&s, "grad.ef=1");
+    sq_topo t = {2, 4};
+    sq_error err = {0};
+    const uint64_t vec[1] = {4096}, mat[2] = {64, 64};
+    ck_assert_int_eq(sq_scheme_for_tensor(&s, &t, vec, 1, &one, &err), SQ_OK);
+    ck_assert_int_eq(one.grad_mode, SQ_GRAD_RING);
+    ck_assert_int_eq(one.grad_intra.ef + one.grad_inter.ef, 0);
+    ck_assert_msg(sq_scheme_validate(&one, &err) == SQ_OK, "%s", err.msg);
+    ck_assert_int_eq(sq_scheme_for_tensor(&s, &t, mat, 2, &one, &err), SQ_OK);
+    ck_assert_int_eq(one.grad_mode, SQ_GRAD_TWOLEVEL);
+    ck_assert_int_eq(one.grad_intra.ef, 1);
+    ck_assert_int_eq(one.grad_inter.ef, 1);
+    ck_assert_msg(sq_scheme_validate(&one, &err) == SQ_OK, "%s", err.msg);
 }
 END_TEST
 
@@ -792,6 +920,11 @@ int main(void)
     tcase_add_loop_test(tf, test_format_roundtrip, 0,
                         (int)(sq_scheme_npresets * sq_scheme_npresets));
     tcase_add_test(tf, test_get);
+    TCase *te = tcase_create("ef");
+    tcase_add_test(te, test_ef_knobs);
+    tcase_add_test(te, test_ef_validate);
+    tcase_add_test(te, test_ef_per_tensor);
+    suite_add_tcase(s, te);
     suite_add_tcase(s, tf);
 
     TCase *tt = tcase_create("topology");

@@ -187,6 +187,7 @@ static sq_stat_row stat_row(uint64_t step, const char *path, const char *tensor,
     r.st.frac_zeroed = x / 4;
     r.frac_clipped = x / 16;
     r.seconds = 0.125;
+    r.ef_residual = NAN; /* no error feedback */
     return r;
 }
 
@@ -256,6 +257,9 @@ static double now_s(void)
 /* Takes a current file back to version v, as an older shardq left it. */
 static void downgrade(sqlite3 *db, int v)
 {
+    if (v < 8)
+        raw_exec(db, "ALTER TABLE step_metrics DROP COLUMN ef_residual; ALTER TABLE tensor_stats"
+                     " DROP COLUMN ef_residual; ALTER TABLE train_steps DROP COLUMN ef_residual");
     if (v < 7) raw_exec(db, "ALTER TABLE runs DROP COLUMN grid; ALTER TABLE runs DROP COLUMN recipe");
     if (v < 6) raw_exec(db, "DROP TABLE netbench_results");
     if (v < 5)
@@ -569,6 +573,52 @@ START_TEST(test_migrate_v5_netbench_rows)
 }
 END_TEST
 
+/* A version-7 file (before error feedback) keeps its step, tensor and
+** train rows, NULL in ef_residual; new rows store theirs, a NaN as NULL. */
+START_TEST(test_migrate_v7_ef_residual)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t old = begin_run(s, "old");
+    add_steps(s, old, 2);
+    sq_train_row tr = {.step = 0, .tokens = 10, .loss = 3, .val_loss = NAN, .lr = 1e-3,
+                       .grad_norm = 1, .seconds = 0.5, .ef_residual = 0.25};
+    char err[512];
+    ck_assert_msg(SQ(s, err, sq_store_add_train(s, old, &tr, 1)) == 0, "%s", err);
+    sq_store_close(s);
+    sqlite3 *db = raw_open(db_path);
+    downgrade(db, 7);
+    sqlite3_close(db);
+    s = open_store(db_path, 0);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+    sqlite3 *h = sq_store_db(s);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM step_metrics WHERE ef_residual IS NULL"), 4);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM tensor_stats WHERE ef_residual IS NULL"), 2);
+    ck_assert_int_eq(q_int(h, "SELECT count(*) FROM train_steps WHERE ef_residual IS NULL"), 1);
+    int64_t id = begin_run(s, "ef");
+    sq_stat_row r[3] = {stat_row(1, "grad", NULL, 0.5), stat_row(1, "weight", NULL, 0.5),
+                        stat_row(1, "grad", "w", 0.5)};
+    r[0].ef_residual = 0.375, r[2].ef_residual = 0.125;
+    ck_assert_msg(SQ(s, err, sq_store_add_stats(s, id, r, 3)) == 0, "%s", err);
+    tr.step = 1, tr.ef_residual = 0.0625;
+    ck_assert_msg(SQ(s, err, sq_store_add_train(s, id, &tr, 1)) == 0, "%s", err);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT ef_residual = 0.375 FROM step_metrics WHERE run_id = %lld"
+             " AND path = 'grad'", (long long)id);
+    ck_assert_int_eq(q_int(h, sql), 1);
+    snprintf(sql, sizeof sql, "SELECT ef_residual IS NULL FROM step_metrics WHERE run_id = %lld"
+             " AND path = 'weight'", (long long)id);
+    ck_assert_int_eq(q_int(h, sql), 1);
+    snprintf(sql, sizeof sql, "SELECT ef_residual = 0.125 FROM tensor_stats WHERE run_id = %lld",
+             (long long)id);
+    ck_assert_int_eq(q_int(h, sql), 1);
+    snprintf(sql, sizeof sql, "SELECT ef_residual = 0.0625 FROM train_steps WHERE run_id = %lld",
+             (long long)id);
+    ck_assert_int_eq(q_int(h, sql), 1);
+    sq_store_close(s);
+    assert_intact(db_path);
+}
+END_TEST
+
 /* A version-2 file (before bench and model rows) gains both tables; their
 ** rows round trip (a NaN std and speedup as NULL), a duplicate is refused
 ** with the file named, and they go with their run. */
@@ -691,11 +741,11 @@ END_TEST
 START_TEST(test_newer_refused)
 {
     sqlite3 *db = raw_open(db_path);
-    raw_exec(db, "CREATE TABLE future(x); PRAGMA user_version = 8");
+    raw_exec(db, "CREATE TABLE future(x); PRAGMA user_version = 9");
     sqlite3_close(db);
     char want[700], err[512];
     snprintf(want, sizeof want,
-             "%s: schema version 8 is newer than this shardq (%d): upgrade shardq", db_path,
+             "%s: schema version 9 is newer than this shardq (%d): upgrade shardq", db_path,
              SQ_STORE_VERSION);
     for (int ro = 0; ro <= 1; ro++) {
         sq_store *s = (sq_store *)1;
@@ -706,7 +756,7 @@ START_TEST(test_newer_refused)
     /* untouched: same version, no tables added, not switched to WAL */
     char buf[64];
     db = raw_open(db_path);
-    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), 8);
+    ck_assert_int_eq(q_int(db, "PRAGMA user_version"), 9);
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_schema"), 1);
     ck_assert_str_eq(q_text(db, "PRAGMA journal_mode", buf, sizeof buf), "delete");
     sqlite3_close(db);
@@ -1667,6 +1717,7 @@ int main(void)
     tcase_add_test(tc, test_migrate_v3_liveness);
     tcase_add_test(tc, test_migrate_v4_bytes_per_param);
     tcase_add_test(tc, test_migrate_v5_netbench_rows);
+    tcase_add_test(tc, test_migrate_v7_ef_residual);
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_readonly_missing);
     suite_add_tcase(s, tc);

@@ -56,7 +56,12 @@ static void tiny_config(sq_train_config *c, const char *preset, int K, int G)
     c->eval_seqs = 8;
     c->topo = (sq_topo){K, G};
     sq_error err = {0};
-    ck_assert_msg(sq_scheme_preset(preset, &c->scheme, &err) == 0, "%s", err.msg);
+    /* "PRESET+KNOB": a knob on top (error feedback) */
+    char name[32];
+    const char *plus = strchr(preset, '+');
+    snprintf(name, sizeof name, "%.*s", plus ? (int)(plus - preset) : (int)strlen(preset), preset);
+    ck_assert_msg(sq_scheme_preset(name, &c->scheme, &err) == 0, "%s", err.msg);
+    if (plus) ck_assert_msg(sq_scheme_set(&c->scheme, plus + 1, &err) == 0, "%s", err.msg);
 }
 
 static void set_knob(sq_train_config *c, const char *kv)
@@ -73,7 +78,7 @@ static void set_knob(sq_train_config *c, const char *kv)
 #define MAX_PARAMS 64
 
 typedef struct record {
-    double loss[MAX_STEPS], val[MAX_STEPS], norm[MAX_STEPS];
+    double loss[MAX_STEPS], val[MAX_STEPS], norm[MAX_STEPS], ef[MAX_STEPS];
     uint32_t nsteps;
     /* [step][param][what]: copies of the tensors the sink was given */
     float *tensor[MAX_STEPS][MAX_PARAMS][2];
@@ -96,6 +101,7 @@ static int rec_step(void *ctx, const sq_train_row *row, sq_error *err)
     r->loss[row->step] = row->loss;
     r->val[row->step] = row->val_loss;
     r->norm[row->step] = row->grad_norm;
+    r->ef[row->step] = row->ef_residual;
     r->nsteps = (uint32_t)row->step + 1;
     return 0;
 }
@@ -497,7 +503,24 @@ typedef struct compare_ctx {
     const record *train;
     int grads, weights; /* tensors compared */
     int mismatches;
+    int ef_rows;        /* step rows whose ef_residual equals training's */
 } compare_ctx;
+
+/* Error feedback's figure of each step: the replay's step rows against the
+** training's (the same sums over the same units in the same order). */
+static int cmp_rows(void *ctx, const sq_stat_row *rows, size_t n, sq_error *err)
+{
+    compare_ctx *c = ctx;
+    (void)err;
+    for (size_t i = 0; i < n; i++) {
+        const sq_stat_row *r = &rows[i];
+        if (r->tensor || strcmp(r->path, "grad")) continue;
+        ck_assert_uint_lt(r->step, MAX_STEPS);
+        double want = c->train->ef[r->step];
+        if (r->ef_residual == want || (isnan(want) && isnan(r->ef_residual))) c->ef_rows++;
+    }
+    return 0;
+}
 
 static int cmp_tensor(void *ctx, uint32_t step, size_t p, int path, const float *x, uint64_t n)
 {
@@ -564,10 +587,17 @@ static void capture_and_replay_as(const char *preset, int K, int G, uint32_t ste
                            .seed = cfg.seed,
                            .paths = SQ_REPLAY_GRAD | (every == 1 ? SQ_REPLAY_WEIGHT : 0)};
     compare_ctx cc = {.train = &r};
-    sq_replay_sink sink = {.ctx = &cc, .tensor = cmp_tensor};
+    sq_replay_sink sink = {.ctx = &cc, .rows = cmp_rows, .tensor = cmp_tensor};
     sq_replay_result rr;
     ck_assert_msg(sq_replay_run(&rc, &t, &sink, &rr, &rerr) == 0, "%s", rerr.msg);
     ck_assert_int_eq(cc.mismatches, 0);
+    /* error feedback: the residuals replayed as they were trained (every
+    ** step captured), and the same bytes of residual per worker */
+    if (every == 1) ck_assert_int_eq(cc.ef_rows, (int)captured);
+    ck_assert_uint_eq(rr.residual_bytes, res.residual_bytes);
+    ck_assert_int_eq(res.residual_bytes > 0, strstr(preset, ".ef=1") != NULL);
+    if (res.residual_bytes) ck_assert(res.ef_residual > 0 && res.ef_residual < 2);
+    else ck_assert(isnan(res.ef_residual) && isnan(r.ef[0]));
     ck_assert_int_eq(cc.grads, (int)(captured * t.nparams));
     ck_assert_int_eq(cc.weights, every == 1 ? (int)(captured * t.nparams) : 0);
     sq_trace_close(&t);
@@ -595,7 +625,7 @@ static void capture_and_replay(const char *preset, int K, int G, uint32_t steps,
 START_TEST(test_capture_replays_bit_for_bit)
 {
     static const char *const presets[] = {"sdp4bit", "qwd", "qw", "tlqhs", "zeropp", "qsdp",
-                                          "baseline"};
+                                          "baseline", "tlqhs+grad.ef=1", "qsdp+grad.inter.ef=1"};
     capture_and_replay(presets[_i], 2, 2, 4, 1);
 }
 END_TEST
@@ -636,7 +666,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_loss_falls);
     tcase_add_test(tc, test_every_preset);
     tcase_add_test(tc, test_weights_are_bf16);
-    tcase_add_loop_test(tc, test_capture_replays_bit_for_bit, 0, 7);
+    tcase_add_loop_test(tc, test_capture_replays_bit_for_bit, 0, 9);
     tcase_add_loop_test(tc, test_capture_replays_in_every_layout, 0, 3);
     tcase_add_test(tc, test_capture_every_second_step);
     suite_add_tcase(s, tc);

@@ -74,23 +74,23 @@ expect_fail_with 1 "$T/junk.db: file is not a database" "$SHARDQ" db --db "$T/ju
 expect_fail_with 1 "$T/junk.db: file is not a database" "$SHARDQ" db --db "$T/junk.db" init
 : >"$T/empty.db"
 expect_fail_with 1 "$T/empty.db: not a shardq store" "$SHARDQ" db --db "$T/empty.db" list
-sqlite3 "$T/new.db" "CREATE TABLE runs(x); PRAGMA user_version = 8"
+sqlite3 "$T/new.db" "CREATE TABLE runs(x); PRAGMA user_version = 9"
 for s in list init; do
-  expect_fail_with 1 "$T/new.db: schema version 8 is newer than this shardq (7): upgrade shardq" \
+  expect_fail_with 1 "$T/new.db: schema version 9 is newer than this shardq (8): upgrade shardq" \
     "$SHARDQ" db --db "$T/new.db" $s
 done
-ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_version")" = 8
+ok "a newer file is left as it was" test "$(sqlite3 "$T/new.db" "PRAGMA user_version")" = 9
 
 # ---------------------------------------------------------------------------
 # db init
 # ---------------------------------------------------------------------------
 
 ok "db init creates the store" sh -c '"$0" db --db "$1" init >"$2/init1.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init says so" grep -qx "$DB: created, schema version 7" "$T/init1.txt"
+ok "db init says so" grep -qx "$DB: created, schema version 8" "$T/init1.txt"
 ok "db init on the store again" sh -c '"$0" db init --db "$1" >"$2/init2.txt"' "$SHARDQ" "$DB" "$T"
-ok "db init again changes nothing" grep -qx "$DB: ready, schema version 7" "$T/init2.txt"
-ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 7"' "$SHARDQ" "$T/empty.db"
-ok "the store has user_version 7" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 7
+ok "db init again changes nothing" grep -qx "$DB: ready, schema version 8" "$T/init2.txt"
+ok "db init migrates an empty file" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 8"' "$SHARDQ" "$T/empty.db"
+ok "the store has user_version 8" test "$(sqlite3 "$DB" "PRAGMA user_version")" = 8
 ok "the store is in WAL mode" test "$(sqlite3 "$DB" "PRAGMA journal_mode")" = wal
 ok "the ten tables, all STRICT" test "$(sqlite3 "$DB" "SELECT group_concat(name || ':' || strict, ' ') FROM (SELECT * FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name)")" = "bench_results:1 bytes:1 model_results:1 netbench_results:1 params:1 runs:1 step_metrics:1 tensor_stats:1 timings:1 train_steps:1"
 expect_fail_with nonzero "cannot store TEXT value in INTEGER column runs.seed" \
@@ -112,13 +112,13 @@ INSERT INTO runs(id, kind, key, sweep, status, config, preset, scheme, topo, dev
   '2026-11-23T10:00:00.000Z', NULL, NULL);
 INSERT INTO params VALUES (1, 'lr', '0.5'), (1, 'note', NULL);
 INSERT INTO step_metrics VALUES
- (1, 1, 'grad', 1000, 0.1, 0.01, 0.3, 20.0, 0.99, -0.001, 0.0, 0.01, 0.5),
- (1, 2, 'grad', 1000, 0.2, 0.04, 0.3, 14.0, 0.98, 0.001, 0.0, NULL, 0.5),
- (1, 1, 'weight', 1000, 0.01, 0.0001, 0.03, 40.0, 0.9999, 0.0, 0.0, 0.0, 0.1),
- (2, 1, 'grad', 1000, 0.3, 0.09, 0.3, 9e999, 0.97, 0.0, 0.0, 0.0, 0.2);
+ (1, 1, 'grad', 1000, 0.1, 0.01, 0.3, 20.0, 0.99, -0.001, 0.0, 0.01, 0.5, NULL),
+ (1, 2, 'grad', 1000, 0.2, 0.04, 0.3, 14.0, 0.98, 0.001, 0.0, NULL, 0.5, NULL),
+ (1, 1, 'weight', 1000, 0.01, 0.0001, 0.03, 40.0, 0.9999, 0.0, 0.0, 0.0, 0.1, NULL),
+ (2, 1, 'grad', 1000, 0.3, 0.09, 0.3, 9e999, 0.97, 0.0, 0.0, 0.0, 0.2, 0.25);
 INSERT INTO tensor_stats VALUES
- (1, 1, 'grad', 'l0.w', 500, 0.1, 0.01, 0.3, 20.0, 0.99, -0.001, 0.0, 0.01, 0.5),
- (1, 1, 'grad', 'l1.w', 500, 0.1, 0.01, 0.3, 20.0, 0.99, -0.001, 0.0, 0.01, 0.5);
+ (1, 1, 'grad', 'l0.w', 500, 0.1, 0.01, 0.3, 20.0, 0.99, -0.001, 0.0, 0.01, 0.5, NULL),
+ (1, 1, 'grad', 'l1.w', 500, 0.1, 0.01, 0.3, 20.0, 0.99, -0.001, 0.0, 0.01, 0.5, NULL);
 INSERT INTO bytes VALUES
  (1, 'grad_reducescatter', 'inter', 1000, 24, 1000, 24, 2000, 8, 4.096, 1600, 5.12),
  (1, 'weight_allgather', 'intra', 0, 0, 0, 0, 0, 0, NULL, 0, NULL);
@@ -258,6 +258,7 @@ assert float(rows[0]["rel_l2"]) == 0.1 and rows[0]["rel_l2"] == "0.1000000000000
 assert float(rows[1]["cosine"]) == 0.9999 and float(rows[1]["seconds"]) == 0.1, rows[1]
 assert rows[2]["frac_clipped"] == "", rows[2]
 assert math.isinf(float(rows[3]["snr_db"])), rows[3]
+assert [r["ef_residual"] for r in rows] == ["", "", "", "0.25"], rows  # error feedback (version 8)
 ' "$T/sm.csv"
 for t in params tensor_stats bytes timings; do
   ok "db export $t" sh -c '"$0" db --db "$1" export "$2" >"$3/$2.csv" && test "$(wc -l <"$3/$2.csv")" -eq 3' "$SHARDQ" "$DB" "$t" "$T"
@@ -351,12 +352,19 @@ assert [r["grad.intra.bits"] for r in rows] == ["4", "8", "4"], rows        # IN
 assert [r["grad.intra.round"] for r in rows] == ["sr", "rtn", "sr"], rows
 ' "$T/wide.csv"
 
-# the migration to version 7 keeps every row of an older file
+# the migrations to versions 7 and 8 keep every row of an older file
+V8="ALTER TABLE step_metrics DROP COLUMN ef_residual; ALTER TABLE tensor_stats DROP COLUMN ef_residual; ALTER TABLE train_steps DROP COLUMN ef_residual"
 sqlite3 "$K" ".backup '$T/v6.db'"
-sqlite3 "$T/v6.db" "ALTER TABLE runs DROP COLUMN grid; ALTER TABLE runs DROP COLUMN recipe; PRAGMA user_version = 6"
-ok "a version-6 file migrates" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 7"' "$SHARDQ" "$T/v6.db"
+sqlite3 "$T/v6.db" "$V8; ALTER TABLE runs DROP COLUMN grid; ALTER TABLE runs DROP COLUMN recipe; PRAGMA user_version = 6"
+ok "a version-6 file migrates" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 8"' "$SHARDQ" "$T/v6.db"
 ok "the migration keeps every run and param" test \
   "$(sqlite3 "$T/v6.db" "SELECT count(*), sum(grid IS NULL), (SELECT count(*) FROM params) FROM runs")" = "4|4|12"
+sqlite3 "$K" ".backup '$T/v7.db'"
+sqlite3 "$T/v7.db" "$V8; PRAGMA user_version = 7"
+steps7=$(sqlite3 "$T/v7.db" "SELECT count(*) FROM step_metrics")
+ok "a version-7 file migrates" sh -c '"$0" db --db "$1" init | grep -q "ready, schema version 8"' "$SHARDQ" "$T/v7.db"
+ok "... its step rows stay, error feedback's column NULL in them" test \
+  "$(sqlite3 "$T/v7.db" "SELECT count(*), count(ef_residual) FROM step_metrics")" = "$steps7|0"
 
 ok "no db command changed the store" test "$(digest "$DB")" = "$BEFORE"
 

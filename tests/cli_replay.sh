@@ -113,6 +113,36 @@ b = flat['bytes']['grad_reducescatter']
 bits = 8 * sum(b[l]['sent_codes'] + b[l]['sent_meta'] for l in ('intra', 'inter')) / (b['intra']['real_elements'] + b['inter']['real_elements'])
 assert abs(bits - 64 * (769 + 64) / 49216) < 1e-12, b
 " "$T/psgd1.json" "$T/psgd4.json" "$T/psgdb.json"
+# --- error feedback: its state per step in the store and the summary ---------
+ok "replay with error feedback on both hops" "$SHARDQ" replay --db "$T/ef.db" --json --scheme tlqhs --set grad.ef=1 tr
+cp "$sq_tmp/out" "$T/ef.json"
+ok "... its text says so" sh -c '"$0" replay --no-db --scheme tlqhs --set grad.ef=1 --set layout=param tr | grep -q "error feedback  residual/gradient 0\.[0-9]* after the last step (mean 0\.[0-9]*); 0\.[0-9]* MB per worker"' "$SHARDQ"
+"$SHARDQ" replay --db "$T/ef.db" --json --scheme tlqhs tr >"$T/noef.json"
+pyrun "error feedback: the per-step residual stored and queryable, NULL without it" "
+d = json.load(open(sys.argv[1])); e = d['error_feedback']
+# one bucket padded to P: a residual of P floats at the first hop and P / 4 at the second
+assert e['residual_bytes_per_worker'] == 4 * (d['padded'] + d['padded'] // 4), (e, d['padded'])
+assert 0 < e['ef_residual_last'] < 1 and 0 < e['ef_residual_mean'] < 1, e
+assert 'grad.intra.ef=1' in d['scheme'] and 'grad.inter.ef=1' in d['scheme'], d['scheme']
+n = json.load(open(sys.argv[2]))
+assert 'error_feedback' not in n and '.ef=' not in n['scheme'], n
+c = sqlite3.connect(sys.argv[3])
+rows = c.execute('SELECT step, path, ef_residual FROM step_metrics WHERE run_id = 1 ORDER BY path, step').fetchall()
+assert [r[2] is not None for r in rows] == [True] * 4 + [False] * 3, rows
+assert abs(rows[3][2] - e['ef_residual_last']) < 1e-15, (rows, e)
+t = c.execute('SELECT count(*), count(ef_residual) FROM tensor_stats WHERE run_id = 1 AND path = \"grad\"').fetchone()
+assert t == (16, 16), t
+assert c.execute('SELECT count(ef_residual) FROM step_metrics WHERE run_id = 2').fetchone()[0] == 0
+p = dict(c.execute('SELECT key, value FROM params WHERE run_id = 1 AND key LIKE \"%.ef\"').fetchall())
+assert p == {'grad.intra.ef': '1', 'grad.inter.ef': '1'}, p
+# EF trades each step's error for an unbiased sum: a step's error is larger
+assert d['grad']['rel_l2'] > n['grad']['rel_l2'], (d['grad'], n['grad'])
+" "$T/ef.json" "$T/noef.json" "$T/ef.db"
+ok "db export: the column is there" sh -c '"$0" db --db "$1" export "SELECT ef_residual FROM step_metrics WHERE run_id = 1 AND path = '"'grad'"'" | tail -n +2 | grep -c "^0\." | grep -qx 4' "$SHARDQ" "$T/ef.db"
+expect_fail_with 2 "grad.mode=ring" "$SHARDQ" replay --no-db --scheme baseline --set grad.ef=1 tr
+expect_fail_with 2 "grad.dtype=fp16" "$SHARDQ" replay --no-db --scheme qgz --set grad.ef=1 tr
+expect_fail_with 2 "grad.ef=2: must be 0 (off) or 1" "$SHARDQ" replay --no-db --set grad.ef=2 tr
+
 expect_fail_with 1 "the files of trace workers 4 .. 7 (grads-w04 .. w07) would be dropped" \
   "$SHARDQ" replay --no-db --json --workers 2x2 tr
 expect_fail_with 1 "workers 8 .. 15 would reuse the files of trace workers 0 .. 7 (worker r gets file r mod 8); ask for it to accept that (--reuse-workers)" \

@@ -4,7 +4,7 @@
 # the same time, and refuses bad recipes naming the file, section and key
 # (and the line, for what inih would have let pass: a line too long, a key
 # given twice, an empty section or value, a path that reads as an option, a
-# grid too large to expand).
+# grid too large to expand); error feedback as a grid's knob.
 
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
@@ -312,6 +312,26 @@ assert c.execute('SELECT count(*) FROM train_steps').fetchone()[0] == 12
 cfg = json.loads(c.execute('SELECT config FROM runs LIMIT 1').fetchone()[0])
 assert cfg['layers'] == 1 and cfg['corpus'].endswith('text.md') and cfg['eval_seqs'] == 4, cfg
 " "$T/tr.db"
+# error feedback as a grid's knob: EF on and off are two keys, and each run's
+# rows say which it was
+cat >"$T/ef.ini" <<'INI'
+[sweep]
+name = ef
+trace = traces/tiny
+presets = tlqhs, qsdp
+paths = grad
+grad.ef = 0, 1
+INI
+ok "a grid over grad.ef runs" "$SHARDQ" sweep --db "$T/ef.db" -q "$T/ef.ini"
+pyrun "four runs: the residual's state stored where EF was on, NULL elsewhere" "
+c = sqlite3.connect(sys.argv[1])
+r = c.execute(\"SELECT r.preset, p.value, count(m.ef_residual), count(*) FROM runs r JOIN params p ON p.run_id = r.id AND p.key = 'grad.inter.ef' JOIN step_metrics m ON m.run_id = r.id GROUP BY r.id\").fetchall()
+assert sorted(r) == [('qsdp', '0', 0, 3), ('qsdp', '1', 3, 3), ('tlqhs', '0', 0, 3), ('tlqhs', '1', 3, 3)], r
+keys = [k for (k,) in c.execute('SELECT key FROM runs')]
+assert sorted('grad.intra.ef=1,' in k for k in keys) == [False, False, True, True], keys
+assert all(('.ef=' in k) == ('grad.intra.ef=1,grad.inter' in k) for k in keys), keys
+" "$T/ef.db"
+
 printf '[sweep]\nname = x\ncommand = train\ntrace = traces/tiny\n' >"$T/bad10.ini"
 expect_fail_with 2 "bad10.ini: [sweep] trace: not a key of a train sweep" \
   "$SHARDQ" sweep --list "$T/bad10.ini"

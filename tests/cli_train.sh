@@ -105,9 +105,22 @@ ok "db export train_steps" "$SHARDQ" db export train_steps
 cp "$sq_tmp/out" "$T/steps.csv"
 pyrun "as CSV, a row per step in order" "
 rows = list(csv.reader(open(sys.argv[1], newline='')))
-assert rows[0] == ['run_id', 'step', 'tokens', 'loss', 'val_loss', 'lr', 'grad_norm', 'seconds'], rows[0]
+assert rows[0] == ['run_id', 'step', 'tokens', 'loss', 'val_loss', 'lr', 'grad_norm', 'seconds', 'ef_residual'], rows[0]
 assert [int(r[1]) for r in rows[1:]] == list(range(40)) and rows[1][4] == '' and rows[20][4] != '', rows[:3]
+assert all(r[8] == '' for r in rows[1:]), rows[1]  # no error feedback: NULL
 " "$T/steps.csv"
+# error feedback: its state at every step, and the residuals' memory
+# shellcheck disable=SC2086
+ok "training with error feedback" "$SHARDQ" train $TINY --steps 3 --workers 2x2 --set grad.ef=1 --db "$T/ef.db" --json
+cp "$sq_tmp/out" "$T/ef.json"
+pyrun "its JSON and train_steps rows hold the residual's state" "
+d = json.load(open(sys.argv[1])); e = d['error_feedback']
+assert e['residual_bytes_per_worker'] > 4 * d['model']['params'], (e, d['model'])
+assert 0 < e['ef_residual_last'] < 2, e
+c = sqlite3.connect(sys.argv[2])
+ef = [r[0] for r in c.execute('SELECT ef_residual FROM train_steps ORDER BY step')]
+assert len(ef) == 3 and all(0 < x < 2 for x in ef) and ef[-1] == e['ef_residual_last'], (ef, e)
+" "$T/ef.json" "$T/ef.db"
 # shellcheck disable=SC2086
 ok "the text summary" "$SHARDQ" train $TINY --steps 3 --workers 1x2 --no-db
 cp "$sq_tmp/out" "$T/summary.txt"

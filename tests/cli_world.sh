@@ -21,11 +21,11 @@ world() {
 PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp qgz qwz powersgd powersgd4"
 KNOBS="weight.mode weight.bits weight.kind weight.group weight.round weight.hadamard
 weight.levels weight.scale weight.recon grad.mode grad.intra.bits grad.intra.kind grad.intra.group
-grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale grad.inter.bits
-grad.inter.kind grad.inter.group grad.inter.round grad.inter.hadamard grad.inter.levels
-grad.inter.scale grad.pipe grad.mean grad.dtype grad.fallback grad.powersgd.rank grad.powersgd.warm
-grad.powersgd.ef grad.powersgd.start grad.powersgd.minrate grad.powersgd.eps grad.powersgd.cols
-layout layout.bucket"
+grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale grad.intra.ef
+grad.inter.bits grad.inter.kind grad.inter.group grad.inter.round grad.inter.hadamard
+grad.inter.levels grad.inter.scale grad.inter.ef grad.pipe grad.mean grad.dtype grad.fallback
+grad.powersgd.rank grad.powersgd.warm grad.powersgd.ef grad.powersgd.start grad.powersgd.minrate
+grad.powersgd.eps grad.powersgd.cols layout layout.bucket"
 
 # ---------------------------------------------------------------------------
 # Help
@@ -369,6 +369,25 @@ ok "  path ring, fp32" sh -c 'grep -q "path ring" "$0" && grep -q "grad.intra.bi
 expect_fail_with 2 "no qgZ group" "$SHARDQ" world --workers 2x4 --scheme qgz --set grad.fallback=none \
   --elements 4096
 expect_fail_with 2 "--shape" "$SHARDQ" world --workers 2x4 --scheme qgz --shape 4,0
+# error feedback: the residual's memory (dry or not), its state at every step,
+# the bytes on the wire unchanged
+ok "world --run with error feedback" world "$T/ef.json" --workers 2x4 --scheme tlqhs --set grad.ef=1 \
+  --elements 100000 --run --steps 3 --json
+ok "the same dry" world "$T/ef-dry.json" --workers 2x4 --scheme tlqhs --set grad.ef=1 --elements 100000 --json
+ok "and without it" world "$T/noef.json" --workers 2x4 --scheme tlqhs --elements 100000 --run --steps 3 --json
+pyjson "error feedback: residual bytes per worker, ef_residual per step, the same traffic" "$T/ef.json" '
+n = json.load(open("'"$T/noef.json"'")); dry = json.load(open("'"$T/ef-dry.json"'"))
+P = d["padded"]
+assert d["residual_bytes_per_worker"] == dry["residual_bytes_per_worker"] == 4 * (P + P // 4), d
+assert "residual_bytes_per_worker" not in n and all("ef_residual" not in s for s in n["steps"])
+e = [s["ef_residual"] for s in d["steps"]]
+assert len(e) == 3 and all(0.1 < x < 0.5 for x in e), e
+assert d["traffic"] == n["traffic"], "EF changes no byte count"
+assert "grad.intra.ef=1" in d["scheme"]["canonical"] and ".ef=" not in n["scheme"]["canonical"]'
+ok "the text says it" sh -c '"$0" world --workers 2x4 --scheme tlqhs --set grad.ef=1 --elements 100000 --run --steps 1 |
+  grep -q "error feedback: residual/gradient 0\.[0-9]"' "$SHARDQ"
+expect_fail_with 2 "grad.mode=ring" "$SHARDQ" world --workers 2x2 --scheme baseline --set grad.ef=1 --elements 1000
+
 # buffers larger than the machine's memory: refused, not filled until killed
 expect_fail_with 1 "GB of memory; use fewer elements or workers" "$SHARDQ" world --run \
   --workers 64x64 --elements 2147483648 --steps 1

@@ -5,7 +5,8 @@
 ** it also runs the whole in-process world of the same configuration, and
 ** after every step checks that the two hold the same bytes: every worker's
 ** reduced partition, every worker's w-hat, the digest of every worker's
-** bytes on the wire, and every worker's traffic counters. A plain program
+** bytes on the wire, and every worker's traffic counters (and, at the end,
+** error feedback's residuals, for the presets with grad.ef on top). A plain program
 ** (Check's forking does not mix with MPI); rank 0 prints one TAP line per
 ** check, and the exit status is non-zero when any rank saw a difference.
 */
@@ -44,7 +45,12 @@ static sq_world_config config(int K, int G, const char *preset, uint64_t n, int 
     c.seed = 7;
     c.digest = 1;
     sq_error err = {0};
-    *ok = sq_scheme_preset(preset, &c.scheme, &err) == SQ_OK;
+    /* "PRESET+KNOB": a knob on top (error feedback) */
+    char name[32];
+    const char *plus = strchr(preset, '+');
+    snprintf(name, sizeof name, "%.*s", plus ? (int)(plus - preset) : (int)strlen(preset), preset);
+    *ok = sq_scheme_preset(name, &c.scheme, &err) == SQ_OK;
+    if (*ok && plus) *ok = sq_scheme_set(&c.scheme, plus + 1, &err) == SQ_OK;
     if (*ok && sq_scheme_per_tensor(&c.scheme)) {
         /* per-tensor rules (DeepSpeed's presets) resolved for one matrix */
         const uint64_t shape[2] = {(uint64_t)(n / 97), 97};
@@ -113,6 +119,22 @@ static void compare(int K, int G, const char *preset, const sq_transport *tr)
                sq_world_replicas_differ(mine, a, b, &differs) == SQ_OK;
         if (differs) replicas = 0;
     }
+    /* error feedback's residuals (every rank's, shared by the gets) and their statistic */
+    int resid = sq_world_residual_bytes(ref) == sq_world_residual_bytes(mine);
+    float *ea = NULL, *eb = NULL;
+    for (int hop = 0; hop < 2 && same; hop++) {
+        const uint64_t len = sq_world_residual_len(ref, hop);
+        if (!len) continue;
+        ea = realloc(ea, len * sizeof *ea), eb = realloc(eb, len * sizeof *eb);
+        for (int r = 0; r < N && same; r++) {
+            same = sq_world_get_residual(ref, r, hop, ea) == SQ_OK &&
+                   sq_world_get_residual(mine, r, hop, eb) == SQ_OK;
+            if (same && memcmp(ea, eb, len * sizeof *ea)) resid = 0;
+        }
+    }
+    double ra = sq_world_residual_rel(ref), rb = sq_world_residual_rel(mine);
+    if (!(ra == rb || (ra != ra && rb != rb))) resid = 0;
+    free(ea), free(eb);
     if (!same) fprintf(stderr, "rank %d: %s: %s / %s\n", rank, preset, sq_world_error(ref),
                        sq_world_error(mine));
     check(same, "%s: %s", preset, "every call succeeds on every rank");
@@ -121,6 +143,7 @@ static void compare(int K, int G, const char *preset, const sq_transport *tr)
     check(wires, "%s: %s", preset, "bytes on the wire equal (digests of every worker)");
     check(traffic, "%s: %s", preset, "traffic counters equal, every worker and link");
     check(replicas, "%s: %s", preset, "replicas identical on the ranks");
+    check(resid, "%s: %s", preset, "error-feedback residuals and their statistic equal");
     sq_coll_time tg = sq_world_times(mine, SQ_COLL_GRAD), tw = sq_world_times(mine, SQ_COLL_WEIGHT);
     check(tg.calls == (uint64_t)steps && tw.calls == (uint64_t)steps && tg.seconds > 0 &&
               tw.seconds > 0, "%s: %s", preset, "measured times of every collective");
@@ -151,6 +174,10 @@ int main(int argc, char **argv)
     }
     for (size_t p = 0; p < sq_scheme_npresets; p++)
         compare(topo.nodes, topo.per_node, sq_scheme_presets[p], sq_mpi_transport(m));
+    /* error feedback: the residual of each rank stays on its rank */
+    static const char *const ef[] = {"qsdp+grad.ef=1", "tlqhs+grad.ef=1", "ulq+grad.inter.ef=1"};
+    for (size_t p = 0; p < sizeof ef / sizeof ef[0]; p++)
+        compare(topo.nodes, topo.per_node, ef[p], sq_mpi_transport(m));
     /* the node level from the hosts: one host, so one node of every rank */
     sq_topo hosts = {0, 0};
     sq_mpi *m2;

@@ -116,7 +116,7 @@ for op, lv, b, n, rk, cm, it, s, alg, bus in rows:
     x = want[(op, lv, b)]
     assert (n, rk, cm, it) == (x["count"], x["ranks"], x["comms"], x["iters"]), (op, lv, b)
     assert abs(s * 1e6 - x["time_us"]) <= 1e-9 * x["time_us"] and bus == x["busbw_gb_s"], (op, lv, b)
-assert c.execute("PRAGMA user_version").fetchone()[0] == 7
+assert c.execute("PRAGMA user_version").fetchone()[0] == 8
 ' "$T/nb.db" "$T/nb.json"
 ok "db list --kind netbench" sh -c '"$0" db --db "$1" list --kind netbench | grep -q "done  *netbench .* 2x2"' \
   "$SHARDQ" "$T/nb.db"

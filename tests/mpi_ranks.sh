@@ -1,7 +1,8 @@
 # mpi_ranks.sh -- real ranks (Open MPI's mpirun on this machine, ranks
-# oversubscribed) against the in-process world: every preset on 1x2, 2x2,
-# 2x4 and 3x2 ranks, byte for byte (tests/mpi_equiv.c), and `shardq world
-# --transport mpi` against `shardq world` on the same configuration.
+# oversubscribed) against the in-process world: every preset, and error
+# feedback on three of them, on 1x2, 2x2, 2x4 and 3x2 ranks, byte for byte
+# (tests/mpi_equiv.c), and `shardq world --transport mpi` against `shardq
+# world` on the same configuration.
 
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ_BUILDDIR:=$SHARDQ_SRCDIR}"
@@ -28,7 +29,7 @@ done
 
 # the command: the same JSON as in process, but for the measured times
 strip() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("times",None); d.pop("transport",None); print(json.dumps(d,sort_keys=True))' "$1"; }
-for scheme in sdp4bit zeropp8; do
+for scheme in sdp4bit zeropp8 "tlqhs --set grad.ef=1"; do
   args="world --run --json --digest --workers 2x2 --scheme $scheme --elements 50021 --steps 2"
   ok "$scheme in process" "$SHARDQ" $args
   strip "$sq_tmp/out" >"$T/inproc.json"
@@ -47,17 +48,21 @@ done
 ok "a synthetic trace of 4 workers" "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 "$T/trace"
 ok "replay in process" "$SHARDQ" replay -q --db "$T/inproc.db" --workers 2x2 "$T/trace"
 ok "replay on 4 ranks" timeout 120 mpirun $SQ_MPIRUN_FLAGS -np 4 "$SHARDQ" replay -q --db "$T/mpi.db" --workers 2x2 --transport mpi "$T/trace"
+ok "replay with error feedback in process" "$SHARDQ" replay -q --db "$T/inproc.db" --workers 2x2 --set grad.ef=1 "$T/trace"
+ok "replay with error feedback on 4 ranks" timeout 120 mpirun $SQ_MPIRUN_FLAGS -np 4 "$SHARDQ" replay -q --db "$T/mpi.db" --workers 2x2 --set grad.ef=1 --transport mpi "$T/trace"
 rows() { # the rows that do not depend on the clock
-  sqlite3 "$1" "SELECT step, path, elements, rel_l2, mse, max_abs, snr_db, cosine, mean_signed, frac_zeroed, frac_clipped FROM step_metrics ORDER BY step, path;
-    SELECT step, path, tensor, elements, rel_l2, mse, max_abs, cosine, mean_signed FROM tensor_stats ORDER BY step, path, tensor;
-    SELECT collective, link, sent_codes, sent_meta, recv_codes, recv_meta, sent_elems, messages, sent_params FROM bytes ORDER BY collective, link;
-    SELECT status, preset, scheme, topo FROM runs"
+  sqlite3 "$1" "SELECT run_id, step, path, elements, rel_l2, mse, max_abs, snr_db, cosine, mean_signed, frac_zeroed, frac_clipped, ef_residual FROM step_metrics ORDER BY run_id, step, path;
+    SELECT run_id, step, path, tensor, elements, rel_l2, mse, max_abs, cosine, mean_signed, ef_residual FROM tensor_stats ORDER BY run_id, step, path, tensor;
+    SELECT run_id, collective, link, sent_codes, sent_meta, recv_codes, recv_meta, sent_elems, messages, sent_params FROM bytes ORDER BY run_id, collective, link;
+    SELECT status, preset, scheme, topo FROM runs ORDER BY id"
 }
 rows "$T/inproc.db" >"$T/inproc.rows"
 rows "$T/mpi.db" >"$T/mpi.rows"
-ok "replay: step, tensor and byte rows equal the in-process run's" cmp "$T/inproc.rows" "$T/mpi.rows"
-ok "... and they are there ($(wc -l <"$T/mpi.rows") rows)" test "$(wc -l <"$T/mpi.rows")" -gt 20
-ok "one run stored (rank 0 alone writes)" test "$(sqlite3 "$T/mpi.db" 'SELECT count(*) FROM runs')" = 1
+ok "replay: step, tensor and byte rows equal the in-process run's (error feedback's too)" cmp "$T/inproc.rows" "$T/mpi.rows"
+ok "... and they are there ($(wc -l <"$T/mpi.rows") rows)" test "$(wc -l <"$T/mpi.rows")" -gt 40
+ok "... the residual's state in every grad row of the EF run" test \
+  "$(sqlite3 "$T/mpi.db" "SELECT count(*) = count(ef_residual) AND count(*) = 3 FROM step_metrics WHERE run_id = 2 AND path = 'grad'")" = 1
+ok "two runs stored (rank 0 alone writes)" test "$(sqlite3 "$T/mpi.db" 'SELECT count(*) FROM runs')" = 2
 ok "the measured collectives are stored" python3 -c 'import sqlite3,sys
 t = dict(sqlite3.connect(sys.argv[1]).execute("SELECT op, seconds FROM timings"))
 assert t["collective.grad_reducescatter"] > 0 and t["collective.weight_allgather"] > 0, t

@@ -118,14 +118,18 @@ int sq_backend_dequant_sum_f16(sq_backend *be, const sq_codec *c, const sq_qbuf 
 /* ------------------------------------------------------------------------ */
 
 /* For the raw payloads of the collectives: the fp32 partial sums of a ring
-** reduce-scatter and bf16 wires. Both backends write the same bytes and
-** return the same status. NULL with n > 0 is SQ_ERR_ARG; n = 0 does
-** nothing. Otherwise every output element is written, then: NaN or Inf in
+** reduce-scatter and bf16 wires, and the residuals of error feedback. Both
+** backends write the same bytes and return the same status. NULL with
+** n > 0 is SQ_ERR_ARG; n = 0 does nothing. Otherwise every output element is written, then: NaN or Inf in
 ** the input is SQ_ERR_NONFINITE, else a non-finite output (the sum past
 ** fp32, a finite value past bf16's range rounded to Inf) SQ_ERR_RANGE. */
 
 /* out = a + b in fp32, element by element (a, b, out may alias). */
 int sq_backend_add(sq_backend *be, const float *a, const float *b, uint64_t n, float *out);
+/* out = a - b in fp32, element by element (a, b, out may alias): a + (-b),
+** the add above with b's sign flipped (exact), so its bytes and statuses are
+** those of sq_backend_add(a, -b). Error feedback's residual (world.h). */
+int sq_backend_sub(sq_backend *be, const float *a, const float *b, uint64_t n, float *out);
 /* out = bf16(x), round to nearest even (sq_f32_to_bf16). */
 int sq_backend_to_bf16(sq_backend *be, const float *x, uint64_t n, uint16_t *out);
 /* out = fp32(h), exact. */

@@ -151,6 +151,8 @@ typedef enum sq_plan_buf {
     SQ_PLAN_PSGD_Q,   /* single wire (fp32), cols x rank: Q, kept for the warm start */
     SQ_PLAN_PSGD_RECV, /* single wire (fp32): the largest chunk of P or Q the ring brings */
     SQ_PLAN_PSGD_WARM, /* floats, 1: 0 until a compressed step has left its Q */
+    SQ_PLAN_EF,       /* floats, P: error feedback's residual of the first gradient hop */
+    SQ_PLAN_EF2,      /* floats, Q: the residual of the requantization (two-level) */
     SQ_PLAN_NBUF
 } sq_plan_buf;
 
@@ -179,7 +181,17 @@ typedef struct sq_plan_mem {
 ** In the weight all-gather over a quantized wire under weight.recon=bf16,
 ** ENCODE, ENCODE_DIFF, DECODE and DECODE_ADD are their bf16 variants
 ** (sq_quantize_bf16, sq_quantize_diff_bf16, sq_dequantize_bf16,
-** sq_dequantize_add_bf16). */
+** sq_dequantize_add_bf16).
+**
+** Error feedback (README "Error feedback"): an ENCODE or SUM_REQUANT of
+** the gradient with ref >= 0 keeps its residual e in f[ref] (SQ_PLAN_EF or
+** SQ_PLAN_EF2) from step to step. ENCODE then runs, in fp32 on the rank's
+** backend: e := x + e (x = f[src]@src_off, e = f[ref]@ref_off, n elements);
+** q[dst]@dst_off = E(e); e := e - D(q), the decoding in k chunks of stride
+** elements through TMP. SUM_REQUANT: TMP := the sum, e := TMP + e,
+** q[dst] = E_out(e), e := e - D_out(q[dst]) (n elements each; the sum and
+** the encode each with their own transform, not the fused requantization).
+** Without error feedback ref is -1 and neither op touches a residual. */
 typedef enum sq_plan_kind {
     SQ_PLAN_COPY = 0,    /* f[dst]@dst_off = f[src]@src_off, n floats */
     SQ_PLAN_ENCODE,      /* q[dst]@dst_off = E_wire(f[src]@src_off, n), key of site */

@@ -40,6 +40,11 @@ SQ_BEGIN_DECLS
 **                  compared with the trace's, and every replica must hold the
 **                  same bytes.
 **
+** With error feedback (grad.ef) each unit's world keeps its workers'
+** residuals from step to step, as training would; a step's row carries the
+** residual's norm relative to the gradient's (ef_residual), a tensor's row
+** its unit's.
+**
 ** Unit u draws its random numbers from Philox seed seed ^ (key << 40) (key:
 ** the bucket's index, or the param's index in trace order), so units do not
 ** share a stream and a one-param trace uses the seed itself. Zero-sized
@@ -115,6 +120,13 @@ typedef struct sq_replay_result {
     sq_timing_row timings[SQ_REPLAY_NTIMINGS];
     sq_coll_time coll[SQ_NCOLL]; /* the collectives' wall time over every unit (sq_world_times) */
     size_t weight_steps;   /* steps of the weight path (the first initialises); 0 without it */
+    /* error feedback (grad.ef; README "Error feedback"): the bytes one worker
+    ** keeps for its residuals, summed over the units (what training this
+    ** model would add to each worker's memory), and the residual's norm
+    ** relative to the gradient's (the step rows' ef_residual) after the last
+    ** step and its mean over the steps; 0 and NaN without it */
+    uint64_t residual_bytes;
+    double ef_residual, ef_residual_mean;
 } sq_replay_result;
 
 /* The topology a replay of t uses when none is given: the one the trace

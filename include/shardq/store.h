@@ -52,7 +52,7 @@ SQ_BEGIN_DECLS
 ** sq_store_open, which has no handle yet, writes the caller's sq_error.
 */
 /* The schema version this build writes (PRAGMA user_version). */
-#define SQ_STORE_VERSION 7
+#define SQ_STORE_VERSION 8
 /* The busy timeout when none is given: how long a writer waits for another. */
 #define SQ_STORE_BUSY_MS 10000
 
@@ -183,6 +183,9 @@ typedef struct sq_stat_row {
     sq_errstats st;      /* st.n is the element count */
     double frac_clipped; /* NaN when not measured (stored NULL) */
     double seconds;      /* wall time of that step or tensor; NaN: not measured */
+    double ef_residual;  /* error feedback's residual relative to the gradient after the
+                         ** step (sq_world_residual_rel, its unit's for a tensor); NaN
+                         ** without error feedback (stored NULL) */
 } sq_stat_row;
 
 int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t n);
@@ -196,6 +199,8 @@ typedef struct sq_train_row {
     double lr;
     double grad_norm;  /* of the reduced gradient, before clipping */
     double seconds;    /* wall time since the run started */
+    double ef_residual; /* error feedback's residual relative to the gradient after the
+                        ** step's reduce, over every param; NaN without it (stored NULL) */
 } sq_train_row;
 
 int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n);

@@ -318,6 +318,10 @@ typedef struct sq_train_result {
     /* the collectives' wall time over every unit (sq_world_times: the
     ** slowest rank's, measured on real ranks, the emulation's in process) */
     sq_coll_time coll[SQ_NCOLL];
+    /* error feedback (grad.ef): the bytes one worker keeps for its residuals
+    ** over every unit, and the last step's ef_residual (NaN without it) */
+    uint64_t residual_bytes;
+    double ef_residual;
 } sq_train_result;
 
 /* Trains: SQ_OK, or the kind of the failure with its sentence in err (a

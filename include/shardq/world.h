@@ -81,6 +81,8 @@ typedef struct sq_wire {
     int bits;
     sq_codec codec;     /* codec.bits == bits when bits <= 8 */
     sq_group_rule rule; /* SQ_GROUP_FIXED unless a per-tensor rule sizes the groups */
+    int ef;             /* 1: error feedback at this hop's encode (gradient wires only;
+                        ** README "Error feedback"); 0: off */
 } sq_wire;
 
 static inline int sq_wire_raw(const sq_wire *w) { return w->bits > 8; }
@@ -371,6 +373,50 @@ void sq_world_add_times(const sq_world *w, sq_coll_time sum[SQ_NCOLL]);
 ** message after message (codes, scales, offsets), when opened with
 ** digest = 1; 0 otherwise. Equal digests: the same bytes on the wire. */
 uint64_t sq_world_wire_digest(const sq_world *w, int r);
+
+/* ------------------------------------------------------------------------ */
+/* Error feedback                                                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+** A gradient hop whose wire has ef = 1 (the knobs grad.intra.ef,
+** grad.inter.ef, grad.ef) feeds its encoding error back (README, "Error
+** feedback"): the worker that encodes at that hop keeps a residual e, fp32,
+** as long as what it encodes there -- hop 0, the worker's own padded
+** gradient (the first hop of the two-level path, the single level of a2a),
+** P elements; hop 1, the node-local sum it requantizes on the two-level
+** path, P / G elements, laid out as that sum: on worker (node, l), slice y
+** of partition j G + l at (y K + j) S / pipe (S = P / N). Instead of x it
+** encodes x' = x + e, and keeps e = x' - D(E(x')) for the next reduce,
+** D(E(.)) its own decoding of the bytes it sent. The residuals start at
+** zero when the world opens and persist from reduce to reduce; only
+** sq_world_reset_residuals zeroes them again.
+*/
+/* Elements of one worker's residual at hop 0 or 1; 0 when that hop keeps
+** none (error feedback off there, or a path without that hop). */
+uint64_t sq_world_residual_len(const sq_world *w, int hop);
+/* Bytes one worker keeps for its residuals (both hops): what error feedback
+** adds to each worker's memory. */
+uint64_t sq_world_residual_bytes(const sq_world *w);
+/* Worker r's residual of hop 0 or 1 (sq_world_residual_len elements).
+** SQ_ERR_ARG when the hop keeps none. Collective with a transport, as the
+** other gets. */
+int sq_world_get_residual(sq_world *w, int r, int hop, float *host_out);
+/* Every residual := 0 (a new run on an open world). */
+int sq_world_reset_residuals(sq_world *w);
+/* After the last reduce: worker r's squared L2 norm of its residuals (both
+** hops) in *e2, of the gradient it put (as put: divided by N in a mean) in
+** *x2, in fp64, element by element in order. Returns 1, or 0 (and zeros)
+** when the world keeps no residual (or is dry). Every rank's with a
+** transport (exchanged after each reduce). */
+int sq_world_residual_norms(const sq_world *w, int r, double *e2, double *x2);
+/* sqrt(e2 / x2): 0 when e2 is 0, +Inf when only x2 is. */
+double sq_world_residual_ratio(double e2, double x2);
+/* The residual's norm relative to the gradient's after the last reduce,
+** the mean over workers of sq_world_residual_ratio (0 before the first
+** reduce: the residuals start at zero); NaN when the world keeps no
+** residual. */
+double sq_world_residual_rel(const sq_world *w);
 
 /* The collective the gradient path really runs on this topology (the
 ** degenerate fallbacks of SDP4Bit: K = 1 or G = 1 turn twolevel into a2a,

@@ -19,12 +19,15 @@ class ReplayResult:
     """What a replay measured. rows: every stats row in the order the
     library gave them (tensor None for a step's row), each a dict with
     step, path, tensor and the store's columns (elements as n, the
-    statistics, frac_clipped and seconds; NaN where the store has NULL);
-    steps_rows and tensor_rows split them. bytes: the store's bytes rows.
-    grad, weight: the run's statistics over every step and param (dicts,
-    None for a path not replayed). And the run's figures: steps, params,
-    elements, padded, layout, units, reused_workers, dropped_workers,
-    trace_bytes, seconds, consecutive, timings, topo."""
+    statistics, frac_clipped, seconds and ef_residual; NaN where the store
+    has NULL); steps_rows and tensor_rows split them. bytes: the store's
+    bytes rows. grad, weight: the run's statistics over every step and param
+    (dicts, None for a path not replayed). And the run's figures: steps,
+    params, elements, padded, layout, units, reused_workers, dropped_workers,
+    trace_bytes, seconds, consecutive, timings, topo; with error feedback
+    (grad.ef) residual_bytes (per worker, over the units) and ef_residual
+    (after the last step), ef_residual_mean (over the steps), 0 and NaN
+    without it."""
 
     def __init__(self, res, rows, topo):
         self.rows = rows
@@ -33,6 +36,8 @@ class ReplayResult:
                   "dropped_workers", "trace_bytes"):
             setattr(self, f, int(getattr(res, f)))
         self.seconds = res.seconds
+        self.residual_bytes = int(res.residual_bytes)
+        self.ef_residual, self.ef_residual_mean = res.ef_residual, res.ef_residual_mean
         self.consecutive = bool(res.consecutive)
         self.layout = _LAYOUTS[res.layout] if 0 <= res.layout < len(_LAYOUTS) else res.layout
         self.grad = _stats(res.grad, res.grad_clipped) if res.has_grad else None
@@ -67,6 +72,7 @@ def _row(r):
          "tensor": ffi.string(r.tensor).decode() if r.tensor != ffi.NULL else None}
     d.update(_stats(r.st, r.frac_clipped))
     d["seconds"] = r.seconds
+    d["ef_residual"] = r.ef_residual
     return d
 
 

@@ -343,6 +343,38 @@ class World:
             return parts
         return parts, Stats(acc, clipped, self._n * self._N)
 
+    # -- error feedback -------------------------------------------------------
+
+    def residual_len(self, hop=0):
+        """Elements of one worker's error-feedback residual at hop 0 (the
+        worker's own gradient) or 1 (the requantized node-local sum of the
+        two-level path); 0 when that hop keeps none."""
+        return int(lib.sq_world_residual_len(self._h(), int(hop)))
+
+    @property
+    def residual_bytes(self):
+        """Bytes one worker keeps for its residuals (both hops)."""
+        return int(lib.sq_world_residual_bytes(self._h()))
+
+    def get_residual(self, r, hop=0, out=None):
+        """Worker r's residual at hop 0 or 1 (residual_len(hop) elements;
+        an ArgumentError_ when the hop keeps none)."""
+        w = self._h()
+        p, res = self._output(out, self.residual_len(hop), "out")
+        self._check(lib.sq_world_get_residual(w, self._worker(r), int(hop), p))
+        return res
+
+    def reset_residuals(self):
+        """Every residual back to zero (a new run on this world)."""
+        self._check(lib.sq_world_reset_residuals(self._h()))
+
+    @property
+    def ef_residual(self):
+        """After the last reduce: the residual's L2 norm relative to the
+        gradient's, the mean over workers (the store's ef_residual); NaN
+        when the world keeps no residual."""
+        return lib.sq_world_residual_rel(self._h())
+
     # -- weights --------------------------------------------------------------
 
     def init_weights(self, w0):

@@ -105,7 +105,7 @@ def stored(shardq_cli, trace, db, preset, topo, *extra, sets=()):
     con.row_factory = sqlite3.Row
     try:
         (run,) = con.execute("SELECT id, scheme FROM runs").fetchall()
-        cols = "step, path, elements, " + ", ".join(STATS)
+        cols = "step, path, elements, " + ", ".join(STATS) + ", ef_residual"
         steps = [dict(r) for r in con.execute(
             "SELECT %s FROM step_metrics ORDER BY step, path" % cols)]
         tensors = [dict(r) for r in con.execute(
@@ -132,14 +132,20 @@ def python_rows(trace, scheme, topo, as_f32=False):
         for i, (step, weights, grads) in enumerate(steps):
             parts, g = w.reduce_scatter([grads[r % W] for r in range(w.workers)], step,
                                         stats=True)
-            rows.append(dict(step=step, path="grad", elements=g.n, **_stats(g)))
+            rows.append(dict(step=step, path="grad", elements=g.n, **_stats(g),
+                             ef_residual=_null(w.ef_residual)))
             if i == 0:
                 w.init_weights(weights)
                 assert w.replicas_differ() == 0
             else:
                 _, ws = w.all_gather(w.shards(weights), step, stats=True)
-                rows.append(dict(step=step, path="weight", elements=ws.n, **_stats(ws)))
+                rows.append(dict(step=step, path="weight", elements=ws.n, **_stats(ws),
+                                 ef_residual=None))
         return sorted(rows, key=lambda r: (r["step"], r["path"])), w.bytes_rows(), w.scheme.text
+
+
+def _null(x):
+    return None if isinstance(x, float) and math.isnan(x) else x
 
 
 def _stats(s):
@@ -158,7 +164,8 @@ DS_LEVELS = ("grad.levels=deepspeed", "weight.levels=deepspeed")
 
 @pytest.mark.parametrize("preset,sets", [("baseline", ()), ("tlqhs", ()), ("qwd", ()),
                                          ("sdp4bit", ()), ("sdp4bit", DS_LEVELS),
-                                         ("zeropp8", ())])
+                                         ("zeropp8", ()), ("tlqhs", ("grad.ef=1",)),
+                                         ("qsdp", ("grad.inter.ef=1",))])
 def test_world_equals_replay_store(tmp_path, shardq_cli, trace, preset, sets):
     steps, tensors, nbytes, scheme_text = stored(shardq_cli, trace, str(tmp_path / "r.db"),
                                                  preset, "2x2", sets=sets)
@@ -172,7 +179,13 @@ def test_world_equals_replay_store(tmp_path, shardq_cli, trace, preset, sets):
     assert len(mine) == 5  # grad at 3 steps, weight at the last 2
     assert _bytes_key(mybytes) == [dict(r) for r in nbytes]
     clipped = [r["frac_clipped"] for r in mine]
-    if sets:
+    # error feedback's state after each step, on the gradient rows alone
+    ef = [r["ef_residual"] for r in mine]
+    if any("ef=1" in k for k in sets):
+        assert all((e is not None and 0 < e < 2) == (r["path"] == "grad") for e, r in zip(ef, mine))
+    else:
+        assert ef == [None] * 5
+    if sets == DS_LEVELS:
         assert all(c > 0 for c in clipped)
     elif preset == "baseline":
         assert clipped == [0.0] * 5  # no quantizer: nothing clipped (0 of n, not NULL)
@@ -200,7 +213,8 @@ def test_world_reusing_trace_files_equals_replay(tmp_path, shardq_cli, trace):
         mine = []
         for step, _, grads in tr:
             _, g = w.reduce_scatter([grads[r % W] for r in range(8)], step, stats=True)
-            mine.append(dict(step=step, path="grad", elements=g.n, **_stats(g)))
+            mine.append(dict(step=step, path="grad", elements=g.n, **_stats(g),
+                             ef_residual=None))
         assert mine == steps
         assert _bytes_key(w.bytes_rows()) == [dict(r) for r in nbytes]
 
@@ -427,6 +441,43 @@ def test_scheme_knobs_and_presets(shardq_cli):
         assert not w.scheme.per_tensor and w.elements == 4096
     assert shardq.Topo("2x4") == shardq.Topo(2, 4) == (2, 4)
     assert shardq.Topo((2, 4)).workers == 8
+
+
+def test_error_feedback_state():
+    # the residual of each worker persists between reduces: zeros in after a
+    # step still send it; the identity sum of results + residuals = sum of
+    # inputs holds exactly on the dyadic grid with 2-bit symmetric levels
+    scheme = shardq.Scheme("qsdp", set=["grad.kind=sym", "grad.bits=2", "grad.group=64",
+                                        "grad.ef=1", "grad.mean=0"])
+    assert scheme.get("grad.intra.ef") == scheme.get("grad.inter.ef") == "1"
+    assert "grad.intra.ef=1" in scheme.text
+    assert "ef=" not in shardq.Scheme("qsdp").text
+    rng = np.random.default_rng(3)
+    with shardq.World("1x4", scheme, elements=1024, seed=1) as w:
+        assert w.residual_len(0) == w.padded and w.residual_len(1) == 0
+        assert w.residual_bytes == 4 * w.padded
+        assert w.ef_residual == 0.0  # the residuals start at zero
+        total_in = np.zeros(w.padded)
+        total_out = np.zeros(w.padded)
+        for step in range(6):
+            grads = [(rng.integers(-4095, 4096, 1024) / 4096.0).astype(np.float32)
+                     for _ in range(4)]
+            for g in grads:
+                total_in[:1024] += g
+            total_out += np.concatenate(w.reduce_scatter(grads, step))
+        res = [w.get_residual(r) for r in range(4)]
+        assert all(np.any(e != 0) for e in res)
+        assert np.array_equal(total_out + sum(e.astype(np.float64) for e in res), total_in)
+        assert 0.5 < w.ef_residual < 4  # 2 bits, stochastic: a residual near the gradient's size
+        zeros = [np.zeros(1024, dtype=np.float32)] * 4
+        assert np.any(np.concatenate(w.reduce_scatter(zeros, 6)) != 0)
+        w.reset_residuals()
+        assert not np.any(w.get_residual(0))
+        assert not np.any(np.concatenate(w.reduce_scatter(zeros, 7)))
+        with pytest.raises(shardq.ArgumentError, match="residual"):
+            w.get_residual(0, hop=1)
+    with pytest.raises(shardq.SpecError, match="grad.mode=ring"):
+        shardq.World("2x2", shardq.Scheme("baseline", set="grad.ef=1"), elements=100)
 
 
 class InProcessTransport:

@@ -399,6 +399,19 @@ int sq_backend_add(sq_backend *be, const float *a, const float *b, uint64_t n, f
     return ew_status(found);
 }
 
+int sq_backend_sub(sq_backend *be, const float *a, const float *b, uint64_t n, float *out)
+{
+    if (n && (!a || !b || !out)) return SQ_ERR_ARG;
+    if (n == 0) return SQ_OK;
+    if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_sub(be->cuda, a, b, n, out));
+    int found = 0;
+    /* a - b is a + (-b) exactly: the negation flips the sign bit alone */
+#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
+    reduction(| : found)
+    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_add(a[i], -b[i], &out[i]);
+    return ew_status(found);
+}
+
 int sq_backend_to_bf16(sq_backend *be, const float *x, uint64_t n, uint16_t *out)
 {
     if (n && (!x || !out)) return SQ_ERR_ARG;

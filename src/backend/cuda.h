@@ -46,6 +46,7 @@ int sq_cuda_sum(sq_cuda *d, const sq_codec *c, const sq_qbuf *chunks, int k, uin
                 float *out, int f16);
 /* the elementwise operations of backend.h; n > 0 */
 int sq_cuda_add(sq_cuda *d, const float *a, const float *b, uint64_t n, float *out);
+int sq_cuda_sub(sq_cuda *d, const float *a, const float *b, uint64_t n, float *out);
 int sq_cuda_to_bf16(sq_cuda *d, const float *x, uint64_t n, uint16_t *out);
 int sq_cuda_from_bf16(sq_cuda *d, const uint16_t *h, uint64_t n, float *out);
 

@@ -112,6 +112,12 @@ int sq_cuda_add(sq_cuda *d, const float *a, const float *b, uint64_t n, float *o
     return SQ_ERR_UNSUPPORTED;
 }
 
+int sq_cuda_sub(sq_cuda *d, const float *a, const float *b, uint64_t n, float *out)
+{
+    (void)d; (void)a; (void)b; (void)n; (void)out;
+    return SQ_ERR_UNSUPPORTED;
+}
+
 int sq_cuda_to_bf16(sq_cuda *d, const float *x, uint64_t n, uint16_t *out)
 {
     (void)d; (void)x; (void)n; (void)out;

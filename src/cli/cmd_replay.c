@@ -36,7 +36,9 @@ static const char replay_usage[] =
     "             some steps only replays them there (an all-gather at that\n"
     "             cadence), the gradients at every step.\n"
     "Error statistics per step and per tensor, bytes per collective and link\n"
-    "level, and timings go to the database; --json prints a summary.\n"
+    "level, and timings go to the database; --json prints a summary. With error\n"
+    "feedback (--set grad.ef=1) each step's row also holds the residual's norm\n"
+    "relative to the gradient's (ef_residual).\n"
     "\n"
     "options:\n"
     "  --scheme NAME      a preset of 'shardq schemes' (default sdp4bit)\n"
@@ -121,6 +123,14 @@ static void print_json(const sq_replay_result *r, const char *trace, const char 
         printf(",");
         json_stats("weight", &r->weight, r->weight_clipped);
     }
+    if (r->residual_bytes) { /* only with error feedback: other runs print what they did */
+        printf(",\"error_feedback\":{\"residual_bytes_per_worker\":%llu,\"ef_residual_last\":",
+               (unsigned long long)r->residual_bytes);
+        cli_json_num(r->ef_residual);
+        printf(",\"ef_residual_mean\":");
+        cli_json_num(r->ef_residual_mean);
+        printf("}");
+    }
     printf(",\"bytes\":");
     cli_json_bytes(r->bytes);
     printf(",\"timings\":{");
@@ -151,6 +161,10 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
     if (r->has_weight)
         printf("  weights    rel_l2 %.4g  snr %.2f dB  max %.3g  clipped %.3g\n",
                r->weight.rel_l2, r->weight.snr_db, r->weight.max_abs, r->weight_clipped);
+    if (r->residual_bytes)
+        printf("  error feedback  residual/gradient %.4g after the last step (mean %.4g); "
+               "%.3f MB per worker\n",
+               r->ef_residual, r->ef_residual_mean, (double)r->residual_bytes / 1e6);
     if (r->units)
         printf("  layout     %s: %zu world%s, %llu elements padded to %llu (x%.4f)\n",
                sq_layout_name((sq_layout_kind)r->layout), r->units, r->units == 1 ? "" : "s",

@@ -194,6 +194,9 @@ static void print_text(const sq_train_result *r, const figures *f, const sq_trai
                sq_layout_name((sq_layout_kind)r->layout), r->units, r->units == 1 ? "" : "s",
                (unsigned long long)r->elements, (unsigned long long)r->padded,
                r->elements ? (double)r->padded / (double)r->elements : 1.0);
+    if (r->residual_bytes)
+        printf("  error feedback: residual/gradient %.4g after the last step; %.3f MB per "
+               "worker\n", r->ef_residual, (double)r->residual_bytes / 1e6);
     cli_print_bytes(r->bytes);
     cli_print_colls(r->coll, f->step_time, ranks);
     if (c->capture)
@@ -246,7 +249,14 @@ static void print_json(const sq_train_result *r, const figures *f, const sq_trai
            (unsigned long long)r->peak_rss);
     for (int k = 0; k < SQ_TT_N; k++) printf("%s\"%s\":%.6f", k ? "," : "",
                                              sq_train_time_names[k], r->time[k]);
-    printf("},\"bytes\":");
+    printf("}");
+    if (r->residual_bytes) { /* only with error feedback */
+        printf(",\"error_feedback\":{\"residual_bytes_per_worker\":%llu,\"ef_residual_last\":",
+               (unsigned long long)r->residual_bytes);
+        cli_json_num(r->ef_residual);
+        printf("}");
+    }
+    printf(",\"bytes\":");
     cli_json_bytes(r->bytes);
     printf(",");
     cli_json_colls(r->coll, f->step_time, ranks);

@@ -414,6 +414,10 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
                    identical ? "true" : "false");
             json_stats("grad", &gs, gclip, 0);
             json_stats("weight", &ws, wclip, 1);
+            if (sq_world_residual_bytes(w)) { /* error feedback's state after the reduce */
+                printf(",\"ef_residual\":");
+                cli_json_num(sq_world_residual_rel(w));
+            }
             printf("}");
         } else {
             sq_progress_pause(bar);
@@ -423,6 +427,9 @@ static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
                    step, gs.rel_l2, gs.snr_db, gs.cosine, gs.mean_signed, gs.max_abs,
                    gs.frac_zeroed, gclip, ws.rel_l2, ws.snr_db, ws.max_abs,
                    identical ? "identical" : "DIFFER");
+            if (sq_world_residual_bytes(w))
+                printf("        error feedback: residual/gradient %.4g\n",
+                       sq_world_residual_rel(w));
             sq_progress_update(bar, (size_t)t + 1);
         }
         if (!identical) {
@@ -617,13 +624,21 @@ int cmd_world(int argc, char **argv)
                (unsigned long long)sq_world_shard(w), run ? "true" : "false",
                (unsigned long long)seed, run ? device : "none",
                (double)sq_world_padded(w) / (double)elements);
-    else
+    if (json && sq_world_residual_bytes(w)) /* only with error feedback */
+        printf(",\"residual_bytes_per_worker\":%llu",
+               (unsigned long long)sq_world_residual_bytes(w));
+    if (!json)
         printf("world %dx%d (%d workers), scheme %s, gradient path %s\n  %s\n"
                "elements %llu, padded to %llu (unit %llu, x%.4f), shard %llu per worker\n",
                tp->nodes, tp->per_node, sq_world_workers(w), scheme,
                path_name(sq_world_grad_path(w)), canon, (unsigned long long)elements,
                (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
                (double)sq_world_padded(w) / (double)elements, (unsigned long long)sq_world_shard(w));
+    if (!json && sq_world_residual_bytes(w)) {
+        char hb[32];
+        printf("error feedback: %s of residuals per worker\n",
+               human((double)sq_world_residual_bytes(w), hb, sizeof hb));
+    }
     if (run) {
         if (!json) {
             sq_backend *be = sq_world_backend(w, R.on ? R.rank : 0);

@@ -77,6 +77,10 @@ static int alloc_bufs(param_bufs *b, uint64_t n, uint64_t shard, uint64_t padded
 
 typedef struct replay_state {
     const sq_replay_config *cfg;
+    int N;                 /* workers */
+    double *ef;            /* per step and worker: the residuals' |e|^2, the gradients' |x|^2,
+                           ** summed over the units that keep a residual */
+    int has_ef;            /* some unit keeps one */
     const sq_trace *t;
     const sq_replay_sink *sink;
     sq_replay_result *res;
@@ -303,6 +307,20 @@ static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t
     return give_weights(st, ur, ts->step, err);
 }
 
+/* Error feedback's figure of step index s over every unit: the mean over
+** workers of |e_r| / |x_r|, both summed over the units (the whole model's
+** residual against its whole gradient); NaN when no unit keeps one. */
+static double step_residual(const replay_state *st, size_t s)
+{
+    if (!st->has_ef) return NAN;
+    double sum = 0;
+    for (int r = 0; r < st->N; r++) {
+        const double *p = &st->ef[(s * (size_t)st->N + (size_t)r) * 2];
+        sum += sq_world_residual_ratio(p[0], p[1]);
+    }
+    return sum / st->N;
+}
+
 /* Rows to the sink; a sink that refuses them without saying why stopped
 ** the replay. */
 static int emit(replay_state *st, const sq_stat_row *rows, size_t n, sq_error *err)
@@ -367,6 +385,16 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
         double secs = sq_clock_s() - t0;
         step_acc *a = &st->acc[s];
         a->seconds += secs;
+        /* error feedback's state after the step: the unit's figure for its
+        ** tensors, its squared norms into the step's */
+        const double ef_rel = do_grad ? sq_world_residual_rel(w) : NAN;
+        for (int r = 0; do_grad && r < N; r++) {
+            double e2, x2;
+            if (!sq_world_residual_norms(w, r, &e2, &x2)) break;
+            st->has_ef = 1;
+            st->ef[(s * (size_t)N + (size_t)r) * 2] += e2;
+            st->ef[(s * (size_t)N + (size_t)r) * 2 + 1] += x2;
+        }
         /* clipping is a property of a group, and groups straddle params in
         ** a bucket: a param's row carries its unit's fraction */
         for (size_t k = 0; k < ur.count; k++) {
@@ -375,7 +403,7 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
                 rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "grad", .tensor = tensor,
                                               .st = sq_erracc_finish(&ur.ge[k]),
                                               .frac_clipped = sq_step_frac(gclip, n * (uint64_t)N),
-                                              .seconds = secs};
+                                              .seconds = secs, .ef_residual = ef_rel};
                 /* merge into the step's and the run's accumulators */
                 sq_erracc_merge(&a->e[0], &ur.ge[k]);
                 sq_erracc_merge(&st->total[0], &ur.ge[k]);
@@ -384,7 +412,7 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
                 rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "weight",
                                               .tensor = tensor, .st = sq_erracc_finish(&ur.we[k]),
                                               .frac_clipped = sq_step_frac(wclip, n),
-                                              .seconds = secs};
+                                              .seconds = secs, .ef_residual = NAN};
                 sq_erracc_merge(&a->e[1], &ur.we[k]);
                 sq_erracc_merge(&st->total[1], &ur.we[k]);
             }
@@ -403,6 +431,7 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
     sq_world_add_traffic(w, &st->traffic);
     sq_world_add_times(w, st->res->coll);
     st->res->padded += sq_world_padded(w);
+    st->res->residual_bytes += sq_world_residual_bytes(w);
     if (cfg->tensor_rows && (rc = emit(st, rows, nrows, err))) goto fail;
     rc = SQ_OK;
 fail:
@@ -442,6 +471,7 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
                   sq_replay_result *out, sq_error *err)
 {
     memset(out, 0, sizeof *out);
+    out->ef_residual = out->ef_residual_mean = NAN;
     double t_start = sq_clock_s();
     replay_state st = {.cfg = cfg, .t = t, .sink = sink, .res = out};
     st.nsteps = cfg->max_steps && cfg->max_steps < t->nsteps ? cfg->max_steps : t->nsteps;
@@ -494,8 +524,11 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
     st.units = layout.nunits * st.nsteps;
     out->layout = layout.kind;
     out->units = layout.nunits;
+    st.N = sq_topo_workers(&cfg->topo);
     st.acc = calloc(st.nsteps, sizeof *st.acc);
-    if (!st.acc) {
+    st.ef = calloc(st.nsteps * (size_t)st.N * 2 + 1, sizeof *st.ef);
+    if (!st.acc || !st.ef) {
+        free(st.acc), free(st.ef);
         sq_layout_free(&layout);
         return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
     }
@@ -523,12 +556,19 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
             rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "grad",
                                           .st = sq_erracc_finish(&a->e[0]),
                                           .frac_clipped = sq_step_frac(a->clipped[0], a->clip_n[0]),
-                                          .seconds = a->seconds};
+                                          .seconds = a->seconds,
+                                          .ef_residual = step_residual(&st, s)};
         if (weight_row(&st, s))
             rows[nrows++] = (sq_stat_row){.step = t->steps[s], .path = "weight",
                                           .st = sq_erracc_finish(&a->e[1]),
                                           .frac_clipped = sq_step_frac(a->clipped[1], a->clip_n[1]),
-                                          .seconds = a->seconds};
+                                          .seconds = a->seconds, .ef_residual = NAN};
+    }
+    if (out->has_grad && st.has_ef) {
+        out->ef_residual = step_residual(&st, st.nsteps - 1);
+        out->ef_residual_mean = 0;
+        for (size_t s = 0; s < st.nsteps; s++) out->ef_residual_mean += step_residual(&st, s);
+        out->ef_residual_mean /= (double)st.nsteps;
     }
     rc = emit(&st, rows, nrows, err);
     free(rows);
@@ -541,6 +581,7 @@ int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_repla
     rc = SQ_OK;
 done:
     free(st.acc);
+    free(st.ef);
     sq_layout_free(&layout);
     out->seconds = sq_clock_s() - t_start;
     struct rusage ru;

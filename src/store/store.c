@@ -221,10 +221,20 @@ static const char schema_v7[] =
     "ALTER TABLE runs ADD COLUMN grid TEXT;\n"
     "ALTER TABLE runs ADD COLUMN recipe TEXT;\n";
 
+/* Version 7 -> 8: error feedback's state. ef_residual is the residual's L2
+** norm relative to the gradient's after the step's reduce, the mean over
+** workers (world.h, sq_world_residual_rel), of a run whose scheme feeds
+** back its encoding error (grad.ef); NULL without error feedback, on the
+** weight path, or in a row written before this version. */
+static const char schema_v8[] =
+    "ALTER TABLE step_metrics ADD COLUMN ef_residual REAL;\n"
+    "ALTER TABLE tensor_stats ADD COLUMN ef_residual REAL;\n"
+    "ALTER TABLE train_steps ADD COLUMN ef_residual REAL;\n";
+
 /* migrations[i] takes user_version i to i + 1. */
 static const char *const migrations[SQ_STORE_VERSION] = {schema_v1, schema_v2, schema_v3,
                                                           schema_v4, schema_v5, schema_v6,
-                                                          schema_v7};
+                                                          schema_v7, schema_v8};
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -941,7 +951,8 @@ static void bind_stat(sqlite3_stmt *st, int64_t run, const sq_stat_row *r)
     sqlite3_bind_int64(st, k++, (int64_t)r->st.n);
     const double v[] = {r->st.rel_l2,      r->st.mse,         r->st.max_abs,
                         r->st.snr_db,      r->st.cosine,      r->st.mean_signed,
-                        r->st.frac_zeroed, r->frac_clipped,   r->seconds};
+                        r->st.frac_zeroed, r->frac_clipped,   r->seconds,
+                        r->ef_residual};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) bind_real(st, k++, v[i]);
 }
 
@@ -949,12 +960,12 @@ int sq_store_add_stats(sq_store *s, int64_t run, const sq_stat_row *rows, size_t
 {
     static const char step_sql[] =
         "INSERT INTO step_metrics(run_id, step, path, elements, rel_l2, mse, max_abs, snr_db,"
-        " cosine, mean_signed, frac_zeroed, frac_clipped, seconds)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+        " cosine, mean_signed, frac_zeroed, frac_clipped, seconds, ef_residual)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
     static const char tensor_sql[] =
         "INSERT INTO tensor_stats(run_id, step, path, tensor, elements, rel_l2, mse, max_abs,"
-        " snr_db, cosine, mean_signed, frac_zeroed, frac_clipped, seconds)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+        " snr_db, cosine, mean_signed, frac_zeroed, frac_clipped, seconds, ef_residual)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
     for (size_t i = 0; i < n; i++)
         if (too_big(rows[i].step) || too_big(rows[i].st.n)) {
             return sq_error_set(&s->err, SQ_ERR_RANGE,
@@ -1018,6 +1029,7 @@ static void bind_train(sqlite3_stmt *st, const void *rows, size_t i)
     bind_real(st, 6, r->lr);
     bind_real(st, 7, r->grad_norm);
     bind_real(st, 8, r->seconds);
+    bind_real(st, 9, r->ef_residual);
 }
 
 int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_t n)
@@ -1028,7 +1040,8 @@ int sq_store_add_train(sq_store *s, int64_t run, const sq_train_row *rows, size_
     if (rc) return rc;
     return insert_rows(s, run,
                        "INSERT INTO train_steps(run_id, step, tokens, loss, val_loss, lr,"
-                       " grad_norm, seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                       " grad_norm, seconds, ef_residual) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                       " ?9)",
                        rows, n, bind_train);
 }
 

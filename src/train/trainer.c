@@ -275,6 +275,7 @@ static int open_state(train_state *s, sq_error *err)
         }
         s->res->elements += q->n;
         s->res->padded += q->padded;
+        s->res->residual_bytes += sq_world_residual_bytes(q->w);
     }
     return sq_gpt_workspace_new(&c->model, c->batch, c->seq, &s->ws, err);
 oom:
@@ -404,6 +405,22 @@ static int gradients(train_state *s, uint32_t t, int capture, double *loss, sq_e
     return SQ_OK;
 }
 
+/* Error feedback's figure after the step's reduce: the mean over workers
+** of |e_r| / |x_r|, both over every unit that keeps a residual (the whole
+** model's); NaN when none does. */
+static double residual_of(const train_state *s)
+{
+    double sum = 0;
+    int any = 0;
+    for (int r = 0; r < s->N; r++) {
+        double e2 = 0, x2 = 0, a, b;
+        for (size_t u = 0; u < s->layout.nunits; u++)
+            if (sq_world_residual_norms(s->us[u].w, r, &a, &b)) e2 += a, x2 += b, any = 1;
+        sum += sq_world_residual_ratio(e2, x2);
+    }
+    return any ? sum / s->N : NAN;
+}
+
 /* Step 3: clipping and every worker's AdamW on its shard. */
 static void optimize(train_state *s, uint32_t t, float lr, double *norm)
 {
@@ -484,6 +501,7 @@ static int train_loop(train_state *s, sq_error *err)
                                         "caller", (unsigned)t);
         double loss = 0;
         if ((rc = gradients(s, t, capture, &loss, err))) return rc;
+        const double ef_residual = residual_of(s);
         float lr = sq_lr_at(&sched, t);
         double norm, t0 = sq_clock_s();
         optimize(s, t, lr, &norm);
@@ -492,7 +510,8 @@ static int train_loop(train_state *s, sq_error *err)
         if ((rc = gather(s, t, err))) return rc;
         res->time[SQ_TT_WEIGHT] += sq_clock_s() - t0;
         sq_train_row row = {.step = t, .loss = loss, .val_loss = NAN, .lr = lr,
-                            .grad_norm = norm};
+                            .grad_norm = norm, .ef_residual = ef_residual};
+        res->ef_residual = ef_residual;
         if ((c->eval_every && (t + 1) % c->eval_every == 0) || t + 1 == c->steps) {
             t0 = sq_clock_s();
             row.val_loss = evaluate(s);
@@ -518,6 +537,7 @@ int sq_train_run(const sq_train_config *c, const sq_corpus *corpus, const sq_tra
 {
     memset(out, 0, sizeof *out);
     out->final_val = NAN;
+    out->ef_residual = NAN;
     int rc = sq_train_validate(c, corpus, NULL, err);
     if (rc) return rc;
     train_state s = {.c = c, .corpus = corpus, .sink = sink, .res = out};

@@ -185,6 +185,9 @@ uint64_t sq_plan_buffer_len(const sq_plan_layout *L, int b)
     case SQ_PLAN_GSWZ: return g == SQ_GRAD_TWOLEVEL ? P : 0;
     case SQ_PLAN_GREQ: case SQ_PLAN_GRECV2: return g == SQ_GRAD_TWOLEVEL ? Q : 0;
     case SQ_PLAN_RSEND: case SQ_PLAN_RRECV: return g == SQ_GRAD_RING ? S : 0;
+    case SQ_PLAN_EF: /* error feedback's residuals: the hop's wire says */
+        return (g == SQ_GRAD_A2A || g == SQ_GRAD_TWOLEVEL) && L->wires[first_wire(L)].ef ? P : 0;
+    case SQ_PLAN_EF2: return g == SQ_GRAD_TWOLEVEL && L->wires[SQ_PLAN_WIRE_INTER].ef ? Q : 0;
     default: break;
     }
     if (g != SQ_GRAD_POWERSGD) return 0;
@@ -218,7 +221,7 @@ const char *sq_plan_buffer_name(int b)
     static const char *const names[SQ_PLAN_NBUF] = {
         "grad", "gout", "what", "master", "tmp", "tmp2", "wrecv",
         "genc", "gswz", "grecv", "greq", "grecv2", "rsend", "rrecv",
-        "psgd_m", "psgd_p", "psgd_q", "psgd_recv", "psgd_warm"};
+        "psgd_m", "psgd_p", "psgd_q", "psgd_recv", "psgd_warm", "ef", "ef2"};
     return b >= 0 && b < SQ_PLAN_NBUF ? names[b] : "?";
 }
 
@@ -391,6 +394,15 @@ static size_t ring_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *op
     return 1;
 }
 
+/* An ENCODE of the gradient with error feedback (plan.h): residual buf,
+** updated in k chunks of `stride` elements through TMP. */
+static void feedback(sq_plan_op *o, int buf, int k, uint64_t stride)
+{
+    o->ref = buf, o->ref_off = 0;
+    o->k = k, o->stride = stride;
+    o->what = "encoding the gradient with error feedback";
+}
+
 /* Quantize the whole gradient once, send partition z to rank z, and let
 ** every rank dequantize and sum what it received, in rank order. */
 static size_t a2a_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *ops)
@@ -401,6 +413,8 @@ static size_t a2a_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op *ops
         ops[0] = blank(SQ_PLAN_ENCODE, 0, C, W, "encoding the gradient");
         ops[0].site = SQ_SITE_GRAD_SINGLE;
         ops[0].src = SQ_PLAN_GRAD, ops[0].dst = SQ_PLAN_GENC, ops[0].n = P;
+        /* error feedback: the residual's update decodes a partition at a time */
+        if (L->wires[W].ef) feedback(&ops[0], SQ_PLAN_EF, N, S);
         return 1;
     }
     if (phase == 1) {
@@ -449,6 +463,7 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
         ops[0] = blank(SQ_PLAN_ENCODE, 0, C, WI, "quantizing the gradient (first hop)");
         ops[0].site = SQ_SITE_GRAD_INTRA;
         ops[0].src = SQ_PLAN_GRAD, ops[0].dst = SQ_PLAN_GENC, ops[0].n = Pad;
+        if (L->wires[WI].ef) feedback(&ops[0], SQ_PLAN_EF, G, Q);
         ops[1] = blank(SQ_PLAN_SWIZZLE, 0, C, WI, "swizzling the gradient");
         ops[1].src = SQ_PLAN_GENC, ops[1].dst = SQ_PLAN_GSWZ, ops[1].n = P;
         ops[1].k = N * pipe;
@@ -484,6 +499,10 @@ static size_t twolevel_ops(const sq_plan_layout *L, int r, int phase, sq_plan_op
         ops[0].wire_out = WO, ops[0].site = SQ_SITE_GRAD_INTER;
         ops[0].src = SQ_PLAN_GRECV, ops[0].k = G, ops[0].stride = Q;
         ops[0].dst = SQ_PLAN_GREQ, ops[0].n = Q;
+        if (L->wires[WO].ef) { /* error feedback: the residual of the requantization */
+            ops[0].ref = SQ_PLAN_EF2;
+            ops[0].what = "summing, feeding back and requantizing the intra-node chunks";
+        }
         return 1;
     case 3:
         /* inter-node hop: rank (node, l) sends piece k2 of each slice to (k2, l) */
@@ -775,6 +794,37 @@ static int bf16_weights(const sq_plan_layout *L, const sq_plan_op *op, const sq_
            L->scheme.weight_recon == SQ_RECON_BF16;
 }
 
+/* Error feedback's ENCODE (plan.h): e := x + e, q = E(e), e := e - D(q),
+** the decoding a chunk at a time through TMP. */
+static int encode_feedback(sq_backend *be, const sq_wire *wr, const sq_plan_op *op,
+                           const sq_rng_key *key, sq_plan_mem *mem, sq_qbuf *q)
+{
+    float *e = mem->f[op->ref] + op->ref_off, *tmp = mem->f[SQ_PLAN_TMP];
+    int rc = sq_backend_add(be, mem->f[op->src] + op->src_off, e, op->n, e);
+    if (rc == SQ_OK) rc = sq_wire_encode(be, wr, e, op->n, key, q);
+    for (int j = 0; j < op->k && rc == SQ_OK; j++) {
+        const uint64_t at = (uint64_t)j * op->stride;
+        sq_qbuf part = sq_wire_at(wr, q, at);
+        rc = sq_wire_decode(be, wr, &part, op->stride, tmp);
+        if (rc == SQ_OK) rc = sq_backend_sub(be, e + at, tmp, op->stride, e + at);
+    }
+    return rc;
+}
+
+/* Error feedback's SUM_REQUANT (plan.h): TMP := the fp32 sum of the
+** chunks, e := TMP + e, q = E_out(e), e := e - D_out(q). */
+static int requant_feedback(sq_backend *be, const sq_wire *in, const sq_qbuf *chunks,
+                            const sq_plan_op *op, const sq_wire *wout, const sq_rng_key *key,
+                            sq_plan_mem *mem)
+{
+    float *e = mem->f[op->ref] + op->ref_off, *tmp = mem->f[SQ_PLAN_TMP];
+    int rc = sq_wire_sum(be, in, chunks, op->k, op->n, 0, tmp, mem->f[SQ_PLAN_TMP2]);
+    if (rc == SQ_OK) rc = sq_backend_add(be, tmp, e, op->n, e);
+    if (rc == SQ_OK) rc = sq_wire_encode(be, wout, e, op->n, key, &mem->q[op->dst]);
+    if (rc == SQ_OK) rc = sq_wire_decode(be, wout, &mem->q[op->dst], op->n, tmp);
+    return rc == SQ_OK ? sq_backend_sub(be, e, tmp, op->n, e) : rc;
+}
+
 int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32_t step,
                     sq_plan_mem *mem, const sq_transport *tr, sq_traffic *traffic, sq_error *err)
 {
@@ -802,7 +852,9 @@ int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32
         break;
     case SQ_PLAN_ENCODE: {
         sq_qbuf q = sq_wire_at(wr, &mem->q[op->dst], op->dst_off);
-        if (bf16_weights(L, op, wr))
+        if (op->ref >= 0)
+            rc = encode_feedback(be, wr, op, kp, mem, &q);
+        else if (bf16_weights(L, op, wr))
             rc = sq_backend_quantize_bf16(be, &wr->codec, mem->f[op->src] + op->src_off, op->n,
                                           kp, &q);
         else
@@ -862,6 +914,8 @@ int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32
         if (op->kind == SQ_PLAN_SUM)
             rc = sq_wire_sum(be, wr, chunks, op->k, op->n, f16, mem->f[op->dst],
                              mem->f[SQ_PLAN_TMP]);
+        else if (op->ref >= 0)
+            rc = requant_feedback(be, wr, chunks, op, &L->wires[op->wire_out], kp, mem);
         else
             rc = sq_wire_sum_requant(be, wr, chunks, op->k, op->n, f16, &L->wires[op->wire_out],
                                      kp, &mem->q[op->dst], mem->f[SQ_PLAN_TMP],

@@ -232,8 +232,14 @@ const sq_knob sq_scheme_knobs[] = {
      "ring reduce-scatter, one- or two-level all-to-all, or PowerSGD's low-rank all-reduces"},
     CODEC_KNOBS("grad.intra.", "the intra-node hop (the only one when K = 1)", "1-2^40, qgz",
                 "elements per scale; qgz: numel / max(rows, cols, N) per tensor (DeepSpeed qgZ)"),
+    {"grad.intra.ef", "0, 1",
+     "error feedback at the hop's encode: the worker encodes x + e and keeps e = (x + e) - "
+     "D(E(x + e)) for the next step (the worker's own gradient on the two-level path)"},
     CODEC_KNOBS("grad.inter.", "the inter-node hop (the single level when K > 1)", "1-2^40, qgz",
                 "elements per scale; qgz: numel / max(rows, cols, N) per tensor (DeepSpeed qgZ)"),
+    {"grad.inter.ef", "0, 1",
+     "error feedback at the hop's encode (the requantized node-local sum on the two-level "
+     "path, the worker's own gradient on one level when K > 1)"},
     {"grad.pipe", "1-1024", "pipeline slices of the two-level all-to-all"},
     {"grad.mean", "0, 1", "1: gradients divided by N before the reduce (a mean)"},
     {"grad.dtype", "fp32, fp16",
@@ -356,6 +362,13 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
     } else if (!strcmp(field, "scale")) {
         if ((i = pick(val, scale_names, 3)) < 0) goto bad;
         w->codec.scale = (sq_scale_dtype)i;
+    } else if (!strcmp(field, "ef") && rule == SQ_GROUP_QGZ) {
+        /* a gradient wire's knob: the weights have no residual to feed back */
+        if (strcmp(val, "0") && strcmp(val, "1")) {
+            set_err(err, "%s=%s: must be 0 (off) or 1 (error feedback)", key, val);
+            return SQ_ERR_SPEC;
+        }
+        w->ef = val[0] == '1';
     } else {
         return SQ_ERR_ARG; /* not a wire field: the caller reports the key */
     }
@@ -574,12 +587,46 @@ static int check_wire(const sq_wire *w, const char *name, sq_error *err)
     return SQ_OK;
 }
 
+/* Error feedback needs a hop that encodes what one worker holds, in fp32. */
+static int check_ef(const sq_scheme *s, sq_error *err)
+{
+    const sq_wire *a = &s->grad_intra, *b = &s->grad_inter;
+    if (s->weight.ef) {
+        set_err(err, "weight: error feedback is a knob of the gradient wires (grad.ef)");
+        return SQ_ERR_SPEC;
+    }
+    if ((a->ef != 0 && a->ef != 1) || (b->ef != 0 && b->ef != 1)) {
+        set_err(err, "grad.intra.ef=%d, grad.inter.ef=%d: must be 0 or 1", a->ef, b->ef);
+        return SQ_ERR_SPEC;
+    }
+    if (!a->ef && !b->ef) return SQ_OK;
+    if (s->grad_mode == SQ_GRAD_RING) {
+        set_err(err,
+                "grad.ef=1 with grad.mode=ring: the ring forwards partial sums and encodes no "
+                "worker's own gradient, so there is no residual to feed back; use "
+                "grad.mode=a2a or twolevel");
+        return SQ_ERR_SPEC;
+    }
+    if (s->grad_mode == SQ_GRAD_POWERSGD) {
+        set_err(err, "grad.ef=1 with grad.mode=powersgd: PowerSGD keeps its own residual "
+                     "(grad.powersgd.ef, on by default, as PyTorch's hook)");
+        return SQ_ERR_SPEC;
+    }
+    if (s->grad_dtype == SQ_GRAD_FP16) {
+        set_err(err,
+                "grad.ef=1 with grad.dtype=fp16: qgZ's fp16 arithmetic has no fp32 residual "
+                "(x + e is not an fp16 value); set grad.dtype=fp32 or grad.ef=0");
+        return SQ_ERR_SPEC;
+    }
+    return SQ_OK;
+}
+
 int sq_scheme_validate(const sq_scheme *s, sq_error *err)
 {
     int rc;
     if ((rc = check_wire(&s->weight, "weight", err)) ||
         (rc = check_wire(&s->grad_intra, "grad.intra", err)) ||
-        (rc = check_wire(&s->grad_inter, "grad.inter", err)))
+        (rc = check_wire(&s->grad_inter, "grad.inter", err)) || (rc = check_ef(s, err)))
         return rc;
     if (s->weight_mode == SQ_WEIGHT_DIFF && sq_wire_raw(&s->weight)) {
         set_err(err,
@@ -692,6 +739,7 @@ static void wire_value(const sq_wire *w, const char *field, char *buf, size_t le
     else if (!strcmp(field, "hadamard")) snprintf(buf, len, "%d", c->hadamard);
     else if (!strcmp(field, "levels")) snprintf(buf, len, "%s", level_names[c->levels & 1]);
     else if (!strcmp(field, "scale")) snprintf(buf, len, "%s", scale_names[c->scale % 3]);
+    else if (!strcmp(field, "ef")) snprintf(buf, len, "%d", w->ef);
     else snprintf(buf, len, "?");
 }
 
@@ -728,6 +776,15 @@ int sq_scheme_get(const sq_scheme *s, const char *key, char *buf, size_t len)
     return (int)strlen(buf);
 }
 
+/* Knobs that came after runs were stored under the canonical text, and
+** that print only when set: the text of every scheme without them -- and so
+** the key of every stored sweep run -- stays what it was. */
+static int printed_when_set(const char *key, const char *value)
+{
+    return (!strcmp(key, "grad.intra.ef") || !strcmp(key, "grad.inter.ef")) &&
+           !strcmp(value, "0");
+}
+
 int sq_scheme_format(const sq_scheme *s, char *buf, size_t len)
 {
     size_t used = 0;
@@ -740,6 +797,7 @@ int sq_scheme_format(const sq_scheme *s, char *buf, size_t len)
             s->grad_mode != SQ_GRAD_POWERSGD)
             continue;
         sq_scheme_get(s, sq_scheme_knobs[k].key, v, sizeof v);
+        if (printed_when_set(sq_scheme_knobs[k].key, v)) continue;
         int n = snprintf(buf + used, used < len ? len - used : 0, "%s%s=%s", total ? "," : "",
                          sq_scheme_knobs[k].key, v);
         total += n;

@@ -7,6 +7,7 @@
 #include "sq_internal.h"
 #include "shardq/trace.h" /* SQ_FNV1A64_BASIS */
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,7 @@ static uint64_t world_bytes(const sq_world *w, int workers)
             b += 4 * sq_plan_buffer_len(&w->L, k);
         if (s->psgd_start) b += 2 * wire_bytes(w->single_wire, S) + 4 * S;
     }
+    b += sq_world_residual_bytes(w);
     int ov = 0;
     uint64_t all = mul(b, (uint64_t)workers, &ov) + 4 * P;
     return ov || all < 4 * P ? UINT64_MAX : all;
@@ -230,6 +232,12 @@ static int alloc_worker(sq_world *w, int r)
     default:
         break;
     }
+    /* error feedback's residuals: zero until the first reduce */
+    uint64_t e1 = sq_plan_buffer_len(&w->L, SQ_PLAN_EF);
+    uint64_t e2 = sq_plan_buffer_len(&w->L, SQ_PLAN_EF2);
+    if ((e1 && (rc = alloc_floats(w, r, e1, &k->ef, "allocating the error-feedback residual"))) ||
+        (e2 && (rc = alloc_floats(w, r, e2, &k->ef2, "allocating the error-feedback residual"))))
+        return rc;
     return SQ_OK;
 }
 
@@ -239,7 +247,7 @@ static void free_worker(sq_world *w, int r)
     sq_backend *be = k->be;
     if (!be) return;
     const sq_scheme *s = &w->scheme;
-    float *floats[] = {k->grad, k->gout, k->what, k->master, k->tmp, k->tmp2};
+    float *floats[] = {k->grad, k->gout, k->what, k->master, k->tmp, k->tmp2, k->ef, k->ef2};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) sq_backend_free(be, floats[i]);
     sq_wire_free(be, &s->weight, &k->wrecv);
     const sq_wire *first = w->grad_path == SQ_GRAD_TWOLEVEL ? &s->grad_intra : w->single_wire;
@@ -273,6 +281,7 @@ static void plan_mem(sq_world *w, int r)
     m->f[SQ_PLAN_PSGD_M] = k->psgd_m, m->f[SQ_PLAN_PSGD_WARM] = k->psgd_warm;
     m->q[SQ_PLAN_PSGD_P] = k->psgd_p, m->q[SQ_PLAN_PSGD_Q] = k->psgd_q;
     m->q[SQ_PLAN_PSGD_RECV] = k->psgd_recv;
+    m->f[SQ_PLAN_EF] = k->ef, m->f[SQ_PLAN_EF2] = k->ef2;
 }
 
 int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
@@ -664,5 +673,117 @@ int sq_world_replicas_differ(sq_world *w, const float *what0, float *tmp, int *d
     for (int k = 0; k < w->N && !*differs; k++)
         if (flags[k]) *differs = k;
     free(flags);
+    return SQ_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Error feedback's residuals                                               */
+/* ------------------------------------------------------------------------ */
+
+static int residual_buf(int hop) { return hop == 0 ? SQ_PLAN_EF : SQ_PLAN_EF2; }
+
+uint64_t sq_world_residual_len(const sq_world *w, int hop)
+{
+    return hop == 0 || hop == 1 ? sq_plan_buffer_len(&w->L, residual_buf(hop)) : 0;
+}
+
+uint64_t sq_world_residual_bytes(const sq_world *w)
+{
+    return 4 * (sq_world_residual_len(w, 0) + sq_world_residual_len(w, 1));
+}
+
+/* The sum of squares in fp64, element by element in order: the same figure
+** from the same bytes on every backend. */
+static double sum_sq(const float *x, uint64_t n)
+{
+    double s = 0;
+    for (uint64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    return s;
+}
+
+/* Worker r's n floats at p, read where they lie (through the staging
+** buffer from a device). */
+static int sum_sq_of(sq_world *w, int r, const float *p, uint64_t n, double *out)
+{
+    *out = 0;
+    if (!n) return SQ_OK;
+    if (sq_backend_kind_of(w->workers[r].be) == SQ_BACKEND_CPU) {
+        *out = sum_sq(p, n);
+        return SQ_OK;
+    }
+    int rc = sq_backend_get(w->workers[r].be, w->stage, p, (size_t)n * sizeof(float));
+    if (rc) return sq_world_fail(w, r, rc, "reading the error-feedback residual");
+    *out = sum_sq(w->stage, n);
+    return SQ_OK;
+}
+
+int sq_world_measure_residuals(sq_world *w)
+{
+    if (w->dry || !sq_world_residual_bytes(w)) return SQ_OK;
+    const uint64_t e1 = sq_world_residual_len(w, 0), e2 = sq_world_residual_len(w, 1);
+    for (int r = 0; r < w->N; r++) {
+        if (!sq_world_holds(w, r)) continue;
+        sq_worker *k = &w->workers[r];
+        double a = 0, b = 0, x = 0;
+        int rc;
+        if ((rc = sum_sq_of(w, r, k->ef, e1, &a)) || (rc = sum_sq_of(w, r, k->ef2, e2, &b)) ||
+            (rc = sum_sq_of(w, r, k->grad, w->padded, &x)))
+            return rc;
+        w->rec[r].ef_e2 = a + b;
+        w->rec[r].ef_x2 = x;
+    }
+    return SQ_OK;
+}
+
+int sq_world_residual_norms(const sq_world *w, int r, double *e2, double *x2)
+{
+    *e2 = *x2 = 0;
+    if (r < 0 || r >= w->N || w->dry || !sq_world_residual_bytes(w)) return 0;
+    *e2 = w->rec[r].ef_e2;
+    *x2 = w->rec[r].ef_x2;
+    return 1;
+}
+
+double sq_world_residual_rel(const sq_world *w)
+{
+    double sum = 0, e2, x2;
+    for (int r = 0; r < w->N; r++) {
+        if (!sq_world_residual_norms(w, r, &e2, &x2)) return NAN;
+        sum += sq_world_residual_ratio(e2, x2);
+    }
+    return sum / w->N;
+}
+
+double sq_world_residual_ratio(double e2, double x2)
+{
+    return e2 == 0 ? 0 : x2 == 0 ? INFINITY : sqrt(e2 / x2);
+}
+
+int sq_world_get_residual(sq_world *w, int r, int hop, float *host_out)
+{
+    int rc = check_worker(w, r, host_out);
+    if (rc) return rc;
+    uint64_t n = sq_world_residual_len(w, hop);
+    if (!n)
+        return sq_world_set_error(w, SQ_ERR_ARG, "residual %d: no hop of this world keeps one "
+                                  "(error feedback is off there, or the path does not take it)",
+                                  hop);
+    const float *p = hop == 0 ? w->workers[r].ef : w->workers[r].ef2;
+    return get(w, r, host_out, p, n * 4, "reading the error-feedback residual");
+}
+
+int sq_world_reset_residuals(sq_world *w)
+{
+    for (int r = 0; r < w->N && !w->dry; r++) {
+        if (!sq_world_holds(w, r)) continue;
+        sq_worker *k = &w->workers[r];
+        for (int hop = 0; hop < 2; hop++) {
+            uint64_t n = sq_world_residual_len(w, hop);
+            float *p = hop == 0 ? k->ef : k->ef2;
+            int rc = n ? sq_backend_fill(k->be, p, 0, (size_t)n * sizeof(float)) : SQ_OK;
+            if (rc) return sq_world_fail(w, r, rc, "zeroing the error-feedback residual");
+        }
+        w->rec[r].ef_e2 = w->rec[r].ef_x2 = 0;
+    }
     return SQ_OK;
 }

@@ -31,6 +31,8 @@ typedef struct sq_worker {
     float *psgd_m;        /* rows x cols: M in a step, the residual between steps */
     float *psgd_warm;     /* 1 float: whether psgd_q holds a step's Q */
     sq_qbuf psgd_p, psgd_q, psgd_recv; /* fp32 wire: P, Q, the ring's incoming chunk */
+    float *ef;     /* padded: error feedback's residual of the first gradient hop */
+    float *ef2;    /* padded / G: the residual of the requantization (two-level) */
 } sq_worker;
 
 /* What each rank knows of itself and shares after every collective. */
@@ -38,6 +40,7 @@ typedef struct sq_rank_record {
     sq_traffic traffic;
     uint64_t digest;
     sq_coll_time times[SQ_NCOLL];
+    double ef_e2, ef_x2; /* after the last reduce: |residuals|^2 and |gradient|^2 */
 } sq_rank_record;
 
 struct sq_world {
@@ -76,6 +79,9 @@ int sq_world_fail(sq_world *w, int r, int rc, const char *what);
 
 /* After a collective with a transport: every rank's record to every process. */
 int sq_world_sync_records(sq_world *w);
+/* After a reduce with error feedback: each held worker's squared norms of
+** its residuals and its gradient into its record. */
+int sq_world_measure_residuals(sq_world *w);
 
 static inline int sq_node_of(const sq_world *w, int r) { return r / w->topo.per_node; }
 

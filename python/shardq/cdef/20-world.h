@@ -3,7 +3,7 @@
 typedef struct sq_topo { int nodes; int per_node; } sq_topo;
 int sq_topo_parse(const char *text, sq_topo *t, sq_error *err);
 typedef enum sq_group_rule { SQ_GROUP_FIXED = 0, SQ_GROUP_QGZ = 1, SQ_GROUP_QWZ = 2 } sq_group_rule;
-typedef struct sq_wire { int bits; sq_codec codec; sq_group_rule rule; } sq_wire;
+typedef struct sq_wire { int bits; sq_codec codec; sq_group_rule rule; int ef; } sq_wire;
 typedef enum sq_grad_mode { SQ_GRAD_RING = 0, SQ_GRAD_A2A = 1, SQ_GRAD_TWOLEVEL = 2,
                             SQ_GRAD_NONE = 3, SQ_GRAD_POWERSGD = 4 } sq_grad_mode;
 typedef struct sq_scheme { char preset[16]; ...; } sq_scheme;
@@ -69,5 +69,12 @@ typedef struct sq_coll_time { uint64_t calls; double seconds; double link_second
 sq_coll_time sq_world_times(const sq_world *w, int coll);
 void sq_world_add_times(const sq_world *w, sq_coll_time sum[2]);
 uint64_t sq_world_wire_digest(const sq_world *w, int r);
+uint64_t sq_world_residual_len(const sq_world *w, int hop);
+uint64_t sq_world_residual_bytes(const sq_world *w);
+int sq_world_get_residual(sq_world *w, int r, int hop, float *host_out);
+int sq_world_reset_residuals(sq_world *w);
+int sq_world_residual_norms(const sq_world *w, int r, double *e2, double *x2);
+double sq_world_residual_ratio(double e2, double x2);
+double sq_world_residual_rel(const sq_world *w);
 sq_grad_mode sq_world_grad_path(const sq_world *w);
 const sq_wire *sq_world_single_wire(const sq_world *w);

@@ -7,6 +7,7 @@ typedef struct sq_stat_row {
     sq_errstats st;
     double frac_clipped;
     double seconds;
+    double ef_residual;
 } sq_stat_row;
 typedef struct sq_bytes_row {
     const char *collective;

@@ -39,6 +39,8 @@ typedef struct sq_replay_result {
     sq_timing_row timings[4];
     sq_coll_time coll[2];
     size_t weight_steps;
+    uint64_t residual_bytes;
+    double ef_residual, ef_residual_mean;
 } sq_replay_result;
 sq_topo sq_replay_default_topo(const sq_trace *t);
 int sq_replay_run(const sq_replay_config *cfg, const sq_trace *t, const sq_replay_sink *sink,
