@@ -133,7 +133,7 @@ assert abs(rows[3][2] - e['ef_residual_last']) < 1e-15, (rows, e)
 t = c.execute('SELECT count(*), count(ef_residual) FROM tensor_stats WHERE run_id = 1 AND path = \"grad\"').fetchone()
 assert t == (16, 16), t
 assert c.execute('SELECT count(ef_residual) FROM step_metrics WHERE run_id = 2').fetchone()[0] == 0
-p = dict(c.execute('SELECT key, value FROM params WHERE run_id = 1 AND key LIKE \"%.ef\"').fetchall())
+p = dict(c.execute('SELECT key, value FROM params WHERE run_id = 1 AND key LIKE \"grad.in%.ef\"').fetchall())
 assert p == {'grad.intra.ef': '1', 'grad.inter.ef': '1'}, p
 # EF trades each step's error for an unbiased sum: a step's error is larger
 assert d['grad']['rel_l2'] > n['grad']['rel_l2'], (d['grad'], n['grad'])
