@@ -37,8 +37,8 @@ __all__ = ["Codec", "Key", "Quantized", "quantize", "dequantize", "quantize_diff
            "dequantize_add", "dequant_sum", "dequant_sum_requant", "hadamard",
            "to_bf16", "from_bf16"]
 
-_CODEC_KEYS = ("kind", "bits", "group", "round", "hadamard", "levels", "scale")
-_INT_KEYS = ("bits", "group", "hadamard")
+_CODEC_KEYS = ("kind", "bits", "group", "round", "hadamard", "levels", "scale", "keep")
+_INT_KEYS = ("bits", "group", "hadamard", "keep")
 
 
 def _count(n, name="n"):
@@ -66,7 +66,10 @@ class Codec:
     together add the keywords to the spec. A bad spec raises SpecError with
     the library's sentence. Codecs are immutable, compare and hash by their
     canonical spec (`.spec`), and have the keys as attributes (kind, bits,
-    group, round, hadamard, levels, scale).
+    group, round, hadamard, levels, scale, keep). kind="topk" or "randk"
+    (with keep=) sends the indices and values of keep elements per group;
+    kind="bf16" or "fp16" is a 16-bit cast without scales (README.md,
+    "Conventions").
     """
 
     __slots__ = ("_c", "_spec", "_fields")
@@ -102,8 +105,12 @@ class Codec:
             self._fields[k] = int(v) if k in _INT_KEYS else v
 
     spec = property(lambda self: self._spec, doc="the canonical spec (sq_codec_format)")
-    kind = property(lambda self: self._fields["kind"], doc="'sym' or 'minmax'")
-    bits = property(lambda self: self._fields["bits"], doc="bits per code, 1..8")
+    kind = property(lambda self: self._fields["kind"],
+                    doc="'sym', 'minmax', 'topk', 'randk', 'bf16' or 'fp16'")
+    bits = property(lambda self: self._fields["bits"],
+                    doc="bits per code: 1..8, a sparse kind's index width, 16 for a cast")
+    keep = property(lambda self: self._fields.get("keep", 0),
+                    doc="elements kept per group (topk, randk; else 0)")
     group = property(lambda self: self._fields["group"], doc="elements per scale")
     round = property(lambda self: self._fields["round"], doc="'rtn' or 'sr'")
     hadamard = property(lambda self: self._fields["hadamard"], doc="0 or the transform size")
@@ -135,8 +142,14 @@ class Codec:
         """Groups (scales) of n elements."""
         return lib.sq_codec_groups(self._c, _count(n))
 
+    def scale_count(self, n):
+        """Values of the scales array of n elements: one per group (topk,
+        randk: one per kept element; a cast: none)."""
+        return self.scale_bytes(n) // (4 if self._fields["scale"] == "fp32" else 2)
+
     def code_bytes(self, n):
-        """Bytes of the packed codes of n elements: ceil(n * bits / 8)."""
+        """Bytes of the codes of n elements: ceil(n * bits / 8) (topk,
+        randk: one index per kept element; a cast: 2 n)."""
         return lib.sq_codec_code_bytes(self._c, _count(n))
 
     def scale_bytes(self, n):
@@ -450,7 +463,8 @@ def _need_key(op, codec, key):
 
 class Quantized:
     """n values quantized under a codec: `codes` (uint8, the packed bit
-    stream of code_bytes(n) bytes), `scales` (groups(n) scales: float32, or
+    stream of code_bytes(n) bytes), `scales` (scale_count(n) scales, or the
+    kept values of topk / randk, none for a cast: float32, or
     the uint16 bit patterns of bf16 / fp16 scales) and `offsets` (the group
     minima of a minmax codec, like scales; None for sym). On the CPU they
     are NumPy arrays; on a GPU, torch CUDA tensors (16-bit patterns as
@@ -480,7 +494,7 @@ class Quantized:
         """A Quantized of n values with uninitialised arrays: on the CPU, or
         on device (a torch.device or "cuda:N") as CUDA tensors."""
         codec, n = _as_codec(codec), _count(n)
-        sizes = (codec.code_bytes(n), codec.groups(n))
+        sizes = (codec.code_bytes(n), codec.scale_count(n))
         minmax = codec.kind == "minmax"
         if device is None or torch.device(device).type == "cpu":
             codes = np.empty(sizes[0], np.uint8)
@@ -497,9 +511,10 @@ class Quantized:
     def _validate(self):
         c, n = self.codec, self.n
         parts = [("codes", self.codes, c.code_bytes(n), np.uint8, torch and torch.uint8),
-                 ("scales", self.scales, c.groups(n), c._scale_np, torch and c._scale_torch)]
+                 ("scales", self.scales, c.scale_count(n), c._scale_np,
+                  torch and c._scale_torch)]
         if c.kind == "minmax":
-            parts.append(("offsets", self.offsets, c.groups(n), c._scale_np,
+            parts.append(("offsets", self.offsets, c.scale_count(n), c._scale_np,
                           torch and c._scale_torch))
         elif self.offsets is not None:
             raise ValueError("Quantized: offsets given for a sym codec (%s)" % c.spec)
@@ -632,7 +647,7 @@ class Quantized:
         try:
             codec = Codec(_format(ffi.addressof(ct, "codec")))
             n = int(ct.n)
-            g, minmax = codec.groups(n), codec.kind == "minmax"
+            g, minmax = codec.scale_count(n), codec.kind == "minmax"
 
             def grab(ptr, count, dtype):
                 if count == 0:

@@ -12,6 +12,7 @@
 #include "sq_check.h"
 #include "sq_clock.h"
 #include "sq_hd.h"
+#include "sq_sparse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -221,13 +222,36 @@ void sq_backend_qbuf_free(sq_backend *be, sq_qbuf *q)
 /* The codec operations                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* The kernels have no top-k or rand-k: their selection is a sort or a
+** shuffle per group, not the per-element or per-group arithmetic of the
+** codec kernels. The casts run on the kernels of kernels/cast.cu. */
+static int cuda_refuses(sq_backend *be, const sq_codec *c)
+{
+    if (!c || !sq_kind_sparse(c->kind)) return SQ_OK;
+    return sq_error_set(&be->err, SQ_ERR_UNSUPPORTED,
+                        "%s: kind=%s has no CUDA kernels (its selection sorts or shuffles each "
+                        "group); run it on the cpu backend",
+                        be->name, c->kind == SQ_KIND_TOPK ? "topk" : "randk");
+}
+
+/* The sparse kinds and the casts as the kernels take them: the fields they
+** ignore at fixed values (the C reference does the same, codec.c). */
+static const sq_codec *settled(const sq_codec *c, sq_codec *copy)
+{
+    if (!c || !sq_sparse_kind(c->kind)) return c;
+    *copy = sq_sparse_canonical(c);
+    return copy;
+}
+
 /* The CUDA side of quantize, quantize_diff (diff) and their bf16 variants. */
 static int cuda_quantize(sq_backend *be, const sq_codec *c, const float *x, const float *ref,
                          int diff, uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
+    sq_codec cc;
+    c = settled(c, &cc);
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
-        (rc = sq_check_key(c, key)))
+        (rc = sq_check_key(c, key)) || (rc = cuda_refuses(be, c)))
         return rc;
     if (n && (!x || (diff && !ref))) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_quantize(be->cuda, c, x, diff ? ref : NULL, n, key, q, bf16));
@@ -237,8 +261,12 @@ static int cuda_quantize(sq_backend *be, const sq_codec *c, const float *x, cons
 static int cuda_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, const float *ref,
                            int add, uint64_t n, float *out, int bf16)
 {
+    sq_codec cc;
+    c = settled(c, &cc);
     int rc;
-    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
+    if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
+        (rc = cuda_refuses(be, c)))
+        return rc;
     if (n && (!out || (add && !ref))) return SQ_ERR_ARG;
     return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, add ? ref : NULL, n, out, bf16));
 }
@@ -306,10 +334,14 @@ int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const s
 {
     if (be->kind == SQ_BACKEND_CPU)
         return sq_dequant_sum_requant(c_in, chunks, k, n, c_out, key, out);
+    sq_codec cci, cco;
+    c_in = settled(c_in, &cci);
+    c_out = settled(c_out, &cco);
     int rc;
     if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
         (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
-        (rc = sq_check_key(c_out, key)))
+        (rc = sq_check_key(c_out, key)) || (rc = cuda_refuses(be, c_in)) ||
+        (rc = cuda_refuses(be, c_out)))
         return rc;
     return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out, 0));
 }
@@ -318,9 +350,12 @@ int sq_backend_dequant_sum(sq_backend *be, const sq_codec *c, const sq_qbuf *chu
                            uint64_t n, float *out)
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_dequant_sum(c, chunks, k, n, out);
+    sq_codec cc;
+    c = settled(c, &cc);
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
+    if ((rc = cuda_refuses(be, c))) return rc;
     return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out, 0));
 }
 
@@ -335,6 +370,7 @@ int sq_backend_dequant_sum_requant_f16(sq_backend *be, const sq_codec *c_in,
         (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
         (rc = sq_check_key(c_out, key)))
         return rc;
+    if (sq_sparse_kind(c_in->kind) || sq_sparse_kind(c_out->kind)) return SQ_ERR_SPEC;
     if (c_in->hadamard || c_out->hadamard) return SQ_ERR_SPEC;
     return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out, 1));
 }
@@ -346,6 +382,7 @@ int sq_backend_dequant_sum_f16(sq_backend *be, const sq_codec *c, const sq_qbuf 
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
+    if (sq_kind_sparse(c->kind) || sq_kind_cast(c->kind)) return SQ_ERR_SPEC;
     if (c->hadamard) return SQ_ERR_SPEC;
     return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out, 1));
 }

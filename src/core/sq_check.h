@@ -24,7 +24,9 @@ static inline int sq_check_codec(const sq_codec *c, uint64_t n)
 static inline int sq_check_qbuf(const sq_codec *c, const sq_qbuf *q, uint64_t n)
 {
     if (!q) return SQ_ERR_ARG;
-    if (n && (!q->codes || !q->scales || (c->kind == SQ_KIND_MINMAX && !q->offsets)))
+    /* (a cast has no scales: its scales pointer may be NULL) */
+    if (n && (!q->codes || (!q->scales && sq_codec_scale_bytes(c, n)) ||
+              (c->kind == SQ_KIND_MINMAX && !q->offsets)))
         return SQ_ERR_ARG;
     return SQ_OK;
 }

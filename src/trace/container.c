@@ -3,6 +3,7 @@
 ** container.h.
 */
 #include "shardq/trace.h"
+#include "sq_sparse.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +24,13 @@ static sq_st_dtype scale_dtype(const sq_codec *c)
                                        : SQ_ST_F16;
 }
 
+/* Values of the scales (and offsets) tensors: one per group, but for topk
+** and randk one per kept element, and none for a cast. */
+static uint64_t scale_count(const sq_codec *c, uint64_t n)
+{
+    return sq_codec_scale_bytes(c, n) / (c->scale == SQ_SCALE_FP32 ? 4 : 2);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Writing                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -33,7 +41,9 @@ int sq_container_write(const char *path, const sq_container *c, sq_error *err)
     if (!c || c->ndim < 0 || c->ndim > SQ_NPY_MAXDIM)
         return sq_error_set(err, SQ_ERR_ARG, "%s: no container, or a shape of %d dimensions", name,
                             c ? c->ndim : 0);
-    const sq_codec *k = &c->codec;
+    /* the fields a kind ignores as its text form prints them */
+    const sq_codec kc = sq_sparse_canonical(&c->codec);
+    const sq_codec *k = &kc;
     uint64_t n = c->n;
     sq_st_tensor t[3];
     memset(t, 0, sizeof t);
@@ -45,7 +55,7 @@ int sq_container_write(const char *path, const sq_container *c, sq_error *err)
     t[1].name = "scales";
     t[1].dtype = scale_dtype(k);
     t[1].ndim = 1;
-    t[1].shape[0] = sq_codec_groups(k, n);
+    t[1].shape[0] = scale_count(k, n);
     t[1].data = c->q.scales;
     size_t nt = 2;
     if (k->kind == SQ_KIND_MINMAX) {
@@ -253,7 +263,7 @@ int sq_container_read(const char *path, sq_container *out, sq_error *err)
         }
     }
     const sq_st_entry *codes, *scales, *offsets = NULL;
-    uint64_t groups = sq_codec_groups(c, n);
+    uint64_t groups = scale_count(c, n);
     if ((rc = check_tensor(path, &f, "codes", SQ_ST_U8, sq_codec_code_bytes(c, n), spec, n, &codes,
                            err)) != 0 ||
         (rc = check_tensor(path, &f, "scales", scale_dtype(c), groups, spec, n, &scales, err)) !=

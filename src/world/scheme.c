@@ -9,6 +9,7 @@
 */
 #include "shardq/layout.h"
 #include "shardq/world.h"
+#include "sq_sparse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -190,14 +191,21 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
 /* Knobs                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* keep comes last and is printed only for a topk or randk wire, so that the
+** canonical text of every other wire is what it always was. */
 #define CODEC_KNOBS(prefix, what, groups, grouphelp)                                        \
     {prefix "bits", "1-8, 16 (bf16), 32 (fp32)", "bits per element of " what},             \
-        {prefix "kind", "sym, minmax", "absmax (symmetric) or min-max groups"},             \
+        {prefix "kind", "sym, minmax, topk, randk, fp16",                                   \
+         "absmax (symmetric) or min-max groups; top-k or random-k of each group (indices "  \
+         "and values); an fp16 cast (bf16: bits=16)"},                                      \
         {prefix "group", groups, grouphelp},                                                \
         {prefix "round", "rtn, sr", "round to nearest even or stochastic (Philox)"},        \
         {prefix "hadamard", "0, 2-1024 (power of two)", "Hadamard size, 0 = off"},          \
         {prefix "levels", "sdp4bit, deepspeed", "qmax/absmax (sdp4bit) or 2^(b-1)/absmax"}, \
-        {prefix "scale", "fp32, bf16, fp16", "dtype of scales and offsets"}
+        {prefix "scale", "fp32, bf16, fp16",                                                \
+         "dtype of scales and offsets (topk, randk: of the kept values)"},                  \
+        {prefix "keep", "1-2^40 (0: unset)",                                                \
+         "elements kept per group by kind=topk or randk, at most the group"}
 
 const sq_knob sq_scheme_knobs[] = {
     {"weight.mode", "direct, diff", "weights travel themselves, or their difference to w-hat"},
@@ -225,7 +233,10 @@ const sq_knob sq_scheme_knobs[] = {
 };
 const size_t sq_scheme_nknobs = sizeof sq_scheme_knobs / sizeof sq_scheme_knobs[0];
 
-static const char *const kind_names[] = {"sym", "minmax"};
+static const char *const kind_names[] = {"sym",     "minmax", "qsgd", "sign",
+                                          "fp8e4m3", "fp8e5m2", "topk", "randk",
+                                          "bf16",    "fp16",    "plugin"};
+#define NKINDS (int)(sizeof kind_names / sizeof kind_names[0])
 static const char *const round_names[] = {"rtn", "sr"};
 static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
@@ -288,8 +299,20 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
         }
         w->codec.hadamard = (int)u;
     } else if (!strcmp(field, "kind")) {
-        if ((i = pick(val, kind_names, 2)) < 0) goto bad;
+        if (!strcmp(val, "bf16")) {
+            /* one wire, one spelling: the bf16 cast is the unquantized bf16 wire */
+            set_err(err, "%s=bf16: the bf16 wire is %.*sbits=16 (the unquantized bf16 wire)", key,
+                    (int)(strlen(key) - strlen(field)), key);
+            return SQ_ERR_SPEC;
+        }
+        if ((i = pick(val, kind_names, NKINDS)) < 0) goto bad;
         w->codec.kind = (sq_kind)i;
+    } else if (!strcmp(field, "keep")) {
+        if (parse_u64(val, SQ_GROUP_MAX, &u)) {
+            set_err(err, "%s=%s: must be an integer from 1 to the group (0: unset)", key, val);
+            return SQ_ERR_SPEC;
+        }
+        w->codec.keep = u;
     } else if (!strcmp(field, "round")) {
         if ((i = pick(val, round_names, 2)) < 0) goto bad;
         w->codec.round = (sq_round)i;
@@ -305,7 +328,7 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
     return SQ_OK;
 bad:
     set_err(err, "%s=%s: unknown value (%s)", key, val,
-            !strcmp(field, "kind")     ? "sym, minmax"
+            !strcmp(field, "kind")     ? "sym, minmax, topk, randk, fp16"
             : !strcmp(field, "round")  ? "rtn, sr"
             : !strcmp(field, "levels") ? "sdp4bit, deepspeed"
                                        : "fp32, bf16, fp16");
@@ -416,18 +439,41 @@ static int check_wire(const sq_wire *w, const char *name, sq_error *err)
 {
     if (sq_wire_raw(w)) return SQ_OK;
     char why[160];
+    if (sq_sparse_kind(w->codec.kind) && sq_codec_validate(&w->codec) != SQ_OK) {
+        /* the fields these kinds use, for the core's parser to judge */
+        char text[2 * SQ_CODEC_STRLEN];
+        const sq_codec *c = &w->codec;
+        if (sq_kind_cast(c->kind))
+            snprintf(text, sizeof text, "kind=%s,hadamard=%d", kind_names[c->kind], c->hadamard);
+        else
+            snprintf(text, sizeof text, "kind=%s,group=%llu,hadamard=%d,scale=%s,keep=%llu",
+                     kind_names[c->kind], (unsigned long long)c->group, c->hadamard,
+                     scale_names[c->scale % 3], (unsigned long long)c->keep);
+        sq_codec tmp;
+        if (sq_codec_parse(text, &tmp, why, sizeof why) == SQ_OK)
+            snprintf(why, sizeof why, "invalid codec");
+        set_err(err, "%s: %s", name, why);
+        return SQ_ERR_SPEC;
+    }
     if (sq_codec_validate(&w->codec) != SQ_OK) {
         /* the core's parser says what is wrong with it */
         char text[2 * SQ_CODEC_STRLEN];
         const sq_codec *c = &w->codec;
         snprintf(text, sizeof text, "kind=%s,bits=%d,group=%llu,round=%s,hadamard=%d,levels=%s,scale=%s",
-                 kind_names[c->kind & 1], c->bits, (unsigned long long)c->group,
-                 round_names[c->round & 1], c->hadamard, level_names[c->levels & 1],
+                 (unsigned)c->kind < (unsigned)NKINDS ? kind_names[c->kind] : "?", c->bits,
+                 (unsigned long long)c->group, round_names[c->round & 1], c->hadamard, level_names[c->levels & 1],
                  scale_names[c->scale % 3]);
         sq_codec tmp;
         if (sq_codec_parse(text, &tmp, why, sizeof why) == SQ_OK)
             snprintf(why, sizeof why, "invalid codec");
         set_err(err, "%s: %s", name, why);
+        return SQ_ERR_SPEC;
+    }
+    if (sq_sparse_kind(w->codec.kind) && w->rule != SQ_GROUP_FIXED) {
+        set_err(err,
+                "%s.group=%s: a per-tensor group rule sizes quantization groups; kind=%s needs "
+                "a fixed group (keep= counts within it)",
+                name, rule_names[w->rule % 3], kind_names[w->codec.kind]);
         return SQ_ERR_SPEC;
     }
     int h = w->codec.hadamard;
@@ -460,9 +506,15 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
     }
     const sq_wire *a = &s->grad_intra, *b = &s->grad_inter;
     if (s->grad_mode == SQ_GRAD_RING && (!sq_wire_raw(a) || !sq_wire_raw(b))) {
-        set_err(err,
-                "grad.mode=ring sums partial results at every hop and takes unquantized wires "
-                "only: set grad.bits=32 or 16, or grad.mode=a2a / twolevel");
+        if (sq_sparse_kind(a->codec.kind) || sq_sparse_kind(b->codec.kind))
+            set_err(err,
+                    "grad.mode=ring sums partial results at every hop and takes unquantized "
+                    "wires only: a topk, randk or fp16 wire needs grad.mode=a2a or twolevel "
+                    "(or grad.kind=sym with grad.bits=32 or 16)");
+        else
+            set_err(err,
+                    "grad.mode=ring sums partial results at every hop and takes unquantized "
+                    "wires only: set grad.bits=32 or 16, or grad.mode=a2a / twolevel");
         return SQ_ERR_SPEC;
     }
     if (s->weight.rule != SQ_GROUP_FIXED && s->weight.rule != SQ_GROUP_QWZ) {
@@ -480,11 +532,12 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
     }
     if (s->grad_dtype == SQ_GRAD_FP16 &&
         (s->grad_mode == SQ_GRAD_RING || sq_wire_raw(a) || sq_wire_raw(b) ||
-         a->codec.hadamard || b->codec.hadamard)) {
+         a->codec.hadamard || b->codec.hadamard || sq_sparse_kind(a->codec.kind) ||
+         sq_sparse_kind(b->codec.kind))) {
         set_err(err,
                 "grad.dtype=fp16 is the arithmetic of qgZ's quantized all-to-all: it needs "
-                "grad.mode=a2a or twolevel, quantized hops (grad.bits 1 to 8) and no Hadamard "
-                "transform");
+                "grad.mode=a2a or twolevel, quantized hops (grad.bits 1 to 8, not topk, randk "
+                "or fp16) and no Hadamard transform");
         return SQ_ERR_SPEC;
     }
     if (s->grad_mode == SQ_GRAD_TWOLEVEL) {
@@ -508,11 +561,16 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
 static void wire_value(const sq_wire *w, const char *field, char *buf, size_t len)
 {
     /* An unquantized wire ignores its codec: print the defaults, so that
-    ** schemes that behave alike print alike. */
-    sq_codec def = sq_codec_default();
-    const sq_codec *c = sq_wire_raw(w) ? &def : &w->codec;
-    if (!strcmp(field, "bits")) snprintf(buf, len, "%d", w->bits);
-    else if (!strcmp(field, "kind")) snprintf(buf, len, "%s", kind_names[c->kind & 1]);
+    ** schemes that behave alike print alike; for the same reason a kind that
+    ** fixes some fields (topk, randk, fp16) prints them at its values. */
+    sq_codec def = sq_codec_default(), fixed = sq_sparse_canonical(&w->codec);
+    const sq_codec *c = sq_wire_raw(w) ? &def : &fixed;
+    if (!strcmp(field, "bits"))
+        snprintf(buf, len, "%d", sq_sparse_kind(c->kind) ? c->bits : w->bits);
+    else if (!strcmp(field, "kind"))
+        snprintf(buf, len, "%s", (unsigned)c->kind < (unsigned)NKINDS ? kind_names[c->kind] : "?");
+    else if (!strcmp(field, "keep"))
+        snprintf(buf, len, "%llu", sq_kind_sparse(c->kind) ? (unsigned long long)c->keep : 0ull);
     else if (!strcmp(field, "group") && !sq_wire_raw(w) && w->rule != SQ_GROUP_FIXED)
         snprintf(buf, len, "%s", rule_names[w->rule % 3]);
     else if (!strcmp(field, "group")) snprintf(buf, len, "%llu", (unsigned long long)c->group);
@@ -545,12 +603,25 @@ int sq_scheme_get(const sq_scheme *s, const char *key, char *buf, size_t len)
     return (int)strlen(buf);
 }
 
+/* A wire's keep knob, where the wire is not topk or randk: left out of the
+** text, so that the text of every other wire is unchanged. */
+static int keep_unused(const sq_scheme *s, const char *key)
+{
+    size_t kl = strlen(key);
+    if (kl < 5 || strcmp(key + kl - 5, ".keep")) return 0;
+    const sq_wire *w = !strncmp(key, "weight.", 7)       ? &s->weight
+                       : !strncmp(key, "grad.intra.", 11) ? &s->grad_intra
+                                                          : &s->grad_inter;
+    return sq_wire_raw(w) || !sq_kind_sparse(w->codec.kind);
+}
+
 int sq_scheme_format(const sq_scheme *s, char *buf, size_t len)
 {
     size_t used = 0;
     int total = 0;
     for (size_t k = 0; k < sq_scheme_nknobs; k++) {
         char v[64];
+        if (keep_unused(s, sq_scheme_knobs[k].key)) continue;
         sq_scheme_get(s, sq_scheme_knobs[k].key, v, sizeof v);
         int n = snprintf(buf + used, used < len ? len - used : 0, "%s%s=%s", k ? "," : "",
                          sq_scheme_knobs[k].key, v);
