@@ -10,6 +10,7 @@
 ** in chunk order, and the block applies the inverse transform last.
 */
 #include "sq_launch.cuh"
+#include "sq_sparse.h"
 
 namespace sqk {
 
@@ -97,6 +98,7 @@ using namespace sqk;
 extern "C" int sqk_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q, const float *ref,
                               uint64_t n, float *out, int bf16)
 {
+    if (sq_kind_cast(c->kind)) return sqk_cast_dequantize(env, c, q, ref, n, out, bf16);
     if (n == 0) return SQ_OK;
     DecodeArgs a = decode_args(env, kcodec(c, n), n, out);
     a.in = chunk_table(q, 0, 1);
@@ -116,6 +118,7 @@ extern "C" int sqk_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q,
 extern "C" int sqk_sum(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
                        float *out)
 {
+    if (sq_kind_cast(c->kind)) return sqk_cast_sum(env, c, chunks, k, n, out);
     return sum_chunks_batched(env, kcodec(c, n), chunks, k, n, out, true);
 }
 

@@ -23,6 +23,7 @@
 ** paths give the C reference's bytes.
 */
 #include "sq_launch.cuh"
+#include "sq_sparse.h"
 
 namespace sqk {
 
@@ -360,12 +361,15 @@ using namespace sqk;
 
 extern "C" uint64_t sqk_quantize_scratch(const sq_codec *c, uint64_t n)
 {
+    if (sq_kind_cast(c->kind)) return 0;
     return key_scratch(kcodec(c, n), n);
 }
 
 extern "C" int sqk_quantize(sqk_env *env, const sq_codec *c, const float *x, const float *ref,
                             uint64_t n, const sq_rng_key *key, const sq_qbuf *q, int bf16)
 {
+    if (sq_kind_cast(c->kind))
+        return sqk_cast_quantize(env, c, x, ref, n, q, bf16, SQK_FLAG_NONFINITE);
     if (n == 0) return SQ_OK;
     QuantArgs a = quant_args(env, c, n, key, q);
     a.x = x;
@@ -385,7 +389,8 @@ static uint64_t sum_scratch(int k, uint64_t n)
 extern "C" uint64_t sqk_sum_requant_scratch(const sq_codec *c_in, int k, uint64_t n,
                                             const sq_codec *c_out)
 {
-    (void)c_in;
+    if (sq_kind_cast(c_in->kind) || sq_kind_cast(c_out->kind))
+        return sqk_cast_sum_requant_scratch(c_in, k, n, c_out);
     KCodec co = kcodec(c_out, n);
     co.h = 0;
     return sum_scratch(k, n) + key_scratch(co, n);
@@ -395,6 +400,8 @@ static int sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks
                        uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
                        const sq_qbuf *out, int f16)
 {
+    if (sq_kind_cast(c_in->kind) || sq_kind_cast(c_out->kind))
+        return sqk_cast_sum_requant(env, c_in, chunks, k, n, c_out, key, out);
     if (n == 0) return SQ_OK;
     /* the middle hop stays in the transformed domain */
     KCodec ci = kcodec(c_in, n);

@@ -86,6 +86,22 @@ int sqk_sub(sqk_env *env, const float *a, const float *b, uint64_t n, float *out
 int sqk_to_bf16(sqk_env *env, const float *x, uint64_t n, uint16_t *out);
 int sqk_from_bf16(sqk_env *env, const uint16_t *h, uint64_t n, float *out);
 
+/* The casts as codecs (kind=bf16, kind=fp16; cast.cu): sqk_quantize,
+** sqk_dequantize, sqk_sum and sqk_sum_requant hand a cast codec to these.
+** nf_flag is what non-finite input sets (SQK_FLAG_RANGE when the input is
+** a sum). The fp16 sums refuse casts before they reach the kernels. */
+int sqk_cast_quantize(sqk_env *env, const sq_codec *c, const float *x, const float *ref,
+                      uint64_t n, const sq_qbuf *q, int bf16, uint32_t nf_flag);
+int sqk_cast_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q, const float *ref,
+                        uint64_t n, float *out, int bf16);
+int sqk_cast_sum(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
+                 float *out);
+uint64_t sqk_cast_sum_requant_scratch(const sq_codec *c_in, int k, uint64_t n,
+                                      const sq_codec *c_out);
+int sqk_cast_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                         uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                         const sq_qbuf *out);
+
 /* The status for the flags of one or more operations. A range problem
 ** outranks non-finite input, which outranks a transform or an elementwise
 ** result that overflowed (non-finite input makes those non-finite too).

@@ -19,7 +19,7 @@ static const sq_rng_key KEY = {0x0123456789abcdefull, 7, 3, 2};
 static sq_codec make_codec(sq_kind kind, int bits, uint64_t group, sq_round rnd, int had,
                            sq_levels lv, sq_scale_dtype sc)
 {
-    sq_codec c = {kind, bits, group, rnd, had, lv, sc};
+    sq_codec c = {kind, bits, group, rnd, had, lv, sc, 0, 0};
     ck_assert_int_eq(sq_codec_validate(&c), SQ_OK);
     return c;
 }

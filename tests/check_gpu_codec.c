@@ -409,6 +409,36 @@ START_TEST(test_status)
 }
 END_TEST
 
+/* The casts as codecs run on the GPU with the reference's bytes; top-k
+** and random-k are refused with a sentence that names the kind. */
+START_TEST(test_sparse_kinds)
+{
+    int failures = 0;
+    for (int op = 0; op < EQ_NOPS; op++)
+        for (uint64_t n = 1; n <= 1000003; n = n * 97 + 5) {
+            failures += run((eq_op)op, "kind=fp16", n, EQ_NORMAL, 80 + n, 3,
+                            op == EQ_SUM_REQUANT ? "bits=4,group=128,round=sr" : NULL);
+            failures += run((eq_op)op, "kind=bf16", n, EQ_GRADIENT, 90 + n, 3, NULL);
+        }
+    failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 65537, EQ_NORMAL, 99, 4,
+                    "kind=fp16");
+    ck_assert_int_eq(failures, 0);
+    const uint64_t n = 4096;
+    float *x = malloc(n * 4);
+    eq_fill(x, n, EQ_NORMAL, 5);
+    sq_rng_key key = eq_key(1, 0);
+    for (int r = 0; r < 2; r++) {
+        sq_codec c = codec(r ? "kind=randk,keep=4,group=64" : "kind=topk,keep=4,group=64");
+        sq_qbuf hq;
+        eq_qbuf(&c, n, 0, &hq);
+        ck_assert_int_eq(gpu_quantize(&c, x, NULL, n, &key, &hq), SQ_ERR_UNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(sq_backend_error(g_be), r ? "kind=randk" : "kind=topk"));
+        sq_qbuf_free(&hq);
+    }
+    free(x);
+}
+END_TEST
+
 /* Deferred: three operations enqueued, one sync; the worst status wins and
 ** the good results are still right. */
 START_TEST(test_deferred)
@@ -709,6 +739,7 @@ int main(void)
     tcase_add_test(tc, test_paths);
     tcase_add_test(tc, test_f16_sums);
     tcase_add_test(tc, test_status);
+    tcase_add_test(tc, test_sparse_kinds);
     tcase_add_test(tc, test_deferred);
     tcase_add_test(tc, test_streams);
     tcase_add_test(tc, test_device_errors);

@@ -15,6 +15,7 @@
 #include "../kernels/quantize.cu"
 #include "../kernels/dequantize.cu"
 #include "../kernels/elementwise.cu"
+#include "../kernels/cast.cu"
 
 #include "shardq/backend.h"
 #include "equiv.h"
@@ -498,6 +499,101 @@ START_TEST(test_status)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* The casts as codecs (kind=bf16, kind=fp16, cast.cu)                      */
+/* ------------------------------------------------------------------------ */
+
+/* Every operation, sizes around the thread and tile boundaries; fp16 takes
+** no heavy-tailed input (values past its range are the status test's). */
+START_TEST(test_casts)
+{
+    static const uint64_t cast_sizes[] = {1, 7, 8, 9, 2049, 65537};
+    static const eq_dist dists[] = {EQ_NORMAL, EQ_OUTLIERS, EQ_GRADIENT};
+    int failures = 0, i = 0;
+    for (const char *spec : {"kind=fp16", "kind=bf16"})
+        for (uint64_t n : cast_sizes)
+            for (int op = 0; op < EQ_NOPS; op++, i++)
+                failures += run((eq_op)op, spec, n, dists[i % 3], 50 + (uint64_t)i,
+                                op == EQ_SUM ? 3 : 2,
+                                op == EQ_SUM_REQUANT && i % 2 ? "kind=bf16" : nullptr);
+    /* a cast on one side of a requantization, the other a quantizing codec
+    ** (whose transform the middle hop ignores) */
+    failures +=
+        run(EQ_SUM_REQUANT, "kind=fp16", 4099, EQ_NORMAL, 60, 3, "bits=4,group=128,round=sr");
+    failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr,hadamard=32", 4099, EQ_GRADIENT,
+                    61, 3, "kind=fp16");
+    failures += run(EQ_SUM_REQUANT, "kind=minmax,bits=8,group=4096,round=sr", 20011, EQ_OUTLIERS,
+                    62, 2, "kind=bf16");
+    /* more chunks than one kernel argument holds */
+    failures += run(EQ_SUM_REQUANT, "kind=bf16", 3001, EQ_NORMAL, 63, SQK_MAX_CHUNKS + 7,
+                    "kind=fp16");
+    failures += run(EQ_SUM_REQUANT, "kind=fp16", 3001, EQ_NORMAL, 64, SQK_MAX_CHUNKS + 7,
+                    "bits=4,group=128,round=sr");
+    failures += run(EQ_SUM, "kind=fp16", 3001, EQ_GRADIENT, 65, 2 * SQK_MAX_CHUNKS + 1);
+    /* codes at odd addresses: the byte-wise stores */
+    g_misalign = true;
+    for (int op = 0; op < EQ_NOPS; op++)
+        failures += run((eq_op)op, "kind=fp16", 4099, EQ_NORMAL, 70 + (uint64_t)op, 3);
+    g_misalign = false;
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+START_TEST(test_cast_status)
+{
+    const uint64_t n = 5000;
+    std::vector<float> x(n), ref(n), out(n);
+    sq_codec f = codec("kind=fp16"), b = codec("kind=bf16");
+    sq_qbuf q;
+    sq_qbuf_alloc(&f, n, &q);
+    eq_fill(x.data(), n, EQ_NORMAL, 1);
+    eq_fill(ref.data(), n, EQ_NORMAL, 2);
+    /* past fp16's range: a range error, never an Inf code */
+    x[4000] = 65520.0f;
+    ck_assert_int_eq(sq_quantize(&f, x.data(), n, nullptr, &q), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&f, x.data(), nullptr, n, nullptr, &q), SQ_ERR_RANGE);
+    x[4000] = 65519.0f; /* rounds to 65504, the largest fp16 */
+    ck_assert_int_eq(sq_quantize(&f, x.data(), n, nullptr, &q), SQ_OK);
+    ck_assert_int_eq(sim_quantize(&f, x.data(), nullptr, n, nullptr, &q), SQ_OK);
+    /* bf16: only near FLT_MAX */
+    x[4000] = 3.4028234663852886e38f;
+    ck_assert_int_eq(sq_quantize(&b, x.data(), n, nullptr, &q), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&b, x.data(), nullptr, n, nullptr, &q), SQ_ERR_RANGE);
+    x[4000] = NAN;
+    ck_assert_int_eq(sq_quantize(&f, x.data(), n, nullptr, &q), SQ_ERR_NONFINITE);
+    ck_assert_int_eq(sim_quantize(&f, x.data(), nullptr, n, nullptr, &q), SQ_ERR_NONFINITE);
+    ck_assert_int_eq(sq_quantize_diff(&f, x.data(), ref.data(), n, nullptr, &q), SQ_ERR_NONFINITE);
+    ck_assert_int_eq(sim_quantize(&f, x.data(), ref.data(), n, nullptr, &q), SQ_ERR_NONFINITE);
+    /* a difference past fp32 */
+    x[4000] = 3e38f;
+    ref[4000] = -3e38f;
+    ck_assert_int_eq(sq_quantize_diff(&b, x.data(), ref.data(), n, nullptr, &q), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&b, x.data(), ref.data(), n, nullptr, &q), SQ_ERR_RANGE);
+    /* damaged codes decode to Inf: every value written, then RANGE */
+    eq_fill(x.data(), n, EQ_NORMAL, 3);
+    ck_assert_int_eq(sq_quantize(&f, x.data(), n, nullptr, &q), SQ_OK);
+    q.codes[2 * 777] = 0x00;
+    q.codes[2 * 777 + 1] = 0x7c; /* +Inf */
+    ck_assert_int_eq(sq_dequantize(&f, &q, n, out.data()), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_dequantize(&f, &q, nullptr, n, out.data()), SQ_ERR_RANGE);
+    /* a sum past fp16's range requantized to fp16 */
+    eq_fill(x.data(), n, EQ_NORMAL, 4);
+    x[10] = 60000.0f;
+    sq_qbuf two[2];
+    sq_qbuf_alloc(&f, n, &two[0]);
+    sq_qbuf_alloc(&f, n, &two[1]);
+    ck_assert_int_eq(sq_quantize(&f, x.data(), n, nullptr, &two[0]), SQ_OK);
+    ck_assert_int_eq(sq_quantize(&f, x.data(), n, nullptr, &two[1]), SQ_OK);
+    ck_assert_int_eq(sq_dequant_sum_requant(&f, two, 2, n, &f, nullptr, &q), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_sum_requant(&f, two, 2, n, &f, nullptr, &q), SQ_ERR_RANGE);
+    ck_assert_int_eq(sq_dequant_sum(&f, two, 2, n, out.data()), SQ_OK);
+    ck_assert_int_eq(sim_sum(&f, two, 2, n, out.data()), SQ_OK);
+    sq_qbuf_free(&two[0]);
+    sq_qbuf_free(&two[1]);
+    sq_qbuf_free(&q);
+}
+END_TEST
+
 /* n = 0 launches nothing and touches nothing. */
 START_TEST(test_empty)
 {
@@ -709,6 +805,8 @@ int main(void)
     tcase_add_test(tc, test_f16_sums);
     tcase_add_test(tc, test_status);
     tcase_add_test(tc, test_empty);
+    tcase_add_test(tc, test_casts);
+    tcase_add_test(tc, test_cast_status);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("elementwise");
     tcase_add_test(te, test_elementwise);

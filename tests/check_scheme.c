@@ -529,18 +529,25 @@ END_TEST
 /* Canonical text                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Whether knob k is in s's canonical text: PowerSGD's knobs only under
-** grad.mode=powersgd, so the other schemes' texts are those of before. */
 /* Whether the canonical text prints knob k: PowerSGD's knobs only under
-** it, each hop's error feedback only when it is on. */
+** grad.mode=powersgd, each hop's error feedback only when it is on, a
+** wire's keep only for a topk or randk wire (which no preset has), so the
+** other schemes' texts are those of before. */
 static int printed(const sq_scheme *s, size_t k)
 {
     const char *key = sq_scheme_knobs[k].key;
+    size_t kl = strlen(key);
+    char v[64];
     if (!strncmp(key, "grad.powersgd.", 14)) return s->grad_mode == SQ_GRAD_POWERSGD;
     if (!strcmp(key, "grad.intra.ef") || !strcmp(key, "grad.inter.ef")) {
-        char v[16];
         sq_scheme_get(s, key, v, sizeof v);
         return strcmp(v, "0") != 0;
+    }
+    if (kl >= 5 && !strcmp(key + kl - 5, ".keep")) {
+        char kind[64];
+        snprintf(kind, sizeof kind, "%.*skind", (int)(kl - 4), key);
+        sq_scheme_get(s, kind, v, sizeof v);
+        return !strcmp(v, "topk") || !strcmp(v, "randk");
     }
     return 1;
 }
@@ -582,9 +589,9 @@ START_TEST(test_format_lists_every_knob)
         ck_assert_uint_eq(k, sq_scheme_nknobs);
         ck_assert_int_eq(nprinted(&s), s.grad_mode == SQ_GRAD_POWERSGD ? 37 : ef ? 32 : 30);
     }
-    /* 1 + 7 + 1 (weight.recon) + 1 + 8 + 8 (each hop's ef) + 2 + 2 (grad.dtype, fallback) +
-    ** 7 (grad.powersgd) + 2 (layout) knobs */
-    ck_assert_uint_eq(sq_scheme_nknobs, 39);
+    /* 1 + 8 + 1 (weight.recon) + 1 + 9 + 9 (each hop's codec knobs and ef) + 2 + 2
+    ** (grad.dtype, fallback) + 7 (grad.powersgd) + 2 (layout) knobs */
+    ck_assert_uint_eq(sq_scheme_nknobs, 42);
     ck_assert_str_eq(sq_scheme_knobs[0].key, "weight.mode");
     ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 12].key, "grad.mean");
     ck_assert_str_eq(sq_scheme_knobs[sq_scheme_nknobs - 11].key, "grad.dtype");
@@ -708,8 +715,9 @@ START_TEST(test_ef_knobs)
     set_ok(&s, "grad.ef=1");
     ck_assert_int_eq(s.grad_intra.ef, 1);
     format_ok(&s, t1);
-    ck_assert_ptr_nonnull(strstr(t1, "grad.intra.scale=fp32,grad.intra.ef=1,grad.inter.bits=8") ||
-                          strstr(t1, "grad.intra.scale=fp32,grad.intra.ef=1,grad.inter.bits=4"));
+    ck_assert_msg(strstr(t1, "grad.intra.scale=fp32,grad.intra.ef=1,grad.inter.bits=8") ||
+                      strstr(t1, "grad.intra.scale=fp32,grad.intra.ef=1,grad.inter.bits=4"),
+                  "%s", t1);
     sq_error err = {0};
     ck_assert_msg(sq_scheme_validate(&s, &err) == SQ_OK, "%s", err.msg);
     /* the codec is untouched, and off again is the preset's text */

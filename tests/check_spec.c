@@ -136,7 +136,7 @@ START_TEST(test_roundtrip_grid)
                         for (int lv = 0; lv < 2; lv++)
                             for (int sc = 0; sc < 3; sc++) {
                                 sq_codec c = {(sq_kind)kind, bits, groups[g], (sq_round)rnd,
-                                              hads[h], (sq_levels)lv, (sq_scale_dtype)sc};
+                                              hads[h], (sq_levels)lv, (sq_scale_dtype)sc, 0, 0};
                                 int valid = !(kind == SQ_KIND_MINMAX && lv == SQ_LEVELS_DEEPSPEED) &&
                                             !(kind == SQ_KIND_SYM && lv == SQ_LEVELS_SDP4BIT && bits < 2);
                                 SQT_CHECK((sq_codec_validate(&c) == SQ_OK) == valid,

@@ -244,6 +244,56 @@ ok "encode IN - >FILE" sh -c '"$1" codec encode --seed 1 "$2" - >"$3" && cmp "$3
   - "$SHARDQ" "$T/x.npy" "$T/stdout.st" "$T/s1.st"
 
 # ---------------------------------------------------------------------------
+# Sparse kinds and casts (README, "Conventions"): the sizes are closed forms
+# (topk: keep indices and fp32 values per group; a cast: 2 bytes an element,
+# no scales); top-k keeps the largest magnitudes exactly; an fp16 cast of
+# values of 11 significant bits is exact.
+# ---------------------------------------------------------------------------
+
+ok "info --json: topk, 2-byte indices for group 300" stdout_has \
+  '"codec":"kind=topk,bits=16,group=300,round=rtn,hadamard=0,levels=sdp4bit,scale=fp32,keep=3","n":1000,"groups":4,"code_bytes":24,"scale_bytes":48,"offset_bytes":0,"metadata_bytes":48,"bytes":72,"bits_per_element":0.576' \
+  "$SHARDQ" codec info --codec kind=topk,keep=3,group=300 --n 1000 --json
+ok "info --json: randk, bf16 values, short last group" stdout_has \
+  '"groups":16,"code_bytes":80,"scale_bytes":160,"offset_bytes":0,"metadata_bytes":160,"bytes":240,"bits_per_element":1.92' \
+  "$SHARDQ" codec info --codec kind=randk,keep=5,group=64,scale=bf16 --n 1000 --json
+ok "info --json: fp16 cast" stdout_has \
+  '"codec":"kind=fp16,bits=16,group=1,round=rtn,hadamard=0,levels=sdp4bit,scale=fp32","n":1000,"groups":1000,"code_bytes":2000,"scale_bytes":0' \
+  "$SHARDQ" codec info --codec kind=fp16 --n 1000 --json
+expect_fail_with 2 "--codec: kind=topk: needs keep=" "$SHARDQ" codec info --codec kind=topk
+expect_fail_with 2 "keep=4: applies to kind=topk and kind=randk only" \
+  "$SHARDQ" codec info --codec keep=4
+expect_fail_with 2 "round=sr: kind=topk selects deterministically" \
+  "$SHARDQ" codec info --codec kind=topk,keep=4,round=sr
+
+# count_nonzero FILE.npy: nonzero values and the sum of their magnitudes
+count_nonzero() { values "$1" | awk '$1 != 0 { n++; s += ($1 < 0 ? -$1 : $1) } END { print n + 0, s + 0 }'; }
+ok "topk encode" "$SHARDQ" codec encode --codec kind=topk,keep=1,group=128 "$T/exact.npy" "$T/topk.st"
+ok "topk decode" "$SHARDQ" codec decode "$T/topk.st" "$T/topk.npy"
+ok "topk keeps one 127 in each of the 6 groups, zeros elsewhere" \
+  sh -c 'test "$1" = "6 762"' - "$(count_nonzero "$T/topk.npy")"
+head -c 512 "$T/topk.st" >"$T/hdr"
+ok "topk tensors: one index byte and one fp32 value per group" file_has "$T/hdr" \
+  '"codes":{"dtype":"U8","shape":[6],"data_offsets":[0,6]},"scales":{"dtype":"F32","shape":[6]'
+ok "fp16 encode" "$SHARDQ" codec encode --codec kind=fp16 "$T/x.npy" "$T/f16.st"
+ok "fp16 decode" "$SHARDQ" codec decode "$T/f16.st" "$T/f16.npy"
+ok "fp16 round trip of 11-bit values is exact" cmp "$T/x.npy" "$T/f16.npy"
+head -c 512 "$T/f16.st" >"$T/hdr"
+ok "fp16 tensors: 2 bytes an element, no scales" file_has "$T/hdr" \
+  '"codes":{"dtype":"U8","shape":[6000],"data_offsets":[0,6000]},"scales":{"dtype":"F32","shape":[0]'
+ok "randk round trip near the bound of 1 - keep/group" roundtrip "kind=randk,keep=64,group=128" 0.8
+"$SHARDQ" codec encode --codec kind=randk,keep=9 --seed 5 "$T/x.npy" "$T/rk1.st"
+"$SHARDQ" codec encode --codec kind=randk,keep=9 --seed 5 "$T/x.npy" "$T/rk2.st"
+"$SHARDQ" codec encode --codec kind=randk,keep=9 --seed 6 "$T/x.npy" "$T/rk3.st"
+ok "randk is deterministic in the key" cmp "$T/rk1.st" "$T/rk2.st"
+ok "randk: another seed keeps other elements" sh -c '! cmp -s "$1" "$2"' - "$T/rk1.st" "$T/rk3.st"
+esc=
+f32 1 0
+f32 70000 0
+mknpy "$T/big.npy" "(2,)"
+expect_fail_with 1 "cannot quantize" "$SHARDQ" codec encode --codec kind=fp16 "$T/big.npy" "$T/big.st"
+ok "bf16 takes 70000" "$SHARDQ" codec encode --codec kind=bf16 "$T/big.npy" "$T/big.st"
+
+# ---------------------------------------------------------------------------
 # Degenerate inputs: a scalar, zero-size arrays, all zeros.
 # ---------------------------------------------------------------------------
 

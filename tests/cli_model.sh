@@ -91,6 +91,21 @@ assert a["schemes"][0]["inter_bytes_per_node"] < b["schemes"][0]["inter_bytes_pe
 assert a["baseline"] == b["baseline"]
 ' "$T/tlq2.json" "$T/tlq4.json"
 
+# a top-k wire costs its closed form: keep (8 index bits + 32 value bits) /
+# group = 1.25 bits per element on the gradient hops, against ulq's 4.25
+"$SHARDQ" model --scheme ulq --set grad.kind=topk --set grad.keep=8 --set grad.group=256 \
+  --json >"$T/topk.json"
+"$SHARDQ" model --scheme ulq --json >"$T/ulq.json"
+pyrun "--set grad.kind=topk: the gradient bytes scale by 1.25 / 4.25" '
+a, b = (json.load(open(f))["points"][0]["schemes"][0] for f in sys.argv[1:])
+ga = a["inter_bytes_per_node"] - a["weight_inter_bytes_per_node"]
+gb = b["inter_bytes_per_node"] - b["weight_inter_bytes_per_node"]
+assert abs(ga / gb - 1.25 / 4.25) < 1e-3, (ga, gb)
+ia = a["intra_bytes_per_gpu"] - a["weight_intra_bytes_per_gpu"]
+ib = b["intra_bytes_per_gpu"] - b["weight_intra_bytes_per_gpu"]
+assert abs(ia / ib - 1.25 / 4.25) < 1e-3, (ia, ib)
+' "$T/topk.json" "$T/ulq.json"
+
 # --- a GPU sweep ------------------------------------------------------------
 ok "model --sweep-gpus --json" "$SHARDQ" model --sweep-gpus --max-gpus 256 --tp 4 --model gpt-6.7b \
   --scheme qwd,sdp4bit --json

@@ -16,6 +16,17 @@ unset SHARDQ_DB
 
 # --- a replay and what it stores ------------------------------------------
 cd "$T" || exit 99
+# a top-k gradient wire: its bits per element, the closed form 8 (1 + 4) / 256
+ok "replay with top-k gradient hops" "$SHARDQ" replay --scheme ulq --set grad.kind=topk \
+  --set grad.keep=8 --set grad.group=256 --no-db --json tr
+cp "$sq_tmp/out" "$T/topk.json"
+pyrun "top-k replay: 1.25 bits per element on both hops, a finite error" "
+d = json.load(open(sys.argv[1]))
+g = d['bytes']['grad_reducescatter']
+for l in ('intra', 'inter'):
+    assert abs(g[l]['bits_per_element'] - 1.25) < 1e-9, (l, g[l])
+assert 0.5 < d['grad']['rel_l2'] < 1, d['grad']
+" "$T/topk.json"
 ok "replay into the default database" "$SHARDQ" replay --scheme sdp4bit --json tr
 cp "$sq_tmp/out" "$T/r1.json"
 ok "the default database is shardq.db in the current directory" test -f "$T/shardq.db"

@@ -20,12 +20,12 @@ world() {
 
 PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp qgz qwz powersgd powersgd4"
 KNOBS="weight.mode weight.bits weight.kind weight.group weight.round weight.hadamard
-weight.levels weight.scale weight.recon grad.mode grad.intra.bits grad.intra.kind grad.intra.group
-grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale grad.intra.ef
-grad.inter.bits grad.inter.kind grad.inter.group grad.inter.round grad.inter.hadamard
-grad.inter.levels grad.inter.scale grad.inter.ef grad.pipe grad.mean grad.dtype grad.fallback
-grad.powersgd.rank grad.powersgd.warm grad.powersgd.ef grad.powersgd.start grad.powersgd.minrate
-grad.powersgd.eps grad.powersgd.cols layout layout.bucket"
+weight.levels weight.scale weight.keep weight.recon grad.mode grad.intra.bits grad.intra.kind
+grad.intra.group grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale
+grad.intra.keep grad.intra.ef grad.inter.bits grad.inter.kind grad.inter.group grad.inter.round
+grad.inter.hadamard grad.inter.levels grad.inter.scale grad.inter.keep grad.inter.ef grad.pipe
+grad.mean grad.dtype grad.fallback grad.powersgd.rank grad.powersgd.warm grad.powersgd.ef
+grad.powersgd.start grad.powersgd.minrate grad.powersgd.eps grad.powersgd.cols layout layout.bucket"
 
 # ---------------------------------------------------------------------------
 # Help
@@ -396,6 +396,32 @@ if nvidia-smi -L >/dev/null 2>&1; then
 else
   expect_fail_with 1 "cuda" "$SHARDQ" world --workers 1x2 --elements 1000 --run --steps 1 --device cuda
 fi
+
+# Sparse and cast wires (README, "Conventions"): top-k with 8 of 256 kept
+# sends keep (8 + 32) / 256 = 1.25 bits per element on each hop; an fp16
+# cast 16. They run with data, the replicas identical.
+ok "world with top-k gradient hops" "$SHARDQ" world --workers 2x4 --scheme ulq --set grad.kind=topk \
+  --set grad.keep=8 --set grad.group=256 --elements 65536 --run --steps 2 --json
+cp "$sq_tmp/out" "$T/topk.json"
+pyjson "top-k: 1.25 bits per element on both hops, N(G-1)(P/G)/256*8 index bytes, 4x that of values" \
+  "$T/topk.json" '
+g = d["traffic"]["grad_reducescatter"]
+for l in ("intra", "inter"):
+    assert abs(g[l]["bits_per_element"] - 1.25) < 1e-9, (l, g[l])
+assert g["intra"]["sent_codes"] == 8 * 3 * (65536 // 4) // 256 * 8, g["intra"]
+assert g["intra"]["sent_meta"] == 4 * g["intra"]["sent_codes"], g["intra"]
+assert "grad.intra.keep=8" in d["scheme"]["canonical"] and "weight.keep" not in d["scheme"]["canonical"]
+assert len(d["steps"]) == 2 and all(s["replicas_identical"] for s in d["steps"]), d["steps"]'
+ok "world with fp16 cast hops (a2a)" "$SHARDQ" world --workers 2x2 --scheme qsdp --set grad.kind=fp16 \
+  --elements 10000 --run --steps 1 --json
+cp "$sq_tmp/out" "$T/f16.json"
+pyjson "fp16 cast: 16 bits per element, no metadata" "$T/f16.json" '
+g = d["traffic"]["grad_reducescatter"]
+for l in ("intra", "inter"):
+    assert g[l]["bits_per_element"] == 16 and g[l]["sent_meta"] == 0, (l, g[l])'
+expect_fail_with 2 "a topk, randk or fp16 wire needs grad.mode=a2a or twolevel" \
+  "$SHARDQ" world --scheme baseline --set grad.kind=topk --set grad.keep=4
+expect_fail_with 2 "the bf16 wire is grad.bits=16" "$SHARDQ" world --set grad.kind=bf16
 
 # OpenMP's passive wait policy unless the user set one (libgomp shows its
 # settings with OMP_DISPLAY_ENV=verbose; another OpenMP runtime skips this)

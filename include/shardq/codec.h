@@ -202,29 +202,43 @@ typedef enum sq_levels { SQ_LEVELS_SDP4BIT = 0, SQ_LEVELS_DEEPSPEED = 1 } sq_lev
 /* The dtype in which scales (and min-max offsets) travel. */
 typedef enum sq_scale_dtype { SQ_SCALE_FP32 = 0, SQ_SCALE_BF16 = 1, SQ_SCALE_FP16 = 2 } sq_scale_dtype;
 
-/* A codec: how one flat buffer is turned into codes and metadata. */
+/* A codec: how one flat buffer is turned into codes and metadata.
+**
+** The sparse kinds (topk, randk) keep `keep` elements of each group and
+** send their indices as codes (8 bits a code for groups of up to 256
+** elements, 16 up to 65536, else 32) and their values, in the scale dtype,
+** as the scales array; decoding scatters the values into zeros. The casts
+** (bf16, fp16) send every value as a 16-bit code and no scales. Fields a
+** kind does not use are ignored: the text form (sq_codec_format) prints
+** them at the kind's fixed values (topk/randk: bits = the index width,
+** round rtn for topk and sr for randk, whose selection is random; casts:
+** bits 16, group 1, round rtn, scale fp32), and sq_codec_parse refuses
+** any other value for them. README.md, "Conventions", gives the rules. */
 typedef struct sq_codec {
-    sq_kind kind;         /* sym (absmax) or minmax (asymmetric) */
+    sq_kind kind;         /* sym (absmax), minmax (asymmetric), ... (sq_kind) */
     int bits;             /* 1..8; sym with sdp4bit levels needs >= 2 */
     uint64_t group;       /* elements per scale, >= 1; the last group may be short */
     sq_round round;       /* rtn (half to even) or sr (stochastic) */
     int hadamard;         /* 0 (off) or the transform size, a power of two 2..1024 */
     sq_levels levels;     /* sym only; minmax specs always carry sdp4bit */
-    sq_scale_dtype scale; /* dtype of scales and offsets */
+    sq_scale_dtype scale; /* dtype of scales and offsets (topk/randk: of the values) */
+    uint64_t keep;        /* topk, randk: elements kept per group, 1..group (else 0) */
     int plugin;           /* kind=plugin: the registry id (shardq/plugin.h), else 0 */
 } sq_codec;
 
 #define SQ_GROUP_MAX ((uint64_t)1 << 40)
 #define SQ_HADAMARD_MAX 1024
 
-/* The defaults: kind=sym,bits=4,group=128,round=sr,hadamard=0,levels=sdp4bit,scale=fp32 */
+/* The defaults: kind=sym,bits=4,group=128,round=sr,hadamard=0,levels=sdp4bit,scale=fp32
+** (keep 0) */
 sq_codec sq_codec_default(void);
 
 /* SQ_OK if c is a valid codec, else SQ_ERR_SPEC. */
 int sq_codec_validate(const sq_codec *c);
 
 /* Parses "key=value,key=value" into *out, starting from the defaults; every
-** key is optional (so "" is the default codec) and may appear once. On
+** key is optional (so "" is the default codec; topk and randk need keep=)
+** and may appear once. On
 ** failure returns SQ_ERR_SPEC (unknown key, value out of range, a repeated
 ** key, an invalid combination such as kind=minmax,levels=deepspeed) and, when
 ** err is not NULL, writes a sentence naming the key or value at fault into
@@ -241,8 +255,13 @@ int sq_codec_format(const sq_codec *c, char *buf, size_t len);
 
 /* Exact sizes for n elements. Codes form one dense stream of n * bits bits
 ** padded to a byte; metadata is one scale per group (sym) or one offset and
-** one scale per group (minmax), each 4 (fp32) or 2 (bf16, fp16) bytes. A
-** plug-in codec's sizes are its own (shardq/plugin.h). */
+** one scale per group (minmax), each 4 (fp32) or 2 (bf16, fp16) bytes.
+** topk, randk: kept = floor(n / group) * keep + min(keep, n mod group)
+** indices of 1, 2 or 4 bytes as codes and kept values as scales; a cast: 2n
+** code bytes, no scales (groups = n). A plug-in codec's sizes are its own
+** (shardq/plugin.h). For every kind, the sizes of a prefix of e elements, e a
+** multiple of the group and of 8, are the byte offsets of element e's data in
+** each array. */
 uint64_t sq_codec_groups(const sq_codec *c, uint64_t n);
 uint64_t sq_codec_code_bytes(const sq_codec *c, uint64_t n);
 uint64_t sq_codec_scale_bytes(const sq_codec *c, uint64_t n);  /* scales alone */
@@ -301,8 +320,9 @@ int sq_hadamard_inverse(float *x, uint64_t n, int h);
 /*
 ** Each works over a flat buffer of n elements and runs in parallel over
 ** groups (OpenMP); the bytes never depend on the thread count. key is used by
-** stochastic rounding only and may be NULL for RTN codecs; an SR codec with
-** key NULL, or a key with worker >= 2^24 or site > 255, gives SQ_ERR_ARG.
+** stochastic rounding and by randk's selection only and may be NULL for RTN
+** codecs, topk and the casts; an SR codec or randk with key NULL, or a key
+** with worker >= 2^24 or site > 255, gives SQ_ERR_ARG.
 **
 ** Non-finite values are never quantized and never produced silently:
 **   - NaN or +-Inf in x (or ref) gives SQ_ERR_NONFINITE;
@@ -383,7 +403,8 @@ int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
 ** decoded value is rounded to fp16 and the sum runs in fp16 from +0 in
 ** chunk order (each partial sum rounded to fp16), so out (or the values
 ** requantized) are fp16 values held in fp32. A sum past fp16's range is an
-** infinity: SQ_ERR_RANGE. The Hadamard fields must be 0 (SQ_ERR_SPEC). */
+** infinity: SQ_ERR_RANGE. The Hadamard fields must be 0, and the kinds
+** quantizing ones (not topk, randk or a cast), else SQ_ERR_SPEC. */
 int sq_dequant_sum_requant_f16(const sq_codec *c_in, const sq_qbuf *chunks, int k,
                                uint64_t n, const sq_codec *c_out,
                                const sq_rng_key *key, sq_qbuf *out);

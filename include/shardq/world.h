@@ -67,7 +67,10 @@ static inline int sq_topo_workers(const sq_topo *t) { return t->nodes * t->per_n
 /* ------------------------------------------------------------------------ */
 
 /* A wire is a codec (bits 1..8) or an unquantized dtype: bits 16 is bf16,
-** bits 32 is fp32 (then the codec's other fields are ignored). */
+** bits 32 is fp32 (then the codec's other fields are ignored). A codec
+** whose kind fixes its own codes -- topk, randk, and the casts bf16 and
+** fp16 -- makes a codec wire whatever bits says (the bits knob is then
+** ignored, and printed as the codec's own width). */
 /* How a wire's group size is chosen: the codec's group (fixed), or a
 ** reference system's rule that sizes it per tensor from the tensor's shape
 ** (sq_scheme_for_tensor resolves it; a world refuses an unresolved rule). */
@@ -85,8 +88,16 @@ typedef struct sq_wire {
                         ** README "Error feedback"); 0: off */
 } sq_wire;
 
-static inline int sq_wire_raw(const sq_wire *w) { return w->bits > 8; }
-/* Elements per group: the codec's group, 1 for a raw wire. */
+/* Unquantized: the bits 16 (bf16) and 32 (fp32) wires of the sym and minmax
+** kinds. A kind that fixes its own codes (topk, randk, the casts, a plug-in)
+** is a codec wire whatever its bits. */
+static inline int sq_wire_raw(const sq_wire *w)
+{
+    return w->bits > 8 && w->codec.kind != SQ_KIND_TOPK && w->codec.kind != SQ_KIND_RANDK &&
+           w->codec.kind != SQ_KIND_BF16 && w->codec.kind != SQ_KIND_FP16 &&
+           w->codec.kind != SQ_KIND_PLUGIN;
+}
+/* Elements per group: the codec's group, 1 for a raw wire or a cast. */
 uint64_t sq_wire_group(const sq_wire *w);
 uint64_t sq_wire_code_bytes(const sq_wire *w, uint64_t n); /* codes or raw values */
 uint64_t sq_wire_meta_bytes(const sq_wire *w, uint64_t n); /* scales + offsets */

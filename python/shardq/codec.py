@@ -37,8 +37,8 @@ __all__ = ["Codec", "Key", "Quantized", "quantize", "dequantize", "quantize_diff
            "dequantize_add", "dequant_sum", "dequant_sum_requant", "hadamard",
            "to_bf16", "from_bf16", "register", "load_plugin", "plugins"]
 
-_CODEC_KEYS = ("kind", "bits", "group", "round", "hadamard", "levels", "scale")
-_INT_KEYS = ("bits", "group", "hadamard")
+_CODEC_KEYS = ("kind", "bits", "group", "round", "hadamard", "levels", "scale", "keep")
+_INT_KEYS = ("bits", "group", "hadamard", "keep")
 
 
 def _count(n, name="n"):
@@ -66,7 +66,10 @@ class Codec:
     together add the keywords to the spec. A bad spec raises SpecError with
     the library's sentence. Codecs are immutable, compare and hash by their
     canonical spec (`.spec`), and have the keys as attributes (kind, bits,
-    group, round, hadamard, levels, scale).
+    group, round, hadamard, levels, scale, keep). kind="topk" or "randk"
+    (with keep=) sends the indices and values of keep elements per group;
+    kind="bf16" or "fp16" is a 16-bit cast without scales (README.md,
+    "Conventions").
 
     A plug-in codec (shardq.codec.register, shardq.load_plugin) is
     Codec("kind=plugin:NAME"): its spec is "kind=plugin:NAME,group=G", its
@@ -107,8 +110,13 @@ class Codec:
             self._fields[k] = int(v) if k in _INT_KEYS else v
 
     spec = property(lambda self: self._spec, doc="the canonical spec (sq_codec_format)")
-    kind = property(lambda self: self._fields["kind"], doc="'sym', 'minmax' or 'plugin:NAME'")
-    bits = property(lambda self: self._fields.get("bits"), doc="bits per code, 1..8")
+    kind = property(lambda self: self._fields["kind"],
+                    doc="'sym', 'minmax', 'topk', 'randk', 'bf16', 'fp16' or 'plugin:NAME'")
+    bits = property(lambda self: self._fields.get("bits"),
+                    doc="bits per code: 1..8, a sparse kind's index width, 16 for a cast "
+                        "(None for a plug-in)")
+    keep = property(lambda self: self._fields.get("keep", 0),
+                    doc="elements kept per group (topk, randk; else 0)")
     group = property(lambda self: self._fields["group"], doc="elements per scale")
     round = property(lambda self: self._fields.get("round") or
                      ("sr" if self._c.round == lib.SQ_ROUND_SR else "rtn"),
@@ -131,7 +139,7 @@ class Codec:
         plug-in's bytes."""
         if self.is_plugin:
             return self.scale_bytes(n), self.offset_bytes(n)
-        g = self.groups(n)
+        g = self.scale_count(n)
         return g, (g if self._fields["kind"] == "minmax" else None)
 
     def fields(self):
@@ -159,8 +167,14 @@ class Codec:
         """Groups (scales) of n elements."""
         return lib.sq_codec_groups(self._c, _count(n))
 
+    def scale_count(self, n):
+        """Values of the scales array of n elements: one per group (topk,
+        randk: one per kept element; a cast: none; a plug-in: its bytes)."""
+        return self.scale_bytes(n) // np.dtype(self._scale_np).itemsize
+
     def code_bytes(self, n):
-        """Bytes of the packed codes of n elements: ceil(n * bits / 8)."""
+        """Bytes of the codes of n elements: ceil(n * bits / 8) (topk,
+        randk: one index per kept element; a cast: 2 n)."""
         return lib.sq_codec_code_bytes(self._c, _count(n))
 
     def scale_bytes(self, n):
@@ -481,7 +495,8 @@ def _need_key(op, codec, key):
 
 class Quantized:
     """n values quantized under a codec: `codes` (uint8, the packed bit
-    stream of code_bytes(n) bytes), `scales` (groups(n) scales: float32, or
+    stream of code_bytes(n) bytes), `scales` (scale_count(n) scales, or the
+    kept values of topk / randk, none for a cast: float32, or
     the uint16 bit patterns of bf16 / fp16 scales) and `offsets` (the group
     minima of a minmax codec, like scales; None for sym). On the CPU they
     are NumPy arrays; on a GPU, torch CUDA tensors (16-bit patterns as

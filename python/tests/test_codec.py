@@ -115,6 +115,54 @@ def test_shapes_keys_and_empty_input_equal_the_command(shardq_cli, tmp_path):
 
 
 # ---------------------------------------------------------------------------
+# The sparse kinds and the casts (README, "Conventions")
+# ---------------------------------------------------------------------------
+
+SPARSE = ["kind=topk,keep=5,group=64", "kind=randk,keep=3,group=300,scale=bf16",
+          "kind=topk,keep=2,group=70000,scale=fp16", "kind=fp16", "kind=bf16"]
+
+
+@pytest.mark.parametrize("spec", SPARSE)
+def test_sparse_and_cast_kinds_equal_the_command(shardq_cli, tmp_path, spec):
+    c = Codec(spec)
+    for n in (1000, 4096):
+        x = _data(n, seed=n)
+        want, st = _cli_encode(shardq_cli, tmp_path, x, spec, "s%d" % n, seed=9, step=1)
+        q = shardq.quantize(x, c, Key(seed=9, step=1))
+        q.save(tmp_path / "py.safetensors")
+        assert (tmp_path / "py.safetensors").read_bytes() == want, (spec, n)
+        assert q.scales.size == c.scale_count(n) and q.codes.size == c.code_bytes(n)
+        shardq_cli("codec", "decode", st, tmp_path / "y.npy")
+        y = shardq.dequantize(Quantized.load(st))
+        assert y.tobytes() == np.load(tmp_path / "y.npy").tobytes(), (spec, n)
+        info = json.loads(shardq_cli("codec", "info", "--codec", spec, "--n", n, "--json").stdout)
+        assert (c.spec, c.code_bytes(n), c.scale_bytes(n)) == \
+            (info["codec"], info["code_bytes"], info["scale_bytes"])
+
+
+def test_sparse_kinds_keep_what_they_say():
+    x = _data(1000)
+    c = Codec(kind="topk", keep=4, group=100)
+    assert (c.kind, c.keep, c.bits, c.round) == ("topk", 4, 8, "rtn")
+    assert c.spec.endswith(",keep=4") and Codec().keep == 0
+    y = shardq.dequantize(shardq.quantize(x, c))
+    for g in range(10):
+        part, got = x[100 * g:100 * (g + 1)], y[100 * g:100 * (g + 1)]
+        top = np.sort(np.argsort(-np.abs(part), kind="stable")[:4])
+        assert list(np.nonzero(got)[0]) == list(top) and (got[top] == part[top]).all()
+    # the casts: numpy's round-to-nearest-even fp16, no scales
+    f = shardq.quantize(x, "kind=fp16")
+    assert f.scales.size == 0 and f.codes.view(np.float16).tobytes() == x.astype(np.float16).tobytes()
+    with pytest.raises(shardq.RangeError):
+        shardq.quantize(np.array([1.0, 7e4], np.float32), "kind=fp16")
+    # random-k needs a key, as stochastic rounding does
+    with pytest.raises(shardq.ArgumentError, match="needs a key"):
+        shardq.quantize(x, "kind=randk,keep=2")
+    with pytest.raises(shardq.SpecError, match="needs keep="):
+        Codec(kind="randk")
+
+
+# ---------------------------------------------------------------------------
 # Codec and Key
 # ---------------------------------------------------------------------------
 

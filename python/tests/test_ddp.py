@@ -212,8 +212,9 @@ def test_failing_callback_is_an_exception_with_a_sentence(ranks):
 
 class _FailingDist:
     """torch.distributed as a TorchTransport sees it, rank 0 of 2, whose
-    point-to-point calls raise `exc`: the world's error path without a
-    process group."""
+    point-to-point calls and all_gather (the ranks' meeting before a timed
+    collective) raise `exc`: the world's error path without a process
+    group."""
 
     def __init__(self, exc):
         self.exc = exc
@@ -239,7 +240,7 @@ class _FailingDist:
     def send(self, *args, **kwargs):
         raise self.exc
 
-    recv = send
+    recv = all_gather = send
 
 
 def test_world_raises_the_failed_callbacks_exception_as_cause(monkeypatch):

@@ -13,6 +13,7 @@
 #include "sq_check.h"
 #include "sq_clock.h"
 #include "sq_hd.h"
+#include "sq_sparse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -183,15 +184,24 @@ int sq_backend_copy(sq_backend *dst_be, void *dst, sq_backend *src_be, const voi
 }
 
 /* Plug-in codecs run on the CPU only: their callbacks read and write host
-** memory. A CUDA backend refuses them before anything is allocated. */
+** memory. The kernels have no top-k or rand-k either: their selection is a
+** sort or a shuffle per group, not the per-element or per-group arithmetic
+** of the codec kernels (the casts run on the kernels of kernels/cast.cu).
+** A CUDA backend refuses them before anything is allocated. */
 static int cuda_refuses(sq_backend *be, const sq_codec *c)
 {
-    if (!c || c->kind != SQ_KIND_PLUGIN) return SQ_OK;
-    const sq_plugin_codec *d = sq_plugin_get(c->plugin);
+    if (c && c->kind == SQ_KIND_PLUGIN) {
+        const sq_plugin_codec *d = sq_plugin_get(c->plugin);
+        return sq_error_set(&be->err, SQ_ERR_UNSUPPORTED,
+                            "kind=plugin:%s: plug-in codecs run on the CPU only (their "
+                            "callbacks take host memory); use the cpu backend",
+                            d ? d->name : "?");
+    }
+    if (!c || !sq_kind_sparse(c->kind)) return SQ_OK;
     return sq_error_set(&be->err, SQ_ERR_UNSUPPORTED,
-                        "kind=plugin:%s: plug-in codecs run on the CPU only (their callbacks "
-                        "take host memory); use the cpu backend",
-                        d ? d->name : "?");
+                        "%s: kind=%s has no CUDA kernels (its selection sorts or shuffles each "
+                        "group); run it on the cpu backend",
+                        be->name, c->kind == SQ_KIND_TOPK ? "topk" : "randk");
 }
 
 int sq_backend_qbuf_alloc(sq_backend *be, const sq_codec *c, uint64_t n, sq_qbuf *q)
@@ -235,10 +245,21 @@ void sq_backend_qbuf_free(sq_backend *be, sq_qbuf *q)
 /* The codec operations                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* The sparse kinds and the casts as the kernels take them: the fields they
+** ignore at fixed values (the C reference does the same, codec.c). */
+static const sq_codec *settled(const sq_codec *c, sq_codec *copy)
+{
+    if (!c || !sq_sparse_kind(c->kind)) return c;
+    *copy = sq_sparse_canonical(c);
+    return copy;
+}
+
 /* The CUDA side of quantize, quantize_diff (diff) and their bf16 variants. */
 static int cuda_quantize(sq_backend *be, const sq_codec *c, const float *x, const float *ref,
                          int diff, uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
+    sq_codec cc;
+    c = settled(c, &cc);
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = cuda_refuses(be, c)) || (rc = sq_check_qbuf(c, q, n)) ||
         (rc = sq_check_key(c, key)))
@@ -251,6 +272,8 @@ static int cuda_quantize(sq_backend *be, const sq_codec *c, const float *x, cons
 static int cuda_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, const float *ref,
                            int add, uint64_t n, float *out, int bf16)
 {
+    sq_codec cc;
+    c = settled(c, &cc);
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = cuda_refuses(be, c)) || (rc = sq_check_qbuf(c, q, n)))
         return rc;
@@ -321,6 +344,9 @@ int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const s
 {
     if (be->kind == SQ_BACKEND_CPU)
         return sq_dequant_sum_requant(c_in, chunks, k, n, c_out, key, out);
+    sq_codec cci, cco;
+    c_in = settled(c_in, &cci);
+    c_out = settled(c_out, &cco);
     int rc;
     if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
         (rc = cuda_refuses(be, c_in)) || (rc = cuda_refuses(be, c_out)) ||
@@ -334,6 +360,8 @@ int sq_backend_dequant_sum(sq_backend *be, const sq_codec *c, const sq_qbuf *chu
                            uint64_t n, float *out)
 {
     if (be->kind == SQ_BACKEND_CPU) return sq_dequant_sum(c, chunks, k, n, out);
+    sq_codec cc;
+    c = settled(c, &cc);
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = cuda_refuses(be, c)) ||
         (rc = sq_check_chunks(c, chunks, k, n)))
@@ -354,6 +382,7 @@ int sq_backend_dequant_sum_requant_f16(sq_backend *be, const sq_codec *c_in,
         (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
         (rc = sq_check_key(c_out, key)))
         return rc;
+    if (sq_sparse_kind(c_in->kind) || sq_sparse_kind(c_out->kind)) return SQ_ERR_SPEC;
     if (c_in->hadamard || c_out->hadamard) return SQ_ERR_SPEC;
     return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out, 1));
 }
@@ -367,6 +396,7 @@ int sq_backend_dequant_sum_f16(sq_backend *be, const sq_codec *c, const sq_qbuf 
         (rc = sq_check_chunks(c, chunks, k, n)))
         return rc;
     if (n && !out) return SQ_ERR_ARG;
+    if (sq_kind_sparse(c->kind) || sq_kind_cast(c->kind)) return SQ_ERR_SPEC;
     if (c->hadamard) return SQ_ERR_SPEC;
     return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out, 1));
 }

@@ -23,11 +23,14 @@
 #define SPEC_HELP                                                                       \
     "  --codec SPEC     the codec: comma-separated key=value pairs, every key optional\n" \
     "                   (default kind=sym,bits=4,group=128,round=sr,hadamard=0,\n"        \
-    "                   levels=sdp4bit,scale=fp32). Keys: kind=sym|minmax, bits=1..8,\n"  \
-    "                   group=1..2^40, round=rtn|sr, hadamard=0|2|4|...|1024,\n"          \
-    "                   levels=sdp4bit|deepspeed, scale=fp32|bf16|fp16; or\n"             \
-    "                   kind=plugin:NAME, a plug-in codec (--plugin FILE.so), with its\n" \
-    "                   own group and no other key\n"
+    "                   levels=sdp4bit,scale=fp32). Keys: kind=sym|minmax|topk|\n"        \
+    "                   randk|bf16|fp16, bits=1..8, group=1..2^40, round=rtn|sr,\n"      \
+    "                   hadamard=0|2|4|...|1024, levels=sdp4bit|deepspeed,\n"             \
+    "                   scale=fp32|bf16|fp16, keep=1..group (topk, randk: elements\n"     \
+    "                   kept per group, their values in the scale dtype); bf16 and\n"    \
+    "                   fp16 are 16-bit casts without scales; or kind=plugin:NAME,\n"    \
+    "                   a plug-in codec (--plugin FILE.so), with its own group and\n"    \
+    "                   no other key\n"
 
 #define KEY_HELP                                                                        \
     "  --seed S         seed of stochastic rounding, 0 to 2^64-1, decimal or 0x hex\n"    \

@@ -18,6 +18,7 @@
 #include "sq_check.h"
 #include "sq_internal.h"
 #include "sq_plugin.h"
+#include "sq_sparse.h"
 
 #include <stdlib.h>
 
@@ -123,6 +124,7 @@ static void encode_group(const float *restrict x, uint64_t n, sq_group_params p,
 static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, uint64_t len,
                          const sq_rng_key *key, scratch *s, sq_qbuf *q)
 {
+    if (sq_sparse_kind(c->kind)) return sq_sparse_encode_tile(c, val, start, len, key, q);
     const sq_code_range lv = codec_levels(c);
     const int sr = c->round == SQ_ROUND_SR;
     if (sr)
@@ -189,6 +191,7 @@ static int decode_minmax(const uint8_t *restrict code, uint64_t n, float lo, flo
 static int decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
                        scratch *s, float *out)
 {
+    if (sq_sparse_kind(c->kind)) return sq_sparse_decode_tile(c, q, start, len, out);
     int bad = 0;
     /* start is byte aligned, so the whole tile unpacks in one go */
     const uint8_t *in = q->codes + start / 8 * (uint64_t)c->bits;
@@ -431,10 +434,22 @@ static int run_job(const job *jb, uint64_t n)
     return rc;
 }
 
+/* The sparse kinds and the casts run on a copy with the fields they ignore
+** at fixed values (a cast's group is 1, randk's round sr so that the key
+** checks ask for a key); every other codec is used as it is. */
+static const sq_codec *settled(const sq_codec *c, sq_codec *copy)
+{
+    if (!c || !sq_sparse_kind(c->kind)) return c;
+    *copy = sq_sparse_canonical(c);
+    return copy;
+}
+
 /* quantize (diff 0) and quantize_diff (diff 1), fp32 or bf16 staging */
 static int quantize_job(const sq_codec *c, const float *x, const float *ref, int diff,
                         uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
+    sq_codec cc;
+    c = settled(c, &cc);
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n)) ||
         (rc = sq_check_key(c, key)))
@@ -450,6 +465,8 @@ static int quantize_job(const sq_codec *c, const float *x, const float *ref, int
 static int dequantize_job(const sq_codec *c, const sq_qbuf *q, const float *ref, int add,
                           uint64_t n, float *out, int bf16)
 {
+    sq_codec cc;
+    c = settled(c, &cc);
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
     if (n && (!out || (add && !ref))) return SQ_ERR_ARG;
@@ -508,6 +525,9 @@ int sq_dequantize_add_bf16(const sq_codec *c, const sq_qbuf *q, const float *ref
 static int sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
                        const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out, int f16)
 {
+    sq_codec cci, cco;
+    c_in = settled(c_in, &cci);
+    c_out = settled(c_out, &cco);
     int rc;
     if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
         (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
@@ -527,6 +547,8 @@ static int sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint6
 
 static int sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out, int f16)
 {
+    sq_codec cc;
+    c = settled(c, &cc);
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
@@ -549,12 +571,15 @@ int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, 
 int sq_dequant_sum_requant_f16(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
                                const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out)
 {
+    if (c_in && c_out && (sq_sparse_kind(c_in->kind) || sq_sparse_kind(c_out->kind)))
+        return SQ_ERR_SPEC; /* qgZ's fp16 arithmetic is for the quantizing kinds */
     if (c_in && c_out && (c_in->hadamard || c_out->hadamard)) return SQ_ERR_SPEC;
     return sum_requant(c_in, chunks, k, n, c_out, key, out, 1);
 }
 
 int sq_dequant_sum_f16(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out)
 {
+    if (c && sq_sparse_kind(c->kind)) return SQ_ERR_SPEC; /* as above */
     if (c && c->hadamard) return SQ_ERR_SPEC;
     return sum(c, chunks, k, n, out, 1);
 }

@@ -7,6 +7,7 @@
 */
 #include "shardq/codec.h"
 #include "sq_plugin.h"
+#include "sq_sparse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@ sq_codec sq_codec_default(void)
     c.hadamard = 0;
     c.levels = SQ_LEVELS_SDP4BIT;
     c.scale = SQ_SCALE_FP32;
+    c.keep = 0;
     c.plugin = 0;
     return c;
 }
@@ -38,9 +40,20 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* The checks shared by validate and parse, with a sentence for each. */
+static const char *const kind_names[] = {"sym",     "minmax", "qsgd", "sign",
+                                          "fp8e4m3", "fp8e5m2", "topk", "randk",
+                                          "bf16",    "fp16",    "plugin"};
+#define NKINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
+
 static int check_codec(const sq_codec *c, char *err, size_t errlen)
 {
     if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_check(c, err, errlen);
+    if (sq_sparse_kind(c->kind)) return sq_sparse_check(c, err, errlen);
+    if ((int)c->kind >= 0 && (int)c->kind < NKINDS && c->kind != SQ_KIND_SYM &&
+        c->kind != SQ_KIND_MINMAX) {
+        set_err(err, errlen, "kind=%s: not available in this build", kind_names[c->kind]);
+        return SQ_ERR_SPEC;
+    }
     if (c->kind != SQ_KIND_SYM && c->kind != SQ_KIND_MINMAX) {
         set_err(err, errlen, "kind: must be sym or minmax");
         return SQ_ERR_SPEC;
@@ -107,18 +120,18 @@ static int pick(const char *v, const char *const *names, int count)
     return -1;
 }
 
-static const char *const kind_names[] = {"sym", "minmax"};
 static const char *const round_names[] = {"rtn", "sr"};
 static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
 
-#define KEYS "kind, bits, group, round, hadamard, levels, scale"
+#define KEYS "kind, bits, group, round, hadamard, levels, scale, keep"
 
 /* Index of a key in KEYS order, or -1. */
 static int key_index(const char *key)
 {
-    static const char *const keys[] = {"kind", "bits", "group", "round", "hadamard", "levels", "scale"};
-    return pick(key, keys, 7);
+    static const char *const keys[] = {"kind",     "bits",   "group", "round",
+                                       "hadamard", "levels", "scale", "keep"};
+    return pick(key, keys, 8);
 }
 
 /* One "key=value" item; the item is NUL-terminated and writable. seen has a
@@ -146,10 +159,13 @@ static int parse_item(char *item, sq_codec *c, unsigned *seen, char *err, size_t
     int i;
     if (strcmp(key, "kind") == 0) {
         if (strncmp(val, "plugin:", 7) == 0) return sq_plugin_parse_kind(val + 7, c, err, errlen);
-        if ((i = pick(val, kind_names, 2)) < 0) goto bad_name;
+        /* a plug-in is named: kind=plugin alone is no kind */
+        if ((i = pick(val, kind_names, SQ_KIND_PLUGIN)) < 0) goto bad_name;
         c->kind = (sq_kind)i;
     } else if (strcmp(key, "bits") == 0) {
-        if (parse_u64(val, &u) || u < 1 || u > 8) {
+        /* 16 and 32: the widths of the kinds that fix their own codes
+        ** (sq_sparse_settle checks them against the kind) */
+        if (parse_u64(val, &u) || !((u >= 1 && u <= 8) || u == 16 || u == 32)) {
             set_err(err, errlen, "bits=%s: must be an integer from 1 to 8", val);
             return SQ_ERR_SPEC;
         }
@@ -176,6 +192,12 @@ static int parse_item(char *item, sq_codec *c, unsigned *seen, char *err, size_t
     } else if (strcmp(key, "scale") == 0) {
         if ((i = pick(val, scale_names, 3)) < 0) goto bad_name;
         c->scale = (sq_scale_dtype)i;
+    } else if (strcmp(key, "keep") == 0) {
+        if (parse_u64(val, &u) || u < 1 || u > SQ_GROUP_MAX) {
+            set_err(err, errlen, "keep=%s: must be an integer from 1 to the group", val);
+            return SQ_ERR_SPEC;
+        }
+        c->keep = u;
     } else {
         set_err(err, errlen, "unknown key '%s' (keys: " KEYS ")", key);
         return SQ_ERR_SPEC;
@@ -184,7 +206,8 @@ static int parse_item(char *item, sq_codec *c, unsigned *seen, char *err, size_t
 
 bad_name:
     set_err(err, errlen, "%s=%s: unknown value (%s)", key, val,
-            strcmp(key, "kind") == 0     ? "sym or minmax"
+            strcmp(key, "kind") == 0     ? "sym, minmax, qsgd, sign, fp8e4m3, fp8e5m2, topk, "
+                                           "randk, bf16, fp16 or plugin:NAME"
             : strcmp(key, "round") == 0  ? "rtn or sr"
             : strcmp(key, "levels") == 0 ? "sdp4bit or deepspeed"
                                          : "fp32, bf16 or fp16");
@@ -195,8 +218,9 @@ bad_name:
 ** and no other key: a plug-in's settings are its registration parameters. */
 static int plugin_keys(sq_codec *c, unsigned seen, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"kind", "bits", "group", "round", "hadamard", "levels", "scale"};
-    for (int k = 0; k < 7; k++)
+    static const char *const keys[] = {"kind",     "bits",   "group", "round",
+                                       "hadamard", "levels", "scale", "keep"};
+    for (int k = 0; k < 8; k++)
         if ((seen & (1u << k)) && strcmp(keys[k], "kind") && strcmp(keys[k], "group")) {
             set_err(err, errlen, "%s: kind=plugin:%s takes no %s (a plug-in codec's settings "
                     "are the parameters it is registered with)", keys[k],
@@ -244,6 +268,7 @@ int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen)
     }
     free(buf);
     if (rc == SQ_OK && c.kind == SQ_KIND_PLUGIN) rc = plugin_keys(&c, seen, err, errlen);
+    if (rc == SQ_OK) rc = sq_sparse_settle(&c, seen, err, errlen);
     if (rc == SQ_OK) rc = check_codec(&c, err, errlen);
     if (rc == SQ_OK) *out = c;
     return rc;
@@ -253,6 +278,19 @@ int sq_codec_format(const sq_codec *c, char *buf, size_t len)
 {
     if (!c || sq_codec_validate(c) != SQ_OK) return snprintf(buf, len, "invalid");
     if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_format(c, buf, len);
+    if (sq_sparse_kind(c->kind)) {
+        /* the fixed fields at their fixed values; keep for the kinds with one */
+        sq_codec k = sq_sparse_canonical(c);
+        int used = snprintf(buf, len,
+                            "kind=%s,bits=%d,group=%llu,round=%s,hadamard=%d,levels=%s,scale=%s",
+                            kind_names[k.kind], k.bits, (unsigned long long)k.group,
+                            round_names[k.round], k.hadamard, level_names[k.levels],
+                            scale_names[k.scale]);
+        if (!sq_kind_sparse(k.kind)) return used;
+        size_t at = (size_t)used < len ? (size_t)used : len;
+        return used + snprintf(buf ? buf + at : NULL, len - at, ",keep=%llu",
+                               (unsigned long long)k.keep);
+    }
     return snprintf(buf, len, "kind=%s,bits=%d,group=%llu,round=%s,hadamard=%d,levels=%s,scale=%s",
                     kind_names[c->kind], c->bits, (unsigned long long)c->group,
                     round_names[c->round], c->hadamard, level_names[c->levels],
@@ -265,12 +303,14 @@ int sq_codec_format(const sq_codec *c, char *buf, size_t len)
 
 uint64_t sq_codec_groups(const sq_codec *c, uint64_t n)
 {
+    if (sq_sparse_kind(c->kind)) return sq_sparse_groups(c, n);
     return n / c->group + (n % c->group != 0);
 }
 
 uint64_t sq_codec_code_bytes(const sq_codec *c, uint64_t n)
 {
     if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_bytes(c, n, 0);
+    if (sq_sparse_kind(c->kind)) return sq_sparse_code_bytes(c, n);
     /* n * bits / 8 without overflow for any n < 2^64 */
     uint64_t whole = (n / 8) * (uint64_t)c->bits;
     return whole + ((n % 8) * (uint64_t)c->bits + 7) / 8;
@@ -284,6 +324,7 @@ static uint64_t scale_size(const sq_codec *c)
 uint64_t sq_codec_scale_bytes(const sq_codec *c, uint64_t n)
 {
     if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_bytes(c, n, 1);
+    if (sq_sparse_kind(c->kind)) return sq_sparse_scale_bytes(c, n);
     return sq_codec_groups(c, n) * scale_size(c);
 }
 

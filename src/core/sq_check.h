@@ -26,7 +26,9 @@ static inline int sq_check_qbuf(const sq_codec *c, const sq_qbuf *q, uint64_t n)
 {
     if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_check_qbuf(c, q, n);
     if (!q) return SQ_ERR_ARG;
-    if (n && (!q->codes || !q->scales || (c->kind == SQ_KIND_MINMAX && !q->offsets)))
+    /* (a cast has no scales: its scales pointer may be NULL) */
+    if (n && (!q->codes || (!q->scales && sq_codec_scale_bytes(c, n)) ||
+              (c->kind == SQ_KIND_MINMAX && !q->offsets)))
         return SQ_ERR_ARG;
     return SQ_OK;
 }

@@ -61,12 +61,22 @@ int sq_sweep_run_begin(const char *db, int busy_ms, const sq_run_info *info,
         goto fail;
     }
     if (nextra) memcpy(all, extra, nextra * sizeof *all);
+    np = nextra;
     for (size_t k = 0; k < nknobs; k++) {
-        sq_scheme_get(scheme, sq_scheme_knobs[k].key, vals[k], sizeof vals[k]);
-        all[nextra + k].key = sq_scheme_knobs[k].key;
-        all[nextra + k].value = vals[k];
+        const char *key = sq_scheme_knobs[k].key;
+        sq_scheme_get(scheme, key, vals[k], sizeof vals[k]);
+        /* a wire's keep (0 unless topk or randk) and PowerSGD's knobs under
+        ** another mode are left out, as the scheme's canonical text leaves
+        ** them out (error feedback's knobs stay: a grid over them reads
+        ** the 0s) */
+        size_t kl = strlen(key);
+        if (kl > 5 && !strcmp(key + kl - 5, ".keep") && !strcmp(vals[k], "0")) continue;
+        if (!strncmp(key, "grad.powersgd.", 14) && scheme->grad_mode != SQ_GRAD_POWERSGD)
+            continue;
+        all[np].key = key;
+        all[np++].value = vals[k];
     }
-    if (plugins[0]) all[np - 1] = (sq_store_kv){"plugins", plugins};
+    if (plugins[0]) all[np++] = (sq_store_kv){"plugins", plugins};
     rc = sq_store_run_begin(*store, info, all, np, run);
     free(all), free(vals);
     if (rc == SQ_STORE_STARTED) return SQ_OK;

@@ -3,6 +3,7 @@
 ** container.h.
 */
 #include "shardq/trace.h"
+#include "sq_sparse.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,11 +23,6 @@ static int plugin_kind(const sq_codec *c) { return c->kind == SQ_KIND_PLUGIN; }
 
 static int has_offsets(const sq_codec *c) { return c->kind == SQ_KIND_MINMAX || plugin_kind(c); }
 
-/* Values in the scales (and offsets) tensor of n elements. */
-static uint64_t meta_count(const sq_codec *c, uint64_t n)
-{
-    return plugin_kind(c) ? sq_codec_scale_bytes(c, n) : sq_codec_groups(c, n);
-}
 
 static sq_st_dtype scale_dtype(const sq_codec *c)
 {
@@ -34,6 +30,14 @@ static sq_st_dtype scale_dtype(const sq_codec *c)
     return c->scale == SQ_SCALE_FP32   ? SQ_ST_F32
            : c->scale == SQ_SCALE_BF16 ? SQ_ST_BF16
                                        : SQ_ST_F16;
+}
+
+/* Values of the scales (and offsets) tensors: one per group, but for topk
+** and randk one per kept element, none for a cast, and a plug-in's bytes. */
+static uint64_t meta_count(const sq_codec *c, uint64_t n)
+{
+    if (plugin_kind(c)) return sq_codec_scale_bytes(c, n);
+    return sq_codec_scale_bytes(c, n) / (c->scale == SQ_SCALE_FP32 ? 4 : 2);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -46,7 +50,9 @@ int sq_container_write(const char *path, const sq_container *c, sq_error *err)
     if (!c || c->ndim < 0 || c->ndim > SQ_NPY_MAXDIM)
         return sq_error_set(err, SQ_ERR_ARG, "%s: no container, or a shape of %d dimensions", name,
                             c ? c->ndim : 0);
-    const sq_codec *k = &c->codec;
+    /* the fields a kind ignores as its text form prints them */
+    const sq_codec kc = sq_sparse_canonical(&c->codec);
+    const sq_codec *k = &kc;
     uint64_t n = c->n;
     sq_st_tensor t[3];
     memset(t, 0, sizeof t);

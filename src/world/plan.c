@@ -895,7 +895,7 @@ int sq_plan_exec_op(const sq_plan_layout *L, int r, const sq_plan_op *op, uint32
     case SQ_PLAN_ADD: {
         sq_qbuf q = sq_wire_at(wr, &mem->q[op->src], op->src_off);
         const float *partial = (const float *)q.codes;
-        if (wr->bits == 16) {
+        if (sq_wire_raw(wr) && wr->bits == 16) {
             rc = sq_backend_from_bf16(be, (const uint16_t *)q.codes, op->n, mem->f[SQ_PLAN_TMP]);
             if (rc) return backend_fail(r, op, be, rc, err);
             partial = mem->f[SQ_PLAN_TMP];

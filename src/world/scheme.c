@@ -10,6 +10,7 @@
 #include "shardq/layout.h"
 #include "shardq/plugin.h"
 #include "shardq/world.h"
+#include "sq_sparse.h"
 
 #include <errno.h>
 #include <math.h>
@@ -210,15 +211,21 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
 /* Knobs                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* keep comes last and is printed only for a topk or randk wire, so that the
+** canonical text of every other wire is what it always was. */
 #define CODEC_KNOBS(prefix, what, groups, grouphelp)                                        \
     {prefix "bits", "1-8, 16 (bf16), 32 (fp32)", "bits per element of " what},             \
-        {prefix "kind", "sym, minmax, plugin:NAME",                                        \
-         "absmax (symmetric) or min-max groups, or a plug-in codec (its own group)"},       \
+        {prefix "kind", "sym, minmax, topk, randk, fp16, plugin:NAME",                      \
+         "absmax (symmetric) or min-max groups; top-k or random-k of each group (indices "  \
+         "and values); an fp16 cast (bf16: bits=16); or a plug-in codec (its own group)"},  \
         {prefix "group", groups, grouphelp},                                                \
         {prefix "round", "rtn, sr", "round to nearest even or stochastic (Philox)"},        \
         {prefix "hadamard", "0, 2-1024 (power of two)", "Hadamard size, 0 = off"},          \
         {prefix "levels", "sdp4bit, deepspeed", "qmax/absmax (sdp4bit) or 2^(b-1)/absmax"}, \
-        {prefix "scale", "fp32, bf16, fp16", "dtype of scales and offsets"}
+        {prefix "scale", "fp32, bf16, fp16",                                                \
+         "dtype of scales and offsets (topk, randk: of the kept values)"},                  \
+        {prefix "keep", "1-2^40 (0: unset)",                                                \
+         "elements kept per group by kind=topk or randk, at most the group"}
 
 const sq_knob sq_scheme_knobs[] = {
     {"weight.mode", "direct, diff", "weights travel themselves, or their difference to w-hat"},
@@ -264,7 +271,10 @@ const sq_knob sq_scheme_knobs[] = {
 };
 const size_t sq_scheme_nknobs = sizeof sq_scheme_knobs / sizeof sq_scheme_knobs[0];
 
-static const char *const kind_names[] = {"sym", "minmax"};
+static const char *const kind_names[] = {"sym",     "minmax", "qsgd", "sign",
+                                          "fp8e4m3", "fp8e5m2", "topk", "randk",
+                                          "bf16",    "fp16",    "plugin"};
+#define NKINDS (int)(sizeof kind_names / sizeof kind_names[0])
 static const char *const round_names[] = {"rtn", "sr"};
 static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
@@ -350,9 +360,22 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
     } else if (!strcmp(field, "kind") && !strncmp(val, "plugin:", 7)) {
         return set_plugin_kind(w, val, key, err);
     } else if (!strcmp(field, "kind")) {
-        if ((i = pick(val, kind_names, 2)) < 0) goto bad;
+        if (!strcmp(val, "bf16")) {
+            /* one wire, one spelling: the bf16 cast is the unquantized bf16 wire */
+            set_err(err, "%s=bf16: the bf16 wire is %.*sbits=16 (the unquantized bf16 wire)", key,
+                    (int)(strlen(key) - strlen(field)), key);
+            return SQ_ERR_SPEC;
+        }
+        /* a plug-in is named (plugin:NAME, above): plugin alone is no kind */
+        if ((i = pick(val, kind_names, SQ_KIND_PLUGIN)) < 0) goto bad;
         w->codec.kind = (sq_kind)i;
         w->codec.plugin = 0;
+    } else if (!strcmp(field, "keep")) {
+        if (parse_u64(val, SQ_GROUP_MAX, &u)) {
+            set_err(err, "%s=%s: must be an integer from 1 to the group (0: unset)", key, val);
+            return SQ_ERR_SPEC;
+        }
+        w->codec.keep = u;
     } else if (!strcmp(field, "round")) {
         if ((i = pick(val, round_names, 2)) < 0) goto bad;
         w->codec.round = (sq_round)i;
@@ -375,7 +398,7 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
     return SQ_OK;
 bad:
     set_err(err, "%s=%s: unknown value (%s)", key, val,
-            !strcmp(field, "kind")     ? "sym, minmax"
+            !strcmp(field, "kind")     ? "sym, minmax, topk, randk, fp16, plugin:NAME"
             : !strcmp(field, "round")  ? "rtn, sr"
             : !strcmp(field, "levels") ? "sdp4bit, deepspeed"
                                        : "fp32, bf16, fp16");
@@ -562,18 +585,41 @@ static int check_wire(const sq_wire *w, const char *name, sq_error *err)
         set_err(err, "%s: %s", name, why);
         return SQ_ERR_SPEC;
     }
+    if (sq_sparse_kind(w->codec.kind) && sq_codec_validate(&w->codec) != SQ_OK) {
+        /* the fields these kinds use, for the core's parser to judge */
+        char text[2 * SQ_CODEC_STRLEN];
+        const sq_codec *c = &w->codec;
+        if (sq_kind_cast(c->kind))
+            snprintf(text, sizeof text, "kind=%s,hadamard=%d", kind_names[c->kind], c->hadamard);
+        else
+            snprintf(text, sizeof text, "kind=%s,group=%llu,hadamard=%d,scale=%s,keep=%llu",
+                     kind_names[c->kind], (unsigned long long)c->group, c->hadamard,
+                     scale_names[c->scale % 3], (unsigned long long)c->keep);
+        sq_codec tmp;
+        if (sq_codec_parse(text, &tmp, why, sizeof why) == SQ_OK)
+            snprintf(why, sizeof why, "invalid codec");
+        set_err(err, "%s: %s", name, why);
+        return SQ_ERR_SPEC;
+    }
     if (sq_codec_validate(&w->codec) != SQ_OK) {
         /* the core's parser says what is wrong with it */
         char text[2 * SQ_CODEC_STRLEN];
         const sq_codec *c = &w->codec;
         snprintf(text, sizeof text, "kind=%s,bits=%d,group=%llu,round=%s,hadamard=%d,levels=%s,scale=%s",
-                 kind_names[c->kind & 1], c->bits, (unsigned long long)c->group,
-                 round_names[c->round & 1], c->hadamard, level_names[c->levels & 1],
+                 (unsigned)c->kind < (unsigned)NKINDS ? kind_names[c->kind] : "?", c->bits,
+                 (unsigned long long)c->group, round_names[c->round & 1], c->hadamard, level_names[c->levels & 1],
                  scale_names[c->scale % 3]);
         sq_codec tmp;
         if (sq_codec_parse(text, &tmp, why, sizeof why) == SQ_OK)
             snprintf(why, sizeof why, "invalid codec");
         set_err(err, "%s: %s", name, why);
+        return SQ_ERR_SPEC;
+    }
+    if (sq_sparse_kind(w->codec.kind) && w->rule != SQ_GROUP_FIXED) {
+        set_err(err,
+                "%s.group=%s: a per-tensor group rule sizes quantization groups; kind=%s needs "
+                "a fixed group (keep= counts within it)",
+                name, rule_names[w->rule % 3], kind_names[w->codec.kind]);
         return SQ_ERR_SPEC;
     }
     int h = w->codec.hadamard;
@@ -640,9 +686,15 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
     }
     const sq_wire *a = &s->grad_intra, *b = &s->grad_inter;
     if (s->grad_mode == SQ_GRAD_RING && (!sq_wire_raw(a) || !sq_wire_raw(b))) {
-        set_err(err,
-                "grad.mode=ring sums partial results at every hop and takes unquantized wires "
-                "only: set grad.bits=32 or 16, or grad.mode=a2a / twolevel");
+        if (sq_sparse_kind(a->codec.kind) || sq_sparse_kind(b->codec.kind))
+            set_err(err,
+                    "grad.mode=ring sums partial results at every hop and takes unquantized "
+                    "wires only: a topk, randk or fp16 wire needs grad.mode=a2a or twolevel "
+                    "(or grad.kind=sym with grad.bits=32 or 16)");
+        else
+            set_err(err,
+                    "grad.mode=ring sums partial results at every hop and takes unquantized "
+                    "wires only: set grad.bits=32 or 16, or grad.mode=a2a / twolevel");
         return SQ_ERR_SPEC;
     }
     if (s->weight.rule != SQ_GROUP_FIXED && s->weight.rule != SQ_GROUP_QWZ) {
@@ -660,11 +712,12 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
     }
     if (s->grad_dtype == SQ_GRAD_FP16 &&
         (s->grad_mode == SQ_GRAD_RING || sq_wire_raw(a) || sq_wire_raw(b) ||
-         a->codec.hadamard || b->codec.hadamard)) {
+         a->codec.hadamard || b->codec.hadamard || sq_sparse_kind(a->codec.kind) ||
+         sq_sparse_kind(b->codec.kind))) {
         set_err(err,
                 "grad.dtype=fp16 is the arithmetic of qgZ's quantized all-to-all: it needs "
-                "grad.mode=a2a or twolevel, quantized hops (grad.bits 1 to 8) and no Hadamard "
-                "transform");
+                "grad.mode=a2a or twolevel, quantized hops (grad.bits 1 to 8, not topk, randk "
+                "or fp16) and no Hadamard transform");
         return SQ_ERR_SPEC;
     }
     if (s->grad_dtype == SQ_GRAD_FP16 &&
@@ -679,7 +732,8 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
     }
     if (s->grad_mode == SQ_GRAD_POWERSGD) {
         /* the factors are sums of products: they travel and add up in fp32 */
-        if (a->bits != 32 || b->bits != 32 || s->grad_dtype != SQ_GRAD_FP32) {
+        if (!sq_wire_raw(a) || !sq_wire_raw(b) || a->bits != 32 || b->bits != 32 ||
+            s->grad_dtype != SQ_GRAD_FP32) {
             set_err(err, "grad.mode=powersgd all-reduces its low-rank factors in fp32: set "
                     "grad.bits=32 and grad.dtype=fp32");
             return SQ_ERR_SPEC;
@@ -717,9 +771,10 @@ int sq_scheme_validate(const sq_scheme *s, sq_error *err)
 static void wire_value(const sq_wire *w, const char *field, char *buf, size_t len)
 {
     /* An unquantized wire ignores its codec: print the defaults, so that
-    ** schemes that behave alike print alike. */
-    sq_codec def = sq_codec_default();
-    const sq_codec *c = sq_wire_raw(w) ? &def : &w->codec;
+    ** schemes that behave alike print alike; for the same reason a kind that
+    ** fixes some fields (topk, randk, fp16) prints them at its values. */
+    sq_codec def = sq_codec_default(), fixed = sq_sparse_canonical(&w->codec);
+    const sq_codec *c = sq_wire_raw(w) ? &def : &fixed;
     /* a plug-in ignores the other fields: print them as its codec has them */
     sq_codec plug;
     if (c->kind == SQ_KIND_PLUGIN && sq_codec_from_plugin(c->plugin, &plug) == SQ_OK) {
@@ -728,10 +783,14 @@ static void wire_value(const sq_wire *w, const char *field, char *buf, size_t le
         plug.hadamard = c->hadamard;
         c = &plug;
     }
-    if (!strcmp(field, "bits")) snprintf(buf, len, "%d", w->bits);
+    if (!strcmp(field, "bits"))
+        snprintf(buf, len, "%d", sq_sparse_kind(c->kind) ? c->bits : w->bits);
     else if (!strcmp(field, "kind") && c->kind == SQ_KIND_PLUGIN)
         snprintf(buf, len, "plugin:%s", sq_plugin_get(c->plugin) ? sq_plugin_get(c->plugin)->name : "?");
-    else if (!strcmp(field, "kind")) snprintf(buf, len, "%s", kind_names[c->kind & 1]);
+    else if (!strcmp(field, "kind"))
+        snprintf(buf, len, "%s", (unsigned)c->kind < (unsigned)NKINDS ? kind_names[c->kind] : "?");
+    else if (!strcmp(field, "keep"))
+        snprintf(buf, len, "%llu", sq_kind_sparse(c->kind) ? (unsigned long long)c->keep : 0ull);
     else if (!strcmp(field, "group") && !sq_wire_raw(w) && w->rule != SQ_GROUP_FIXED)
         snprintf(buf, len, "%s", rule_names[w->rule % 3]);
     else if (!strcmp(field, "group")) snprintf(buf, len, "%llu", (unsigned long long)c->group);
@@ -785,6 +844,18 @@ static int printed_when_set(const char *key, const char *value)
            !strcmp(value, "0");
 }
 
+/* A wire's keep knob, where the wire is not topk or randk: left out of the
+** text, so that the text of every other wire is unchanged. */
+static int keep_unused(const sq_scheme *s, const char *key)
+{
+    size_t kl = strlen(key);
+    if (kl < 5 || strcmp(key + kl - 5, ".keep")) return 0;
+    const sq_wire *w = !strncmp(key, "weight.", 7)       ? &s->weight
+                       : !strncmp(key, "grad.intra.", 11) ? &s->grad_intra
+                                                          : &s->grad_inter;
+    return sq_wire_raw(w) || !sq_kind_sparse(w->codec.kind);
+}
+
 int sq_scheme_format(const sq_scheme *s, char *buf, size_t len)
 {
     size_t used = 0;
@@ -796,6 +867,7 @@ int sq_scheme_format(const sq_scheme *s, char *buf, size_t len)
         if (!strncmp(sq_scheme_knobs[k].key, "grad.powersgd.", 14) &&
             s->grad_mode != SQ_GRAD_POWERSGD)
             continue;
+        if (keep_unused(s, sq_scheme_knobs[k].key)) continue;
         sq_scheme_get(s, sq_scheme_knobs[k].key, v, sizeof v);
         if (printed_when_set(sq_scheme_knobs[k].key, v)) continue;
         int n = snprintf(buf + used, used < len ? len - used : 0, "%s%s=%s", total ? "," : "",

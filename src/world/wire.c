@@ -9,10 +9,14 @@
 ** values are, never the order they are added in.
 */
 #include "world/world_internal.h"
+#include "sq_sparse.h"
 
 #include <string.h>
 
-uint64_t sq_wire_group(const sq_wire *w) { return sq_wire_raw(w) ? 1 : w->codec.group; }
+uint64_t sq_wire_group(const sq_wire *w)
+{
+    return sq_wire_raw(w) || sq_kind_cast(w->codec.kind) ? 1 : w->codec.group;
+}
 
 uint64_t sq_wire_code_bytes(const sq_wire *w, uint64_t n)
 {
@@ -61,15 +65,17 @@ sq_qbuf sq_wire_at(const sq_wire *wr, const sq_qbuf *q, uint64_t e)
 int sq_wire_encode(sq_backend *be, const sq_wire *wr, const float *x, uint64_t n,
                    const sq_rng_key *key, sq_qbuf *out)
 {
-    if (wr->bits == 32) return sq_backend_copy(be, out->codes, be, x, (size_t)n * 4);
-    if (wr->bits == 16) return sq_backend_to_bf16(be, x, n, (uint16_t *)out->codes);
+    if (sq_wire_raw(wr) && wr->bits == 32)
+        return sq_backend_copy(be, out->codes, be, x, (size_t)n * 4);
+    if (sq_wire_raw(wr)) return sq_backend_to_bf16(be, x, n, (uint16_t *)out->codes);
     return sq_backend_quantize(be, &wr->codec, x, n, key, out);
 }
 
 int sq_wire_decode(sq_backend *be, const sq_wire *wr, const sq_qbuf *q, uint64_t n, float *out)
 {
-    if (wr->bits == 32) return sq_backend_copy(be, out, be, q->codes, (size_t)n * 4);
-    if (wr->bits == 16) return sq_backend_from_bf16(be, (const uint16_t *)q->codes, n, out);
+    if (sq_wire_raw(wr) && wr->bits == 32)
+        return sq_backend_copy(be, out, be, q->codes, (size_t)n * 4);
+    if (sq_wire_raw(wr)) return sq_backend_from_bf16(be, (const uint16_t *)q->codes, n, out);
     return sq_backend_dequantize(be, &wr->codec, q, n, out);
 }
 

@@ -39,7 +39,7 @@ typedef enum sq_levels { SQ_LEVELS_SDP4BIT = 0, SQ_LEVELS_DEEPSPEED = 1 } sq_lev
 typedef enum sq_scale_dtype { SQ_SCALE_FP32 = 0, SQ_SCALE_BF16 = 1, SQ_SCALE_FP16 = 2 } sq_scale_dtype;
 typedef struct sq_codec {
     sq_kind kind; int bits; uint64_t group; sq_round round; int hadamard;
-    sq_levels levels; sq_scale_dtype scale;
+    sq_levels levels; sq_scale_dtype scale; uint64_t keep;
     int plugin;
 } sq_codec;
 sq_codec sq_codec_default(void);
