@@ -181,7 +181,19 @@ void sq_uniform24_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u)
 /* Codec specs                                                              */
 /* ------------------------------------------------------------------------ */
 
-typedef enum sq_kind { SQ_KIND_SYM = 0, SQ_KIND_MINMAX = 1 } sq_kind;
+typedef enum sq_kind {
+    SQ_KIND_SYM = 0,     /* absmax groups (SDP4Bit, ZeRO++) */
+    SQ_KIND_MINMAX = 1,  /* min-max groups */
+    SQ_KIND_QSGD = 2,    /* QSGD: s = 2^(b-1) - 1 levels of the group's L2 norm */
+    SQ_KIND_SIGN = 3,    /* scaled sign (signSGD, EF-SignSGD): 1 bit, scale = mean |x| */
+    SQ_KIND_FP8E4M3 = 4, /* FP8 E4M3 (OCP e4m3fn) codes, one scale per group */
+    SQ_KIND_FP8E5M2 = 5, /* FP8 E5M2 codes, one scale per group */
+    SQ_KIND_TOPK = 6,    /* the keep largest |x| of each group: indices and values */
+    SQ_KIND_RANDK = 7,   /* keep random elements of each group (Philox): indices and values */
+    SQ_KIND_BF16 = 8,    /* a bf16 cast: 16-bit codes, no scales */
+    SQ_KIND_FP16 = 9,    /* an fp16 cast: 16-bit codes, no scales */
+    SQ_KIND_PLUGIN = 10  /* a codec registered at run time (shardq/plugin.h) */
+} sq_kind;
 typedef enum sq_round { SQ_ROUND_RTN = 0, SQ_ROUND_SR = 1 } sq_round;
 /* Level conventions of symmetric quantization:
 **   SDP4BIT:   m = (2^(b-1) - 1) / absmax, q in [-(2^(b-1) - 1), 2^(b-1) - 1]
@@ -192,8 +204,9 @@ typedef enum sq_scale_dtype { SQ_SCALE_FP32 = 0, SQ_SCALE_BF16 = 1, SQ_SCALE_FP1
 
 /* A codec: how one flat buffer is turned into codes and metadata. */
 typedef struct sq_codec {
-    sq_kind kind;         /* sym (absmax) or minmax (asymmetric) */
-    int bits;             /* 1..8; sym with sdp4bit levels needs >= 2 */
+    sq_kind kind;         /* sym (absmax), minmax (asymmetric), or a compressor above */
+    int bits;             /* 1..8; sym with sdp4bit levels needs >= 2; qsgd 2..8,
+                          ** sign 1, fp8e4m3 and fp8e5m2 8 */
     uint64_t group;       /* elements per scale, >= 1; the last group may be short */
     sq_round round;       /* rtn (half to even) or sr (stochastic) */
     int hadamard;         /* 0 (off) or the transform size, a power of two 2..1024 */
@@ -211,7 +224,9 @@ sq_codec sq_codec_default(void);
 int sq_codec_validate(const sq_codec *c);
 
 /* Parses "key=value,key=value" into *out, starting from the defaults; every
-** key is optional (so "" is the default codec) and may appear once. On
+** key is optional (so "" is the default codec) and may appear once; a kind
+** with a single width takes it when bits is not given (kind=sign: 1, and
+** round=rtn unless round is given; kind=fp8e4m3, fp8e5m2: 8). On
 ** failure returns SQ_ERR_SPEC (unknown key, value out of range, a repeated
 ** key, an invalid combination such as kind=minmax,levels=deepspeed) and, when
 ** err is not NULL, writes a sentence naming the key or value at fault into
@@ -224,8 +239,9 @@ int sq_codec_format(const sq_codec *c, char *buf, size_t len);
 #define SQ_CODEC_STRLEN 128
 
 /* Exact sizes for n elements. Codes form one dense stream of n * bits bits
-** padded to a byte; metadata is one scale per group (sym) or one offset and
-** one scale per group (minmax), each 4 (fp32) or 2 (bf16, fp16) bytes. */
+** padded to a byte; metadata is one scale per group (sym, qsgd, sign, fp8)
+** or one offset and one scale per group (minmax), each 4 (fp32) or 2 (bf16,
+** fp16) bytes. */
 uint64_t sq_codec_groups(const sq_codec *c, uint64_t n);
 uint64_t sq_codec_code_bytes(const sq_codec *c, uint64_t n);
 uint64_t sq_codec_scale_bytes(const sq_codec *c, uint64_t n);  /* scales alone */
@@ -296,7 +312,8 @@ int sq_hadamard_inverse(float *x, uint64_t n, int h);
 **   - the decoding operations write every value and then give SQ_ERR_RANGE if
 **     any is not finite (metadata from a damaged file, a sum past fp32).
 ** A scale that underflows to 0 in fp16 is not an error: its group decodes to
-** zeros. An all-zero group has scale 1 and decodes to zeros; a min-max
+** zeros. An all-zero group has scale 1 (the scaled sign: its mean
+** magnitude, 0) and decodes to zeros; a min-max
 ** group with max = min has scale 1 and decodes to its offset (exactly, with
 ** fp32 offsets), as does one whose offset, rounded to a 16-bit dtype, lies
 ** above its maximum.

@@ -102,7 +102,8 @@ class Codec:
             self._fields[k] = int(v) if k in _INT_KEYS else v
 
     spec = property(lambda self: self._spec, doc="the canonical spec (sq_codec_format)")
-    kind = property(lambda self: self._fields["kind"], doc="'sym' or 'minmax'")
+    kind = property(lambda self: self._fields["kind"],
+                    doc="'sym', 'minmax', or a compressor: 'qsgd', 'sign', 'fp8e4m3', 'fp8e5m2'")
     bits = property(lambda self: self._fields["bits"], doc="bits per code, 1..8")
     group = property(lambda self: self._fields["group"], doc="elements per scale")
     round = property(lambda self: self._fields["round"], doc="'rtn' or 'sr'")

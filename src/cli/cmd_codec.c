@@ -23,8 +23,10 @@
 #define SPEC_HELP                                                                       \
     "  --codec SPEC     the codec: comma-separated key=value pairs, every key optional\n" \
     "                   (default kind=sym,bits=4,group=128,round=sr,hadamard=0,\n"        \
-    "                   levels=sdp4bit,scale=fp32). Keys: kind=sym|minmax, bits=1..8,\n"  \
-    "                   group=1..2^40, round=rtn|sr, hadamard=0|2|4|...|1024,\n"          \
+    "                   levels=sdp4bit,scale=fp32). Keys: kind=sym|minmax|qsgd|sign|\n"  \
+    "                   fp8e4m3|fp8e5m2, bits=1..8 (qsgd 2..8, sign 1, fp8 8: sign and\n"  \
+    "                   fp8 take their width when bits is not given), group=1..2^40,\n"   \
+    "                   round=rtn|sr (sign: rtn), hadamard=0|2|4|...|1024,\n"            \
     "                   levels=sdp4bit|deepspeed, scale=fp32|bf16|fp16\n"
 
 #define KEY_HELP                                                                        \

@@ -6,6 +6,7 @@
 ** in one fixed order, so that equal codecs have equal strings in the store.
 */
 #include "shardq/codec.h"
+#include "sq_dense.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -35,11 +36,25 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The kinds in enum order (shardq/codec.h); a plugin is written
+** kind=plugin:NAME. */
+static const char *const kind_names[] = {"sym",     "minmax", "qsgd",  "sign",
+                                         "fp8e4m3", "fp8e5m2", "topk", "randk",
+                                         "bf16",    "fp16",    "plugin"};
+#define NKINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
+#define KIND_LIST \
+    "sym, minmax, qsgd, sign, fp8e4m3, fp8e5m2, topk, randk, bf16, fp16 or plugin:NAME"
+static const char *const round_names[] = {"rtn", "sr"};
+
 /* The checks shared by validate and parse, with a sentence for each. */
 static int check_codec(const sq_codec *c, char *err, size_t errlen)
 {
-    if (c->kind != SQ_KIND_SYM && c->kind != SQ_KIND_MINMAX) {
-        set_err(err, errlen, "kind: must be sym or minmax");
+    if ((unsigned)c->kind > SQ_KIND_PLUGIN) {
+        set_err(err, errlen, "kind: must be " KIND_LIST);
+        return SQ_ERR_SPEC;
+    }
+    if (c->kind != SQ_KIND_SYM && c->kind != SQ_KIND_MINMAX && !sq_kind_dense(c->kind)) {
+        set_err(err, errlen, "kind=%s: not available in this build", kind_names[c->kind]);
         return SQ_ERR_SPEC;
     }
     if (c->bits < 1 || c->bits > 8) {
@@ -68,6 +83,7 @@ static int check_codec(const sq_codec *c, char *err, size_t errlen)
         set_err(err, errlen, "scale: must be fp32, bf16 or fp16");
         return SQ_ERR_SPEC;
     }
+    if (sq_kind_dense(c->kind)) return sq_dense_check(c, err, errlen);
     if (c->kind == SQ_KIND_MINMAX && c->levels != SQ_LEVELS_SDP4BIT) {
         set_err(err, errlen, "levels=deepspeed: applies to kind=sym only");
         return SQ_ERR_SPEC;
@@ -104,8 +120,6 @@ static int pick(const char *v, const char *const *names, int count)
     return -1;
 }
 
-static const char *const kind_names[] = {"sym", "minmax"};
-static const char *const round_names[] = {"rtn", "sr"};
 static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
 
@@ -142,7 +156,7 @@ static int parse_item(char *item, sq_codec *c, unsigned *seen, char *err, size_t
     uint64_t u;
     int i;
     if (strcmp(key, "kind") == 0) {
-        if ((i = pick(val, kind_names, 2)) < 0) goto bad_name;
+        if ((i = pick(val, kind_names, NKINDS)) < 0) goto bad_name;
         c->kind = (sq_kind)i;
     } else if (strcmp(key, "bits") == 0) {
         if (parse_u64(val, &u) || u < 1 || u > 8) {
@@ -180,7 +194,7 @@ static int parse_item(char *item, sq_codec *c, unsigned *seen, char *err, size_t
 
 bad_name:
     set_err(err, errlen, "%s=%s: unknown value (%s)", key, val,
-            strcmp(key, "kind") == 0     ? "sym or minmax"
+            strcmp(key, "kind") == 0     ? KIND_LIST
             : strcmp(key, "round") == 0  ? "rtn or sr"
             : strcmp(key, "levels") == 0 ? "sdp4bit or deepspeed"
                                          : "fp32, bf16 or fp16");
@@ -221,6 +235,7 @@ int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen)
         }
     }
     free(buf);
+    if (rc == SQ_OK) sq_dense_defaults(&c, (seen >> 1) & 1u, (seen >> 3) & 1u); /* bits, round */
     if (rc == SQ_OK) rc = check_codec(&c, err, errlen);
     if (rc == SQ_OK) *out = c;
     return rc;

@@ -192,7 +192,9 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
 
 #define CODEC_KNOBS(prefix, what, groups, grouphelp)                                        \
     {prefix "bits", "1-8, 16 (bf16), 32 (fp32)", "bits per element of " what},             \
-        {prefix "kind", "sym, minmax", "absmax (symmetric) or min-max groups"},             \
+        {prefix "kind", "sym, minmax, qsgd, sign, fp8e4m3, fp8e5m2",                         \
+         "absmax (symmetric) or min-max groups, or a compressor: QSGD (norm-scaled levels), "  \
+         "scaled sign (bits 1), FP8 E4M3 or E5M2 (bits 8) per group"},                         \
         {prefix "group", groups, grouphelp},                                                \
         {prefix "round", "rtn, sr", "round to nearest even or stochastic (Philox)"},        \
         {prefix "hadamard", "0, 2-1024 (power of two)", "Hadamard size, 0 = off"},          \
@@ -225,7 +227,16 @@ const sq_knob sq_scheme_knobs[] = {
 };
 const size_t sq_scheme_nknobs = sizeof sq_scheme_knobs / sizeof sq_scheme_knobs[0];
 
-static const char *const kind_names[] = {"sym", "minmax"};
+/* The kinds in enum order (shardq/codec.h), as sq_codec_parse spells them. */
+static const char *const kind_names[] = {"sym",     "minmax", "qsgd",  "sign",
+                                         "fp8e4m3", "fp8e5m2", "topk", "randk",
+                                         "bf16",    "fp16",    "plugin"};
+#define NKINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
+
+static const char *kind_name(sq_kind k)
+{
+    return (unsigned)k < (unsigned)NKINDS ? kind_names[k] : "?";
+}
 static const char *const round_names[] = {"rtn", "sr"};
 static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
@@ -288,7 +299,7 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
         }
         w->codec.hadamard = (int)u;
     } else if (!strcmp(field, "kind")) {
-        if ((i = pick(val, kind_names, 2)) < 0) goto bad;
+        if ((i = pick(val, kind_names, NKINDS)) < 0) goto bad;
         w->codec.kind = (sq_kind)i;
     } else if (!strcmp(field, "round")) {
         if ((i = pick(val, round_names, 2)) < 0) goto bad;
@@ -305,7 +316,7 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
     return SQ_OK;
 bad:
     set_err(err, "%s=%s: unknown value (%s)", key, val,
-            !strcmp(field, "kind")     ? "sym, minmax"
+            !strcmp(field, "kind")     ? "sym, minmax, qsgd, sign, fp8e4m3, fp8e5m2"
             : !strcmp(field, "round")  ? "rtn, sr"
             : !strcmp(field, "levels") ? "sdp4bit, deepspeed"
                                        : "fp32, bf16, fp16");
@@ -421,7 +432,7 @@ static int check_wire(const sq_wire *w, const char *name, sq_error *err)
         char text[2 * SQ_CODEC_STRLEN];
         const sq_codec *c = &w->codec;
         snprintf(text, sizeof text, "kind=%s,bits=%d,group=%llu,round=%s,hadamard=%d,levels=%s,scale=%s",
-                 kind_names[c->kind & 1], c->bits, (unsigned long long)c->group,
+                 kind_name(c->kind), c->bits, (unsigned long long)c->group,
                  round_names[c->round & 1], c->hadamard, level_names[c->levels & 1],
                  scale_names[c->scale % 3]);
         sq_codec tmp;
@@ -512,7 +523,7 @@ static void wire_value(const sq_wire *w, const char *field, char *buf, size_t le
     sq_codec def = sq_codec_default();
     const sq_codec *c = sq_wire_raw(w) ? &def : &w->codec;
     if (!strcmp(field, "bits")) snprintf(buf, len, "%d", w->bits);
-    else if (!strcmp(field, "kind")) snprintf(buf, len, "%s", kind_names[c->kind & 1]);
+    else if (!strcmp(field, "kind")) snprintf(buf, len, "%s", kind_name(c->kind));
     else if (!strcmp(field, "group") && !sq_wire_raw(w) && w->rule != SQ_GROUP_FIXED)
         snprintf(buf, len, "%s", rule_names[w->rule % 3]);
     else if (!strcmp(field, "group")) snprintf(buf, len, "%llu", (unsigned long long)c->group);

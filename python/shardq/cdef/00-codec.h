@@ -29,7 +29,11 @@ void sq_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
 float sq_uniform(const sq_rng_key *key, uint64_t i);
 void sq_uniform_n(const sq_rng_key *key, uint64_t first, uint64_t n, float *u);
 
-typedef enum sq_kind { SQ_KIND_SYM = 0, SQ_KIND_MINMAX = 1 } sq_kind;
+typedef enum sq_kind {
+    SQ_KIND_SYM = 0, SQ_KIND_MINMAX = 1, SQ_KIND_QSGD = 2, SQ_KIND_SIGN = 3,
+    SQ_KIND_FP8E4M3 = 4, SQ_KIND_FP8E5M2 = 5, SQ_KIND_TOPK = 6, SQ_KIND_RANDK = 7,
+    SQ_KIND_BF16 = 8, SQ_KIND_FP16 = 9, SQ_KIND_PLUGIN = 10
+} sq_kind;
 typedef enum sq_round { SQ_ROUND_RTN = 0, SQ_ROUND_SR = 1 } sq_round;
 typedef enum sq_levels { SQ_LEVELS_SDP4BIT = 0, SQ_LEVELS_DEEPSPEED = 1 } sq_levels;
 typedef enum sq_scale_dtype { SQ_SCALE_FP32 = 0, SQ_SCALE_BF16 = 1, SQ_SCALE_FP16 = 2 } sq_scale_dtype;
