@@ -20,7 +20,8 @@
 ** threads) take two passes: the first reduces the keys of every group into
 ** device scratch with atomics, the second gathers the values again and
 ** quantizes. Integer max and min give the same keys in any order, so both
-** paths give the C reference's bytes.
+** paths give the C reference's bytes. (QSGD and the scaled sign sum their
+** groups in floats, in a fixed order: quantize_norm.cuh.)
 */
 #include "sq_launch.cuh"
 #include "sq_sparse.h"
@@ -225,7 +226,7 @@ SQK_UNROLL
                         ok = group_setup(c, gi, khi, klo, e0, a.scales, a.offsets, a.flags, &p);
                         need = false;
                     }
-                    if (ok) code = (uint32_t)sq_hd_code(v[j], &p, c.sr, u[j], c.qlo, c.qhi) & mask;
+                    if (ok) code = encode1(c, v[j], p, u[j]) & mask;
                     left--;
                 }
                 acc = (acc << c.bits) | code;
@@ -246,6 +247,13 @@ __global__ void __launch_bounds__(BLOCK) fill_keys_kernel(uint32_t *hi, uint32_t
         if (lo) lo[i] = KEY_LO_NONE;
     }
 }
+
+} /* namespace sqk */
+
+/* QSGD and the scaled sign: kernels of their own */
+#include "quantize_norm.cuh"
+
+namespace sqk {
 
 /* ------------------------------------------------------------------------ */
 /* Host side                                                                */
@@ -301,6 +309,7 @@ static QPlan plan_quantize(const KCodec &c)
 
 static uint64_t key_scratch(const KCodec &c, uint64_t n)
 {
+    if (sq_kind_normed(c.kind)) return norm_scratch(c, n);
     if (plan_quantize(c).fused) return 0;
     const uint64_t groups = (n + c.group - 1) / c.group;
     return (groups * 4 * (c.minmax ? 2 : 1) + 255) / 256 * 256;
@@ -309,6 +318,7 @@ static uint64_t key_scratch(const KCodec &c, uint64_t n)
 template <int SRC>
 static int run_quantize(sqk_env *env, QuantArgs &a, void *scratch)
 {
+    if (sq_kind_normed(a.c.kind)) return run_quantize_norm<SRC>(env, a, scratch);
     const QPlan p = plan_quantize(a.c);
     const uint64_t tile = (uint64_t)EPT * p.block;
     a.ntiles = (a.n + tile - 1) / tile;

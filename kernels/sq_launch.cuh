@@ -27,6 +27,7 @@ inline KCodec kcodec(const sq_codec *c, uint64_t n)
         for (k.gshift = 0; ((uint64_t)1 << k.gshift) < c->group; k.gshift++) {
         }
     k.bits = c->bits;
+    k.kind = (int)c->kind;
     k.minmax = c->kind == SQ_KIND_MINMAX;
     k.sr = c->round == SQ_ROUND_SR;
     k.h = c->hadamard;
@@ -36,6 +37,10 @@ inline KCodec kcodec(const sq_codec *c, uint64_t n)
     k.qm = l.qm;
     k.qlo = l.qlo;
     k.qhi = l.qhi;
+    if (sq_kind_fp8(c->kind)) {
+        k.qm = k.qhi = sq_hd_fp8_max(c->kind == SQ_KIND_FP8E5M2);
+        k.qlo = -k.qm;
+    }
     return k;
 }
 

@@ -19,6 +19,7 @@
 #define SQ_TILE_CUH
 
 #include "shardq/codec.h"
+#include "sq_dense.h"
 #include "sq_hd.h"
 #include "sq_kernels.h"
 
@@ -63,12 +64,13 @@ struct KCodec {
     uint64_t nbytes; /* bytes of the packed code stream of the buffer */
     int gshift;     /* log2(group) when group is a power of two, else -1 */
     int bits;
+    int kind;       /* the sq_kind */
     int minmax;     /* kind=minmax */
     int sr;         /* round=sr */
     int h;          /* Hadamard size, 0 when off */
     int dtype;      /* scale dtype: 0 fp32, 1 bf16, 2 fp16 */
     int f16;        /* sums of decoded chunks in fp16 (sq_hd_acc_f16) */
-    float qm, qlo, qhi;
+    float qm, qlo, qhi; /* fp8: FMAX, -FMAX, FMAX (the absmax maps to FMAX) */
 };
 
 /* Up to SQK_MAX_CHUNKS quantized buffers of n elements each. */
@@ -183,6 +185,29 @@ SQK_DEV void store_code_bytes(uint8_t *codes, uint64_t e0, int bits, uint64_t nb
         if (off + j < nbytes) p[j] = (uint8_t)(acc >> (8 * (bits - 1 - j)));
 }
 
+/* The decoded value of one b-bit field f of a group with offset lo (min-max)
+** and scale s: the C reference's decoding loops (codec.c, codec_dense.c). */
+SQK_DEV float decode1(const KCodec &c, uint32_t f, float lo, float s)
+{
+    switch (c.kind) {
+    case SQ_KIND_MINMAX: return sq_hd_decode((int)f, lo, s);
+    case SQ_KIND_SIGN: return sq_hd_decode_sign(f, s);
+    case SQ_KIND_FP8E4M3: return sq_hd_fp8_to_f32(f, 0) * s;
+    case SQ_KIND_FP8E5M2: return sq_hd_fp8_to_f32(f, 1) * s;
+    default: return sq_hd_decode_sym(sq_hd_sign_extend(f, c.bits), s); /* sym, qsgd */
+    }
+}
+
+/* The code of one value of a group with parameters p, for the kinds whose
+** groups are summarised by keys (sym, minmax, fp8); QSGD and the sign
+** have kernels of their own (quantize_norm.cuh). */
+SQK_DEV uint32_t encode1(const KCodec &c, float x, const sq_group_params &p, float u)
+{
+    if (sq_kind_fp8(c.kind))
+        return sq_hd_f32_to_fp8((x * p.lift) * p.m, c.kind == SQ_KIND_FP8E5M2, c.sr, u);
+    return (uint32_t)sq_hd_code(x, &p, c.sr, u, c.qlo, c.qhi);
+}
+
 /* v = D(chunk) for the 8 elements from e0, zero past n. */
 SQK_DEV void decode8(const KCodec &c, const uint8_t *codes, const void *scales,
                      const void *offsets, uint64_t e0, uint64_t n, float v[EPT])
@@ -206,8 +231,7 @@ SQK_UNROLL
                 if (c.minmax) lo = sq_hd_load_meta(offsets, gi, c.dtype);
             }
             uint32_t f = (uint32_t)(acc >> (c.bits * (EPT - 1 - j))) & mask;
-            v[j] = c.minmax ? sq_hd_decode((int)f, lo, s)
-                            : sq_hd_decode_sym(sq_hd_sign_extend(f, c.bits), s);
+            v[j] = decode1(c, f, lo, s);
             left--;
         }
     }

@@ -9,7 +9,7 @@
 ** deferred batches, device errors named by their call, workers placed
 ** round-robin over all visible GPUs with peer copies between them, and the
 ** elementwise operations (fp32 add, bf16 conversions) against the CPU
-** backend.
+** backend; and the compressors (QSGD, scaled sign, FP8) likewise.
 **
 ** Without a CUDA device (or without a CUDA build) it exits 77, automake's
 ** SKIP, and says why.
@@ -332,6 +332,60 @@ START_TEST(test_paths)
                     "bits=4,group=128,round=sr");
     failures += run(EQ_SUM, "bits=4,group=128,round=sr,hadamard=1024", 300007, EQ_OUTLIERS, 4,
                     130, NULL);
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* The compressors (QSGD, scaled sign, FP8): every operation at a size of
+** many grid strides under each scale dtype and rounding, groups of every
+** reduction path (QSGD and the sign: a warp per group; FP8: the key paths
+** of the other kinds), sums that requantize into them, misaligned buffers. */
+START_TEST(test_compressors)
+{
+    const char *kinds[] = {"kind=qsgd,bits=2", "kind=qsgd,bits=4", "kind=qsgd,bits=8",
+                           "kind=sign",        "kind=fp8e4m3",     "kind=fp8e5m2"};
+    const uint64_t groups[] = {1, 7, 32, 128, 1000, 4096};
+    int failures = 0, i = 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int sc = 0; sc < 3; sc++)
+            for (int sr = 0; sr < 2; sr++) {
+                if (strstr(kinds[k], "sign") && sr) continue;
+                char spec[160];
+                snprintf(spec, sizeof spec, "%s,group=%llu,round=%s,scale=%s,hadamard=%d",
+                         kinds[k], (unsigned long long)groups[i % 6], sr ? "sr" : "rtn",
+                         sc == 0 ? "fp32" : sc == 1 ? "bf16" : "fp16", i % 3 ? 0 : 128);
+                for (int op = 0; op < EQ_NOPS; op++)
+                    failures += run((eq_op)op, spec, 1000003, (eq_dist)(i % EQ_NDIST), 600 + i,
+                                    op == EQ_SUM ? 4 : 2,
+                                    op == EQ_SUM_REQUANT ? "kind=sign,group=64" : NULL);
+                failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 1000003,
+                                (eq_dist)(i % EQ_NDIST), 700 + i, 3, spec);
+                i++;
+            }
+    const uint64_t paths[] = {1, 3, 31, 33, 512, 8192, 1u << 20};
+    for (size_t g = 0; g < sizeof paths / sizeof paths[0]; g++)
+        for (int k = 0; k < 3; k++) {
+            char spec[128];
+            snprintf(spec, sizeof spec, "%s,group=%llu,hadamard=%d",
+                     k == 0 ? "kind=qsgd,bits=6,round=sr" : k == 1 ? "kind=sign" : "kind=fp8e4m3",
+                     (unsigned long long)paths[g], g % 2 ? 512 : 0);
+            failures += run(EQ_QUANTIZE, spec, 3 * paths[g] + 1000003, (eq_dist)(g % EQ_NDIST),
+                            800 + g, 1, NULL);
+            failures += run(EQ_QUANTIZE_DIFF, spec, 3 * paths[g] + 1000003,
+                            (eq_dist)(g % EQ_NDIST), 810 + g, 1, NULL);
+        }
+    failures += run(EQ_QUANTIZE, "kind=qsgd,bits=4,group=128,round=sr,hadamard=32", 10000019,
+                    EQ_GRADIENT, 900, 1, NULL);
+    failures += run(EQ_SUM_REQUANT, "kind=fp8e4m3,group=128,round=sr", 300007, EQ_GRADIENT, 901,
+                    150, "kind=qsgd,bits=4,group=128,round=sr");
+    g_misalign = 1;
+    for (int op = 0; op < EQ_NOPS; op++) {
+        failures += run((eq_op)op, "kind=qsgd,bits=3,group=100,round=sr,scale=bf16", 100003,
+                        EQ_NORMAL, 910, 3, NULL);
+        failures += run((eq_op)op, "kind=fp8e5m2,group=64,round=rtn,scale=fp16", 100003,
+                        EQ_HEAVY, 911, 3, NULL);
+    }
+    g_misalign = 0;
     ck_assert_int_eq(failures, 0);
 }
 END_TEST
@@ -737,6 +791,7 @@ int main(void)
     tcase_add_test(tc, test_large);
     tcase_add_test(tc, test_misaligned);
     tcase_add_test(tc, test_paths);
+    tcase_add_test(tc, test_compressors);
     tcase_add_test(tc, test_f16_sums);
     tcase_add_test(tc, test_status);
     tcase_add_test(tc, test_sparse_kinds);

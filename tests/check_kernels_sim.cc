@@ -328,6 +328,153 @@ START_TEST(test_misaligned)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* The compressors: QSGD, scaled sign, FP8                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Every kind under every scale dtype and rounding, groups of each shape,
+** with and without a Hadamard, through every operation; the sums requantize
+** into another compressor (a QSGD hop feeding a sign or FP8 hop). */
+START_TEST(test_dense_kinds)
+{
+    const char *kinds[] = {"kind=qsgd,bits=2", "kind=qsgd,bits=4", "kind=qsgd,bits=5",
+                           "kind=qsgd,bits=8", "kind=sign",        "kind=fp8e4m3",
+                           "kind=fp8e5m2"};
+    const char *outs[] = {"kind=sign,group=32", "kind=fp8e4m3,group=64,round=sr",
+                          "kind=qsgd,bits=3,group=7,round=sr", "kind=fp8e5m2,group=100,round=rtn"};
+    const uint64_t groups[] = {1, 7, 32, 128, 1000, 33};
+    int failures = 0, i = 0;
+    for (const char *kind : kinds)
+        for (const char *scale : {"fp32", "bf16", "fp16"})
+            for (const char *round : {"rtn", "sr"}) {
+                if (!strcmp(kind, "kind=sign") && !strcmp(round, "sr")) continue;
+                char spec[160];
+                snprintf(spec, sizeof spec, "%s,group=%llu,round=%s,scale=%s,hadamard=%d", kind,
+                         (unsigned long long)groups[i % 6], round, scale, i % 3 ? 0 : 128);
+                for (int op = 0; op < EQ_NOPS; op++)
+                    failures += run((eq_op)op, spec, 3001, (eq_dist)(i % EQ_NDIST), 300 + i, 3,
+                                    op == EQ_SUM_REQUANT ? outs[i % 4] : nullptr);
+                /* and as the output of a TLq-like middle hop */
+                failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 3001,
+                                (eq_dist)((i + 1) % EQ_NDIST), 400 + i, 2, spec);
+                i++;
+            }
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* QSGD and the sign reduce a warp per group: groups of one element, of a
+** warp's width and either side of it, large ones that take many rounds of
+** every lane, more groups than the grid has warps, groups spanning many
+** tiles; FP8 takes every key-reduction path of the fused kernel. */
+START_TEST(test_dense_paths)
+{
+    const uint64_t groups[] = {1, 3, 31, 32, 33, 64, 256, 512, 1000, 8192, 12288, 1u << 17};
+    int failures = 0;
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        for (const char *kind : {"kind=qsgd,bits=6,round=sr", "kind=sign", "kind=fp8e4m3,round=sr"})
+            for (int h : {0, 512}) {
+                char spec[128];
+                snprintf(spec, sizeof spec, "%s,group=%llu,hadamard=%d", kind,
+                         (unsigned long long)groups[g], h);
+                uint64_t n = groups[g] >= 8192 ? 2 * groups[g] + 5 : 20011;
+                failures += run(EQ_QUANTIZE, spec, n, (eq_dist)(g % EQ_NDIST), 170 + g);
+                failures += run(EQ_QUANTIZE_DIFF, spec, n, (eq_dist)(g % EQ_NDIST), 180 + g);
+                failures += run(EQ_SUM_REQUANT, "bits=8,group=32,round=sr", n,
+                                (eq_dist)(g % EQ_NDIST), 190 + g, 2, spec);
+            }
+    /* more chunks than one kernel takes: summed first, then quantized */
+    failures += run(EQ_SUM_REQUANT, "kind=qsgd,bits=8,group=128,round=sr", 3001, EQ_GRADIENT, 3,
+                    SQK_MAX_CHUNKS + 7, "kind=qsgd,bits=4,group=128,round=sr");
+    failures += run(EQ_SUM, "kind=sign,group=128,hadamard=1024", 5001, EQ_OUTLIERS, 4,
+                    SQK_MAX_CHUNKS + 3);
+    /* several grid strides */
+    failures += run(EQ_QUANTIZE, "kind=qsgd,bits=4,group=128,round=sr,hadamard=32", 300007,
+                    EQ_GRADIENT, 5);
+    failures += run(EQ_QUANTIZE, "kind=fp8e5m2,group=128,round=sr", 300007, EQ_HEAVY, 6);
+    failures += run(EQ_DEQUANTIZE, "kind=sign,group=2048", 300007, EQ_NORMAL, 7);
+    /* off their alignment */
+    g_misalign = true;
+    for (int op = 0; op < EQ_NOPS; op++) {
+        failures += run((eq_op)op, "kind=qsgd,bits=3,group=100,round=sr,scale=bf16", 4099,
+                        EQ_NORMAL, 8, 2);
+        failures += run((eq_op)op, "kind=sign,group=64,scale=fp16", 4099, EQ_HEAVY, 9, 2);
+        failures += run((eq_op)op, "kind=fp8e4m3,group=64,round=rtn,scale=fp16", 4099,
+                        EQ_OUTLIERS, 10, 2);
+    }
+    g_misalign = false;
+    ck_assert_int_eq(failures, 0);
+}
+END_TEST
+
+/* Non-finite input, results past fp32 or a scale past its dtype: the same
+** status from the kernels as from the reference. */
+START_TEST(test_dense_status)
+{
+    const uint64_t n = 5000;
+    std::vector<float> x(n), ref(n), out(n);
+    const sq_rng_key key = eq_key(1, 0);
+    const char *specs[] = {"kind=qsgd,bits=4,group=100,round=sr",
+                           "kind=qsgd,bits=4,group=128,round=sr,hadamard=32",
+                           "kind=sign,group=100", "kind=sign,group=128,hadamard=32",
+                           "kind=fp8e4m3,group=100,round=sr", "kind=fp8e5m2,group=128,hadamard=32"};
+    for (const char *spec : specs) {
+        sq_codec c = codec(spec);
+        sq_qbuf q;
+        sq_qbuf_alloc(&c, n, &q);
+        for (int bad = 0; bad < 6; bad++) {
+            eq_fill(x.data(), n, EQ_NORMAL, 20 + (uint64_t)bad);
+            eq_fill(ref.data(), n, EQ_NORMAL, 30 + (uint64_t)bad);
+            const float *r = nullptr;
+            int want;
+            switch (bad) {
+            case 0: x[4321] = NAN; want = SQ_ERR_NONFINITE; break;
+            case 1: x[17] = -INFINITY; want = SQ_ERR_NONFINITE; break;
+            case 2: /* a difference past fp32 */
+                x[17] = 3e38f; ref[17] = -3e38f; r = ref.data(); want = SQ_ERR_RANGE; break;
+            case 3: /* NaN in ref */
+                ref[99] = NAN; r = ref.data(); want = SQ_ERR_NONFINITE; break;
+            case 4: /* a group near FLT_MAX: QSGD's norm passes fp32 (its grid
+                    ** does), the Hadamard overflows, the sign's mean and
+                    ** FP8's grid (3.4e38 / 448 * 448) stay finite */
+                for (int j = 0; j < 32; j++) x[2048 + j] = 3.4e38f;
+                want = c.hadamard || c.kind == SQ_KIND_QSGD ? SQ_ERR_RANGE : SQ_OK;
+                break;
+            default: /* everything fine */
+                want = SQ_OK; break;
+            }
+            int rc_ref = r ? sq_quantize_diff(&c, x.data(), r, n, &key, &q)
+                           : sq_quantize(&c, x.data(), n, &key, &q);
+            int rc_sim = sim_quantize(&c, x.data(), r, n, &key, &q);
+            ck_assert_msg(rc_ref == want && rc_sim == want, "%s case %d: %d from the reference, "
+                          "%d from the kernels, %d wanted", spec, bad, rc_ref, rc_sim, want);
+        }
+        /* damaged codes or scales decode to non-finite values: RANGE */
+        eq_fill(x.data(), n, EQ_NORMAL, 12);
+        ck_assert_int_eq(sq_quantize(&c, x.data(), n, &key, &q), SQ_OK);
+        ((float *)q.scales)[3] = INFINITY;
+        ck_assert_int_eq(sq_dequantize(&c, &q, n, out.data()), SQ_ERR_RANGE);
+        ck_assert_int_eq(sim_dequantize(&c, &q, nullptr, n, out.data()), SQ_ERR_RANGE);
+        if (c.kind == SQ_KIND_FP8E4M3) {
+            ((float *)q.scales)[3] = 1.0f;
+            q.codes[1000] = 0x7f; /* e4m3fn's NaN */
+            ck_assert_int_eq(sq_dequantize(&c, &q, n, out.data()), SQ_ERR_RANGE);
+            ck_assert_int_eq(sim_dequantize(&c, &q, nullptr, n, out.data()), SQ_ERR_RANGE);
+        }
+        sq_qbuf_free(&q);
+    }
+    /* a 16-bit scale past its range */
+    sq_codec c = codec("kind=fp8e4m3,group=64,scale=fp16,round=rtn");
+    sq_qbuf q;
+    sq_qbuf_alloc(&c, n, &q);
+    eq_fill(x.data(), n, EQ_NORMAL, 13);
+    x[700] = 1e9f; /* scale 1e9 / 448 > 65504 */
+    ck_assert_int_eq(sq_quantize(&c, x.data(), n, &key, &q), SQ_ERR_RANGE);
+    ck_assert_int_eq(sim_quantize(&c, x.data(), nullptr, n, &key, &q), SQ_ERR_RANGE);
+    sq_qbuf_free(&q);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* The fp16 sums of qgZ                                                     */
 /* ------------------------------------------------------------------------ */
 
@@ -416,6 +563,12 @@ START_TEST(test_f16_sums)
     /* sums past fp16's range: an infinity, SQ_ERR_RANGE on both */
     failures += f16_case(ds, nullptr, 1024, 4, 60000.0f, 8);
     failures += f16_case(ds, ds, 1024, 4, 60000.0f, 9);
+    /* the compressors in and out of the fp16 sums */
+    failures += f16_case("kind=qsgd,bits=4,group=64,round=sr", "kind=sign,group=32", 2051, 3,
+                         1.0f, 10);
+    failures += f16_case("kind=fp8e4m3,group=128,round=sr", "kind=qsgd,bits=8,group=100,round=sr",
+                         4099, 4, 1.0f, 11);
+    failures += f16_case("kind=sign,group=7", nullptr, 2051, 5, 1.0f, 12);
     ck_assert_int_eq(failures, 0);
 }
 END_TEST
@@ -808,6 +961,11 @@ int main(void)
     tcase_add_test(tc, test_casts);
     tcase_add_test(tc, test_cast_status);
     suite_add_tcase(s, tc);
+    TCase *td = tcase_create("compressors");
+    tcase_add_test(td, test_dense_kinds);
+    tcase_add_test(td, test_dense_paths);
+    tcase_add_test(td, test_dense_status);
+    suite_add_tcase(s, td);
     TCase *te = tcase_create("elementwise");
     tcase_add_test(te, test_elementwise);
     tcase_add_test(te, test_elementwise_empty);

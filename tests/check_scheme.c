@@ -525,6 +525,67 @@ START_TEST(test_validate_accepts)
 }
 END_TEST
 
+/* The compressors as wire kinds: the knobs take them, validation applies
+** their codec rules (naming the wire) and the scheme rules alike, and the
+** text round-trips. */
+START_TEST(test_compressor_kinds)
+{
+    sq_scheme s = set_changes("tlq", "grad.kind=qsgd", "grad.intra.kind,grad.inter.kind");
+    ck_assert_int_eq(s.grad_intra.codec.kind, SQ_KIND_QSGD);
+    ck_assert_int_eq(s.grad_inter.codec.kind, SQ_KIND_QSGD);
+    sq_error err = {0};
+    ck_assert_int_eq(sq_scheme_validate(&s, &err), SQ_OK);
+    char v[64];
+    sq_scheme_get(&s, "grad.inter.kind", v, sizeof v);
+    ck_assert_str_eq(v, "qsgd");
+
+    /* the sign needs one bit and RTN: the message names the wire */
+    set_ok(&s, "grad.intra.kind=sign");
+    ck_assert_int_eq(sq_scheme_validate(&s, &err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err.msg, "grad.intra") && strstr(err.msg, "bits=8"), "%s", err.msg);
+    set_ok(&s, "grad.intra.bits=1");
+    ck_assert_int_eq(sq_scheme_validate(&s, &err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err.msg, "round=sr"), "%s", err.msg);
+    set_ok(&s, "grad.intra.round=rtn");
+    ck_assert_msg(sq_scheme_validate(&s, &err) == SQ_OK, "%s", err.msg);
+
+    /* the text round-trips onto another preset */
+    char ta[SQ_SCHEME_STRLEN], tb[SQ_SCHEME_STRLEN], work[SQ_SCHEME_STRLEN];
+    set_ok(&s, "weight.kind=fp8e5m2");
+    set_ok(&s, "weight.bits=8");
+    ck_assert_msg(sq_scheme_validate(&s, &err) == SQ_OK, "%s", err.msg);
+    format_ok(&s, ta);
+    ck_assert_ptr_nonnull(strstr(ta, "weight.kind=fp8e5m2"));
+    ck_assert_ptr_nonnull(strstr(ta, "grad.intra.kind=sign"));
+    sq_scheme b = preset_ok("baseline");
+    memcpy(work, ta, sizeof work);
+    char *save = NULL;
+    for (char *item = strtok_r(work, ",", &save); item; item = strtok_r(NULL, ",", &save))
+        set_ok(&b, item);
+    format_ok(&b, tb);
+    ck_assert_str_eq(tb, ta);
+
+    /* FP8 needs eight bits; the ring still takes unquantized wires only */
+    s = preset_ok("qw");
+    set_ok(&s, "weight.kind=fp8e4m3");
+    ck_assert_int_eq(sq_scheme_validate(&s, &err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err.msg, "weight") && strstr(err.msg, "bits=4"), "%s", err.msg);
+    s = preset_ok("baseline");
+    set_ok(&s, "grad.kind=qsgd"); /* ignored on the fp32 ring's raw wires */
+    ck_assert_int_eq(sq_scheme_validate(&s, &err), SQ_OK);
+    set_ok(&s, "grad.bits=4");
+    ck_assert_int_eq(sq_scheme_validate(&s, &err), SQ_ERR_SPEC);
+    ck_assert_ptr_nonnull(strstr(err.msg, "grad.mode=ring"));
+    set_ok(&s, "grad.mode=a2a");
+    ck_assert_msg(sq_scheme_validate(&s, &err) == SQ_OK, "%s", err.msg);
+
+    /* an unknown kind lists the ones there are */
+    s = preset_ok("qw");
+    ck_assert_int_eq(sq_scheme_set(&s, "weight.kind=fp8", &err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err.msg, "weight.kind") && strstr(err.msg, "fp8e4m3"), "%s", err.msg);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Canonical text                                                           */
 /* ------------------------------------------------------------------------ */
@@ -919,6 +980,7 @@ int main(void)
     tcase_add_loop_test(tv, test_validate_rejects, 0,
                         (int)(sizeof bad_schemes / sizeof bad_schemes[0]));
     tcase_add_test(tv, test_validate_accepts);
+    tcase_add_test(tv, test_compressor_kinds);
     suite_add_tcase(s, tv);
 
     TCase *tf = tcase_create("format");

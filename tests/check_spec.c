@@ -270,7 +270,7 @@ START_TEST(test_validate_fields)
 {
     sq_codec d = sq_codec_default(), c;
     ck_assert_int_eq(sq_codec_validate(&d), SQ_OK);
-    c = d; c.kind = (sq_kind)2;             ck_assert_int_eq(sq_codec_validate(&c), SQ_ERR_SPEC);
+    c = d; c.kind = (sq_kind)99;            ck_assert_int_eq(sq_codec_validate(&c), SQ_ERR_SPEC);
     c = d; c.bits = 0;                      ck_assert_int_eq(sq_codec_validate(&c), SQ_ERR_SPEC);
     c = d; c.bits = 9;                      ck_assert_int_eq(sq_codec_validate(&c), SQ_ERR_SPEC);
     c = d; c.bits = 1;                      ck_assert_int_eq(sq_codec_validate(&c), SQ_ERR_SPEC);

@@ -197,6 +197,7 @@ ok "round trip min-max 1-bit" roundtrip "kind=minmax,bits=1" 1.5
 
 ok "decoded file keeps the shape (50, 60)" file_has "$T/y.npy" "'shape': (50, 60), }"
 
+
 # The metadata of the last encode (min-max 1-bit, the key above).
 head -c 512 "$T/x.st" >"$T/hdr"
 ok "metadata: format" file_has "$T/hdr" '"format":"shardq.codec/1"'
@@ -211,6 +212,42 @@ ok "tensors: codes U8, scales and offsets F32" file_has "$T/hdr" \
 head -c 512 "$T/b.st" >"$T/hdr"
 ok "tensors: bf16 scales are BF16" file_has "$T/hdr" '"scales":{"dtype":"BF16","shape":[24]'
 ok "metadata: defaults of the key" file_has "$T/hdr" '"seed":"0","step":"0","worker":"0","site":"0"'
+
+# The compressors (README "Conventions"): the same round trip, the sizes of
+# their files, and their own spec rules.
+ok "round trip qsgd 4-bit SR (7 levels of the group's norm)" roundtrip "kind=qsgd" 1.2
+ok "round trip qsgd 8-bit RTN Hadamard 32" roundtrip "kind=qsgd,bits=8,round=rtn,hadamard=32" 0.1
+ok "round trip scaled sign (mean |x| per group)" roundtrip "kind=sign,group=64" 0.8
+ok "round trip fp8e4m3 SR" roundtrip "kind=fp8e4m3" 0.1
+ok "round trip fp8e5m2 RTN bf16 scales" roundtrip "kind=fp8e5m2,round=rtn,scale=bf16" 0.1
+ok "scaled sign, groups of one: lossless" "$SHARDQ" codec encode --codec kind=sign,group=1 \
+  "$T/x.npy" "$T/s1.st"
+ok "  decode" "$SHARDQ" codec decode "$T/s1.st" "$T/s1.npy"
+ok "  decode(encode(x)) = x byte for byte" cmp "$T/x.npy" "$T/s1.npy"
+"$SHARDQ" codec encode --codec kind=sign "$T/x.npy" "$T/s.st"
+head -c 512 "$T/s.st" >"$T/hdr"
+ok "sign: canonical codec in the metadata (bits 1, rtn)" file_has "$T/hdr" \
+  '"codec":"kind=sign,bits=1,group=128,round=rtn,hadamard=0,levels=sdp4bit,scale=fp32"'
+ok "sign: one bit per code, one scale per group" file_has "$T/hdr" \
+  '"codes":{"dtype":"U8","shape":[375],"data_offsets":[0,375]},"scales":{"dtype":"F32","shape":[24]'
+"$SHARDQ" codec encode --codec kind=fp8e4m3,group=1000 "$T/x.npy" "$T/f.st"
+head -c 512 "$T/f.st" >"$T/hdr"
+ok "fp8: one byte per code" file_has "$T/hdr" \
+  '"codes":{"dtype":"U8","shape":[3000],"data_offsets":[0,3000]},"scales":{"dtype":"F32","shape":[3]'
+ok "info --json: qsgd 3-bit sizes" stdout_has \
+  '"groups":10,"code_bytes":375,"scale_bytes":40,"offset_bytes":0,"metadata_bytes":40,"bytes":415' \
+  "$SHARDQ" codec info --codec kind=qsgd,bits=3,group=100 --n 1000 --json
+ok "info --json: sign sizes (1.25 bits per element)" stdout_has \
+  '"groups":8,"code_bytes":125,"scale_bytes":32,"offset_bytes":0,"metadata_bytes":32,"bytes":157,"bits_per_element":1.256' \
+  "$SHARDQ" codec info --codec kind=sign --n 1000 --json
+ok "sign takes one bit" expect_fail_with 2 "bits=4: kind=sign codes one bit" \
+  "$SHARDQ" codec info --codec kind=sign,bits=4
+ok "sign has no stochastic rounding" expect_fail_with 2 "round=sr: kind=sign" \
+  "$SHARDQ" codec encode --codec kind=sign,round=sr "$T/x.npy" "$T/bad.st"
+ok "fp8 takes eight bits" expect_fail_with 2 "bits=4: kind=fp8e5m2" \
+  "$SHARDQ" codec stats --codec kind=fp8e5m2,bits=4 "$T/x.npy"
+ok "qsgd needs two bits" expect_fail_with 2 "bits=1: kind=qsgd" \
+  "$SHARDQ" codec info --codec kind=qsgd,bits=1
 
 # Determinism, and the key reaching the random bits.
 "$SHARDQ" codec encode --seed 1 "$T/x.npy" "$T/s1.st"

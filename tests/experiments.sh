@@ -60,6 +60,7 @@ ok "the Hadamard helps on data with outliers (4-bit RTN, group 512)" awk '
   END { exit !(e[32] < e[0]) }' "$T/sweep.txt"
 ok "bits=1 with sym is left out with a comment" sh -c "\"$SWEEP\" --bits 1,2 --group 128 --hadamard 0 --round rtn \"$T/x.npy\" | grep -q '^# kind=sym,bits=1.*left out'"
 ok "minmax sweeps too" sh -c "\"$SWEEP\" --kind minmax --bits 1,3 --group 128 --hadamard 0 --round sr \"$T/x.npy\" | grep -c '^minmax [0-9]' | grep -qx 2"
+ok "the compressors sweep at their own widths" sh -c "\"$SWEEP\" --kind qsgd,sign,fp8e4m3 --bits 1,4,8 --group 128 --hadamard 0 --round rtn \"$T/x.npy\" >\"$T/cmp.txt\" && test \$(grep -c '^qsgd [48] \\|^sign 1 \\|^fp8e4m3 8 ' \"$T/cmp.txt\") = 4 && grep -q '^# kind=sign,bits=4.*left out (bits=4: kind=sign codes one bit' \"$T/cmp.txt\""
 
 if command -v gnuplot >/dev/null 2>&1; then
   ok "gnuplot draws the sweep" gnuplot -e "in='$T/sweep.txt'; out='$T/sweep.svg'" "$PLOT"

@@ -215,8 +215,9 @@ typedef enum sq_scale_dtype { SQ_SCALE_FP32 = 0, SQ_SCALE_BF16 = 1, SQ_SCALE_FP1
 ** bits 16, group 1, round rtn, scale fp32), and sq_codec_parse refuses
 ** any other value for them. README.md, "Conventions", gives the rules. */
 typedef struct sq_codec {
-    sq_kind kind;         /* sym (absmax), minmax (asymmetric), ... (sq_kind) */
-    int bits;             /* 1..8; sym with sdp4bit levels needs >= 2 */
+    sq_kind kind;         /* sym (absmax), minmax (asymmetric), or a compressor (sq_kind) */
+    int bits;             /* 1..8; sym with sdp4bit levels needs >= 2; qsgd 2..8,
+                          ** sign 1, fp8e4m3 and fp8e5m2 8 */
     uint64_t group;       /* elements per scale, >= 1; the last group may be short */
     sq_round round;       /* rtn (half to even) or sr (stochastic) */
     int hadamard;         /* 0 (off) or the transform size, a power of two 2..1024 */
@@ -238,7 +239,9 @@ int sq_codec_validate(const sq_codec *c);
 
 /* Parses "key=value,key=value" into *out, starting from the defaults; every
 ** key is optional (so "" is the default codec; topk and randk need keep=)
-** and may appear once. On
+** and may appear once; a kind with a single width takes it when bits is
+** not given (kind=sign: 1, and round=rtn unless round is given;
+** kind=fp8e4m3, fp8e5m2: 8). On
 ** failure returns SQ_ERR_SPEC (unknown key, value out of range, a repeated
 ** key, an invalid combination such as kind=minmax,levels=deepspeed) and, when
 ** err is not NULL, writes a sentence naming the key or value at fault into
@@ -254,8 +257,9 @@ int sq_codec_format(const sq_codec *c, char *buf, size_t len);
 #define SQ_CODEC_STRLEN 128
 
 /* Exact sizes for n elements. Codes form one dense stream of n * bits bits
-** padded to a byte; metadata is one scale per group (sym) or one offset and
-** one scale per group (minmax), each 4 (fp32) or 2 (bf16, fp16) bytes.
+** padded to a byte; metadata is one scale per group (sym, qsgd, sign, fp8)
+** or one offset and one scale per group (minmax), each 4 (fp32) or 2 (bf16,
+** fp16) bytes.
 ** topk, randk: kept = floor(n / group) * keep + min(keep, n mod group)
 ** indices of 1, 2 or 4 bytes as codes and kept values as scales; a cast: 2n
 ** code bytes, no scales (groups = n). A plug-in codec's sizes are its own
@@ -333,7 +337,8 @@ int sq_hadamard_inverse(float *x, uint64_t n, int h);
 **   - the decoding operations write every value and then give SQ_ERR_RANGE if
 **     any is not finite (metadata from a damaged file, a sum past fp32).
 ** A scale that underflows to 0 in fp16 is not an error: its group decodes to
-** zeros. An all-zero group has scale 1 and decodes to zeros; a min-max
+** zeros. An all-zero group has scale 1 (the scaled sign: its mean
+** magnitude, 0) and decodes to zeros; a min-max
 ** group with max = min has scale 1 and decodes to its offset (exactly, with
 ** fp32 offsets), as does one whose offset, rounded to a 16-bit dtype, lies
 ** above its maximum.

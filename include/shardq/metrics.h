@@ -46,7 +46,8 @@ sq_errstats sq_erracc_finish(const sq_erracc *a);
 
 /* Elements of x[0..n) that a codec clips: those whose scaled value x * m
 ** (after the codec's Hadamard, per group) falls outside the code range, so
-** that the nearest code is not the nearest level. Host memory. */
+** that the nearest code is not the nearest level. Host memory. Always 0
+** for kind=qsgd, sign, fp8e4m3 and fp8e5m2, whose range holds every x. */
 uint64_t sq_count_clipped(const sq_codec *c, const float *x, uint64_t n);
 
 /*

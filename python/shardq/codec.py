@@ -111,7 +111,8 @@ class Codec:
 
     spec = property(lambda self: self._spec, doc="the canonical spec (sq_codec_format)")
     kind = property(lambda self: self._fields["kind"],
-                    doc="'sym', 'minmax', 'topk', 'randk', 'bf16', 'fp16' or 'plugin:NAME'")
+                    doc="'sym', 'minmax', a compressor ('qsgd', 'sign', 'fp8e4m3', 'fp8e5m2', 'topk', "
+                        "'randk'), a cast ('bf16', 'fp16') or 'plugin:NAME'")
     bits = property(lambda self: self._fields.get("bits"),
                     doc="bits per code: 1..8, a sparse kind's index width, 16 for a cast "
                         "(None for a plug-in)")

@@ -46,6 +46,10 @@ def _pairwise_specs():
 
 
 SPECS = _pairwise_specs()
+# the compressors (README "Conventions"): QSGD, scaled sign, FP8
+COMPRESSOR_SPECS = ["kind=qsgd,bits=3,group=32", "kind=qsgd,bits=8,round=rtn,hadamard=32",
+                    "kind=sign,group=100,scale=bf16", "kind=fp8e4m3,round=rtn,hadamard=32",
+                    "kind=fp8e5m2,group=32,scale=fp16"]
 SIZES = [1000, 4096]  # 1000: a short last group for both group sizes
 
 
@@ -71,7 +75,7 @@ def test_the_grid_covers_every_value():
             assert any("%s=%s" % (key, v) in s.split(",") for s in SPECS), (key, v)
 
 
-@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("spec", SPECS + COMPRESSOR_SPECS)
 def test_save_and_dequantize_equal_the_command(shardq_cli, tmp_path, spec):
     for n in SIZES:
         x = _data(n, seed=n)
@@ -166,6 +170,17 @@ def test_sparse_kinds_keep_what_they_say():
 # Codec and Key
 # ---------------------------------------------------------------------------
 
+def test_compressor_kinds_and_their_defaults():
+    assert Codec(kind="sign").spec == \
+        "kind=sign,bits=1,group=128,round=rtn,hadamard=0,levels=sdp4bit,scale=fp32"
+    assert Codec("kind=fp8e5m2").bits == 8 and Codec("kind=qsgd").round == "sr"
+    x = _data(1000)
+    y = shardq.dequantize(shardq.quantize(x, "kind=sign,group=1"))
+    assert y.tobytes() == x.tobytes()  # groups of one: the scale is |x|
+    q = shardq.quantize(x, "kind=fp8e4m3,round=rtn")
+    assert q.codes.size == 1000 and q.scales.size == 8 and q.offsets is None
+
+
 def test_codec_spec_keywords_and_attributes():
     a = Codec("bits=3,group=32,kind=minmax,scale=bf16")
     b = Codec(bits=3, group=32, kind="minmax", scale="bf16")
@@ -183,7 +198,9 @@ def test_codec_spec_keywords_and_attributes():
 
 @pytest.mark.parametrize("spec", ["bits=3,group=32,kind=minmax,scale=bf16",
                                   "bits=1,group=1,kind=minmax", "bits=8,group=4096,scale=fp16",
-                                  "bits=4,group=128,hadamard=1024,levels=deepspeed"])
+                                  "bits=4,group=128,hadamard=1024,levels=deepspeed",
+                                  "kind=qsgd,bits=5,group=100", "kind=sign,group=7,scale=fp16",
+                                  "kind=fp8e5m2,group=1000,scale=bf16"])
 def test_codec_sizes_equal_codec_info(shardq_cli, spec):
     c = Codec(spec)
     for n in (0, 1, 1000, 4096, 10**9 + 7):
@@ -200,7 +217,8 @@ def test_codec_sizes_equal_codec_info(shardq_cli, spec):
 
 
 @pytest.mark.parametrize("spec", ["bits=9", "kind=minmax,levels=deepspeed", "foo=1",
-                                  "bits=4,bits=3", "hadamard=3", "group=0"])
+                                  "bits=4,bits=3", "hadamard=3", "group=0", "kind=sign,bits=4",
+                                  "kind=sign,round=sr", "kind=qsgd,bits=1", "kind=fp8e4m3,bits=4"])
 def test_bad_spec_is_a_spec_error_with_the_librarys_sentence(shardq_cli, tmp_path, spec):
     np.save(tmp_path / "x.npy", np.ones(4, np.float32))
     p = shardq_cli("codec", "encode", "--codec", spec, tmp_path / "x.npy", tmp_path / "o",
@@ -464,7 +482,10 @@ def _need_gpu():
 
 @pytest.mark.parametrize("spec", ["bits=4,group=128,round=sr,hadamard=32",
                                   "kind=minmax,bits=3,group=32,round=sr,scale=bf16",
-                                  "bits=8,group=128,round=rtn,scale=fp16,levels=deepspeed"])
+                                  "bits=8,group=128,round=rtn,scale=fp16,levels=deepspeed",
+                                  "kind=qsgd,bits=4,group=128,round=sr,hadamard=32",
+                                  "kind=sign,group=64,scale=bf16", "kind=fp8e4m3,group=32,round=sr",
+                                  "kind=fp8e5m2,group=1000,round=rtn,scale=fp16"])
 def test_cuda_bytes_equal_the_cpu(spec):
     _need_gpu()
     c, key = Codec(spec), Key(11, 4, 2, "grad_intra")

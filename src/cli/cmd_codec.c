@@ -23,8 +23,10 @@
 #define SPEC_HELP                                                                       \
     "  --codec SPEC     the codec: comma-separated key=value pairs, every key optional\n" \
     "                   (default kind=sym,bits=4,group=128,round=sr,hadamard=0,\n"        \
-    "                   levels=sdp4bit,scale=fp32). Keys: kind=sym|minmax|topk|\n"        \
-    "                   randk|bf16|fp16, bits=1..8, group=1..2^40, round=rtn|sr,\n"      \
+    "                   levels=sdp4bit,scale=fp32). Keys: kind=sym|minmax|qsgd|sign|\n"  \
+    "                   fp8e4m3|fp8e5m2|topk|randk|bf16|fp16, bits=1..8 (qsgd 2..8,\n"    \
+    "                   sign 1, fp8 8: sign and fp8 take their width when bits is\n"     \
+    "                   not given), group=1..2^40, round=rtn|sr (sign: rtn),\n"          \
     "                   hadamard=0|2|4|...|1024, levels=sdp4bit|deepspeed,\n"             \
     "                   scale=fp32|bf16|fp16, keep=1..group (topk, randk: elements\n"     \
     "                   kept per group, their values in the scale dtype); bf16 and\n"    \

@@ -16,6 +16,7 @@
 #include "sq_hadamard.h"
 #include "sq_hd.h"
 #include "sq_check.h"
+#include "sq_dense.h"
 #include "sq_internal.h"
 #include "sq_plugin.h"
 #include "sq_sparse.h"
@@ -130,6 +131,8 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
     if (sr)
         sq_uniforms((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step,
                     (key->worker << 8) | key->site, start / 8, len, s->u);
+    if (sq_kind_dense(c->kind))
+        return sq_dense_quantize_tile(c, val, start, len, sr ? s->u : NULL, s->code, q);
     for (uint64_t g0 = 0; g0 < len; g0 += c->group) {
         uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
         const float *x = val + g0;
@@ -192,6 +195,7 @@ static int decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint
                        scratch *s, float *out)
 {
     if (sq_sparse_kind(c->kind)) return sq_sparse_decode_tile(c, q, start, len, out);
+    if (sq_kind_dense(c->kind)) return sq_dense_decode_tile(c, q, start, len, s->code, out);
     int bad = 0;
     /* start is byte aligned, so the whole tile unpacks in one go */
     const uint8_t *in = q->codes + start / 8 * (uint64_t)c->bits;

@@ -20,6 +20,20 @@ void sq_pack(const uint8_t *codes, uint64_t n, int bits, uint8_t *out)
         return;
     }
     const uint32_t mask = (1u << bits) - 1u;
+    if (bits == 1) { /* the scaled sign: eight codes a byte */
+        uint64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            uint32_t b = 0;
+            for (int j = 0; j < 8; j++) b |= (uint32_t)(codes[i + j] & 1u) << (7 - j);
+            out[i / 8] = (uint8_t)b;
+        }
+        if (i < n) {
+            uint32_t b = 0;
+            for (int j = 0; i + (uint64_t)j < n; j++) b |= (uint32_t)(codes[i + j] & 1u) << (7 - j);
+            out[i / 8] = (uint8_t)b;
+        }
+        return;
+    }
     if (bits == 4) {
         uint64_t i = 0;
         for (; i + 1 < n; i += 2)
@@ -58,6 +72,15 @@ void sq_unpack_unsigned(const uint8_t *in, uint64_t n, int bits, uint8_t *codes)
 {
     if (bits == 8) {
         for (uint64_t i = 0; i < n; i++) codes[i] = in[i];
+        return;
+    }
+    if (bits == 1) {
+        uint64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            uint32_t b = in[i / 8];
+            for (int j = 0; j < 8; j++) codes[i + j] = (uint8_t)((b >> (7 - j)) & 1u);
+        }
+        for (; i < n; i++) codes[i] = (uint8_t)((in[i / 8] >> (7 - i % 8)) & 1u);
         return;
     }
     if (bits == 4) {

@@ -8,6 +8,7 @@
 #include "shardq/codec.h"
 #include "sq_plugin.h"
 #include "sq_sparse.h"
+#include "sq_dense.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -39,23 +40,24 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The checks shared by validate and parse, with a sentence for each. */
-static const char *const kind_names[] = {"sym",     "minmax", "qsgd", "sign",
-                                          "fp8e4m3", "fp8e5m2", "topk", "randk",
-                                          "bf16",    "fp16",    "plugin"};
+/* The kinds in enum order (shardq/codec.h); a plugin is written
+** kind=plugin:NAME. */
+static const char *const kind_names[] = {"sym",     "minmax", "qsgd",  "sign",
+                                         "fp8e4m3", "fp8e5m2", "topk", "randk",
+                                         "bf16",    "fp16",    "plugin"};
 #define NKINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
+#define KIND_LIST \
+    "sym, minmax, qsgd, sign, fp8e4m3, fp8e5m2, topk, randk, bf16, fp16 or plugin:NAME"
+static const char *const round_names[] = {"rtn", "sr"};
+
+/* The checks shared by validate and parse, with a sentence for each. */
 
 static int check_codec(const sq_codec *c, char *err, size_t errlen)
 {
     if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_check(c, err, errlen);
     if (sq_sparse_kind(c->kind)) return sq_sparse_check(c, err, errlen);
-    if ((int)c->kind >= 0 && (int)c->kind < NKINDS && c->kind != SQ_KIND_SYM &&
-        c->kind != SQ_KIND_MINMAX) {
-        set_err(err, errlen, "kind=%s: not available in this build", kind_names[c->kind]);
-        return SQ_ERR_SPEC;
-    }
-    if (c->kind != SQ_KIND_SYM && c->kind != SQ_KIND_MINMAX) {
-        set_err(err, errlen, "kind: must be sym or minmax");
+    if (c->kind != SQ_KIND_SYM && c->kind != SQ_KIND_MINMAX && !sq_kind_dense(c->kind)) {
+        set_err(err, errlen, "kind: must be " KIND_LIST);
         return SQ_ERR_SPEC;
     }
     if (c->bits < 1 || c->bits > 8) {
@@ -84,6 +86,7 @@ static int check_codec(const sq_codec *c, char *err, size_t errlen)
         set_err(err, errlen, "scale: must be fp32, bf16 or fp16");
         return SQ_ERR_SPEC;
     }
+    if (sq_kind_dense(c->kind)) return sq_dense_check(c, err, errlen);
     if (c->kind == SQ_KIND_MINMAX && c->levels != SQ_LEVELS_SDP4BIT) {
         set_err(err, errlen, "levels=deepspeed: applies to kind=sym only");
         return SQ_ERR_SPEC;
@@ -120,7 +123,6 @@ static int pick(const char *v, const char *const *names, int count)
     return -1;
 }
 
-static const char *const round_names[] = {"rtn", "sr"};
 static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
 
@@ -269,6 +271,7 @@ int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen)
     free(buf);
     if (rc == SQ_OK && c.kind == SQ_KIND_PLUGIN) rc = plugin_keys(&c, seen, err, errlen);
     if (rc == SQ_OK) rc = sq_sparse_settle(&c, seen, err, errlen);
+    if (rc == SQ_OK) sq_dense_defaults(&c, (seen >> 1) & 1u, (seen >> 3) & 1u); /* bits, round */
     if (rc == SQ_OK) rc = check_codec(&c, err, errlen);
     if (rc == SQ_OK) *out = c;
     return rc;

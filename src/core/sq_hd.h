@@ -8,12 +8,14 @@
 ** this header, so the two backends run the same source and differ only in how
 ** they map loops to threads. Build rules that keep the bytes equal: no FMA
 ** contraction (-ffp-contract=off for C, -fmad=false for nvcc), no fast-math.
-** Only +, -, *, / and comparisons appear below: those are correctly rounded
-** on both sides, unlike library functions such as expf.
+** Only +, -, *, /, sqrt and comparisons appear below: those are correctly
+** rounded on both sides (sqrtf is IEEE on the GPU unless -prec-sqrt=false,
+** which the build never sets), unlike library functions such as expf.
 */
 #ifndef SQ_HD_H
 #define SQ_HD_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -379,6 +381,170 @@ SQ_HD float sq_hd_decode_sym(int q, float s)
 SQ_HD int sq_hd_sign_extend(uint32_t field, int bits)
 {
     return (int)(field ^ (1u << (bits - 1))) - (1 << (bits - 1));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Compressors: QSGD, scaled sign, FP8 (README "Conventions")               */
+/* ------------------------------------------------------------------------ */
+
+/* QSGD and the scaled sign need a sum over the group (of x^2, of |x|), and
+** a float sum depends on its order. Both sides use this one: element j of
+** the group (j = 0, 1, ...) is added to lane partial j % 32, each partial
+** starting from +0 and taking its elements in increasing j; then the 32
+** partials are folded in halves, s[l] = s[l] + s[l + m] for l < m, with
+** m = 16, 8, 4, 2, 1, and s[0] is the sum. A warp does exactly this with
+** one lane per partial and xor shuffles; the C reference with an array of
+** 32 (which vectorises). */
+#define SQ_HD_LANES 32
+
+/* The sums run on y = x * P, P the power of two 2^(127 - e) for e the
+** biased exponent of the group's absmax a (e = 1 for a = 0 or a denormal):
+** a * P lies in [1, 2) (above 2^-23 for a denormal a), so no square
+** overflows and the largest does not underflow. Scaling by a power of two
+** is exact wherever the result is normal, so the sums, the norm and the
+** scale are those of the plain formulas wherever these stay normal and
+** finite. a is finite and >= 0. P = 2^-127 (for a >= 2^127) is a
+** denormal: exact all the same. */
+SQ_HD float sq_hd_norm_lift(float a)
+{
+    uint32_t e = sq_bits_f32(a) >> 23;
+    e = e < 1u ? 1u : e;
+    return e < 254u ? sq_f32_bits((254u - e) << 23) : sq_f32_bits(0x00400000u);
+}
+
+/* One element's term of the group sum: y^2 (QSGD's squared L2 norm) or
+** |y| (the sign's L1 norm), y = |x| * P. */
+SQ_HD float sq_hd_norm_term(float x, float P, int squares)
+{
+    float y = sq_f32_bits(sq_bits_f32(x) & 0x7fffffffu) * P;
+    return squares ? y * y : y;
+}
+
+/* QSGD group: ss the group sum of y^2 (> 0 unless every x is 0), P its
+** lift, qm = s = 2^(b-1) - 1 levels. The norm is r = sqrt(ss) (IEEE
+** sqrt, correctly rounded on both sides like + - * /, so the group's norm
+** is a = r / P); the code of x is sign(x) * round(|x| * P * (qm / r)), so
+** m = qm / r applies to |x| lifted by P; the scale is (r / qm) / P, which is
+** fl(a / qm) wherever a is normal. ss = 0 (an all-zero group): m = 1,
+** scale 1, every code 0. */
+SQ_HD sq_group_params sq_hd_qsgd_params(float ss, float P, float qm, int dtype)
+{
+    sq_group_params p;
+    p.lo = 0.0f;
+    if (ss == 0.0f) {
+        p.m = 1.0f; p.lift = 1.0f; p.s = 1.0f;
+        return p;
+    }
+    float r = sqrtf(ss);
+    p.lift = P;
+    p.m = qm / r;
+    p.s = sq_hd_round_scale((r / qm) / P, dtype);
+    return p;
+}
+
+/* The QSGD code of x: the magnitude v = (|x| * P) * m rounded (RTN, or SR
+** with the uniform u: up iff u < v - floor(v), so E[code] = v, unbiased)
+** and clamped to qm, with x's sign (so -0 and values that round to 0 give
+** code 0). Packed as b-bit two's complement, decoded as code * scale like
+** kind=sym. These are sq_hd_code's steps for a v that cannot be negative
+** (v is first clamped to qm + 1, which keeps it where sq_hd_floor_small is
+** exact and cannot change the clamped code), written out because the
+** compiler vectorises them only so. */
+SQ_HD int sq_hd_qsgd_code(float x, const sq_group_params *p, int sr, float u, float qm)
+{
+    float v = (sq_f32_bits(sq_bits_f32(x) & 0x7fffffffu) * p->lift) * p->m;
+    float vhi = qm + 1.0f;
+    v = v > vhi ? vhi : v;
+    float q;
+    if (sr) {
+        float f = sq_hd_floor_small(v);
+        q = f + (u < v - f ? 1.0f : 0.0f);
+    } else {
+        q = (v + 12582912.0f) - 12582912.0f; /* rintf, as sq_hd_code */
+    }
+    q = q > qm ? qm : q;
+    int c = (int)q;
+    return x < 0.0f ? -c : c;
+}
+
+/* Scaled sign group: l1 the group sum of |y|, len its elements, P its
+** lift. The scale is the mean magnitude ((l1 / len) / P, len in fp32),
+** which is 0 for an all-zero group (so it decodes to zeros). */
+SQ_HD sq_group_params sq_hd_sign_params(float l1, uint64_t len, float P, int dtype)
+{
+    sq_group_params p;
+    p.lo = 0.0f;
+    p.m = 1.0f;
+    p.lift = 1.0f;
+    p.s = sq_hd_round_scale((l1 / (float)len) / P, dtype);
+    return p;
+}
+
+/* The 1-bit code of the scaled sign: 1 for x < 0, 0 for x >= 0 (-0
+** included); decoded as -scale or +scale. */
+SQ_HD int sq_hd_sign_code(float x) { return x < 0.0f ? 1 : 0; }
+SQ_HD float sq_hd_decode_sign(uint32_t field, float s) { return field ? -s : s; }
+
+/* FP8 (OCP 8-bit floating point): e4m3 is e4m3fn (bias 7, 3 mantissa bits,
+** no infinities, 0x7f and 0xff NaN, largest finite 448); e5m2 is IEEE-like
+** (bias 15, 2 mantissa bits, largest finite 57344). A group maps its absmax
+** a to the largest finite value: m = FMAX / a, scale = a / FMAX, exactly the
+** sym rule (sq_hd_sym_params with qm = FMAX, the 2^64 lift included). */
+SQ_HD float sq_hd_fp8_max(int e5m2) { return e5m2 ? 57344.0f : 448.0f; }
+
+/* v rounded to the fp8 grid, saturated to +-FMAX, as its code: the sign bit
+** is v's (so -0, and negative values that round to zero, give 0x80). For
+** |v| the binade's spacing is q = 2^(E - mb) (E the exponent of |v|, at
+** least fp8's smallest normal one, so fp8's denormals share the spacing of
+** its first binade; mb the mantissa bits) and t = |v| / q, exact, is below
+** 2^(mb+1): RTN rounds t to nearest, ties to even (an even t is an even
+** mantissa); SR rounds t up iff u < t - floor(t), which is (|v| - lo) /
+** (hi - lo) for the neighbours lo <= |v| <= hi on the grid. The rounded t
+** is then the code's low bits directly: code = ((E - Emin) << mb) + t, a
+** carry into the exponent field being the next binade. |v| is first
+** clamped to FMAX, which is on the grid, so rounding never passes it and
+** no NaN (nor, for e5m2, Inf) code is produced. v finite. */
+SQ_HD uint32_t sq_hd_f32_to_fp8(float v, int e5m2, int sr, float u)
+{
+    const uint32_t mb = e5m2 ? 2u : 3u;
+    const uint32_t emin = e5m2 ? 113u : 121u;          /* 2^-14, 2^-6 as fp32 exponents */
+    const uint32_t fmax = e5m2 ? 0x47600000u : 0x43e00000u; /* 57344, 448 as fp32 bits */
+    uint32_t b = sq_bits_f32(v);
+    uint32_t sign = (b >> 24) & 0x80u;
+    uint32_t a = b & 0x7fffffffu; /* |v| as bits: for v >= 0 their order is v's */
+    a = a > fmax ? fmax : a;
+    uint32_t e = a >> 23;
+    e = e < emin ? emin : e;
+    float inv = sq_f32_bits((254u - e + mb) << 23); /* 1 / q, a power of two */
+    float t = sq_f32_bits(a) * inv;
+    float r;
+    if (sr) {
+        float f = sq_hd_floor_small(t);
+        r = f + (u < t - f ? 1.0f : 0.0f);
+    } else {
+        r = (t + 12582912.0f) - 12582912.0f; /* rintf, as sq_hd_code */
+    }
+    return sign | (((e - emin) << mb) + (uint32_t)(int)r);
+}
+
+/* The value of an fp8 code (exact in fp32); NaN codes give a quiet NaN, and
+** e5m2's infinities +-Inf, which the decoders report as a range problem
+** (damaged data: the encoder never writes them). */
+SQ_HD float sq_hd_fp8_to_f32(uint32_t code, int e5m2)
+{
+    const uint32_t mb = e5m2 ? 2u : 3u;
+    const uint32_t bias = e5m2 ? 15u : 7u;
+    const uint32_t emax = e5m2 ? 31u : 15u; /* the exponent field's top */
+    uint32_t sign = (code & 0x80u) << 24;
+    uint32_t E = (code >> mb) & emax;
+    uint32_t M = code & ((1u << mb) - 1u);
+    /* normal: 2^(E - bias) (1 + M / 2^mb); denormal: M 2^(1 - bias - mb) */
+    float denorm = (float)M * sq_f32_bits((128u - bias - mb) << 23);
+    uint32_t bits = E ? ((E + 127u - bias) << 23) | (M << (23u - mb)) : sq_bits_f32(denorm);
+    int nan = e5m2 ? (E == emax && M != 0) : (E == emax && M == 7u);
+    int inf = e5m2 && E == emax && M == 0;
+    bits = nan ? 0x7fc00000u : (inf ? 0x7f800000u : bits);
+    return sq_f32_bits(sign | bits);
 }
 
 /* ------------------------------------------------------------------------ */

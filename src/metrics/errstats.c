@@ -5,6 +5,7 @@
 #include "metrics_internal.h"
 #include "sq_internal.h"
 #include "sq_hd.h"
+#include "sq_dense.h"
 
 #include <float.h>
 #include <math.h>
@@ -134,6 +135,9 @@ uint64_t sq_count_clipped_div(const sq_codec *c, const float *x, uint64_t n, flo
 {
     if (sq_codec_validate(c) != SQ_OK || n == 0) return 0;
     if (c->kind == SQ_KIND_PLUGIN) return 0; /* a plug-in has no code range to leave */
+    /* QSGD's levels span the group's norm, which bounds every |x|; FP8 maps
+    ** the absmax to its largest value; the sign has no range to leave */
+    if (sq_kind_dense(c->kind)) return 0;
     sq_code_range l = sq_hd_code_range(c->kind == SQ_KIND_MINMAX, c->bits,
                                        c->levels == SQ_LEVELS_DEEPSPEED);
     uint64_t g = c->group, clipped = 0;

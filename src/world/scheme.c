@@ -215,9 +215,12 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
 ** canonical text of every other wire is what it always was. */
 #define CODEC_KNOBS(prefix, what, groups, grouphelp)                                        \
     {prefix "bits", "1-8, 16 (bf16), 32 (fp32)", "bits per element of " what},             \
-        {prefix "kind", "sym, minmax, topk, randk, fp16, plugin:NAME",                      \
-         "absmax (symmetric) or min-max groups; top-k or random-k of each group (indices "  \
-         "and values); an fp16 cast (bf16: bits=16); or a plug-in codec (its own group)"},  \
+        {prefix "kind", "sym, minmax, qsgd, sign, fp8e4m3, fp8e5m2, topk, randk, fp16, "       \
+         "plugin:NAME",                                                                      \
+         "absmax (symmetric) or min-max groups; a compressor: QSGD (norm-scaled levels), "   \
+         "scaled sign (bits 1), FP8 E4M3 or E5M2 (bits 8) per group, top-k or random-k of "  \
+         "each group (indices and values); an fp16 cast (bf16: bits=16); or a plug-in "      \
+         "codec (its own group)"},                                                           \
         {prefix "group", groups, grouphelp},                                                \
         {prefix "round", "rtn, sr", "round to nearest even or stochastic (Philox)"},        \
         {prefix "hadamard", "0, 2-1024 (power of two)", "Hadamard size, 0 = off"},          \
@@ -271,10 +274,16 @@ const sq_knob sq_scheme_knobs[] = {
 };
 const size_t sq_scheme_nknobs = sizeof sq_scheme_knobs / sizeof sq_scheme_knobs[0];
 
-static const char *const kind_names[] = {"sym",     "minmax", "qsgd", "sign",
-                                          "fp8e4m3", "fp8e5m2", "topk", "randk",
-                                          "bf16",    "fp16",    "plugin"};
-#define NKINDS (int)(sizeof kind_names / sizeof kind_names[0])
+/* The kinds in enum order (shardq/codec.h), as sq_codec_parse spells them. */
+static const char *const kind_names[] = {"sym",     "minmax", "qsgd",  "sign",
+                                         "fp8e4m3", "fp8e5m2", "topk", "randk",
+                                         "bf16",    "fp16",    "plugin"};
+#define NKINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
+
+static const char *kind_name(sq_kind k)
+{
+    return (unsigned)k < (unsigned)NKINDS ? kind_names[k] : "?";
+}
 static const char *const round_names[] = {"rtn", "sr"};
 static const char *const level_names[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
@@ -398,7 +407,7 @@ static int set_wire_field(sq_wire *w, const char *field, const char *val, const 
     return SQ_OK;
 bad:
     set_err(err, "%s=%s: unknown value (%s)", key, val,
-            !strcmp(field, "kind")     ? "sym, minmax, topk, randk, fp16, plugin:NAME"
+            !strcmp(field, "kind")     ? "sym, minmax, qsgd, sign, fp8e4m3, fp8e5m2, topk, randk, fp16, plugin:NAME"
             : !strcmp(field, "round")  ? "rtn, sr"
             : !strcmp(field, "levels") ? "sdp4bit, deepspeed"
                                        : "fp32, bf16, fp16");
@@ -606,8 +615,8 @@ static int check_wire(const sq_wire *w, const char *name, sq_error *err)
         char text[2 * SQ_CODEC_STRLEN];
         const sq_codec *c = &w->codec;
         snprintf(text, sizeof text, "kind=%s,bits=%d,group=%llu,round=%s,hadamard=%d,levels=%s,scale=%s",
-                 (unsigned)c->kind < (unsigned)NKINDS ? kind_names[c->kind] : "?", c->bits,
-                 (unsigned long long)c->group, round_names[c->round & 1], c->hadamard, level_names[c->levels & 1],
+                 kind_name(c->kind), c->bits, (unsigned long long)c->group,
+                 round_names[c->round & 1], c->hadamard, level_names[c->levels & 1],
                  scale_names[c->scale % 3]);
         sq_codec tmp;
         if (sq_codec_parse(text, &tmp, why, sizeof why) == SQ_OK)
@@ -788,7 +797,7 @@ static void wire_value(const sq_wire *w, const char *field, char *buf, size_t le
     else if (!strcmp(field, "kind") && c->kind == SQ_KIND_PLUGIN)
         snprintf(buf, len, "plugin:%s", sq_plugin_get(c->plugin) ? sq_plugin_get(c->plugin)->name : "?");
     else if (!strcmp(field, "kind"))
-        snprintf(buf, len, "%s", (unsigned)c->kind < (unsigned)NKINDS ? kind_names[c->kind] : "?");
+        snprintf(buf, len, "%s", kind_name(c->kind));
     else if (!strcmp(field, "keep"))
         snprintf(buf, len, "%llu", sq_kind_sparse(c->kind) ? (unsigned long long)c->keep : 0ull);
     else if (!strcmp(field, "group") && !sq_wire_raw(w) && w->rule != SQ_GROUP_FIXED)
