@@ -707,7 +707,11 @@ START_TEST(test_specs)
         sq_codec_format(&c, buf, sizeof buf);
         ck_assert_str_eq(buf, ok[i].canonical);
         ck_assert_int_eq(sq_codec_parse(buf, &back, NULL, 0), SQ_OK);
-        ck_assert_int_eq(memcmp(&back, &c, sizeof c), 0);
+        /* field by field: the struct's padding is no part of a codec */
+        ck_assert(back.kind == c.kind && back.bits == c.bits && back.group == c.group &&
+                  back.round == c.round && back.hadamard == c.hadamard &&
+                  back.levels == c.levels && back.scale == c.scale && back.keep == c.keep &&
+                  back.plugin == c.plugin);
     }
     static const struct {
         const char *in, *names;

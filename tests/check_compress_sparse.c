@@ -747,7 +747,7 @@ START_TEST(test_spec)
     refused("kind=fp16,hadamard=32", "hadamard=32");
     refused("kind=sym,keep=4", "topk and kind=randk only");
     refused("bits=16", "bits=16");
-    refused("kind=qsgd", "not available in this build");
+    refused("kind=qsgd,keep=4", "topk and kind=randk only");
     refused("kind=nope", "topk, randk, bf16, fp16");
     /* the struct form: fields a kind ignores are ignored, keep checked */
     sq_codec c = sq_codec_default();
