@@ -15,6 +15,7 @@ if (!exists("dat") || !exists("base")) {
 }
 set datafile commentschars "#"
 set logscale x 2
+set format y "%g"
 set xlabel "bits per parameter sent (log scale)"
 set key off
 set grid
@@ -26,7 +27,7 @@ do for [fmt in "png svg"] {
     else { set terminal svg size 1100,460 font "Sans,10" }
     set output base . "." . fmt
     set multiplot layout 1,2 title "Gradient compressors on the default GPT (2 x 4 workers): " . \
-        "filled ~4-bit budget, open ~1.25-bit, crosses references"
+        "filled: about 4 bits, open: about 1.25 bits, crosses: references"
     set ylabel "relative L2 error of the reduced gradient"
     set logscale y
     # the fp32 baseline's error is its rounding alone (about 1e-7): left out here
