@@ -35,7 +35,7 @@ static const topo3 topos[] = {{2, 4, 1}, {2, 4, 2}, {3, 2, 4}, {1, 4, 1},
 ** ("PRESET+KNOB": the knob on top). */
 static const char *const configs[] = {
     "baseline", "qw", "qwd", "ulq", "tlq", "tlqhs", "sdp4bit", "zeropp", "zeropp8", "qsdp",
-    "qgz", "qwz", "powersgd", "powersgd4", "qsdp+grad.ef=1", "sdp4bit+grad.ef=1",
+    "qgz", "qwz", "powersgd", "powersgd4", "qsgd", "efsignsgd", "topk", "qsdp+grad.ef=1", "sdp4bit+grad.ef=1",
     "ulq+grad.inter.ef=1", "tlq+grad.intra.ef=1"};
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 

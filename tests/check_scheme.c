@@ -169,9 +169,10 @@ START_TEST(test_preset_list)
 {
     static const char *const want[] = {"baseline", "qw",     "qwd",     "ulq",  "tlq",
                                        "tlqhs",    "sdp4bit", "zeropp", "zeropp8", "qsdp",
-                                       "qgz",      "qwz",     "powersgd", "powersgd4"};
-    ck_assert_uint_eq(sq_scheme_npresets, 14);
-    for (size_t i = 0; i < 14; i++) ck_assert_str_eq(sq_scheme_presets[i], want[i]);
+                                       "qgz",      "qwz",     "powersgd", "powersgd4",
+                                       "qsgd",     "efsignsgd", "topk"};
+    ck_assert_uint_eq(sq_scheme_npresets, 17);
+    for (size_t i = 0; i < 17; i++) ck_assert_str_eq(sq_scheme_presets[i], want[i]);
 }
 END_TEST
 
@@ -648,7 +649,13 @@ START_TEST(test_format_lists_every_knob)
         }
         while (k < sq_scheme_nknobs && !printed(&s, k)) k++;
         ck_assert_uint_eq(k, sq_scheme_nknobs);
-        ck_assert_int_eq(nprinted(&s), s.grad_mode == SQ_GRAD_POWERSGD ? 37 : ef ? 32 : 30);
+        /* 30 always; PowerSGD's 7; each hop's ef when on; keep on a sparse wire */
+        int want = s.grad_mode == SQ_GRAD_POWERSGD ? 37 : 30;
+        want += s.grad_intra.ef + s.grad_inter.ef;
+        const sq_wire *wires[3] = {&s.weight, &s.grad_intra, &s.grad_inter};
+        for (int i = 0; i < 3; i++)
+            want += wires[i]->codec.kind == SQ_KIND_TOPK || wires[i]->codec.kind == SQ_KIND_RANDK;
+        ck_assert_int_eq(nprinted(&s), want);
     }
     /* 1 + 8 + 1 (weight.recon) + 1 + 9 + 9 (each hop's codec knobs and ef) + 2 + 2
     ** (grad.dtype, fallback) + 7 (grad.powersgd) + 2 (layout) knobs */
@@ -726,6 +733,12 @@ START_TEST(test_format_roundtrip)
     const char *na = sq_scheme_presets[_i / (int)sq_scheme_npresets];
     const char *nb = sq_scheme_presets[_i % (int)sq_scheme_npresets];
     sq_scheme a = preset_ok(na), b = preset_ok(nb);
+    /* knobs that the text prints only when they are not at their defaults
+    ** (each hop's ef, a sparse wire's keep) are not reset by a text that
+    ** leaves them out: start B from their defaults (efsignsgd and topk set
+    ** them) */
+    b.grad_intra.ef = b.grad_inter.ef = 0;
+    b.grad_intra.codec.keep = b.grad_inter.codec.keep = b.weight.codec.keep = 0;
     char ta[SQ_SCHEME_STRLEN], work[SQ_SCHEME_STRLEN], tb[SQ_SCHEME_STRLEN];
     format_ok(&a, ta);
     memcpy(work, ta, sizeof work);

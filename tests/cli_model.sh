@@ -48,7 +48,7 @@ assert c["tp"] == 1 and c["pp"] == 1 and c["overlap"] is False
 (p,) = d["points"]
 assert p["gpus"] == 64 and p["dp"] == 64 and p["params"] == 1315819520, p
 byname = {s["scheme"]: s for s in p["schemes"]}
-assert len(byname) == 14, list(byname)
+assert len(byname) == 17, list(byname)
 for s in p["schemes"] + [p["baseline"]]:
     parts = sum(s[k] for k in ("compute_s", "tp_s", "bubble_s", "weight_s", "grad_s", "quant_s", "optimizer_s"))
     assert abs(parts - s["iteration_s"]) < 1e-12 * s["iteration_s"], s

@@ -18,7 +18,7 @@ world() {
   "$SHARDQ" world "$@" >"$sq_out"
 }
 
-PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp qgz qwz powersgd powersgd4"
+PRESETS="baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp qgz qwz powersgd powersgd4 qsgd efsignsgd topk"
 KNOBS="weight.mode weight.bits weight.kind weight.group weight.round weight.hadamard
 weight.levels weight.scale weight.keep weight.recon grad.mode grad.intra.bits grad.intra.kind
 grad.intra.group grad.intra.round grad.intra.hadamard grad.intra.levels grad.intra.scale
@@ -49,7 +49,7 @@ for p in $PRESETS; do
   ok "schemes lists preset $p" grep -q "^  $p  *[a-zA-Z0-9]" "$T/schemes.txt"
 done
 ok "the table heads one column per preset" \
-  grep -q "^  *baseline  *qw  *qwd  *ulq  *tlq  *tlqhs  *sdp4bit  *zeropp  *zeropp8  *qsdp  *qgz  *qwz  *powersgd  *powersgd4 *$" "$T/schemes.txt"
+  grep -q "^  *baseline  *qw  *qwd  *ulq  *tlq  *tlqhs  *sdp4bit  *zeropp  *zeropp8  *qsdp  *qgz  *qwz  *powersgd  *powersgd4  *qsgd  *efsignsgd  *topk *$" "$T/schemes.txt"
 for k in $KNOBS; do
   ok "schemes has a row and a description for $k" \
     sh -c 'grep -q "^$0 " "$1" && grep -q "^  $0  *[^ ]" "$1"' "$k" "$T/schemes.txt"

@@ -88,6 +88,9 @@ static const char *const preset_help[] = {
     "DeepSpeed qwZ weights (int8 RTN, per-partition blocks), baseline gradients",
     "PowerSGD rank 1, warm start, error feedback, per tensor (PyTorch powerSGD_hook defaults)",
     "PowerSGD rank 4 (the paper's LSTM setting), otherwise as powersgd",
+    "QSGD 4-bit (7 levels of the L2 norm), buckets of 128, SR, a2a (GRACE's QSGDCompressor)",
+    "scaled sign (mean |x| per 128) with error feedback, a2a (EF-SignSGD, GRACE)",
+    "top-10 of each 1024 (about 1%) with error feedback, a2a (GRACE's TopKCompressor)",
 };
 
 static const char *path_name(sq_grad_mode m)

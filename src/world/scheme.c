@@ -37,7 +37,8 @@ static void set_err(sq_error *err, const char *fmt, ...)
 
 const char *const sq_scheme_presets[] = {"baseline", "qw",  "qwd",     "ulq",     "tlq",
                                          "tlqhs",    "sdp4bit", "zeropp", "zeropp8", "qsdp",
-                                         "qgz",      "qwz",     "powersgd", "powersgd4"};
+                                         "qgz",      "qwz",     "powersgd", "powersgd4",
+                                         "qsgd",     "efsignsgd", "topk"};
 const size_t sq_scheme_npresets = sizeof sq_scheme_presets / sizeof sq_scheme_presets[0];
 
 static sq_wire raw_wire(int bits)
@@ -106,6 +107,18 @@ static sq_wire qwz_weights(void)
     return w;
 }
 
+/* A compressor of the gradient as GRACE runs one: every worker encodes its
+** own gradient once, the receivers decode and sum in fp32 (the single-level
+** all-to-all), with or without error feedback; the weights as the
+** baseline's. */
+static void set_single(sq_scheme *s, sq_wire w, int ef)
+{
+    w.ef = ef;
+    s->grad_mode = SQ_GRAD_A2A;
+    s->grad_intra = w;
+    s->grad_inter = w;
+}
+
 /* SDP4Bit TLq: 8-bit intra-node, 4-bit inter-node, groups of 128, SR;
 ** TLq-HS adds the 32-point Hadamard. */
 static void set_tlq(sq_scheme *s, int hadamard)
@@ -123,7 +136,7 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
     if (i == sq_scheme_npresets) {
         set_err(err,
                 "unknown scheme '%s' (presets: baseline, qw, qwd, ulq, tlq, tlqhs, sdp4bit, "
-                "zeropp, zeropp8, qsdp, qgz, qwz, powersgd, powersgd4)",
+                "zeropp, zeropp8, qsdp, qgz, qwz, powersgd, powersgd4, qsgd, efsignsgd, topk)",
                 name ? name : "");
         return SQ_ERR_SPEC;
     }
@@ -200,6 +213,25 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
         s->grad_mode = SQ_GRAD_POWERSGD;
         s->psgd_rank = name[8] == '4' ? 4 : 1;
         s->layout = SQ_LAYOUT_PARAM;
+    } else if (!strcmp(name, "qsgd")) {
+        /* GRACE's QSGDCompressor (grace_dl/dist): s levels of each bucket's
+        ** L2 norm, stochastic, buckets of 128 (its bucket_size default); 4
+        ** bits, s = 7; one encode per worker, decoded and summed (a2a) */
+        set_single(s, codec_wire(SQ_KIND_QSGD, 4, 128, SQ_ROUND_SR, 0, SQ_LEVELS_SDP4BIT), 0);
+    } else if (!strcmp(name, "efsignsgd")) {
+        /* EF-SignSGD (Karimireddy et al. 2019; GRACE's EFSignSGDCompressor
+        ** with residual memory): the sign scaled by the mean |x|, error
+        ** feedback; one scale per 128 elements, where both take one per
+        ** tensor (README, "Schemes") */
+        set_single(s, codec_wire(SQ_KIND_SIGN, 1, 128, SQ_ROUND_RTN, 0, SQ_LEVELS_SDP4BIT), 1);
+    } else if (!strcmp(name, "topk")) {
+        /* GRACE's TopKCompressor at compress_ratio 0.01 with residual
+        ** memory: the 10 largest |x| of each 1024 (0.98%), 16-bit indices,
+        ** fp32 values (bits: the index width), error feedback; per group where GRACE selects per
+        ** tensor (README, "Schemes") */
+        sq_wire w = codec_wire(SQ_KIND_TOPK, 16, 1024, SQ_ROUND_RTN, 0, SQ_LEVELS_SDP4BIT);
+        w.codec.keep = 10;
+        set_single(s, w, 1);
     }
     /* DeepSpeed's ZeRO-3 partitions parameter by parameter, and qgZ and qwZ
     ** size their groups per tensor */
