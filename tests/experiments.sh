@@ -79,4 +79,25 @@ make_input "$T/bad.npy"
 printf '\000\000\300\177' | dd of="$T/bad.npy" bs=1 seek=200 conv=notrunc 2>/dev/null
 expect_fail_with 1 "element 18 is NaN" "$SWEEP" --bits 4 --group 128 --hadamard 0 --round rtn "$T/bad.npy"
 
+# experiments/compressors.sh on a short run: three configurations, the
+# closed-form bits of two, the table and the figure
+CMP=$SHARDQ_SRCDIR/experiments/compressors.sh
+ok "compressors.sh --help" sh -c "\"$CMP\" --help | grep -q 'usage: experiments/compressors.sh'"
+expect_fail_with 2 "unknown option --stepz" "$CMP" --stepz 3
+ok "compressors.sh: baseline, sym4 and topk26, 3 steps" sh -c '"$0" --out "$1/cmp" --steps 3 \
+  --trace-steps 2 --only baseline,sym4,topk26 >"$1/cmp.txt" 2>&1' "$CMP" "$T"
+ok "... the table: three rows, 4.25 bits for sym4, top-26 of 256 at 26 x 40 / 256" python3 -c '
+import sys
+rows = [l.split("|") for l in open(sys.argv[1]) if l.startswith("| ") and not l.startswith("| configuration")]
+bits = {r[1].strip(): float(r[3]) for r in rows}
+assert sorted(bits) == ["baseline", "sym4", "topk26"], bits
+assert bits["baseline"] == 32 and abs(bits["sym4"] - 4.25) < 0.01, bits
+assert abs(bits["topk26"] - 26 * 40 / 256) < 0.02, bits
+err = {r[1].strip(): float(r[4]) for r in rows}
+assert err["baseline"] < 1e-4 < err["sym4"] < err["topk26"] < 1, err
+' "$T/cmp/table.md"
+if command -v gnuplot >/dev/null 2>&1; then
+  ok "... and the figure" test -s "$T/cmp/compressors.png" -a -s "$T/cmp/compressors.svg"
+fi
+
 finish
