@@ -164,7 +164,7 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
 /* The decoding loops of one group; each returns whether any value it wrote
 ** is a NaN or an Inf (the finiteness check rides on the pass that writes). */
 SQ_MULTIVERSION
-static int decode_sym(const int8_t *restrict code, uint64_t n, float sc, float *restrict out)
+int sq_decode_sym_group(const int8_t *restrict code, uint64_t n, float sc, float *restrict out)
 {
     uint32_t bad = 0;
     for (uint64_t j = 0; j < n; j++) {
@@ -208,7 +208,7 @@ static int decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint
         uint64_t gi = (start + g0) / c->group;
         float sc = sq_hd_load_meta(q->scales, gi, (int)c->scale);
         if (c->kind == SQ_KIND_SYM) {
-            bad |= decode_sym((const int8_t *)s->code + g0, gl, sc, out + g0);
+            bad |= sq_decode_sym_group((const int8_t *)s->code + g0, gl, sc, out + g0);
         } else {
             float lo = sq_hd_load_meta(q->offsets, gi, (int)c->scale);
             bad |= decode_minmax(s->code + g0, gl, lo, sc, out + g0);

@@ -173,18 +173,6 @@ int sq_dense_quantize_tile(const sq_codec *c, const float *val, uint64_t start, 
 
 /* Each loop returns whether any value it wrote is not finite. */
 SQ_MULTIVERSION
-static int decode_qsgd(const int8_t *restrict code, uint64_t n, float s, float *restrict out)
-{
-    uint32_t bad = 0;
-    for (uint64_t j = 0; j < n; j++) {
-        float v = sq_hd_decode_sym(code[j], s);
-        out[j] = v;
-        bad |= sq_hd_nonfinite(v);
-    }
-    return bad != 0;
-}
-
-SQ_MULTIVERSION
 static int decode_sign(const uint8_t *restrict code, uint64_t n, float s, float *restrict out)
 {
     uint32_t bad = 0;
@@ -222,7 +210,7 @@ int sq_dense_decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, ui
         uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
         float s = sq_hd_load_meta(q->scales, (start + g0) / c->group, (int)c->scale);
         if (c->kind == SQ_KIND_QSGD)
-            bad |= decode_qsgd((const int8_t *)code + g0, gl, s, out + g0);
+            bad |= sq_decode_sym_group((const int8_t *)code + g0, gl, s, out + g0);
         else if (c->kind == SQ_KIND_SIGN)
             bad |= decode_sign(code + g0, gl, s, out + g0);
         else

@@ -13,6 +13,7 @@
 ** remainder, so the callback is only called for a partial unit.
 */
 #include "sq_plugin.h"
+#include "sq_internal.h"
 #include "sq_hd.h"
 
 #include <stdarg.h>
@@ -39,16 +40,7 @@ static const entry *entry_of(int id)
     return id >= 1 && id <= n ? &registry[id - 1] : NULL;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#define set_err sq_errbuf_printf
 
 /* ------------------------------------------------------------------------ */
 /* Registering                                                              */

@@ -9,6 +9,7 @@
 #include "sq_plugin.h"
 #include "sq_sparse.h"
 #include "sq_dense.h"
+#include "sq_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -31,14 +32,7 @@ sq_codec sq_codec_default(void)
     return c;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#define set_err sq_errbuf_printf
 
 /* The kinds in enum order (shardq/codec.h); a plugin is written
 ** kind=plugin:NAME. */

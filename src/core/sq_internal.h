@@ -4,6 +4,7 @@
 #ifndef SQ_INTERNAL_H
 #define SQ_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Hot loops are compiled twice, for AVX2 and for the baseline ISA, and the
@@ -21,5 +22,16 @@
 ** sq_uniform(). */
 void sq_uniforms(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, uint64_t blk0,
                  uint64_t len, float *u);
+
+/* x'[j] = code[j] * sc for one group of symmetric codes (sym, qsgd);
+** returns whether any value written is a NaN or an Inf. */
+int sq_decode_sym_group(const int8_t *restrict code, uint64_t n, float sc, float *restrict out);
+
+/* printf into a caller's error buffer (err may be NULL, errlen 0). */
+void sq_errbuf_printf(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 #endif
