@@ -299,7 +299,7 @@ extern "C" int sq_cuda_dequantize(sq_cuda *d, const sq_codec *c, const sq_qbuf *
                                   const float *ref, uint64_t n, float *out, int bf16)
 {
     sqk_env env;
-    int rc = begin(d, 0, &env);
+    int rc = begin(d, sqk_decode_scratch(c, n), &env);
     if (rc != SQ_OK) return rc;
     return end(d, &env, sqk_dequantize(&env, c, q, ref, n, out, bf16));
 }
@@ -320,7 +320,7 @@ extern "C" int sq_cuda_sum(sq_cuda *d, const sq_codec *c, const sq_qbuf *chunks,
                            uint64_t n, float *out, int f16)
 {
     sqk_env env;
-    int rc = begin(d, 0, &env);
+    int rc = begin(d, f16 ? 0 : sqk_decode_scratch(c, n), &env);
     if (rc != SQ_OK) return rc;
     return end(d, &env, f16 ? sqk_sum_f16(&env, c, chunks, k, n, out)
                             : sqk_sum(&env, c, chunks, k, n, out));

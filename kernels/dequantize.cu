@@ -99,6 +99,7 @@ extern "C" int sqk_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q,
                               uint64_t n, float *out, int bf16)
 {
     if (sq_kind_cast(c->kind)) return sqk_cast_dequantize(env, c, q, ref, n, out, bf16);
+    if (sq_kind_sparse(c->kind)) return sqk_sparse_dequantize(env, c, q, ref, n, out, bf16);
     if (n == 0) return SQ_OK;
     DecodeArgs a = decode_args(env, kcodec(c, n), n, out);
     a.in = chunk_table(q, 0, 1);
@@ -119,6 +120,7 @@ extern "C" int sqk_sum(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, i
                        float *out)
 {
     if (sq_kind_cast(c->kind)) return sqk_cast_sum(env, c, chunks, k, n, out);
+    if (sq_kind_sparse(c->kind)) return sqk_sparse_sum(env, c, chunks, k, n, out);
     return sum_chunks_batched(env, kcodec(c, n), chunks, k, n, out, true);
 }
 

@@ -372,6 +372,7 @@ using namespace sqk;
 extern "C" uint64_t sqk_quantize_scratch(const sq_codec *c, uint64_t n)
 {
     if (sq_kind_cast(c->kind)) return 0;
+    if (sq_kind_sparse(c->kind)) return sqk_sparse_quantize_scratch(c, n);
     return key_scratch(kcodec(c, n), n);
 }
 
@@ -380,6 +381,8 @@ extern "C" int sqk_quantize(sqk_env *env, const sq_codec *c, const float *x, con
 {
     if (sq_kind_cast(c->kind))
         return sqk_cast_quantize(env, c, x, ref, n, q, bf16, SQK_FLAG_NONFINITE);
+    if (sq_kind_sparse(c->kind))
+        return sqk_sparse_quantize(env, c, x, ref, n, key, q, bf16, SQK_FLAG_NONFINITE);
     if (n == 0) return SQ_OK;
     QuantArgs a = quant_args(env, c, n, key, q);
     a.x = x;
@@ -399,6 +402,8 @@ static uint64_t sum_scratch(int k, uint64_t n)
 extern "C" uint64_t sqk_sum_requant_scratch(const sq_codec *c_in, int k, uint64_t n,
                                             const sq_codec *c_out)
 {
+    if (sq_kind_sparse(c_in->kind) || sq_kind_sparse(c_out->kind))
+        return sqk_sparse_sum_requant_scratch(c_in, k, n, c_out);
     if (sq_kind_cast(c_in->kind) || sq_kind_cast(c_out->kind))
         return sqk_cast_sum_requant_scratch(c_in, k, n, c_out);
     KCodec co = kcodec(c_out, n);
@@ -410,6 +415,8 @@ static int sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks
                        uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
                        const sq_qbuf *out, int f16)
 {
+    if (sq_kind_sparse(c_in->kind) || sq_kind_sparse(c_out->kind))
+        return sqk_sparse_sum_requant(env, c_in, chunks, k, n, c_out, key, out);
     if (sq_kind_cast(c_in->kind) || sq_kind_cast(c_out->kind))
         return sqk_cast_sum_requant(env, c_in, chunks, k, n, c_out, key, out);
     if (n == 0) return SQ_OK;

@@ -102,6 +102,26 @@ int sqk_cast_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chun
                          uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
                          const sq_qbuf *out);
 
+/* The sparse kinds (kind=topk, kind=randk; sparse.cu), without a
+** transform (the backend refuses hadamard= for them): sqk_quantize,
+** sqk_dequantize, sqk_sum and sqk_sum_requant hand them to these (a sum
+** requantization with a sparse codec on either side). Decoding needs
+** sqk_decode_scratch() bytes of scratch (dequantize_add, the sums). */
+uint64_t sqk_decode_scratch(const sq_codec *c, uint64_t n);
+uint64_t sqk_sparse_quantize_scratch(const sq_codec *c, uint64_t n);
+int sqk_sparse_quantize(sqk_env *env, const sq_codec *c, const float *x, const float *ref,
+                        uint64_t n, const sq_rng_key *key, const sq_qbuf *q, int bf16,
+                        uint32_t nf_flag);
+int sqk_sparse_dequantize(sqk_env *env, const sq_codec *c, const sq_qbuf *q, const float *ref,
+                          uint64_t n, float *out, int bf16);
+int sqk_sparse_sum(sqk_env *env, const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
+                   float *out);
+uint64_t sqk_sparse_sum_requant_scratch(const sq_codec *c_in, int k, uint64_t n,
+                                        const sq_codec *c_out);
+int sqk_sparse_sum_requant(sqk_env *env, const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                           uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                           const sq_qbuf *out);
+
 /* The status for the flags of one or more operations. A range problem
 ** outranks non-finite input, which outranks a transform or an elementwise
 ** result that overflowed (non-finite input makes those non-finite too).

@@ -184,10 +184,9 @@ int sq_backend_copy(sq_backend *dst_be, void *dst, sq_backend *src_be, const voi
 }
 
 /* Plug-in codecs run on the CPU only: their callbacks read and write host
-** memory. The kernels have no top-k or rand-k either: their selection is a
-** sort or a shuffle per group, not the per-element or per-group arithmetic
-** of the codec kernels (the casts run on the kernels of kernels/cast.cu).
-** A CUDA backend refuses them before anything is allocated. */
+** memory. The kernels of top-k and rand-k (kernels/sparse.cu) have no
+** Hadamard staging. A CUDA backend refuses these before anything is
+** allocated. */
 static int cuda_refuses(sq_backend *be, const sq_codec *c)
 {
     if (c && c->kind == SQ_KIND_PLUGIN) {
@@ -197,11 +196,11 @@ static int cuda_refuses(sq_backend *be, const sq_codec *c)
                             "callbacks take host memory); use the cpu backend",
                             d ? d->name : "?");
     }
-    if (!c || !sq_kind_sparse(c->kind)) return SQ_OK;
+    if (!c || !sq_kind_sparse(c->kind) || !c->hadamard) return SQ_OK;
     return sq_error_set(&be->err, SQ_ERR_UNSUPPORTED,
-                        "%s: kind=%s has no CUDA kernels (its selection sorts or shuffles each "
-                        "group); run it on the cpu backend",
-                        be->name, c->kind == SQ_KIND_TOPK ? "topk" : "randk");
+                        "%s: kind=%s with hadamard=%d has no CUDA kernels (they select without "
+                        "the transform); use hadamard=0 or the cpu backend",
+                        be->name, c->kind == SQ_KIND_TOPK ? "topk" : "randk", c->hadamard);
 }
 
 int sq_backend_qbuf_alloc(sq_backend *be, const sq_codec *c, uint64_t n, sq_qbuf *q)

@@ -295,19 +295,11 @@ static void select_top(const float *x, uint64_t len, uint64_t k, uint32_t *tmp, 
     }
 }
 
-/* floor(w * m / 2^48) for w < 2^48 and m < 2^41, exactly, in 64-bit
-** arithmetic: w = a 2^24 + b and m = mh 2^24 + ml, so w m / 2^48 =
-** a mh + (a ml + b mh + b ml / 2^24) / 2^24. */
-static uint64_t scale48(uint64_t w, uint64_t m)
-{
-    uint64_t a = w >> 24, b = w & 0xffffffu, mh = m >> 24, ml = m & 0xffffffu;
-    return a * mh + ((a * ml + b * mh + ((b * ml) >> 24)) >> 24);
-}
-
 /* randk: a partial Fisher-Yates shuffle of the group [s, s + len) of the
 ** buffer. Step j (0 <= j < k) draws w = hi 2^24 + lo from the 24-bit
 ** uniforms of indices 2 (s + j) and 2 (s + j) + 1 (sq_uniform24 times
-** 2^24, exact) and swaps position j with j + floor(w (len - j) / 2^48).
+** 2^24, exact) and swaps position j with j + floor(w (len - j) / 2^48)
+** (sq_hd_randk_offset, shared with the kernels).
 ** The first k positions, sorted, are the indices kept. perm holds len
 ** words. */
 static void select_random(const sq_rng_key *key, uint64_t s, uint64_t len, uint64_t k,
@@ -321,9 +313,7 @@ static void select_random(const sq_rng_key *key, uint64_t s, uint64_t len, uint6
         sq_uniform24_n(key, 2 * (s + j0), 2 * cnt, u);
         for (uint64_t t = 0; t < cnt; t++) {
             uint64_t j = j0 + t;
-            uint64_t hi = (uint64_t)(u[2 * t] * 16777216.0f);
-            uint64_t lo = (uint64_t)(u[2 * t + 1] * 16777216.0f);
-            uint64_t r = j + scale48(hi << 24 | lo, len - j);
+            uint64_t r = j + sq_hd_randk_offset(u[2 * t], u[2 * t + 1], len - j);
             uint64_t v = perm[j];
             perm[j] = perm[r];
             perm[r] = v;

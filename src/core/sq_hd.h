@@ -210,6 +210,18 @@ SQ_HD void sq_hd_uniform4(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint3
         u[j] = (float)(r.v[j] >> 8) * 5.9604644775390625e-08f; /* 2^-24, exact */
 }
 
+/* randk's draw (codec_sparse.c): the offset floor(w m / 2^48) of one
+** Fisher-Yates step from its two 24-bit uniforms u_hi, u_lo (w = hi 2^24 +
+** lo, hi and lo the uniforms times 2^24, exact) and the m positions left,
+** m < 2^41, exactly in 64-bit arithmetic: w = a 2^24 + b and m = mh 2^24 +
+** ml, so w m / 2^48 = a mh + (a ml + b mh + b ml / 2^24) / 2^24. */
+SQ_HD uint64_t sq_hd_randk_offset(float u_hi, float u_lo, uint64_t m)
+{
+    uint64_t a = (uint64_t)(u_hi * 16777216.0f), b = (uint64_t)(u_lo * 16777216.0f);
+    uint64_t mh = m >> 24, ml = m & 0xffffffu;
+    return a * mh + ((a * ml + b * mh + ((b * ml) >> 24)) >> 24);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Group parameters                                                         */
 /* ------------------------------------------------------------------------ */
