@@ -463,8 +463,9 @@ START_TEST(test_status)
 }
 END_TEST
 
-/* The casts as codecs run on the GPU with the reference's bytes; top-k
-** and random-k are refused with a sentence that names the kind. */
+/* The casts, top-k and random-k run on the GPU with the reference's bytes;
+** top-k and random-k with a Hadamard transform are refused with a sentence
+** that names the kind. */
 START_TEST(test_sparse_kinds)
 {
     int failures = 0;
@@ -473,16 +474,23 @@ START_TEST(test_sparse_kinds)
             failures += run((eq_op)op, "kind=fp16", n, EQ_NORMAL, 80 + n, 3,
                             op == EQ_SUM_REQUANT ? "bits=4,group=128,round=sr" : NULL);
             failures += run((eq_op)op, "kind=bf16", n, EQ_GRADIENT, 90 + n, 3, NULL);
+            failures += run((eq_op)op, "kind=topk,keep=26,group=256", n, EQ_GRADIENT, 70 + n, 3,
+                            NULL);
+            failures += run((eq_op)op, "kind=randk,keep=8,group=300,scale=bf16", n, EQ_NORMAL,
+                            60 + n, 3, NULL);
         }
     failures += run(EQ_SUM_REQUANT, "bits=8,group=128,round=sr", 65537, EQ_NORMAL, 99, 4,
                     "kind=fp16");
+    failures += run(EQ_SUM_REQUANT, "kind=topk,keep=1,group=70000", 150001, EQ_GRADIENT, 98, 3,
+                    "kind=randk,keep=64,group=1024,scale=fp16");
     ck_assert_int_eq(failures, 0);
     const uint64_t n = 4096;
     float *x = malloc(n * 4);
     eq_fill(x, n, EQ_NORMAL, 5);
     sq_rng_key key = eq_key(1, 0);
     for (int r = 0; r < 2; r++) {
-        sq_codec c = codec(r ? "kind=randk,keep=4,group=64" : "kind=topk,keep=4,group=64");
+        sq_codec c = codec(r ? "kind=randk,keep=4,group=64,hadamard=32"
+                             : "kind=topk,keep=4,group=64,hadamard=32");
         sq_qbuf hq;
         eq_qbuf(&c, n, 0, &hq);
         ck_assert_int_eq(gpu_quantize(&c, x, NULL, n, &key, &hq), SQ_ERR_UNSUPPORTED);
