@@ -52,6 +52,19 @@ struct QuantArgs {
     int tpg;                /* RED_SHFL: threads per group */
 };
 
+/* The uniforms of the thread's 8 elements from e0 (a multiple of EPT: one
+** Philox block), or zeros for round-to-nearest. */
+SQK_DEV void draw_uniforms(const QuantArgs &a, int sr, uint64_t e0, float u[EPT])
+{
+    static_assert(EPT == 8, "a thread's elements are one Philox block's eight");
+    if (sr) {
+        sq_hd_uniform8(a.key_lo, a.key_hi, a.step, a.ws, e0 / 8, u);
+    } else {
+SQK_UNROLL
+        for (int j = 0; j < EPT; j++) u[j] = 0.0f;
+    }
+}
+
 /* The thread's 8 values: x, x - ref (in fp32), or the sum of the chunks;
 ** with a.bf16, bf16(x) or bf16(bf16(x) - bf16(ref)). */
 template <int SRC>
@@ -191,14 +204,7 @@ SQK_UNROLL
         /* 2. Group parameters, codes, packing. */
         if (e0 < a.n) {
             float u[EPT];
-            if (c.sr) {
-                /* e0 is a multiple of EPT: one Philox block each */
-                static_assert(EPT == 8, "a thread's elements are one Philox block's eight");
-                sq_hd_uniform8(a.key_lo, a.key_hi, a.step, a.ws, e0 / 8, u);
-            } else {
-SQK_UNROLL
-                for (int j = 0; j < EPT; j++) u[j] = 0.0f;
-            }
+            draw_uniforms(a, c.sr, e0, u);
             uint64_t gi = group_of(c, e0);
             uint64_t left = (gi + 1) * c.group - e0;
             sq_group_params p = {1.0f, 1.0f, 0.0f, 1.0f};

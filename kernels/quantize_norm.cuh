@@ -108,12 +108,7 @@ __global__ void __launch_bounds__(BLOCK) norm_encode_kernel(const __grid_constan
         if (e0 >= a.n) continue;
         float v[EPT], u[EPT];
         load8(na.vals, e0, a.n, v);
-        if (c.sr) {
-            sq_hd_uniform8(a.key_lo, a.key_hi, a.step, a.ws, e0 / 8, u);
-        } else {
-SQK_UNROLL
-            for (int j = 0; j < EPT; j++) u[j] = 0.0f;
-        }
+        draw_uniforms(a, c.sr, e0, u);
         uint64_t gi = group_of(c, e0);
         uint64_t left = (gi + 1) * c.group - e0;
         sq_group_params p = {na.gp[2 * gi], na.gp[2 * gi + 1], 0.0f, 1.0f};
