@@ -14,9 +14,13 @@ int sq_set_threads(int n)
     return sq_get_threads();
 }
 
+/* Inside a parallel region (the trainer's workers side by side, a codec
+** tile's Hadamard), a call runs on the calling thread: its loops were
+** split at the outer level already. */
 int sq_get_threads(void)
 {
 #ifdef _OPENMP
+    if (omp_in_parallel()) return 1;
     return sq_threads_wanted > 0 ? sq_threads_wanted : omp_get_max_threads();
 #else
     return 1;
