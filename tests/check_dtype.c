@@ -8,6 +8,7 @@
 */
 #include "shardq/codec.h"
 #include "check_util.h"
+#include "sq_hd.h"
 
 #include <float.h>
 #include <math.h>
@@ -230,6 +231,35 @@ START_TEST(test_f16_sampled_vs_reference)
 }
 END_TEST
 
+/* sq_hd_round_f16 (the kernels' branch-free fp16 rounding) against the
+** conversion there and back: the value and the bits (signs of zero, NaN
+** payloads) of every fp16 tie and its two neighbours, of every pattern
+** whose 13 dropped bits are 0, 1, 0x0fff, 0x1000, 0x1001 or 0x1fff, and of
+** a stride through all 2^32 patterns. */
+static void check_round_f16(uint32_t b)
+{
+    const float x = sqt_float(b);
+    const uint32_t got = sqt_bits(sq_hd_round_f16(x)),
+                   want = sqt_bits(sq_f16_to_f32(sq_f32_to_f16(x)));
+    SQT_CHECK(got == want, "f32 0x%08x -> 0x%08x, want 0x%08x", b, got, want);
+}
+
+START_TEST(test_round_f16_branch_free)
+{
+    for (uint32_t h = 0; h < 0x7c00u; h++) {
+        double mid = (f16_value((uint16_t)h) + (h + 1 == 0x7c00u ? 65536.0
+                                                                 : f16_value((uint16_t)(h + 1)))) / 2;
+        const uint32_t m = sqt_bits((float)mid);
+        for (uint32_t sign = 0; sign < 2; sign++)
+            for (uint32_t d = 0; d < 3; d++) check_round_f16(((m + d - 1) & 0x7fffffffu) | sign << 31);
+    }
+    static const uint32_t low[] = {0, 1, 0x0fff, 0x1000, 0x1001, 0x1fff};
+    for (uint32_t top = 0; top < (1u << 19); top++)
+        for (size_t k = 0; k < sizeof low / sizeof low[0]; k++) check_round_f16(top << 13 | low[k]);
+    for (uint64_t u = 0; u < 0x100000000ull; u += 65521) check_round_f16((uint32_t)u);
+}
+END_TEST
+
 START_TEST(test_f16_to_f32_exhaustive)
 {
     for (uint32_t h = 0; h < 0x10000u; h++) {
@@ -352,6 +382,7 @@ int main(void)
     tcase_add_test(th, test_f16_nan);
     tcase_add_test(th, test_f16_sampled_vs_reference);
     tcase_add_test(th, test_f16_to_f32_exhaustive);
+    tcase_add_test(th, test_round_f16_branch_free);
     suite_add_tcase(s, th);
     TCase *ta = tcase_create("misc");
     tcase_add_test(ta, test_roundtrip_exhaustive);

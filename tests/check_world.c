@@ -12,6 +12,7 @@
 #include "shardq/codec.h"
 #include "sq_hd.h"
 #include "shardq/world.h"
+#include "world/world_internal.h" /* a replica changed behind the world's back */
 
 #include <check.h>
 #include <math.h>
@@ -502,6 +503,38 @@ END_TEST
 /* qWD over many steps                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* The replica check names the first worker whose w-hat differs from
+** worker 0's, byte for byte (a -0 for a +0 included), and none when all
+** agree; with threads it compares replicas side by side. */
+START_TEST(test_replicas_differ_names_first)
+{
+    const int K = 2, G = 4;
+    const uint64_t n = 300007;
+    sq_world *w = open_world(K, G, "sdp4bit", NULL, n, 4, 0);
+    float *w0 = make_grads(1, n, 41), *a = malloc(n * sizeof *a), *tmp = malloc(n * sizeof *tmp);
+    for (uint64_t i = 0; i < n; i++) w0[i] *= 1e-2f;
+    ck_assert_int_eq(sq_world_init_weights(w, w0), SQ_OK);
+    ck_assert_int_eq(sq_world_get_weights(w, 0, a), SQ_OK);
+    int differs = -1;
+    ck_assert_int_eq(sq_world_replicas_differ(w, a, tmp, &differs), SQ_OK);
+    ck_assert_int_eq(differs, 0);
+    float *r6 = w->workers[6].what, *r3 = w->workers[3].what;
+    r6[n - 1] = -r6[n - 1];
+    ck_assert_int_eq(sq_world_replicas_differ(w, a, tmp, &differs), SQ_OK);
+    ck_assert_int_eq(differs, 6);
+    const float keep = r3[5];
+    r3[5] = r3[5] == 0.0f && !signbit(r3[5]) ? -0.0f : 0.0f; /* a zero of the other sign, or 0 */
+    ck_assert_int_eq(sq_world_replicas_differ(w, a, tmp, &differs), SQ_OK);
+    ck_assert_int_eq(differs, 3);
+    r3[5] = keep;
+    r6[n - 1] = -r6[n - 1];
+    ck_assert_int_eq(sq_world_replicas_differ(w, a, tmp, &differs), SQ_OK);
+    ck_assert_int_eq(differs, 0);
+    free(w0), free(a), free(tmp);
+    sq_world_close(w);
+}
+END_TEST
+
 /* Training-like use: reduce, SGD on the master shards, gather. The replicas
 ** of w-hat must stay bit for bit identical, and w-hat must keep tracking
 ** the master weights (the error of one step is folded into the next
@@ -906,6 +939,7 @@ int main(void)
     TCase *tc = tcase_create("exact");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_exact_ring);
+    tcase_add_test(tc, test_replicas_differ_names_first);
     tcase_add_test(tc, test_exact_ring_bf16);
     tcase_add_test(tc, test_exact_a2a);
     tcase_add_test(tc, test_exact_twolevel);

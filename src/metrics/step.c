@@ -44,7 +44,7 @@ uint64_t sq_step_add_grad(const sq_world *w, double *exact, const float *x32,
     if (sc->grad_dtype != SQ_GRAD_FP16)
         return (uint64_t)copies * sq_count_clipped_div(&gw->codec, x32, n, div);
     /* grad.dtype=fp16: the quantizer sees the input rounded to fp16 */
-    for (uint64_t i = 0; i < n; i++) tmp[i] = sq_f16_to_f32(sq_f32_to_f16(x32[i] / div));
+    for (uint64_t i = 0; i < n; i++) tmp[i] = sq_hd_round_f16(x32[i] / div);
     return (uint64_t)copies * sq_count_clipped(&gw->codec, tmp, n);
 }
 

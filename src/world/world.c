@@ -586,13 +586,29 @@ int sq_world_get_weights(sq_world *w, int r, float *host_out)
 }
 
 /* dst = x / div, returning whether any x is not finite: the check rides
-** on the pass that reads x anyway. */
+** on the pass that reads x anyway. Split over the threads (each element
+** is its own division): this runs for every worker at every step. */
 SQ_MULTIVERSION
 static int div_pass(const float *restrict x, float div, uint64_t n, float *restrict dst)
 {
     uint32_t bad = 0;
+#pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) \
+    reduction(| : bad) if (n >= (1u << 16))
     for (uint64_t i = 0; i < n; i++) {
         dst[i] = x[i] / div;
+        bad |= sq_hd_nonfinite(x[i]);
+    }
+    return bad != 0;
+}
+
+/* x[i] rounded to fp16 in place, returning whether any overflowed (the
+** input is finite, so a non-finite result is an overflow). */
+SQ_MULTIVERSION
+static int round_f16_pass(float *restrict x, uint64_t n)
+{
+    uint32_t bad = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        x[i] = sq_hd_round_f16(x[i]);
         bad |= sq_hd_nonfinite(x[i]);
     }
     return bad != 0;
@@ -614,15 +630,13 @@ int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
     if (w->scheme.grad_dtype == SQ_GRAD_FP16) {
         /* qgZ quantizes fp16 gradients: the input rounded to fp16 (after
         ** the division, where DeepSpeed divides by K after the hops) */
-        for (uint64_t i = 0; i < w->n; i++) {
-            float h = sq_f16_to_f32(sq_f32_to_f16(dst[i]));
-            if (h - h != 0.0f)
-                return sq_world_set_error(w, SQ_ERR_RANGE,
-                                          "worker %d: gradient element %llu = %g overflows fp16 "
-                                          "(grad.dtype=fp16)",
-                                          r, (unsigned long long)i, (double)dst[i]);
-            dst[i] = h;
-        }
+        if (round_f16_pass(dst, w->n))
+            for (uint64_t i = 0; i < w->n; i++)
+                if (sq_hd_nonfinite(dst[i]))
+                    return sq_world_set_error(w, SQ_ERR_RANGE,
+                                              "worker %d: gradient element %llu = %g overflows "
+                                              "fp16 (grad.dtype=fp16)",
+                                              r, (unsigned long long)i, (double)(host_grad[i] / div));
     }
     memset(dst + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
     return dst == w->stage ? put(w, r, w->workers[r].grad, w->stage, w->padded * 4,
@@ -642,14 +656,29 @@ int sq_world_replicas_differ(sq_world *w, const float *what0, float *tmp, int *d
     int rc = check_worker(w, 0, what0);
     if (rc) return rc;
     if (!w->tr) {
+        int host = 1;
+        for (int r = 0; r < w->N; r++)
+            host &= sq_backend_kind_of(w->workers[r].be) == SQ_BACKEND_CPU;
+        if (host) {
+            /* replicas in host memory are compared where they lie, side by
+            ** side, with worker 0's (what0 is its copy); the first that
+            ** differs is the one named */
+            int first = w->N;
+#pragma omp parallel for num_threads(sq_get_threads()) schedule(static) reduction(min : first) \
+    if ((uint64_t)w->N * w->n >= (1u << 20))
+            for (int r = 1; r < w->N; r++)
+                /* bytes, not values: -0 against +0 or two NaNs are a divergence too */
+                if (memcmp(w->workers[r].what, what0, (size_t)w->n * sizeof *tmp) != 0 && r < first)
+                    first = r;
+            *differs = first < w->N ? first : 0;
+            return SQ_OK;
+        }
         for (int r = 0; r < w->N; r++) {
-            /* a replica in host memory is compared where it lies */
             const float *x = w->workers[r].what;
             if (sq_backend_kind_of(w->workers[r].be) != SQ_BACKEND_CPU) {
                 if ((rc = get(w, r, tmp, x, w->n * 4, "reading the model weights"))) return rc;
                 x = tmp;
             }
-            /* bytes, not values: -0 against +0 or two NaNs are a divergence too */
             if (memcmp(x, what0, (size_t)w->n * sizeof *tmp) != 0) {
                 *differs = r;
                 return SQ_OK;
