@@ -12,9 +12,39 @@
 #include "sq_hd.h"
 #include "sq_internal.h"
 
+/* The loops of the common widths over buffers that do not overlap (what
+** lets them vectorise); the others, and overlapping buffers, take the
+** general loops below. */
+SQ_MULTIVERSION
+static void pack4(const uint8_t *restrict codes, uint64_t n, uint8_t *restrict out)
+{
+    for (uint64_t i = 0; i < n / 2; i++)
+        out[i] = (uint8_t)(((codes[2 * i] & 0xfu) << 4) | (codes[2 * i + 1] & 0xfu));
+    if (n & 1) out[n / 2] = (uint8_t)((codes[n - 1] & 0xfu) << 4);
+}
+
+SQ_MULTIVERSION
+static void copy8(const uint8_t *restrict in, uint64_t n, uint8_t *restrict out)
+{
+    for (uint64_t i = 0; i < n; i++) out[i] = in[i];
+}
+
+static int overlap(const uint8_t *a, uint64_t na, const uint8_t *b, uint64_t nb)
+{
+    return (uintptr_t)a < (uintptr_t)b + nb && (uintptr_t)b < (uintptr_t)a + na;
+}
+
 SQ_MULTIVERSION
 void sq_pack(const uint8_t *codes, uint64_t n, int bits, uint8_t *out)
 {
+    const uint64_t nout = (n * (uint64_t)bits + 7) / 8;
+    if ((bits == 8 || bits == 4) && !overlap(codes, n, out, nout)) {
+        if (bits == 8)
+            copy8(codes, n, out);
+        else
+            pack4(codes, n, out);
+        return;
+    }
     if (bits == 8) {
         for (uint64_t i = 0; i < n; i++) out[i] = codes[i];
         return;
