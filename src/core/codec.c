@@ -221,9 +221,15 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
                     (key->worker << 8) | key->site, start / 8, len, s->u);
     if (sq_kind_dense(c->kind))
         return sq_dense_quantize_tile(c, val, start, len, sr ? s->u : NULL, s->code, q);
+    uint8_t *packed = q->codes + (start - base) / 8 * (uint64_t)c->bits;
+    /* 8-bit codes are their own packed form: into the scratch's output
+    ** directly (never into the buffer itself, which a failing group must
+    ** leave as it was) */
+    if (c->bits == 8 && q == &s->out)
+        return encode_groups(c, val, len, s->u, (start - base) / c->group, q, packed);
     int rc = encode_groups(c, val, len, s->u, (start - base) / c->group, q, s->code);
     if (rc != SQ_OK) return rc;
-    sq_pack(s->code, len, c->bits, q->codes + (start - base) / 8 * (uint64_t)c->bits);
+    sq_pack(s->code, len, c->bits, packed);
     return SQ_OK;
 }
 

@@ -112,6 +112,8 @@ static void uniforms8_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, 
 
 #ifdef SQ_HAVE_AVX512_PATHS
 #include <immintrin.h>
+#define AVX_REGS 4                 /* four independent chains of rounds */
+#define AVX_BLOCKS (8 * AVX_REGS) /* blocks a step */
 
 /* The same blocks with AVX-512 written out: eight blocks a register, each
 ** 32-bit word in the low half of a 64-bit lane, where one vpmuludq gives
@@ -120,8 +122,7 @@ static void uniforms8_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, 
 ** keeps them, so what accumulates there is never used. The words are then
 ** laid out block after block, each word's halves swapped, which as 16-bit
 ** numbers in memory (little-endian) is the order of sq_hd_uniform8: word
-** j/2 of block b at element 8b + j, its high half first. LANES blocks (two
-** registers) a step. */
+** j/2 of block b at element 8b + j, its high half first. */
 SQ_AVX512 static void
 uniforms8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0, uint64_t nblk,
                  uint32_t mul0, uint32_t mul1, float *restrict u)
@@ -136,33 +137,33 @@ uniforms8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t bl
         ka[r] = _mm512_set1_epi64((uint32_t)(k0 + (uint32_t)r * 0x9E3779B9u));
         kb[r] = _mm512_set1_epi64((uint32_t)(k1 + (uint32_t)r * 0xBB67AE85u));
     }
-    for (uint64_t b = 0; b < nblk; b += LANES) {
-        __m512i x0[2], x1[2], x2[2], x3[2];
-        for (int h = 0; h < 2; h++) {
+    for (uint64_t b = 0; b < nblk; b += AVX_BLOCKS) {
+        __m512i x0[AVX_REGS], x1[AVX_REGS], x2[AVX_REGS], x3[AVX_REGS];
+        for (int h = 0; h < AVX_REGS; h++) {
             x0[h] = _mm512_add_epi64(_mm512_set1_epi64((long long)(blk0 + b + 8u * (unsigned)h)), lane);
             x1[h] = _mm512_srli_epi64(x0[h], 32);
             x2[h] = _mm512_set1_epi64(c2);
             x3[h] = _mm512_set1_epi64(c3);
         }
         for (int r = 0; r < 10; r++)
-            for (int h = 0; h < 2; h++) {
+            for (int h = 0; h < AVX_REGS; h++) {
                 __m512i p0 = _mm512_mul_epu32(x0[h], m0), p1 = _mm512_mul_epu32(x2[h], m1);
                 x0[h] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), x1[h], ka[r], 0x96);
                 x2[h] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), x3[h], kb[r], 0x96);
                 x1[h] = p1;
                 x3[h] = p0;
             }
-        uint32_t halves[8 * LANES / 2];
-        for (int h = 0; h < 2; h++) {
+        uint32_t halves[4 * AVX_BLOCKS];
+        for (int h = 0; h < AVX_REGS; h++) {
             __m512i a = _mm512_permutex2var_epi32(x0[h], pair, x1[h]); /* w0 w1 of 8 blocks */
             __m512i c = _mm512_permutex2var_epi32(x2[h], pair, x3[h]); /* w2 w3 */
             __m512i lo = _mm512_permutex2var_epi64(a, lo4, c), hi = _mm512_permutex2var_epi64(a, hi4, c);
             _mm512_storeu_si512(halves + 32 * h, _mm512_rol_epi32(lo, 16));
             _mm512_storeu_si512(halves + 32 * h + 16, _mm512_rol_epi32(hi, 16));
         }
-        uint16_t h16[8 * LANES];
+        uint16_t h16[8 * AVX_BLOCKS];
         memcpy(h16, halves, sizeof h16);
-        for (int j = 0; j < 8 * LANES; j++) u[8 * b + (uint64_t)j] = sq_hd_sr_uniform16(h16[j]);
+        for (int j = 0; j < 8 * AVX_BLOCKS; j++) u[8 * b + (uint64_t)j] = sq_hd_sr_uniform16(h16[j]);
     }
 }
 #endif
@@ -205,7 +206,7 @@ void sq_uniforms(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, u
                  uint64_t len, float *u)
 {
 #ifdef SQ_HAVE_AVX512_PATHS
-    const uint64_t span = 8 * LANES, whole = len / span * span;
+    const uint64_t span = 8 * AVX_BLOCKS, whole = len / span * span;
     if (whole && sq_cpu_avx512()) {
         uniforms8_avx512(key_lo, key_hi, step, ws, blk0, whole / 8, philox_mul[0], philox_mul[1], u);
         blk0 += whole / 8;
