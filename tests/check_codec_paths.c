@@ -74,7 +74,7 @@ typedef struct result {
 } result;
 
 /* Everything the operations of one case produce, one result each. */
-#define N_RESULTS 16
+#define N_RESULTS 20
 
 static void keep(result *r, int rc, const void *a, size_t na, const void *b, size_t nb,
                  const void *c, size_t nc)
@@ -114,7 +114,7 @@ static void run_all(const sq_codec *c, const sq_codec *c8, uint64_t n, int input
     make_input(ref, n, IN_PLAIN, c->group, 7 * n + 1);
     const size_t fb = n * sizeof(float);
     sq_rng_key key = {0x0123456789abcdefull ^ n, 11, 5, 2};
-    sq_qbuf q, q2, chunks[3], chunks8[3];
+    sq_qbuf q, q2, chunks[4], chunks8[4];
     ck_assert_int_eq(sq_qbuf_alloc(c, n, &q), SQ_OK);
     ck_assert_int_eq(sq_qbuf_alloc(c, n, &q2), SQ_OK);
     int k = 0;
@@ -135,8 +135,9 @@ static void run_all(const sq_codec *c, const sq_codec *c8, uint64_t n, int input
     keep(&res[k++], sq_dequantize_bf16(c, &q, n, out), out, fb, NULL, 0, NULL, 0);
     keep(&res[k++], sq_dequantize_add_bf16(c, &q, ref, n, out), out, fb, NULL, 0, NULL, 0);
 
-    /* the sums: three chunks of c, and three 8-bit ones requantized to c */
-    for (int i = 0; i < 3; i++) {
+    /* the sums: four chunks of c, and four 8-bit ones requantized to c
+    ** (sums of 1 to 4 chunks: they are decoded two at a time) */
+    for (int i = 0; i < 4; i++) {
         sq_rng_key ki = key;
         ki.step += (uint32_t)i;
         for (uint64_t j = 0; j < n; j++) ref[j] = x[j] * (1.0f + 0.25f * (float)i);
@@ -156,12 +157,16 @@ static void run_all(const sq_codec *c, const sq_codec *c8, uint64_t n, int input
     keep_q(&res[k++], sq_dequant_sum_requant(c8, chunks8, 3, n, c, &key, &q2), c, n, &q2);
     fill_q(c, n, &q2);
     keep_q(&res[k++], sq_dequant_sum_requant_f16(c8, chunks8, 3, n, c, &key, &q2), c, n, &q2);
-    memset(out, 0x5a, fb);
-    keep(&res[k++], sq_dequant_sum(c8, chunks8, 3, n, out), out, fb, NULL, 0, NULL, 0);
+    for (int nc = 1; nc <= 4; nc++) {
+        memset(out, 0x5a, fb);
+        keep(&res[k++], sq_dequant_sum(c8, chunks8, nc, n, out), out, fb, NULL, 0, NULL, 0);
+    }
+    fill_q(c, n, &q2);
+    keep_q(&res[k++], sq_dequant_sum_requant(c8, chunks8, 4, n, c, &key, &q2), c, n, &q2);
     ck_assert_int_le(k, N_RESULTS);
     for (; k < N_RESULTS; k++) keep(&res[k], 0, NULL, 0, NULL, 0, NULL, 0);
 
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         sq_qbuf_free(&chunks[i]);
         sq_qbuf_free(&chunks8[i]);
     }
@@ -177,7 +182,9 @@ static const char *const op_names[N_RESULTS] = {
     "quantize", "quantize_diff", "quantize_bf16", "quantize_diff_bf16", "dequantize",
     "dequantize_add", "dequantize_bf16", "dequantize_add_bf16", "dequant_sum",
     "dequant_sum_f16", "dequant_sum_requant", "dequant_sum_requant (8-bit in)",
-    "dequant_sum_requant_f16 (8-bit in)", "dequant_sum (8-bit)", "-", "-"};
+    "dequant_sum_requant_f16 (8-bit in)", "dequant_sum (one 8-bit chunk)",
+    "dequant_sum (two 8-bit chunks)", "dequant_sum (three 8-bit chunks)",
+    "dequant_sum (four 8-bit chunks)", "dequant_sum_requant (four 8-bit chunks)", "-"};
 
 /* One case: fast and plain, compared result by result. */
 static void compare_case(const char *spec, uint64_t n, int input, int threads)

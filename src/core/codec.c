@@ -66,7 +66,7 @@ typedef struct scratch {
     float *val;
     float *tmp;
     float *u;
-    uint8_t *code;
+    uint8_t *code, *code2;
     sq_qbuf out;
 } scratch;
 
@@ -76,10 +76,11 @@ static int scratch_init(scratch *s, uint64_t t)
     s->tmp = malloc(t * sizeof(float));
     s->u = malloc(t * sizeof(float));
     s->code = malloc(t);
+    s->code2 = malloc(t);
     s->out.codes = malloc(t);
     s->out.scales = malloc(t * sizeof(float));
     s->out.offsets = malloc(t * sizeof(float));
-    return s->val && s->tmp && s->u && s->code && s->out.codes && s->out.scales &&
+    return s->val && s->tmp && s->u && s->code && s->code2 && s->out.codes && s->out.scales &&
                    s->out.offsets
                ? SQ_OK
                : SQ_ERR_NOMEM;
@@ -91,6 +92,7 @@ static void scratch_free(scratch *s)
     free(s->tmp);
     free(s->u);
     free(s->code);
+    free(s->code2);
     free(s->out.codes);
     free(s->out.scales);
     free(s->out.offsets);
@@ -252,60 +254,51 @@ int sq_decode_sym_group(const int8_t *restrict code, uint64_t n, float sc, float
 }
 
 /* One group's decoded values v[j] = lo + code[j] * s (sym: code[j] * s,
-** sq_hd_decode_sym), written (add 0; returns whether one is a NaN or an
-** Inf) or added to out (add 1: out[j] = out[j] + v[j], what the sums do with
-** a decoded chunk). The codes come one a byte (unpacked), or straight from
-** the stream for 8 bits (a byte each) and 4 bits (two a byte, the high
-** nibble first: the group starts at an even element). */
-SQ_INLINE uint32_t decode_put(float *restrict out, uint64_t j, float v, int add)
+** sq_hd_decode_sym) from one-byte codes (8-bit codes in place, or unpacked
+** ones, sign-extended for sym): written (add 0; returns whether one is a
+** NaN or an Inf) or added to out (add 1: out[j] = out[j] + v[j], what the
+** sums do with a decoded chunk). With a second buffer b (its codes cb, its
+** lo and s), out[j] = (out[j] + v[j]) + w[j], or v[j] + w[j] when not
+** adding: two chunks of a sum in one pass, in the same order. */
+SQ_INLINE float decode_one(int sym, const uint8_t *restrict code, uint64_t j, float lo, float sc)
 {
-    if (add) {
-        out[j] = out[j] + v;
-        return 0;
-    }
-    out[j] = v;
-    return (uint32_t)sq_hd_nonfinite(v);
+    return sym ? sq_hd_decode_sym((int)(int8_t)code[j], sc) : sq_hd_decode((int)code[j], lo, sc);
 }
 
-SQ_INLINE float decode_one(int sym, int code, float lo, float sc)
-{
-    return sym ? sq_hd_decode_sym(code, sc) : sq_hd_decode(code, lo, sc);
-}
-
-SQ_INLINE uint32_t decode_group(int sym, int bits, const uint8_t *restrict in, uint64_t n,
-                                float lo, float sc, int add, float *restrict out)
+SQ_INLINE uint32_t decode_group(int sym, const uint8_t *restrict code, uint64_t n, float lo,
+                                float sc, int add, float *restrict out)
 {
     uint32_t bad = 0;
-    if (bits == 4) {
-        for (uint64_t i = 0; i < n / 2; i++) {
-            uint32_t b = in[i];
-            int hi = sym ? sq_hd_sign_extend(b >> 4, 4) : (int)(b >> 4);
-            int lw = sym ? sq_hd_sign_extend(b & 0xfu, 4) : (int)(b & 0xfu);
-            bad |= decode_put(out, 2 * i, decode_one(sym, hi, lo, sc), add);
-            bad |= decode_put(out, 2 * i + 1, decode_one(sym, lw, lo, sc), add);
+    if (add)
+        for (uint64_t j = 0; j < n; j++) out[j] = out[j] + decode_one(sym, code, j, lo, sc);
+    else
+        for (uint64_t j = 0; j < n; j++) {
+            float v = decode_one(sym, code, j, lo, sc);
+            out[j] = v;
+            bad |= (uint32_t)sq_hd_nonfinite(v);
         }
-        if (n & 1) {
-            uint32_t b = in[n / 2] >> 4;
-            int hi = sym ? sq_hd_sign_extend(b, 4) : (int)b;
-            bad |= decode_put(out, n - 1, decode_one(sym, hi, lo, sc), add);
-        }
-        return bad;
-    }
-    /* one code a byte: 8-bit codes, or unpacked ones (sign-extended for sym) */
-    for (uint64_t j = 0; j < n; j++) {
-        int code = sym ? (int)(int8_t)in[j] : (int)in[j];
-        bad |= decode_put(out, j, decode_one(sym, code, lo, sc), add);
-    }
     return bad;
 }
 
+SQ_INLINE void decode_group2(int sym, const uint8_t *restrict code, float lo, float sc,
+                             const uint8_t *restrict cb, float lob, float scb, uint64_t n,
+                             int add, float *restrict out)
+{
+    if (add)
+        for (uint64_t j = 0; j < n; j++)
+            out[j] = (out[j] + decode_one(sym, code, j, lo, sc)) + decode_one(sym, cb, j, lob, scb);
+    else
+        for (uint64_t j = 0; j < n; j++)
+            out[j] = decode_one(sym, code, j, lo, sc) + decode_one(sym, cb, j, lob, scb);
+}
+
 /* The groups of the elements [start, start + len) (kinds sym and minmax)
-** into out, written or added (decode_group); codes: the stream at start
-** (bits 8, or bits 4 with an even group), else the codes unpacked one a
-** byte, bits then given as 8. */
+** into out, written or added (decode_group), the codes one a byte; with qb
+** (not NULL, its codes cb) two buffers at once (decode_group2). */
 SQ_MULTIVERSION
-static int decode_groups(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
-                         const uint8_t *restrict codes, int bits, int add, float *restrict out)
+static int decode_groups(const sq_codec *c, const sq_qbuf *q, const sq_qbuf *qb, uint64_t start,
+                         uint64_t len, const uint8_t *restrict codes, const uint8_t *restrict cb,
+                         int add, float *restrict out)
 {
     const int sym = c->kind == SQ_KIND_SYM, dt = (int)c->scale;
     uint32_t bad = 0;
@@ -315,12 +308,17 @@ static int decode_groups(const sq_codec *c, const sq_qbuf *q, uint64_t start, ui
         float sc = sq_hd_load_meta(q->scales, gi, dt);
         float lo = sym ? 0.0f : sq_hd_load_meta(q->offsets, gi, dt);
         /* (the loops specialised on the arguments that select them) */
-        if (bits == 4)
-            bad |= sym ? decode_group(1, 4, codes + g0 / 2, gl, lo, sc, add, out + g0)
-                       : decode_group(0, 4, codes + g0 / 2, gl, lo, sc, add, out + g0);
-        else
-            bad |= sym ? decode_group(1, 8, codes + g0, gl, lo, sc, add, out + g0)
-                       : decode_group(0, 8, codes + g0, gl, lo, sc, add, out + g0);
+        if (qb) {
+            float scb = sq_hd_load_meta(qb->scales, gi, dt);
+            float lob = sym ? 0.0f : sq_hd_load_meta(qb->offsets, gi, dt);
+            if (sym)
+                decode_group2(1, codes + g0, lo, sc, cb + g0, lob, scb, gl, add, out + g0);
+            else
+                decode_group2(0, codes + g0, lo, sc, cb + g0, lob, scb, gl, add, out + g0);
+        } else {
+            bad |= sym ? decode_group(1, codes + g0, gl, lo, sc, add, out + g0)
+                       : decode_group(0, codes + g0, gl, lo, sc, add, out + g0);
+        }
     }
     return bad != 0;
 }
@@ -340,22 +338,33 @@ static void prefetch_ahead(const uint8_t *p, uint64_t bytes)
 #endif
 }
 
-/* out[0..len) = D(q) over the elements [start, start + len), in the
-** quantized domain (no inverse Hadamard), or (add) out[j] + D(q)[j]. Returns
-** whether any decoded value written is not finite (0 when adding). */
-static int decode_into(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
-                       scratch *s, int add, float *out)
+/* The codes of the elements [start, start + len) of q one a byte: the
+** 8-bit stream itself, or unpacked into buf. */
+static const uint8_t *codes_of(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
+                               int add, uint8_t *buf)
 {
     const uint8_t *in = q->codes + start / 8 * (uint64_t)c->bits;
     if (add) prefetch_ahead(in, len * (uint64_t)c->bits / 8);
-    if (c->bits == 8 && (sq_codec_fast & SQ_FAST_DECODE))
-        return decode_groups(c, q, start, len, in, 8, add, out);
+    if (c->bits == 8 && (sq_codec_fast & SQ_FAST_DECODE)) return in;
     /* start is byte aligned, so the whole tile unpacks in one go */
     if (c->kind == SQ_KIND_SYM)
-        sq_unpack_signed(in, len, c->bits, (int8_t *)s->code);
+        sq_unpack_signed(in, len, c->bits, (int8_t *)buf);
     else
-        sq_unpack_unsigned(in, len, c->bits, s->code);
-    return decode_groups(c, q, start, len, s->code, 8, add, out);
+        sq_unpack_unsigned(in, len, c->bits, buf);
+    return buf;
+}
+
+/* out[0..len) = D(q) over the elements [start, start + len), in the
+** quantized domain (no inverse Hadamard), or (add) out[j] + D(q)[j]; with
+** qb, D(qb) added after (add 1: (out + D(q)) + D(qb), add 0: D(q) + D(qb)).
+** Returns whether any decoded value written is not finite (0 when adding
+** or with qb). */
+static int decode_into(const sq_codec *c, const sq_qbuf *q, const sq_qbuf *qb, uint64_t start,
+                       uint64_t len, scratch *s, int add, float *out)
+{
+    const uint8_t *codes = codes_of(c, q, start, len, add || qb, s->code);
+    const uint8_t *cb = qb ? codes_of(c, qb, start, len, 1, s->code2) : NULL;
+    return decode_groups(c, q, qb, start, len, codes, cb, add, out);
 }
 
 static int decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
@@ -363,7 +372,7 @@ static int decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint
 {
     if (sq_sparse_kind(c->kind)) return sq_sparse_decode_tile(c, q, start, len, out);
     if (sq_kind_dense(c->kind)) return sq_dense_decode_tile(c, q, start, len, s->code, out);
-    return decode_into(c, q, start, len, s, 0, out);
+    return decode_into(c, q, NULL, start, len, s, 0, out);
 }
 
 /* out[0..len) = sum of the k decoded chunks, in chunk order; f16: in fp16
@@ -379,14 +388,17 @@ static void sum_tile(const sq_codec *c, const sq_qbuf *chunks, int k, int f16, u
         }
         return;
     }
+    if (!sq_sparse_kind(c->kind) && !sq_kind_dense(c->kind) && (sq_codec_fast & SQ_FAST_DECODE)) {
+        /* the same sums in the same order, two chunks a pass, each decoded
+        ** value added as it is made */
+        int i = 0;
+        for (; i + 1 < k; i += 2)
+            (void)decode_into(c, &chunks[i], &chunks[i + 1], start, len, s, i > 0, out);
+        if (i < k) (void)decode_into(c, &chunks[i], NULL, start, len, s, i > 0, out);
+        return;
+    }
     (void)decode_tile(c, &chunks[0], start, len, s, out);
     for (int i = 1; i < k; i++) {
-        if (!sq_sparse_kind(c->kind) && !sq_kind_dense(c->kind) &&
-            (sq_codec_fast & SQ_FAST_DECODE)) {
-            /* the same sums, each decoded value added as it is made */
-            (void)decode_into(c, &chunks[i], start, len, s, 1, out);
-            continue;
-        }
         (void)decode_tile(c, &chunks[i], start, len, s, s->tmp);
         for (uint64_t j = 0; j < len; j++) out[j] = out[j] + s->tmp[j];
     }
