@@ -442,17 +442,27 @@ static int any_nonfinite(const float *restrict x, uint64_t len)
 }
 
 /* val = x (ref NULL) or x - ref, in fp32; returns whether any staged value is
-** a NaN or an Inf (a difference that overflows counts as non-finite). */
+** a NaN or an Inf (a difference that overflows counts as non-finite). (One
+** loop for each case: a loop that tests ref per element becomes, with
+** AVX-512, masked loads from ref even when it is NULL, which the processor
+** serves very slowly.) */
 SQ_MULTIVERSION
 static int stage_values(const float *restrict x, const float *restrict ref, uint64_t len,
                         float *restrict val)
 {
     uint32_t bad = 0;
-    for (uint64_t j = 0; j < len; j++) {
-        float v = ref ? x[j] - ref[j] : x[j];
-        val[j] = v;
-        bad |= sq_hd_nonfinite(v);
-    }
+    if (ref)
+        for (uint64_t j = 0; j < len; j++) {
+            float v = x[j] - ref[j];
+            val[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
+    else
+        for (uint64_t j = 0; j < len; j++) {
+            float v = x[j];
+            val[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
     return bad != 0;
 }
 
@@ -462,11 +472,18 @@ static int stage_values_bf16(const float *restrict x, const float *restrict ref,
                              float *restrict val)
 {
     uint32_t bad = 0;
-    for (uint64_t j = 0; j < len; j++) {
-        float v = ref ? sq_hd_bf16_diff(x[j], ref[j]) : sq_hd_bf16_round(x[j]);
-        val[j] = v;
-        bad |= sq_hd_nonfinite(v);
-    }
+    if (ref)
+        for (uint64_t j = 0; j < len; j++) {
+            float v = sq_hd_bf16_diff(x[j], ref[j]);
+            val[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
+    else
+        for (uint64_t j = 0; j < len; j++) {
+            float v = sq_hd_bf16_round(x[j]);
+            val[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
     return bad != 0;
 }
 
