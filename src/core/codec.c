@@ -66,6 +66,7 @@ typedef struct scratch {
     float *val;
     float *tmp;
     float *u;
+    uint16_t *h;
     uint8_t *code, *code2;
     sq_qbuf out;
 } scratch;
@@ -75,12 +76,13 @@ static int scratch_init(scratch *s, uint64_t t)
     s->val = malloc(t * sizeof(float));
     s->tmp = malloc(t * sizeof(float));
     s->u = malloc(t * sizeof(float));
+    s->h = malloc(t * sizeof(uint16_t));
     s->code = malloc(t);
     s->code2 = malloc(t);
     s->out.codes = malloc(t);
     s->out.scales = malloc(t * sizeof(float));
     s->out.offsets = malloc(t * sizeof(float));
-    return s->val && s->tmp && s->u && s->code && s->code2 && s->out.codes && s->out.scales &&
+    return s->val && s->tmp && s->u && s->h && s->code && s->code2 && s->out.codes && s->out.scales &&
                    s->out.offsets
                ? SQ_OK
                : SQ_ERR_NOMEM;
@@ -91,6 +93,7 @@ static void scratch_free(scratch *s)
     free(s->val);
     free(s->tmp);
     free(s->u);
+    free(s->h);
     free(s->code);
     free(s->code2);
     free(s->out.codes);
@@ -142,11 +145,12 @@ SQ_INLINE int minmax_scan(const float *restrict x, uint64_t n, float *lo, float 
 }
 
 SQ_INLINE void encode_group(const float *restrict x, uint64_t n, sq_group_params p, int sr,
-                            const float *restrict u, float qlo, float qhi, uint8_t *restrict code)
+                            const uint16_t *restrict h, float qlo, float qhi,
+                            uint8_t *restrict code)
 {
     if (sr)
         for (uint64_t j = 0; j < n; j++)
-            code[j] = (uint8_t)sq_hd_code(x[j], &p, 1, u[j], qlo, qhi);
+            code[j] = (uint8_t)sq_hd_code(x[j], &p, 1, sq_hd_sr_uniform16(h[j]), qlo, qhi);
     else
         for (uint64_t j = 0; j < n; j++)
             code[j] = (uint8_t)sq_hd_code(x[j], &p, 0, 0.0f, qlo, qhi);
@@ -164,7 +168,7 @@ SQ_INLINE void encode_group(const float *restrict x, uint64_t n, sq_group_params
 
 SQ_MULTIVERSION
 static int encode_groups(const sq_codec *c, const float *restrict val, uint64_t len,
-                         const float *restrict u, uint64_t gi0, sq_qbuf *q,
+                         const uint16_t *restrict u, uint64_t gi0, sq_qbuf *q,
                          uint8_t *restrict code)
 {
     const sq_code_range lv = codec_levels(c);
@@ -218,18 +222,20 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
 {
     if (sq_sparse_kind(c->kind)) return sq_sparse_encode_tile(c, val, start, len, key, q);
     const int sr = c->round == SQ_ROUND_SR;
-    if (sr)
-        sq_uniforms((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step,
-                    (key->worker << 8) | key->site, start / 8, len, s->u);
-    if (sq_kind_dense(c->kind))
+    const uint32_t klo = (uint32_t)key->seed, khi = (uint32_t)(key->seed >> 32);
+    const uint32_t ws = (key->worker << 8) | key->site;
+    if (sq_kind_dense(c->kind)) {
+        if (sr) sq_uniforms(klo, khi, key->step, ws, start / 8, len, s->u);
         return sq_dense_quantize_tile(c, val, start, len, sr ? s->u : NULL, s->code, q);
+    }
+    if (sr) sq_sr_halves(klo, khi, key->step, ws, start / 8, len, s->h);
     uint8_t *packed = q->codes + (start - base) / 8 * (uint64_t)c->bits;
     /* 8-bit codes are their own packed form: into the scratch's output
     ** directly (never into the buffer itself, which a failing group must
     ** leave as it was) */
     if (c->bits == 8 && q == &s->out)
-        return encode_groups(c, val, len, s->u, (start - base) / c->group, q, packed);
-    int rc = encode_groups(c, val, len, s->u, (start - base) / c->group, q, s->code);
+        return encode_groups(c, val, len, s->h, (start - base) / c->group, q, packed);
+    int rc = encode_groups(c, val, len, s->h, (start - base) / c->group, q, s->code);
     if (rc != SQ_OK) return rc;
     sq_pack(s->code, len, c->bits, packed);
     return SQ_OK;

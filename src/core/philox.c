@@ -110,6 +110,20 @@ static void uniforms8_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, 
         }
 }
 
+/* The same as 16-bit halves h (sq_hd_sr_uniform16(h) the uniform). */
+SQ_MULTIVERSION
+static void halves8_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0,
+                          uint32_t mul0, uint32_t mul1, uint16_t *restrict h)
+{
+    uint32_t w[4][LANES];
+    philox_lanes(k0, k1, c2, c3, blk0, mul0, mul1, w);
+    for (int l = 0; l < LANES; l++)
+        for (int j = 0; j < 4; j++) {
+            h[8 * l + 2 * j] = (uint16_t)(w[j][l] >> 16);
+            h[8 * l + 2 * j + 1] = (uint16_t)(w[j][l] & 0xffffu);
+        }
+}
+
 #ifdef SQ_HAVE_AVX512_PATHS
 #include <immintrin.h>
 #define AVX_REGS 4                 /* four independent chains of rounds */
@@ -123,9 +137,9 @@ static void uniforms8_lanes(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, 
 ** laid out block after block, each word's halves swapped, which as 16-bit
 ** numbers in memory (little-endian) is the order of sq_hd_uniform8: word
 ** j/2 of block b at element 8b + j, its high half first. */
-SQ_AVX512 static void
-uniforms8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0, uint64_t nblk,
-                 uint32_t mul0, uint32_t mul1, float *restrict u)
+SQ_AVX512 static inline __attribute__((always_inline)) void
+blocks8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0, uint64_t nblk,
+               uint32_t mul0, uint32_t mul1, float *restrict u, uint16_t *restrict hv)
 {
     const __m512i m0 = _mm512_set1_epi64(mul0), m1 = _mm512_set1_epi64(mul1);
     const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
@@ -153,18 +167,32 @@ uniforms8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t bl
                 x1[h] = p1;
                 x3[h] = p0;
             }
-        uint32_t halves[4 * AVX_BLOCKS];
+        uint16_t h16[8 * AVX_BLOCKS];
+        uint16_t *dst = hv ? hv + 8 * b : h16;
         for (int h = 0; h < AVX_REGS; h++) {
             __m512i a = _mm512_permutex2var_epi32(x0[h], pair, x1[h]); /* w0 w1 of 8 blocks */
             __m512i c = _mm512_permutex2var_epi32(x2[h], pair, x3[h]); /* w2 w3 */
             __m512i lo = _mm512_permutex2var_epi64(a, lo4, c), hi = _mm512_permutex2var_epi64(a, hi4, c);
-            _mm512_storeu_si512(halves + 32 * h, _mm512_rol_epi32(lo, 16));
-            _mm512_storeu_si512(halves + 32 * h + 16, _mm512_rol_epi32(hi, 16));
+            _mm512_storeu_si512(dst + 64 * h, _mm512_rol_epi32(lo, 16));
+            _mm512_storeu_si512(dst + 64 * h + 32, _mm512_rol_epi32(hi, 16));
         }
-        uint16_t h16[8 * AVX_BLOCKS];
-        memcpy(h16, halves, sizeof h16);
-        for (int j = 0; j < 8 * AVX_BLOCKS; j++) u[8 * b + (uint64_t)j] = sq_hd_sr_uniform16(h16[j]);
+        if (!hv)
+            for (int j = 0; j < 8 * AVX_BLOCKS; j++) u[8 * b + (uint64_t)j] = sq_hd_sr_uniform16(h16[j]);
     }
+}
+
+SQ_AVX512 static void
+uniforms8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0, uint64_t nblk,
+                 uint32_t mul0, uint32_t mul1, float *restrict u)
+{
+    blocks8_avx512(k0, k1, c2, c3, blk0, nblk, mul0, mul1, u, NULL);
+}
+
+SQ_AVX512 static void
+halves8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0, uint64_t nblk,
+               uint32_t mul0, uint32_t mul1, uint16_t *restrict h)
+{
+    blocks8_avx512(k0, k1, c2, c3, blk0, nblk, mul0, mul1, NULL, h);
 }
 #endif
 
@@ -221,6 +249,29 @@ static void uniforms24(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t
                        uint64_t blk0, uint64_t len, float *u)
 {
     uniforms_run(uniforms4_lanes, 4, key_lo, key_hi, step, ws, blk0, len, u);
+}
+
+void sq_sr_halves(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, uint64_t blk0,
+                  uint64_t len, uint16_t *h)
+{
+    const uint32_t m0 = philox_mul[0], m1 = philox_mul[1];
+#ifdef SQ_HAVE_AVX512_PATHS
+    const uint64_t span = 8 * AVX_BLOCKS, whole = len / span * span;
+    if (whole && sq_cpu_avx512()) {
+        halves8_avx512(key_lo, key_hi, step, ws, blk0, whole / 8, m0, m1, h);
+        blk0 += whole / 8;
+        h += whole;
+        len -= whole;
+    }
+#endif
+    uint64_t j = 0;
+    for (; j + 8 * LANES <= len; j += 8 * LANES)
+        halves8_lanes(key_lo, key_hi, step, ws, blk0 + j / 8, m0, m1, h + j);
+    if (j < len) {
+        uint16_t tail[8 * LANES];
+        halves8_lanes(key_lo, key_hi, step, ws, blk0 + j / 8, m0, m1, tail);
+        for (uint64_t t = 0; j + t < len; t++) h[j + t] = tail[t];
+    }
 }
 
 /* u[j] = one(key, first + j): the elements before the first whole block one

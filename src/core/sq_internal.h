@@ -48,6 +48,11 @@ static inline int sq_cpu_avx512(void)
 void sq_uniforms(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, uint64_t blk0,
                  uint64_t len, float *u);
 
+/* The same as the 16-bit halves h[j] of the Philox words, u[j] =
+** sq_hd_sr_uniform16(h[j]) (half the bytes). */
+void sq_sr_halves(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, uint64_t blk0,
+                  uint64_t len, uint16_t *h);
+
 /* x'[j] = code[j] * sc for one group of symmetric codes (sym, qsgd);
 ** returns whether any value written is a NaN or an Inf. */
 int sq_decode_sym_group(const int8_t *restrict code, uint64_t n, float sc, float *restrict out);
