@@ -10,7 +10,12 @@
 ** Inside a tile the work is done in passes over small buffers that stay in
 ** cache: gather the values (x, x - ref, or a sum of decoded chunks) into
 ** `val`, transform them, draw the uniforms, quantize group by group into
-** one-byte codes, pack. Decoding runs the same passes backwards.
+** one-byte codes, pack. Decoding runs the same passes backwards. The passes
+** go over pieces of the tile (whole groups, blocks and bytes again) small
+** enough for L1; a quantizing tile's output waits in the scratch until the
+** whole tile has succeeded, and a tile that fails is run again in one piece,
+** which is what defines its results (quantize_whole). sq_codec_fast turns
+** the pieces and the other fast paths off, for the tests that compare.
 */
 #include "shardq/codec.h"
 #include "sq_hadamard.h"
@@ -28,7 +33,7 @@
 ** per-tile work, small enough that the tile buffers stay in L2. */
 #define TILE_TARGET 16384u
 
-int sq_codec_fast = SQ_FAST_ALL;
+int sq_codec_fast = SQ_FAST_ALL; /* sq_internal.h */
 
 /* The passes of a tile run over pieces of about this many elements (whole
 ** groups, Hadamard blocks and bytes of codes), so that the values, uniforms
@@ -82,10 +87,9 @@ static int scratch_init(scratch *s, uint64_t t)
     s->out.codes = malloc(t);
     s->out.scales = malloc(t * sizeof(float));
     s->out.offsets = malloc(t * sizeof(float));
-    return s->val && s->tmp && s->u && s->h && s->code && s->code2 && s->out.codes && s->out.scales &&
-                   s->out.offsets
-               ? SQ_OK
-               : SQ_ERR_NOMEM;
+    int ok = s->val && s->tmp && s->u && s->h && s->code && s->code2;
+    ok = ok && s->out.codes && s->out.scales && s->out.offsets;
+    return ok ? SQ_OK : SQ_ERR_NOMEM;
 }
 
 static void scratch_free(scratch *s)
@@ -157,11 +161,12 @@ SQ_INLINE void encode_group(const float *restrict x, uint64_t n, sq_group_params
 }
 
 /* The groups of val[0..len) (kinds sym and minmax), the first one group gi0
-** of q's arrays: scan, parameters, checks, metadata, one-byte codes. u: the
-** uniforms (SR). Returns SQ_OK or the failure of the first group that
-** fails. Groups go in batches: first the statistics and parameters of the
-** batch (short chains of scalar work, a division each, that the processor
-** overlaps when they are side by side), then their codes; a failure stops
+** of q's arrays: scan, parameters, checks, metadata, one-byte codes. u:
+** Philox's 16-bit halves (SR: sq_sr_halves), made uniforms where used.
+** Returns SQ_OK or the failure of the first group that fails. Groups go
+** in batches: first the statistics and parameters of the batch (short
+** chains of scalar work, a division each, that the processor overlaps when
+** they are side by side), then their codes; a failure stops
 ** at the same group, with the same metadata written, as one group at a
 ** time would (the codes of a failing call are never packed). */
 #define GROUP_BATCH 32
@@ -221,14 +226,14 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
                          const sq_rng_key *key, scratch *s, sq_qbuf *q, uint64_t base)
 {
     if (sq_sparse_kind(c->kind)) return sq_sparse_encode_tile(c, val, start, len, key, q);
-    const int sr = c->round == SQ_ROUND_SR;
-    const uint32_t klo = (uint32_t)key->seed, khi = (uint32_t)(key->seed >> 32);
-    const uint32_t ws = (key->worker << 8) | key->site;
+    const int sr = c->round == SQ_ROUND_SR; /* (key may be NULL for RTN) */
+    const uint32_t klo = sr ? (uint32_t)key->seed : 0, khi = sr ? (uint32_t)(key->seed >> 32) : 0;
+    const uint32_t ws = sr ? (key->worker << 8) | key->site : 0, step = sr ? key->step : 0;
     if (sq_kind_dense(c->kind)) {
-        if (sr) sq_uniforms(klo, khi, key->step, ws, start / 8, len, s->u);
+        if (sr) sq_uniforms(klo, khi, step, ws, start / 8, len, s->u);
         return sq_dense_quantize_tile(c, val, start, len, sr ? s->u : NULL, s->code, q);
     }
-    if (sr) sq_sr_halves(klo, khi, key->step, ws, start / 8, len, s->h);
+    if (sr) sq_sr_halves(klo, khi, step, ws, start / 8, len, s->h);
     uint8_t *packed = q->codes + (start - base) / 8 * (uint64_t)c->bits;
     /* 8-bit codes are their own packed form: into the scratch's output
     ** directly (never into the buffer itself, which a failing group must
@@ -513,17 +518,20 @@ static int hadamard_pass_avx512(const float *in, float *out, uint64_t len, int h
     sq_v16u bad = {0};
     /* (each loop specialised on the flags) */
     if (h == 32) {
+#define H32_LOOP(inv, chk)                                                                 \
+    for (uint64_t j = 0; j < whole; j += 32) sq_hadamard32_v16(in + j, out + j, inv, chk, &bad)
         if (check) {
             if (inverse)
-                for (uint64_t j = 0; j < whole; j += 32) sq_hadamard32_v16(in + j, out + j, 1, 1, &bad);
+                H32_LOOP(1, 1);
             else
-                for (uint64_t j = 0; j < whole; j += 32) sq_hadamard32_v16(in + j, out + j, 0, 1, &bad);
+                H32_LOOP(0, 1);
         } else {
             if (inverse)
-                for (uint64_t j = 0; j < whole; j += 32) sq_hadamard32_v16(in + j, out + j, 1, 0, &bad);
+                H32_LOOP(1, 0);
             else
-                for (uint64_t j = 0; j < whole; j += 32) sq_hadamard32_v16(in + j, out + j, 0, 0, &bad);
+                H32_LOOP(0, 0);
         }
+#undef H32_LOOP
     } else {
         for (uint64_t j = 0; j < whole; j += (uint64_t)h) {
             if (check)

@@ -143,7 +143,8 @@ blocks8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0
 {
     const __m512i m0 = _mm512_set1_epi64(mul0), m1 = _mm512_set1_epi64(mul1);
     const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-    const __m512i pair = _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
+    const __m512i pair =
+        _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
     const __m512i lo4 = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
     const __m512i hi4 = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
     __m512i ka[10], kb[10];
@@ -154,7 +155,8 @@ blocks8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0
     for (uint64_t b = 0; b < nblk; b += AVX_BLOCKS) {
         __m512i x0[AVX_REGS], x1[AVX_REGS], x2[AVX_REGS], x3[AVX_REGS];
         for (int h = 0; h < AVX_REGS; h++) {
-            x0[h] = _mm512_add_epi64(_mm512_set1_epi64((long long)(blk0 + b + 8u * (unsigned)h)), lane);
+            const uint64_t first = blk0 + b + 8u * (unsigned)h;
+            x0[h] = _mm512_add_epi64(_mm512_set1_epi64((long long)first), lane);
             x1[h] = _mm512_srli_epi64(x0[h], 32);
             x2[h] = _mm512_set1_epi64(c2);
             x3[h] = _mm512_set1_epi64(c3);
@@ -172,12 +174,14 @@ blocks8_avx512(uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3, uint64_t blk0
         for (int h = 0; h < AVX_REGS; h++) {
             __m512i a = _mm512_permutex2var_epi32(x0[h], pair, x1[h]); /* w0 w1 of 8 blocks */
             __m512i c = _mm512_permutex2var_epi32(x2[h], pair, x3[h]); /* w2 w3 */
-            __m512i lo = _mm512_permutex2var_epi64(a, lo4, c), hi = _mm512_permutex2var_epi64(a, hi4, c);
+            __m512i lo = _mm512_permutex2var_epi64(a, lo4, c);
+            __m512i hi = _mm512_permutex2var_epi64(a, hi4, c);
             _mm512_storeu_si512(dst + 64 * h, _mm512_rol_epi32(lo, 16));
             _mm512_storeu_si512(dst + 64 * h + 32, _mm512_rol_epi32(hi, 16));
         }
         if (!hv)
-            for (int j = 0; j < 8 * AVX_BLOCKS; j++) u[8 * b + (uint64_t)j] = sq_hd_sr_uniform16(h16[j]);
+            for (int j = 0; j < 8 * AVX_BLOCKS; j++)
+                u[8 * b + (uint64_t)j] = sq_hd_sr_uniform16(h16[j]);
     }
 }
 
@@ -236,7 +240,8 @@ void sq_uniforms(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, u
 #ifdef SQ_HAVE_AVX512_PATHS
     const uint64_t span = 8 * AVX_BLOCKS, whole = len / span * span;
     if (whole && sq_cpu_avx512()) {
-        uniforms8_avx512(key_lo, key_hi, step, ws, blk0, whole / 8, philox_mul[0], philox_mul[1], u);
+        uniforms8_avx512(key_lo, key_hi, step, ws, blk0, whole / 8, philox_mul[0], philox_mul[1],
+                         u);
         blk0 += whole / 8;
         u += whole;
         len -= whole;
