@@ -10,7 +10,12 @@
 ** Inside a tile the work is done in passes over small buffers that stay in
 ** cache: gather the values (x, x - ref, or a sum of decoded chunks) into
 ** `val`, transform them, draw the uniforms, quantize group by group into
-** one-byte codes, pack. Decoding runs the same passes backwards.
+** one-byte codes, pack. Decoding runs the same passes backwards. The passes
+** go over pieces of the tile (whole groups, blocks and bytes again) small
+** enough for L1; a quantizing tile's output waits in the scratch until the
+** whole tile has succeeded, and a tile that fails is run again in one piece,
+** which is what defines its results (quantize_whole). sq_codec_fast turns
+** the pieces and the other fast paths off, for the tests that compare.
 */
 #include "shardq/codec.h"
 #include "sq_hadamard.h"
@@ -22,10 +27,18 @@
 #include "sq_sparse.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Aim for tiles of about this many elements: big enough to amortise the
 ** per-tile work, small enough that the tile buffers stay in L2. */
 #define TILE_TARGET 16384u
+
+int sq_codec_fast = SQ_FAST_ALL; /* sq_internal.h */
+
+/* The passes of a tile run over pieces of about this many elements (whole
+** groups, Hadamard blocks and bytes of codes), so that the values, uniforms
+** and codes a pass hands to the next stay in L1. */
+#define SUB_TARGET 1024u
 
 /* ------------------------------------------------------------------------ */
 /* Tiles                                                                    */
@@ -41,12 +54,26 @@ static uint64_t tile_length(const sq_codec *c, const sq_codec *c2, uint64_t n)
     return l < n ? l : (n ? n : 1);
 }
 
-/* Scratch for one thread: values, uniforms, one-byte codes. */
+/* The length of the pieces of a tile (its divisor, or the tile itself). */
+static uint64_t sub_length(const sq_codec *c, const sq_codec *c2, uint64_t tile)
+{
+    uint64_t l = sq_hd_lcm_u64(c->group, 8, NULL);
+    if (c->hadamard) l = sq_hd_lcm_u64(l, (uint64_t)c->hadamard, NULL);
+    if (c2) l = sq_hd_lcm_u64(l, c2->group, NULL);
+    if (l < SUB_TARGET) l *= SUB_TARGET / l;
+    return l < tile ? l : tile;
+}
+
+/* Scratch for one thread: values, uniforms, one-byte codes, and the
+** quantized output of one tile (codes, scales, offsets) until it is known
+** to be complete. */
 typedef struct scratch {
     float *val;
     float *tmp;
     float *u;
-    uint8_t *code;
+    uint16_t *h;
+    uint8_t *code, *code2;
+    sq_qbuf out;
 } scratch;
 
 static int scratch_init(scratch *s, uint64_t t)
@@ -54,8 +81,15 @@ static int scratch_init(scratch *s, uint64_t t)
     s->val = malloc(t * sizeof(float));
     s->tmp = malloc(t * sizeof(float));
     s->u = malloc(t * sizeof(float));
+    s->h = malloc(t * sizeof(uint16_t));
     s->code = malloc(t);
-    return s->val && s->tmp && s->u && s->code ? SQ_OK : SQ_ERR_NOMEM;
+    s->code2 = malloc(t);
+    s->out.codes = malloc(t);
+    s->out.scales = malloc(t * sizeof(float));
+    s->out.offsets = malloc(t * sizeof(float));
+    int ok = s->val && s->tmp && s->u && s->h && s->code && s->code2;
+    ok = ok && s->out.codes && s->out.scales && s->out.offsets;
+    return ok ? SQ_OK : SQ_ERR_NOMEM;
 }
 
 static void scratch_free(scratch *s)
@@ -63,7 +97,12 @@ static void scratch_free(scratch *s)
     free(s->val);
     free(s->tmp);
     free(s->u);
+    free(s->h);
     free(s->code);
+    free(s->code2);
+    free(s->out.codes);
+    free(s->out.scales);
+    free(s->out.offsets);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -79,9 +118,11 @@ static sq_code_range codec_levels(const sq_codec *c)
 /* Group statistics. Both scans are integer max/min reductions over bit
 ** patterns, which vectorise (float max reductions do not, because of NaN), and
 ** report non-finite input on the way: |x| as bits is >= 0x7f800000 exactly
-** for +-Inf and NaN. */
-SQ_MULTIVERSION
-static int sym_absmax(const float *restrict x, uint64_t n, float *a)
+** for +-Inf and NaN. (Inlined into encode_groups, one cloned function, as
+** are the loops below.) */
+#define SQ_INLINE static inline __attribute__((always_inline))
+
+SQ_INLINE int sym_absmax(const float *restrict x, uint64_t n, float *a)
 {
     uint32_t m = 0;
     for (uint64_t j = 0; j < n; j++) {
@@ -92,8 +133,7 @@ static int sym_absmax(const float *restrict x, uint64_t n, float *a)
     return m >= 0x7f800000u;
 }
 
-SQ_MULTIVERSION
-static int minmax_scan(const float *restrict x, uint64_t n, float *lo, float *hi)
+SQ_INLINE int minmax_scan(const float *restrict x, uint64_t n, float *lo, float *hi)
 {
     uint32_t kmin = 0xffffffffu, kmax = 0, mag = 0;
     for (uint64_t j = 0; j < n; j++) {
@@ -108,52 +148,101 @@ static int minmax_scan(const float *restrict x, uint64_t n, float *lo, float *hi
     return mag >= 0x7f800000u;
 }
 
-SQ_MULTIVERSION
-static void encode_group(const float *restrict x, uint64_t n, sq_group_params p, int sr,
-                         const float *restrict u, float qlo, float qhi, uint8_t *restrict code)
+SQ_INLINE void encode_group(const float *restrict x, uint64_t n, sq_group_params p, int sr,
+                            const uint16_t *restrict h, float qlo, float qhi,
+                            uint8_t *restrict code)
 {
     if (sr)
         for (uint64_t j = 0; j < n; j++)
-            code[j] = (uint8_t)sq_hd_code(x[j], &p, 1, u[j], qlo, qhi);
+            code[j] = (uint8_t)sq_hd_code(x[j], &p, 1, sq_hd_sr_uniform16(h[j]), qlo, qhi);
     else
         for (uint64_t j = 0; j < n; j++)
             code[j] = (uint8_t)sq_hd_code(x[j], &p, 0, 0.0f, qlo, qhi);
 }
 
+/* The groups of val[0..len) (kinds sym and minmax), the first one group gi0
+** of q's arrays: scan, parameters, checks, metadata, one-byte codes. u:
+** Philox's 16-bit halves (SR: sq_sr_halves), made uniforms where used.
+** Returns SQ_OK or the failure of the first group that fails. Groups go
+** in batches: first the statistics and parameters of the batch (short
+** chains of scalar work, a division each, that the processor overlaps when
+** they are side by side), then their codes; a failure stops
+** at the same group, with the same metadata written, as one group at a
+** time would (the codes of a failing call are never packed). */
+#define GROUP_BATCH 32
+
+SQ_MULTIVERSION
+static int encode_groups(const sq_codec *c, const float *restrict val, uint64_t len,
+                         const uint16_t *restrict u, uint64_t gi0, sq_qbuf *q,
+                         uint8_t *restrict code)
+{
+    const sq_code_range lv = codec_levels(c);
+    const int sr = c->round == SQ_ROUND_SR, dt = (int)c->scale;
+    const uint64_t g = c->group;
+    sq_group_params p[GROUP_BATCH];
+    for (uint64_t b0 = 0; b0 < len; b0 += g * GROUP_BATCH) {
+        const uint64_t blen = len - b0 < g * GROUP_BATCH ? len - b0 : g * GROUP_BATCH;
+        int ng = 0;
+        for (uint64_t g0 = 0; g0 < blen; g0 += g, ng++) {
+            const uint64_t gl = blen - g0 < g ? blen - g0 : g, gi = gi0 + (b0 + g0) / g;
+            const float *x = val + b0 + g0;
+            if (c->kind == SQ_KIND_SYM) {
+                float a;
+                if (sym_absmax(x, gl, &a)) return SQ_ERR_NONFINITE;
+                p[ng] = sq_hd_sym_params(a, lv.qm, dt);
+            } else {
+                float lo, hi;
+                if (minmax_scan(x, gl, &lo, &hi)) return SQ_ERR_NONFINITE;
+                if (sq_hd_minmax_params(lo, hi, lv.qm, dt, &p[ng]) != 0) return SQ_ERR_RANGE;
+                sq_hd_store_meta(q->offsets, gi, dt, p[ng].lo);
+            }
+            /* a 16-bit scale that overflowed, or a grid that reaches past fp32 */
+            if (!sq_hd_grid_finite(&p[ng], lv.qlo, lv.qhi)) return SQ_ERR_RANGE;
+            sq_hd_store_meta(q->scales, gi, dt, p[ng].s);
+        }
+        ng = 0;
+        for (uint64_t g0 = 0; g0 < blen; g0 += g, ng++) {
+            const uint64_t gl = blen - g0 < g ? blen - g0 : g, o = b0 + g0;
+            if (p[ng].lo == 0.0f && p[ng].lift == 1.0f) {
+                /* the usual group: the same codes from a copy whose offset
+                ** and lift are constants, so that x - 0 and x * 1 (which
+                ** change no value) compile to nothing */
+                const sq_group_params k = {.m = p[ng].m, .lift = 1.0f, .lo = 0.0f, .s = p[ng].s};
+                encode_group(val + o, gl, k, sr, u + o, lv.qlo, lv.qhi, code + o);
+            } else {
+                encode_group(val + o, gl, p[ng], sr, u + o, lv.qlo, lv.qhi, code + o);
+            }
+        }
+    }
+    return SQ_OK;
+}
+
 /* Quantizes val[0..len), the elements [start, start + len) of the buffer,
-** into q. start is a multiple of the group and of 8. */
+** into q, whose arrays begin at element base (0, or the first element of a
+** tile whose output goes to the scratch; the sparse and dense kinds only
+** write the buffer itself, base 0). start and base are multiples of the
+** group and of 8. */
 static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, uint64_t len,
-                         const sq_rng_key *key, scratch *s, sq_qbuf *q)
+                         const sq_rng_key *key, scratch *s, sq_qbuf *q, uint64_t base)
 {
     if (sq_sparse_kind(c->kind)) return sq_sparse_encode_tile(c, val, start, len, key, q);
-    const sq_code_range lv = codec_levels(c);
-    const int sr = c->round == SQ_ROUND_SR;
-    if (sr)
-        sq_uniforms((uint32_t)key->seed, (uint32_t)(key->seed >> 32), key->step,
-                    (key->worker << 8) | key->site, start / 8, len, s->u);
-    if (sq_kind_dense(c->kind))
+    const int sr = c->round == SQ_ROUND_SR; /* (key may be NULL for RTN) */
+    const uint32_t klo = sr ? (uint32_t)key->seed : 0, khi = sr ? (uint32_t)(key->seed >> 32) : 0;
+    const uint32_t ws = sr ? (key->worker << 8) | key->site : 0, step = sr ? key->step : 0;
+    if (sq_kind_dense(c->kind)) {
+        if (sr) sq_uniforms(klo, khi, step, ws, start / 8, len, s->u);
         return sq_dense_quantize_tile(c, val, start, len, sr ? s->u : NULL, s->code, q);
-    for (uint64_t g0 = 0; g0 < len; g0 += c->group) {
-        uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
-        const float *x = val + g0;
-        uint64_t gi = (start + g0) / c->group;
-        sq_group_params p;
-        if (c->kind == SQ_KIND_SYM) {
-            float a;
-            if (sym_absmax(x, gl, &a)) return SQ_ERR_NONFINITE;
-            p = sq_hd_sym_params(a, lv.qm, (int)c->scale);
-        } else {
-            float lo, hi;
-            if (minmax_scan(x, gl, &lo, &hi)) return SQ_ERR_NONFINITE;
-            if (sq_hd_minmax_params(lo, hi, lv.qm, (int)c->scale, &p) != 0) return SQ_ERR_RANGE;
-            sq_hd_store_meta(q->offsets, gi, (int)c->scale, p.lo);
-        }
-        /* a 16-bit scale that overflowed, or a grid that reaches past fp32 */
-        if (!sq_hd_grid_finite(&p, lv.qlo, lv.qhi)) return SQ_ERR_RANGE;
-        sq_hd_store_meta(q->scales, gi, (int)c->scale, p.s);
-        encode_group(x, gl, p, sr, s->u + g0, lv.qlo, lv.qhi, s->code + g0);
     }
-    sq_pack(s->code, len, c->bits, q->codes + start / 8 * (uint64_t)c->bits);
+    if (sr) sq_sr_halves(klo, khi, step, ws, start / 8, len, s->h);
+    uint8_t *packed = q->codes + (start - base) / 8 * (uint64_t)c->bits;
+    /* 8-bit codes are their own packed form: into the scratch's output
+    ** directly (never into the buffer itself, which a failing group must
+    ** leave as it was) */
+    if (c->bits == 8 && q == &s->out)
+        return encode_groups(c, val, len, s->h, (start - base) / c->group, q, packed);
+    int rc = encode_groups(c, val, len, s->h, (start - base) / c->group, q, s->code);
+    if (rc != SQ_OK) return rc;
+    sq_pack(s->code, len, c->bits, packed);
     return SQ_OK;
 }
 
@@ -175,46 +264,126 @@ int sq_decode_sym_group(const int8_t *restrict code, uint64_t n, float sc, float
     return bad != 0;
 }
 
-SQ_MULTIVERSION
-static int decode_minmax(const uint8_t *restrict code, uint64_t n, float lo, float sc,
-                         float *restrict out)
+/* One group's decoded values v[j] = lo + code[j] * s (sym: code[j] * s,
+** sq_hd_decode_sym) from one-byte codes (8-bit codes in place, or unpacked
+** ones, sign-extended for sym): written (add 0; returns whether one is a
+** NaN or an Inf) or added to out (add 1: out[j] = out[j] + v[j], what the
+** sums do with a decoded chunk). With a second buffer b (its codes cb, its
+** lo and s), out[j] = (out[j] + v[j]) + w[j], or v[j] + w[j] when not
+** adding: two chunks of a sum in one pass, in the same order. */
+SQ_INLINE float decode_one(int sym, const uint8_t *restrict code, uint64_t j, float lo, float sc)
+{
+    return sym ? sq_hd_decode_sym((int)(int8_t)code[j], sc) : sq_hd_decode((int)code[j], lo, sc);
+}
+
+SQ_INLINE uint32_t decode_group(int sym, const uint8_t *restrict code, uint64_t n, float lo,
+                                float sc, int add, float *restrict out)
 {
     uint32_t bad = 0;
-    for (uint64_t j = 0; j < n; j++) {
-        float v = sq_hd_decode(code[j], lo, sc);
-        out[j] = v;
-        bad |= sq_hd_nonfinite(v);
+    if (add)
+        for (uint64_t j = 0; j < n; j++) out[j] = out[j] + decode_one(sym, code, j, lo, sc);
+    else
+        for (uint64_t j = 0; j < n; j++) {
+            float v = decode_one(sym, code, j, lo, sc);
+            out[j] = v;
+            bad |= (uint32_t)sq_hd_nonfinite(v);
+        }
+    return bad;
+}
+
+SQ_INLINE void decode_group2(int sym, const uint8_t *restrict code, float lo, float sc,
+                             const uint8_t *restrict cb, float lob, float scb, uint64_t n,
+                             int add, float *restrict out)
+{
+    if (add)
+        for (uint64_t j = 0; j < n; j++)
+            out[j] = (out[j] + decode_one(sym, code, j, lo, sc)) + decode_one(sym, cb, j, lob, scb);
+    else
+        for (uint64_t j = 0; j < n; j++)
+            out[j] = decode_one(sym, code, j, lo, sc) + decode_one(sym, cb, j, lob, scb);
+}
+
+/* The groups of the elements [start, start + len) (kinds sym and minmax)
+** into out, written or added (decode_group), the codes one a byte; with qb
+** (not NULL, its codes cb) two buffers at once (decode_group2). */
+SQ_MULTIVERSION
+static int decode_groups(const sq_codec *c, const sq_qbuf *q, const sq_qbuf *qb, uint64_t start,
+                         uint64_t len, const uint8_t *restrict codes, const uint8_t *restrict cb,
+                         int add, float *restrict out)
+{
+    const int sym = c->kind == SQ_KIND_SYM, dt = (int)c->scale;
+    uint32_t bad = 0;
+    uint64_t gi = start / c->group;
+    for (uint64_t g0 = 0; g0 < len; g0 += c->group, gi++) {
+        uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
+        float sc = sq_hd_load_meta(q->scales, gi, dt);
+        float lo = sym ? 0.0f : sq_hd_load_meta(q->offsets, gi, dt);
+        /* (the loops specialised on the arguments that select them) */
+        if (qb) {
+            float scb = sq_hd_load_meta(qb->scales, gi, dt);
+            float lob = sym ? 0.0f : sq_hd_load_meta(qb->offsets, gi, dt);
+            if (sym)
+                decode_group2(1, codes + g0, lo, sc, cb + g0, lob, scb, gl, add, out + g0);
+            else
+                decode_group2(0, codes + g0, lo, sc, cb + g0, lob, scb, gl, add, out + g0);
+        } else {
+            bad |= sym ? decode_group(1, codes + g0, gl, lo, sc, add, out + g0)
+                       : decode_group(0, codes + g0, gl, lo, sc, add, out + g0);
+        }
     }
     return bad != 0;
 }
 
+/* Asks for the lines of the bytes that follow p[0..bytes) four times as
+** far on, ahead of their use. The sums read several quantized buffers a
+** piece at a time each, short runs that the processor's own prefetcher
+** follows late; a prefetch never faults, so running past the buffer's end
+** is harmless. */
+static void prefetch_ahead(const uint8_t *p, uint64_t bytes)
+{
+#if defined(__GNUC__)
+    const uintptr_t a = (uintptr_t)p + 4 * bytes;
+    for (uint64_t o = 0; o < bytes; o += 64) __builtin_prefetch((const void *)(a + o), 0, 1);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+/* The codes of the elements [start, start + len) of q one a byte: the
+** 8-bit stream itself, or unpacked into buf. */
+static const uint8_t *codes_of(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
+                               int add, uint8_t *buf)
+{
+    const uint8_t *in = q->codes + start / 8 * (uint64_t)c->bits;
+    if (add) prefetch_ahead(in, len * (uint64_t)c->bits / 8);
+    if (c->bits == 8 && (sq_codec_fast & SQ_FAST_DECODE)) return in;
+    /* start is byte aligned, so the whole tile unpacks in one go */
+    if (c->kind == SQ_KIND_SYM)
+        sq_unpack_signed(in, len, c->bits, (int8_t *)buf);
+    else
+        sq_unpack_unsigned(in, len, c->bits, buf);
+    return buf;
+}
+
 /* out[0..len) = D(q) over the elements [start, start + len), in the
-** quantized domain (no inverse Hadamard). Returns whether any decoded value
-** is not finite. */
+** quantized domain (no inverse Hadamard), or (add) out[j] + D(q)[j]; with
+** qb, D(qb) added after (add 1: (out + D(q)) + D(qb), add 0: D(q) + D(qb)).
+** Returns whether any decoded value written is not finite (0 when adding
+** or with qb). */
+static int decode_into(const sq_codec *c, const sq_qbuf *q, const sq_qbuf *qb, uint64_t start,
+                       uint64_t len, scratch *s, int add, float *out)
+{
+    const uint8_t *codes = codes_of(c, q, start, len, add || qb, s->code);
+    const uint8_t *cb = qb ? codes_of(c, qb, start, len, 1, s->code2) : NULL;
+    return decode_groups(c, q, qb, start, len, codes, cb, add, out);
+}
+
 static int decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, uint64_t len,
                        scratch *s, float *out)
 {
     if (sq_sparse_kind(c->kind)) return sq_sparse_decode_tile(c, q, start, len, out);
     if (sq_kind_dense(c->kind)) return sq_dense_decode_tile(c, q, start, len, s->code, out);
-    int bad = 0;
-    /* start is byte aligned, so the whole tile unpacks in one go */
-    const uint8_t *in = q->codes + start / 8 * (uint64_t)c->bits;
-    if (c->kind == SQ_KIND_SYM)
-        sq_unpack_signed(in, len, c->bits, (int8_t *)s->code);
-    else
-        sq_unpack_unsigned(in, len, c->bits, s->code);
-    for (uint64_t g0 = 0; g0 < len; g0 += c->group) {
-        uint64_t gl = len - g0 < c->group ? len - g0 : c->group;
-        uint64_t gi = (start + g0) / c->group;
-        float sc = sq_hd_load_meta(q->scales, gi, (int)c->scale);
-        if (c->kind == SQ_KIND_SYM) {
-            bad |= sq_decode_sym_group((const int8_t *)s->code + g0, gl, sc, out + g0);
-        } else {
-            float lo = sq_hd_load_meta(q->offsets, gi, (int)c->scale);
-            bad |= decode_minmax(s->code + g0, gl, lo, sc, out + g0);
-        }
-    }
-    return bad;
+    return decode_into(c, q, NULL, start, len, s, 0, out);
 }
 
 /* out[0..len) = sum of the k decoded chunks, in chunk order; f16: in fp16
@@ -228,6 +397,15 @@ static void sum_tile(const sq_codec *c, const sq_qbuf *chunks, int k, int f16, u
             (void)decode_tile(c, &chunks[i], start, len, s, s->tmp);
             for (uint64_t j = 0; j < len; j++) out[j] = sq_hd_acc_f16(out[j], s->tmp[j]);
         }
+        return;
+    }
+    if (!sq_sparse_kind(c->kind) && !sq_kind_dense(c->kind) && (sq_codec_fast & SQ_FAST_DECODE)) {
+        /* the same sums in the same order, two chunks a pass, each decoded
+        ** value added as it is made */
+        int i = 0;
+        for (; i + 1 < k; i += 2)
+            (void)decode_into(c, &chunks[i], &chunks[i + 1], start, len, s, i > 0, out);
+        if (i < k) (void)decode_into(c, &chunks[i], NULL, start, len, s, i > 0, out);
         return;
     }
     (void)decode_tile(c, &chunks[0], start, len, s, out);
@@ -275,17 +453,27 @@ static int any_nonfinite(const float *restrict x, uint64_t len)
 }
 
 /* val = x (ref NULL) or x - ref, in fp32; returns whether any staged value is
-** a NaN or an Inf (a difference that overflows counts as non-finite). */
+** a NaN or an Inf (a difference that overflows counts as non-finite). (One
+** loop for each case: a loop that tests ref per element becomes, with
+** AVX-512, masked loads from ref even when it is NULL, which the processor
+** serves very slowly.) */
 SQ_MULTIVERSION
 static int stage_values(const float *restrict x, const float *restrict ref, uint64_t len,
                         float *restrict val)
 {
     uint32_t bad = 0;
-    for (uint64_t j = 0; j < len; j++) {
-        float v = ref ? x[j] - ref[j] : x[j];
-        val[j] = v;
-        bad |= sq_hd_nonfinite(v);
-    }
+    if (ref)
+        for (uint64_t j = 0; j < len; j++) {
+            float v = x[j] - ref[j];
+            val[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
+    else
+        for (uint64_t j = 0; j < len; j++) {
+            float v = x[j];
+            val[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
     return bad != 0;
 }
 
@@ -295,20 +483,85 @@ static int stage_values_bf16(const float *restrict x, const float *restrict ref,
                              float *restrict val)
 {
     uint32_t bad = 0;
-    for (uint64_t j = 0; j < len; j++) {
-        float v = ref ? sq_hd_bf16_diff(x[j], ref[j]) : sq_hd_bf16_round(x[j]);
-        val[j] = v;
-        bad |= sq_hd_nonfinite(v);
-    }
+    if (ref)
+        for (uint64_t j = 0; j < len; j++) {
+            float v = sq_hd_bf16_diff(x[j], ref[j]);
+            val[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
+    else
+        for (uint64_t j = 0; j < len; j++) {
+            float v = sq_hd_bf16_round(x[j]);
+            val[j] = v;
+            bad |= sq_hd_nonfinite(v);
+        }
     return bad != 0;
 }
 
 /* The Hadamard passes of the codec (sq_hadamard_run, vectorised): in and out
 ** may be the same; returns whether any value written is not finite. */
 SQ_MULTIVERSION
-static int hadamard_pass(const float *in, float *out, uint64_t len, int h, int inverse)
+static int hadamard_pass_any(const float *in, float *out, uint64_t len, int h, int inverse)
 {
     return sq_hadamard_run(in, out, len, h, inverse);
+}
+
+#ifdef SQ_HAVE_AVX512_PATHS
+/* The transforms of 32 points and more with AVX-512 (sq_hadamard32_v16,
+** sq_hadamard_big_v16); check 0 skips the finiteness test and returns 0
+** (for callers whose next pass tests). */
+SQ_AVX512
+static int hadamard_pass_avx512(const float *in, float *out, uint64_t len, int h, int inverse,
+                                int check)
+{
+    const uint64_t whole = len / (uint64_t)h * (uint64_t)h;
+    sq_v16u bad = {0};
+    /* (each loop specialised on the flags) */
+    if (h == 32) {
+#define H32_LOOP(inv, chk)                                                                 \
+    for (uint64_t j = 0; j < whole; j += 32) sq_hadamard32_v16(in + j, out + j, inv, chk, &bad)
+        if (check) {
+            if (inverse)
+                H32_LOOP(1, 1);
+            else
+                H32_LOOP(0, 1);
+        } else {
+            if (inverse)
+                H32_LOOP(1, 0);
+            else
+                H32_LOOP(0, 0);
+        }
+#undef H32_LOOP
+    } else {
+        for (uint64_t j = 0; j < whole; j += (uint64_t)h) {
+            if (check)
+                sq_hadamard_big_v16(in + j, out + j, h, inverse, 1, &bad);
+            else
+                sq_hadamard_big_v16(in + j, out + j, h, inverse, 0, &bad);
+        }
+    }
+    uint32_t b = 0;
+    for (int l = 0; l < 16; l++) b |= bad[l] >> 31;
+    for (uint64_t j = whole; j < len; j++) { /* a final partial block is copied */
+        b |= sq_hd_nonfinite(in[j]);
+        out[j] = in[j];
+    }
+    return check && b != 0;
+}
+#endif
+
+static int hadamard_pass_checked(const float *in, float *out, uint64_t len, int h, int inverse,
+                                 int check)
+{
+#ifdef SQ_HAVE_AVX512_PATHS
+    if (h >= 32 && sq_cpu_avx512()) return hadamard_pass_avx512(in, out, len, h, inverse, check);
+#endif
+    return hadamard_pass_any(in, out, len, h, inverse) && check;
+}
+
+static int hadamard_pass(const float *in, float *out, uint64_t len, int h, int inverse)
+{
+    return hadamard_pass_checked(in, out, len, h, inverse, 1);
 }
 
 /* out[j] = bf16(out[j]) (finite values only: a NaN stays a NaN), returning
@@ -347,63 +600,150 @@ static int add_pass(const float *restrict val, const float *restrict ref, uint64
     return bad != 0;
 }
 
+/* The quantizing operations over one tile in one go: stage the whole tile
+** into val, transform it, quantize it. This is the definition of their
+** results, failures included. */
+static int quantize_whole(const job *jb, uint64_t start, uint64_t len, scratch *s)
+{
+    const sq_codec *c = jb->c;
+    if (jb->op == OP_QUANTIZE && !c->hadamard && !jb->bf16) /* nothing to stage */
+        return quantize_tile(c, jb->x + start, start, len, jb->key, s, jb->qout, 0);
+    if (jb->op == OP_QUANTIZE && !jb->bf16) {
+        /* staging is the transform: one pass from x into val */
+        if (hadamard_pass(jb->x + start, s->val, len, c->hadamard, 0))
+            return any_nonfinite(jb->x + start, len) ? SQ_ERR_NONFINITE : SQ_ERR_RANGE;
+        int rc = quantize_tile(c, s->val, start, len, jb->key, s, jb->qout, 0);
+        return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
+    }
+    const float *ref = jb->op == OP_QUANTIZE_DIFF ? jb->ref + start : NULL;
+    if (jb->bf16 ? stage_values_bf16(jb->x + start, ref, len, s->val)
+                 : stage_values(jb->x + start, ref, len, s->val)) {
+        /* finite input whose difference (or bf16 rounding) overflows:
+        ** a range problem */
+        if (!any_nonfinite(jb->x + start, len) && !(ref && any_nonfinite(ref, len)))
+            return SQ_ERR_RANGE;
+        return SQ_ERR_NONFINITE;
+    }
+    if (!c->hadamard) return quantize_tile(c, s->val, start, len, jb->key, s, jb->qout, 0);
+    /* finite input that the transform takes beyond fp32 is a range
+    ** problem, not the caller's bad data */
+    if (hadamard_pass(s->val, s->val, len, c->hadamard, 0)) return SQ_ERR_RANGE;
+    int rc = quantize_tile(c, s->val, start, len, jb->key, s, jb->qout, 0);
+    return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
+}
+
+/* Where the output of the elements [start, start + len) of a codec lies in
+** its arrays, and how long it is (start a multiple of the group and of 8). */
+static void copy_tile_output(const sq_codec *c, const sq_qbuf *from, uint64_t start,
+                             uint64_t len, sq_qbuf *to)
+{
+    const uint64_t bits = (uint64_t)c->bits, g = c->group;
+    const uint64_t meta = c->scale == SQ_SCALE_FP32 ? 4 : 2;
+    const uint64_t groups = (len + g - 1) / g;
+    memcpy(to->codes + start / 8 * bits, from->codes, (len * bits + 7) / 8);
+    memcpy((uint8_t *)to->scales + start / g * meta, from->scales, groups * meta);
+    if (c->kind == SQ_KIND_MINMAX)
+        memcpy((uint8_t *)to->offsets + start / g * meta, from->offsets, groups * meta);
+}
+
+/* The same operations piece by piece (sub_length), each piece staged,
+** transformed and quantized while it is in L1, the output kept in the
+** scratch until the whole tile has succeeded. Any failure returns at once
+** and the caller runs quantize_whole, whose output and status are the
+** results; so this is only the fast way to reach the same bytes. A piece's
+** bytes depend only on its elements (the tile's argument), so the pieces
+** give the bytes of the whole. For the kinds sym and minmax. */
+static int quantize_pieces(const job *jb, uint64_t start, uint64_t len, uint64_t sub,
+                           scratch *s)
+{
+    const sq_codec *c = jb->op == OP_SUM_REQUANT ? jb->c_out : jb->c;
+    const int stage = jb->op == OP_QUANTIZE_DIFF || jb->bf16;
+    for (uint64_t o = 0; o < len; o += sub) {
+        const uint64_t l = len - o < sub ? len - o : sub;
+        const float *x = jb->x + start + o, *val = x;
+        if (jb->op == OP_SUM_REQUANT) {
+            sum_tile(jb->c, jb->in, jb->k, jb->f16, start + o, l, s, s->val);
+            val = s->val;
+        } else if (stage) {
+            const float *ref = jb->op == OP_QUANTIZE_DIFF ? jb->ref + start + o : NULL;
+            if (jb->bf16 ? stage_values_bf16(x, ref, l, s->val) : stage_values(x, ref, l, s->val))
+                return SQ_ERR_RANGE;
+            if (c->hadamard && hadamard_pass(s->val, s->val, l, c->hadamard, 0))
+                return SQ_ERR_RANGE;
+            val = s->val;
+        } else if (c->hadamard) {
+            (void)hadamard_pass_checked(x, s->val, l, c->hadamard, 0, 0); /* the scan tests */
+            val = s->val;
+        }
+        int rc = quantize_tile(c, val, start + o, l, jb->key, s, &s->out, start);
+        if (rc != SQ_OK) return rc;
+    }
+    copy_tile_output(c, &s->out, start, len, jb->qout);
+    return SQ_OK;
+}
+
+/* Whether quantize_pieces takes the quantizing operations of a job (the
+** codecs it decodes and quantizes are sym or minmax). */
+static int quantize_in_pieces(const job *jb)
+{
+    const sq_codec *cq = jb->op == OP_SUM_REQUANT ? jb->c_out : jb->c;
+    return !sq_sparse_kind(jb->c->kind) && !sq_sparse_kind(cq->kind) &&
+           !sq_kind_dense(cq->kind);
+}
+
 static int run_tile(const job *jb, uint64_t start, uint64_t len, scratch *s)
 {
     const sq_codec *c = jb->c;
+    const int split = !sq_sparse_kind(c->kind) && (sq_codec_fast & SQ_FAST_PIECES);
+    const uint64_t sub = split ? sub_length(c, jb->c_out, len) : len;
     switch (jb->op) {
     case OP_QUANTIZE:
-    case OP_QUANTIZE_DIFF: {
-        if (jb->op == OP_QUANTIZE && !c->hadamard && !jb->bf16) /* nothing to stage */
-            return quantize_tile(c, jb->x + start, start, len, jb->key, s, jb->qout);
-        if (jb->op == OP_QUANTIZE && !jb->bf16) {
-            /* staging is the transform: one pass from x into val */
-            if (hadamard_pass(jb->x + start, s->val, len, c->hadamard, 0))
-                return any_nonfinite(jb->x + start, len) ? SQ_ERR_NONFINITE : SQ_ERR_RANGE;
-            int rc = quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
-            return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
-        }
-        const float *ref = jb->op == OP_QUANTIZE_DIFF ? jb->ref + start : NULL;
-        if (jb->bf16 ? stage_values_bf16(jb->x + start, ref, len, s->val)
-                     : stage_values(jb->x + start, ref, len, s->val)) {
-            /* finite input whose difference (or bf16 rounding) overflows:
-            ** a range problem */
-            if (!any_nonfinite(jb->x + start, len) && !(ref && any_nonfinite(ref, len)))
-                return SQ_ERR_RANGE;
-            return SQ_ERR_NONFINITE;
-        }
-        if (!c->hadamard) return quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
-        /* finite input that the transform takes beyond fp32 is a range
-        ** problem, not the caller's bad data */
-        if (hadamard_pass(s->val, s->val, len, c->hadamard, 0)) return SQ_ERR_RANGE;
-        int rc = quantize_tile(c, s->val, start, len, jb->key, s, jb->qout);
-        return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
-    }
+    case OP_QUANTIZE_DIFF:
+        if (sub < len && quantize_in_pieces(jb) && quantize_pieces(jb, start, len, sub, s) == SQ_OK)
+            return SQ_OK;
+        return quantize_whole(jb, start, len, s);
     /* The decoding operations write every value, then report any that is
     ** not finite: metadata from a damaged file, or a sum past fp32. */
     case OP_DEQUANTIZE: {
         /* the check of each value rides on the last pass that writes it */
-        float *out = jb->out + start;
-        int bad = decode_tile(c, jb->in, start, len, s, out);
-        if (c->hadamard) bad = hadamard_pass(out, out, len, c->hadamard, 1);
-        if (jb->bf16) bad = round_bf16_pass(out, len);
+        int bad = 0;
+        for (uint64_t o = 0; o < len; o += sub) {
+            const uint64_t l = len - o < sub ? len - o : sub;
+            float *out = jb->out + start + o;
+            int b = decode_tile(c, jb->in, start + o, l, s, out);
+            if (c->hadamard) b = hadamard_pass(out, out, l, c->hadamard, 1);
+            if (jb->bf16) b = round_bf16_pass(out, l);
+            bad |= b;
+        }
         return bad ? SQ_ERR_RANGE : SQ_OK;
     }
-    case OP_DEQUANTIZE_ADD:
-        (void)decode_tile(c, jb->in, start, len, s, s->val);
-        if (c->hadamard) (void)hadamard_pass(s->val, s->val, len, c->hadamard, 1);
-        return add_pass(s->val, jb->ref + start, len, jb->bf16, jb->out + start) ? SQ_ERR_RANGE
-                                                                                 : SQ_OK;
+    case OP_DEQUANTIZE_ADD: {
+        int bad = 0;
+        for (uint64_t o = 0; o < len; o += sub) {
+            const uint64_t l = len - o < sub ? len - o : sub;
+            (void)decode_tile(c, jb->in, start + o, l, s, s->val);
+            if (c->hadamard) (void)hadamard_pass(s->val, s->val, l, c->hadamard, 1);
+            bad |= add_pass(s->val, jb->ref + start + o, l, jb->bf16, jb->out + start + o);
+        }
+        return bad ? SQ_ERR_RANGE : SQ_OK;
+    }
     case OP_SUM_REQUANT: {
+        if (sub < len && quantize_in_pieces(jb) && quantize_pieces(jb, start, len, sub, s) == SQ_OK)
+            return SQ_OK;
         sum_tile(c, jb->in, jb->k, jb->f16, start, len, s, s->val);
-        int rc = quantize_tile(jb->c_out, s->val, start, len, jb->key, s, jb->qout);
+        int rc = quantize_tile(jb->c_out, s->val, start, len, jb->key, s, jb->qout, 0);
         return rc == SQ_ERR_NONFINITE ? SQ_ERR_RANGE : rc;
     }
-    case OP_SUM:
-        sum_tile(c, jb->in, jb->k, jb->f16, start, len, s, jb->out + start);
-        if (c->hadamard)
-            return hadamard_pass(jb->out + start, jb->out + start, len, c->hadamard, 1)
-                       ? SQ_ERR_RANGE : SQ_OK;
-        return any_nonfinite(jb->out + start, len) ? SQ_ERR_RANGE : SQ_OK;
+    case OP_SUM: {
+        int bad = 0;
+        for (uint64_t o = 0; o < len; o += sub) {
+            const uint64_t l = len - o < sub ? len - o : sub;
+            float *out = jb->out + start + o;
+            sum_tile(c, jb->in, jb->k, jb->f16, start + o, l, s, out);
+            bad |= c->hadamard ? hadamard_pass(out, out, l, c->hadamard, 1) : any_nonfinite(out, l);
+        }
+        return bad ? SQ_ERR_RANGE : SQ_OK;
+    }
     }
     return SQ_ERR_ARG;
 }

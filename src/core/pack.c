@@ -12,9 +12,39 @@
 #include "sq_hd.h"
 #include "sq_internal.h"
 
+/* The loops of the common widths over buffers that do not overlap (what
+** lets them vectorise); the others, and overlapping buffers, take the
+** general loops below. */
+SQ_MULTIVERSION
+static void pack4(const uint8_t *restrict codes, uint64_t n, uint8_t *restrict out)
+{
+    for (uint64_t i = 0; i < n / 2; i++)
+        out[i] = (uint8_t)(((codes[2 * i] & 0xfu) << 4) | (codes[2 * i + 1] & 0xfu));
+    if (n & 1) out[n / 2] = (uint8_t)((codes[n - 1] & 0xfu) << 4);
+}
+
+SQ_MULTIVERSION
+static void copy8(const uint8_t *restrict in, uint64_t n, uint8_t *restrict out)
+{
+    for (uint64_t i = 0; i < n; i++) out[i] = in[i];
+}
+
+static int overlap(const uint8_t *a, uint64_t na, const uint8_t *b, uint64_t nb)
+{
+    return (uintptr_t)a < (uintptr_t)b + nb && (uintptr_t)b < (uintptr_t)a + na;
+}
+
 SQ_MULTIVERSION
 void sq_pack(const uint8_t *codes, uint64_t n, int bits, uint8_t *out)
 {
+    const uint64_t nout = (n * (uint64_t)bits + 7) / 8;
+    if ((bits == 8 || bits == 4) && !overlap(codes, n, out, nout)) {
+        if (bits == 8)
+            copy8(codes, n, out);
+        else
+            pack4(codes, n, out);
+        return;
+    }
     if (bits == 8) {
         for (uint64_t i = 0; i < n; i++) out[i] = codes[i];
         return;
@@ -67,9 +97,34 @@ static inline uint32_t field(const uint8_t *in, uint64_t i, int bits)
     return (two >> (16 - off - bits)) & ((1u << bits) - 1u);
 }
 
+/* 4-bit fields two a byte, unsigned or sign-extended, over buffers that do
+** not overlap (the common case of the loops below, vectorised). */
+SQ_MULTIVERSION
+static void unpack4(const uint8_t *restrict in, uint64_t n, int sign, uint8_t *restrict codes)
+{
+    if (sign)
+        for (uint64_t i = 0; i < n / 2; i++) {
+            codes[2 * i] = (uint8_t)sq_hd_sign_extend(in[i] >> 4, 4);
+            codes[2 * i + 1] = (uint8_t)sq_hd_sign_extend(in[i] & 0xfu, 4);
+        }
+    else
+        for (uint64_t i = 0; i < n / 2; i++) {
+            codes[2 * i] = (uint8_t)(in[i] >> 4);
+            codes[2 * i + 1] = (uint8_t)(in[i] & 0xfu);
+        }
+    if (n & 1) {
+        uint32_t f = in[n / 2] >> 4;
+        codes[n - 1] = (uint8_t)(sign ? sq_hd_sign_extend(f, 4) : (int)f);
+    }
+}
+
 SQ_MULTIVERSION
 void sq_unpack_unsigned(const uint8_t *in, uint64_t n, int bits, uint8_t *codes)
 {
+    if (bits == 4 && !overlap(in, (n + 1) / 2, codes, n)) {
+        unpack4(in, n, 0, codes);
+        return;
+    }
     if (bits == 8) {
         for (uint64_t i = 0; i < n; i++) codes[i] = in[i];
         return;
@@ -97,6 +152,10 @@ void sq_unpack_unsigned(const uint8_t *in, uint64_t n, int bits, uint8_t *codes)
 SQ_MULTIVERSION
 void sq_unpack_signed(const uint8_t *in, uint64_t n, int bits, int8_t *codes)
 {
+    if (bits == 4 && !overlap(in, (n + 1) / 2, (const uint8_t *)codes, n)) {
+        unpack4(in, n, 1, (uint8_t *)codes);
+        return;
+    }
     sq_unpack_unsigned(in, n, bits, (uint8_t *)codes);
     for (uint64_t i = 0; i < n; i++) codes[i] = (int8_t)sq_hd_sign_extend((uint8_t)codes[i], bits);
 }

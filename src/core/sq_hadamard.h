@@ -72,22 +72,23 @@ typedef int32_t sq_v8i __attribute__((vector_size(32)));
         (bad) |= ((sq_v8i)(v) & e_) == e_;                                      \
     } while (0)
 
-/* Strides 1, 2, 4 inside one vector. */
+/* Strides 1, 2, 4 inside one vector. Each stage pairs every lane with the
+** lane 'stride' away (one shuffle, t) and forms x + t, right in the lanes
+** whose stride bit is clear (a + b: a the lane, b its partner above), and
+** t - x, right in the others (a - b: a the partner below, b the lane); a
+** blend keeps each where it is right. */
 SQ_V8_INLINE void sq_hadamard_v8(sq_v8f *v)
 {
-    const sq_v8i a1 = {0, 0, 2, 2, 4, 4, 6, 6}, b1 = {1, 1, 3, 3, 5, 5, 7, 7};
-    const sq_v8i m1 = {0, 9, 2, 11, 4, 13, 6, 15};
-    const sq_v8i a2 = {0, 1, 0, 1, 4, 5, 4, 5}, b2 = {2, 3, 2, 3, 6, 7, 6, 7};
-    const sq_v8i m2 = {0, 1, 10, 11, 4, 5, 14, 15};
-    const sq_v8i a4 = {0, 1, 2, 3, 0, 1, 2, 3}, b4 = {4, 5, 6, 7, 4, 5, 6, 7};
-    const sq_v8i m4 = {0, 1, 2, 3, 12, 13, 14, 15};
-    sq_v8f x = *v;
-    sq_v8f a = __builtin_shuffle(x, a1), b = __builtin_shuffle(x, b1);
-    x = __builtin_shuffle(a + b, a - b, m1);
-    a = __builtin_shuffle(x, a2), b = __builtin_shuffle(x, b2);
-    x = __builtin_shuffle(a + b, a - b, m2);
-    a = __builtin_shuffle(x, a4), b = __builtin_shuffle(x, b4);
-    *v = __builtin_shuffle(a + b, a - b, m4);
+    const sq_v8i s1 = {1, 0, 3, 2, 5, 4, 7, 6}, m1 = {0, 9, 2, 11, 4, 13, 6, 15};
+    const sq_v8i s2 = {2, 3, 0, 1, 6, 7, 4, 5}, m2 = {0, 1, 10, 11, 4, 5, 14, 15};
+    const sq_v8i s4 = {4, 5, 6, 7, 0, 1, 2, 3}, m4 = {0, 1, 2, 3, 12, 13, 14, 15};
+    sq_v8f x = *v, t;
+    t = __builtin_shuffle(x, s1);
+    x = __builtin_shuffle(x + t, t - x, m1);
+    t = __builtin_shuffle(x, s2);
+    x = __builtin_shuffle(x + t, t - x, m2);
+    t = __builtin_shuffle(x, s4);
+    *v = __builtin_shuffle(x + t, t - x, m4);
 }
 
 /* out[0..h) = H(in[0..h)) times mul (1, or 1/h for the inverse: a power of
@@ -165,6 +166,144 @@ SQ_V8_INLINE void sq_hadamard_block_v(const float *in, float *out, int h, float 
         v = v * mul;
         SQ_V8_NONFINITE(*bad, v);
         memcpy(out + j, &v, sizeof v);
+    }
+}
+#endif
+
+#if defined(SQ_HADAMARD_VEC) && defined(__x86_64__)
+/* The 32-point block sixteen lanes at a time, for the AVX-512 passes
+** (functions compiled for avx512f, chosen at run time): the same additions
+** in the same order as sq_hadamard_block, strides 1, 2, 4, 8 inside each
+** half by sq_hadamard_v8's shuffle and blend, stride 16 between the
+** halves. */
+typedef float sq_v16f __attribute__((vector_size(64)));
+typedef int32_t sq_v16i __attribute__((vector_size(64)));
+typedef uint32_t sq_v16u __attribute__((vector_size(64)));
+
+SQ_V8_INLINE void sq_hadamard_v16(sq_v16f *v)
+{
+    const sq_v16i s1 = {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14};
+    const sq_v16i m1 = {0, 17, 2, 19, 4, 21, 6, 23, 8, 25, 10, 27, 12, 29, 14, 31};
+    const sq_v16i s2 = {2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13};
+    const sq_v16i m2 = {0, 1, 18, 19, 4, 5, 22, 23, 8, 9, 26, 27, 12, 13, 30, 31};
+    const sq_v16i s4 = {4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11};
+    const sq_v16i m4 = {0, 1, 2, 3, 20, 21, 22, 23, 8, 9, 10, 11, 28, 29, 30, 31};
+    const sq_v16i s8 = {8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7};
+    const sq_v16i m8 = {0, 1, 2, 3, 4, 5, 6, 7, 24, 25, 26, 27, 28, 29, 30, 31};
+    sq_v16f x = *v, t;
+    t = __builtin_shuffle(x, s1);
+    x = __builtin_shuffle(x + t, t - x, m1);
+    t = __builtin_shuffle(x, s2);
+    x = __builtin_shuffle(x + t, t - x, m2);
+    t = __builtin_shuffle(x, s4);
+    x = __builtin_shuffle(x + t, t - x, m4);
+    t = __builtin_shuffle(x, s8);
+    *v = __builtin_shuffle(x + t, t - x, m8);
+}
+
+/* out[0..32) = H(in[0..32)) times 1/32 when inverse; when check, bit 31
+** of a lane of *bad is set if a value stored from that lane is not
+** finite. (A forward block is not
+** multiplied by 1: every output is a sum or a difference, never a
+** signalling NaN, so the product would be the same bits.) */
+SQ_V8_INLINE void sq_hadamard32_v16(const float *in, float *out, int inverse, int check,
+                                    sq_v16u *bad)
+{
+    /* Pease's constant-geometry form of the same butterflies: each stage
+    ** takes the pairs (2i, 2i + 1) of the current order, puts a + b at i and
+    ** a - b at i + 16. The element that stage s pairs with an element of
+    ** index bit s clear is the one with it set, as the in-place order does
+    ** (the stage shifts the index right by one bit and makes the sum or
+    ** difference bit the top one), and after five stages the order is the
+    ** natural one again. Every output is the same sum or difference of the
+    ** same operands. */
+    const sq_v16i ev = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+    const sq_v16i od = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+    sq_v16f v0, v1, a, b;
+    memcpy(&v0, in, sizeof v0);
+    memcpy(&v1, in + 16, sizeof v1);
+    for (int st = 0; st < 5; st++) {
+        a = __builtin_shuffle(v0, v1, ev);
+        b = __builtin_shuffle(v0, v1, od);
+        v0 = a + b;
+        v1 = a - b;
+    }
+    if (inverse) {
+        const float mul = 1.0f / 32.0f;
+        v0 = v0 * mul, v1 = v1 * mul;
+    }
+    if (check) {
+        /* the exponent field plus one carries into bit 31 exactly when it
+        ** is all ones (a vector compare would be lowered lane by lane
+        ** here) */
+        const sq_v16u e = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                           0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                           0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                           0x7f800000u};
+        const sq_v16u one = {0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
+                             0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
+                             0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
+                             0x00800000u};
+        *bad |= (((sq_v16u)v0 & e) + one) | (((sq_v16u)v1 & e) + one);
+    }
+    memcpy(out, &v0, sizeof v0);
+    memcpy(out + 16, &v1, sizeof v1);
+}
+
+/* A block of h = 64 .. 1024 sixteen lanes at a time: strides 1 .. 16 on
+** each run of 32 (sq_hadamard32_v16), then the strides 32 .. h/2 two at a
+** time where they can be (the four values j, j + st, j + 2st, j + 3st go
+** through stride st and then stride 2st in registers: the same pairs, in
+** the same order, as two passes would take), the last pass multiplying
+** and checking as sq_hadamard32_v16 does. in and out may be the same. */
+SQ_V8_INLINE void sq_hadamard_big_v16(const float *in, float *out, int h, int inverse,
+                                      int check, sq_v16u *bad)
+{
+    const sq_v16u e = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                       0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                       0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                       0x7f800000u};
+    const sq_v16u one = {0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
+                         0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
+                         0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
+                         0x00800000u};
+    const float mul = 1.0f / (float)h; /* a power of two: exact */
+    for (int j = 0; j < h; j += 32) sq_hadamard32_v16(in + j, out + j, 0, 0, bad);
+    for (int st = 32; st < h; st *= 4) {
+        if (4 * st <= h) {
+            const int last = 4 * st == h;
+            for (int j0 = 0; j0 < h; j0 += 4 * st)
+                for (int j = j0; j < j0 + st; j += 16) {
+                    sq_v16f a, b, c, d, t;
+                    memcpy(&a, out + j, sizeof a);
+                    memcpy(&b, out + j + st, sizeof b);
+                    memcpy(&c, out + j + 2 * st, sizeof c);
+                    memcpy(&d, out + j + 3 * st, sizeof d);
+                    t = a + b, b = a - b, a = t; /* stride st */
+                    t = c + d, d = c - d, c = t;
+                    t = a + c, c = a - c, a = t; /* stride 2st */
+                    t = b + d, d = b - d, b = t;
+                    if (last && inverse) a = a * mul, b = b * mul, c = c * mul, d = d * mul;
+                    if (last && check)
+                        *bad |= (((sq_v16u)a & e) + one) | (((sq_v16u)b & e) + one) |
+                                (((sq_v16u)c & e) + one) | (((sq_v16u)d & e) + one);
+                    memcpy(out + j, &a, sizeof a);
+                    memcpy(out + j + st, &b, sizeof b);
+                    memcpy(out + j + 2 * st, &c, sizeof c);
+                    memcpy(out + j + 3 * st, &d, sizeof d);
+                }
+        } else { /* the last stride alone */
+            for (int j = 0; j < st; j += 16) {
+                sq_v16f a, b, t;
+                memcpy(&a, out + j, sizeof a);
+                memcpy(&b, out + j + st, sizeof b);
+                t = a + b, b = a - b, a = t;
+                if (inverse) a = a * mul, b = b * mul;
+                if (check) *bad |= (((sq_v16u)a & e) + one) | (((sq_v16u)b & e) + one);
+                memcpy(out + j, &a, sizeof a);
+                memcpy(out + j + st, &b, sizeof b);
+            }
+        }
     }
 }
 #endif

@@ -7,12 +7,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Hot loops are compiled twice, for AVX2 and for the baseline ISA, and the
-** loader picks one per machine. Both clones compute the same bytes: the
-** arithmetic is IEEE +, -, *, / and exact conversions either way, and FMA
-** contraction is off for the whole build. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define SQ_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+/* Which fast paths the codec takes (SQ_FAST_* bits; all of them unless a
+** test turns some off to compare them with the plain ones, which give the
+** same bytes): the tiles in L1-sized pieces (codec.c), the AVX-512 loops
+** where the machine has them, and the decoding that reads 8-bit codes in
+** place and adds each decoded chunk into the sum as it goes. Changed only
+** between operations. */
+extern int sq_codec_fast;
+#define SQ_FAST_PIECES 1
+#define SQ_FAST_AVX512 2
+#define SQ_FAST_DECODE 4
+#define SQ_FAST_ALL 7
+
+/* Hot loops are compiled three times, for AVX-512 (x86-64-v4), for AVX2 and
+** for the baseline ISA, and the loader picks one per machine. Every clone
+** computes the same bytes: the arithmetic is IEEE +, -, *, / and exact
+** conversions either way, and FMA contraction is off for the whole build.
+** SQ_NO_CLONES (for checking the baseline's bytes on a machine that has
+** more) builds the plain loops alone. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(SQ_NO_CLONES)
+#define SQ_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+/* A few loops are also written for AVX-512 alone (SQ_AVX512 functions),
+** taken when the machine has it. */
+#define SQ_HAVE_AVX512_PATHS 1
+#define SQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+static inline int sq_cpu_avx512(void)
+{
+    return (sq_codec_fast & SQ_FAST_AVX512) && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+}
 #else
 #define SQ_MULTIVERSION
 #endif
@@ -22,6 +47,11 @@
 ** sq_uniform(). */
 void sq_uniforms(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, uint64_t blk0,
                  uint64_t len, float *u);
+
+/* The same as the 16-bit halves h[j] of the Philox words, u[j] =
+** sq_hd_sr_uniform16(h[j]) (half the bytes). */
+void sq_sr_halves(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, uint64_t blk0,
+                  uint64_t len, uint16_t *h);
 
 /* x'[j] = code[j] * sc for one group of symmetric codes (sym, qsgd);
 ** returns whether any value written is a NaN or an Inf. */
