@@ -592,6 +592,18 @@ SQ_MULTIVERSION
 static int div_pass(const float *restrict x, float div, uint64_t n, float *restrict dst)
 {
     uint32_t bad = 0;
+    /* by a power of two (N = 2, 4, 8 ...), a multiplication by its
+    ** reciprocal, which is exact: both are the correctly rounded x / div */
+    if (sq_bits_f32(div) << 9 == 0) {
+        const float inv = 1.0f / div;
+#pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) \
+    reduction(| : bad) if (n >= (1u << 16))
+        for (uint64_t i = 0; i < n; i++) {
+            dst[i] = x[i] * inv;
+            bad |= sq_hd_nonfinite(x[i]);
+        }
+        return bad != 0;
+    }
 #pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) \
     reduction(| : bad) if (n >= (1u << 16))
     for (uint64_t i = 0; i < n; i++) {
