@@ -201,6 +201,23 @@ SQ_V8_INLINE void sq_hadamard_v16(sq_v16f *v)
     *v = __builtin_shuffle(x + t, t - x, m8);
 }
 
+/* Bit 31 of a lane of *bad set when the lane of v is a NaN or an Inf: the
+** exponent field plus one carries into bit 31 exactly when it is all ones
+** (a vector compare would be lowered lane by lane here). Through pointers,
+** as every vector between these helpers. */
+SQ_V8_INLINE void sq_v16_flag_nonfinite(sq_v16u *bad, const sq_v16f *v)
+{
+    const sq_v16u e = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                       0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                       0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                       0x7f800000u};
+    const sq_v16u one = {0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
+                         0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
+                         0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
+                         0x00800000u};
+    *bad |= ((sq_v16u)*v & e) + one;
+}
+
 /* out[0..32) = H(in[0..32)) times 1/32 when inverse; when check, bit 31
 ** of a lane of *bad is set if a value stored from that lane is not
 ** finite. (A forward block is not
@@ -233,18 +250,8 @@ SQ_V8_INLINE void sq_hadamard32_v16(const float *in, float *out, int inverse, in
         v0 = v0 * mul, v1 = v1 * mul;
     }
     if (check) {
-        /* the exponent field plus one carries into bit 31 exactly when it
-        ** is all ones (a vector compare would be lowered lane by lane
-        ** here) */
-        const sq_v16u e = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
-                           0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
-                           0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
-                           0x7f800000u};
-        const sq_v16u one = {0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
-                             0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
-                             0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
-                             0x00800000u};
-        *bad |= (((sq_v16u)v0 & e) + one) | (((sq_v16u)v1 & e) + one);
+        sq_v16_flag_nonfinite(bad, &v0);
+        sq_v16_flag_nonfinite(bad, &v1);
     }
     memcpy(out, &v0, sizeof v0);
     memcpy(out + 16, &v1, sizeof v1);
@@ -259,14 +266,6 @@ SQ_V8_INLINE void sq_hadamard32_v16(const float *in, float *out, int inverse, in
 SQ_V8_INLINE void sq_hadamard_big_v16(const float *in, float *out, int h, int inverse,
                                       int check, sq_v16u *bad)
 {
-    const sq_v16u e = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
-                       0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
-                       0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
-                       0x7f800000u};
-    const sq_v16u one = {0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
-                         0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
-                         0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u, 0x00800000u,
-                         0x00800000u};
     const float mul = 1.0f / (float)h; /* a power of two: exact */
     for (int j = 0; j < h; j += 32) sq_hadamard32_v16(in + j, out + j, 0, 0, bad);
     for (int st = 32; st < h; st *= 4) {
@@ -284,9 +283,12 @@ SQ_V8_INLINE void sq_hadamard_big_v16(const float *in, float *out, int h, int in
                     t = a + c, c = a - c, a = t; /* stride 2st */
                     t = b + d, d = b - d, b = t;
                     if (last && inverse) a = a * mul, b = b * mul, c = c * mul, d = d * mul;
-                    if (last && check)
-                        *bad |= (((sq_v16u)a & e) + one) | (((sq_v16u)b & e) + one) |
-                                (((sq_v16u)c & e) + one) | (((sq_v16u)d & e) + one);
+                    if (last && check) {
+                        sq_v16_flag_nonfinite(bad, &a);
+                        sq_v16_flag_nonfinite(bad, &b);
+                        sq_v16_flag_nonfinite(bad, &c);
+                        sq_v16_flag_nonfinite(bad, &d);
+                    }
                     memcpy(out + j, &a, sizeof a);
                     memcpy(out + j + st, &b, sizeof b);
                     memcpy(out + j + 2 * st, &c, sizeof c);
@@ -299,7 +301,10 @@ SQ_V8_INLINE void sq_hadamard_big_v16(const float *in, float *out, int h, int in
                 memcpy(&b, out + j + st, sizeof b);
                 t = a + b, b = a - b, a = t;
                 if (inverse) a = a * mul, b = b * mul;
-                if (check) *bad |= (((sq_v16u)a & e) + one) | (((sq_v16u)b & e) + one);
+                if (check) {
+                    sq_v16_flag_nonfinite(bad, &a);
+                    sq_v16_flag_nonfinite(bad, &b);
+                }
                 memcpy(out + j, &a, sizeof a);
                 memcpy(out + j + st, &b, sizeof b);
             }
