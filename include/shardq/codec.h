@@ -430,7 +430,9 @@ double sq_clock_s(void);
 /* ------------------------------------------------------------------------ */
 
 /* Threads the fused operations use (OpenMP); n <= 0 restores the default.
-** Returns the number in force. Without OpenMP it is always 1. */
+** Returns the number in force. Without OpenMP it is always 1, and so is
+** sq_get_threads() called inside a parallel region: an operation started
+** from a thread of a team (the trainer's lanes) runs on that thread. */
 int sq_set_threads(int n);
 int sq_get_threads(void);
 
