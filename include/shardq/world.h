@@ -334,6 +334,10 @@ int sq_world_get_master(sq_world *w, int r, float *host_shard);
 int sq_world_gather_weights(sq_world *w, uint32_t step);
 /* Worker r's w-hat: n elements (the padding is not returned). */
 int sq_world_get_weights(sq_world *w, int r, float *host_out);
+/* Worker r's w-hat where it lies, when that is this process's host memory
+** (a CPU worker held here), else NULL: read-only, valid until the next
+** init_weights or gather_weights. Saves get_weights' copy. */
+const float *sq_world_weights_in_place(const sq_world *w, int r);
 
 /* Gradients. put_grad: worker r's gradient (n elements, finite; divided by N
 ** on the way in when the scheme averages; after a refusal the worker's

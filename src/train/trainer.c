@@ -185,7 +185,8 @@ typedef struct train_state {
     sq_gpt_param *meta;
     sq_layout layout;
     unit_state *us;
-    float **wptr, **gptr, **mptr, **rptr; /* per param: w-hat, gradient, master, reduced */
+    const float **wptr;                /* per param: w-hat (read-only: it may be the world's) */
+    float **gptr, **mptr, **rptr;      /* per param: gradient, master, reduced */
     sq_gpt_workspace *ws;
     uint8_t *inputs, *targets;
     sq_trace_writer *tw;
@@ -375,14 +376,20 @@ static int init_weights(train_state *s, sq_error *err)
     return SQ_OK;
 }
 
-/* Every worker's w-hat into wptr (worker 0's), each compared with worker 0's:
-** the replicas of a sharded model must hold the same bytes. */
+/* Every worker's w-hat compared with worker 0's (the replicas of a sharded
+** model must hold the same bytes), and wptr pointed at worker 0's: where
+** the world holds it in host memory, in place; otherwise a copy in what. */
 static int read_weights(train_state *s, sq_error *err)
 {
     for (size_t u = 0; u < s->layout.nunits; u++) {
         unit_state *q = &s->us[u];
-        int differs, rc = sq_step_replicas(q->w, q->what, q->tmp, &differs);
+        const float *w0 = sq_world_weights_in_place(q->w, 0);
+        int differs, rc = w0 ? sq_world_replicas_differ(q->w, w0, q->tmp, &differs)
+                             : sq_step_replicas(q->w, q->what, q->tmp, &differs);
         if (rc) return world_fail(s, u, rc, err);
+        const float *base = w0 ? w0 : q->what;
+        for (size_t k = 0; k < q->count; k++)
+            s->wptr[q->slot[k].param] = base + q->slot[k].offset;
         if (differs) {
             char name[SQ_GPT_NAMELEN + 64];
             unit_name(s, q, name, sizeof name);

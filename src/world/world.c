@@ -585,6 +585,14 @@ int sq_world_get_weights(sq_world *w, int r, float *host_out)
     return rc ? rc : get(w, r, host_out, w->workers[r].what, w->n * 4, "reading the model weights");
 }
 
+const float *sq_world_weights_in_place(const sq_world *w, int r)
+{
+    if (!w || r < 0 || r >= w->N || !sq_world_holds(w, r) ||
+        sq_backend_kind_of(w->workers[r].be) != SQ_BACKEND_CPU)
+        return NULL;
+    return w->workers[r].what;
+}
+
 /* dst = x / div, returning whether any x is not finite: the check rides
 ** on the pass that reads x anyway. Split over the threads (each element
 ** is its own division): this runs for every worker at every step. */
