@@ -55,6 +55,7 @@ int sq_world_put_master(sq_world *w, int r, const float *host_shard);
 int sq_world_get_master(sq_world *w, int r, float *host_shard);
 int sq_world_gather_weights(sq_world *w, uint32_t step);
 int sq_world_get_weights(sq_world *w, int r, float *host_out);
+const float *sq_world_weights_in_place(const sq_world *w, int r);
 int sq_world_put_grad(sq_world *w, int r, const float *host_grad);
 int sq_world_reduce_grads(sq_world *w, uint32_t step);
 int sq_world_get_grad_shard(sq_world *w, int r, float *host_out);
