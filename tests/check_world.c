@@ -515,6 +515,13 @@ START_TEST(test_replicas_differ_names_first)
     for (uint64_t i = 0; i < n; i++) w0[i] *= 1e-2f;
     ck_assert_int_eq(sq_world_init_weights(w, w0), SQ_OK);
     ck_assert_int_eq(sq_world_get_weights(w, 0, a), SQ_OK);
+    /* in place: the same bytes as the copy, the world's own buffer; none
+    ** for a worker that does not exist */
+    const float *in0 = sq_world_weights_in_place(w, 0);
+    ck_assert_ptr_eq(in0, w->workers[0].what);
+    ck_assert(memcmp(in0, a, n * sizeof *a) == 0);
+    ck_assert_ptr_null(sq_world_weights_in_place(w, K * G));
+    ck_assert_ptr_null(sq_world_weights_in_place(w, -1));
     int differs = -1;
     ck_assert_int_eq(sq_world_replicas_differ(w, a, tmp, &differs), SQ_OK);
     ck_assert_int_eq(differs, 0);
