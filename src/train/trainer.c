@@ -377,13 +377,16 @@ static int init_weights(train_state *s, sq_error *err)
 }
 
 /* Every worker's w-hat compared with worker 0's (the replicas of a sharded
-** model must hold the same bytes), and wptr pointed at worker 0's: where
-** the world holds it in host memory, in place; otherwise a copy in what. */
+** model must hold the same bytes), and wptr pointed at worker 0's: in
+** process, where the world holds it in host memory, in place; otherwise a
+** copy in what. */
 static int read_weights(train_state *s, sq_error *err)
 {
     for (size_t u = 0; u < s->layout.nunits; u++) {
         unit_state *q = &s->us[u];
-        const float *w0 = sq_world_weights_in_place(q->w, 0);
+        /* on real ranks every process takes part in worker 0's broadcast
+        ** (sq_step_replicas), rank 0 included */
+        const float *w0 = s->c->transport ? NULL : sq_world_weights_in_place(q->w, 0);
         int differs, rc = w0 ? sq_world_replicas_differ(q->w, w0, q->tmp, &differs)
                              : sq_step_replicas(q->w, q->what, q->tmp, &differs);
         if (rc) return world_fail(s, u, rc, err);
