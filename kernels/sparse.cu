@@ -29,20 +29,6 @@ namespace sqk {
 /* The 31 bits of |v|: unsigned order is the order of the magnitudes. */
 SQ_HD uint32_t sp_mag(float v) { return sq_bits_f32(v) & 0x7fffffffu; }
 
-SQ_HD void sp_put_index(uint8_t *codes, uint64_t slot, uint64_t width, uint64_t j)
-{
-    uint8_t *p = codes + slot * width;
-    for (uint64_t b = 0; b < width; b++) p[b] = (uint8_t)(j >> (8 * b));
-}
-
-SQ_HD uint64_t sp_get_index(const uint8_t *codes, uint64_t slot, uint64_t width)
-{
-    const uint8_t *p = codes + slot * width;
-    uint64_t j = 0;
-    for (uint64_t b = 0; b < width; b++) j |= (uint64_t)p[b] << (8 * b);
-    return j;
-}
-
 struct SparseArgs {
     const float *val;   /* the staged values */
     uint8_t *codes;
@@ -89,7 +75,7 @@ __global__ void __launch_bounds__(BLOCK) sparse_encode_kernel(SparseArgs a)
             for (uint64_t j = 0; j < k; j++) perm[perm[j] & ~mark] |= mark;
             for (uint64_t j = 0; j < gl; j++)
                 if (perm[j] & mark) {
-                    sp_put_index(a.codes, slot, a.width, j);
+                    sq_hd_put_index(a.codes, slot, a.width, j);
                     sq_hd_store_meta(a.scales, slot, a.dtype, x[j]);
                     if (sq_hd_nonfinite(sq_hd_load_meta(a.scales, slot, a.dtype)))
                         found |= SQK_FLAG_RANGE;
@@ -114,7 +100,7 @@ __global__ void __launch_bounds__(BLOCK) sparse_encode_kernel(SparseArgs a)
             const uint32_t m = sp_mag(x[j]);
             if (!(m > t || (m == t && ties > 0))) continue;
             if (m == t) ties--;
-            sp_put_index(a.codes, slot, a.width, j);
+            sq_hd_put_index(a.codes, slot, a.width, j);
             sq_hd_store_meta(a.scales, slot, a.dtype, x[j]);
             if (sq_hd_nonfinite(sq_hd_load_meta(a.scales, slot, a.dtype))) found |= SQK_FLAG_RANGE;
             slot++;
@@ -170,7 +156,7 @@ __global__ void __launch_bounds__(BLOCK)
         const uint64_t gl = n - g0 < group ? n - g0 : group;
         const uint64_t k = gl < keep ? gl : keep;
         for (uint64_t t = 0; t < k; t++) {
-            const uint64_t j = sp_get_index(codes, g * keep + t, width);
+            const uint64_t j = sq_hd_get_index(codes, g * keep + t, width);
             const float v = sq_hd_load_meta(scales, g * keep + t, dtype);
             if (j >= gl) {
                 bad = 1;

@@ -327,20 +327,6 @@ static void select_random(const sq_rng_key *key, uint64_t s, uint64_t len, uint6
 /* Tiles                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static void put_index(uint8_t *codes, uint64_t slot, uint64_t width, uint64_t j)
-{
-    uint8_t *p = codes + slot * width;
-    for (uint64_t b = 0; b < width; b++) p[b] = (uint8_t)(j >> (8 * b));
-}
-
-static uint64_t get_index(const uint8_t *codes, uint64_t slot, uint64_t width)
-{
-    const uint8_t *p = codes + slot * width;
-    uint64_t j = 0;
-    for (uint64_t b = 0; b < width; b++) j |= (uint64_t)p[b] << (8 * b);
-    return j;
-}
-
 int sq_sparse_encode_tile(const sq_codec *c, const float *val, uint64_t start, uint64_t len,
                           const sq_rng_key *key, sq_qbuf *q)
 {
@@ -371,7 +357,7 @@ int sq_sparse_encode_tile(const sq_codec *c, const float *val, uint64_t start, u
             select_top(val + g0, gl, k, work, pick);
         for (uint64_t t = 0; t < k; t++) {
             float v = val[g0 + pick[t]];
-            put_index(q->codes, slot0 + t, width, pick[t]);
+            sq_hd_put_index(q->codes, slot0 + t, width, pick[t]);
             sq_hd_store_meta(q->scales, slot0 + t, dtype, v);
             /* a value past its 16-bit dtype is a range error, never an Inf */
             if (sq_hd_nonfinite(sq_hd_load_meta(q->scales, slot0 + t, dtype))) rc = SQ_ERR_RANGE;
@@ -395,7 +381,7 @@ int sq_sparse_decode_tile(const sq_codec *c, const sq_qbuf *q, uint64_t start, u
         const uint64_t k = gl < c->keep ? gl : c->keep;
         const uint64_t slot0 = (start + g0) / G * c->keep;
         for (uint64_t t = 0; t < k; t++) {
-            uint64_t j = get_index(q->codes, slot0 + t, width);
+            uint64_t j = sq_hd_get_index(q->codes, slot0 + t, width);
             float v = sq_hd_load_meta(q->scales, slot0 + t, dtype);
             if (j >= gl) { /* a damaged buffer: nothing is written outside the group */
                 bad = 1;

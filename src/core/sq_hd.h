@@ -238,6 +238,22 @@ SQ_HD uint64_t sq_hd_randk_offset(float u_hi, float u_lo, uint64_t m)
     return a * mh + ((a * ml + b * mh + ((b * ml) >> 24)) >> 24);
 }
 
+/* The sparse kinds' index codes (README "Conventions"): slot `slot` of a
+** code array holds an index j in `width` bytes, least significant first. */
+SQ_HD void sq_hd_put_index(uint8_t *codes, uint64_t slot, uint64_t width, uint64_t j)
+{
+    uint8_t *p = codes + slot * width;
+    for (uint64_t b = 0; b < width; b++) p[b] = (uint8_t)(j >> (8 * b));
+}
+
+SQ_HD uint64_t sq_hd_get_index(const uint8_t *codes, uint64_t slot, uint64_t width)
+{
+    const uint8_t *p = codes + slot * width;
+    uint64_t j = 0;
+    for (uint64_t b = 0; b < width; b++) j |= (uint64_t)p[b] << (8 * b);
+    return j;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Group parameters                                                         */
 /* ------------------------------------------------------------------------ */
