@@ -115,23 +115,11 @@ static sq_code_range codec_levels(const sq_codec *c)
 }
 
 
-/* Group statistics. Both scans are integer max/min reductions over bit
-** patterns, which vectorise (float max reductions do not, because of NaN), and
-** report non-finite input on the way: |x| as bits is >= 0x7f800000 exactly
-** for +-Inf and NaN. (Inlined into encode_groups, one cloned function, as
-** are the loops below.) */
+/* Group statistics: a symmetric group's scan is sq_group_absmax; a min-max
+** group's is the same kind of integer max/min reduction over bit patterns
+** (order keys), reporting non-finite input on the way. (Inlined into
+** encode_groups, one cloned function, as are the loops below.) */
 #define SQ_INLINE static inline __attribute__((always_inline))
-
-SQ_INLINE int sym_absmax(const float *restrict x, uint64_t n, float *a)
-{
-    uint32_t m = 0;
-    for (uint64_t j = 0; j < n; j++) {
-        uint32_t b = sq_bits_f32(x[j]) & 0x7fffffffu;
-        m = b > m ? b : m;
-    }
-    *a = sq_f32_bits(m);
-    return m >= 0x7f800000u;
-}
 
 SQ_INLINE int minmax_scan(const float *restrict x, uint64_t n, float *lo, float *hi)
 {
@@ -188,7 +176,7 @@ static int encode_groups(const sq_codec *c, const float *restrict val, uint64_t 
             const float *x = val + b0 + g0;
             if (c->kind == SQ_KIND_SYM) {
                 float a;
-                if (sym_absmax(x, gl, &a)) return SQ_ERR_NONFINITE;
+                if (sq_group_absmax(x, gl, &a)) return SQ_ERR_NONFINITE;
                 p[ng] = sq_hd_sym_params(a, lv.qm, dt);
             } else {
                 float lo, hi;

@@ -63,18 +63,11 @@ int sq_dense_check(const sq_codec *c, char *err, size_t errlen)
 /* Group statistics                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* max |x| as bits, an integer reduction that vectorises; returns whether
-** any x is NaN or Inf. */
+/* sq_group_absmax, cloned: this file's group loop is not */
 SQ_MULTIVERSION
 static int group_absmax(const float *restrict x, uint64_t n, float *a)
 {
-    uint32_t m = 0;
-    for (uint64_t j = 0; j < n; j++) {
-        uint32_t b = sq_bits_f32(x[j]) & 0x7fffffffu;
-        m = b > m ? b : m;
-    }
-    *a = sq_f32_bits(m);
-    return m >= 0x7f800000u;
+    return sq_group_absmax(x, n, a);
 }
 
 /* The group sum of sq_hd_norm_term in the order sq_hd.h fixes: 32 lane

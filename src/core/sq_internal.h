@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Which fast paths the codec takes (SQ_FAST_* bits; all of them unless a
 ** test turns some off to compare them with the plain ones, which give the
@@ -41,6 +42,24 @@ static inline int sq_cpu_avx512(void)
 #else
 #define SQ_MULTIVERSION
 #endif
+
+/* *a = max |x[j]| over a group, returning whether any x[j] is a NaN or an
+** Inf. An integer maximum over bit patterns, which vectorises (a float
+** maximum does not, for NaN's sake): |x| as bits is >= 0x7f800000 exactly
+** for +-Inf and NaN. Inlined into each caller's (cloned) loop. */
+static inline __attribute__((always_inline)) int sq_group_absmax(const float *restrict x,
+                                                                 uint64_t n, float *a)
+{
+    uint32_t m = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        uint32_t b;
+        memcpy(&b, &x[j], 4);
+        b &= 0x7fffffffu;
+        m = b > m ? b : m;
+    }
+    memcpy(a, &m, 4);
+    return m >= 0x7f800000u;
+}
 
 /* Stochastic rounding's uniforms of elements [8*blk0, 8*blk0 + len): u[j]
 ** is the uniform of element 8*blk0 + j. Equal, element for element, to

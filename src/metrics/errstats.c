@@ -120,15 +120,8 @@ static uint64_t clipped_slow(const sq_codec *c, sq_code_range l, const float *x,
 ** qm - 1 above, and min-max groups are left to the long way.) */
 static inline __attribute__((always_inline)) int group_safe(const float *x, uint64_t m, float div)
 {
-    /* the largest |x| as an integer maximum over bit patterns, which
-    ** vectorises (a float maximum does not, for NaN's sake): a pattern at
-    ** or above Inf's is an Inf or a NaN */
-    uint32_t b = 0;
-    for (uint64_t i = 0; i < m; i++) {
-        uint32_t v = sq_bits_f32(x[i]) & 0x7fffffffu;
-        b = v > b ? v : b;
-    }
-    return b < 0x7f800000u && sq_f32_bits(b) >= 0x1p-40f * div;
+    float a;
+    return !sq_group_absmax(x, m, &a) && a >= 0x1p-40f * div;
 }
 
 SQ_MULTIVERSION
