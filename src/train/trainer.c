@@ -438,9 +438,9 @@ static double evaluate(train_state *s)
     const int nb = (c->eval_seqs + c->batch - 1) / c->batch;
     double sum = 0, loss[64];
     const int blas = gl_blas_serial_begin();
-    for (int b0 = 0; b0 < nb; b0 += s->nlanes) {
-        int m = nb - b0 < s->nlanes ? nb - b0 : s->nlanes;
-        if (m > 64) m = 64;
+    for (int b0 = 0, m; b0 < nb; b0 += m) {
+        m = nb - b0 < s->nlanes ? nb - b0 : s->nlanes;
+        if (m > 64) m = 64; /* loss[]'s length */
         evaluate_batches(s, b0, m, loss);
         for (int k = 0; k < m; k++) sum += loss[k];
     }
