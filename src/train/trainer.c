@@ -413,8 +413,8 @@ static int capture_file(train_state *s, uint32_t step, int worker, float *const 
 }
 
 /* The lanes' forward passes over the validation batches [b0, b0 + m), one
-** per lane, each batch's mean loss into loss[]. */
-static void evaluate_batches(train_state *s, int b0, int m, double *loss)
+** per lane, lane k's batch's summed loss into its loss. */
+static void evaluate_batches(train_state *s, int b0, int m)
 {
     const sq_train_config *c = s->c;
 #pragma omp parallel for num_threads(m) schedule(static, 1) if (m > 1)
@@ -425,7 +425,7 @@ static void evaluate_batches(train_state *s, int b0, int m, double *loss)
         for (int j = 0; j < b; j++)
             sq_corpus_val_seq(s->corpus, done + j, c->eval_seqs, c->seq,
                               l->inputs + (size_t)j * c->seq, l->targets + (size_t)j * c->seq);
-        loss[k] = sq_gpt_forward(l->ws, (const float *const *)s->wptr, l->inputs, l->targets, b,
+        l->loss = sq_gpt_forward(l->ws, (const float *const *)s->wptr, l->inputs, l->targets, b,
                                  c->seq) * b;
     }
 }
@@ -436,13 +436,12 @@ static double evaluate(train_state *s)
 {
     const sq_train_config *c = s->c;
     const int nb = (c->eval_seqs + c->batch - 1) / c->batch;
-    double sum = 0, loss[64];
+    double sum = 0;
     const int blas = gl_blas_serial_begin();
-    for (int b0 = 0, m; b0 < nb; b0 += m) {
-        m = nb - b0 < s->nlanes ? nb - b0 : s->nlanes;
-        if (m > 64) m = 64; /* loss[]'s length */
-        evaluate_batches(s, b0, m, loss);
-        for (int k = 0; k < m; k++) sum += loss[k];
+    for (int b0 = 0; b0 < nb; b0 += s->nlanes) {
+        const int m = nb - b0 < s->nlanes ? nb - b0 : s->nlanes;
+        evaluate_batches(s, b0, m);
+        for (int k = 0; k < m; k++) sum += s->lanes[k].loss;
     }
     gl_blas_serial_end(blas);
     return sum / c->eval_seqs;
