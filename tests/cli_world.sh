@@ -431,5 +431,19 @@ if OMP_DISPLAY_ENV=verbose "$SHARDQ" world --help 2>&1 | grep -q GOMP_SPINCOUNT;
   ok "a policy the user set is kept" sh -c 'OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose "$0" world --help 2>&1 |
     grep -c "OMP_WAIT_POLICY = .ACTIVE." | grep -qx 1' "$SHARDQ"
 fi
+# Running itself again for that policy keeps the program's name (ps, pgrep
+# and mpirun's reports show it): once the environment holds the policy, the
+# process is called shardq, not "exe".
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$SHARDQ" world --run --elements 100003 --steps 100000 >/dev/null 2>&1 &
+pid=$!
+name=
+for _ in $(seq 100); do
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMP_WAIT_POLICY=passive; then
+    name=$(cat "/proc/$pid/comm"); break
+  fi
+  sleep 0.1
+done
+kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+ok "after running itself again with the passive policy the process is named shardq ($name)" test "$name" = shardq
 
 finish

@@ -363,8 +363,15 @@ if test -n "$ended"; then wait "$job" || job_rc=$?; else kill "$job"; wait "$job
 echo "# the job ended $(($(date +%s) - t0)) s after the kill, status $job_rc"
 ok "after the SIGKILL the job ends within 30 s with a non-zero status ($job_rc)" \
   sh -c "test -n '$ended' && test '$job_rc' != 0"
-ok "mpirun names the killed rank, its PID and its node" \
-  grep -Eq "process rank [4-7] with PID $victim on node sq-node1-[0-9a-f]+ exited on signal 9" "$T/kill.err"
+# Open MPI 4.1 sometimes reports the PID as 0: its daemon zeroes a child's
+# pid when the kill order for the job reaches it before the dead child's
+# report is packed (open-mpi/ompi#9389); rank, node and signal are always
+# named. On failure the lines of mpirun's report are shown.
+named="process rank [4-7] with PID ($victim|0) on node sq-node1-[0-9a-f]+ exited on signal 9"
+ok "mpirun names the killed rank, its PID (or 0, see above) and its node" grep -Eq "$named" "$T/kill.err"
+grep -Eq "$named" "$T/kill.err" ||
+  grep -Ev '^(WARNING|VAR|instances|You can set|semicolon|with SHELL|The following|  Variable|  MCA variable|---)' "$T/kill.err" |
+  head -n 40 | sed 's/^/# kill.err: /'
 ok "the database is intact after the kill" test "$(sqlite3 "$T/kill.db" 'PRAGMA integrity_check')" = ok
 ok "... and keeps the stored run whole (done, its 2 steps)" test "$(sqlite3 "$T/kill.db" \
   "SELECT count(*) FROM runs r WHERE status = 'done' AND (SELECT count(*) FROM train_steps t WHERE t.run_id = r.id) = 2")" = 1

@@ -634,8 +634,10 @@ static int help(int argc, char **argv)
 ** one): replay, train, world and sweep run with OMP_WAIT_POLICY=passive
 ** unless the user set a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT). libgomp
 ** reads its environment when it is loaded, before main: so the program
-** sets it and runs itself again, once (the variable is then set). If that
-** exec fails, the run goes on with the spinning policy. */
+** sets it and runs itself again, once (the variable is then set). It execs
+** its file's own path, not /proc/self/exe, whose name ("exe") would become
+** the process's name in ps, pgrep and the like. If that exec fails, the run
+** goes on with the spinning policy. */
 static void passive_wait(char **argv)
 {
     static const char *const cmds[] = {"replay", "train", "world", "sweep", NULL};
@@ -644,6 +646,12 @@ static void passive_wait(char **argv)
     if (!match || getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
     if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
     fflush(NULL);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        execv(self, argv);   /* fails if the file was replaced or removed */
+    }
     execv("/proc/self/exe", argv);
 }
 
