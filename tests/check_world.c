@@ -717,12 +717,17 @@ static float *run_once(const char *preset, int threads, uint64_t seed)
     return out;
 }
 
+/* Every preset: 1 thread (ranks in turn, each op on one thread), 3 threads
+** (8 ranks side by side on 3 threads: an uneven share) and 4. */
 START_TEST(test_threads_same_bytes)
 {
-    static const char *const presets[] = {"sdp4bit", "zeropp", "qsdp"};
-    for (size_t p = 0; p < 3; p++) {
+    static const char *const presets[] = {"baseline", "qw",     "qwd",      "ulq",       "tlq",
+                                          "tlqhs",    "sdp4bit", "zeropp",  "zeropp8",   "qsdp",
+                                          "qgz",      "qwz",    "powersgd", "powersgd4", "qsgd",
+                                          "efsignsgd", "topk"};
+    for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
         float *a = run_once(presets[p], 1, 9), *b = run_once(presets[p], 4, 9);
-        float *c = run_once(presets[p], 1, 10);
+        float *b3 = run_once(presets[p], 3, 9), *c = run_once(presets[p], 1, 10);
         size_t bytes = 0;
         { /* the padded size of that world */
             sq_world *w = open_world(2, 4, presets[p], NULL, 70001, 9, 1);
@@ -730,8 +735,43 @@ START_TEST(test_threads_same_bytes)
             sq_world_close(w);
         }
         ck_assert_msg(memcmp(a, b, bytes) == 0, "%s: 1 and 4 threads differ", presets[p]);
-        ck_assert_msg(memcmp(a, c, bytes) != 0, "%s: seeds 9 and 10 gave the same bytes", presets[p]);
-        free(a), free(b), free(c);
+        ck_assert_msg(memcmp(a, b3, bytes) == 0, "%s: 1 and 3 threads differ", presets[p]);
+        /* the seed reaches the bytes (not every preset rounds at random) */
+        if (!strcmp(presets[p], "sdp4bit") || !strcmp(presets[p], "zeropp") ||
+            !strcmp(presets[p], "qsdp"))
+            ck_assert_msg(memcmp(a, c, bytes) != 0, "%s: seeds 9 and 10 gave the same bytes",
+                          presets[p]);
+        free(a), free(b), free(b3), free(c);
+    }
+}
+END_TEST
+
+/* A collective that fails on several ranks names the lowest of them,
+** whether the ranks run in turn or side by side: workers 2 to 7 hold values
+** whose sums overflow fp32 (SQ_ERR_RANGE). */
+START_TEST(test_failure_names_lowest_rank)
+{
+    static const char *const presets[] = {"sdp4bit", "tlqhs"};
+    for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
+        char first[SQ_ERROR_MSG] = "";
+        for (int threads = 1; threads <= 3; threads++) {
+            sq_set_threads(threads);
+            const uint64_t n = 70001;
+            sq_world *w = open_world(2, 4, presets[p], NULL, n, 9, 0);
+            float *x = make_grads(8, n, 77);
+            for (size_t i = 2 * n; i < 8 * n; i++) x[i] = FLT_MAX / 2;
+            put_all(w, x, n);
+            const int rc = sq_world_reduce_grads(w, 1);
+            const char *msg = sq_world_error(w);
+            ck_assert_msg(rc == SQ_ERR_RANGE && !strncmp(msg, "worker 2 (cpu): ", 16),
+                          "%s, %d threads: status %d: %s", presets[p], threads, rc, msg);
+            if (threads == 1) snprintf(first, sizeof first, "%s", msg);
+            ck_assert_msg(!strcmp(msg, first), "%s: %d threads: '%s', 1 thread: '%s'", presets[p],
+                          threads, msg, first);
+            free(x);
+            sq_world_close(w);
+            sq_set_threads(0);
+        }
     }
 }
 END_TEST
@@ -967,6 +1007,7 @@ int main(void)
     tc = tcase_create("determinism");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_threads_same_bytes);
+    tcase_add_test(tc, test_failure_names_lowest_rank);
     tcase_add_test(tc, test_bad_input);
     suite_add_tcase(s, tc);
     tc = tcase_create("sizes");

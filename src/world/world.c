@@ -24,12 +24,17 @@ int sq_world_set_error(sq_world *w, int status, const char *fmt, ...)
     return status;
 }
 
-int sq_world_fail(sq_world *w, int r, int rc, const char *what)
+int sq_world_describe_fail(const sq_world *w, int r, int rc, const char *what, sq_error *e)
 {
     sq_backend *be = w->workers ? w->workers[r].be : NULL;
     const char *why = be ? sq_backend_error(be) : "";
-    return sq_world_set_error(w, rc, "worker %d (%s): %s: %s%s%s", r, be ? sq_backend_name(be) : "-",
-                              what, sq_strerror(rc), *why ? ": " : "", why);
+    return sq_error_set(e, rc, "worker %d (%s): %s: %s%s%s", r, be ? sq_backend_name(be) : "-",
+                        what, sq_strerror(rc), *why ? ": " : "", why);
+}
+
+int sq_world_fail(sq_world *w, int r, int rc, const char *what)
+{
+    return sq_world_describe_fail(w, r, rc, what, &w->err);
 }
 
 const char *sq_world_error(const sq_world *w) { return w ? w->err.msg : "no world"; }
@@ -339,7 +344,8 @@ int sq_world_open(const sq_world_config *cfg, sq_world **out, sq_error *err)
     if ((rc = check_counters(w)) != SQ_OK) goto fail;
     w->traffic = calloc((size_t)N, sizeof *w->traffic);
     w->workers = calloc((size_t)N, sizeof *w->workers);
-    w->ops = malloc(sq_plan_max_phase_ops(&w->L) * sizeof *w->ops);
+    w->max_ops = sq_plan_max_phase_ops(&w->L);
+    w->ops = malloc(w->max_ops * sizeof *w->ops);
     w->rec = calloc((size_t)N, sizeof *w->rec);
     if (!w->traffic || !w->workers || !w->ops || !w->rec) {
         rc = sq_world_set_error(w, SQ_ERR_NOMEM, "out of memory");

@@ -61,6 +61,7 @@ struct sq_world {
     sq_plan_layout Lv; /* grad.powersgd.start > 0: the ring of the steps before it */
     sq_plan_mem *mem;  /* each worker's buffers as its plan names them (NULL if dry) */
     sq_plan_op *ops;   /* room for one rank's ops of one phase */
+    size_t max_ops;    /* ... that many */
     const sq_transport *tr; /* one rank per process: the runner's transport; NULL in process */
     const sq_transport *itr; /* in process: a transport for every rank's messages (world.h);
                              ** NULL: the world's own copies */
@@ -76,6 +77,8 @@ int sq_world_set_error(sq_world *w, int status, const char *fmt, ...)
 /* A failed backend call of worker r: records "worker r (be): what: status:
 ** backend's reason" and returns rc. */
 int sq_world_fail(sq_world *w, int r, int rc, const char *what);
+/* The same sentence into e (a rank run on a thread of its own). */
+int sq_world_describe_fail(const sq_world *w, int r, int rc, const char *what, sq_error *e);
 
 /* After a collective with a transport: every rank's record to every process. */
 int sq_world_sync_records(sq_world *w);
