@@ -53,6 +53,7 @@ void sq_step_exact_mean(const sq_world *w, double *exact)
     if (!sq_world_scheme(w)->grad_mean) return;
     const int N = sq_world_workers(w);
     const uint64_t n = sq_world_elements(w);
+#pragma omp parallel for simd schedule(static) if (n > 65536)
     for (uint64_t i = 0; i < n; i++) exact[i] /= (double)N;
 }
 
@@ -78,12 +79,14 @@ uint64_t sq_step_weight_clipped(const sq_world *w, const float *master, const fl
     if (sq_wire_raw(&sc->weight) || sq_world_workers(w) < 2) return 0;
     /* what the sender quantizes (sq_quantize_diff_bf16 ... under weight.recon=bf16) */
     const int bf16 = sc->weight_recon == SQ_RECON_BF16;
-    if (sc->weight_mode == SQ_WEIGHT_DIFF)
+    if (sc->weight_mode == SQ_WEIGHT_DIFF) {
+#pragma omp parallel for simd schedule(static) if (len > 65536)
         for (uint64_t i = 0; i < len; i++)
             tmp[i] = bf16 ? sq_hd_bf16_diff(master[i], what[i]) : master[i] - what[i];
-    else if (bf16)
+    } else if (bf16) {
+#pragma omp parallel for simd schedule(static) if (len > 65536)
         for (uint64_t i = 0; i < len; i++) tmp[i] = sq_hd_bf16_round(master[i]);
-    else
+    } else
         memcpy(tmp, master, (size_t)len * sizeof *tmp);
     return sq_count_clipped(&sc->weight.codec, tmp, len);
 }

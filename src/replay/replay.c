@@ -138,6 +138,7 @@ typedef struct unit_run {
     uint64_t n;                 /* elements of the unit */
     sq_world *w;
     param_bufs b;
+    const float *what0;         /* worker 0's w-hat: b.what0, or where the world holds it */
     sq_erracc *ge, *we;         /* per slot, one step's */
 } unit_run;
 
@@ -231,17 +232,22 @@ static int give_weights(replay_state *st, unit_run *ur, uint32_t step, sq_error 
 {
     for (size_t k = 0; k < ur->count; k++) {
         int rc = give_tensor(st, step, ur->slot[k].param, SQ_REPLAY_WEIGHT,
-                             ur->b.what0 + ur->slot[k].offset, err);
+                             ur->what0 + ur->slot[k].offset, err);
         if (rc) return rc;
     }
     return SQ_OK;
 }
 
-/* The replicas of w-hat into what0, each compared with worker 0's. */
+/* Worker 0's w-hat into ur->what0, every replica compared with it. In
+** process it is read where the world holds it (no copy of the unit per
+** step); on real ranks every process takes part in worker 0's broadcast. */
 static int read_what(replay_state *st, unit_run *ur, uint32_t step, sq_error *err)
 {
-    int differs, rc = sq_step_replicas(ur->w, ur->b.what0, ur->b.what, &differs);
+    const float *w0 = st->cfg->transport ? NULL : sq_world_weights_in_place(ur->w, 0);
+    int differs, rc = w0 ? sq_world_replicas_differ(ur->w, w0, ur->b.what, &differs)
+                         : sq_step_replicas(ur->w, ur->b.what0, ur->b.what, &differs);
     if (rc) return world_fail(ur->w, rc, err);
+    ur->what0 = w0 ? w0 : ur->b.what0;
     if (differs)
         return sq_error_set(err, SQ_ERR_CONFLICT, "param '%s', step %u: the replicas of the "
                             "weights differ (worker %d against worker 0): a bug in the world",
@@ -278,7 +284,8 @@ static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t
         if ((rc = read_what(st, ur, ts->step, err))) return rc;
         return give_weights(st, ur, ts->step, err);
     }
-    *clipped += sq_step_weight_clipped(w, b->wcur, b->what0, n, b->tmp);
+    /* before the gather: ur->what0 is still the step before's w-hat */
+    *clipped += sq_step_weight_clipped(w, b->wcur, ur->what0, n, b->tmp);
     for (int r = 0; r < N; r++) {
         uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
         const float *src = b->wcur + first;
@@ -298,9 +305,9 @@ static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t
     for (size_t k = 0; k < ur->count; k++) {
         const sq_layout_slot *sl = &ur->slot[k];
         if (wide)
-            sq_erracc_add(&ur->we[k], b->what0 + sl->offset, b->g64 + sl->offset, sl->n);
+            sq_erracc_add(&ur->we[k], ur->what0 + sl->offset, b->g64 + sl->offset, sl->n);
         else
-            sq_erracc_add_f32(&ur->we[k], b->what0 + sl->offset, b->wcur + sl->offset, sl->n);
+            sq_erracc_add_f32(&ur->we[k], ur->what0 + sl->offset, b->wcur + sl->offset, sl->n);
     }
     add_timing(st, T_STATS, sq_clock_s() - t0, 0);
     *did = 1;
