@@ -330,7 +330,11 @@ struct sq_backend *sq_world_backend(const sq_world *w, int r);
 int sq_world_init_weights(sq_world *w, const float *host_w0);
 int sq_world_put_master(sq_world *w, int r, const float *host_shard);
 int sq_world_get_master(sq_world *w, int r, float *host_shard);
-/* The weight all-gather of training step `step`. */
+/* The weight all-gather of training step `step`. In process on CPU
+** backends, this and the reduce-scatter run each phase's ranks side by
+** side on sq_get_threads() threads (one rank per thread; the bytes are
+** those of the ranks in turn), so a plug-in codec may be called from
+** several threads at once (plugin.h allows it). */
 int sq_world_gather_weights(sq_world *w, uint32_t step);
 /* Worker r's w-hat: n elements (the padding is not returned). */
 int sq_world_get_weights(sq_world *w, int r, float *host_out);
