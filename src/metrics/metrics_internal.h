@@ -18,4 +18,10 @@ uint64_t sq_count_clipped_div(const sq_codec *c, const float *x, uint64_t n, flo
 ** exactly): the same sums, without an fp64 copy of the reference. */
 void sq_erracc_add_f32(sq_erracc *a, const float *got, const float *exact, uint64_t n);
 
+/* sq_step_replicas without the copy where it can: in process (no rank of
+** its own) worker 0's w-hat is read where the world holds it in host
+** memory; on real ranks every process takes part in worker 0's broadcast
+** into what. *w0 is the w-hat read (the world's or what). */
+int sq_step_replicas_view(sq_world *w, float *what, float *tmp, const float **w0, int *differs);
+
 #endif

@@ -121,6 +121,14 @@ int sq_step_replicas(sq_world *w, float *what, float *tmp, int *differs)
     return rc ? rc : sq_world_replicas_differ(w, what, tmp, differs);
 }
 
+int sq_step_replicas_view(sq_world *w, float *what, float *tmp, const float **w0, int *differs)
+{
+    const float *held = sq_world_local_rank(w) < 0 ? sq_world_weights_in_place(w, 0) : NULL;
+    *w0 = held ? held : what;
+    return held ? sq_world_replicas_differ(w, held, tmp, differs)
+                : sq_step_replicas(w, what, tmp, differs);
+}
+
 double sq_step_frac(uint64_t count, uint64_t of)
 {
     return of ? (double)count / (double)of : NAN;

@@ -238,16 +238,12 @@ static int give_weights(replay_state *st, unit_run *ur, uint32_t step, sq_error 
     return SQ_OK;
 }
 
-/* Worker 0's w-hat into ur->what0, every replica compared with it. In
-** process it is read where the world holds it (no copy of the unit per
-** step); on real ranks every process takes part in worker 0's broadcast. */
+/* Worker 0's w-hat into ur->what0 (in process where the world holds it:
+** no copy of the unit per step), every replica compared with it. */
 static int read_what(replay_state *st, unit_run *ur, uint32_t step, sq_error *err)
 {
-    const float *w0 = st->cfg->transport ? NULL : sq_world_weights_in_place(ur->w, 0);
-    int differs, rc = w0 ? sq_world_replicas_differ(ur->w, w0, ur->b.what, &differs)
-                         : sq_step_replicas(ur->w, ur->b.what0, ur->b.what, &differs);
+    int differs, rc = sq_step_replicas_view(ur->w, ur->b.what0, ur->b.what, &ur->what0, &differs);
     if (rc) return world_fail(ur->w, rc, err);
-    ur->what0 = w0 ? w0 : ur->b.what0;
     if (differs)
         return sq_error_set(err, SQ_ERR_CONFLICT, "param '%s', step %u: the replicas of the "
                             "weights differ (worker %d against worker 0): a bug in the world",

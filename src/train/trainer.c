@@ -5,6 +5,7 @@
 #include "shardq/train.h"
 #include "shardq/layout.h"
 #include "shardq/metrics.h"
+#include "metrics/metrics_internal.h"
 #include "sq_clock.h"
 #include "shardq/trace.h"
 #include "trace/wfile.h"
@@ -384,13 +385,9 @@ static int read_weights(train_state *s, sq_error *err)
 {
     for (size_t u = 0; u < s->layout.nunits; u++) {
         unit_state *q = &s->us[u];
-        /* on real ranks every process takes part in worker 0's broadcast
-        ** (sq_step_replicas), rank 0 included */
-        const float *w0 = s->c->transport ? NULL : sq_world_weights_in_place(q->w, 0);
-        int differs, rc = w0 ? sq_world_replicas_differ(q->w, w0, q->tmp, &differs)
-                             : sq_step_replicas(q->w, q->what, q->tmp, &differs);
+        const float *base;
+        int differs, rc = sq_step_replicas_view(q->w, q->what, q->tmp, &base, &differs);
         if (rc) return world_fail(s, u, rc, err);
-        const float *base = w0 ? w0 : q->what;
         for (size_t k = 0; k < q->count; k++)
             s->wptr[q->slot[k].param] = base + q->slot[k].offset;
         if (differs) {

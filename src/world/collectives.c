@@ -172,10 +172,8 @@ static int run_rank_phase(sq_world *w, const sq_plan_layout *L, const sq_transpo
 ** expect one caller) and on CPU backends. */
 static int rank_threads(const sq_world *w)
 {
-    if (w->dry || w->tr || w->itr || w->N < 2) return 1;
-    int nth = sq_get_threads();
-    for (int r = 0; r < w->N && nth > 1; r++)
-        if (sq_backend_kind_of(w->workers[r].be) != SQ_BACKEND_CPU) nth = 1;
+    if (w->dry || w->tr || w->itr || w->N < 2 || !sq_world_all_host(w)) return 1;
+    const int nth = sq_get_threads();
     return nth < w->N ? nth : w->N;
 }
 

@@ -682,10 +682,7 @@ int sq_world_replicas_differ(sq_world *w, const float *what0, float *tmp, int *d
     int rc = check_worker(w, 0, what0);
     if (rc) return rc;
     if (!w->tr) {
-        int host = 1;
-        for (int r = 0; r < w->N; r++)
-            host &= sq_backend_kind_of(w->workers[r].be) == SQ_BACKEND_CPU;
-        if (host) {
+        if (sq_world_all_host(w)) {
             /* replicas in host memory are compared where they lie, side by
             ** side, with worker 0's (what0 is its copy); the first that
             ** differs is the one named */

@@ -88,6 +88,14 @@ int sq_world_measure_residuals(sq_world *w);
 
 static inline int sq_node_of(const sq_world *w, int r) { return r / w->topo.per_node; }
 
+/* Whether every worker's buffers are host memory (CPU backends). */
+static inline int sq_world_all_host(const sq_world *w)
+{
+    for (int r = 0; r < w->N; r++)
+        if (sq_backend_kind_of(w->workers[r].be) != SQ_BACKEND_CPU) return 0;
+    return 1;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Wires (wire.c)                                                           */
 /* ------------------------------------------------------------------------ */
