@@ -660,6 +660,17 @@ static void expect_values(const char *dt, const void *raw, size_t n, size_t isz,
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(memcmp(&o64[i], &want64[i], 8) == 0, "%s to fp64: element %zu: got %a, want %a",
                       dt, i, o64[i], want64[i]);
+    /* every piece [first, first + len) alone (sq_st_to_f32_part) */
+    for (size_t first = 0; first < n; first++)
+        for (size_t len = 0; first + len <= n; len++) {
+            memset(o32, 0xff, n * sizeof *o32);
+            ck_assert_int_eq(sq_st_to_f32_part(&f, e, first, len, o32), SQ_OK);
+            snprintf(what, sizeof what, "%s [%zu, +%zu)", dt, first, len);
+            SQT_ASSERT_FLOATS_BITS(o32, want32 + first, len, what);
+        }
+    ck_assert_int_eq(sq_st_to_f32_part(&f, e, n, 1, o32), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_st_to_f32_part(&f, e, 1, n, o32), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_st_to_f32_part(&f, e, 0, UINT64_MAX, o32), SQ_ERR_ARG);
     free(o32);
     free(o64);
     sq_st_free(&f);
@@ -739,6 +750,11 @@ static void expect_bad(const char *dt, const void *raw, size_t n, size_t isz, co
     ck_assert_msg(rc != 0, "%s to fp64: no error for %s", dt, what);
     ck_assert_str_eq(err, want);
     ck_assert_msg(rc == kind, "%s to fp64, %s: kind %d, expected %d", dt, what, rc, kind);
+    /* the whole tensor as one piece: the same kind, no message (a
+    ** dtype that is not a float is no tensor it converts) */
+    rc = sq_st_to_f32_part(&f, e, 0, n, o32);
+    ck_assert_msg(rc == (kind == SQ_ERR_FORMAT ? SQ_ERR_ARG : kind), "%s piece, %s: kind %d", dt,
+                  what, rc);
     free(o32);
     free(o64);
     sq_st_free(&f);

@@ -4,12 +4,14 @@
 ** in this file (the baseline scheme, whose results are known element by
 ** element) or against the codec's error bound (4-bit weights), the kinds of
 ** its failures (a NaN in the trace, a file cut short), the rows it gives
-** per tensor and per step, and a sink that stops it.
+** per tensor and per step, a sink that stops it, and the gradient staging
+** tile by tile against the whole path, byte for byte.
 */
 #include "shardq/replay.h"
 #include "shardq/layout.h"
 #include "shardq/trace.h"
 #include "shardq/world.h"
+#include "replay/replay_internal.h"
 
 #include "check_util.h"
 
@@ -364,6 +366,168 @@ START_TEST(test_nothing_to_replay)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* The tiled staging against the whole path                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Params of sizes that straddle the staging's tiles (16384 elements) and
+** the groups (a slot boundary inside a tile, a param of 7): W gradient
+** files per step, 3 steps with weights, stored as dtype. */
+enum { BIG_STEPS = 3, BIG_NP = 3 };
+static const uint64_t BIG_N[BIG_NP] = {33000, 20001, 7};
+
+static void write_big(const char *dir, int W, sq_st_dtype dtype)
+{
+    sq_trace_param p[BIG_NP] = {{.name = "a", .ndim = 2, .shape = {330, 100}},
+                                {.name = "b", .ndim = 1, .shape = {20001}},
+                                {.name = "c", .ndim = 1, .shape = {7}}};
+    static float x[33000];
+    sqt_rng r = {7};
+    sq_trace_writer *w;
+    sq_error err = {0};
+    ck_assert_msg(sq_trace_writer_open(&w, dir, W, p, BIG_NP, dtype, NULL, NULL, &err) == 0, "%s",
+                  err.msg);
+    for (int s = 0; s < BIG_STEPS; s++)
+        for (int k = -1; k < W; k++) {
+            ck_assert_msg(sq_trace_file_begin(w, 1 + (uint32_t)s, k, &err) == 0, "%s", err.msg);
+            for (int q = 0; q < BIG_NP; q++) {
+                for (uint64_t i = 0; i < BIG_N[q]; i++)
+                    x[i] = k < 0 ? sqt_bell(&r, 0.5f) : sqt_bell(&r, 1e-3f * (float)(k + 1 + q));
+                if (k >= 0 && q == 1) x[5] = 0.0f; /* a zero, and an outlier that clips */
+                if (k == 0 && q == 0) x[17000] = 3.0f;
+                ck_assert_msg(sq_trace_file_put(w, x, &err) == 0, "%s", err.msg);
+            }
+            ck_assert_msg(sq_trace_file_end(w, &err) == 0, "%s", err.msg);
+        }
+    ck_assert_msg(sq_trace_writer_close(w, &err) == 0, "%s", err.msg);
+}
+
+/* One replay, staged by tiles or not; the rows it gave. */
+static int replay_staged(const sq_trace *t, const char *preset, sq_topo topo, int tiles,
+                         rows_kept *k, sq_replay_result *res, sq_error *e)
+{
+    /* "sdp4bit+ds": at DeepSpeed's levels, whose top level is one short, so
+    ** that every group's largest positive element clips */
+    const int ds = !strcmp(preset, "sdp4bit+ds");
+    sq_replay_config cfg = config(ds ? "sdp4bit" : preset);
+    cfg.topo = topo;
+    if (ds)
+        ck_assert(sq_scheme_set(&cfg.scheme, "grad.intra.levels=deepspeed", e) == SQ_OK &&
+                  sq_scheme_set(&cfg.scheme, "grad.inter.levels=deepspeed", e) == SQ_OK);
+    cfg.reuse_workers = 1;
+    memset(k, 0, sizeof *k);
+    sq_replay_sink sink = {.ctx = k, .rows = keep};
+    sq_replay_tiles = tiles;
+    int rc = sq_replay_run(&cfg, t, &sink, res, e);
+    sq_replay_tiles = 1;
+    return rc;
+}
+
+static void expect_same_stats(const sq_errstats *a, const sq_errstats *b, const char *what)
+{
+    ck_assert_msg(memcmp(a, b, sizeof *a) == 0, "%s: rel_l2 %.17g vs %.17g, n %llu vs %llu", what,
+                  a->rel_l2, b->rel_l2, (unsigned long long)a->n, (unsigned long long)b->n);
+}
+
+/* Every figure of the replay, row by row, the same whether the gradients
+** were staged tile by tile (read, put into the world, counted for clipping
+** and summed in fp64 a tile at a time) or worker by worker: the schemes of
+** every gradient path that takes its input whole, F32, BF16 and F16
+** files; as many workers as the 3 files (3 terms in each sum, so that the
+** order of the sum shows), twice as many (each file reused), fewer (a file
+** left unread), and one. */
+START_TEST(test_tiles_same_bytes)
+{
+    static const char *const presets[] = {"sdp4bit", "sdp4bit+ds", "baseline", "qsdp", "qgz",
+                                          "ulq", "topk", "powersgd"};
+    static const sq_st_dtype dtypes[] = {SQ_ST_F32, SQ_ST_BF16, SQ_ST_F16};
+    static const sq_topo topos[] = {{1, 3}, {2, 3}, {1, 2}, {1, 1}};
+    for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
+        char dir[64];
+        snprintf(dir, sizeof dir, "big%zu", d);
+        write_big(tpath(dir), 3, dtypes[d]);
+        sq_trace t;
+        open_trace(tpath(dir), &t);
+        for (size_t p = 0; p < sizeof presets / sizeof *presets; p++)
+            for (size_t o = 0; o < sizeof topos / sizeof *topos; o++) {
+                char what[128];
+                snprintf(what, sizeof what, "%s, dtype %zu, %dx%d", presets[p], d, topos[o].nodes,
+                         topos[o].per_node);
+                static rows_kept kt, kw;
+                sq_replay_result rt, rw;
+                sq_error et = {0}, ew = {0};
+                unsigned long before = sq_replay_tiled_steps;
+                ck_assert_msg(replay_staged(&t, presets[p], topos[o], 1, &kt, &rt, &et) == SQ_OK,
+                              "%s: %s", what, et.msg);
+                /* every unit of every step went through the tiles */
+                ck_assert_msg(sq_replay_tiled_steps - before == rt.units * BIG_STEPS,
+                              "%s: %lu tiled passes for %zu units", what,
+                              sq_replay_tiled_steps - before, rt.units);
+                before = sq_replay_tiled_steps;
+                ck_assert_msg(replay_staged(&t, presets[p], topos[o], 0, &kw, &rw, &ew) == SQ_OK,
+                              "%s: %s", what, ew.msg);
+                ck_assert_msg(sq_replay_tiled_steps == before, "%s: tiles when told not to", what);
+                expect_same_stats(&rt.grad, &rw.grad, what);
+                expect_same_stats(&rt.weight, &rw.weight, what);
+                ck_assert_msg(rt.grad_clipped == rw.grad_clipped, "%s: clipped %.17g vs %.17g",
+                              what, rt.grad_clipped, rw.grad_clipped);
+                ck_assert(rt.weight_clipped == rw.weight_clipped);
+                ck_assert(rt.trace_bytes == rw.trace_bytes);
+                ck_assert(memcmp(&rt.timings[0].bytes, &rw.timings[0].bytes, sizeof(uint64_t)) == 0);
+                ck_assert(rt.timings[0].calls == rw.timings[0].calls);
+                ck_assert(isnan(rt.ef_residual) ? isnan(rw.ef_residual)
+                                                : rt.ef_residual == rw.ef_residual);
+                ck_assert_uint_eq(kt.n, kw.n);
+                for (size_t i = 0; i < kt.n; i++) {
+                    ck_assert(kt.r[i].step == kw.r[i].step && !strcmp(kt.r[i].path, kw.r[i].path));
+                    expect_same_stats(&kt.r[i].st, &kw.r[i].st, what);
+                    ck_assert(kt.r[i].frac_clipped == kw.r[i].frac_clipped ||
+                              (isnan(kt.r[i].frac_clipped) && isnan(kw.r[i].frac_clipped)));
+                }
+                /* clipping counted tile by tile adds up */
+                if (!strcmp(presets[p], "sdp4bit+ds") && sq_topo_workers(&topos[o]) > 1)
+                    ck_assert_msg(rt.grad_clipped > 0.001, "%s: clipped %g", what, rt.grad_clipped);
+            }
+        sq_trace_close(&t);
+    }
+}
+END_TEST
+
+/* A NaN in the second worker's file, at a tile before the one where the
+** first worker's file has one: the tiled pass gives up and the whole path
+** names the first worker's, as it always did. */
+START_TEST(test_tiles_bad_value_named)
+{
+    write_big(tpath("bad"), 2, SQ_ST_F32);
+    /* patch the values in place: worker 1's 'a'[10] and worker 0's 'b'[3] */
+    sq_trace t;
+    open_trace(tpath("bad"), &t);
+    for (int k = 0; k < 2; k++) {
+        char file[800];
+        snprintf(file, sizeof file, "%s/step-%06u/grads-w%02d.safetensors", tpath("bad"), 2u, k);
+        sq_st_file f;
+        sq_error err = {0};
+        ck_assert_msg(sq_st_open(file, &f, &err) == 0, "%s", err.msg);
+        const sq_st_entry *e = sq_st_find(&f, k == 1 ? "a" : "b");
+        ck_assert_ptr_nonnull(e);
+        long off = (long)(e->data - (const unsigned char *)f.map) + 4L * (k == 1 ? 10 : 3);
+        sq_st_free(&f);
+        FILE *fp = fopen(file, "r+b");
+        ck_assert_ptr_nonnull(fp);
+        float nan = NAN;
+        ck_assert(fseek(fp, off, SEEK_SET) == 0 && fwrite(&nan, 4, 1, fp) == 1);
+        fclose(fp);
+    }
+    sq_replay_config cfg = config("sdp4bit");
+    sq_replay_result res;
+    sq_error e = {0};
+    ck_assert_int_eq(sq_replay_run(&cfg, &t, NULL, &res, &e), SQ_ERR_NONFINITE);
+    ck_assert_msg(strstr(e.msg, "grads-w00") && strstr(e.msg, "'b'") && strstr(e.msg, "element 3"),
+                  "%s", e.msg);
+    sq_trace_close(&t);
+}
+END_TEST
+
 static void setup(void)
 {
     ck_assert_int_eq(sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_replay"), 0);
@@ -387,6 +551,8 @@ int main(void)
     tcase_add_test(tc, test_truncated_file);
     tcase_add_test(tc, test_sink_stops);
     tcase_add_test(tc, test_nothing_to_replay);
+    tcase_add_test(tc, test_tiles_same_bytes);
+    tcase_add_test(tc, test_tiles_bad_value_named);
     suite_add_tcase(s, tc);
     return sqt_run(s);
 }

@@ -776,6 +776,57 @@ START_TEST(test_failure_names_lowest_rank)
 }
 END_TEST
 
+/* put_grad_part: the gradient put in pieces (uneven, in a scrambled order,
+** the last one ending at n and zeroing the padding over whatever the step
+** before left there) reduces to the same bytes as put_grad of the whole,
+** mean or sum, fp32 or fp16 gradients; what it refuses, it refuses
+** without touching the world's message. */
+START_TEST(test_put_grad_part)
+{
+    static const char *const presets[] = {"sdp4bit", "baseline", "qgz"};
+    const uint64_t n = 70001, cuts[] = {0, 1, 4096, 30000, 30001, 69999, n};
+    const size_t ncuts = sizeof cuts / sizeof *cuts;
+    for (size_t p = 0; p < sizeof presets / sizeof *presets; p++) {
+        float *x = make_grads(8, n, 5);
+        sq_world *a = open_world(2, 4, presets[p], NULL, n, 9, 0);
+        sq_world *b = open_world(2, 4, presets[p], NULL, n, 9, 0);
+        put_all(a, x, n);
+        /* b: garbage first, so that the padding must be zeroed again */
+        float *junk = malloc(n * sizeof *junk);
+        for (uint64_t i = 0; i < n; i++) junk[i] = 1e-3f * (float)(i % 7 + 1);
+        for (int r = 0; r < 8; r++) ck_assert_int_eq(sq_world_put_grad(b, r, junk), SQ_OK);
+        for (int r = 7; r >= 0; r--)
+            for (size_t k = ncuts - 1; k-- > 0;) {
+                const float *xr = x + (size_t)r * n;
+                ck_assert_int_eq(sq_world_put_grad_part(b, r, cuts[k], cuts[k + 1] - cuts[k],
+                                                        xr + cuts[k]),
+                                 SQ_OK);
+            }
+        ck_assert_int_eq(sq_world_reduce_grads(a, 1), SQ_OK);
+        ck_assert_int_eq(sq_world_reduce_grads(b, 1), SQ_OK);
+        float *ga = get_all(a), *gb = get_all(b);
+        size_t bytes = (size_t)sq_world_padded(a) * sizeof(float);
+        ck_assert_msg(memcmp(ga, gb, bytes) == 0, "%s: parts and whole differ", presets[p]);
+        /* refusals: a range past n, no values, a NaN, a dry world */
+        ck_assert_int_eq(sq_world_put_grad(b, 99, x), SQ_ERR_ARG);
+        char before[SQ_ERROR_MSG];
+        snprintf(before, sizeof before, "%s", sq_world_error(b));
+        ck_assert_int_eq(sq_world_put_grad_part(b, 0, n - 1, 2, x), SQ_ERR_ARG);
+        ck_assert_int_eq(sq_world_put_grad_part(b, 0, 0, 1, NULL), SQ_ERR_ARG);
+        ck_assert_int_eq(sq_world_put_grad_part(b, 8, 0, 1, x), SQ_ERR_UNSUPPORTED);
+        x[3] = NAN;
+        ck_assert_int_eq(sq_world_put_grad_part(b, 1, 0, 10, x), SQ_ERR_NONFINITE);
+        ck_assert_str_eq(sq_world_error(b), before);
+        sq_world *d = open_world(2, 4, presets[p], NULL, n, 9, 1);
+        ck_assert_int_eq(sq_world_put_grad_part(d, 0, 0, 1, junk), SQ_ERR_UNSUPPORTED);
+        sq_world_close(d);
+        free(ga), free(gb), free(junk), free(x);
+        sq_world_close(a);
+        sq_world_close(b);
+    }
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
     const uint64_t n = 10000; /* padded to 16384: shard 0 is all model, shard 3 all padding */
@@ -1009,6 +1060,7 @@ int main(void)
     tcase_add_test(tc, test_threads_same_bytes);
     tcase_add_test(tc, test_failure_names_lowest_rank);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_put_grad_part);
     suite_add_tcase(s, tc);
     tc = tcase_create("sizes");
     tcase_set_timeout(tc, 600);

@@ -98,7 +98,11 @@ typedef struct sq_replay_sink {
     int (*tensor)(void *ctx, uint32_t step, size_t p, int path, const float *x, uint64_t n);
 } sq_replay_sink;
 
-#define SQ_REPLAY_NTIMINGS 4 /* read, grad_reducescatter, weight_allgather, stats */
+/* read, grad_reducescatter, weight_allgather, stats. read: the trace's
+** reads; where the gradients are staged tile by tile (in process, on CPU
+** workers) their reads are timed with the staging pass that holds them
+** (the division into the world, the fp64 sum and the clipping count). */
+#define SQ_REPLAY_NTIMINGS 4
 
 typedef struct sq_replay_result {
     size_t steps;          /* steps replayed */

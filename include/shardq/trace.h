@@ -159,6 +159,10 @@ void sq_st_free(sq_st_file *f);
 ** bounded. The data stay readable: touched again, they are read back from
 ** the file. A no-op for a file held in memory. */
 void sq_st_release(const sq_st_file *f, const sq_st_entry *e);
+/* The same for the elements [first, first + len) of e, keeping the pages
+** they share with the elements around them (which a reader going piece by
+** piece may still need). */
+void sq_st_release_part(const sq_st_file *f, const sq_st_entry *e, uint64_t first, uint64_t len);
 
 /* Converts e's nelem values (of a float dtype, unaligned, little-endian) to
 ** fp32 in out[0..nelem): F32 is copied, F16 and BF16 widen exactly, F64
@@ -173,6 +177,14 @@ int sq_st_to_f32(const sq_st_file *f, const sq_st_entry *e, float *out, sq_error
 /* The same checks (so both accept the same tensors), converting exactly to
 ** double: the fp64 reference of the values. */
 int sq_st_to_f64(const sq_st_file *f, const sq_st_entry *e, double *out, sq_error *err);
+/* sq_st_to_f32 of the elements [first, first + len) of e alone, into
+** out[0..len), on the caller's thread and without a message: SQ_OK, or
+** SQ_ERR_NONFINITE / SQ_ERR_RANGE for a value sq_st_to_f32 refuses (its
+** message names the element), SQ_ERR_ARG for a range outside the tensor or
+** a tensor that is not a float one of this file. For a reader that works
+** piece by piece on several threads. */
+int sq_st_to_f32_part(const sq_st_file *f, const sq_st_entry *e, uint64_t first, uint64_t len,
+                      float *out);
 
 /* The tensor called name, or NULL (a binary search: a file of many tensors
 ** is checked name by name against a manifest in n log n). */
@@ -379,6 +391,18 @@ void sq_trace_step_close(sq_trace_step *s);
 ** opened by sq_trace_step_open. */
 int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *out64,
                   sq_error *err);
+/* sq_trace_load's fp32 values of the elements [first, first + len) of the
+** same tensor alone (sq_st_to_f32_part: no message, no fp64, no dropping
+** of pages: sq_trace_release after the last part). SQ_ERR_UNSUPPORTED for
+** an .npy trace, SQ_ERR_ARG for a file not opened; sq_trace_load of the
+** whole tensor names a bad element. */
+int sq_trace_load_part(sq_trace_step *s, int worker, size_t p, uint64_t first, uint64_t len,
+                       float *out32);
+/* Drops the pages of param p of that file from memory (what sq_trace_load
+** does after loading); _part those of its elements [first, first + len)
+** (sq_st_release_part). */
+void sq_trace_release(sq_trace_step *s, int worker, size_t p);
+void sq_trace_release_part(sq_trace_step *s, int worker, size_t p, uint64_t first, uint64_t len);
 /* The file that holds it, for messages. */
 const char *sq_trace_file_name(const sq_trace_step *s, int worker);
 

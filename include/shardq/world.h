@@ -350,6 +350,17 @@ const float *sq_world_weights_in_place(const sq_world *w, int r);
 ** the result, shard elements. */
 int sq_world_put_grad(sq_world *w, int r, const float *host_grad);
 int sq_world_reduce_grads(sq_world *w, uint32_t step);
+/* put_grad of the elements [first, first + len) of worker r's gradient
+** alone, for a caller that makes its gradient piece by piece and would
+** otherwise stage the whole of it: the same values as put_grad writes
+** there. Parts of different elements may run on several threads at once.
+** Every element must be put before the reduce; the part that ends at
+** element n also zeroes the padding. In process only, for a worker in
+** host memory: else SQ_ERR_UNSUPPORTED (use put_grad). A NaN or an Inf
+** gives SQ_ERR_NONFINITE, an fp16 overflow (grad.dtype=fp16) SQ_ERR_RANGE,
+** without a message: put_grad of the whole gradient names the element. */
+int sq_world_put_grad_part(sq_world *w, int r, uint64_t first, uint64_t len, const float *x);
+
 int sq_world_get_grad_shard(sq_world *w, int r, float *host_out);
 
 /* What each worker sent and received since the last reset (r < N). */

@@ -24,4 +24,12 @@ void sq_erracc_add_f32(sq_erracc *a, const float *got, const float *exact, uint6
 ** into what. *w0 is the w-hat read (the world's or what). */
 int sq_step_replicas_view(sq_world *w, float *what, float *tmp, const float **w0, int *differs);
 
+/* sq_step_add_grad's clipping count of x32[0..len) without the copies
+** factor: the elements that the gradient path's first quantizer clips in
+** x32 / N (tmp: len floats, used under grad.dtype=fp16). Counted group by
+** group from x32[0], so the counts of parts that begin at multiples of
+** sq_step_grad_group add up to the whole's. */
+uint64_t sq_step_grad_clipped(const sq_world *w, const float *x32, uint64_t len, float *tmp);
+uint64_t sq_step_grad_group(const sq_world *w);
+
 #endif

@@ -26,8 +26,6 @@ static const sq_wire *first_grad_wire(const sq_world *w)
 uint64_t sq_step_add_grad(const sq_world *w, double *exact, const float *x32,
                           const double *x64, uint32_t copies, float *tmp)
 {
-    const sq_scheme *sc = sq_world_scheme(w);
-    const int N = sq_world_workers(w);
     const uint64_t n = sq_world_elements(w);
     const double c = copies;
     /* element by element: the threads never change a sum's order */
@@ -38,14 +36,26 @@ uint64_t sq_step_add_grad(const sq_world *w, double *exact, const float *x32,
 #pragma omp parallel for simd schedule(static) if (n > 65536)
         for (uint64_t i = 0; i < n; i++) exact[i] += c * (double)x32[i];
     }
+    return (uint64_t)copies * sq_step_grad_clipped(w, x32, n, tmp);
+}
+
+uint64_t sq_step_grad_clipped(const sq_world *w, const float *x32, uint64_t len, float *tmp)
+{
+    const sq_scheme *sc = sq_world_scheme(w);
     const sq_wire *gw = first_grad_wire(w);
     if (sq_world_grad_path(w) == SQ_GRAD_NONE || sq_wire_raw(gw)) return 0;
-    float div = sc->grad_mean ? (float)N : 1.0f;
-    if (sc->grad_dtype != SQ_GRAD_FP16)
-        return (uint64_t)copies * sq_count_clipped_div(&gw->codec, x32, n, div);
+    float div = sc->grad_mean ? (float)sq_world_workers(w) : 1.0f;
+    if (sc->grad_dtype != SQ_GRAD_FP16) return sq_count_clipped_div(&gw->codec, x32, len, div);
     /* grad.dtype=fp16: the quantizer sees the input rounded to fp16 */
-    for (uint64_t i = 0; i < n; i++) tmp[i] = sq_hd_round_f16(x32[i] / div);
-    return (uint64_t)copies * sq_count_clipped(&gw->codec, tmp, n);
+    for (uint64_t i = 0; i < len; i++) tmp[i] = sq_hd_round_f16(x32[i] / div);
+    return sq_count_clipped(&gw->codec, tmp, len);
+}
+
+uint64_t sq_step_grad_group(const sq_world *w)
+{
+    const sq_wire *gw = first_grad_wire(w);
+    if (sq_world_grad_path(w) == SQ_GRAD_NONE || sq_wire_raw(gw)) return 1;
+    return gw->codec.group ? gw->codec.group : 1;
 }
 
 void sq_step_exact_mean(const sq_world *w, double *exact)

@@ -5,6 +5,7 @@
 #include "shardq/layout.h"
 #include "shardq/metrics.h"
 #include "metrics/metrics_internal.h"
+#include "replay_internal.h"
 #include "sq_clock.h"
 #include "trace/wfile.h"
 
@@ -13,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+
+int sq_replay_tiles = 1;               /* replay_internal.h */
+unsigned long sq_replay_tiled_steps = 0;
 
 sq_topo sq_replay_default_topo(const sq_trace *t)
 {
@@ -103,14 +107,15 @@ static void add_timing(replay_state *st, int op, double seconds, uint64_t bytes)
 }
 
 /* The read of param p of the weights (worker < 0) or of a gradient, begun
-** at t0: its time and the bytes of trace it covered. */
+** at t0 (< 0: timed by the caller): its time and the bytes of trace it
+** covered. */
 static void count_read(replay_state *st, const sq_trace_step *ts, int worker, size_t p, double t0)
 {
     const sq_st_entry *e = ts->npy ? NULL
                            : worker < 0 ? ts->wentry[p]
                                         : ts->gentry[(size_t)worker * st->t->nparams + p];
     uint64_t bytes = e ? e->end - e->begin : st->t->params[p].n * 4;
-    add_timing(st, T_READ, sq_clock_s() - t0, bytes);
+    add_timing(st, T_READ, t0 < 0 ? 0 : sq_clock_s() - t0, bytes);
     st->res->trace_bytes += bytes;
 }
 
@@ -181,6 +186,102 @@ static int load_unit(replay_state *st, sq_trace_step *ts, int tw, const unit_run
     return SQ_OK;
 }
 
+/* Elements of a tile of the gradient staging: whole groups of about this
+** many, so that a tile's values of every worker and its fp64 sum stay in L2. */
+#define STAGE_TILE 16384u
+
+/* Elements of the trace a thread reads before it drops their pages again,
+** so that the files' resident pages stay a few MB, as when grad_step
+** loads a worker's file whole and drops it. */
+#define STAGE_RELEASE (16 * STAGE_TILE)
+
+/* Drops the pages of the elements [from, to) of the unit in the gradient
+** files of trace workers 0 .. K-1. */
+static void release_span(sq_trace_step *ts, const unit_run *ur, int K, uint64_t from, uint64_t to)
+{
+    for (int tw = 0; tw < K; tw++)
+        for (size_t q = 0; q < ur->count; q++) {
+            const sq_layout_slot *sl = &ur->slot[q];
+            uint64_t lo = sl->offset > from ? sl->offset : from;
+            uint64_t hi = sl->offset + sl->n < to ? sl->offset + sl->n : to;
+            if (lo < hi) sq_trace_release_part(ts, tw, sl->param, lo - sl->offset, hi - lo);
+        }
+}
+
+/* The staging of grad_step in one pass over the unit, tile by tile: each
+** trace worker's values of a tile are read from its file, put into the
+** world (sq_world_put_grad_part), counted for clipping and added into the
+** exact fp64 sum while they are in cache, where grad_step would make a pass
+** over memory for each of the four per worker. The same sums in the same
+** order, so the same bytes. Returns SQ_OK, or nonzero where the pass does
+** not apply or did not finish (a world of ranks or of devices, fp64
+** values, a bad value, no memory): the caller then runs the whole path,
+** which also names a bad value's file and element. */
+static int stage_grads_tiled(replay_state *st, unit_run *ur, sq_trace_step *ts, uint64_t *clipped)
+{
+    sq_world *w = ur->w;
+    const int N = sq_world_workers(w), W = st->t->workers, K = W < N ? W : N;
+    const uint64_t n = ur->n, g = sq_step_grad_group(w);
+    const int mean = sq_world_scheme(w)->grad_mean, f16 = sq_world_scheme(w)->grad_dtype ==
+                                                               SQ_GRAD_FP16;
+    if (!sq_replay_tiles || ts->npy || n == 0) return SQ_ERR_UNSUPPORTED;
+    for (int r = 0; r < N; r++)
+        if (sq_world_put_grad_part(w, r, 0, 0, NULL) != SQ_OK) return SQ_ERR_UNSUPPORTED;
+    for (int tw = 0; tw < K; tw++)
+        if (unit_wide(st, ts, tw, ur)) return SQ_ERR_UNSUPPORTED;
+    const uint64_t T = g >= STAGE_TILE ? g : STAGE_TILE / g * g, ntiles = (n + T - 1) / T;
+    double *exact = ur->b.exact;
+    uint64_t clip = 0;
+    int failed = 0;
+#pragma omp parallel num_threads(sq_get_threads()) reduction(+ : clip) reduction(| : failed) \
+    if (ntiles > 1)
+    {
+        float *x = malloc((size_t)T * sizeof *x), *tmp = f16 ? malloc((size_t)T * sizeof *tmp) : x;
+        if (!x || !tmp) failed = 1;
+        uint64_t kept = UINT64_MAX; /* the first element read and not yet dropped */
+#pragma omp for schedule(static)
+        for (uint64_t k = 0; k < ntiles; k++) {
+            if (failed) continue;
+            const uint64_t a = k * T, len = n - a < T ? n - a : T;
+            if (kept == UINT64_MAX) kept = a;
+            if (a + len - kept >= STAGE_RELEASE) {
+                release_span(ts, ur, K, kept, a);
+                kept = a;
+            }
+            double *e = exact + a;
+            memset(e, 0, (size_t)len * sizeof *e);
+            for (int tw = 0; tw < K && !failed; tw++) {
+                /* the slots lie end to end over the unit, in offset order */
+                for (size_t q = 0; q < ur->count && !failed; q++) {
+                    const sq_layout_slot *sl = &ur->slot[q];
+                    uint64_t lo = sl->offset > a ? sl->offset : a;
+                    uint64_t hi = sl->offset + sl->n < a + len ? sl->offset + sl->n : a + len;
+                    if (lo < hi && sq_trace_load_part(ts, tw, sl->param, lo - sl->offset, hi - lo,
+                                                      x + (lo - a)) != SQ_OK)
+                        failed = 1;
+                }
+                uint32_t copies = 0;
+                for (int r = tw; r < N && !failed; r += W, copies++)
+                    if (sq_world_put_grad_part(w, r, a, len, x) != SQ_OK) failed = 1;
+                if (failed) break;
+                const double c = copies;
+                for (uint64_t i = 0; i < len; i++) e[i] += c * (double)x[i];
+                clip += (uint64_t)copies * sq_step_grad_clipped(w, x, len, f16 ? tmp : NULL);
+            }
+            /* sq_step_exact_mean's division */
+            if (mean && !failed)
+                for (uint64_t i = 0; i < len; i++) e[i] /= (double)N;
+        }
+        if (tmp != x) free(tmp);
+        free(x);
+    }
+    if (failed) return SQ_ERR_UNSUPPORTED;
+    memset(exact + n, 0, (size_t)(sq_world_padded(w) - n) * sizeof *exact);
+    *clipped += clip;
+    __atomic_fetch_add(&sq_replay_tiled_steps, 1, __ATOMIC_RELAXED);
+    return SQ_OK;
+}
+
 /* The gradient path of unit ur at trace step ts: stats per slot into
 ** ur->ge, the clipped count into *clipped. */
 static int grad_step(replay_state *st, unit_run *ur, sq_trace_step *ts, uint64_t *clipped,
@@ -192,19 +293,32 @@ static int grad_step(replay_state *st, unit_run *ur, sq_trace_step *ts, uint64_t
     const int N = sq_world_workers(w), W = t->workers;
     const uint64_t n = ur->n, S = sq_world_shard(w);
     int rc;
-    sq_step_exact_zero(w, b->exact);
-    for (int tw = 0; tw < W && tw < N; tw++) {
-        int wide;
-        if ((rc = load_unit(st, ts, tw, ur, b->g, b->g64, &wide, err))) return rc;
-        uint32_t copies = 0;
-        for (int r = tw; r < N; r += W) {
-            copies++;
-            if ((rc = sq_world_put_grad(w, r, b->g))) return world_fail(w, rc, err);
-        }
-        *clipped += sq_step_add_grad(w, b->exact, b->g, wide ? b->g64 : NULL, copies, b->tmp);
-    }
-    sq_step_exact_mean(w, b->exact);
     double t0 = sq_clock_s();
+    uint64_t tiled = 0;
+    if (stage_grads_tiled(st, ur, ts, &tiled) == SQ_OK) {
+        /* the reads as the whole path counts them; their time is the pass's */
+        *clipped += tiled;
+        for (int tw = 0; tw < W && tw < N; tw++)
+            for (size_t k = 0; k < ur->count; k++) {
+                count_read(st, ts, tw, ur->slot[k].param, -1);
+                sq_trace_release(ts, tw, ur->slot[k].param);
+            }
+        st->res->timings[T_READ].seconds += sq_clock_s() - t0;
+    } else {
+        sq_step_exact_zero(w, b->exact);
+        for (int tw = 0; tw < W && tw < N; tw++) {
+            int wide;
+            if ((rc = load_unit(st, ts, tw, ur, b->g, b->g64, &wide, err))) return rc;
+            uint32_t copies = 0;
+            for (int r = tw; r < N; r += W) {
+                copies++;
+                if ((rc = sq_world_put_grad(w, r, b->g))) return world_fail(w, rc, err);
+            }
+            *clipped += sq_step_add_grad(w, b->exact, b->g, wide ? b->g64 : NULL, copies, b->tmp);
+        }
+        sq_step_exact_mean(w, b->exact);
+    }
+    t0 = sq_clock_s();
     if ((rc = sq_world_reduce_grads(w, ts->step))) return world_fail(w, rc, err);
     /* what the collective read and wrote: every worker's full gradient in,
     ** its partition out, fp32 */

@@ -1011,24 +1011,38 @@ int sq_st_read(const char *path, sq_st_file *out, sq_error *err)
     return sq_st_open(path, out, err);
 }
 
-void sq_st_release(const sq_st_file *f, const sq_st_entry *e)
+/* Drops the pages of the mapped bytes [lo, lo + len) of f: those that
+** touch the range (outward), or those wholly inside it (inward: the pages
+** it shares with a neighbour that is still being read stay). */
+static void drop_pages(const sq_st_file *f, uintptr_t lo, uint64_t len, int outward)
 {
 #ifdef MADV_DONTNEED
-    if (!f || !f->map) return;
-    uintptr_t lo = (uintptr_t)(e ? e->data : f->data), base = (uintptr_t)f->map;
-    uint64_t len = e ? e->end - e->begin : f->data_len;
+    uintptr_t base = (uintptr_t)f->map;
     if (lo < base || lo - base > f->map_len || len > f->map_len - (lo - base))
-        return; /* not an entry of this file */
-    /* Rounded outward to whole pages: the neighbours' pages that go too are
-    ** clean (PROT_READ, never written), so touching them again reads them
-    ** back from the file; nothing is lost. */
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = lo & ~(pg - 1), b = (lo + (uintptr_t)len + pg - 1) & ~(pg - 1);
+        return; /* not bytes of this file */
+    /* The neighbours' pages that go too are clean (PROT_READ, never
+    ** written), so touching them again reads them back from the file;
+    ** nothing is lost. */
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), hi = lo + (uintptr_t)len;
+    uintptr_t a = outward ? lo & ~(pg - 1) : (lo + pg - 1) & ~(pg - 1);
+    uintptr_t b = outward ? (hi + pg - 1) & ~(pg - 1) : hi & ~(pg - 1);
     if (b > a) (void)madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
 #else
-    (void)f;
-    (void)e;
+    (void)f, (void)lo, (void)len, (void)outward;
 #endif
+}
+
+void sq_st_release(const sq_st_file *f, const sq_st_entry *e)
+{
+    if (!f || !f->map) return;
+    drop_pages(f, (uintptr_t)(e ? e->data : f->data), e ? e->end - e->begin : f->data_len, 1);
+}
+
+void sq_st_release_part(const sq_st_file *f, const sq_st_entry *e, uint64_t first, uint64_t len)
+{
+    if (!f || !f->map || !e || first > e->nelem || len > e->nelem - first) return;
+    const uint64_t isz = sq_st_dtype_size(e->dtype);
+    drop_pages(f, (uintptr_t)(e->data + first * isz), len * isz, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1242,4 +1256,27 @@ int sq_st_to_f32(const sq_st_file *f, const sq_st_entry *e, float *out, sq_error
 int sq_st_to_f64(const sq_st_file *f, const sq_st_entry *e, double *out, sq_error *err)
 {
     return convert(f, e, out, 1, err);
+}
+
+int sq_st_to_f32_part(const sq_st_file *f, const sq_st_entry *e, uint64_t first, uint64_t len,
+                      float *out)
+{
+    if (!f || !e || !sq_st_dtype_is_float(e->dtype) || e->data != f->data + e->begin ||
+        e->end > f->data_len || first > e->nelem || len > e->nelem - first ||
+        e->nelem * sq_st_dtype_size(e->dtype) != e->end - e->begin)
+        return SQ_ERR_ARG;
+    /* chunk by chunk, each chunk's values checked while they are in cache */
+    const size_t isz = sq_st_dtype_size(e->dtype);
+    for (uint64_t i = 0; i < len; i += CONV_CHUNK) {
+        size_t m = (size_t)(len - i < CONV_CHUNK ? len - i : CONV_CHUNK);
+        if (!chunk_f32(e->dtype, e->data + (first + i) * isz, m, out + i)) continue;
+        /* the kind of the first bad value, as report_bad names it: a finite
+        ** F64 beyond fp32 comes out infinite, but is a range problem */
+        for (size_t j = 0; j < m; j++)
+            if (sq_hd_nonfinite(out[i + j])) {
+                double v = elem_f64(e->dtype, e->data, first + i + j);
+                return isfinite(v) ? SQ_ERR_RANGE : SQ_ERR_NONFINITE;
+            }
+    }
+    return SQ_OK;
 }

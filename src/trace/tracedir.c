@@ -804,12 +804,45 @@ const char *sq_trace_file_name(const sq_trace_step *s, int worker)
     return buf;
 }
 
+/* Whether the step opened param p of that file (worker < 0: the weights). */
+static int step_opened(const sq_trace_step *s, int worker, size_t p)
+{
+    int opened = s->npy ? worker == 0 : worker < 0 ? s->has_weights : worker < s->ngrads;
+    return opened && p < s->trace->nparams;
+}
+
+static const sq_st_entry *step_entry(const sq_trace_step *s, int worker, size_t p)
+{
+    return worker < 0 ? s->wentry[p] : s->gentry[(size_t)worker * s->trace->nparams + p];
+}
+
+int sq_trace_load_part(sq_trace_step *s, int worker, size_t p, uint64_t first, uint64_t len,
+                       float *out32)
+{
+    if (s->npy) return SQ_ERR_UNSUPPORTED;
+    if (!step_opened(s, worker, p)) return SQ_ERR_ARG;
+    const sq_st_file *f = worker < 0 ? &s->weights : &s->grads[worker];
+    return sq_st_to_f32_part(f, step_entry(s, worker, p), first, len, out32);
+}
+
+void sq_trace_release(sq_trace_step *s, int worker, size_t p)
+{
+    if (s->npy || !step_opened(s, worker, p)) return;
+    sq_st_release(worker < 0 ? &s->weights : &s->grads[worker], step_entry(s, worker, p));
+}
+
+void sq_trace_release_part(sq_trace_step *s, int worker, size_t p, uint64_t first, uint64_t len)
+{
+    if (s->npy || !step_opened(s, worker, p)) return;
+    sq_st_release_part(worker < 0 ? &s->weights : &s->grads[worker], step_entry(s, worker, p),
+                       first, len);
+}
+
 int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *out64,
                   sq_error *err)
 {
     const sq_trace *t = s->trace;
-    int opened = s->npy ? worker == 0 : worker < 0 ? s->has_weights : worker < s->ngrads;
-    if (p >= t->nparams || !opened) {
+    if (!step_opened(s, worker, p)) {
         return sq_error_set(err, SQ_ERR_ARG, "%s: step %u: no %s%d of param %zu was opened",
                             t->path, (unsigned)s->step,
                             worker < 0 ? "weights" : "gradient of worker ", worker < 0 ? 0 : worker,
@@ -825,7 +858,7 @@ int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *
         return 0;
     }
     const sq_st_file *f = worker < 0 ? &s->weights : &s->grads[worker];
-    const sq_st_entry *e = worker < 0 ? s->wentry[p] : s->gentry[(size_t)worker * t->nparams + p];
+    const sq_st_entry *e = step_entry(s, worker, p);
     if (out64) {
         /* one pass over the file: every fp32 value is the fp64 one rounded
         ** (exact but for F64, rounded to nearest as sq_st_to_f32 does) */

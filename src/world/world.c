@@ -557,6 +557,15 @@ int sq_world_init_weights(sq_world *w, const float *host_w0)
     }
     if (bf16)
         for (uint64_t i = 0; i < w->n; i++) w->stage[i] = sq_hd_bf16_round(w->stage[i]);
+    if (w->rank < 0 && sq_world_all_host(w)) {
+        /* every replica in this process's memory: copied side by side, so
+        ** that the first touch of N fresh buffers (most of the time of
+        ** this copy) runs on every thread */
+#pragma omp parallel for num_threads(sq_get_threads()) schedule(static, 1)
+        for (int r = 0; r < w->N; r++)
+            memcpy(w->workers[r].what, w->stage, (size_t)w->padded * sizeof(float));
+        return SQ_OK;
+    }
     for (int r = 0; r < w->N; r++)
         if ((rc = put(w, r, w->workers[r].what, w->stage, w->padded * 4, "writing the initial weights")))
             return rc;
@@ -668,6 +677,22 @@ int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
     return dst == w->stage ? put(w, r, w->workers[r].grad, w->stage, w->padded * 4,
                                  "writing the gradient")
                            : SQ_OK;
+}
+
+int sq_world_put_grad_part(sq_world *w, int r, uint64_t first, uint64_t len, const float *x)
+{
+    /* No message on any path: parts run on several threads at once, and
+    ** the world's one error text is not theirs to share. */
+    if (w->dry || w->rank >= 0 || r < 0 || r >= w->N ||
+        sq_backend_kind_of(w->workers[r].be) != SQ_BACKEND_CPU)
+        return SQ_ERR_UNSUPPORTED;
+    if (first > w->n || len > w->n - first || (len && !x)) return SQ_ERR_ARG;
+    float *dst = w->workers[r].grad + first;
+    float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
+    if (div_pass(x, div, len, dst)) return SQ_ERR_NONFINITE;
+    if (w->scheme.grad_dtype == SQ_GRAD_FP16 && round_f16_pass(dst, len)) return SQ_ERR_RANGE;
+    if (first + len == w->n) memset(dst + len, 0, (size_t)(w->padded - w->n) * sizeof(float));
+    return SQ_OK;
 }
 
 int sq_world_get_grad_shard(sq_world *w, int r, float *host_out)
