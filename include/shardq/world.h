@@ -358,7 +358,8 @@ int sq_world_reduce_grads(sq_world *w, uint32_t step);
 ** element n also zeroes the padding. In process only, for a worker in
 ** host memory: else SQ_ERR_UNSUPPORTED (use put_grad). A NaN or an Inf
 ** gives SQ_ERR_NONFINITE, an fp16 overflow (grad.dtype=fp16) SQ_ERR_RANGE,
-** without a message: put_grad of the whole gradient names the element. */
+** without a message: put_grad of the whole gradient names the element.
+** A part of no elements writes nothing and says whether parts are taken. */
 int sq_world_put_grad_part(sq_world *w, int r, uint64_t first, uint64_t len, const float *x);
 
 int sq_world_get_grad_shard(sq_world *w, int r, float *host_out);

@@ -687,6 +687,7 @@ int sq_world_put_grad_part(sq_world *w, int r, uint64_t first, uint64_t len, con
         sq_backend_kind_of(w->workers[r].be) != SQ_BACKEND_CPU)
         return SQ_ERR_UNSUPPORTED;
     if (first > w->n || len > w->n - first || (len && !x)) return SQ_ERR_ARG;
+    if (!len) return SQ_OK;
     float *dst = w->workers[r].grad + first;
     float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
     if (div_pass(x, div, len, dst)) return SQ_ERR_NONFINITE;
