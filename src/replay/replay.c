@@ -327,6 +327,9 @@ static int grad_step(replay_state *st, unit_run *ur, sq_trace_step *ts, uint64_t
     if (b->red) {
         /* the whole result, then each param's slice of it */
         if ((rc = sq_step_grad_error(w, NULL, b->red, NULL, NULL))) return world_fail(w, rc, err);
+        /* each param's sums in element order on one thread (params side
+        ** by side: the figures never depend on the threads) */
+#pragma omp parallel for num_threads(sq_get_threads()) schedule(dynamic) if (ur->count > 1)
         for (size_t k = 0; k < ur->count; k++)
             sq_erracc_add(&ur->ge[k], b->red + ur->slot[k].offset, b->exact + ur->slot[k].offset,
                           ur->slot[k].n);
@@ -412,6 +415,8 @@ static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t
     add_timing(st, T_WEIGHT, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
     t0 = sq_clock_s();
     if ((rc = read_what(st, ur, ts->step, err))) return rc;
+    /* params side by side, as the gradient's statistics */
+#pragma omp parallel for num_threads(sq_get_threads()) schedule(dynamic) if (ur->count > 1)
     for (size_t k = 0; k < ur->count; k++) {
         const sq_layout_slot *sl = &ur->slot[k];
         if (wide)
