@@ -7,6 +7,8 @@
 ** per tensor and per step, a sink that stops it, and the gradient staging
 ** tile by tile against the whole path, byte for byte.
 */
+/* RTLD_NEXT, for the count of threads started (below) */
+#define _GNU_SOURCE 1
 #include "shardq/replay.h"
 #include "shardq/layout.h"
 #include "shardq/trace.h"
@@ -16,10 +18,15 @@
 #include "check_util.h"
 
 #include <check.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 enum { STEPS = 3, WORKERS = 2, NP = 2, FIRST_STEP = 5 };
 static const uint64_t NEL[NP] = {200, 1000};
@@ -528,6 +535,62 @@ START_TEST(test_tiles_bad_value_named)
 }
 END_TEST
 
+/* Every thread this process starts goes through here (the executable's
+** definition comes first in the dynamic lookup, libgomp's calls included),
+** counted, then to the real pthread_create. */
+static int threads_started;
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*f)(void *), void *arg)
+{
+    static create_fn real;
+    if (!real) {
+        void *p = dlsym(RTLD_NEXT, "pthread_create");
+        memcpy(&real, &p, sizeof real);
+    }
+    __atomic_fetch_add(&threads_started, 1, __ATOMIC_RELAXED);
+    return real(t, a, f, arg);
+}
+
+/* Told to use one thread (a sweep's job: sq_set_threads(1) while OpenMP's
+** own default is more), a replay starts no thread at all: every parallel
+** region asks sq_get_threads, the tiled staging's inner ones included (a
+** region that did not once started a team per tile and per worker, and
+** made the demo's sweep of small groups 100 times slower). */
+START_TEST(test_one_thread_starts_none)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(4);
+#endif
+    sq_set_threads(1);
+    write_big(tpath("one"), 3, SQ_ST_F32);
+    sq_trace t;
+    open_trace(tpath("one"), &t);
+    const int before = __atomic_load_n(&threads_started, __ATOMIC_RELAXED);
+    static rows_kept k;
+    sq_replay_result res;
+    sq_error e = {0};
+    unsigned long tiled = sq_replay_tiled_steps;
+    static const char *const presets[] = {"sdp4bit", "sdp4bit+ds", "qsdp", "qgz"};
+    for (size_t p = 0; p < sizeof presets / sizeof *presets; p++)
+        ck_assert_msg(replay_staged(&t, presets[p], (sq_topo){2, 3}, 1, &k, &res, &e) == SQ_OK,
+                      "%s", e.msg);
+    ck_assert(sq_replay_tiled_steps > tiled);
+    const int started = __atomic_load_n(&threads_started, __ATOMIC_RELAXED) - before;
+    ck_assert_msg(started == 0, "%d threads started by replays on one thread", started);
+#ifdef _OPENMP
+    /* and the count sees libgomp's threads: a region of its default size */
+    int team = 0;
+#pragma omp parallel
+    team = omp_get_num_threads();
+    ck_assert_msg(team < 2 || __atomic_load_n(&threads_started, __ATOMIC_RELAXED) > 0,
+                  "a team of %d, no thread counted", team);
+#endif
+    sq_trace_close(&t);
+    sq_set_threads(0);
+}
+END_TEST
+
 static void setup(void)
 {
     ck_assert_int_eq(sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_replay"), 0);
@@ -553,6 +616,7 @@ int main(void)
     tcase_add_test(tc, test_nothing_to_replay);
     tcase_add_test(tc, test_tiles_same_bytes);
     tcase_add_test(tc, test_tiles_bad_value_named);
+    tcase_add_test(tc, test_one_thread_starts_none);
     suite_add_tcase(s, tc);
     return sqt_run(s);
 }

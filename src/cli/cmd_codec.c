@@ -422,7 +422,7 @@ static int codec_stats(int argc, char **argv)
     for (uint64_t b0 = 0; b0 < nblocks; b0 += STAT_BATCH) {
         uint64_t b1 = b0 + STAT_BATCH < nblocks ? b0 + STAT_BATCH : nblocks;
         block_sums part[STAT_BATCH];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(sq_get_threads()) schedule(static)
         for (int64_t b = (int64_t)b0; b < (int64_t)b1; b++) {
             uint64_t i0 = (uint64_t)b * STAT_BLOCK;
             uint64_t len = n - i0 < STAT_BLOCK ? n - i0 : STAT_BLOCK;

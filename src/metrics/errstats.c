@@ -77,7 +77,8 @@ void sq_erracc_merge(sq_erracc *into, const sq_erracc *from)
 static uint64_t clipped_in(const sq_codec *c, sq_code_range l, const float *buf, uint64_t len)
 {
     uint64_t g = c->group, ngroups = (len + g - 1) / g, clipped = 0;
-#pragma omp parallel for reduction(+ : clipped) schedule(static) if (ngroups > 64)
+#pragma omp parallel for num_threads(sq_get_threads()) reduction(+ : clipped) schedule(static) \
+    if (ngroups > 64)
     for (uint64_t k = 0; k < ngroups; k++) {
         const float *x = buf + k * g;
         uint64_t m = len - k * g < g ? len - k * g : g;
@@ -141,7 +142,8 @@ uint64_t sq_count_clipped_div(const sq_codec *c, const float *x, uint64_t n, flo
         /* group by group, the long way only where group_safe cannot tell */
         uint64_t ngroups = whole / g;
         int nomem = 0;
-#pragma omp parallel reduction(+ : clipped) reduction(| : nomem) if (ngroups > 64)
+#pragma omp parallel num_threads(sq_get_threads()) reduction(+ : clipped) reduction(| : nomem) \
+    if (ngroups > 64)
         {
             float *buf = NULL;
 #pragma omp for schedule(static)

@@ -30,10 +30,10 @@ uint64_t sq_step_add_grad(const sq_world *w, double *exact, const float *x32,
     const double c = copies;
     /* element by element: the threads never change a sum's order */
     if (x64) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) if (n > 65536)
         for (uint64_t i = 0; i < n; i++) exact[i] += c * x64[i];
     } else {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) if (n > 65536)
         for (uint64_t i = 0; i < n; i++) exact[i] += c * (double)x32[i];
     }
     return (uint64_t)copies * sq_step_grad_clipped(w, x32, n, tmp);
@@ -63,7 +63,7 @@ void sq_step_exact_mean(const sq_world *w, double *exact)
     if (!sq_world_scheme(w)->grad_mean) return;
     const int N = sq_world_workers(w);
     const uint64_t n = sq_world_elements(w);
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) if (n > 65536)
     for (uint64_t i = 0; i < n; i++) exact[i] /= (double)N;
 }
 
@@ -90,11 +90,11 @@ uint64_t sq_step_weight_clipped(const sq_world *w, const float *master, const fl
     /* what the sender quantizes (sq_quantize_diff_bf16 ... under weight.recon=bf16) */
     const int bf16 = sc->weight_recon == SQ_RECON_BF16;
     if (sc->weight_mode == SQ_WEIGHT_DIFF) {
-#pragma omp parallel for simd schedule(static) if (len > 65536)
+#pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) if (len > 65536)
         for (uint64_t i = 0; i < len; i++)
             tmp[i] = bf16 ? sq_hd_bf16_diff(master[i], what[i]) : master[i] - what[i];
     } else if (bf16) {
-#pragma omp parallel for simd schedule(static) if (len > 65536)
+#pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) if (len > 65536)
         for (uint64_t i = 0; i < len; i++) tmp[i] = sq_hd_bf16_round(master[i]);
     } else
         memcpy(tmp, master, (size_t)len * sizeof *tmp);

@@ -865,7 +865,7 @@ int sq_trace_load(sq_trace_step *s, int worker, size_t p, float *out32, double *
         rc = sq_st_to_f64(f, e, out64, err);
         if (rc == 0 && out32) {
             const uint64_t n = e->nelem;
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) if (n > 65536)
             for (uint64_t i = 0; i < n; i++) out32[i] = (float)out64[i];
         }
     } else {

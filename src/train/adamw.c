@@ -12,7 +12,7 @@ void sq_adamw_step(const sq_adamw *a, float lr, uint32_t t, int decay, float gsc
     const float c1 = 1.0f - (float)pow(b1, (double)t);
     const float c2 = 1.0f - (float)pow(b2, (double)t);
     const float wd = decay ? a->weight_decay : 0.0f;
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd num_threads(sq_get_threads()) schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gscale;
         float mi = b1 * m[i] + (1.0f - b1) * gi;
