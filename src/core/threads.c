@@ -14,9 +14,12 @@ int sq_set_threads(int n)
     return sq_get_threads();
 }
 
-/* Inside a parallel region (the trainer's workers side by side, a codec
-** tile's Hadamard), a call runs on the calling thread: its loops were
-** split at the outer level already. */
+/* Inside a parallel region of several threads (the trainer's workers side
+** by side, a codec tile's Hadamard), a call runs on the calling thread: its
+** loops were split at the outer level already. Inside a region of one
+** thread (an outer count of 1, or an `if` that was false) it is the count
+** wanted, as outside: that is why every region asks for num_threads(this),
+** since a region that does not gets OpenMP's default as a nested team. */
 int sq_get_threads(void)
 {
 #ifdef _OPENMP
