@@ -1109,6 +1109,72 @@ START_TEST(test_release_rss)
 }
 END_TEST
 
+/* Whether the page holding address a is in this process's page table
+** (/proc/self/pagemap, bit 63: present; -1 when it cannot be read). After
+** MADV_DONTNEED the page is gone from the table, whatever the page cache
+** still holds (which mincore would report). */
+static int page_present(const void *a)
+{
+    const long pg = sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0) return -1;
+    uint64_t e = 0;
+    off_t at = (off_t)((uintptr_t)a / (uintptr_t)pg * sizeof e);
+    ssize_t k = pread(fd, &e, sizeof e, at);
+    close(fd);
+    return k == (ssize_t)sizeof e ? (int)(e >> 63) : -1;
+}
+
+/* sq_st_release_part drops the pages wholly inside a piece of a tensor
+** and keeps the ones it shares with the elements around it; the values
+** read back the same; a piece outside the tensor drops nothing. */
+START_TEST(test_release_part_pages)
+{
+    enum { N = 40000 };
+    static float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = (float)i * 0.25f - 7.0f;
+    sq_st_tensor t = {.name = "w", .dtype = SQ_ST_F32, .ndim = 1, .shape = {N}, .data = x};
+    const char *p = tpath("part.st");
+    sq_error err_ = {0};
+    ck_assert_msg(sq_st_write(p, &t, 1, NULL, 0, &err_) == 0, "%s", err_.msg);
+    sq_st_file f;
+    ck_assert_msg(sq_st_open(p, &f, &err_) == 0, "%s", err_.msg);
+    ck_assert_ptr_nonnull(f.map);
+    const sq_st_entry *e = sq_st_find(&f, "w");
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    volatile unsigned char sink = 0;
+    for (uint64_t i = 0; i < f.data_len; i += 64) sink ^= f.data[i];
+    (void)sink;
+    if (page_present(e->data) < 0) {
+        fprintf(stderr, "test_release_part_pages: no /proc/self/pagemap, skipped\n");
+        sq_st_free(&f);
+        return;
+    }
+    /* outside the tensor: nothing goes */
+    sq_st_release_part(&f, e, N, 1);
+    sq_st_release_part(&f, e, 1, N);
+    for (uint64_t i = 0; i < 4ull * N; i += pg) ck_assert_int_eq(page_present(e->data + i), 1);
+    /* elements [1000, 21000): bytes [4000, 84000) of the data, which begin
+    ** inside a page (the header's length is not a multiple of the page) */
+    const uintptr_t lo = (uintptr_t)e->data + 4000, hi = (uintptr_t)e->data + 84000;
+    sq_st_release_part(&f, e, 1000, 20000);
+    int dropped = 0;
+    for (uintptr_t a = ((uintptr_t)e->data) & ~(pg - 1); a < (uintptr_t)e->data + 4 * N; a += pg) {
+        const int inside = a >= lo && a + pg <= hi;
+        ck_assert_msg(page_present((const void *)a) == !inside,
+                      "page at data %+ld: present %d, wholly inside the piece %d",
+                      (long)(a - (uintptr_t)e->data), page_present((const void *)a), inside);
+        dropped += inside;
+    }
+    ck_assert_int_ge(dropped, 18);
+    /* read back from the file, the same values */
+    ck_assert_int_eq(sq_st_to_f32_part(&f, e, 0, N, y), SQ_OK);
+    ck_assert(memcmp(x, y, sizeof x) == 0);
+    sq_st_free(&f);
+    unlink(p);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* .npy from memory                                                         */
 /* ------------------------------------------------------------------------ */
@@ -1464,6 +1530,7 @@ int main(void)
     tcase_add_test(tr, test_st_dtypes_fields);
     tcase_add_test(tr, test_st_shapes);
     tcase_add_test(tr, test_release_rss);
+    tcase_add_test(tr, test_release_part_pages);
     suite_add_tcase(s, tr);
     TCase *tc = tcase_create("conversions");
     tcase_add_test(tc, test_convert_values);
