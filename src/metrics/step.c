@@ -39,23 +39,30 @@ uint64_t sq_step_add_grad(const sq_world *w, double *exact, const float *x32,
     return (uint64_t)copies * sq_step_grad_clipped(w, x32, n, tmp);
 }
 
+/* The codec of the gradient path's first quantization, or NULL where the
+** gradients go unquantized (nothing clips). */
+static const sq_codec *first_grad_codec(const sq_world *w)
+{
+    const sq_wire *gw = first_grad_wire(w);
+    return sq_world_grad_path(w) == SQ_GRAD_NONE || sq_wire_raw(gw) ? NULL : &gw->codec;
+}
+
 uint64_t sq_step_grad_clipped(const sq_world *w, const float *x32, uint64_t len, float *tmp)
 {
     const sq_scheme *sc = sq_world_scheme(w);
-    const sq_wire *gw = first_grad_wire(w);
-    if (sq_world_grad_path(w) == SQ_GRAD_NONE || sq_wire_raw(gw)) return 0;
+    const sq_codec *c = first_grad_codec(w);
+    if (!c) return 0;
     float div = sc->grad_mean ? (float)sq_world_workers(w) : 1.0f;
-    if (sc->grad_dtype != SQ_GRAD_FP16) return sq_count_clipped_div(&gw->codec, x32, len, div);
+    if (sc->grad_dtype != SQ_GRAD_FP16) return sq_count_clipped_div(c, x32, len, div);
     /* grad.dtype=fp16: the quantizer sees the input rounded to fp16 */
     for (uint64_t i = 0; i < len; i++) tmp[i] = sq_hd_round_f16(x32[i] / div);
-    return sq_count_clipped(&gw->codec, tmp, len);
+    return sq_count_clipped(c, tmp, len);
 }
 
 uint64_t sq_step_grad_group(const sq_world *w)
 {
-    const sq_wire *gw = first_grad_wire(w);
-    if (sq_world_grad_path(w) == SQ_GRAD_NONE || sq_wire_raw(gw)) return 1;
-    return gw->codec.group ? gw->codec.group : 1;
+    const sq_codec *c = first_grad_codec(w);
+    return c && c->group ? c->group : 1;
 }
 
 void sq_step_exact_mean(const sq_world *w, double *exact)

@@ -195,16 +195,24 @@ static int load_unit(replay_state *st, sq_trace_step *ts, int tw, const unit_run
 ** loads a worker's file whole and drops it. */
 #define STAGE_RELEASE (16 * STAGE_TILE)
 
+/* The part of slot sl inside the unit's elements [from, to): its elements
+** [*first, *first + len) (len 0: none). */
+static uint64_t slot_part(const sq_layout_slot *sl, uint64_t from, uint64_t to, uint64_t *first)
+{
+    uint64_t lo = sl->offset > from ? sl->offset : from;
+    uint64_t hi = sl->offset + sl->n < to ? sl->offset + sl->n : to;
+    *first = lo - sl->offset;
+    return lo < hi ? hi - lo : 0;
+}
+
 /* Drops the pages of the elements [from, to) of the unit in the gradient
 ** files of trace workers 0 .. K-1. */
 static void release_span(sq_trace_step *ts, const unit_run *ur, int K, uint64_t from, uint64_t to)
 {
     for (int tw = 0; tw < K; tw++)
         for (size_t q = 0; q < ur->count; q++) {
-            const sq_layout_slot *sl = &ur->slot[q];
-            uint64_t lo = sl->offset > from ? sl->offset : from;
-            uint64_t hi = sl->offset + sl->n < to ? sl->offset + sl->n : to;
-            if (lo < hi) sq_trace_release_part(ts, tw, sl->param, lo - sl->offset, hi - lo);
+            uint64_t first, len = slot_part(&ur->slot[q], from, to, &first);
+            if (len) sq_trace_release_part(ts, tw, ur->slot[q].param, first, len);
         }
 }
 
@@ -254,10 +262,9 @@ static int stage_grads_tiled(replay_state *st, unit_run *ur, sq_trace_step *ts, 
                 /* the slots lie end to end over the unit, in offset order */
                 for (size_t q = 0; q < ur->count && !failed; q++) {
                     const sq_layout_slot *sl = &ur->slot[q];
-                    uint64_t lo = sl->offset > a ? sl->offset : a;
-                    uint64_t hi = sl->offset + sl->n < a + len ? sl->offset + sl->n : a + len;
-                    if (lo < hi && sq_trace_load_part(ts, tw, sl->param, lo - sl->offset, hi - lo,
-                                                      x + (lo - a)) != SQ_OK)
+                    uint64_t first, m = slot_part(sl, a, a + len, &first);
+                    if (m && sq_trace_load_part(ts, tw, sl->param, first, m,
+                                                x + (sl->offset + first - a)) != SQ_OK)
                         failed = 1;
                 }
                 uint32_t copies = 0;

@@ -649,31 +649,43 @@ static int round_f16_pass(float *restrict x, uint64_t n)
     return bad != 0;
 }
 
+/* The gradient's elements [first, first + len) as a worker holds them,
+** into dst (the worker's whole gradient buffer, or the staging): Megatron
+** divides the fp32 gradient buffer by N before reducing, so that the sum is
+** the mean; we do the same division, in fp32. Under grad.dtype=fp16 (qgZ
+** quantizes fp16 gradients) the quotient rounded to fp16, after the
+** division, where DeepSpeed divides by K after the hops. The part that
+** ends at n zeroes the padding. SQ_ERR_NONFINITE for a NaN or an Inf in x,
+** SQ_ERR_RANGE for an fp16 overflow; no message. */
+static int grad_into(const sq_world *w, const float *x, uint64_t first, uint64_t len, float *dst)
+{
+    float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
+    if (div_pass(x, div, len, dst + first)) return SQ_ERR_NONFINITE;
+    if (w->scheme.grad_dtype == SQ_GRAD_FP16 && round_f16_pass(dst + first, len)) return SQ_ERR_RANGE;
+    if (first + len == w->n) memset(dst + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
+    return SQ_OK;
+}
+
 int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
 {
     int rc;
     if ((rc = check_worker(w, r, host_grad))) return rc;
-    /* Megatron divides the fp32 gradient buffer by N before reducing, so
-    ** that the sum is the mean; we do the same division, in fp32. A worker
-    ** in host memory takes the result straight into its buffer (no staging
-    ** and copy: this runs for every worker at every step). */
+    /* A worker in host memory takes the result straight into its buffer (no
+    ** staging and copy: this runs for every worker at every step). */
     float *dst = sq_world_holds(w, r) && sq_backend_kind_of(w->workers[r].be) == SQ_BACKEND_CPU
                      ? w->workers[r].grad
                      : w->stage;
-    float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
-    if (div_pass(host_grad, div, w->n, dst)) return check_finite(w, host_grad, w->n, r, "gradient");
-    if (w->scheme.grad_dtype == SQ_GRAD_FP16) {
-        /* qgZ quantizes fp16 gradients: the input rounded to fp16 (after
-        ** the division, where DeepSpeed divides by K after the hops) */
-        if (round_f16_pass(dst, w->n))
-            for (uint64_t i = 0; i < w->n; i++)
-                if (sq_hd_nonfinite(dst[i]))
-                    return sq_world_set_error(w, SQ_ERR_RANGE,
-                                              "worker %d: gradient element %llu = %g overflows "
-                                              "fp16 (grad.dtype=fp16)",
-                                              r, (unsigned long long)i, (double)(host_grad[i] / div));
+    rc = grad_into(w, host_grad, 0, w->n, dst);
+    if (rc == SQ_ERR_NONFINITE) return check_finite(w, host_grad, w->n, r, "gradient");
+    if (rc == SQ_ERR_RANGE) {
+        const float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
+        for (uint64_t i = 0; i < w->n; i++)
+            if (sq_hd_nonfinite(dst[i]))
+                return sq_world_set_error(w, SQ_ERR_RANGE,
+                                          "worker %d: gradient element %llu = %g overflows "
+                                          "fp16 (grad.dtype=fp16)",
+                                          r, (unsigned long long)i, (double)(host_grad[i] / div));
     }
-    memset(dst + w->n, 0, (size_t)(w->padded - w->n) * sizeof(float));
     return dst == w->stage ? put(w, r, w->workers[r].grad, w->stage, w->padded * 4,
                                  "writing the gradient")
                            : SQ_OK;
@@ -687,13 +699,7 @@ int sq_world_put_grad_part(sq_world *w, int r, uint64_t first, uint64_t len, con
         sq_backend_kind_of(w->workers[r].be) != SQ_BACKEND_CPU)
         return SQ_ERR_UNSUPPORTED;
     if (first > w->n || len > w->n - first || (len && !x)) return SQ_ERR_ARG;
-    if (!len) return SQ_OK;
-    float *dst = w->workers[r].grad + first;
-    float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
-    if (div_pass(x, div, len, dst)) return SQ_ERR_NONFINITE;
-    if (w->scheme.grad_dtype == SQ_GRAD_FP16 && round_f16_pass(dst, len)) return SQ_ERR_RANGE;
-    if (first + len == w->n) memset(dst + len, 0, (size_t)(w->padded - w->n) * sizeof(float));
-    return SQ_OK;
+    return len ? grad_into(w, x, first, len, w->workers[r].grad) : SQ_OK;
 }
 
 int sq_world_get_grad_shard(sq_world *w, int r, float *host_out)
