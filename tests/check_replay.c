@@ -500,6 +500,26 @@ START_TEST(test_tiles_same_bytes)
 }
 END_TEST
 
+/* Writes a NaN over element i of tensor name in the F32 gradient file of
+** worker k at step `step` of the trace in dir. */
+static void put_nan(const char *dir, unsigned step, int k, const char *name, long i)
+{
+    char file[800];
+    snprintf(file, sizeof file, "%s/step-%06u/grads-w%02d.safetensors", dir, step, k);
+    sq_st_file f;
+    sq_error err = {0};
+    ck_assert_msg(sq_st_open(file, &f, &err) == 0, "%s", err.msg);
+    const sq_st_entry *e = sq_st_find(&f, name);
+    ck_assert_ptr_nonnull(e);
+    long off = (long)(e->data - (const unsigned char *)f.map) + 4L * i;
+    sq_st_free(&f);
+    FILE *fp = fopen(file, "r+b");
+    ck_assert_ptr_nonnull(fp);
+    float nan = NAN;
+    ck_assert(fseek(fp, off, SEEK_SET) == 0 && fwrite(&nan, 4, 1, fp) == 1);
+    fclose(fp);
+}
+
 /* A NaN in the second worker's file, at a tile before the one where the
 ** first worker's file has one: the tiled pass gives up and the whole path
 ** names the first worker's, as it always did. */
@@ -507,30 +527,70 @@ START_TEST(test_tiles_bad_value_named)
 {
     write_big(tpath("bad"), 2, SQ_ST_F32);
     /* patch the values in place: worker 1's 'a'[10] and worker 0's 'b'[3] */
+    put_nan(tpath("bad"), 2, 1, "a", 10);
+    put_nan(tpath("bad"), 2, 0, "b", 3);
     sq_trace t;
     open_trace(tpath("bad"), &t);
-    for (int k = 0; k < 2; k++) {
-        char file[800];
-        snprintf(file, sizeof file, "%s/step-%06u/grads-w%02d.safetensors", tpath("bad"), 2u, k);
-        sq_st_file f;
-        sq_error err = {0};
-        ck_assert_msg(sq_st_open(file, &f, &err) == 0, "%s", err.msg);
-        const sq_st_entry *e = sq_st_find(&f, k == 1 ? "a" : "b");
-        ck_assert_ptr_nonnull(e);
-        long off = (long)(e->data - (const unsigned char *)f.map) + 4L * (k == 1 ? 10 : 3);
-        sq_st_free(&f);
-        FILE *fp = fopen(file, "r+b");
-        ck_assert_ptr_nonnull(fp);
-        float nan = NAN;
-        ck_assert(fseek(fp, off, SEEK_SET) == 0 && fwrite(&nan, 4, 1, fp) == 1);
-        fclose(fp);
-    }
     sq_replay_config cfg = config("sdp4bit");
     sq_replay_result res;
     sq_error e = {0};
     ck_assert_int_eq(sq_replay_run(&cfg, &t, NULL, &res, &e), SQ_ERR_NONFINITE);
     ck_assert_msg(strstr(e.msg, "grads-w00") && strstr(e.msg, "'b'") && strstr(e.msg, "element 3"),
                   "%s", e.msg);
+    sq_trace_close(&t);
+}
+END_TEST
+
+/* The reader alone (sq_trace_time_reader, replay --bound) reads what the
+** replay read: the same bytes for both paths, the gradients alone, fewer
+** workers than files (one left unread), more (files reused), fewer steps;
+** and it reads every tile of every file: a NaN in the last element of the
+** last file read is found and named, one in a file the replay leaves
+** unread is not. */
+START_TEST(test_reader_bound)
+{
+    write_big(tpath("rb"), 3, SQ_ST_F32);
+    sq_trace t;
+    open_trace(tpath("rb"), &t);
+    static const struct {
+        sq_topo topo;
+        int paths;
+        size_t steps;
+    } cases[] = {{{1, 3}, SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT, 0}, {{1, 3}, SQ_REPLAY_GRAD, 0},
+                 {{1, 3}, SQ_REPLAY_WEIGHT, 0}, {{1, 2}, SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT, 0},
+                 {{2, 3}, SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT, 0},
+                 {{1, 3}, SQ_REPLAY_GRAD | SQ_REPLAY_WEIGHT, 2}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        sq_replay_config cfg = config("sdp4bit");
+        cfg.topo = cases[c].topo;
+        cfg.paths = cases[c].paths;
+        cfg.max_steps = cases[c].steps;
+        cfg.reuse_workers = 1;
+        sq_replay_result res;
+        sq_error e = {0};
+        ck_assert_msg(sq_replay_run(&cfg, &t, NULL, &res, &e) == SQ_OK, "%s", e.msg);
+        double secs;
+        uint64_t bytes;
+        const int N = res.has_grad ? sq_topo_workers(&cfg.topo) : 0;
+        ck_assert_msg(sq_trace_time_reader(&t, res.steps, res.has_weight, N, &secs, &bytes, &e) ==
+                          SQ_OK, "%s", e.msg);
+        ck_assert_msg(bytes == res.trace_bytes && bytes > 0, "case %zu: %llu bytes, replay %llu", c,
+                      (unsigned long long)bytes, (unsigned long long)res.trace_bytes);
+        ck_assert(secs > 0);
+    }
+    sq_trace_close(&t);
+    /* the last element of 'a' (its last tile) in the last gradient file read */
+    put_nan(tpath("rb"), 3, 2, "a", 32999);
+    open_trace(tpath("rb"), &t);
+    double secs;
+    uint64_t bytes;
+    sq_error e = {0};
+    ck_assert_int_eq(sq_trace_time_reader(&t, 3, 1, 3, &secs, &bytes, &e), SQ_ERR_NONFINITE);
+    ck_assert_msg(strstr(e.msg, "grads-w02") && strstr(e.msg, "'a'") && strstr(e.msg, "32999"),
+                  "%s", e.msg);
+    /* left unread with two workers, or at two steps */
+    ck_assert_msg(sq_trace_time_reader(&t, 3, 1, 2, &secs, &bytes, &e) == SQ_OK, "%s", e.msg);
+    ck_assert_msg(sq_trace_time_reader(&t, 2, 1, 3, &secs, &bytes, &e) == SQ_OK, "%s", e.msg);
     sq_trace_close(&t);
 }
 END_TEST
@@ -576,6 +636,10 @@ START_TEST(test_one_thread_starts_none)
         ck_assert_msg(replay_staged(&t, presets[p], (sq_topo){2, 3}, 1, &k, &res, &e) == SQ_OK,
                       "%s", e.msg);
     ck_assert(sq_replay_tiled_steps > tiled);
+    double secs; /* and the reader alone, as replay --bound times it */
+    uint64_t bytes;
+    ck_assert_msg(sq_trace_time_reader(&t, BIG_STEPS, 1, 3, &secs, &bytes, &e) == SQ_OK, "%s",
+                  e.msg);
     const int started = __atomic_load_n(&threads_started, __ATOMIC_RELAXED) - before;
     ck_assert_msg(started == 0, "%d threads started by replays on one thread", started);
 #ifdef _OPENMP
@@ -617,6 +681,7 @@ int main(void)
     tcase_add_test(tc, test_tiles_same_bytes);
     tcase_add_test(tc, test_tiles_bad_value_named);
     tcase_add_test(tc, test_one_thread_starts_none);
+    tcase_add_test(tc, test_reader_bound);
     suite_add_tcase(s, tc);
     return sqt_run(s);
 }

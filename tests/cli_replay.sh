@@ -27,6 +27,16 @@ for l in ('intra', 'inter'):
     assert abs(g[l]['bits_per_element'] - 1.25) < 1e-9, (l, g[l])
 assert 0.5 < d['grad']['rel_l2'] < 1, d['grad']
 " "$T/topk.json"
+ok "replay --bound prints the reader alone beside the replay" "$SHARDQ" replay --no-db \
+  --bound --paths grad --workers 1x4 --reuse-workers tr
+cp "$sq_tmp/out" "$T/bound.txt"
+pyrun "the reader alone's line: the same bytes, a share" "
+import re
+out = open(sys.argv[1]).read()
+m = re.search(r'([0-9.]+) GB of trace read', out)
+r = re.search(r'reader alone [0-9.]+ s for the same ([0-9.]+) GB .*: the replay ran at ([0-9.]+)% of it', out)
+assert m and r and m.group(1) == r.group(1) and float(r.group(2)) > 0, out
+" "$T/bound.txt"
 ok "replay into the default database" "$SHARDQ" replay --scheme sdp4bit --json tr
 cp "$sq_tmp/out" "$T/r1.json"
 ok "the default database is shardq.db in the current directory" test -f "$T/shardq.db"
@@ -331,15 +341,25 @@ assert d['bytes'] > 1e9, d['bytes']
 " "$SHARDQ" "$big"
   # one world per param: the bound below is the largest tensor's (a bucket's
   # memory follows the bucket size instead)
-  ok "replay the big trace" "$SHARDQ" replay --no-db --json --set layout=param "$big"
+  ok "replay the big trace, the reader alone timed after it" "$SHARDQ" replay --no-db --json \
+    --set layout=param --bound "$big"
   cp "$sq_tmp/out" "$T/big.json"
   ok "replay its first two steps" "$SHARDQ" replay --no-db --json --set layout=param --steps 2 "$big"
   cp "$sq_tmp/out" "$T/big2.json"
   python3 -c "
 import json, sys
 d = json.load(open(sys.argv[1]))
-print('# replay of %.2f GB: %.1f s, %.3f GB/s of trace, peak RSS %.0f MB' % (
-    d['trace_bytes'] / 1e9, d['seconds'], d['gb_per_s'], d['peak_rss_bytes'] / 1e6))
+r = d['reader_alone']
+print('# replay of %.2f GB: %.1f s, %.3f GB/s of trace, peak RSS %.0f MB; the reader alone '
+      '%.3f GB/s: the replay at %.1f%% of it' % (
+    d['trace_bytes'] / 1e9, d['seconds'], d['gb_per_s'], d['peak_rss_bytes'] / 1e6,
+    r['gb_per_s'], 100 * r['replay_share']))
+" "$T/big.json"
+  pyrun "the reader alone read what the replay read" "
+d = json.load(open(sys.argv[1]))
+r = d['reader_alone']
+assert r['bytes'] == d['trace_bytes'] and r['seconds'] > 0, (r, d['trace_bytes'])
+assert abs(r['replay_share'] - d['gb_per_s'] / r['gb_per_s']) < 1e-9 * r['replay_share']
 " "$T/big.json"
   pyrun "peak memory bounded by the largest tensor x workers, not by the trace" "
 d = json.load(open(sys.argv[1]))

@@ -406,6 +406,18 @@ void sq_trace_release_part(sq_trace_step *s, int worker, size_t p, uint64_t firs
 /* The file that holds it, for messages. */
 const char *sq_trace_file_name(const sq_trace_step *s, int worker);
 
+/* The reader alone, the bound a replay's GB/s is measured against: the
+** seconds to read, as fp32 and doing nothing else with the values, what a
+** replay of the first nsteps steps reads: at every step the gradients of
+** workers 0 .. min(ngrads, workers) - 1 and, when weights is 1, the weights
+** where the step has them. Each tensor is read in tiles over the library's
+** threads (sq_get_threads), into a buffer per thread, its pages dropped
+** behind, as the replay's staging reads; an .npy file is read whole.
+** *bytes: the data bytes read, counted as the replay counts them. A value
+** that cannot be converted fails with the file, tensor and element named. */
+int sq_trace_time_reader(const sq_trace *t, size_t nsteps, int weights, int ngrads,
+                         double *seconds, uint64_t *bytes, sq_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Writing a trace                                                          */
 /* ------------------------------------------------------------------------ */

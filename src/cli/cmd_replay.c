@@ -60,6 +60,10 @@ static const char replay_usage[] =
     "                     already done is not repeated (used by 'shardq sweep')\n"
     "  --sweep NAME       the sweep this run belongs to\n"
     "  --json             print a JSON summary\n"
+    "  --bound            after the replay, time the reader alone on the same\n"
+    "                     files with the same threads (the trace read as fp32\n"
+    "                     and nothing else done) and print the replay's GB/s\n"
+    "                     as a share of it; in process only, not stored\n"
     CLI_TRANSPORT_HELP
     "                    (every rank reads the whole trace; without --workers the\n"
     "                    node level comes from the hosts)\n"
@@ -90,9 +94,21 @@ static void json_stats(const char *name, const sq_errstats *s, double clipped)
     printf("}");
 }
 
+/* The reader alone, timed after the replay (--bound). */
+typedef struct reader_bound {
+    int on;
+    double seconds;
+    uint64_t bytes;
+} reader_bound;
+
+static double gb_per_s(uint64_t bytes, double seconds)
+{
+    return seconds > 0 ? (double)bytes / seconds / 1e9 : NAN;
+}
+
 static void print_json(const sq_replay_result *r, const char *trace, const char *preset,
                        const char *scheme, const char *topo, uint64_t seed, const char *device,
-                       int64_t run, const cli_ranks *R)
+                       int64_t run, const cli_ranks *R, const reader_bound *rb)
 {
     printf("{\"run\":");
     if (run > 0) printf("%lld", (long long)run);
@@ -112,7 +128,15 @@ static void print_json(const sq_replay_result *r, const char *trace, const char 
            "\"consecutive\":%s,\"trace_bytes\":%llu,\"seconds\":%.6f,\"gb_per_s\":",
            r->steps, r->weight_steps, r->params, (unsigned long long)r->elements,
            r->consecutive ? "true" : "false", (unsigned long long)r->trace_bytes, r->seconds);
-    cli_json_num(r->seconds > 0 ? (double)r->trace_bytes / r->seconds / 1e9 : NAN);
+    cli_json_num(gb_per_s(r->trace_bytes, r->seconds));
+    if (rb->on) {
+        printf(",\"reader_alone\":{\"seconds\":%.6f,\"bytes\":%llu,\"gb_per_s\":", rb->seconds,
+               (unsigned long long)rb->bytes);
+        cli_json_num(gb_per_s(rb->bytes, rb->seconds));
+        printf(",\"replay_share\":");
+        cli_json_num(gb_per_s(r->trace_bytes, r->seconds) / gb_per_s(rb->bytes, rb->seconds));
+        printf("}");
+    }
     printf(",\"peak_rss_bytes\":%llu", (unsigned long long)r->peak_rss);
     cli_json_padding(r->elements, r->padded);
     if (r->has_grad) {
@@ -148,7 +172,8 @@ static void print_json(const sq_replay_result *r, const char *trace, const char 
 }
 
 static void print_text(const sq_replay_result *r, const char *trace, const char *preset,
-                       const char *topo, const char *db, int64_t run, const cli_ranks *R)
+                       const char *topo, const char *db, int64_t run, const cli_ranks *R,
+                       const reader_bound *rb)
 {
     printf("replayed %s: %zu step%s x %zu param%s (%llu elements) with %s on %s\n", trace,
            r->steps, r->steps == 1 ? "" : "s", r->params, r->params == 1 ? "" : "s",
@@ -188,8 +213,37 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
            (double)r->trace_bytes / 1e9,
            r->seconds > 0 ? (double)r->trace_bytes / r->seconds / 1e9 : 0.0,
            (double)r->peak_rss / 1e6);
+    if (rb->on)
+        printf("  reader alone %.3f s for the same %.3f GB (%.3f GB/s, %d thread%s, read after "
+               "the replay): the replay ran at %.1f%% of it\n",
+               rb->seconds, (double)rb->bytes / 1e9, gb_per_s(rb->bytes, rb->seconds),
+               sq_get_threads(), sq_get_threads() == 1 ? "" : "s",
+               100.0 * gb_per_s(r->trace_bytes, r->seconds) / gb_per_s(rb->bytes, rb->seconds));
     cli_print_colls(r->coll, r->seconds, R);
     if (run > 0) printf("  stored as run %lld in %s\n", (long long)run, db);
+}
+
+/* --bound: the reader alone over what the replay read (its steps, its
+** paths, its gradient files); nonzero, with the message printed, when the
+** trace cannot be read again. */
+static int time_reader(const char *trace, const char *topo, const sq_replay_result *r,
+                       reader_bound *rb)
+{
+    sq_trace t;
+    sq_topo tp;
+    sq_error e = {0};
+    int rc = sq_topo_parse(topo, &tp, &e);
+    if (!rc && !(rc = sq_trace_open(trace, &t, &e))) {
+        const int N = r->has_grad ? sq_topo_workers(&tp) : 0;
+        rc = sq_trace_time_reader(&t, r->steps, r->has_weight, N, &rb->seconds, &rb->bytes, &e);
+        sq_trace_close(&t);
+    }
+    if (rc) {
+        fprintf(stderr, "shardq replay: --bound: %s\n", sq_error_message(&e));
+        return 1;
+    }
+    rb->on = 1;
+    return 0;
 }
 
 int cmd_replay(int argc, char **argv)
@@ -204,12 +258,13 @@ int cmd_replay(int argc, char **argv)
         {"sweep", required_argument, NULL, 'W'},  {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
         {"reuse-workers", no_argument, NULL, 'U'}, {"transport", required_argument, NULL, 'T'},
-        {NULL, 0, NULL, 0}};
+        {"bound", no_argument, NULL, 'O'},        {NULL, 0, NULL, 0}};
     /* device NULL: cpu, or where the transport puts the workers */
     const char *preset = "sdp4bit", *workers = NULL, *device = NULL, *db = cli_default_db();
     const char *key = NULL, *sweep = NULL;
     const char *sets[64];
     int nsets = 0, json = 0, quiet = 0, nodb = 0, tensor_rows = 1, paths = 3, reuse = 0, ch;
+    int bound = 0;
     int transport = CLI_TRANSPORT_AUTO;
     uint64_t seed = 1, steps = 0, busy = SQ_STORE_BUSY_MS;
     optind = 1;
@@ -248,6 +303,7 @@ int cmd_replay(int argc, char **argv)
         case 'n': nodb = 1; break;
         case 'R': tensor_rows = 0; break;
         case 'U': reuse = 1; break;
+        case 'O': bound = 1; break;
         case 'T':
             if (cli_transport_parse("replay", optarg, &transport)) return CLI_USAGE;
             break;
@@ -285,6 +341,11 @@ int cmd_replay(int argc, char **argv)
                     "across ranks run `mpirun shardq sweep RECIPE`\n");
             return cli_ranks_end("replay", &R, CLI_USAGE);
         }
+        if (bound) {
+            fprintf(stderr, "shardq replay: --bound times the reader in this process; it is "
+                    "not for a replay across ranks\n");
+            return cli_ranks_end("replay", &R, CLI_USAGE);
+        }
         cfg.has_topo = 1; /* the ranks' topology */
         if (!cli_ranks_leader(&R)) nodb = 1; /* rank 0 alone writes the store */
     }
@@ -312,12 +373,17 @@ int cmd_replay(int argc, char **argv)
         snprintf(e.msg + len, sizeof e.msg - len, " (--reuse-workers)");
     }
     int rc = cli_job_end(&j, bad, &e, db);
+    reader_bound bnd = {0};
+    /* (a run already done under --key replayed nothing to compare) */
+    if (rc < 0 && bound && out->replay.trace_bytes &&
+        time_reader(cfg.trace, out->topo, &out->replay, &bnd))
+        rc = CLI_RUNTIME;
     if (rc < 0) {
         if (json)
             print_json(&out->replay, cfg.trace, preset, out->scheme, out->topo, seed, device,
-                       out->run, &R);
+                       out->run, &R, &bnd);
         else if (!quiet)
-            print_text(&out->replay, cfg.trace, preset, out->topo, db, out->run, &R);
+            print_text(&out->replay, cfg.trace, preset, out->topo, db, out->run, &R, &bnd);
         rc = CLI_OK;
     }
     free(out);
