@@ -814,9 +814,22 @@ START_TEST(test_put_grad_part)
         ck_assert_int_eq(sq_world_put_grad_part(b, 0, n - 1, 2, x), SQ_ERR_ARG);
         ck_assert_int_eq(sq_world_put_grad_part(b, 0, 0, 1, NULL), SQ_ERR_ARG);
         ck_assert_int_eq(sq_world_put_grad_part(b, 8, 0, 1, x), SQ_ERR_UNSUPPORTED);
+        const float x3 = x[3];
         x[3] = NAN;
         ck_assert_int_eq(sq_world_put_grad_part(b, 1, 0, 10, x), SQ_ERR_NONFINITE);
         ck_assert_str_eq(sq_world_error(b), before);
+        x[3] = x3;
+        /* a bad value anywhere in a long piece: before the destination's
+        ** alignment, in the vectors (streaming stores) and in the tail */
+        static const uint64_t at[] = {1, 2, 37, 500, 992, 999};
+        for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
+            const float keep = x[at[k]];
+            x[at[k]] = k % 2 ? INFINITY : NAN;
+            ck_assert_msg(sq_world_put_grad_part(b, 2, 1, 999, x + 1) == SQ_ERR_NONFINITE,
+                          "%s: a bad value at %llu passed", presets[p], (unsigned long long)at[k]);
+            x[at[k]] = keep;
+        }
+        ck_assert_int_eq(sq_world_put_grad_part(b, 2, 1, 999, x + 1), SQ_OK);
         sq_world *d = open_world(2, 4, presets[p], NULL, n, 9, 1);
         ck_assert_int_eq(sq_world_put_grad_part(d, 0, 0, 1, junk), SQ_ERR_UNSUPPORTED);
         sq_world_close(d);
