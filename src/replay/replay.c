@@ -7,6 +7,7 @@
 #include "metrics/metrics_internal.h"
 #include "replay_internal.h"
 #include "sq_clock.h"
+#include "trace/readtiles.h"
 #include "trace/wfile.h"
 
 #include <math.h>
@@ -186,15 +187,6 @@ static int load_unit(replay_state *st, sq_trace_step *ts, int tw, const unit_run
     return SQ_OK;
 }
 
-/* Elements of a tile of the gradient staging: whole groups of about this
-** many, so that a tile's values of every worker and its fp64 sum stay in L2. */
-#define STAGE_TILE 16384u
-
-/* Elements of the trace a thread reads before it drops their pages again,
-** so that the files' resident pages stay a few MB, as when grad_step
-** loads a worker's file whole and drops it. */
-#define STAGE_RELEASE (16 * STAGE_TILE)
-
 /* The part of slot sl inside the unit's elements [from, to): its elements
 ** [*first, *first + len) (len 0: none). */
 static uint64_t slot_part(const sq_layout_slot *sl, uint64_t from, uint64_t to, uint64_t *first)
@@ -237,7 +229,7 @@ static int stage_grads_tiled(replay_state *st, unit_run *ur, sq_trace_step *ts, 
         if (sq_world_put_grad_part(w, r, 0, 0, NULL) != SQ_OK) return SQ_ERR_UNSUPPORTED;
     for (int tw = 0; tw < K; tw++)
         if (unit_wide(st, ts, tw, ur)) return SQ_ERR_UNSUPPORTED;
-    const uint64_t T = g >= STAGE_TILE ? g : STAGE_TILE / g * g, ntiles = (n + T - 1) / T;
+    const uint64_t T = g >= SQ_READ_TILE ? g : SQ_READ_TILE / g * g, ntiles = (n + T - 1) / T;
     double *exact = ur->b.exact;
     uint64_t clip = 0;
     int failed = 0;
@@ -252,7 +244,7 @@ static int stage_grads_tiled(replay_state *st, unit_run *ur, sq_trace_step *ts, 
             if (failed) continue;
             const uint64_t a = k * T, len = n - a < T ? n - a : T;
             if (kept == UINT64_MAX) kept = a;
-            if (a + len - kept >= STAGE_RELEASE) {
+            if (a + len - kept >= SQ_READ_RELEASE) {
                 release_span(ts, ur, K, kept, a);
                 kept = a;
             }

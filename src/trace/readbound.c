@@ -3,20 +3,18 @@
 ** else is done with the values, the bound a replay's GB/s is measured
 ** against (sq_trace_time_reader, trace.h).
 **
-** It reads the way the replay's tiled staging reads: each tensor in tiles
-** of 16384 elements spread over the library's threads, converted to fp32
-** into a buffer of the thread, the file's pages dropped behind every 256 K
-** elements. So the figure is the best the replay's own reading could reach,
-** not a plain copy of the files.
+** It reads the way the replay's tiled staging reads (readtiles.h): each
+** tensor in tiles spread over the library's threads, converted to fp32
+** into a buffer of the thread, the file's pages dropped behind. So the
+** figure is the best the replay's own reading could reach, not a plain
+** copy of the files.
 */
 #include "shardq/trace.h"
 #include "sq_clock.h"
+#include "trace/readtiles.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define BOUND_TILE 16384u
-#define BOUND_RELEASE (16 * BOUND_TILE)
 
 /* The bytes of param p in that file, as the replay counts them. */
 static uint64_t tensor_bytes(const sq_trace_step *ts, int worker, size_t p)
@@ -32,19 +30,20 @@ static uint64_t tensor_bytes(const sq_trace_step *ts, int worker, size_t p)
 ** tile could not be converted (a value the whole load would name). */
 static int read_tiles(sq_trace_step *ts, int worker, size_t p, uint64_t n)
 {
-    const uint64_t ntiles = (n + BOUND_TILE - 1) / BOUND_TILE;
+    const uint64_t ntiles = (n + SQ_READ_TILE - 1) / SQ_READ_TILE;
     int failed = 0;
 #pragma omp parallel num_threads(sq_get_threads()) reduction(| : failed) if (ntiles > 1)
     {
-        float *x = malloc(BOUND_TILE * sizeof *x);
+        float *x = malloc(SQ_READ_TILE * sizeof *x);
         uint64_t kept = UINT64_MAX; /* the first element read and not yet dropped */
         if (!x) failed = 1;
 #pragma omp for schedule(static)
         for (uint64_t k = 0; k < ntiles; k++) {
             if (failed) continue;
-            const uint64_t a = k * BOUND_TILE, len = n - a < BOUND_TILE ? n - a : BOUND_TILE;
+            const uint64_t a = k * SQ_READ_TILE;
+            const uint64_t len = n - a < SQ_READ_TILE ? n - a : SQ_READ_TILE;
             if (kept == UINT64_MAX) kept = a;
-            if (a + len - kept >= BOUND_RELEASE) {
+            if (a + len - kept >= SQ_READ_RELEASE) {
                 sq_trace_release_part(ts, worker, p, kept, a - kept);
                 kept = a;
             }
