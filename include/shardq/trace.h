@@ -405,6 +405,9 @@ void sq_trace_release(sq_trace_step *s, int worker, size_t p);
 void sq_trace_release_part(sq_trace_step *s, int worker, size_t p, uint64_t first, uint64_t len);
 /* The file that holds it, for messages. */
 const char *sq_trace_file_name(const sq_trace_step *s, int worker);
+/* The bytes of trace that reading param p of that file covers: its data in
+** the file (4 per element for an .npy trace's one array). */
+uint64_t sq_trace_tensor_bytes(const sq_trace_step *s, int worker, size_t p);
 
 /* The reader alone, the bound a replay's GB/s is measured against: the
 ** seconds to read, as fp32 and doing nothing else with the values, what a

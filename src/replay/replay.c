@@ -112,10 +112,7 @@ static void add_timing(replay_state *st, int op, double seconds, uint64_t bytes)
 ** covered. */
 static void count_read(replay_state *st, const sq_trace_step *ts, int worker, size_t p, double t0)
 {
-    const sq_st_entry *e = ts->npy ? NULL
-                           : worker < 0 ? ts->wentry[p]
-                                        : ts->gentry[(size_t)worker * st->t->nparams + p];
-    uint64_t bytes = e ? e->end - e->begin : st->t->params[p].n * 4;
+    const uint64_t bytes = sq_trace_tensor_bytes(ts, worker, p);
     add_timing(st, T_READ, t0 < 0 ? 0 : sq_clock_s() - t0, bytes);
     st->res->trace_bytes += bytes;
 }

@@ -14,17 +14,6 @@
 #include "trace/readtiles.h"
 
 #include <stdlib.h>
-#include <string.h>
-
-/* The bytes of param p in that file, as the replay counts them. */
-static uint64_t tensor_bytes(const sq_trace_step *ts, int worker, size_t p)
-{
-    const sq_trace *t = ts->trace;
-    const sq_st_entry *e = ts->npy ? NULL
-                           : worker < 0 ? ts->wentry[p]
-                                        : ts->gentry[(size_t)worker * t->nparams + p];
-    return e ? e->end - e->begin : t->params[p].n * 4;
-}
 
 /* Reads param p of one file of an opened step tile by tile; nonzero when a
 ** tile could not be converted (a value the whole load would name). */
@@ -88,10 +77,10 @@ int sq_trace_time_reader(const sq_trace *t, size_t nsteps, int weights, int ngra
         if ((rc = sq_trace_step_open(t, s, wstep, K, &ts, err))) break;
         for (size_t p = 0; p < t->nparams && !rc; p++) {
             if (wstep && !(rc = read_tensor(&ts, -1, p, &buf, &cap, err)))
-                total += tensor_bytes(&ts, -1, p);
+                total += sq_trace_tensor_bytes(&ts, -1, p);
             for (int w = 0; w < K && !rc; w++)
                 if (!(rc = read_tensor(&ts, w, p, &buf, &cap, err)))
-                    total += tensor_bytes(&ts, w, p);
+                    total += sq_trace_tensor_bytes(&ts, w, p);
         }
         sq_trace_step_close(&ts);
     }

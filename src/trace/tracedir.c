@@ -816,6 +816,13 @@ static const sq_st_entry *step_entry(const sq_trace_step *s, int worker, size_t 
     return worker < 0 ? s->wentry[p] : s->gentry[(size_t)worker * s->trace->nparams + p];
 }
 
+uint64_t sq_trace_tensor_bytes(const sq_trace_step *s, int worker, size_t p)
+{
+    if (s->npy) return s->trace->params[p].n * 4;
+    const sq_st_entry *e = step_entry(s, worker, p);
+    return e->end - e->begin;
+}
+
 int sq_trace_load_part(sq_trace_step *s, int worker, size_t p, uint64_t first, uint64_t len,
                        float *out32)
 {
