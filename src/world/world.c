@@ -685,6 +685,13 @@ static int round_f16_pass(float *restrict x, uint64_t n)
     return bad != 0;
 }
 
+/* What a worker's gradient is divided by before the reduction: N for a
+** mean (Megatron's division of the gradient buffer), else 1. */
+static float grad_divisor(const sq_world *w)
+{
+    return w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
+}
+
 /* The gradient's elements [first, first + len) as a worker holds them,
 ** into dst (the worker's whole gradient buffer, or the staging): Megatron
 ** divides the fp32 gradient buffer by N before reducing, so that the sum is
@@ -698,7 +705,7 @@ static int round_f16_pass(float *restrict x, uint64_t n)
 static int grad_into(const sq_world *w, const float *x, uint64_t first, uint64_t len, float *dst,
                      int stream)
 {
-    float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
+    const float div = grad_divisor(w);
     int bad;
 #ifdef SQ_HAVE_AVX512_PATHS
     /* by a power of two: the multiplication div_pass makes */
@@ -727,7 +734,7 @@ int sq_world_put_grad(sq_world *w, int r, const float *host_grad)
     rc = grad_into(w, host_grad, 0, w->n, dst, 0);
     if (rc == SQ_ERR_NONFINITE) return check_finite(w, host_grad, w->n, r, "gradient");
     if (rc == SQ_ERR_RANGE) {
-        const float div = w->scheme.grad_mean && w->N > 1 ? (float)w->N : 1.0f;
+        const float div = grad_divisor(w);
         for (uint64_t i = 0; i < w->n; i++)
             if (sq_hd_nonfinite(dst[i]))
                 return sq_world_set_error(w, SQ_ERR_RANGE,
