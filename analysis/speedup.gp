@@ -11,97 +11,27 @@
 name = "speedup"
 # ---- common to every analysis/*.gp, from here to "end of common" -------------
 # (tests/cli_report.sh checks that the copies agree)
-if (!exists("db")) {
-    print sprintf("%s.gp: say which database: gnuplot -e \"db='shardq.db'\" %s.gp", name, name)
-    exit status 2
-}
+# A script draws what `shardq report` wrote for it into the directory data
+# (OUT/data/ of a report): NAME.vars, its scalars and labels as assignments
+# of escaped strings, and NAME-PART.tsv, the rows of its queries. It reads
+# no database and runs no program, so a report directory redraws on its own:
+# cd OUT && gnuplot scripts/NAME.gp. Variables: data (default "data"), out
+# (default "."), formats (default "png svg"), style (a gnuplot file of the
+# user's, loaded after the style below).
+if (!exists("data")) { data = "data" }
 if (!exists("out")) { out = "." }
-if (!exists("runs")) { runs = "" }
-# ids: the runs to draw as "3-17,20", which `shardq report` gives after it
-# evaluated its --runs filter itself, on a connection that can neither write
-# nor load a library; runs is then only the filter's text, for messages.
-# Anything but digits, '-' and ',' is refused: ids goes into SQL as it is.
-if (exists("ids") && (ids eq "" ? 0 : sum [_k = 1:strlen(ids)] \
-        (strstrt("0123456789-,", ids[_k:_k]) ? 0 : 1)) > 0) {
-    print sprintf("%s.gp: ids: '%s' is not a list of run ids such as 3-17,20", name, ids)
-    exit status 2
-}
+load data."/".name.".vars"
 png = out."/".name.".png"
 svg = out."/".name.".svg"
-# A string as one /bin/sh word whatever it holds (a filter may hold quotes,
-# '$' or '`'): it's -> 'it'\''s'.
-shq_(s) = strstrt(s, "'") ? s[1:strstrt(s, "'") - 1]."'\\''".shq_(s[strstrt(s, "'") + 1:]) : s
-shq(s) = "'".shq_(s)."'"
-# The rows of query q, tab-separated, NULL as an empty field, from the
-# sqlite3 program on a read-only connection in safe mode (no extension, no
-# file functions, no ATTACH): plot "< ".sql(q), or system(sql(q)).
-sql(q) = "sqlite3 -readonly -safe -batch -bail -noheader -list -separator '\t' ".shq(db)." ".shq(q)
-# load fetch("$v", q): the rows of q into the datablock $v, as the pipe gives
-# them: read once, then drawn by every plot, series and format from memory
-# (a plot of "< ".sql(q) runs sqlite3 again for each of them).
-fetch(v, q) = "< echo '".v." << EOD'; ".sql(q)."; echo EOD"
+# A table: tab-separated, NULL as an empty field, no comment character (a
+# label may begin with '#'); text holds no '"', tab or line break.
+tsv(part) = data."/".name."-".part.".tsv"
 set datafile separator "\t"
-# The runs a figure may draw: done, of the kinds that cond says, and within
-# ids (the ranges as JSON, [[3,17],[20]]), else within the runs filter.
-idranges = !exists("ids") ? "" : "json_each('[[' || replace(replace('".ids."', ',', '],['),".\
-    " '-', ',') || ']]') AS j"
-within_ids = !exists("ids") ? "" : (ids eq "" ? "0" : "EXISTS (SELECT 1 FROM ".idranges.\
-    " WHERE runs.id BETWEEN json_extract(j.value, '$[0]') AND coalesce(json_extract(j.value,".\
-    " '$[1]'), json_extract(j.value, '$[0]')))")
-runcond = exists("ids") ? within_ids : (runs eq "" ? "" : "(".runs.")")
-selwhere(cond) = "SELECT id FROM runs WHERE status = 'done' AND ".cond.\
-    (runcond eq "" ? "" : " AND ".runcond)
-sel(kind) = selwhere("kind = '".kind."'")
-within = db.(runs eq "" ? "" : " matching ".runs)
-# The ids of query q as ranges, "3-17, 20": the runs named in the caption.
-ranges(q) = "WITH i AS (".q."), g AS (SELECT id, id - row_number() OVER (ORDER BY id) AS g".\
-    " FROM (SELECT DISTINCT id FROM i)), x AS (SELECT min(id) AS lo, max(id) AS hi FROM g".\
-    " GROUP BY g ORDER BY lo) SELECT group_concat(CASE WHEN lo = hi THEN lo ELSE lo || '-' || hi".\
-    " END, ', ') FROM x"
-# The database and the filter, checked by one query.
-nruns = system(sql("SELECT count(*) FROM runs WHERE ".(runcond eq "" ? "1" : runcond)))
-if (GPVAL_SYSTEM_ERRNO == 127) {
-    print sprintf("%s: the sqlite3 program is missing (apt-get install sqlite3)", name)
-    exit status 1
-}
-if (GPVAL_SYSTEM_ERRNO != 0) {
-    print sprintf("%s: cannot read the runs of %s (sqlite3 says why above)", name, within)
-    exit status 1
-}
-# errors go to stderr, as above; what a figure drew or why not, to stdout
+set datafile commentschars ""
+# what a figure drew or why not goes to stdout
 set print "-"
-# The label of a run: its preset, then the grid it came from when the
-# selected runs of its preset and kind come from several grids or sweeps
-# ("sdp4bit [bb]", "sdp4bit [other-sweep/bb]"), then the knobs matching cond whose values
-# vary between the selected runs of that preset and kind, in the order of
-# their names; a gradient knob without "grad." (inter.bits=3), and named once
-# when it varies alike on both hops (hadamard=0, not intra.hadamard=0
-# inter.hadamard=0). Needs r, the ids of the selected runs; gives lab(id,
-# preset, label). src/cli/report.c has the same SQL for the report's tables.
-# vv is MATERIALIZED: built once rather than again for every run whose label
-# reads it (which took seconds at a few hundred runs).
-labels(cond) = "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace(".\
-    "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM".\
-    " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (".cond.")), vk AS".\
-    " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT".\
-    " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)".\
-    " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%') THEN kv.k || '=' ||".\
-    " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE".\
-    " 'grad.intra.%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||".\
-    " max(CASE WHEN kv.key LIKE 'grad.inter.%' THEN kv.value END), '')) END AS t FROM kv JOIN".\
-    " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,".\
-    " kv.k), ex AS (SELECT kind, preset, count(DISTINCT coalesce(sweep, '')) AS ns,".\
-    " count(DISTINCT coalesce(sweep, '') || '/' || coalesce(grid, '')) AS ng FROM runs WHERE".\
-    " id IN r GROUP BY kind, preset), lab AS (SELECT u.id, u.preset, u.preset || CASE WHEN".\
-    " ex.ng > 1 THEN ' [' || CASE WHEN ex.ns > 1 THEN coalesce(u.sweep, 'no sweep') ||".\
-    " coalesce('/' || nullif(u.grid, 'sweep'), '') ELSE coalesce(u.grid, 'no grid') END ||".\
-    " ']' ELSE '' END || coalesce(' ' || (SELECT group_concat(t, ' ') FROM (SELECT t FROM vv".\
-    " WHERE vv.id = u.id ORDER BY o)), '') AS label FROM runs u JOIN ex ON ex.kind = u.kind".\
-    " AND ex.preset IS u.preset WHERE u.id IN r)"
 # the presets in the order of 'shardq schemes'
 presets = "baseline qw qwd ulq tlq tlqhs sdp4bit zeropp zeropp8 qsdp"
-# ORDER BY porder: the presets in the order of presets, others after them
-porder = "instr(' ".presets." ' || preset || ' ', ' ' || preset || ' ')"
 set encoding utf8
 # The style, a paper's: a sans font at 10 pt, lines 1.25 times gnuplot's,
 # and Paul Tol's "muted" palette (told apart by readers with any common
@@ -121,16 +51,18 @@ if (!exists("formats")) { formats = "png svg" }
 if (exists("style") && style ne "") { load style }
 pidx(p) = (_i = sum [_k = 1:words(presets)] (word(presets, _k) eq p ? _k : 0), _i ? _i : 11)
 pcolor(p) = pcolors[pidx(p)]
-# eval term(k): the terminal and output file of the k-th of formats
+# eval term(k): the terminal and output file of the k-th of formats. The
+# command names the variables rather than holding their values, so that no
+# path or font can end up as gnuplot text.
 fmt_(k) = word(formats, k)
-term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size %d,%d enhanced font '%s' ".\
-    "linewidth %g; set output '%s/%s.png'", width, height, font, lwscale, out, name) : \
-    fmt_(k) eq "svg" ? sprintf("set terminal svg size %d,%d dynamic enhanced font '%s' ".\
-    "linewidth %g background 'white'; set output '%s/%s.svg'", width, height, font, lwscale, \
-    out, name) : fmt_(k) eq "pdf" ? sprintf("set terminal pdfcairo size %gin,%gin enhanced ".\
-    "font '%s' linewidth %g; set output '%s/%s.pdf'", width / 100.0, height / 100.0, font, \
-    lwscale, out, name) : sprintf("print 'formats: %s is none of png, svg, pdf'; exit status 2", \
-    fmt_(k))
+outfile(k) = out."/".name.".".fmt_(k)
+term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size width,height enhanced ".\
+    "font font linewidth lwscale; set output outfile(%d)", k) : \
+    fmt_(k) eq "svg" ? sprintf("set terminal svg size width,height dynamic enhanced font font ".\
+    "linewidth lwscale background 'white'; set output outfile(%d)", k) : \
+    fmt_(k) eq "pdf" ? sprintf("set terminal pdfcairo size width / 100.0, height / 100.0 ".\
+    "enhanced font font linewidth lwscale; set output outfile(%d)", k) : \
+    "print 'formats: '.fmt_(".k.").' is none of png, svg, pdf'; exit status 2"
 # ---- end of common -----------------------------------------------------------
 
 run = system(sql("SELECT max(id) FROM (".sel("model").") WHERE id IN (SELECT run_id FROM".\

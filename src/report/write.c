@@ -4,16 +4,17 @@
 ** gnuplot from the database, the scripts that drew them, report.md and a
 ** static index.html.
 **
-** Every figure is a script of analysis/ built into the binary (embedded.h).
-** The report writes it to OUT/scripts/ and runs gnuplot on that copy, which
-** reads the database through the sqlite3 program on a read-only connection;
-** so what the report shows and what `gnuplot -e "db='...'" NAME.gp` draws
-** by hand cannot drift apart.
+** Every figure is a script of analysis/ built into the binary (embedded.h)
+** and its queries (src/report/fig_NAME.c). The report runs the queries on
+** its own read-only connection and writes their rows and values into
+** OUT/data/ (figdata.h), writes the script to OUT/scripts/ and runs gnuplot
+** on that copy, which reads only those files: no value of the database, no
+** path and no filter ever becomes gnuplot text, and gnuplot runs no
+** program. `cd OUT && gnuplot scripts/NAME.gp` draws the same figure again.
 **
 ** The --runs filter is a user's SQL. It is evaluated here, on shardq's own
-** connection (read-only, extension loading off), and the scripts get only
-** the ids it selected: none of the user's text reaches the sqlite3 program,
-** which could load a library. gnuplot draws into a directory of its own
+** connection (read-only, extension loading off), and the figures' queries
+** get only the ids it selected, as a bound parameter. gnuplot draws into a directory of its own
 ** inside OUT; a figure is renamed into place only once both its files are
 ** complete, so a full disk or a kill leaves no truncated image behind. A
 ** script without data for its figure says why on one line and draws
@@ -23,6 +24,7 @@
 */
 #include "cli/cli.h"
 #include "report/report.h"
+#include "report/figdata.h"
 #include "shardq/codec.h"
 #include "shardq/store.h"
 #include "cli/where.h"
@@ -54,6 +56,7 @@ typedef struct figure {
     const char *title;
     const char *what;  /* the caption, before the runs it was drawn from */
     const char *kinds; /* of those runs */
+    int (*data)(fig_data *); /* its queries, into OUT/data/ (src/report/fig_NAME.c) */
 } figure;
 
 static const figure fig_error_bits = {
@@ -68,7 +71,7 @@ static const figure fig_error_bits = {
     "open where another configuration of the scheme is as cheap and better, filled and joined by "
     "the scheme's line where none is; schemes at the same cost are set side by side (at most 5% "
     "of the axis) so that none hides another; 16- and 32-bit wires are left out",
-    "replay runs"};
+    "replay runs", figdata_error_bits};
 static const figure fig_error_group = {
     "error-group", "Quantization error against group size",
     "Relative L2 error against the group size (elements per scale) of the gradients' "
@@ -78,7 +81,7 @@ static const figure fig_error_group = {
     "see: how much error a larger group (fewer scales, fewer bits) costs at each bit width. "
     "Bars: the 95% interval (Student's t) of a point's mean over every step and seed behind it, "
     "where there is more than one",
-    "replay runs"};
+    "replay runs", figdata_error_group};
 static const figure fig_hadamard = {
     "hadamard", "Hadamard transform on and off",
     "Relative L2 error of the reduced gradients of every configuration replayed both without "
@@ -86,23 +89,23 @@ static const figure fig_hadamard = {
     "configurations: the change alone, one line per bit width against the group size). Bars: "
     "the 95% interval (Student's t) of each mean over every step and run behind it, where there "
     "is more than one (of the change, from those of its two means)",
-    "replay runs"};
+    "replay runs", figdata_hadamard};
 static const figure fig_bias = {
     "bias", "Bias of the rounding",
     "Mean signed error as a percentage of the RMS error (each run's mean over its steps), mean "
     "over the runs of a scheme with a 95% confidence interval (Student's t); 0 is unbiased",
-    "replay runs"};
+    "replay runs", figdata_bias};
 static const figure fig_loss = {
     "loss", "Training and validation loss",
     "Training loss (moving mean) and validation loss of every training run; colour is the "
     "preset, dash the seed",
-    "training runs"};
+    "training runs", figdata_loss};
 static const figure fig_bytes = {
     "bytes", "Traffic per link level",
     "Bits each worker sent per parameter per iteration on the intra-node and the inter-node "
     "links, stacked by collective, mean over the runs of a scheme (a replay counts the "
     "broadcast that starts training)",
-    "runs"};
+    "runs", figdata_bytes};
 static const figure fig_bench = {
     "bench", "Kernel throughput",
     "Throughput of each codec operation (GB/s of bytes read and written) against the input "
@@ -110,7 +113,7 @@ static const figure fig_bench = {
     "largest thread count. What to see: how close each kernel comes to the copy, the memory "
     "bound. A ringed point stayed noisy (its batches spread over 25% of their median, or it "
     "stayed under half of the same figure on 1 thread, after three tries: a busy machine), and shardq demo measures such a run again",
-    "bench run"};
+    "bench run", figdata_bench};
 static const figure fig_speedup = {
     "speedup", "Predicted speedup",
     "Speedup of one training iteration over the baseline preset predicted by the cost model "
@@ -118,7 +121,7 @@ static const figure fig_speedup = {
     "scale and from how many GPUs (one node has no inter-node link to save on); where the "
     "platform and model are SDP4Bit's, its measured speedup (open diamond) beside the "
     "prediction. Schemes predicted alike are set a little apart sideways so that each shows",
-    "model run"};
+    "model run", figdata_speedup};
 
 /* The outcome of one figure's script. */
 typedef struct drawn {
@@ -296,6 +299,45 @@ static int make_dirs(const char *dir)
     return 0;
 }
 
+/* The most bytes of a --style file: a few settings, not a program. */
+#define MAX_STYLE_BYTES (256 * 1024)
+
+/* Reads the --style file whole into *text (*n bytes): the scripts load a
+** copy of it in OUT/scripts/, so a device, a FIFO or a file that grows
+** cannot hold gnuplot, and the report directory keeps the style it was
+** drawn with. Returns 0, or -1 (said). */
+static char *join(const char *dir, const char *name);
+
+static int read_style(const char *path, char **out, size_t *nout)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    const char *why = NULL;
+    if (fd < 0) why = strerror(errno);
+    else if (fstat(fd, &st) != 0) why = strerror(errno);
+    else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+    else if (st.st_size > MAX_STYLE_BYTES) why = "larger than 256 KiB (a style is a few settings)";
+    char *text = why ? NULL : malloc((size_t)st.st_size + 1);
+    size_t n = 0;
+    if (!why && !text) why = "out of memory";
+    while (!why && n < (size_t)st.st_size) {
+        ssize_t k = read(fd, text + n, (size_t)st.st_size - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) why = strerror(errno);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    if (fd >= 0) close(fd);
+    if (why) {
+        fprintf(stderr, "shardq report: --style: %s: cannot read: %s\n", path, why);
+        free(text);
+        return -1;
+    }
+    *out = text;
+    *nout = n;
+    return 0;
+}
+
 /* dir/name, or NULL (said) when out of memory. */
 static char *join(const char *dir, const char *name)
 {
@@ -323,26 +365,33 @@ static int on_path(const char *name)
     return 0;
 }
 
-/* A value as a gnuplot string literal: in single quotes, a quote doubled.
-** SQL ignores line breaks, and gnuplot's -e would not. */
-static void gp_string(report_buf *b, const char *s)
+/* The environment of gnuplot: ours, in a UTF-8 locale whatever ours is.
+** The scripts write UTF-8 (set encoding utf8), which gnuplot cannot convert
+** in the POSIX locale of a bare system and warns about on every run; C.UTF-8
+** is built into the C library. NULL: out of memory. */
+static char **gnuplot_environment(void)
 {
-    report_printf(b, "'");
-    for (; *s; s++) {
-        if (*s == '\'')
-            report_printf(b, "''");
-        else if (*s == '\n' || *s == '\r' || *s == '\t')
-            report_printf(b, " ");
-        else
-            report_printf(b, "%c", *s);
-    }
-    report_printf(b, "'");
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = malloc((n + 2) * sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "LC_ALL=", 7) != 0) env[k++] = environ[i];
+    env[k++] = "LC_ALL=C.UTF-8";
+    env[k] = NULL;
+    return env;
 }
 
 /* Runs gnuplot on script with the variables vars; its standard output and
 ** error go to *output. Returns its exit status (127: not started). */
 static int run_gnuplot(const char *vars, const char *script, report_buf *output)
 {
+    char **env = gnuplot_environment();
+    if (!env) {
+        report_printf(output, "cannot run gnuplot: out of memory\n");
+        return 127;
+    }
     int fd[2];
     if (pipe(fd) != 0) return 127;
     posix_spawn_file_actions_t fa;
@@ -355,8 +404,9 @@ static int run_gnuplot(const char *vars, const char *script, report_buf *output)
     /* -d: no ~/.gnuplot, so a user's settings do not change the figures */
     char *argv[] = {"gnuplot", "-d", "-e", (char *)vars, (char *)script, NULL};
     pid_t pid;
-    int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, env);
     posix_spawn_file_actions_destroy(&fa);
+    free(env);
     close(fd[1]);
     if (rc != 0) {
         close(fd[0]);
@@ -431,7 +481,9 @@ static int put_in_place(const figure *f, const char *out, const int *fmt)
 /* What every figure is drawn with. */
 typedef struct drawing {
     const char *db, *out, *filter;
-    const char *ids;   /* the runs the filter selected (NULL: no filter) */
+    const char *ids;   /* the runs the filter selected, a JSON array (NULL: no filter) */
+    const char *data;  /* OUT/data */
+    struct sqlite3 *sdb;
     int fmt[NFORMATS]; /* png, svg, pdf wanted */
     const char *style; /* a gnuplot file the scripts load after their own style */
     int quiet;
@@ -466,7 +518,7 @@ static int parse_formats(const char *text, int *fmt)
 
 static void draw(const figure *f, const drawing *g, drawn *d)
 {
-    const char *db = g->db, *out = g->out, *filter = g->filter, *ids = g->ids;
+    const char *db = g->db, *out = g->out, *filter = g->filter;
     int quiet = g->quiet;
     memset(d, 0, sizeof *d);
     d->failed = 1;
@@ -474,6 +526,7 @@ static void draw(const figure *f, const drawing *g, drawn *d)
     snprintf(rel, sizeof rel, "scripts/%s.gp", f->name);
     char *script = join(out, rel);
     report_buf vars = {0}, output = {0};
+    fig_data fd = {.db = g->sdb, .ids = g->ids, .dir = g->data, .name = f->name};
     const char *text = report_script(f->name);
     if (!script || !text) {
         if (!text) fprintf(stderr, "shardq report: %s: no such script built in\n", f->name);
@@ -486,26 +539,31 @@ static void draw(const figure *f, const drawing *g, drawn *d)
         snprintf(path, sizeof path, "%s/%s.%s", out, f->name, format_names[k]);
         unlink(path);
     }
+    /* the filter's text is only shown; the queries select by ids */
+    report_buf within = {0};
+    report_printf(&within, "%s%s%s", db, filter ? " matching " : "", filter ? filter : "");
+    fig_set(&fd, "within", within.p ? within.p : "");
+    report_buf_free(&within);
+    int bad = f->data(&fd) || fig_write_vars(&fd);
+    report_buf_free(&fd.vars);
+    if (bad) {
+        snprintf(d->why, sizeof d->why, "its data could not be queried or written (see the "
+                 "messages of shardq report)");
+        goto done;
+    }
     report_printf(&vars, "formats='");
     for (int k = 0, n = 0; k < NFORMATS; k++)
         if (g->fmt[k]) report_printf(&vars, "%s%s", n++ ? " " : "", format_names[k]);
     report_printf(&vars, "'; ");
     if (g->style) {
         report_printf(&vars, "style=");
-        gp_string(&vars, g->style);
+        fig_quote_path(&vars, g->style);
         report_printf(&vars, "; ");
     }
-    report_printf(&vars, "db=");
-    gp_string(&vars, db);
+    report_printf(&vars, "data=");
+    fig_quote_path(&vars, g->data);
     report_printf(&vars, "; out=");
-    gp_string(&vars, tmp_dir);
-    /* the filter's text is only shown; the scripts select by ids */
-    report_printf(&vars, "; runs=");
-    gp_string(&vars, filter ? filter : "");
-    if (ids) {
-        report_printf(&vars, "; ids=");
-        gp_string(&vars, ids);
-    }
+    fig_quote_path(&vars, tmp_dir);
     if (vars.oom) {
         fprintf(stderr, "shardq report: out of memory\n");
         goto done;
@@ -730,12 +788,8 @@ static void table_model(tables *t)
 /* The report                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* The most characters of run ids ("3-17,20,...") the scripts are given:
-** they go into every query a script runs, and a command line has limits. */
-#define MAX_IDS_TEXT 16000
-
-/* The ids of the runs the filter selects, as ranges "3-17,20" into ids;
-** a selection too scattered to hand on is refused. */
+/* The ids of the runs the filter selects, as a JSON array "[3,4,17]" into
+** ids, which every figure's query is bound to. */
 static int select_ids(sqlite3 *db, const char *filter, report_buf *ids)
 {
     report_buf sql = {0};
@@ -743,38 +797,24 @@ static int select_ids(sqlite3 *db, const char *filter, report_buf *ids)
     sqlite3_stmt *st = NULL;
     int rc = sql.oom ? SQLITE_NOMEM : sqlite3_prepare_v2(db, sql.p, -1, &st, NULL);
     report_buf_free(&sql);
-    long long lo = 0, hi = -1, n = 0;
-    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        long long id = sqlite3_column_int64(st, 0);
-        n++;
-        rc = SQLITE_OK;
-        if (hi >= lo && id == hi + 1) {
-            hi = id;
-            continue;
-        }
-        if (hi >= lo) report_printf(ids, hi > lo ? "%lld-%lld," : "%lld,", lo, hi);
-        lo = hi = id;
-    }
-    if (rc == SQLITE_DONE || rc == SQLITE_OK) {
-        if (hi >= lo) report_printf(ids, hi > lo ? "%lld-%lld" : "%lld", lo, hi);
+    report_printf(ids, "[");
+    for (long long n = 0; rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW; n++) {
+        report_printf(ids, "%s%lld", n ? "," : "", (long long)sqlite3_column_int64(st, 0));
         rc = SQLITE_OK;
     }
-    if (rc == SQLITE_OK && ids->n && ids->p[ids->n - 1] == ',') ids->p[--ids->n] = '\0';
+    report_printf(ids, "]");
+    if (rc == SQLITE_DONE) rc = SQLITE_OK;
     if (rc != SQLITE_OK || ids->oom) {
         fprintf(stderr, "shardq report: --runs: '%s': %s\n", filter,
-                ids->oom || rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
+                ids->oom || rc == SQLITE_NOMEM ? "out of memory"
+                : (rc & 0xff) == SQLITE_INTERRUPT ? "stopped: it ran past the query time limit "
+                                                    "(--query-timeout raises it)"
+                                                  : sqlite3_errmsg(db));
         sqlite3_finalize(st);
         return CLI_USAGE;
     }
     sqlite3_finalize(st);
-    if (!ids->p) report_printf(ids, "%s", ""); /* none selected: "" */
-    if (ids->n > MAX_IDS_TEXT) {
-        fprintf(stderr, "shardq report: --runs: '%s': selects %lld runs so scattered that "
-                "their ids take %zu characters, more than the %d the figures' scripts are "
-                "given: narrow it\n", filter, n, ids->n, MAX_IDS_TEXT);
-        return CLI_USAGE;
-    }
-    return ids->oom ? CLI_RUNTIME : CLI_OK;
+    return CLI_OK;
 }
 
 /* Checks the filter: one condition that SQLite compiles against runs.
@@ -810,18 +850,22 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
 {
     const char *filter = opt->filter;
     int quiet = opt->quiet;
-    drawing g = {.db = db, .out = out, .style = opt->style, .quiet = quiet};
+    drawing g = {.db = db, .out = out, .quiet = quiet};
     if (parse_formats(opt->formats ? opt->formats : "png,svg", g.fmt)) return CLI_USAGE;
-    if (opt->style && access(opt->style, R_OK) != 0) {
-        fprintf(stderr, "shardq report: --style: %s: cannot read: %s\n", opt->style,
-                strerror(errno));
+    if (fig_path_problem(out)) {
+        fprintf(stderr, "shardq report: --out: the path holds a control character (a line "
+                        "break or a tab): refused\n");
         return CLI_USAGE;
     }
+    char *style_text = NULL;
+    size_t style_len = 0;
+    if (opt->style && read_style(opt->style, &style_text, &style_len)) return CLI_USAGE;
     if (filter && strspn(filter, " \t\r\n") == strlen(filter)) filter = NULL; /* none */
     sq_store *store;
     sq_error err = {0};
     if (sq_store_open(db, 0, 1, &store, &err)) {
         fprintf(stderr, "shardq report: %s\n", sq_error_message(&err));
+        free(style_text);
         return CLI_RUNTIME;
     }
     if (sq_store_version(store) < SQ_STORE_VERSION) {
@@ -829,6 +873,7 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
                 sq_store_version(store) ? "an older store" : "not a shardq store",
                 sq_store_version(store), sq_store_version(store) ? "migrates" : "creates");
         sq_store_close(store);
+        free(style_text);
         return CLI_RUNTIME;
     }
     sqlite3 *sdb = sq_store_db(store);
@@ -857,20 +902,24 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
                         "(apt-get install gnuplot-nox, or ./bootstrap --deps)\n");
         rc = CLI_RUNTIME;
     }
-    if (rc == CLI_OK && !on_path("sqlite3")) {
-        fprintf(stderr, "shardq report: the sqlite3 program is not installed: the figures' "
-                        "scripts read the database with it (apt-get install sqlite3, or "
-                        "./bootstrap --deps)\n");
-        rc = CLI_RUNTIME;
-    }
     char *scripts = rc == CLI_OK ? join(out, "scripts") : NULL;
-    if (rc == CLI_OK && (!scripts || make_dirs(out))) rc = CLI_RUNTIME;
+    char *data = rc == CLI_OK ? join(out, "data") : NULL;
+    if (rc == CLI_OK && (!scripts || !data || make_dirs(out))) rc = CLI_RUNTIME;
     if (rc == CLI_OK && access(out, W_OK | X_OK) != 0) {
         fprintf(stderr, "shardq report: %s: cannot write into the directory: %s\n", out,
                 strerror(errno));
         rc = CLI_RUNTIME;
     }
-    if (rc == CLI_OK && make_dirs(scripts)) rc = CLI_RUNTIME;
+    if (rc == CLI_OK && (make_dirs(scripts) || make_dirs(data))) rc = CLI_RUNTIME;
+    /* the style the scripts load is a copy in OUT/scripts/, read whole here */
+    char *style = NULL;
+    if (rc == CLI_OK && style_text &&
+        (!(style = join(scripts, "style.gp")) ||
+         cli_write_file("report", style, style_text, style_len)))
+        rc = CLI_RUNTIME;
+    free(style_text);
+    g.style = style;
+    g.data = data;
     free(scripts);
     free(wsql);
     const figure *const order[] = {&fig_error_bits, &fig_error_group, &fig_hadamard, &fig_bias,
@@ -885,6 +934,8 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
         report_buf_free(&both);
         report_buf_free(&shown);
         report_buf_free(&ids);
+        free(style);
+        free(data);
         sq_store_close(store);
         return rc;
     }
@@ -898,6 +949,7 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
 
     drawn d[NFIG];
     int ndrawn = 0, nfailed = 0;
+    g.sdb = sdb;
     for (int i = 0; i < NFIG; i++) {
         g.filter = filter_shown;
         g.ids = filter ? ids.p : NULL;
@@ -907,6 +959,8 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
     }
     drop_tmp(old);
     report_buf_free(&ids);
+    free(style);
+    free(data);
 
     report_doc doc;
     report_begin(&doc, "shardq report");
@@ -917,10 +971,10 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
     if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
     report_buf intro = {0};
     report_printf(&intro, "From %s, %s%s; written by shardq %s on %s. Every figure is drawn by "
-                  "the gnuplot script in scripts/, which also runs on its own: gnuplot -e "
-                  "\"db='%s'\" scripts/NAME.gp.", db,
+                  "its gnuplot script in scripts/ from the values shardq wrote for it in "
+                  "data/; in this directory, gnuplot scripts/NAME.gp draws it again.", db,
                   filter ? "the done runs matching " : "every done run",
-                  filter ? filter_shown : "", SHARDQ_VERSION_STRING, when, db);
+                  filter ? filter_shown : "", SHARDQ_VERSION_STRING, when);
     if (opt->nsummary > 0) {
         report_heading(&doc, "Summary");
         report_list(&doc, opt->summary, opt->nsummary);

@@ -1,0 +1,11 @@
+/* fig_error_bits.c -- placeholder until converted */
+#include "report/figdata.h"
+
+#include <stdio.h>
+
+int figdata_error_bits(fig_data *f)
+{
+    fprintf(stderr, "shardq report: %s: not converted\n", f->name);
+    f->failed = 1;
+    return -1;
+}

@@ -1,0 +1,274 @@
+/*
+** figdata.c -- the data files a figure's script reads (figdata.h): queries
+** bound to the selection, their rows written as tab-separated text, their
+** scalars as escaped gnuplot assignments.
+*/
+#include "report/figdata.h"
+#include "shardq/codec.h"
+#include "trace/wfile.h"
+
+#include <sqlite3.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fig_selwhere(report_buf *b, const char *cond)
+{
+    report_printf(b, "SELECT id FROM runs WHERE status = 'done' AND (%s) AND " FIG_WITHIN, cond);
+}
+
+void fig_sel(report_buf *b, const char *kind)
+{
+    report_printf(b, "SELECT id FROM runs WHERE status = 'done' AND kind = '%s' AND " FIG_WITHIN,
+                  kind);
+}
+
+void fig_quote(report_buf *b, const char *s)
+{
+    report_printf(b, "'");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\'')
+            report_printf(b, "''");
+        else if (*p == '"') /* as a .tsv field has it: the two compare equal */
+            report_printf(b, "''''");
+        else if (*p < 0x20 || *p == 0x7f)
+            report_printf(b, " ");
+        else
+            report_printf(b, "%c", *p);
+    }
+    report_printf(b, "'");
+}
+
+/* A text field of a .tsv file: nothing in it may end the field, the line
+** or start a quoted field (figdata.h). */
+static void tsv_text(report_buf *b, const unsigned char *s)
+{
+    for (; *s; s++) {
+        if (*s == '"')
+            report_printf(b, "''");
+        else if (*s < 0x20 || *s == 0x7f)
+            report_printf(b, " ");
+        else
+            report_printf(b, "%c", *s);
+    }
+}
+
+static void tsv_value(report_buf *b, sqlite3_stmt *st, int c)
+{
+    switch (sqlite3_column_type(st, c)) {
+    case SQLITE_NULL: break;
+    case SQLITE_INTEGER: report_printf(b, "%lld", (long long)sqlite3_column_int64(st, c)); break;
+    case SQLITE_FLOAT: report_printf(b, "%.17g", sqlite3_column_double(st, c)); break;
+    default: {
+        const unsigned char *t = sqlite3_column_text(st, c);
+        if (t) tsv_text(b, t);
+        else if (sqlite3_errcode(sqlite3_db_handle(st)) == SQLITE_NOMEM) b->oom = 1;
+    }
+    }
+}
+
+static void query_error(fig_data *f, const char *what, int rc)
+{
+    fprintf(stderr, "shardq report: %s: the query of %s failed: %s\n", f->name, what,
+            rc == SQLITE_INTERRUPT ? "interrupted (it ran past the query time limit)"
+                                   : sqlite3_errmsg(f->db));
+    f->failed = 1;
+}
+
+/* Prepares sql with the selection bound to ?1 (when it has parameters). */
+static sqlite3_stmt *prepare(fig_data *f, const char *what, report_buf *sql)
+{
+    if (sql->oom) {
+        fprintf(stderr, "shardq report: out of memory\n");
+        f->failed = 1;
+        return NULL;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(f->db, sql->p, -1, &st, NULL);
+    if (rc == SQLITE_OK && sqlite3_bind_parameter_count(st) >= 1)
+        rc = f->ids ? sqlite3_bind_text(st, 1, f->ids, -1, SQLITE_STATIC)
+                    : sqlite3_bind_null(st, 1);
+    if (rc != SQLITE_OK) {
+        query_error(f, what, rc);
+        sqlite3_finalize(st);
+        return NULL;
+    }
+    return st;
+}
+
+static int write_file(fig_data *f, const char *file, const report_buf *text)
+{
+    if (text->oom) {
+        fprintf(stderr, "shardq report: out of memory\n");
+        f->failed = 1;
+        return -1;
+    }
+    char path[8192];
+    if (snprintf(path, sizeof path, "%s/%s", f->dir, file) >= (int)sizeof path) {
+        fprintf(stderr, "shardq report: %s/%s: the path is too long\n", f->dir, file);
+        f->failed = 1;
+        return -1;
+    }
+    sq_wfile w;
+    sq_error err = {0};
+    if (sq_wfile_open(&w, path, &err) == 0) {
+        sq_wfile_write(&w, text->p ? text->p : "", text->n);
+        if (sq_wfile_commit(&w, &err) == 0) return 0;
+    }
+    fprintf(stderr, "shardq report: %s\n", sq_error_message(&err));
+    f->failed = 1;
+    return -1;
+}
+
+long fig_table(fig_data *f, const char *part, report_buf *sql)
+{
+    sqlite3_stmt *st = prepare(f, part, sql);
+    report_buf_free(sql);
+    if (!st) return -1;
+    report_buf rows = {0};
+    long n = 0;
+    int rc, nc = sqlite3_column_count(st);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        for (int c = 0; c < nc; c++) {
+            if (c) report_printf(&rows, "\t");
+            tsv_value(&rows, st, c);
+        }
+        report_printf(&rows, "\n");
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        query_error(f, part, rc);
+        report_buf_free(&rows);
+        return -1;
+    }
+    char file[512];
+    snprintf(file, sizeof file, "%s-%s.tsv", f->name, part);
+    int bad = write_file(f, file, &rows);
+    report_buf_free(&rows);
+    return bad ? -1 : n;
+}
+
+/* Steps st through its rows, calling each(row's first column) */
+typedef void (*fig_each)(fig_data *f, report_buf *out, sqlite3_stmt *st, long row);
+
+static int run_rows(fig_data *f, const char *what, report_buf *sql, fig_each each,
+                    report_buf *out, long *nrows)
+{
+    sqlite3_stmt *st = prepare(f, what, sql);
+    report_buf_free(sql);
+    if (!st) return -1;
+    int rc;
+    long n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) each(f, out, st, n++);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        query_error(f, what, rc);
+        return -1;
+    }
+    if (nrows) *nrows = n;
+    return 0;
+}
+
+static const char *column_text(sqlite3_stmt *st)
+{
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    return t ? (const char *)t : "";
+}
+
+static void first_text(fig_data *f, report_buf *out, sqlite3_stmt *st, long row)
+{
+    (void)f;
+    if (row == 0) report_printf(out, "%s", column_text(st));
+}
+
+void fig_set(fig_data *f, const char *var, const char *text)
+{
+    report_printf(&f->vars, "%s = ", var);
+    fig_quote(&f->vars, text);
+    report_printf(&f->vars, "\n");
+}
+
+void fig_set_number(fig_data *f, const char *var, double v)
+{
+    report_printf(&f->vars, "%s = %.17g\n", var, v);
+}
+
+int fig_text(fig_data *f, const char *var, report_buf *sql)
+{
+    report_buf v = {0};
+    int rc = run_rows(f, var, sql, first_text, &v, NULL);
+    if (rc == 0) fig_set(f, var, v.p ? v.p : "");
+    report_buf_free(&v);
+    return rc;
+}
+
+int fig_number(fig_data *f, const char *var, report_buf *sql, double *value)
+{
+    report_buf v = {0};
+    int rc = run_rows(f, var, sql, first_text, &v, NULL);
+    double x = rc == 0 && v.p ? strtod(v.p, NULL) : 0;
+    if (rc == 0) fig_set_number(f, var, x);
+    if (value) *value = x;
+    report_buf_free(&v);
+    return rc;
+}
+
+static void every_id(fig_data *f, report_buf *out, sqlite3_stmt *st, long row)
+{
+    (void)f;
+    report_printf(out, "%s%lld", row ? "," : "", (long long)sqlite3_column_int64(st, 0));
+}
+
+int fig_ranges(fig_data *f, const char *var, report_buf *sql)
+{
+    report_buf ids = {0}, r = {0};
+    int rc = run_rows(f, var, sql, every_id, &ids, NULL);
+    if (rc == 0 && ids.p) report_ranges(&r, ids.p);
+    if (rc == 0) fig_set(f, var, r.p ? r.p : "");
+    report_buf_free(&ids);
+    report_buf_free(&r);
+    return rc;
+}
+
+static void every_text(fig_data *f, report_buf *out, sqlite3_stmt *st, long row)
+{
+    (void)f;
+    if (row) report_printf(out, ", ");
+    fig_quote(out, column_text(st));
+}
+
+int fig_texts(fig_data *f, const char *var, report_buf *sql)
+{
+    report_buf items = {0};
+    long n = 0;
+    int rc = run_rows(f, var, sql, every_text, &items, &n);
+    if (rc == 0) {
+        report_printf(&f->vars, "array %s[%ld] = [%s]\n%s_n = %ld\n", var, n ? n : 1,
+                      n ? items.p : "''", var, n);
+    }
+    report_buf_free(&items);
+    return rc;
+}
+
+int fig_write_vars(fig_data *f)
+{
+    char file[512];
+    snprintf(file, sizeof file, "%s.vars", f->name);
+    return write_file(f, file, &f->vars);
+}
+
+void fig_quote_path(report_buf *b, const char *s)
+{
+    report_printf(b, "'");
+    for (; *s; s++) report_printf(b, *s == '\'' ? "''" : "%c", *s);
+    report_printf(b, "'");
+}
+
+int fig_path_problem(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return 1;
+    return 0;
+}

@@ -1,0 +1,94 @@
+/*
+** figdata.h -- what a figure's gnuplot script draws from, written by
+** shardq: the rows of its queries as tab-separated files and its scalars as
+** a file of escaped assignments. gnuplot never reads the database and never
+** runs a program: every value it sees is data.
+**
+** A figure NAME gets, in the data directory (OUT/data/ of a report):
+**   NAME-PART.tsv   the rows of one query, one line per row, fields
+**                   separated by tabs, NULL as an empty field;
+**   NAME.vars       lines `VAR = 'TEXT'`, `VAR = NUMBER` and
+**                   `array VAR[N] = ['...', ...]`, loaded by the script.
+** Text reaches gnuplot only inside single quotes with every quote doubled
+** (gnuplot expands neither backquotes nor @macros there), and with every
+** control character made a blank, so no value can end its string or its
+** line. In a .tsv file a field is data to gnuplot's reader, which has no
+** escape for '"' (it cuts a field at one) nor for a tab or a line break:
+** those become '' and blanks. The scripts set no comment character, so a
+** field may begin with '#'.
+**
+** Every query is bound to the selection: ?1 is the JSON array of the run
+** ids the report's filter selected, or NULL for every run (FIG_WITHIN).
+*/
+#ifndef SQ_REPORT_FIGDATA_H
+#define SQ_REPORT_FIGDATA_H
+
+#include "report/report.h"
+
+#include <stddef.h>
+
+struct sqlite3;
+
+typedef struct fig_data {
+    struct sqlite3 *db;
+    const char *ids;  /* JSON array of the selected run ids, NULL: every run */
+    const char *dir;  /* the data directory */
+    const char *name; /* the figure */
+    report_buf vars;  /* the text of NAME.vars */
+    int failed;       /* a query or a write failed (said on stderr) */
+} fig_data;
+
+/* A condition on runs.id: within the runs the report selected. */
+#define FIG_WITHIN "(?1 IS NULL OR runs.id IN (SELECT value FROM json_each(?1)))"
+
+/* "SELECT id FROM runs WHERE status = 'done' AND (cond) AND FIG_WITHIN":
+** the done runs a figure may draw. */
+void fig_selwhere(report_buf *b, const char *cond);
+/* The same for the runs of one kind (a literal of the caller's). */
+void fig_sel(report_buf *b, const char *kind);
+
+/* The rows of sql into DIR/NAME-part.tsv. Returns the number of rows, or
+** -1 (said, and f->failed set). sql is freed. */
+long fig_table(fig_data *f, const char *part, report_buf *sql);
+/* The first column of the first row of sql (text, '' for none or NULL) as
+** the gnuplot string var. Returns 0, or -1 (said). sql is freed. */
+int fig_text(fig_data *f, const char *var, report_buf *sql);
+/* The same as a number (0 for none or NULL), also into *value (unless NULL). */
+int fig_number(fig_data *f, const char *var, report_buf *sql, double *value);
+/* The ids of the first column of sql as ranges, "3-17, 20" ('' for none). */
+int fig_ranges(fig_data *f, const char *var, report_buf *sql);
+/* The first column of every row of sql as the gnuplot array var, and its
+** length as var_n (an array of at least one element: gnuplot has no empty
+** arrays). */
+int fig_texts(fig_data *f, const char *var, report_buf *sql);
+/* A string var of the caller's. */
+void fig_set(fig_data *f, const char *var, const char *text);
+void fig_set_number(fig_data *f, const char *var, double v);
+
+/* Writes DIR/NAME.vars; 0, or -1 (said). */
+int fig_write_vars(fig_data *f);
+
+/* A value as a gnuplot string literal (single quotes, a quote doubled,
+** control characters blank, '"' as '' the way a .tsv field has it, so that
+** a label of the vars and the same label read from a table compare equal):
+** the one escaping of the report. */
+void fig_quote(report_buf *b, const char *s);
+
+/* A path as a gnuplot string literal, exactly: single quotes, a quote
+** doubled. The caller has refused a path with a control character
+** (fig_path_problem), which no literal could hold. */
+void fig_quote_path(report_buf *b, const char *s);
+int fig_path_problem(const char *s);
+
+/* Each figure's queries (src/report/fig_NAME.c): they fill f and return 0,
+** or -1 when a query failed (said). */
+int figdata_error_bits(fig_data *f);
+int figdata_error_group(fig_data *f);
+int figdata_hadamard(fig_data *f);
+int figdata_bias(fig_data *f);
+int figdata_bytes(fig_data *f);
+int figdata_loss(fig_data *f);
+int figdata_bench(fig_data *f);
+int figdata_speedup(fig_data *f);
+
+#endif
