@@ -20,11 +20,17 @@ name = "hadamard"
 # (OUT/data/ of a report): NAME.vars, its scalars and labels as assignments
 # of escaped strings, and NAME-PART.tsv, the rows of its queries. It reads
 # no database and runs no program, so a report directory redraws on its own:
-# cd OUT && gnuplot scripts/NAME.gp. Variables: data (default "data"), out
-# (default "."), formats (default "png svg"), style (a gnuplot file of the
-# user's, loaded after the style below).
+# cd OUT && gnuplot scripts/NAME.gp. shardq report runs gnuplot -c NAME.gp
+# DATA OUT FORMATS STYLE: arguments reach the script as strings, never as
+# gnuplot text. data: the directory of the data (default "data"); out:
+# where the figures go (default "."); formats (default "png svg"); style: a
+# gnuplot file of the user's, loaded after the style below ("" none).
 if (!exists("data")) { data = "data" }
 if (!exists("out")) { out = "." }
+if (ARGC >= 1) { data = ARG1 }
+if (ARGC >= 2) { out = ARG2 }
+if (ARGC >= 3) { formats = ARG3 }
+if (ARGC >= 4) { style = ARG4 }
 load data."/".name.".vars"
 png = out."/".name.".png"
 svg = out."/".name.".svg"

@@ -93,11 +93,13 @@ assert k == {"train": 10, "replay": 42, "bench": 1 + again, "model": 1}, (k, aga
 # text, and is over 300 characters, longer than the reader's lines; so is
 # the output directory's. Every training run must read the same text.
 long=$T/$(printf 'p%.0s' $(seq 1 140))/$(printf 'q%.0s' $(seq 1 140))
-mkdir -p "$long/c" "$long/out ;d"
+# the output directory's name holds what once broke out of the report's
+# gnuplot text: a quote and a command
+out="$long/out ;d'.system('touch $T/demo-marker').'"
+mkdir -p "$long/c" "$out"
 cp "$T/corpus.txt" "$long/c ;x.txt"
 for i in $(seq 1 200); do echo "other text $i: pack my box with five dozen liquor jugs"; done \
   >"$long/c/decoy.txt"
-out="$long/out ;d"
 ok "the paths are over 300 characters" test "$(printf %s "$long/c ;x.txt" | wc -c)" -gt 300
 # a bench run of other sizes: not the demo's
 ok "a bench run of other options" "$SHARDQ" bench --db "$out/shardq.db" --sizes 1 \
@@ -114,6 +116,7 @@ wait "$demo"
 status=$?
 cat "$T/paths.txt" >"$sq_tmp/out"
 ok "the demo with those paths completes" test "$status" -eq 0
+ok "and its report ran nothing the output path said" test ! -e "$T/demo-marker"
 pyrun "every training run read the same copy of the corpus, in the output directory" '
 import os
 c = sqlite3.connect(sys.argv[1])

@@ -4,12 +4,15 @@
 # runs; a bench run; model rows written with sqlite3) is drawn into valid PNG
 # and SVG files, report.md and index.html name every figure and the runs it
 # came from, a --runs filter changes them, a filter that selects nothing
-# skips every figure, a script runs on its own, and the errors name their
-# cause: a missing database, a bad filter (exit 2), no gnuplot, a directory
-# that cannot be written. A filter never runs a library (load_extension):
-# the report evaluates it itself and hands the scripts run ids, and the
-# scripts' sqlite3 runs in safe mode. A full disk leaves no truncated image,
-# and a killed report no temporary directory after the next one.
+# skips every figure, a report directory redraws on its own from its data/,
+# and the errors name their cause: a missing database, a bad filter (exit
+# 2), no gnuplot, a directory that cannot be written. A filter never runs a
+# library (load_extension): the report evaluates it itself and binds the
+# run ids it selected to the figures' queries. No name stored in the
+# database and no path becomes gnuplot or shell text: the scripts read data
+# files that shardq wrote and run no program. A full disk leaves no
+# truncated image, and a killed report no temporary directory after the
+# next one.
 
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
@@ -207,27 +210,35 @@ pyrun_report "every figure skipped, no old image left" "$T/none" \
 ok "the reason names the database" grep -q "Not drawn: no bench runs in $DB matching id = 0\." "$T/none/report.md"
 
 # ---------------------------------------------------------------------------
-# A script on its own
+# A report directory redraws on its own: its scripts read only its data/
 # ---------------------------------------------------------------------------
 
-mkdir "$T/alone"
-ok "gnuplot runs analysis/loss.gp on its own" \
-  gnuplot -e "db='$DB'; out='$T/alone'" "$SHARDQ_SRCDIR/analysis/loss.gp"
+# gnuplot in a UTF-8 locale, as shardq report runs it (the scripts write UTF-8)
+cp -r "$T/all" "$T/alone"
+rm -f "$T/alone"/*.png "$T/alone"/*.svg
+ok "gnuplot scripts/loss.gp in the report directory" sh -c 'cd "$1" && env LC_ALL=C.UTF-8 gnuplot scripts/loss.gp' sh "$T/alone"
 cp "$sq_tmp/out" "$T/alone.txt"
 ok "it prints one line, naming its runs and files" test "$(cat "$T/alone.txt")" = \
-  "loss: runs $(ids "kind = 'train'" | tr ' ' -) -> $T/alone/loss.png, $T/alone/loss.svg"
-ok "and writes both files" sh -c 'test -s "$0/loss.png" && test -s "$0/loss.svg"' "$T/alone"
-ok "every script prints one line and no warning" sh -c '
-  for f in $2; do
-    gnuplot -e "db='\''$1'\''; out='\''$3'\''" "$0/analysis/$f.gp" >"$3/$f.txt" 2>&1 || exit 1
-    test "$(wc -l <"$3/$f.txt")" -eq 1 && grep -q "^$f: runs " "$3/$f.txt" || { cat "$3/$f.txt"; exit 1; }
-  done' "$SHARDQ_SRCDIR" "$DB" "$FIGURES" "$T/alone"
-ok "a filter with quotes and shell characters stays SQL" \
-  gnuplot -e "db='$DB'; out='$T/alone'; runs=\"preset = 'it''s \$(false)' OR kind = 'bench'\"" \
-  "$SHARDQ_SRCDIR/analysis/bench.gp"
-expect_fail_with 2 "say which database" gnuplot "$SHARDQ_SRCDIR/analysis/bias.gp"
-expect_fail_with 1 "cannot read the runs" gnuplot -e "db='$T/none.db'" "$SHARDQ_SRCDIR/analysis/bias.gp"
-ok "a missing database is not created" test ! -e "$T/none.db"
+  "loss: runs $(ids "kind = 'train'" | tr ' ' -) -> ./loss.png, ./loss.svg"
+ok "and writes both files, the same as the report's" sh -c 'cmp "$0/loss.svg" "$1/loss.svg" &&
+  test -s "$0/loss.png"' "$T/alone" "$T/all"
+ok "every script prints one line and no warning, and draws the report's figure again" sh -c '
+  cd "$1" || exit 1
+  for f in $0; do
+    env LC_ALL=C.UTF-8 gnuplot scripts/$f.gp >"$f.txt" 2>&1 || { cat "$f.txt"; exit 1; }
+    test "$(wc -l <"$f.txt")" -eq 1 && grep -q "^$f: runs " "$f.txt" || { cat "$f.txt"; exit 1; }
+    cmp "$f.svg" "$2/$f.svg" || exit 1
+  done' "$FIGURES" "$T/alone" "$T/all"
+ok "no script reads a database or runs a program" sh -c '
+  ! grep -nE "system\(|\"< |sqlite3 |popen|shell|^[[:space:]]*!" $(for f in $1; do echo "$0/analysis/$f.gp"; done)' \
+  "$SHARDQ_SRCDIR" "$FIGURES"
+mkdir "$T/nodata"
+expect_fail_with nonzero "data/bias.vars" sh -c 'cd "$0" && env LC_ALL=C.UTF-8 gnuplot "$1"' \
+  "$T/nodata" "$SHARDQ_SRCDIR/analysis/bias.gp"
+ok "a filter with quotes and shell characters stays SQL" "$SHARDQ" report --db "$DB" \
+  --out "$T/quoted" -q --runs "preset = 'it''s \$(false) \`false\`' OR kind = 'bench'"
+ok "... and selects the bench run" grep -q "Drawn from bench run $(ids "kind = 'bench'")\." \
+  "$T/quoted/report.md"
 
 # ---------------------------------------------------------------------------
 # A filter may read, never run code: a library whose constructor leaves a
@@ -242,13 +253,57 @@ expect_fail_with 2 "--runs: '$EVIL': not authorized" \
 expect_fail_with 2 "not authorized" "$SHARDQ" report --db "$DB" --out "$T/evil" \
   --runs "id IN (SELECT id FROM runs WHERE $EVIL)"
 ok "the report's filter loaded no library" test ! -e "$T/marker"
-expect_fail_with 1 "cannot use the load_extension() function in safe mode" \
-  gnuplot -e "db='$DB'; out='$T/alone'; runs=\"$EVIL\"" "$SHARDQ_SRCDIR/analysis/bench.gp"
-ok "nor did a script's sqlite3" test ! -e "$T/marker"
-expect_fail_with 2 "ids: '1) OR (1' is not a list of run ids" \
-  gnuplot -e "db='$DB'; out='$T/alone'; ids='1) OR (1'" "$SHARDQ_SRCDIR/analysis/bench.gp"
-ok "a script draws the runs ids names" sh -c 'gnuplot -e "db='\''$1'\''; out='\''$2'\''; ids='\''$3'\''" "$0" | grep -qx "bench: runs $3 -> .*"' \
-  "$SHARDQ_SRCDIR/analysis/bench.gp" "$DB" "$T/alone" "$(ids "kind = 'bench'")"
+
+# ---------------------------------------------------------------------------
+# Nothing stored and no path becomes gnuplot or shell text: every name a run
+# can carry holds quotes, backquotes, $( ), a line EOD and a system() call,
+# and so do the database's and the output's paths
+# ---------------------------------------------------------------------------
+
+H=$T/hostile
+mkdir -p "$H"
+M=$H/marker
+evil="q'a\"b\`touch $M-bq\`\$(touch $M-sub)@name
+EOD
+system(\"touch $M-sys\")
+print 'x'; system('touch $M-sq')
+\\\""
+HDB="$H/it's a \"db\" \$(touch $M-db)"
+cp "$DB" "$HDB"
+python3 - "$HDB" "$evil" <<'PYH' || exit 99
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+e = sys.argv[2]
+with c:
+    c.execute("UPDATE runs SET sweep = ?, grid = ? WHERE kind = 'replay' AND id % 2 = 0", (e, e + " grid"))
+    # a knob whose values vary between the runs of a preset: it is in their labels
+    c.execute("INSERT INTO params(run_id, key, value) SELECT id, 'grad.' || ?, ? || id % 3 FROM runs "
+              "WHERE kind IN ('replay', 'train')", (e, e))
+    c.execute("UPDATE params SET value = ? || value WHERE key = 'grad.group'", (e,))
+    c.execute("UPDATE runs SET preset = ? WHERE id = (SELECT max(id) FROM runs WHERE kind = 'replay')", (e,))
+    c.execute("UPDATE model_results SET scheme = ? WHERE scheme = 'qwd'", (e,))
+    c.execute("UPDATE bench_results SET op = ? WHERE op = 'dequantize'", (e,))
+PYH
+HOUT="$H/o'.system('touch $M-out').'\$(touch $M-out2)\"x"
+ok "a report of names and paths that hold code" "$SHARDQ" report --db "$HDB" --out "$HOUT"
+cp "$sq_tmp/out" "$T/hostile.txt"
+ok "draws every figure" grep -q "8 figures drawn, 0 not" "$T/hostile.txt"
+ok "and runs none of it" sh -c 'test -z "$(ls "$0" | grep marker)" || { ls "$0"; exit 1; }' "$H"
+ok "nor anywhere else" sh -c 'test -z "$(find "$0" / -xdev -maxdepth 1 -name "marker*" 2>/dev/null)"' "$T"
+pyrun "the names are shown as data: in the labels of the figures and in the tables" '
+import glob
+out = sys.argv[1]
+svg = "".join(open(f, errors="replace").read() for f in glob.glob(out + "/*.svg"))
+assert "touch" in svg and "EOD" in svg, "the hostile labels are drawn"
+md = open(out + "/report.md").read()
+assert "EOD" in md and "system(" in md, "the tables show the names"
+' "$HOUT"
+ok "a report with the same names through --runs and --where" "$SHARDQ" report --db "$HDB" \
+  --out "$HOUT" -q --runs "sweep LIKE '%EOD%' OR kind <> 'replay'"
+ok "still runs none of it" sh -c 'test -z "$(ls "$0" | grep marker)" || { ls "$0"; exit 1; }' "$H"
+expect_fail_with 2 "--out: the path holds a control character" "$SHARDQ" report --db "$DB" \
+  --out "$H/line
+break"
 
 # ---------------------------------------------------------------------------
 # A full disk (a file size limit: writes fail with EFBIG), and a kill
@@ -393,5 +448,13 @@ ok "an SVG alone is shown in the page" grep -q 'img src="error-bits.svg"' "$T/st
 expect_fail_with 2 "--format: 'gif': expected png, svg or pdf" "$SHARDQ" report --db "$G" --out "$T/x" --format png,gif
 expect_fail_with 2 "--where: 'nope=1': no run has the knob or param nope" "$SHARDQ" report --db "$G" --out "$T/x" --where nope=1
 expect_fail_with 2 "--style: $T/none.gp: cannot read" "$SHARDQ" report --db "$G" --out "$T/x" --style "$T/none.gp"
+# a style that never ends: refused before gnuplot could read it forever
+expect_fail_with 2 "--style: /dev/zero: cannot read: not a regular file" \
+  "$SHARDQ" report --db "$G" --out "$T/x" --style /dev/zero
+mkfifo "$T/style.fifo"
+expect_fail_with 2 "--style: $T/style.fifo: cannot read: not a regular file" \
+  "$SHARDQ" report --db "$G" --out "$T/x" --style "$T/style.fifo"
+ok "the style the figures were drawn with is kept beside their scripts" \
+  cmp "$T/style.gp" "$T/styled/scripts/style.gp"
 
 finish

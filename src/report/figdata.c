@@ -258,17 +258,3 @@ int fig_write_vars(fig_data *f)
     snprintf(file, sizeof file, "%s.vars", f->name);
     return write_file(f, file, &f->vars);
 }
-
-void fig_quote_path(report_buf *b, const char *s)
-{
-    report_printf(b, "'");
-    for (; *s; s++) report_printf(b, *s == '\'' ? "''" : "%c", *s);
-    report_printf(b, "'");
-}
-
-int fig_path_problem(const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x20 || *p == 0x7f) return 1;
-    return 0;
-}

@@ -74,12 +74,6 @@ int fig_write_vars(fig_data *f);
 ** the one escaping of the report. */
 void fig_quote(report_buf *b, const char *s);
 
-/* A path as a gnuplot string literal, exactly: single quotes, a quote
-** doubled. The caller has refused a path with a control character
-** (fig_path_problem), which no literal could hold. */
-void fig_quote_path(report_buf *b, const char *s);
-int fig_path_problem(const char *s);
-
 /* Each figure's queries (src/report/fig_NAME.c): they fill f and return 0,
 ** or -1 when a query failed (said). */
 int figdata_error_bits(fig_data *f);

@@ -383,9 +383,11 @@ static char **gnuplot_environment(void)
     return env;
 }
 
-/* Runs gnuplot on script with the variables vars; its standard output and
-** error go to *output. Returns its exit status (127: not started). */
-static int run_gnuplot(const char *vars, const char *script, report_buf *output)
+/* Runs gnuplot -c script with the arguments args (ARG1, ...: strings the
+** script reads as they are, which no quote or line break can turn into
+** gnuplot text); its standard output and error go to *output. Returns its
+** exit status (127: not started). */
+static int run_gnuplot(const char *script, const char *const *args, report_buf *output)
 {
     char **env = gnuplot_environment();
     if (!env) {
@@ -393,7 +395,10 @@ static int run_gnuplot(const char *vars, const char *script, report_buf *output)
         return 127;
     }
     int fd[2];
-    if (pipe(fd) != 0) return 127;
+    if (pipe(fd) != 0) {
+        free(env);
+        return 127;
+    }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addclose(&fa, fd[0]);
@@ -402,7 +407,8 @@ static int run_gnuplot(const char *vars, const char *script, report_buf *output)
     posix_spawn_file_actions_addclose(&fa, fd[1]);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     /* -d: no ~/.gnuplot, so a user's settings do not change the figures */
-    char *argv[] = {"gnuplot", "-d", "-e", (char *)vars, (char *)script, NULL};
+    char *argv[9] = {"gnuplot", "-d", "-c", (char *)script};
+    for (int i = 0; i < 4 && args[i]; i++) argv[4 + i] = (char *)args[i];
     pid_t pid;
     int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, env);
     posix_spawn_file_actions_destroy(&fa);
@@ -525,7 +531,7 @@ static void draw(const figure *f, const drawing *g, drawn *d)
     char rel[128];
     snprintf(rel, sizeof rel, "scripts/%s.gp", f->name);
     char *script = join(out, rel);
-    report_buf vars = {0}, output = {0};
+    report_buf output = {0};
     fig_data fd = {.db = g->sdb, .ids = g->ids, .dir = g->data, .name = f->name};
     const char *text = report_script(f->name);
     if (!script || !text) {
@@ -551,24 +557,17 @@ static void draw(const figure *f, const drawing *g, drawn *d)
                  "messages of shardq report)");
         goto done;
     }
-    report_printf(&vars, "formats='");
+    report_buf formats = {0};
     for (int k = 0, n = 0; k < NFORMATS; k++)
-        if (g->fmt[k]) report_printf(&vars, "%s%s", n++ ? " " : "", format_names[k]);
-    report_printf(&vars, "'; ");
-    if (g->style) {
-        report_printf(&vars, "style=");
-        fig_quote_path(&vars, g->style);
-        report_printf(&vars, "; ");
-    }
-    report_printf(&vars, "data=");
-    fig_quote_path(&vars, g->data);
-    report_printf(&vars, "; out=");
-    fig_quote_path(&vars, tmp_dir);
-    if (vars.oom) {
+        if (g->fmt[k]) report_printf(&formats, "%s%s", n++ ? " " : "", format_names[k]);
+    if (formats.oom) {
         fprintf(stderr, "shardq report: out of memory\n");
         goto done;
     }
-    int st = run_gnuplot(vars.p, script, &output);
+    /* DATA OUT FORMATS STYLE, as the scripts' common block reads them */
+    const char *args[] = {g->data, tmp_dir, formats.p, g->style ? g->style : "", NULL};
+    int st = run_gnuplot(script, args, &output);
+    report_buf_free(&formats);
     const char *o = output.p ? output.p : "";
     if (st == 0 && find_line(o, f->name, "skipped: ", NULL, d->why, sizeof d->why)) {
         d->failed = 0;
@@ -596,7 +595,6 @@ static void draw(const figure *f, const drawing *g, drawn *d)
     fflush(stdout);
 done:
     free(script);
-    report_buf_free(&vars);
     report_buf_free(&output);
 }
 
@@ -852,11 +850,6 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
     int quiet = opt->quiet;
     drawing g = {.db = db, .out = out, .quiet = quiet};
     if (parse_formats(opt->formats ? opt->formats : "png,svg", g.fmt)) return CLI_USAGE;
-    if (fig_path_problem(out)) {
-        fprintf(stderr, "shardq report: --out: the path holds a control character (a line "
-                        "break or a tab): refused\n");
-        return CLI_USAGE;
-    }
     char *style_text = NULL;
     size_t style_len = 0;
     if (opt->style && read_style(opt->style, &style_text, &style_len)) return CLI_USAGE;
