@@ -301,9 +301,11 @@ assert "EOD" in md and "system(" in md, "the tables show the names"
 ok "a report with the same names through --runs and --where" "$SHARDQ" report --db "$HDB" \
   --out "$HOUT" -q --runs "sweep LIKE '%EOD%' OR kind <> 'replay'"
 ok "still runs none of it" sh -c 'test -z "$(ls "$0" | grep marker)" || { ls "$0"; exit 1; }' "$H"
-expect_fail_with 2 "--out: the path holds a control character" "$SHARDQ" report --db "$DB" \
+ok "an output path with a line break in it" "$SHARDQ" report --db "$DB" -q --runs "kind = 'bench'" \
   --out "$H/line
 break"
+ok "... holds the figure" test -s "$H/line
+break/bench.svg"
 
 # ---------------------------------------------------------------------------
 # A full disk (a file size limit: writes fail with EFBIG), and a kill

@@ -12,12 +12,15 @@
 
 static const char report_usage[] =
     "usage: shardq report [--db FILE] [--out DIR] [--runs FILTER]\n"
-    "                     [--where KEY=VALUE]... [--format LIST] [--style FILE] [-q]\n"
+    "                     [--where KEY=VALUE]... [--format LIST] [--style FILE]\n"
+    "                     [--query-timeout SECONDS] [-q]\n"
     "\n"
     "Draws the figures of the runs in the database and writes them, with their\n"
     "tables, into a directory: NAME.png and NAME.svg per figure, report.md, a\n"
-    "static index.html that links them, and in scripts/ the gnuplot script of\n"
-    "every figure (each runs on its own: gnuplot -e \"db='FILE'\" NAME.gp).\n"
+    "static index.html that links them, in data/ the values each figure is drawn\n"
+    "from (shardq runs every query itself) and in scripts/ the gnuplot script of\n"
+    "every figure, which reads only data/ and runs no program: in DIR,\n"
+    "gnuplot scripts/NAME.gp draws NAME again.\n"
     "\n"
     "figures (a figure without data is left out, and the report says why):\n"
     "  error-bits     quantization error against bits per element sent (replay)\n"
@@ -46,12 +49,17 @@ static const char report_usage[] =
     "                   svg and pdf (default png,svg)\n"
     "  --style FILE     a gnuplot file loaded after the paper style of every\n"
     "                   script (README, \"Reports\": font, width, height, lwscale,\n"
-    "                   pcolors), to restyle the figures without editing them\n"
+    "                   pcolors), to restyle the figures without editing them;\n"
+    "                   a regular file of at most 256 KiB, copied to\n"
+    "                   scripts/style.gp (it is gnuplot code: load only a file\n"
+    "                   you trust, as you would run a script)\n"
+    "  --query-timeout SECONDS  stop a --runs or --where query that runs longer\n"
+    "                   (default 10; 0: no limit)\n"
     "  -q, --quiet      print nothing on success\n"
     "  -h, --help       this text\n"
     "\n"
-    "It needs gnuplot (with its cairo terminals: Debian's gnuplot-nox) and the\n"
-    "sqlite3 program (Debian's sqlite3); ./bootstrap --deps installs both.\n"
+    "It needs gnuplot (with its cairo terminals: Debian's gnuplot-nox);\n"
+    "./bootstrap --deps installs it.\n"
     "\n"
     "Exit status: 0 written (figures without data included), 1 error (a missing\n"
     "database, a directory that cannot be written, gnuplot missing or failing),\n"
@@ -64,12 +72,12 @@ int cmd_report(int argc, char **argv)
         {"runs", required_argument, NULL, 'r'}, {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},       {"where", required_argument, NULL, 'w'},
         {"format", required_argument, NULL, 'f'}, {"style", required_argument, NULL, 's'},
-        {NULL, 0, NULL, 0}};
-    static const char *const names[] = {"db",    "out",    "runs",  "quiet", "help",
-                                        "where", "format", "style", NULL};
+        {"query-timeout", required_argument, NULL, 't'}, {NULL, 0, NULL, 0}};
+    static const char *const names[] = {"db",     "out",   "runs",          "quiet", "help",
+                                        "where",  "format", "style", "query-timeout", NULL};
     const char *db = cli_default_db(), *out = "report", *filter = NULL;
     const char *where[64];
-    report_options o = {.where = where};
+    report_options o = {.where = where, .query_timeout = REPORT_QUERY_TIMEOUT};
     int quiet = 0, ch;
     opterr = 0;
     optind = 1;
@@ -88,6 +96,10 @@ int cmd_report(int argc, char **argv)
             break;
         case 'f': o.formats = optarg; break;
         case 's': o.style = optarg; break;
+        case 't':
+            if (cli_parse_double("report", "--query-timeout", optarg, 0, 86400, &o.query_timeout))
+                return CLI_USAGE;
+            break;
         case 'h': fputs(report_usage, stdout); return CLI_OK;
         default: return cli_option_error("report", ch, argv, names);
         }

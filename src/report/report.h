@@ -34,6 +34,7 @@ typedef struct report_options {
     int nwhere;
     const char *formats;       /* --format: "png,svg" (NULL), any of png, svg, pdf */
     const char *style;         /* --style FILE: gnuplot lines loaded after the paper style */
+    double query_timeout;      /* seconds a query of the filter may run (0: no limit) */
     int quiet;
     /* What the page opens with (shardq demo): the summary's lines, then the
     ** setup's ("model: ..."), each a list under its heading; none: left out. */
@@ -43,6 +44,8 @@ typedef struct report_options {
     int nsetup;
 } report_options;
 int report_write_opts(const char *db, const char *out, const report_options *o);
+/* The default of --query-timeout: a filter is a condition, not a program. */
+#define REPORT_QUERY_TIMEOUT 10.0
 
 /* The text of script name, or NULL when no such script was built in. */
 const char *report_script(const char *name);
