@@ -33,14 +33,15 @@ if (ARGC >= 1) { data = ARG1 }
 if (ARGC >= 2) { out = ARG2 }
 if (ARGC >= 3) { formats = ARG3 }
 if (ARGC >= 4) { style = ARG4 }
-load data."/".name.".vars"
-png = out."/".name.".png"
-svg = out."/".name.".svg"
 # A table: tab-separated, NULL as an empty field, no comment character (a
 # label may begin with '#'); text holds no '"', tab or line break.
 tsv(part) = data."/".name."-".part.".tsv"
 set datafile separator "\t"
 set datafile commentschars ""
+# numbers, and stats commands that read each text from NAME-text.tsv
+load data."/".name.".vars"
+png = out."/".name.".png"
+svg = out."/".name.".svg"
 # what a figure drew or why not goes to stdout
 set print "-"
 # the presets in the order of 'shardq schemes'

@@ -24,22 +24,6 @@ void fig_sel(report_buf *b, const char *kind)
                   kind);
 }
 
-void fig_quote(report_buf *b, const char *s)
-{
-    report_printf(b, "'");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\'')
-            report_printf(b, "''");
-        else if (*p == '"') /* as a .tsv field has it: the two compare equal */
-            report_printf(b, "''''");
-        else if (*p < 0x20 || *p == 0x7f)
-            report_printf(b, " ");
-        else
-            report_printf(b, "%c", *p);
-    }
-    report_printf(b, "'");
-}
-
 /* A text field of a .tsv file: nothing in it may end the field, the line
 ** or start a quoted field (figdata.h). */
 static void tsv_text(report_buf *b, const unsigned char *s)
@@ -183,11 +167,26 @@ static void first_text(fig_data *f, report_buf *out, sqlite3_stmt *st, long row)
     if (row == 0) report_printf(out, "%s", column_text(st));
 }
 
+/* Text reaches gnuplot only as data: each value is a line of NAME-text.tsv
+** ("=" first, so that an empty value is a line too), and NAME.vars reads it
+** into its variable with stats, whose `using` assigns strcol(1) without the
+** "=". gnuplot's parser never sees the text, so neither a quote nor a
+** backquote nor an @macro in it can mean anything. */
+static void text_line(fig_data *f, const char *text)
+{
+    report_printf(&f->text, "=");
+    tsv_text(&f->text, (const unsigned char *)text);
+    report_printf(&f->text, "\n");
+    f->ntext++;
+}
+
+#define READ_TEXT "stats data.\"/\".name.\"-text.tsv\" every ::%ld::%ld using "
+
 void fig_set(fig_data *f, const char *var, const char *text)
 {
-    report_printf(&f->vars, "%s = ", var);
-    fig_quote(&f->vars, text);
-    report_printf(&f->vars, "\n");
+    report_printf(&f->vars, READ_TEXT "(%s = strcol(1)[2:], 0) nooutput\n", f->ntext, f->ntext,
+                  var);
+    text_line(f, text);
 }
 
 void fig_set_number(fig_data *f, const char *var, double v)
@@ -234,27 +233,31 @@ int fig_ranges(fig_data *f, const char *var, report_buf *sql)
 
 static void every_text(fig_data *f, report_buf *out, sqlite3_stmt *st, long row)
 {
-    (void)f;
-    if (row) report_printf(out, ", ");
-    fig_quote(out, column_text(st));
+    (void)out;
+    (void)row;
+    text_line(f, column_text(st));
 }
 
 int fig_texts(fig_data *f, const char *var, report_buf *sql)
 {
-    report_buf items = {0};
-    long n = 0;
-    int rc = run_rows(f, var, sql, every_text, &items, &n);
-    if (rc == 0) {
-        report_printf(&f->vars, "array %s[%ld] = [%s]\n%s_n = %ld\n", var, n ? n : 1,
-                      n ? items.p : "''", var, n);
-    }
-    report_buf_free(&items);
-    return rc;
+    long first = f->ntext, n = 0;
+    int rc = run_rows(f, var, sql, every_text, NULL, &n);
+    if (rc) return rc;
+    /* gnuplot has no empty arrays: one empty element then */
+    report_printf(&f->vars, "array %s[%ld]\n%s_n = %ld\n", var, n ? n : 1, var, n);
+    if (n)
+        report_printf(&f->vars, READ_TEXT "(%s[int($0) + 1] = strcol(1)[2:], 0) nooutput\n",
+                      first, first + n - 1, var);
+    else
+        report_printf(&f->vars, "%s[1] = \"\"\n", var);
+    return 0;
 }
 
 int fig_write_vars(fig_data *f)
 {
     char file[512];
+    snprintf(file, sizeof file, "%s-text.tsv", f->name);
+    if (write_file(f, file, &f->text)) return -1;
     snprintf(file, sizeof file, "%s.vars", f->name);
     return write_file(f, file, &f->vars);
 }

@@ -7,15 +7,17 @@
 ** A figure NAME gets, in the data directory (OUT/data/ of a report):
 **   NAME-PART.tsv   the rows of one query, one line per row, fields
 **                   separated by tabs, NULL as an empty field;
-**   NAME.vars       lines `VAR = 'TEXT'`, `VAR = NUMBER` and
-**                   `array VAR[N] = ['...', ...]`, loaded by the script.
-** Text reaches gnuplot only inside single quotes with every quote doubled
-** (gnuplot expands neither backquotes nor @macros there), and with every
-** control character made a blank, so no value can end its string or its
-** line. In a .tsv file a field is data to gnuplot's reader, which has no
-** escape for '"' (it cuts a field at one) nor for a tab or a line break:
-** those become '' and blanks. The scripts set no comment character, so a
-** field may begin with '#'.
+**   NAME-text.tsv   its text values, one a line, each after a '=';
+**   NAME.vars       what the script loads: `VAR = NUMBER`, `array VAR[N]`
+**                   and `stats` commands that read each text value from
+**                   NAME-text.tsv into its variable.
+** No stored text is ever gnuplot text: gnuplot's parser expands @macros
+** and treats quotes in ways no escaping survives for sure, so text reaches
+** it only through its data reader. A field there is data, but the reader
+** has no escape for '"' (it cuts a field at one) nor for a tab or a line
+** break: those become '' and blanks, in every file alike, so that a label
+** read from a table and the same label of the vars compare equal. The
+** scripts set no comment character, so a field may begin with '#'.
 **
 ** Every query is bound to the selection: ?1 is the JSON array of the run
 ** ids the report's filter selected, or NULL for every run (FIG_WITHIN).
@@ -35,6 +37,8 @@ typedef struct fig_data {
     const char *dir;  /* the data directory */
     const char *name; /* the figure */
     report_buf vars;  /* the text of NAME.vars */
+    report_buf text;  /* the text of NAME-text.tsv */
+    long ntext;       /* its lines */
     int failed;       /* a query or a write failed (said on stderr) */
 } fig_data;
 
@@ -67,12 +71,6 @@ void fig_set_number(fig_data *f, const char *var, double v);
 
 /* Writes DIR/NAME.vars; 0, or -1 (said). */
 int fig_write_vars(fig_data *f);
-
-/* A value as a gnuplot string literal (single quotes, a quote doubled,
-** control characters blank, '"' as '' the way a .tsv field has it, so that
-** a label of the vars and the same label read from a table compare equal):
-** the one escaping of the report. */
-void fig_quote(report_buf *b, const char *s);
 
 /* Each figure's queries (src/report/fig_NAME.c): they fill f and return 0,
 ** or -1 when a query failed (said). */

@@ -552,6 +552,7 @@ static void draw(const figure *f, const drawing *g, drawn *d)
     report_buf_free(&within);
     int bad = f->data(&fd) || fig_write_vars(&fd);
     report_buf_free(&fd.vars);
+    report_buf_free(&fd.text);
     if (bad) {
         snprintf(d->why, sizeof d->why, "its data could not be queried or written (see the "
                  "messages of shardq report)");
