@@ -8,10 +8,12 @@
 # errors themselves are in error-group.png and the report's tables). Bars:
 # 95% intervals over every step and run behind a bar or point.
 #
-#   gnuplot -e "db='shardq.db'" analysis/hadamard.gp
+#   shardq report --db shardq.db --out OUT    (then: cd OUT && gnuplot scripts/hadamard.gp)
 #
-# writes OUT/hadamard.png and OUT/hadamard.svg (variables as in
-# error-bits.gp: db, out, runs). Without data it prints why and writes nothing.
+# reads data/hadamard.vars and data/hadamard-{table,change}.tsv, written by
+# shardq report, and writes OUT/hadamard.png and OUT/hadamard.svg (the
+# variables of the common block below). Without data it prints why and
+# writes nothing.
 
 name = "hadamard"
 # ---- common to every analysis/*.gp, from here to "end of common" -------------
@@ -77,80 +79,31 @@ term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size width,height en
     "print 'formats: '.fmt_(".k.").' is none of png, svg, pdf'; exit status 2"
 # ---- end of common -----------------------------------------------------------
 
-# per run: its gradient configuration, whether a Hadamard ran, its error
-pk(k) = "(SELECT value FROM params WHERE run_id = lk.id AND key = ".k.")"
-base = "WITH r AS (".sel("replay")."), ".\
-    "lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND sent_elems > 0".\
-    " THEN 'inter' END), 'intra') AS link, sum(sent_elems > 0) AS hops FROM bytes".\
-    " WHERE run_id IN r AND collective = 'grad_reducescatter' GROUP BY run_id), ".\
-    "kn AS (SELECT lk.id, lk.hops, CAST(".pk("'grad.intra.bits'")." AS INTEGER) AS ib,".\
-    " CAST(".pk("'grad.' || lk.link || '.bits'")." AS INTEGER) AS xb,".\
-    " ".pk("'grad.' || lk.link || '.group'")." AS grp, upper(".pk("'grad.' || lk.link || '.round'").\
-    ") AS rnd, max(CAST(".pk("'grad.intra.hadamard'")." AS INTEGER), CAST(".\
-    pk("'grad.inter.hadamard'")." AS INTEGER)) AS h FROM lk), ".\
-    "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id IN r AND".\
-    " path = 'grad' AND rel_l2 > 0 GROUP BY run_id), ".\
-    "c AS (SELECT e.id, CASE WHEN kn.hops > 1 THEN kn.ib || '/' || kn.xb ELSE kn.xb END ||".\
-    " '-bit, g' || kn.grp || ', ' || kn.rnd AS cfg, kn.xb, CAST(kn.grp AS INTEGER) AS g,".\
-    " kn.ib, kn.rnd, kn.h, e.err FROM e JOIN kn ON kn.id = e.id WHERE kn.xb < 16), ".\
-    "p AS (SELECT cfg FROM c GROUP BY cfg HAVING min(h) = 0 AND max(h) > 0), ".\
-    "d AS (SELECT * FROM c WHERE cfg IN p) "
-drawn = system(sql(ranges(base."SELECT id FROM d")))
+# From shardq (src/report/fig_hadamard.c): drawn, the runs of every gradient
+# configuration replayed both without and with a Hadamard; sizes, the Hadamard sizes
+# ("16/32"); ncfg, the number of configurations; tsv("table"), one row per
+# configuration: name, error without, error with, and the ends of their
+# intervals (without low, high, with low, high; the low ends kept above a
+# hundredth of the bar on the log scale); bars: 95% intervals (Student's t)
+# of the mean over every step of every run behind a bar, none where one
+# value stands behind it. many: more than 16 configurations, drawn as the
+# change in % per series (bits and rounding) against the group size:
+# series[1..series_n], and tsv("change"), one row per point, the series
+# first (the change r = B/A - 1 of the means without and with, its interval
+# from theirs).
 if (drawn eq "") {
     print sprintf("%s: skipped: no gradient configuration replayed both with and without a Hadamard in %s", \
         name, within)
     exit
 }
-sizes = system(sql(base."SELECT group_concat(h, '/') FROM (SELECT DISTINCT h FROM d WHERE h > 0 ORDER BY h)"))
-ncfg = int(system(sql(base."SELECT count(DISTINCT cfg) FROM d")))
-# A bar's spread, as in error-bits.gp: the 95% interval (Student's t; tq,
-# the 0.975 quantile of t, exact to df 9, then 1.96 + 2.5/df, within 1%) of
-# the mean over every step of every run behind it, none where one value
-# stands behind it. st: per configuration and Hadamard off (on = 0) or on,
-# the mean of its runs' errors and that half-width.
-tq = "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4".\
-    " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN".\
-    " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
-spread = base.", s AS (SELECT d.cfg, d.h > 0 AS on_, count(*) - 1 AS df, avg(m.rel_l2) AS mu,".\
-    " avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN step_metrics m ON m.run_id = d.id AND m.path".\
-    " = 'grad' AND m.rel_l2 > 0 GROUP BY d.cfg, d.h > 0), st AS (SELECT d.cfg, d.h > 0 AS on_,".\
-    " avg(d.err) AS err, coalesce(max(CASE WHEN s.df > 0 THEN (".tq.") * sqrt(max(s.m2 - s.mu *".\
-    " s.mu, 0) / s.df) END), 0) AS hw FROM d LEFT JOIN s ON s.cfg = d.cfg AND s.on_ = (d.h > 0)".\
-    " GROUP BY d.cfg, d.h > 0) "
-# one row per configuration: name, error without, error with, and the ends
-# of their intervals (without low, high, with low, high; the low ends kept
-# above a hundredth of the bar on the log scale)
-lo(e) = "max(".e.".err - ".e.".hw, ".e.".err / 100)"
-load fetch("$table", spread."SELECT f.cfg, f.err, n.err, ".lo("f").", f.err + f.hw, ".lo("n").\
-    ", n.err + n.hw FROM st f JOIN st n ON n.cfg = f.cfg AND n.on_ AND NOT f.on_ JOIN (SELECT".\
-    " cfg, min(xb) AS xb, min(g) AS g, min(ib) AS ib, min(rnd) AS rnd FROM d GROUP BY cfg) o".\
-    " ON o.cfg = f.cfg ORDER BY o.xb, o.g, o.ib, o.rnd")
-table = "$table"
+table = tsv("table")
 
-# many configurations: the change in % per series (bits and rounding)
-# against the group size, one row per point, the series first
-many = ncfg > 16
-if (many) {
-    # the change r = B/A - 1 of the means A (without) and B (with); its
-    # interval from theirs (first order: the relative half-widths add in
-    # quadrature), none where one value stands behind each
-    load fetch("$change", spread.", ch AS (SELECT s, g, max(CASE WHEN on_ THEN err END) AS b,".\
-        " max(CASE WHEN NOT on_ THEN err END) AS a, max(CASE WHEN on_ THEN hw END) AS hb,".\
-        " max(CASE WHEN NOT on_ THEN hw END) AS ha FROM st JOIN (SELECT DISTINCT cfg, g,".\
-        " substr(cfg, 1, instr(cfg, ', g') - 1) || ', ' || rnd AS s FROM d) k ON k.cfg = st.cfg".\
-        " GROUP BY s, g), v AS (SELECT s, g, 100 * (b / a - 1) AS r, 100 * b / a * sqrt((ha / a)".\
-        " * (ha / a) + (hb / b) * (hb / b)) AS hr FROM ch) SELECT s, g, r, r - hr, r + hr FROM v".\
-        " ORDER BY s, g")
-    series = system(sql(base."SELECT group_concat('\"' || s || '\"', ' ') FROM (SELECT".\
-        " substr(cfg, 1, instr(cfg, ', g') - 1) || ', ' || rnd AS s, min(xb) AS xb, min(ib) AS".\
-        " ib FROM d GROUP BY s ORDER BY xb, ib, s)"))
-}
 of(l) = strcol(1) eq l ? $2 : NaN
 # colour by position in the series (viridis: dark = few bits)
 array bcolors[8] = ["#440154", "#46327e", "#365c8d", "#277f8e", "#1fa187", "#4ac16d", \
     "#8fd744", "#c8c800"]
 array pts[6] = [7, 5, 9, 11, 13, 15]
-ns = many ? words(series) : 0
+ns = many ? series_n : 0
 scolor(i) = bcolors[ns <= 1 ? 1 : 1 + int(7.0 * (i - 1) / (ns - 1) + 0.5)]
 
 if (many) {
@@ -169,10 +122,10 @@ if (many) {
     do for [t = 1:words(formats)] {
         eval term(t)
         # the bars first: the lines and their points drawn over them
-        plot for [i = 1:ns] $change using (of(word(series, i))):3:4:5 with yerrorbars \
+        plot for [i = 1:ns] tsv("change") using (of(series[i])):3:4:5 with yerrorbars \
                 lc rgb scolor(i) lw 1 pt 0 notitle, \
-            for [i = 1:ns] $change using (of(word(series, i))):3 with linespoints \
-                lc rgb scolor(i) lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 title word(series, i) noenhanced
+            for [i = 1:ns] tsv("change") using (of(series[i])):3 with linespoints \
+                lc rgb scolor(i) lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 title series[i] noenhanced
         set output
     }
     print sprintf("%s: runs %s -> %s, %s", name, drawn, png, svg)
