@@ -45,9 +45,13 @@ int figdata_speedup(fig_data *f)
     expand(&q, "SELECT scheme, gpus, speedup FROM model_results WHERE run_id = {run} AND "
                "speedup IS NOT NULL ORDER BY scheme, gpus");
     if (fig_table(f, "rows", &q) < 0) return -1;
-    expand(&q, "SELECT coalesce(json_extract(config, '$.model'), '') FROM runs WHERE id = {run}");
+    /* json_valid: a config that is not JSON gave the script '' (sqlite3's
+    ** error went to stderr and the figure was drawn); here it would fail the
+    ** query and the figure */
+    expand(&q, "SELECT coalesce(CASE WHEN json_valid(config) THEN json_extract(config, "
+               "'$.model') END, '') FROM runs WHERE id = {run}");
     if (fig_text(f, "mname", &q)) return -1;
-    expand(&q, "SELECT coalesce(json_extract(config, '$.platform'), '') FROM runs WHERE id = "
-               "{run}");
+    expand(&q, "SELECT coalesce(CASE WHEN json_valid(config) THEN json_extract(config, "
+               "'$.platform') END, '') FROM runs WHERE id = {run}");
     return fig_text(f, "mplat", &q);
 }
