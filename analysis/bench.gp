@@ -4,10 +4,11 @@
 # the same run (bench_results). The latest bench run within the filter is
 # drawn, at the largest thread count it measured.
 #
-#   gnuplot -e "db='shardq.db'" analysis/bench.gp
+#   shardq report --db shardq.db --out OUT    (then: cd OUT && gnuplot scripts/bench.gp)
 #
-# writes OUT/bench.png and OUT/bench.svg (variables as in error-bits.gp: db,
-# out, runs). Without data it prints why and writes nothing.
+# reads data/bench.vars and data/bench-{rows,copy}.tsv, written by shardq
+# report, and writes OUT/bench.png and OUT/bench.svg (the variables of the
+# common block below). Without data it prints why and writes nothing.
 
 name = "bench"
 # ---- common to every analysis/*.gp, from here to "end of common" -------------
@@ -73,39 +74,25 @@ term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size width,height en
     "print 'formats: '.fmt_(".k.").' is none of png, svg, pdf'; exit status 2"
 # ---- end of common -----------------------------------------------------------
 
-run = system(sql("SELECT max(id) FROM (".sel("bench").") WHERE id IN (SELECT run_id FROM bench_results)"))
+# From shardq (src/report/fig_bench.c): run, the latest bench run with
+# results ('' for none) of nbench, at threads, its largest thread count;
+# where, its machine; ops[1..ops_n], its operations but the copy, fastest
+# first; tsv("rows"), every op's rows, the op first, MB of fp32 input, GB/s
+# and its spread, and 1 when under half of the same op and size's 1-thread
+# figure (SQ_BENCH_SLOW) on more than 1 thread; nnoisy, the figures that
+# stayed noisy; tsv("copy"), the plain copy's MB and GB/s.
 if (run eq "") {
     print sprintf("%s: skipped: no bench runs in %s", name, within)
     exit
 }
-nbench = int(system(sql("SELECT count(*) FROM (".sel("bench").") WHERE id IN (SELECT run_id FROM bench_results)")))
-threads = int(system(sql("SELECT max(threads) FROM bench_results WHERE run_id = ".run)))
-where = system(sql("SELECT coalesce(CASE WHEN json_valid(config) THEN json_extract(config,".\
-    " '$.description') END, device, '') FROM runs WHERE id = ".run))
-ops = system(sql("SELECT group_concat(op, ' ') FROM (SELECT op FROM bench_results WHERE run_id = ".\
-    run." AND threads = ".threads." AND op <> 'copy' GROUP BY op ORDER BY max(gb_per_s) DESC)"))
 # MB of fp32 input against GB/s (and its spread) of one op at that thread count
-# every op's rows in one query, the op first: read once, each line its rows
-# (and 5th: 1 when under half of the same op and size's 1-thread figure,
-# SQ_BENCH_SLOW, on more than 1 thread)
-slow = "(b.threads > 1 AND b.gb_per_s < 0.5 * (SELECT o.gb_per_s FROM bench_results o".\
-    " WHERE o.run_id = b.run_id AND o.op = b.op AND o.elements = b.elements AND o.threads = 1))"
-rows = "SELECT op, elements * 4.0 / 1048576, gb_per_s, coalesce(gb_per_s_std, 0), ".\
-    "coalesce(".slow.", 0) FROM bench_results b WHERE run_id = ".run." AND threads = ".threads.\
-    " ORDER BY op, elements"
-load fetch("$rows", rows)
 of(op) = strcol(1) eq op ? $2 : NaN
 # figures that stayed noisy after the bench's three tries (spread over a
 # quarter of the median, SQ_BENCH_NOISY, or under half of 1 thread's,
 # SQ_BENCH_SLOW: a busy machine), copies included: ringed, and counted in
 # the title
-nnoisy = int(system(sql("SELECT count(*) FROM bench_results b WHERE run_id = ".run." AND".\
-    " threads = ".threads." AND (gb_per_s_std > 0.25 * gb_per_s OR ".slow.")")))
 noisy(x) = column(4) > 0.25 * column(3) || column(5) > 0 ? x : NaN
-load fetch("$copy", "SELECT elements * 4.0 / 1048576, copy_gb_per_s FROM bench_results WHERE".\
-    " run_id = ".run." AND threads = ".threads." AND op = (SELECT min(op) FROM bench_results".\
-    " WHERE run_id = ".run.") ORDER BY elements")
-copy = "$copy"
+copy = tsv("copy")
 
 array ocolors[10] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", \
     "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
@@ -129,10 +116,10 @@ set title sprintf("Codec throughput beside a plain copy: run %s, %s, %s", run, w
 do for [t = 1:words(formats)] {
     eval term(t)
     plot copy using 1:2 with linespoints lc rgb "black" lw 2.5 dt 2 pt 6 ps 1 title "copy", \
-        for [i = 1:words(ops)] $rows using (of(word(ops, i))):3 with linespoints \
+        for [i = 1:ops_n] tsv("rows") using (of(ops[i])):3 with linespoints \
             lc rgb ocolors[(i - 1) % 10 + 1] lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 \
-            dt 1 + (i - 1) / 10 title word(ops, i) noenhanced, \
-        for [k = 1:(nnoisy > 0)] $rows using 2:(noisy($3)) with points pt 6 ps 3 lw 2 \
+            dt 1 + (i - 1) / 10 title ops[i] noenhanced, \
+        for [k = 1:(nnoisy > 0)] tsv("rows") using 2:(noisy($3)) with points pt 6 ps 3 lw 2 \
             lc rgb "#CC3311" title "noisy"
     set output
 }

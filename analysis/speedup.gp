@@ -3,10 +3,11 @@
 # scheme (model_results.speedup), with 1 (no gain) dashed. The latest model
 # run within the filter is drawn.
 #
-#   gnuplot -e "db='shardq.db'" analysis/speedup.gp
+#   shardq report --db shardq.db --out OUT    (then: cd OUT && gnuplot scripts/speedup.gp)
 #
-# writes OUT/speedup.png and OUT/speedup.svg (variables as in error-bits.gp:
-# db, out, runs). Without data it prints why and writes nothing.
+# reads data/speedup.vars and data/speedup-rows.tsv, written by shardq
+# report, and writes OUT/speedup.png and OUT/speedup.svg (the variables of
+# the common block below). Without data it prints why and writes nothing.
 
 name = "speedup"
 # ---- common to every analysis/*.gp, from here to "end of common" -------------
@@ -72,20 +73,14 @@ term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size width,height en
     "print 'formats: '.fmt_(".k.").' is none of png, svg, pdf'; exit status 2"
 # ---- end of common -----------------------------------------------------------
 
-run = system(sql("SELECT max(id) FROM (".sel("model").") WHERE id IN (SELECT run_id FROM".\
-    " model_results WHERE speedup IS NOT NULL)"))
+# From shardq (src/report/fig_speedup.c): run, the latest model run with
+# speedups ('' for none) of nmodel; schemes[1..schemes_n], its schemes in the
+# order of the presets; tsv("rows"), every scheme's rows, the scheme first,
+# GPUs and speedup; mname and mplat, the model and the platform predicted.
 if (run eq "") {
     print sprintf("%s: skipped: no model runs with speedups in %s", name, within)
     exit
 }
-nmodel = int(system(sql("SELECT count(*) FROM (".sel("model").") WHERE id IN (SELECT run_id FROM".\
-    " model_results WHERE speedup IS NOT NULL)")))
-schemes = system(sql("SELECT group_concat(preset, ' ') FROM (SELECT preset FROM (SELECT DISTINCT".\
-    " scheme AS preset FROM model_results WHERE run_id = ".run." AND speedup IS NOT NULL) ORDER BY ".\
-    porder.", preset)"))
-# every scheme's rows in one query, the scheme first: read once, each line its rows
-load fetch("$rows", "SELECT scheme, gpus, speedup FROM model_results WHERE run_id = ".run.\
-    " AND speedup IS NOT NULL ORDER BY scheme, gpus")
 of(s) = strcol(1) eq s ? $2 : NaN
 
 array pts[6] = [7, 5, 9, 11, 13, 15]
@@ -101,10 +96,7 @@ set key outside right top reverse Left spacing 1.1 samplen 3
 set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05
 # Schemes predicted alike (tlq under tlqhs) would hide one another: the i-th
 # of n is drawn (i - (n+1)/2) * 0.06 of an octave to the side.
-sx(i) = (i - (words(schemes) + 1) / 2.0) * 0.06
-# what was predicted: the model and the platform of the run
-mname = system(sql("SELECT coalesce(json_extract(config, '$.model'), '') FROM runs WHERE id = ".run))
-mplat = system(sql("SELECT coalesce(json_extract(config, '$.platform'), '') FROM runs WHERE id = ".run))
+sx(i) = (i - (schemes_n + 1) / 2.0) * 0.06
 # Measured points to compare with, drawn where the run's platform and model
 # are theirs: platform, model, scheme, GPUs, speedup over the baseline,
 # source (SDP4Bit, NeurIPS 2024, Table 2: 57.6 against 24.1 TFLOP/s per GPU;
@@ -122,9 +114,9 @@ set title sprintf("Predicted speedup of %s on %s against GPU count (model run %s
 do for [t = 1:words(formats)] {
     eval term(t)
     plot 1 with lines lc rgb "#808080" dt 2 lw 1.5 title "1 (no gain)", \
-        for [i = 1:words(schemes)] $rows using (of(word(schemes, i)) * 2**sx(i)):3 with linespoints \
-            lc rgb pcolor(word(schemes, i)) lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 \
-            title word(schemes, i) noenhanced, \
+        for [i = 1:schemes_n] tsv("rows") using (of(schemes[i]) * 2**sx(i)):3 with linespoints \
+            lc rgb pcolor(schemes[i]) lw 2 pt pts[(i - 1) % 6 + 1] ps 0.9 \
+            title schemes[i] noenhanced, \
         for [k = 1:(nmeasured > 0)] $measured using (ismeasured(0) ? $4 : NaN):5 with points \
             lc rgb pcolor("sdp4bit") pt 12 ps 2.5 lw 2 title mlabel noenhanced, \
         for [k = 1:(nmeasured > 0)] $measured using (ismeasured(0) ? $4 : NaN):5:\
