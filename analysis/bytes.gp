@@ -12,10 +12,11 @@
 # runs; past 14 schemes, each preset is drawn at its most-run configuration
 # (of replays, and of training runs), named by the preset alone.
 #
-#   gnuplot -e "db='shardq.db'" analysis/bytes.gp
+#   shardq report --db shardq.db --out OUT    (then: cd OUT && gnuplot scripts/bytes.gp)
 #
-# writes OUT/bytes.png and OUT/bytes.svg (variables as in error-bits.gp: db,
-# out, runs). Without data it prints why and writes nothing.
+# reads data/bytes.vars and data/bytes-table.tsv, written by shardq report,
+# and writes OUT/bytes.png and OUT/bytes.svg (the variables of the common
+# block below). Without data it prints why and writes nothing.
 
 name = "bytes"
 # ---- common to every analysis/*.gp, from here to "end of common" -------------
@@ -81,47 +82,18 @@ term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size width,height en
     "print 'formats: '.fmt_(".k.").' is none of png, svg, pdf'; exit status 2"
 # ---- end of common -----------------------------------------------------------
 
-# per run: bits per parameter per iteration per worker, by collective and link
-bpp(c, l) = "avg(CASE WHEN v.collective = '".c."' AND v.link = '".l."' THEN v.bpp END)"
-base = "WITH r AS (".selwhere("kind IN ('replay', 'train')")." AND id IN (SELECT run_id FROM bytes)), ".\
-    labels("(p.key LIKE 'grad.%' OR p.key LIKE 'weight.%') AND p.key NOT LIKE '%.round'".\
-    " AND p.key NOT LIKE '%.hadamard' AND p.key NOT LIKE '%.levels'").", ".\
-    "sz AS (SELECT u.id, u.kind, CAST(substr(u.topo, 1, instr(u.topo, 'x') - 1) AS REAL) *".\
-    " CAST(substr(u.topo, instr(u.topo, 'x') + 1) AS REAL) AS n, CASE u.kind WHEN 'train' THEN".\
-    " (SELECT CAST(value AS REAL) FROM params WHERE run_id = u.id AND key = 'model.params') *".\
-    " (SELECT count(*) FROM train_steps WHERE run_id = u.id) ELSE (SELECT max(elements) FROM".\
-    " step_metrics WHERE run_id = u.id) * (SELECT CAST(value AS REAL) FROM params WHERE".\
-    " run_id = u.id AND key = 'trace.steps') END AS pi FROM runs u WHERE u.id IN r), ".\
-    "v AS (SELECT b.run_id AS id, b.collective, b.link, 8.0 * (b.sent_codes + b.sent_meta) /".\
-    " (sz.n * sz.pi) AS bpp FROM bytes b JOIN sz ON sz.id = b.run_id WHERE sz.pi > 0), ".\
-    "pt AS (SELECT run_id AS id, CASE value WHEN 'grad' THEN ' (grad only)' WHEN 'weight' THEN".\
-    " ' (weight only)' ELSE '' END AS t FROM params WHERE run_id IN r AND key = 'paths'), ".\
-    "a AS (SELECT lab.id, lab.preset, sz.kind, coalesce(pt.t, '') AS pth, lab.label ||".\
-    " coalesce(pt.t, '') || CASE WHEN (SELECT count(DISTINCT kind) FROM".\
-    " sz) > 1 AND sz.kind = 'train' THEN ' (train)' ELSE '' END AS label, lab.preset ||".\
-    " coalesce(pt.t, '') || CASE WHEN".\
-    " (SELECT count(DISTINCT kind) FROM sz) > 1 AND sz.kind = 'train' THEN ' (train)' ELSE '' END".\
-    " AS short, ".\
-    bpp("weight_allgather", "intra")." AS wi, ".bpp("grad_reducescatter", "intra")." AS gi, ".\
-    bpp("weight_allgather", "inter")." AS wx, ".bpp("grad_reducescatter", "inter")." AS gx".\
-    " FROM lab JOIN sz ON sz.id = lab.id JOIN v ON v.id = lab.id LEFT JOIN pt ON pt.id = lab.id".\
-    " GROUP BY lab.id), ".\
-    "c AS (SELECT preset, kind, pth, label, count(*) AS n, min(id) AS first FROM a GROUP BY label), ".\
-    "m AS (SELECT label FROM c WHERE (SELECT count(*) FROM c) <= 14 OR NOT EXISTS (SELECT 1".\
-    " FROM c AS o WHERE o.preset = c.preset AND o.kind = c.kind AND o.pth = c.pth AND (o.n > c.n OR".\
-    " (o.n = c.n AND o.first < c.first)))), ".\
-    "d AS (SELECT id, preset, kind, CASE WHEN (SELECT count(*) FROM c) > 14 THEN short ELSE".\
-    " label END AS label, wi, gi, wx, gx FROM a WHERE label IN m) "
-drawn = system(sql(ranges(base."SELECT id FROM d")))
+# From shardq (src/report/fig_bytes.c): drawn, the runs drawn; modal, 1
+# when there are more than 14 schemes and each preset (and set of paths, and
+# kind) is drawn at its most-run configuration, named by the preset alone;
+# ncat, the number of bars; and tsv("table"): a row per scheme in the order
+# of the presets (replays first), its label, then its mean bits per
+# parameter per iteration per worker of the weight all-gather and of the
+# gradient reduce-scatter on intra-node links, then on inter-node links.
 if (drawn eq "") {
     print sprintf("%s: skipped: no replay or training runs with bytes in %s", name, within)
     exit
 }
-modal = int(system(sql(base."SELECT count(*) > 14 FROM c")))
-ncat = int(system(sql(base."SELECT count(DISTINCT label) FROM d")))
-load fetch("$table", base."SELECT label, avg(wi), avg(gi), avg(wx), avg(gx) FROM d GROUP BY label".\
-    " ORDER BY min(kind), min(".porder."), min(id)")
-table = "$table"
+table = tsv("table")
 
 set style data histogram
 set style histogram rowstacked gap 1

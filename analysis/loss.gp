@@ -6,10 +6,11 @@
 # In runs of 40 steps or more the first fifth is left out: every scheme starts
 # from the same model and falls alike, and the axes are kept for the rest.
 #
-#   gnuplot -e "db='shardq.db'" analysis/loss.gp
+#   shardq report --db shardq.db --out OUT    (then: cd OUT && gnuplot scripts/loss.gp)
 #
-# writes OUT/loss.png and OUT/loss.svg (variables as in error-bits.gp: db,
-# out, runs). Without data it prints why and writes nothing.
+# reads data/loss.vars and data/loss-{train,val}.tsv, written by shardq
+# report, and writes OUT/loss.png and OUT/loss.svg (the variables of the
+# common block below). Without data it prints why and writes nothing.
 
 name = "loss"
 # ---- common to every analysis/*.gp, from here to "end of common" -------------
@@ -75,57 +76,32 @@ term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size width,height en
     "print 'formats: '.fmt_(".k.").' is none of png, svg, pdf'; exit status 2"
 # ---- end of common -----------------------------------------------------------
 
-# the training runs with steps; a run is named by its label, and by its seed
-# where its label has several
-base = "WITH r AS (".sel("train")." AND id IN (SELECT run_id FROM train_steps)), ".\
-    labels("p.key LIKE 'grad.%' OR p.key LIKE 'weight.%' OR p.key LIKE 'model.%' OR".\
-    " p.key LIKE 'train.%'").", ".\
-    "d AS (SELECT lab.id, lab.preset, lab.label || CASE WHEN count(*) OVER (PARTITION BY".\
-    " lab.label) > 1 THEN ' seed ' || u.seed ELSE '' END AS name, u.seed FROM lab".\
-    " JOIN runs u ON u.id = lab.id) "
-drawn = system(sql(ranges(base."SELECT id FROM d")))
+# From shardq (src/report/fig_loss.c): drawn, the training runs with steps;
+# ids[1..ids_n], names[] and presetof[], those runs in the order of the
+# presets, each its id, its name (its label, and its seed where its label
+# has several) and its preset; maxstep, their last step; win, the steps of
+# the moving mean (a tenth of maxstep from 40 steps on); from, the first
+# step drawn (the first fifth of a run of 40 steps or more left out, a
+# multiple of 10 steps from 100 on); tsv("train"), every run's moving mean
+# of the training loss from step from on, and tsv("val"), its validation
+# losses: the run's id, the step and the loss.
 if (drawn eq "") {
     print sprintf("%s: skipped: no training runs in %s", name, within)
     exit
 }
-# "id name" pairs, in preset order
-ids = system(sql(base."SELECT group_concat(id, ' ') FROM (SELECT id FROM d ORDER BY ".porder.", name)"))
-rname(id) = system(sql(base."SELECT name FROM d WHERE id = ".id))
-rpreset(id) = system(sql("SELECT preset FROM runs WHERE id = ".id))
 # the k-th run of a preset (in ids) gets dash k
-rank(i) = 1 + sum [_j = 1:i] (_j < i && rpreset(word(ids, _j)) eq rpreset(word(ids, i)) ? 1 : 0)
-array names[words(ids)]
-array presetof[words(ids)]
-array dash[words(ids)]
-do for [i = 1:words(ids)] {
-    names[i] = rname(word(ids, i))
-    presetof[i] = rpreset(word(ids, i))
-}
-do for [i = 1:words(ids)] {
+array dash[ids_n]
+do for [i = 1:ids_n] {
     dash[i] = 1 + sum [j = 1:i] (j < i && presetof[j] eq presetof[i] ? 1 : 0)
 }
 # the key's columns: as many as the longest name lets fit (about 8 pixels a
 # character and 70 for the sample), at most 5; rows enough for every run
 maxlen = 0
-do for [i = 1:words(ids)] { maxlen = strlen(names[i]) > maxlen ? strlen(names[i]) : maxlen }
+do for [i = 1:ids_n] { maxlen = strlen(names[i]) > maxlen ? strlen(names[i]) : maxlen }
 kcols = int(width / (8.0 * maxlen + 70))
 kcols = kcols < 1 ? 1 : kcols > 5 ? 5 : kcols
-krows = int((words(ids) + kcols - 1) / kcols)
-maxstep = int(system(sql("SELECT max(step) FROM train_steps WHERE run_id IN (".\
-    base."SELECT id FROM d)")))
-win = maxstep >= 40 ? int(maxstep / 10) : 1
-# the first fifth of a long run left out (a multiple of 10 steps from 100 on)
-from = maxstep >= 40 ? (maxstep >= 100 ? 10 * int(maxstep / 50) : int(maxstep / 5)) : 0
-# every run's curves in one query each, the run's id first: read once, each
-# line its rows (x undefined on the others')
-runlist = base."SELECT id FROM d"
-train = "SELECT run_id, step, m FROM (SELECT run_id, step, avg(loss) OVER (PARTITION BY".\
-    " run_id ORDER BY step ROWS BETWEEN ".(win - 1)." PRECEDING AND CURRENT ROW) AS m FROM".\
-    " train_steps WHERE run_id IN (".runlist.")) WHERE step >= ".from." ORDER BY run_id, step"
-val = "SELECT run_id, step, val_loss FROM train_steps WHERE run_id IN (".runlist.")".\
-    " AND val_loss IS NOT NULL AND step >= ".from." ORDER BY run_id, step"
-load fetch("$train", train)
-load fetch("$val", val)
+krows = int((ids_n + kcols - 1) / kcols)
+# each run's line drawn from its rows of a table (x undefined on the others')
 of(id) = strcol(1) eq id ? $2 : NaN
 
 set grid xtics ytics lc rgb "#e0e0e0"
@@ -150,11 +126,11 @@ do for [t = 1:words(formats)] {
     unset key
     set title (win > 1 ? sprintf("training loss (moving mean over %d steps)", win) : "training loss").\
         (from > 0 ? sprintf(", from step %d", from) : "")
-    plot for [i = 1:words(ids)] $train using (of(word(ids, i))):3 with lines \
+    plot for [i = 1:ids_n] tsv("train") using (of(ids[i])):3 with lines \
         lc rgb pcolor(presetof[i]) lw 1.5 dt dash[i] notitle
     set origin 0.5, kh
     set title "validation loss".(from > 0 ? sprintf(", from step %d", from) : "")
-    plot for [i = 1:words(ids)] $val using (of(word(ids, i))):3 with linespoints \
+    plot for [i = 1:ids_n] tsv("val") using (of(ids[i])):3 with linespoints \
         lc rgb pcolor(presetof[i]) lw 1.5 dt dash[i] pt 7 ps 0.7 notitle
     set size 1, kh
     set origin 0, 0
@@ -167,7 +143,7 @@ do for [t = 1:words(formats)] {
     set key center center vertical Left reverse spacing 1.1 samplen 3 width 2 maxrows krows
     set xrange [0:1]
     set yrange [0:1]
-    plot for [i = 1:words(ids)] NaN with linespoints lc rgb pcolor(presetof[i]) lw 1.5 \
+    plot for [i = 1:ids_n] NaN with linespoints lc rgb pcolor(presetof[i]) lw 1.5 \
         dt dash[i] pt 7 ps 0.7 title names[i] noenhanced
     unset multiplot
     set output
