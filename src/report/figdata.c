@@ -231,26 +231,57 @@ int fig_ranges(fig_data *f, const char *var, report_buf *sql)
     return rc;
 }
 
-static void every_text(fig_data *f, report_buf *out, sqlite3_stmt *st, long row)
+int fig_columns(fig_data *f, const char *const *var, int nvar, report_buf *sql)
 {
-    (void)out;
-    (void)row;
-    text_line(f, column_text(st));
+    sqlite3_stmt *st = prepare(f, var[0], sql);
+    report_buf_free(sql);
+    if (!st) return -1;
+    if (nvar > FIG_MAX_COLUMNS || sqlite3_column_count(st) < nvar) {
+        fprintf(stderr, "shardq report: %s: the query of %s has fewer columns than arrays\n",
+                f->name, var[0]);
+        sqlite3_finalize(st);
+        f->failed = 1;
+        return -1;
+    }
+    /* a column's values are consecutive lines of NAME-text.tsv */
+    report_buf col[FIG_MAX_COLUMNS] = {{0}};
+    long n = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        for (int c = 0; c < nvar; c++) {
+            const unsigned char *t = sqlite3_column_text(st, c);
+            report_printf(&col[c], "=");
+            tsv_text(&col[c], t ? t : (const unsigned char *)"");
+            report_printf(&col[c], "\n");
+        }
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) query_error(f, var[0], rc);
+    for (int c = 0; c < nvar; c++) {
+        if (rc == SQLITE_DONE) {
+            /* gnuplot has no empty arrays: one empty element then */
+            report_printf(&f->vars, "array %s[%ld]\n", var[c], n ? n : 1);
+            if (n)
+                report_printf(&f->vars,
+                              READ_TEXT "(%s[int($0) + 1] = strcol(1)[2:], 0) nooutput\n",
+                              f->ntext, f->ntext + n - 1, var[c]);
+            else
+                report_printf(&f->vars, "%s[1] = \"\"\n", var[c]);
+            report_printf(&f->text, "%s", col[c].p ? col[c].p : "");
+            if (col[c].oom) f->text.oom = 1;
+            f->ntext += n;
+        }
+        report_buf_free(&col[c]);
+    }
+    if (rc != SQLITE_DONE) return -1;
+    report_printf(&f->vars, "%s_n = %ld\n", var[0], n);
+    return 0;
 }
 
 int fig_texts(fig_data *f, const char *var, report_buf *sql)
 {
-    long first = f->ntext, n = 0;
-    int rc = run_rows(f, var, sql, every_text, NULL, &n);
-    if (rc) return rc;
-    /* gnuplot has no empty arrays: one empty element then */
-    report_printf(&f->vars, "array %s[%ld]\n%s_n = %ld\n", var, n ? n : 1, var, n);
-    if (n)
-        report_printf(&f->vars, READ_TEXT "(%s[int($0) + 1] = strcol(1)[2:], 0) nooutput\n",
-                      first, first + n - 1, var);
-    else
-        report_printf(&f->vars, "%s[1] = \"\"\n", var);
-    return 0;
+    return fig_columns(f, &var, 1, sql);
 }
 
 int fig_write_vars(fig_data *f)

@@ -65,6 +65,10 @@ int fig_ranges(fig_data *f, const char *var, report_buf *sql);
 ** length as var_n (an array of at least one element: gnuplot has no empty
 ** arrays). */
 int fig_texts(fig_data *f, const char *var, report_buf *sql);
+/* The first nvar columns of every row of sql as the arrays var[0..nvar-1]
+** (in step, row by row), and their length as var[0]_n. */
+#define FIG_MAX_COLUMNS 4
+int fig_columns(fig_data *f, const char *const *var, int nvar, report_buf *sql);
 /* A string var of the caller's. */
 void fig_set(fig_data *f, const char *var, const char *text);
 void fig_set_number(fig_data *f, const char *var, double v);
