@@ -14,13 +14,12 @@
 # other configuration of the scheme beats with as few bits (filled). Series at
 # one cost are set side by side (spread below).
 #
-#   gnuplot -e "db='shardq.db'" analysis/error-bits.gp
-#   gnuplot -e "db='shardq.db'; out='figs'; runs=\"sweep = 'demo'\"" analysis/error-bits.gp
+#   shardq report --db shardq.db --out OUT    (then: cd OUT && gnuplot scripts/error-bits.gp)
 #
-# writes OUT/error-bits.png and OUT/error-bits.svg (out: default '.'; runs: an
-# SQL condition on the runs table, default every done run; ids: run ids such
-# as 3-17,20 instead, as shardq report gives them). Without data it prints
-# why and writes nothing.
+# reads data/error-bits.vars and data/error-bits-{g,w}{every,front}.tsv,
+# written by shardq report, and writes OUT/error-bits.png and
+# OUT/error-bits.svg (the variables of the common block below). Without data
+# it prints why and writes nothing.
 
 name = "error-bits"
 # ---- common to every analysis/*.gp, from here to "end of common" -------------
@@ -86,63 +85,31 @@ term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size width,height en
     "print 'formats: '.fmt_(".k.").' is none of png, svg, pdf'; exit status 2"
 # ---- end of common -----------------------------------------------------------
 
-coll(p) = p eq "grad" ? "grad_reducescatter" : "weight_allgather"
-# per run of path p: its label, bits per real parameter (x; per element sent
-# for a run stored before bits_per_param, old = 1) and mean error
-base(p) = "WITH r AS (".sel("replay")."), ".\
-    "lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND sent_elems > 0".\
-    " THEN 'inter' END), 'intra') AS link FROM bytes WHERE run_id IN r AND collective = '".\
-    coll(p)."' GROUP BY run_id), ".\
-    "x AS (SELECT b.run_id AS id, coalesce(b.bits_per_param, b.bits_per_elem) AS x,".\
-    " b.bits_per_param IS NULL AS old FROM bytes b JOIN lk ON lk.id = b.run_id".\
-     " AND lk.link = b.link WHERE b.collective = '".coll(p)."' AND b.bits_per_elem < 16), ".\
-    "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id IN r AND path = '".\
-    p."' AND rel_l2 > 0 GROUP BY run_id), ".\
-    labels("p.key LIKE '".p.".%' AND p.key NOT LIKE '%.bits' AND p.key NOT LIKE '%.group'").", ".\
-    "d AS (SELECT e.id, lab.preset, lab.label, x.x, x.old, e.err FROM e JOIN x ON x.id = e.id".\
-    " JOIN lab ON lab.id = e.id) "
-series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
-    " (SELECT label, min(".porder.") AS o, min(id) AS i FROM d GROUP BY label ORDER BY o, i)"))
-# every configuration of a series (mean over its seeds), and the front of
-# those no other beats with as few bits or fewer. Its spread: the 95%
-# interval (Student's t) of the mean over every step of every seed behind
-# the point, drawn where more than one value stands behind it (tq: the
-# 0.975 quantile of t, exact to df 9, then 1.96 + 2.5/df, within 1%).
-tq = "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4".\
-    " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN".\
-    " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
-# every series of path p in one query, its label first (read once into a
-# datablock; a series is its rows, x undefined on the others')
-points(p) = base(p).", a AS (SELECT label, round(x, 3) AS gx, avg(x) AS x, avg(err) AS err".\
-    " FROM d GROUP BY label, round(x, 3)), s AS (SELECT d.label, round(d.x, 3) AS gx,".\
-    " count(*) - 1 AS df, avg(m.rel_l2) AS mu, avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN".\
-    " step_metrics m ON m.run_id = d.id AND m.path = '".p."' AND m.rel_l2 > 0 GROUP BY".\
-    " d.label, round(d.x, 3)), h AS (SELECT label, gx, CASE WHEN df > 0 THEN (".tq.") *".\
-    " sqrt(max(m2 - mu * mu, 0) / df) ELSE 0 END AS hw FROM s) "
-every(p) = points(p)."SELECT a.label, a.x, a.err, max(a.err - coalesce(h.hw, 0), a.err / 100),".\
-    " a.err + coalesce(h.hw, 0) FROM a LEFT JOIN h ON h.label = a.label AND h.gx = a.gx".\
-    " ORDER BY a.label, a.x"
-front(p) = points(p)."SELECT label, x, err FROM a WHERE NOT EXISTS (SELECT 1 FROM a AS b".\
-    " WHERE b.label = a.label AND b.x <= a.x AND b.err < a.err) ORDER BY label, x"
+# From shardq (src/report/fig_error_bits.c), per path P of grad and weight:
+# P[1..P_n] its series (a scheme: a preset and the knobs other than bits and
+# group that vary between its runs) in the order of the presets; and, in
+# tsv("gevery") and tsv("wevery"), every configuration of every series, its
+# label first: bits per real parameter (per element sent for a run stored
+# before bits_per_param), mean error over its seeds, and the low and high ends
+# of the 95% interval (Student's t) of the mean over every step of every seed
+# behind the point (none where one value stands behind it; its low end kept
+# above a hundredth of the point on the log scale); in tsv("gfront") and
+# tsv("wfront"), those no other configuration of the series beats with as few
+# bits or fewer. drawn: the runs drawn; old: those stored before
+# bits_per_param. A series is its rows (x undefined on the others').
 of(l) = strcol(1) eq l ? $2 : NaN
-ids(p) = base(p)."SELECT id FROM d"
 
-gs = series("grad")
-ws = series("weight")
-if (words(gs) + words(ws) == 0) {
+if (grad_n + weight_n == 0) {
     print sprintf("%s: skipped: no replay runs with errors and quantized bytes in %s", name, within)
     exit
 }
-drawn = system(sql(ranges("SELECT id FROM (".ids("grad").") UNION SELECT id FROM (".ids("weight").")")))
-olds(p) = base(p)."SELECT id FROM d WHERE old"
-old = system(sql(ranges("SELECT id FROM (".olds("grad").") UNION SELECT id FROM (".olds("weight").")")))
-panels = (words(gs) > 0) + (words(ws) > 0)
-if (words(gs) > 0) { load fetch("$gevery", every("grad")); load fetch("$gfront", front("grad")) }
-if (words(ws) > 0) { load fetch("$wevery", every("weight")); load fetch("$wfront", front("weight")) }
+panels = (grad_n > 0) + (weight_n > 0)
 
-# the n-th series of a preset gets the n-th point type and dash
+# the n-th series of a preset gets the n-th point type and dash; lab(pi, i):
+# the i-th series of path pi (1 grad, 2 weight)
 array pts[6] = [7, 5, 9, 11, 13, 15]
-nth(list, i) = 1 + sum [_j = 1:i] (_j < i && word(word(list, _j), 1) eq word(word(list, i), 1) ? 1 : 0)
+lab(pi, i) = pi == 1 ? grad[i] : weight[i]
+nth(pi, i) = 1 + sum [_j = 1:i] (_j < i && word(lab(pi, _j), 1) eq word(lab(pi, i), 1) ? 1 : 0)
 
 # Schemes at one cost would hide one another (qw under zeropp, qwd under
 # sdp4bit): the i-th of n series of a panel is drawn (i - (n+1)/2) * 1.2% of
@@ -150,10 +117,10 @@ nth(list, i) = 1 + sum [_j = 1:i] (_j < i && word(word(list, _j), 1) eq word(wor
 spread(n) = n > 1 ? (0.1 / (n - 1) < 0.012 ? 0.1 / (n - 1) : 0.012) : 0
 gdx = 0
 wdx = 0
-if (words(gs) > 0) { stats $gevery using 2 nooutput; gdx = spread(words(gs)) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
-if (words(ws) > 0) { stats $wevery using 2 nooutput; wdx = spread(words(ws)) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
+if (grad_n > 0) { stats tsv("gevery") using 2 nooutput; gdx = spread(grad_n) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
+if (weight_n > 0) { stats tsv("wevery") using 2 nooutput; wdx = spread(weight_n) * (STATS_max > STATS_min ? STATS_max - STATS_min : 1) }
 sx(i, n, dx) = (i - (n + 1) / 2.0) * dx
-set offsets graph 0.06, graph 0.06, 0, graph (words(gs) > words(ws) ? words(gs) : words(ws)) * 0.055 + 0.05
+set offsets graph 0.06, graph 0.06, 0, graph (grad_n > weight_n ? grad_n : weight_n) * 0.055 + 0.05
 set logscale y
 set format y "10^{%L}"
 set grid xtics ytics mytics lc rgb "#e0e0e0"
@@ -169,25 +136,25 @@ set ytics nomirror
 do for [t = 1:words(formats)] {
     eval term(t)
     set multiplot layout 1, panels title "Quantization error against bits per parameter: open, a configuration another beats with as few bits;\nfilled and joined, the best at each cost; bars, 95% intervals over steps and seeds; schemes set side by side at one cost" font ",9"
-    if (words(gs) > 0) {
+    if (grad_n > 0) {
         set title "gradient reduce-scatter"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(gs)] $gevery using (of(word(gs, i)) + sx(i, words(gs), gdx)):3:4:5 with yerrorbars \
-                lc rgb pcolor(word(word(gs, i), 1)) pt pts[(nth(gs, i) - 1) % 6 + 1] - 1 ps 0.8 \
+        plot for [i = 1:grad_n] tsv("gevery") using (of(grad[i]) + sx(i, grad_n, gdx)):3:4:5 with yerrorbars \
+                lc rgb pcolor(word(grad[i], 1)) pt pts[(nth(1, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
-            for [i = 1:words(gs)] $gfront using (of(word(gs, i)) + sx(i, words(gs), gdx)):3 with linespoints \
-                lc rgb pcolor(word(word(gs, i), 1)) lw 2 dt nth(gs, i) \
-                pt pts[(nth(gs, i) - 1) % 6 + 1] ps 0.9 title word(gs, i) noenhanced
+            for [i = 1:grad_n] tsv("gfront") using (of(grad[i]) + sx(i, grad_n, gdx)):3 with linespoints \
+                lc rgb pcolor(word(grad[i], 1)) lw 2 dt nth(1, i) \
+                pt pts[(nth(1, i) - 1) % 6 + 1] ps 0.9 title grad[i] noenhanced
     }
-    if (words(ws) > 0) {
+    if (weight_n > 0) {
         set title "weight all-gather"
         set xlabel "bits per real parameter on the inter-node link (codes + scales)"
-        plot for [i = 1:words(ws)] $wevery using (of(word(ws, i)) + sx(i, words(ws), wdx)):3:4:5 with yerrorbars \
-                lc rgb pcolor(word(word(ws, i), 1)) pt pts[(nth(ws, i) - 1) % 6 + 1] - 1 ps 0.8 \
+        plot for [i = 1:weight_n] tsv("wevery") using (of(weight[i]) + sx(i, weight_n, wdx)):3:4:5 with yerrorbars \
+                lc rgb pcolor(word(weight[i], 1)) pt pts[(nth(2, i) - 1) % 6 + 1] - 1 ps 0.8 \
                 notitle, \
-            for [i = 1:words(ws)] $wfront using (of(word(ws, i)) + sx(i, words(ws), wdx)):3 with linespoints \
-                lc rgb pcolor(word(word(ws, i), 1)) lw 2 dt nth(ws, i) \
-                pt pts[(nth(ws, i) - 1) % 6 + 1] ps 0.9 title word(ws, i) noenhanced
+            for [i = 1:weight_n] tsv("wfront") using (of(weight[i]) + sx(i, weight_n, wdx)):3 with linespoints \
+                lc rgb pcolor(word(weight[i], 1)) lw 2 dt nth(2, i) \
+                pt pts[(nth(2, i) - 1) % 6 + 1] ps 0.9 title weight[i] noenhanced
     }
     unset multiplot
     set output

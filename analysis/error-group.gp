@@ -10,10 +10,12 @@
 # Bars: the 95% interval of each point's mean over every step and seed behind
 # it, where more than one value stands behind it (as in error-bits.gp).
 #
-#   gnuplot -e "db='shardq.db'" analysis/error-group.gp
+#   shardq report --db shardq.db --out OUT    (then: cd OUT && gnuplot scripts/error-group.gp)
 #
-# writes OUT/error-group.png and OUT/error-group.svg (variables as in
-# error-bits.gp: db, out, runs). Without data it prints why and writes nothing.
+# reads data/error-group.vars and data/error-group-{grad,weight}.tsv, written
+# by shardq report, and writes OUT/error-group.png and OUT/error-group.svg
+# (the variables of the common block below). Without data it prints why and
+# writes nothing.
 
 name = "error-group"
 # ---- common to every analysis/*.gp, from here to "end of common" -------------
@@ -79,88 +81,42 @@ term(k) = fmt_(k) eq "png" ? sprintf("set terminal pngcairo size width,height en
     "print 'formats: '.fmt_(".k.").' is none of png, svg, pdf'; exit status 2"
 # ---- end of common -----------------------------------------------------------
 
-coll(p) = p eq "grad" ? "grad_reducescatter" : "weight_allgather"
-knob(p) = p eq "grad" ? "'grad.' || lk.link || '.'" : "'weight.'"
-# per run of path p: its label with the bit width, group size, mean error and
-# bits per real parameter of the hop;
-# lines with a single group size left out
-base(p) = "WITH r AS (".sel("replay")."), ".\
-    "lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND sent_elems > 0".\
-    " THEN 'inter' END), 'intra') AS link FROM bytes WHERE run_id IN r AND collective = '".\
-    coll(p)."' GROUP BY run_id), ".\
-    "kb AS (SELECT lk.id, CAST(b.value AS INTEGER) AS bits, CAST(g.value AS INTEGER) AS grp".\
-    " FROM lk JOIN params b ON b.run_id = lk.id AND b.key = ".knob(p)." || 'bits'".\
-    " JOIN params g ON g.run_id = lk.id AND g.key = ".knob(p)." || 'group'), ".\
-    "bp AS (SELECT lk.id, coalesce(b.bits_per_param, b.bits_per_elem) AS bp FROM lk JOIN bytes b".\
-    " ON b.run_id = lk.id AND b.link = lk.link AND b.collective = '".coll(p)."'), ".\
-    "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id IN r AND path = '".\
-    p."' AND rel_l2 > 0 GROUP BY run_id), ".\
-    labels("p.key LIKE '".p.".%' AND p.key NOT LIKE '%.bits' AND p.key NOT LIKE '%.group'").", ".\
-    "a AS (SELECT e.id, lab.preset, lab.label || ' ' || kb.bits || '-bit' AS label, kb.bits,".\
-    " kb.grp, e.err, bp.bp FROM e JOIN kb ON kb.id = e.id JOIN lab ON lab.id = e.id".\
-    " LEFT JOIN bp ON bp.id = e.id WHERE kb.bits < 16), ".\
-    "d AS (SELECT * FROM a WHERE label IN (SELECT label FROM a GROUP BY label".\
-    " HAVING count(DISTINCT grp) > 1)) "
-series(p) = system(sql(base(p)."SELECT group_concat('\"' || label || '\"', ' ') FROM".\
-    " (SELECT DISTINCT label, ".porder." AS o, bits FROM d ORDER BY o, label, bits)"))
-# every series of path p, its label first, read once into a datablock; a
-# series is its rows (x undefined on the others'). A point's spread, as in
-# error-bits.gp: the 95% interval (Student's t; tq, the 0.975 quantile of t,
-# exact to df 9, then 1.96 + 2.5/df, within 1%) of the mean over every step
-# of every seed behind it, none where one value stands behind it; its low
-# end kept above a hundredth of the point on the log scale.
-tq = "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4".\
-    " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN".\
-    " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
-points(p) = base(p).", s AS (SELECT d.label, d.grp, count(*) - 1 AS df, avg(m.rel_l2) AS mu,".\
-    " avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN step_metrics m ON m.run_id = d.id AND m.path".\
-    " = '".p."' AND m.rel_l2 > 0 GROUP BY d.label, d.grp), h AS (SELECT label, grp, CASE WHEN".\
-    " df > 0 THEN (".tq.") * sqrt(max(m2 - mu * mu, 0) / df) ELSE 0 END AS hw FROM s),".\
-    " pt AS (SELECT label, grp, avg(err) AS err, avg(bp) AS bp, grp = max(grp) OVER (PARTITION".\
-    " BY label) AS last FROM d GROUP BY label, grp) SELECT pt.label, pt.grp, pt.err, pt.bp, pt.last,".\
-    " max(pt.err - coalesce(h.hw, 0), pt.err / 100), pt.err + coalesce(h.hw, 0) FROM pt LEFT JOIN h".\
-    " ON h.label = pt.label AND h.grp = pt.grp ORDER BY pt.label, pt.grp"
+# From shardq (src/report/fig_error_group.c), per path P of grad and weight:
+# P[1..P_n] its lines (a scheme and a bit width: the label of a scheme, its
+# preset and the knobs other than bits and group that vary between its runs,
+# then "N-bit"), of schemes run at two group sizes or more, in the order of
+# the presets, and P_bits[i] and P_scheme[i] the bit width and the scheme of
+# the i-th; gb/wb[1..gb_n/wb_n] the bit widths and gk/wk[1..gk_n/wk_n] the
+# schemes of the panel, for its key; tsv(P), every point of every line, its
+# label first: the group size, the mean error, the bits per real parameter of
+# the hop, whether it is the line's last point, and the low and high ends of
+# the 95% interval (Student's t) of the mean over every step of every seed
+# behind it (none where one value stands behind it; its low end kept above a
+# hundredth of the point on the log scale); drawn, the runs drawn. A line is
+# its rows (x undefined on the others').
 of(l) = strcol(1) eq l ? $2 : NaN
-ids(p) = base(p)."SELECT id FROM d"
 
-gs = series("grad")
-ws = series("weight")
-if (words(gs) + words(ws) == 0) {
+if (grad_n + weight_n == 0) {
     print sprintf("%s: skipped: no replay runs of a scheme at two group sizes or more in %s", \
         name, within)
     exit
 }
-drawn = system(sql(ranges("SELECT id FROM (".ids("grad").") UNION SELECT id FROM (".\
-    ids("weight").")")))
-panels = (words(gs) > 0) + (words(ws) > 0)
+panels = (grad_n > 0) + (weight_n > 0)
 
 # colour by bit width (viridis, dark = few bits), dash and point by scheme;
 # the key names the bit widths and the schemes apart
 array bcolors[8] = ["#440154", "#46327e", "#365c8d", "#277f8e", "#1fa187", "#4ac16d", \
     "#8fd744", "#c8c800"]
 bcolor(b) = bcolors[b < 1 ? 1 : b > 8 ? 8 : b]
-lastword(l) = word(l, words(l))
-bits(l) = int(lastword(l)[1:strstrt(lastword(l), "-") - 1])
-scheme(l) = l[1:strstrt(l, lastword(l)) - 2]
-bitlist(p) = system(sql(base(p)."SELECT group_concat(bits, ' ') FROM (SELECT DISTINCT bits FROM d".\
-    " ORDER BY bits)"))
-schemelist(p) = system(sql(base(p)."SELECT group_concat('\"' || s || '\"', ' ') FROM (SELECT".\
-    " substr(label, 1, length(label) - length(bits || '-bit') - 1) AS s, min(".porder.") AS o".\
-    " FROM d GROUP BY s ORDER BY o, s)"))
-# the position of word w in list (0: none)
-pos(list, w) = (sum [_j = 1:words(list)] (word(list, _j) eq w ? _j : 0))
+# the position of the i-th line's scheme in the panel's schemes (0: none)
+gpos(i) = (sum [_j = 1:gk_n] (gk[_j] eq grad_scheme[i] ? _j : 0))
+wpos(i) = (sum [_j = 1:wk_n] (wk[_j] eq weight_scheme[i] ? _j : 0))
 array pts[6] = [7, 5, 9, 11, 13, 15]
 # a point's label: its bits per real parameter (none when unknown); above
 # the point for the first scheme, the third..., below for the second, so
 # that schemes at one error (ulq and sdp4bit at the same bits) keep theirs
 # apart; over 8 lines in a panel, only each line's last point is labelled
 bplabel(x) = x == x ? sprintf("%.2f", x) : ""
-if (words(gs) > 0) { load fetch("$grad", points("grad")) }
-if (words(ws) > 0) { load fetch("$weight", points("weight")) }
-gb = bitlist("grad")
-gk = schemelist("grad")
-wb = bitlist("weight")
-wk = schemelist("weight")
 
 set logscale x 2
 set logscale y
@@ -176,32 +132,32 @@ set offsets graph 0.04, graph 0.04, 0, 0
 do for [t = 1:words(formats)] {
     eval term(t)
     set multiplot layout 1, panels title "Quantization error against group size: colour = bits per element, dash = scheme, label = bits per real parameter;\nbars, 95% intervals over steps and seeds" font ",9"
-    if (words(gs) > 0) {
+    if (grad_n > 0) {
         set title "gradient reduce-scatter"
         # the bars first: the lines and their points drawn over them
-        plot for [i = 1:words(gs)] $grad using (of(word(gs, i))):3:6:7 with yerrorbars \
-                lc rgb bcolor(bits(word(gs, i))) lw 1 pt 0 notitle, \
-            for [i = 1:words(gs)] $grad using (of(word(gs, i))):3 with linespoints \
-                lc rgb bcolor(bits(word(gs, i))) lw 2 dt pos(gk, scheme(word(gs, i))) \
-                pt pts[(pos(gk, scheme(word(gs, i))) - 1) % 6 + 1] ps 0.9 notitle, \
-            for [i = 1:words(gs)] $grad using (of(word(gs, i))):3:(words(gs) > 8 && $5 == 0 ? "" : bplabel($4)) \
-                with labels offset 0, (pos(gk, scheme(word(gs, i))) % 2 ? 0.8 : -0.8) font ",8" tc rgb bcolor(bits(word(gs, i))) notitle, \
-            for [b in gb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
-            for [k = 1:words(gk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
-                pt pts[(k - 1) % 6 + 1] ps 0.9 title word(gk, k) noenhanced
+        plot for [i = 1:grad_n] tsv("grad") using (of(grad[i])):3:6:7 with yerrorbars \
+                lc rgb bcolor(int(grad_bits[i])) lw 1 pt 0 notitle, \
+            for [i = 1:grad_n] tsv("grad") using (of(grad[i])):3 with linespoints \
+                lc rgb bcolor(int(grad_bits[i])) lw 2 dt gpos(i) \
+                pt pts[(gpos(i) - 1) % 6 + 1] ps 0.9 notitle, \
+            for [i = 1:grad_n] tsv("grad") using (of(grad[i])):3:(grad_n > 8 && $5 == 0 ? "" : bplabel($4)) \
+                with labels offset 0, (gpos(i) % 2 ? 0.8 : -0.8) font ",8" tc rgb bcolor(int(grad_bits[i])) notitle, \
+            for [j = 1:gb_n] NaN with lines lc rgb bcolor(int(gb[j])) lw 6 title gb[j]."-bit", \
+            for [k = 1:gk_n] NaN with linespoints lc rgb "#555555" lw 2 dt k \
+                pt pts[(k - 1) % 6 + 1] ps 0.9 title gk[k] noenhanced
     }
-    if (words(ws) > 0) {
+    if (weight_n > 0) {
         set title "weight all-gather"
-        plot for [i = 1:words(ws)] $weight using (of(word(ws, i))):3:6:7 with yerrorbars \
-                lc rgb bcolor(bits(word(ws, i))) lw 1 pt 0 notitle, \
-            for [i = 1:words(ws)] $weight using (of(word(ws, i))):3 with linespoints \
-                lc rgb bcolor(bits(word(ws, i))) lw 2 dt pos(wk, scheme(word(ws, i))) \
-                pt pts[(pos(wk, scheme(word(ws, i))) - 1) % 6 + 1] ps 0.9 notitle, \
-            for [i = 1:words(ws)] $weight using (of(word(ws, i))):3:(words(ws) > 8 && $5 == 0 ? "" : bplabel($4)) \
-                with labels offset 0, (pos(wk, scheme(word(ws, i))) % 2 ? 0.8 : -0.8) font ",8" tc rgb bcolor(bits(word(ws, i))) notitle, \
-            for [b in wb] NaN with lines lc rgb bcolor(int(b)) lw 6 title b."-bit", \
-            for [k = 1:words(wk)] NaN with linespoints lc rgb "#555555" lw 2 dt k \
-                pt pts[(k - 1) % 6 + 1] ps 0.9 title word(wk, k) noenhanced
+        plot for [i = 1:weight_n] tsv("weight") using (of(weight[i])):3:6:7 with yerrorbars \
+                lc rgb bcolor(int(weight_bits[i])) lw 1 pt 0 notitle, \
+            for [i = 1:weight_n] tsv("weight") using (of(weight[i])):3 with linespoints \
+                lc rgb bcolor(int(weight_bits[i])) lw 2 dt wpos(i) \
+                pt pts[(wpos(i) - 1) % 6 + 1] ps 0.9 notitle, \
+            for [i = 1:weight_n] tsv("weight") using (of(weight[i])):3:(weight_n > 8 && $5 == 0 ? "" : bplabel($4)) \
+                with labels offset 0, (wpos(i) % 2 ? 0.8 : -0.8) font ",8" tc rgb bcolor(int(weight_bits[i])) notitle, \
+            for [j = 1:wb_n] NaN with lines lc rgb bcolor(int(wb[j])) lw 6 title wb[j]."-bit", \
+            for [k = 1:wk_n] NaN with linespoints lc rgb "#555555" lw 2 dt k \
+                pt pts[(k - 1) % 6 + 1] ps 0.9 title wk[k] noenhanced
     }
     unset multiplot
     set output
