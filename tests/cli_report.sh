@@ -290,7 +290,7 @@ in_h() { (cd "$H" && exec "$@"); }
 ok "a report of names and paths that hold code" in_h "$SHARDQ" report --db "$HDB" --out "$HOUT"
 cp "$sq_tmp/out" "$T/hostile.txt"
 ok "draws every figure" grep -q "8 figures drawn, 0 not" "$T/hostile.txt"
-ok "and runs none of it" sh -c 'test -z "$(ls "$0" | grep marker)" || { ls "$0"; exit 1; }' "$H"
+ok "and runs none of it" sh -c 'test -z "$(ls "$0" | grep "^marker")" || { ls "$0"; exit 1; }' "$H"
 pyrun "the names are shown as data: in the labels of the figures and in the tables" '
 import glob
 out = sys.argv[1]
@@ -303,7 +303,7 @@ assert "<script" not in html and "<script" not in svg, "markup in a name stays t
 ' "$HOUT"
 ok "a report with the same names through --runs" in_h "$SHARDQ" report --db "$HDB" \
   --out "$HOUT" -q --runs "sweep LIKE '%EOD%' OR kind <> 'replay'"
-ok "still runs none of it" sh -c 'test -z "$(ls "$0" | grep marker)" || { ls "$0"; exit 1; }' "$H"
+ok "still runs none of it" sh -c 'test -z "$(ls "$0" | grep "^marker")" || { ls "$0"; exit 1; }' "$H"
 ok "an output path with a line break in it" "$SHARDQ" report --db "$DB" -q --runs "kind = 'bench'" \
   --out "$H/line
 break"
