@@ -284,6 +284,12 @@ with c:
     c.execute("UPDATE runs SET preset = ? WHERE id = (SELECT max(id) FROM runs WHERE kind = 'replay')", (e,))
     c.execute("UPDATE model_results SET scheme = ? WHERE scheme = 'qwd'", (e,))
     c.execute("UPDATE bench_results SET op = ? WHERE op = 'dequantize'", (e,))
+    # (topo stays: it is a shape, KxG, that the traffic figure computes with)
+    c.execute("UPDATE runs SET scheme = ?, device = ?, trace = ?, host = ?, version = ?",
+              (e, e, e, e, e))
+    # the model run's name and platform, and the bench run's machine
+    c.execute("UPDATE runs SET config = json_object('model', ?, 'platform', ?, 'description', ?) "
+              "WHERE kind IN ('model', 'bench')", (e, e, e))
 PYH
 HOUT="$H/o'.system('touch marker-out').'\$(touch marker-out2)\"x"
 in_h() { (cd "$H" && exec "$@"); }
