@@ -1,7 +1,8 @@
 /*
 ** figdata.c -- the data files a figure's script reads (figdata.h): queries
-** bound to the selection, their rows written as tab-separated text, their
-** scalars as escaped gnuplot assignments.
+** bound to the selection, their rows and their text written as
+** tab-separated data, their numbers and the commands that read the text as
+** NAME.vars.
 */
 #include "report/figdata.h"
 #include "shardq/codec.h"
@@ -55,7 +56,7 @@ static void tsv_value(report_buf *b, sqlite3_stmt *st, int c)
 static void query_error(fig_data *f, const char *what, int rc)
 {
     fprintf(stderr, "shardq report: %s: the query of %s failed: %s\n", f->name, what,
-            rc == SQLITE_INTERRUPT ? "interrupted (it ran past the query time limit)"
+            (rc & 0xff) == SQLITE_INTERRUPT ? "interrupted (it ran past the query time limit)"
                                    : sqlite3_errmsg(f->db));
     f->failed = 1;
 }
