@@ -11,6 +11,7 @@
 #include "check_util.h"
 #include "shardq/codec.h"
 #include "shardq/store.h"
+#include "trace/wfile.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -794,6 +795,206 @@ START_TEST(test_readonly_missing)
     snprintf(path, sizeof path, "%s/no/such/dir.db", dir);
     ck_assert_int_eq(open_err(path, 0, 0, &s, err, sizeof err), SQ_ERR_IO);
     ck_assert_msg(strstr(err, path) && strstr(err, "cannot open"), "%s", err);
+}
+END_TEST
+
+/* The bytes of the file at path (malloc'd), *len their count. */
+static char *file_bytes(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    char *buf = NULL;
+    size_t n = 0, cap = 0, k;
+    do {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 65536;
+            ck_assert_ptr_nonnull(buf = realloc(buf, cap));
+        }
+        k = fread(buf + n, 1, cap - n, f);
+        n += k;
+    } while (k > 0);
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+/* A schema that shardq did not create is refused, read-only or not, with
+** a sentence that names the entry, and the file is not touched: not
+** migrated, not switched to WAL, its rows kept -- a trigger would have
+** deleted those the next run wrote. */
+START_TEST(test_schema_not_shardq)
+{
+    static const struct {
+        const char *sql, *want;
+    } edits[] = {
+        {"CREATE TRIGGER t AFTER INSERT ON step_metrics BEGIN DELETE FROM step_metrics; END",
+         "the schema holds a trigger 't' that shardq did not create: refused (a database edited "
+         "by hand could change or delete rows; drop it with sqlite3 if you trust the file)"},
+        {"CREATE VIEW v AS SELECT * FROM runs", "holds a view 'v' that shardq did not create"},
+        {"CREATE TABLE notes(x)", "holds a table 'notes' that shardq did not create"},
+        {"CREATE INDEX by_host ON runs(host)", "holds an index 'by_host' that shardq did not"},
+        {"ALTER TABLE runs ADD COLUMN extra TEXT",
+         "the schema's table 'runs' is not the one shardq creates at version 8 (its definition "
+         "differs)"},
+        {"DROP INDEX runs_status", "lacks an index 'runs_status' that shardq creates at version 8"},
+        {"DROP TABLE timings", "lacks a table 'timings'"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        unlink(db_path);
+        sq_store *s = open_store(db_path, 0);
+        int64_t id = begin_run(s, NULL);
+        add_steps(s, id, 3);
+        sq_store_close(s);
+        sqlite3 *db = raw_open(db_path);
+        raw_exec(db, edits[i].sql);
+        sqlite3_close(db);
+        size_t n0, n1;
+        char *before = file_bytes(db_path, &n0), err[512];
+        for (int ro = 1; ro >= 0; ro--) {
+            s = (sq_store *)1;
+            ck_assert_int_eq(open_err(db_path, 0, ro, &s, err, sizeof err), SQ_ERR_FORMAT);
+            ck_assert_ptr_null(s);
+            ck_assert_msg(strncmp(err, db_path, strlen(db_path)) == 0 && strstr(err, edits[i].want),
+                          "%s: %s", edits[i].sql, err);
+        }
+        char *after = file_bytes(db_path, &n1);
+        ck_assert_msg(n0 == n1 && memcmp(before, after, n0) == 0, "%s: the file changed",
+                      edits[i].sql);
+        free(before);
+        free(after);
+        ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM step_metrics"), 6);
+    }
+    /* a file of version 0 is a new store only when it holds nothing */
+    unlink(db_path);
+    sqlite3 *db = raw_open(db_path);
+    raw_exec(db, "CREATE TABLE runs(x)");
+    sqlite3_close(db);
+    char err[512];
+    sq_store *s = NULL;
+    ck_assert_int_eq(open_err(db_path, 0, 0, &s, err, sizeof err), SQ_ERR_FORMAT);
+    ck_assert_msg(strstr(err, "not a shardq store: it holds a table 'runs' but no shardq schema"),
+                  "%s", err);
+    ck_assert_int_eq(file_int(db_path, "SELECT count(*) FROM sqlite_schema"), 1);
+    /* ANALYZE's statistics are not the file's own schema */
+    unlink(db_path);
+    s = open_store(db_path, 0);
+    sq_store_close(s);
+    db = raw_open(db_path);
+    raw_exec(db, "ANALYZE");
+    ck_assert_int_gt(q_int(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'sqlite_stat1'"),
+                     0);
+    sqlite3_close(db);
+    s = open_store(db_path, 0);
+    sq_store_close(s);
+}
+END_TEST
+
+/* Older versions are checked against their own schema, migrated, and the
+** result checked again: a file downgraded by hand to each version opens. */
+START_TEST(test_schema_each_version)
+{
+    for (int v = 1; v < SQ_STORE_VERSION; v++) {
+        unlink(db_path);
+        sq_store *s = open_store(db_path, 0);
+        sq_store_close(s);
+        sqlite3 *db = raw_open(db_path);
+        downgrade(db, v);
+        sqlite3_close(db);
+        char err[512];
+        s = NULL;
+        ck_assert_msg(open_err(db_path, 0, 1, &s, err, sizeof err) == 0, "v%d: %s", v, err);
+        ck_assert_int_eq(sq_store_version(s), v);
+        sq_store_close(s);
+        /* one step more than the version says it has: refused */
+        db = raw_open(db_path);
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v - 1);
+        raw_exec(db, sql);
+        sqlite3_close(db);
+        ck_assert_int_eq(open_err(db_path, 0, 1, &s, err, sizeof err), SQ_ERR_FORMAT);
+        db = raw_open(db_path);
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v);
+        raw_exec(db, sql);
+        sqlite3_close(db);
+        s = open_store(db_path, 0);
+        ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+        sq_store_close(s);
+    }
+}
+END_TEST
+
+/* While a store is open, the safe file writer (every output file of the
+** command) refuses its file and its -wal; closed, the file is a file. */
+START_TEST(test_store_file_protected)
+{
+    char wal[700], link[700], err[512];
+    snprintf(wal, sizeof wal, "%s-wal", db_path);
+    snprintf(link, sizeof link, "%s/link.csv", dir);
+    ck_assert_int_eq(symlink(db_path, link), 0);
+    sq_store *s = open_store(db_path, 0), *t = NULL;
+    int64_t id = begin_run(s, NULL);
+    sq_wfile w;
+    sq_error e = {0};
+    const char *paths[] = {db_path, wal, link};
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_eq(sq_wfile_open(&w, paths[i], &e), SQ_ERR_CONFLICT);
+        ck_assert_msg(strstr(e.msg, paths[i]) && strstr(e.msg, "is the database in use"), "%s",
+                      e.msg);
+    }
+    /* a second store of the same file, read-only: closing one leaves it guarded */
+    ck_assert_int_eq(open_err(db_path, 0, 1, &t, err, sizeof err), 0);
+    sq_store_close(s);
+    ck_assert_int_eq(sq_wfile_open(&w, link, &e), SQ_ERR_CONFLICT);
+    sq_store_close(t);
+    ck_assert_int_eq(sq_wfile_open(&w, db_path, &e), 0);
+    sq_wfile_abort(&w);
+    assert_intact(db_path);
+    ck_assert_int_eq(file_int(db_path, "SELECT max(id) FROM runs"), id);
+}
+END_TEST
+
+/* sq_store_limit_queries: a statement that runs past the limit is
+** interrupted, each statement with its own clock; 0 lifts the limit. */
+START_TEST(test_limit_queries)
+{
+    static const char forever[] = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)";
+    char sql[256];
+    sq_store *s = open_store(db_path, 0);
+    sqlite3 *db = sq_store_db(s);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sq_store_limit_queries(NULL, 1), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_store_limit_queries(s, 0.2), SQ_OK);
+    snprintf(sql, sizeof sql, "%s SELECT count(*) FROM c", forever);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_INTERRUPT);
+    ck_assert_int_eq(sqlite3_errcode(db), SQLITE_INTERRUPT);
+    sqlite3_finalize(st);
+    /* past that deadline, the next statement has a clock of its own */
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 0);
+    int64_t id = begin_run(s, NULL); /* the store's own writes */
+    add_steps(s, id, 2);
+    /* rows forever: the time between the steps counts */
+    snprintf(sql, sizeof sql, "%s SELECT x FROM c", forever);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    int rc, rows = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) rows++;
+    ck_assert_int_eq(rc, SQLITE_INTERRUPT);
+    ck_assert_int_gt(rows, 0);
+    sqlite3_finalize(st);
+    /* a long query, stopped under a short limit, runs to its end without */
+    snprintf(sql, sizeof sql,
+             "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000)"
+             " SELECT count(*) FROM c");
+    ck_assert_int_eq(sq_store_limit_queries(s, 1e-3), SQ_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_INTERRUPT);
+    sqlite3_finalize(st);
+    ck_assert_int_eq(sq_store_limit_queries(s, 0), SQ_OK);
+    ck_assert_int_eq(q_int(db, sql), 1000000);
+    sq_store_close(s);
+    assert_intact(db_path);
 }
 END_TEST
 
@@ -1720,6 +1921,10 @@ int main(void)
     tcase_add_test(tc, test_migrate_v7_ef_residual);
     tcase_add_test(tc, test_not_a_database);
     tcase_add_test(tc, test_readonly_missing);
+    tcase_add_test(tc, test_schema_not_shardq);
+    tcase_add_test(tc, test_schema_each_version);
+    tcase_add_test(tc, test_store_file_protected);
+    tcase_add_test(tc, test_limit_queries);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("runs");

@@ -48,7 +48,8 @@ SQ_BEGIN_DECLS
 ** SQ_ERR_BUSY: the database is locked, or a run key is held by a live
 ** process; SQ_ERR_IO: a failed read or write, a full disk, a read-only
 ** file; SQ_ERR_FORMAT: a file that is not a database, or not shardq's, or
-** of a newer schema; SQ_ERR_NOTFOUND: a missing file or run; SQ_ERR_NOMEM.
+** of a newer schema; SQ_ERR_NOTFOUND: a missing file or run; SQ_ERR_NOMEM;
+** SQ_ERR_INTERRUPTED: a statement stopped by sq_store_limit_queries.
 ** sq_store_open, which has no handle yet, writes the caller's sq_error.
 */
 /* The schema version this build writes (PRAGMA user_version). */
@@ -60,10 +61,21 @@ typedef struct sq_store sq_store;
 
 /* Opens path, creating it when absent, and migrates it to SQ_STORE_VERSION.
 ** A file whose user_version is newer than this build is refused (naming both
-** versions). Every connection has extension loading off (the SQL function
-** load_extension fails), so that SQL a user gives may read but never run a
-** library. readonly = 1 opens an existing file without writing anything
-** (no migration: an older file is read as it is, if its version is known). */
+** versions). So is, SQ_ERR_FORMAT, a file whose schema is not exactly the
+** one shardq creates at its user_version -- a trigger, a view, an index or a
+** table of its own, a table whose CREATE text differs, one of shardq's
+** missing (ANALYZE's sqlite_stat tables aside) -- naming the entry, e.g.
+**   "s.db: the schema holds a trigger 'x' that shardq did not create:
+**    refused (...)"
+** checked before anything is written (and again after a migration): a
+** trigger could change or delete the rows shardq writes or reads. A file
+** at version 0 must hold nothing (a new store). Every connection has
+** extension loading off (the SQL function load_extension fails), so that
+** SQL a user gives may read but never run a library. readonly = 1 opens an
+** existing file without writing anything (no migration: an older file is
+** read as it is, if its version is known). While the store is open no
+** output file of the process replaces its file or its -wal, -shm and
+** -journal: the library's file writers refuse those paths. */
 int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, sq_error *err);
 void sq_store_close(sq_store *s);
 /* The sentence of the last failure of a call on s. */
@@ -77,6 +89,25 @@ struct sqlite3 *sq_store_db(sq_store *s);
 ** SQ_STORE_VERSION unless readonly, where an older file stays as it is and
 ** 0 means no shardq schema at all (an empty file, another program's). */
 int sq_store_version(const sq_store *s);
+
+/* Puts the statements of s's connection under a time limit, for SQL that a
+** user gives (`shardq db export QUERY`, `report --runs`): a recursive CTE
+** never ends on its own. From this call on, a statement's clock (monotonic,
+** wall time) starts at its first sqlite3_step after a prepare or a reset
+** and stops when it ends: a step that returns SQLITE_DONE or an error, a
+** sqlite3_reset, a sqlite3_finalize. The time between its steps counts
+** (the caller writing the rows out). Once it has run for more than seconds,
+** the step under way returns SQLITE_INTERRUPT, and sqlite3_errcode of
+** sq_store_db(s) says SQLITE_INTERRUPT ("interrupted"), which is how a
+** caller tells the limit from another failure and says so; the statement
+** must then be reset or finalized. A statement that begins while another
+** is still under the clock (not yet ended) shares that one's deadline. A
+** statement already begun when this is called is not timed. seconds <= 0
+** (or NaN) removes the limit. The limit takes the connection's progress
+** handler and trace callback (sqlite3_progress_handler,
+** sqlite3_trace_v2): a caller must not set its own. SQ_OK, or SQ_ERR_ARG
+** for s NULL. */
+int sq_store_limit_queries(sq_store *s, double seconds);
 
 /* The tables of the schema (SQ_STORE_VERSION), in the order they were
 ** created, with the columns of each primary key: the order in which an

@@ -80,7 +80,8 @@ int cli_scheme(const char *cmd, const char *preset, const char *const *sets, int
                struct sq_scheme *out);
 
 /* Writes len bytes to path through the trace writer's safe file (a temporary
-** renamed into place, so a failed write leaves no half file); prints
+** renamed into place, so a failed write leaves no half file; a database the
+** process has open, or its -wal, -shm or -journal, refused); prints
 ** "shardq CMD: ..." naming the file and returns -1 on failure. */
 int cli_write_file(const char *cmd, const char *path, const void *data, size_t len);
 

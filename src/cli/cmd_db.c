@@ -9,6 +9,7 @@
 */
 #include "cli.h"
 #include "shardq/store.h"
+#include "sq_protect.h"
 #include "trace/wfile.h"
 #include "where.h"
 
@@ -58,7 +59,7 @@ static const char db_usage[] =
 
 static const char list_usage[] =
     "usage: shardq db list [--json] [--status S] [--kind K] [--sweep NAME]\n"
-    "                      [--where KEY=VALUE]...\n"
+    "                      [--where KEY=VALUE]... [--query-timeout SECONDS]\n"
     "\n"
     "One line per run, oldest first: id, status, kind, preset, topology, seed,\n"
     "trace (its last path component), start time (UTC), duration, and the mean\n"
@@ -74,6 +75,9 @@ static const char list_usage[] =
     WHERE_HELP
     "  --json           a JSON array of objects (full trace path, times in\n"
     "                   ISO 8601, seconds; null for a missing or infinite value)\n"
+    "  --query-timeout SECONDS\n"
+    "                   stop the listing once its query has run SECONDS (default\n"
+    "                   10, 0: no limit)\n"
     "  -h, --help       this text\n";
 
 static const char show_usage[] =
@@ -92,7 +96,8 @@ static const char show_usage[] =
     "  -h, --help       this text\n";
 
 static const char export_usage[] =
-    "usage: shardq db export [--csv] [-o FILE] [--where KEY=VALUE]... [--wide] [QUERY]\n"
+    "usage: shardq db export [--csv] [-o FILE] [--where KEY=VALUE]... [--wide]\n"
+    "                        [--query-timeout SECONDS] [QUERY]\n"
     "\n"
     "Writes QUERY's rows as CSV (RFC 4180: a header row, CRLF line ends, fields\n"
     "quoted where needed; NULL is an empty field, reals have 17 significant\n"
@@ -113,7 +118,12 @@ static const char export_usage[] =
     "                   has none) and their mean grad_rel_l2 and weight_rel_l2,\n"
     "                   ready for pandas.read_csv or R's read.csv\n"
     "  -o, --output FILE  write to FILE (replaced only once fully written) instead\n"
-    "                   of standard output; '-' is standard output\n"
+    "                   of standard output; '-' is standard output. The database\n"
+    "                   itself, and its -wal, -shm and -journal, are refused\n"
+    "  --query-timeout SECONDS\n"
+    "                   stop QUERY once it has run SECONDS, the rows written out\n"
+    "                   included (default 10, 0: no limit); a table alone, without\n"
+    "                   --where or --wide, has no limit\n"
     "  -h, --help       this text\n";
 
 static const char init_usage[] =
@@ -141,7 +151,11 @@ enum {
     O_OUTPUT = 1 << 6,
     O_WHERE = 1 << 7,
     O_WIDE = 1 << 8,
+    O_TIMEOUT = 1 << 9,
 };
+/* --query-timeout: the default, and the most it takes (a day) */
+#define QUERY_TIMEOUT_S 10.0
+#define QUERY_TIMEOUT_MAX 86400.0
 #define MAX_WHERE 64
 
 static const struct {
@@ -152,13 +166,14 @@ static const struct {
     {"status", required_argument, O_STATUS}, {"kind", required_argument, O_KIND},
     {"sweep", required_argument, O_SWEEP},   {"csv", no_argument, O_CSV},
     {"output", required_argument, O_OUTPUT}, {"where", required_argument, O_WHERE},
-    {"wide", no_argument, O_WIDE},
+    {"wide", no_argument, O_WIDE},           {"query-timeout", required_argument, O_TIMEOUT},
 };
 #define NOPTIONS (sizeof all_options / sizeof all_options[0])
 
 typedef struct db_opts {
     const char *db, *status, *kind, *sweep, *output;
     int json, wide;
+    double timeout; /* --query-timeout, seconds (0: none) */
     const char *where[MAX_WHERE];
     int nwhere;
     char **pos;
@@ -209,6 +224,10 @@ static int parse_opts(const char *cmd, int argc, char **argv, int allowed, const
         case O_SWEEP: o->sweep = optarg; break;
         case O_CSV: break;
         case O_WIDE: o->wide = 1; break;
+        case O_TIMEOUT:
+            if (cli_parse_double(cmd, "--query-timeout", optarg, 0, QUERY_TIMEOUT_MAX, &o->timeout))
+                return CLI_USAGE;
+            break;
         case O_WHERE:
             if (o->nwhere == MAX_WHERE) {
                 fprintf(stderr, "shardq %s: --where: more than %d filters\n", cmd, MAX_WHERE);
@@ -306,8 +325,23 @@ static sq_store *open_store(const char *cmd, const char *path)
 
 static int query_failed(const char *cmd, sq_store *s)
 {
-    fprintf(stderr, "shardq %s: %s: cannot read: %s\n", cmd, sq_store_path(s),
-            sqlite3_errmsg(sq_store_db(s)));
+    if (sqlite3_errcode(sq_store_db(s)) == SQLITE_INTERRUPT)
+        fprintf(stderr, "shardq %s: %s: a query ran past its time limit (--query-timeout raises "
+                "it)\n", cmd, sq_store_path(s));
+    else
+        fprintf(stderr, "shardq %s: %s: cannot read: %s\n", cmd, sq_store_path(s),
+                sqlite3_errmsg(sq_store_db(s)));
+    return CLI_RUNTIME;
+}
+
+/* After a failed step of the statement that evaluates what the user gave
+** (what: "QUERY '...'"): the time limit, said with its value, or the
+** failure. */
+static int read_failed(const char *cmd, sq_store *s, const char *what, double limit)
+{
+    if (sqlite3_errcode(sq_store_db(s)) != SQLITE_INTERRUPT) return query_failed(cmd, s);
+    fprintf(stderr, "shardq %s: %s: stopped after %g s (--query-timeout raises the limit)\n", cmd,
+            what, limit);
     return CLI_RUNTIME;
 }
 
@@ -500,13 +534,14 @@ static int print_json_rows(sqlite3_stmt *st)
 
 static int db_list(const char *path, int argc, char **argv)
 {
-    db_opts o = {.db = path};
+    db_opts o = {.db = path, .timeout = QUERY_TIMEOUT_S};
     int rc = parse_opts("db list", argc, argv,
-                        O_DB | O_JSON | O_STATUS | O_KIND | O_SWEEP | O_WHERE, list_usage, 0, 0,
-                        "no arguments", &o);
+                        O_DB | O_JSON | O_STATUS | O_KIND | O_SWEEP | O_WHERE | O_TIMEOUT,
+                        list_usage, 0, 0, "no arguments", &o);
     if (rc >= 0) return rc;
     sq_store *s = open_store("db list", o.db);
     if (!s) return CLI_RUNTIME;
+    sq_store_limit_queries(s, o.timeout);
     sqlite3_stmt *st;
     static const char *const sql[2][2] = {{LIST_TEXT_SQL(STATUS_V3), LIST_JSON_SQL(STATUS_V3)},
                                           {LIST_TEXT_SQL(STATUS_V4), LIST_JSON_SQL(STATUS_V4)}};
@@ -538,7 +573,7 @@ static int db_list(const char *path, int argc, char **argv)
             printf("no runs%s in %s\n", o.status || o.kind || o.sweep || o.nwhere ? " match" : "",
                    o.db);
     }
-    rc = bad ? query_failed("db list", s) : CLI_OK;
+    rc = bad ? read_failed("db list", s, "the query of the runs", o.timeout) : CLI_OK;
     sqlite3_finalize(st);
     sq_store_close(s);
     return rc ? rc : finish_stdout("db list");
@@ -969,12 +1004,31 @@ static int write_csv(sink *o, sqlite3_stmt *st)
 
 static int db_export(const char *path, int argc, char **argv)
 {
-    db_opts o = {.db = path};
-    int rc = parse_opts("db export", argc, argv, O_DB | O_CSV | O_OUTPUT | O_WHERE | O_WIDE,
-                        export_usage, 0, 1, "at most one QUERY", &o);
+    db_opts o = {.db = path, .timeout = QUERY_TIMEOUT_S};
+    int rc = parse_opts("db export", argc, argv,
+                        O_DB | O_CSV | O_OUTPUT | O_WHERE | O_WIDE | O_TIMEOUT, export_usage, 0, 1,
+                        "at most one QUERY", &o);
     if (rc >= 0) return rc;
     sq_store *s = open_store("db export", o.db);
     if (!s) return CLI_RUNTIME;
+    /* the safe writer would refuse it too, once the query has run: say it
+    ** here, with the option */
+    char which[1024];
+    if (o.output && strcmp(o.output, "-") != 0 &&
+        sq_path_is_protected(o.output, which, sizeof which)) {
+        fprintf(stderr, "shardq db export: -o %s: is the database being read (%s): refused, it "
+                "would be replaced\n", o.output, which);
+        sq_store_close(s);
+        return CLI_RUNTIME;
+    }
+    /* what the user wrote runs under the limit; a table alone reads its
+    ** rows in order and cannot run away */
+    const char *query = o.npos ? o.pos[0] : "runs";
+    int table = 0;
+    size_t ntables;
+    const sq_store_table *tables = sq_store_tables(&ntables);
+    for (size_t i = 0; i < ntables; i++) table |= strcmp(query, tables[i].name) == 0;
+    if (!table || o.nwhere || o.wide) sq_store_limit_queries(s, o.timeout);
     sqlite3_stmt *st = NULL;
     char *cond = NULL;
     if (o.nwhere) {
@@ -985,7 +1039,7 @@ static int db_export(const char *path, int argc, char **argv)
             return usage ? CLI_USAGE : CLI_RUNTIME;
         }
     }
-    rc = export_statement(s, o.npos ? o.pos[0] : "runs", cond, o.wide, &st);
+    rc = export_statement(s, query, cond, o.wide, &st);
     free(cond);
     if (rc >= 0) {
         sq_store_close(s);
@@ -1000,7 +1054,9 @@ static int db_export(const char *path, int argc, char **argv)
         return CLI_RUNTIME;
     }
     if (write_csv(&out, st)) {
-        rc = query_failed("db export", s);
+        char what[512];
+        snprintf(what, sizeof what, "QUERY '%s'", query);
+        rc = read_failed("db export", s, what, o.timeout);
         if (out.file) sq_wfile_abort(&out.w);
     } else if (out.file && sq_wfile_commit(&out.w, &err)) {
         fprintf(stderr, "shardq db export: %s\n", sq_error_message(&err));

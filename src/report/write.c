@@ -1004,7 +1004,6 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
     table_model(&t);
     sqlite3_exec(sdb, "COMMIT", NULL, NULL, NULL);
     report_end(&doc);
-    sq_store_close(store);
 
     rc = t.bad || nfailed ? CLI_RUNTIME : CLI_OK;
     char *md = join(out, "report.md"), *html = join(out, "index.html");
@@ -1018,6 +1017,9 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
         printf("wrote %s and %s: %d figure%s drawn, %d not\n", md, html, ndrawn,
                ndrawn == 1 ? "" : "s", NFIG - ndrawn);
     }
+    /* closed only now: while it is open, no file written above may
+    ** replace the database (--out the directory that holds it) */
+    sq_store_close(store);
     free(md);
     free(html);
     report_doc_free(&doc);

@@ -7,10 +7,24 @@
 ** fails half-way for a lock, and any failure inside it is rolled back before
 ** we return. Error sentences name the file; the message of the failing
 ** sqlite call is taken before the rollback, which would replace it.
+**
+** A file is opened only if its schema is shardq's: every entry of its
+** sqlite_schema (type, name, table, CREATE text) must be one that the
+** migrations below create at the file's user_version, and every one they
+** create must be there (check_schema builds that reference on an in-memory
+** database). A trigger, a view or a table of someone else's would run or
+** answer in the place of shardq's own SQL -- a trigger AFTER INSERT ON
+** step_metrics could delete every row a replay writes -- so a file edited by
+** hand is refused, read-only or not, before anything is written to it (and
+** checked again after a migration). ANALYZE's sqlite_stat tables are let be.
+**
+** While a store is open its file, -wal, -shm and -journal are registered
+** (sq_protect.h): no output file of the process may replace them.
 */
 #include "shardq/store.h"
 #include "shardq/codec.h"
 #include "trace/wfile.h"
+#include "sq_protect.h"
 #include "shardq/world.h"
 
 #include <sqlite3.h>
@@ -34,6 +48,12 @@ struct sq_store {
     int version; /* user_version once opened (and migrated) */
     char notice[1024]; /* what the last sq_store_run_begin replaced, or "" */
     sq_error err;      /* the last failure: sq_store_error */
+    int registered;    /* the path is in sq_protect's registry */
+    /* sq_store_limit_queries: the limit of one statement (0: none), the
+    ** statement under the clock (NULL: none) and when it must end */
+    double query_limit;
+    sqlite3_stmt *timed;
+    double deadline;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -267,6 +287,7 @@ static int db_kind(int rc)
     case SQLITE_SCHEMA:
     case SQLITE_ERROR: return SQ_ERR_FORMAT; /* SQL the file's schema cannot run */
     case SQLITE_NOMEM: return SQ_ERR_NOMEM;
+    case SQLITE_INTERRUPT: return SQ_ERR_INTERRUPTED; /* sq_store_limit_queries */
     case SQLITE_NOTFOUND: return SQ_ERR_NOTFOUND;
     case SQLITE_CONSTRAINT: return SQ_ERR_CONFLICT; /* a row that is there already */
     default: return SQ_ERR_IO;
@@ -415,6 +436,145 @@ static int migrate(sq_store *s)
     }
 }
 
+static const char *column_str(sqlite3_stmt *st, int i);
+
+/* "a table", "an index": for a schema entry's type in a sentence. */
+static const char *article(const char *type)
+{
+    return type[0] && strchr("aeiou", type[0]) ? "an" : "a";
+}
+
+/* The tail of a refusal of a schema: what such a file could do, and, for
+** an entry of its own, the way out. */
+#define EDITED "a database edited by hand could change or delete rows"
+#define DROP_IT "(" EDITED "; drop it with sqlite3 if you trust the file)"
+
+/* Whether the file's schema is the one shardq's migrations create at
+** version v (the comment at the top): SQ_OK, else SQ_ERR_FORMAT with the
+** sentence in s->err naming the first entry at fault. The reference is
+** built on an in-memory database by the same migrations, so it is what this
+** build of sqlite makes of them, ALTER TABLE's edits of the CREATE text
+** included; a file at version 0 must hold nothing (a new file). Run inside
+** the caller's read transaction: the version and the schema are of one
+** state of the file. */
+static int check_schema(sq_store *s, int v)
+{
+    sqlite3 *ref = NULL;
+    sqlite3_stmt *mine = NULL, *theirs = NULL;
+    int kind = SQ_OK, n = 0, r;
+    int rc = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    for (int i = 0; rc == SQLITE_OK && i < v; i++)
+        rc = sqlite3_exec(ref, migrations[i], NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(ref,
+                                "SELECT tbl_name IS ?3 AND sql IS ?4 FROM sqlite_schema"
+                                " WHERE type = ?1 AND name = ?2",
+                                -1, &mine, NULL);
+    if (rc != SQLITE_OK) {
+        kind = sq_error_set(&s->err, db_kind(rc),
+                            "%s: cannot build shardq's schema of version %d to compare: %s",
+                            s->path, v, ref ? sqlite3_errmsg(ref) : "out of memory");
+        goto done;
+    }
+    rc = sqlite3_prepare_v2(s->db,
+                            "SELECT type, name, tbl_name, sql FROM main.sqlite_schema"
+                            " WHERE NOT (type = 'table' AND name GLOB 'sqlite_stat[0-9]*')",
+                            -1, &theirs, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(theirs)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        n++;
+        for (int c = 0; c < 4; c++)
+            sqlite3_bind_value(mine, c + 1, sqlite3_column_value(theirs, c));
+        r = sqlite3_step(mine);
+        int same = r == SQLITE_ROW && sqlite3_column_int(mine, 0);
+        sqlite3_reset(mine);
+        if (same) continue;
+        const char *type = column_str(theirs, 0), *name = column_str(theirs, 1);
+        if (v == 0)
+            kind = sq_error_set(&s->err, SQ_ERR_FORMAT,
+                                "%s: not a shardq store: it holds %s %s '%s' but no shardq "
+                                "schema (user_version 0): refused",
+                                s->path, article(type), type, name);
+        else if (r == SQLITE_ROW)
+            kind = sq_error_set(&s->err, SQ_ERR_FORMAT,
+                                "%s: the schema's %s '%s' is not the one shardq creates at "
+                                "version %d (its definition differs): refused (" EDITED ")",
+                                s->path, type, name, v);
+        else
+            kind = sq_error_set(&s->err, SQ_ERR_FORMAT,
+                                "%s: the schema holds %s %s '%s' that shardq did not create: "
+                                "refused " DROP_IT,
+                                s->path, article(type), type, name);
+        goto done;
+    }
+    if (rc != SQLITE_DONE) {
+        kind = db_error(s, rc, "cannot read the schema");
+        goto done;
+    }
+    /* every entry of the file is one of shardq's, each (type, name) once:
+    ** fewer than shardq creates means one is missing */
+    sqlite3_finalize(mine);
+    sqlite3_finalize(theirs);
+    mine = theirs = NULL;
+    rc = sqlite3_prepare_v2(ref, "SELECT type, name FROM sqlite_schema", -1, &mine, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT 1 FROM main.sqlite_schema WHERE type = ?1 AND name = ?2",
+                                -1, &theirs, NULL);
+    int total = 0;
+    r = SQLITE_DONE;
+    while (rc == SQLITE_OK && (r = sqlite3_step(mine)) == SQLITE_ROW) {
+        total++;
+        sqlite3_bind_value(theirs, 1, sqlite3_column_value(mine, 0));
+        sqlite3_bind_value(theirs, 2, sqlite3_column_value(mine, 1));
+        int there = sqlite3_step(theirs) == SQLITE_ROW;
+        sqlite3_reset(theirs);
+        if (!there) {
+            const char *type = column_str(mine, 0);
+            kind = sq_error_set(&s->err, SQ_ERR_FORMAT,
+                                "%s: the schema lacks %s %s '%s' that shardq creates at version "
+                                "%d: refused (the file was edited by hand, or is damaged)",
+                                s->path, article(type), type, column_str(mine, 1), v);
+            goto done;
+        }
+    }
+    if (rc != SQLITE_OK)
+        kind = db_error(s, rc, "cannot read the schema");
+    else if (r != SQLITE_DONE)
+        kind = sq_error_set(&s->err, db_kind(r),
+                            "%s: cannot read shardq's schema of version %d: %s", s->path, v,
+                            sqlite3_errmsg(ref));
+    else if (n != total) /* each of shardq's is there: some twice */
+        kind = sq_error_set(&s->err, SQ_ERR_FORMAT,
+                            "%s: the schema holds %d entries where shardq creates %d at version "
+                            "%d: refused (the file was edited by hand, or is damaged)",
+                            s->path, n, total, v);
+done:
+    sqlite3_finalize(mine);
+    sqlite3_finalize(theirs);
+    sqlite3_close(ref);
+    return kind;
+}
+
+/* In one read transaction: the file's version into *v, a newer one
+** refused, and its schema checked against that version. The first read of
+** the file: it also tells a database from anything else. */
+static int verify(sq_store *s, int *v)
+{
+    int rc = exec(s, "BEGIN");
+    if (rc == SQLITE_OK) rc = read_version(s, v);
+    if (rc != SQLITE_OK) {
+        int kind = (rc & 0xff) == SQLITE_NOTADB
+                       ? sq_error_set(&s->err, SQ_ERR_FORMAT, "%s: file is not a database", s->path)
+                       : db_error(s, rc, "cannot read the schema version");
+        rollback(s);
+        return kind;
+    }
+    int kind = *v > SQ_STORE_VERSION ? newer_error(s, *v) : check_schema(s, *v);
+    rollback(s);
+    return kind;
+}
+
 /* WAL lets readers and one writer work at once; a file system that cannot
 ** share memory between processes refuses it, and we say so rather than run
 ** without it. Switching a new file to WAL upgrades a read lock to a write
@@ -478,25 +638,23 @@ static int open_db(sq_store *s, int readonly)
                             s->path);
     }
 
-    /* The first read of the file: it tells a database from anything else,
-    ** and a newer schema is refused before anything is written. */
+    /* A newer schema, or one that is not shardq's, is refused before
+    ** anything is written (not even the switch to WAL). */
     int v = 0;
-    rc = read_version(s, &v);
-    if (rc != SQLITE_OK) {
-        if ((rc & 0xff) == SQLITE_NOTADB)
-            return sq_error_set(&s->err, SQ_ERR_FORMAT, "%s: file is not a database", s->path);
-        return db_error(s, rc, "cannot read the schema version");
-    }
-    if (v > SQ_STORE_VERSION) return newer_error(s, v);
+    if ((rc = verify(s, &v))) return rc;
     s->version = v;
     if (readonly) return SQ_OK;
 
-if ((rc = use_wal(s))) return rc;
+    if ((rc = use_wal(s))) return rc;
     if ((rc = exec(s, "PRAGMA synchronous=NORMAL")) != SQLITE_OK ||
         (rc = exec(s, "PRAGMA foreign_keys=ON")) != SQLITE_OK) {
         return db_error(s, rc, "cannot set up the connection");
     }
-        return v < SQ_STORE_VERSION ? migrate(s) : SQ_OK;
+    if (v == SQ_STORE_VERSION) return SQ_OK;
+    /* what the migrations made, ours or another process's meanwhile */
+    if ((rc = migrate(s)) || (rc = verify(s, &v))) return rc;
+    s->version = v;
+    return SQ_OK;
 }
 
 int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, sq_error *err)
@@ -510,6 +668,10 @@ int sq_store_open(const char *path, int busy_ms, int readonly, sq_store **out, s
     }
     s->busy_ms = busy_ms <= 0 ? SQ_STORE_BUSY_MS : busy_ms;
     int rc = open_db(s, readonly);
+    if (!rc && (rc = sq_protect_path(s->path)) == SQ_OK)
+        s->registered = 1;
+    else if (!rc)
+        rc = sq_error_set(&s->err, rc, "%s: out of memory", path);
     if (rc) {
         /* the handle goes: its error goes to the caller's */
         if (err) *err = s->err;
@@ -552,6 +714,7 @@ void sq_store_close(sq_store *s)
 {
     if (!s) return;
     sqlite3_close_v2(s->db);
+    if (s->registered) sq_unprotect_path(s->path);
     free(s->path);
     free(s);
 }
@@ -561,6 +724,46 @@ const char *sq_store_path(const sq_store *s) { return s->path; }
 struct sqlite3 *sq_store_db(sq_store *s) { return s->db; }
 
 int sq_store_version(const sq_store *s) { return s->version; }
+
+/* sq_store_limit_queries: the statement that begins while none is under the
+** clock is put under it (SQLITE_TRACE_STMT: its first step after a prepare
+** or a reset; the trigger programs and nested statements that begin inside
+** it share its deadline), and leaves it when it ends (SQLITE_TRACE_PROFILE:
+** its last step, a reset, a finalize). The progress handler, every 1000
+** virtual machine instructions, interrupts it once the deadline is past. */
+static int query_trace(unsigned type, void *ctx, void *p, void *x)
+{
+    sq_store *s = ctx;
+    (void)x;
+    if (type == SQLITE_TRACE_STMT && !s->timed) {
+        s->timed = p;
+        s->deadline = sq_clock_s() + s->query_limit;
+    } else if (type == SQLITE_TRACE_PROFILE && p == s->timed) {
+        s->timed = NULL;
+    }
+    return 0;
+}
+
+static int query_progress(void *ctx)
+{
+    const sq_store *s = ctx;
+    return s->timed && sq_clock_s() > s->deadline;
+}
+
+int sq_store_limit_queries(sq_store *s, double seconds)
+{
+    if (!s) return SQ_ERR_ARG;
+    s->timed = NULL;
+    s->query_limit = seconds > 0 ? seconds : 0; /* NaN too: no limit */
+    if (s->query_limit > 0) {
+        sqlite3_trace_v2(s->db, SQLITE_TRACE_STMT | SQLITE_TRACE_PROFILE, query_trace, s);
+        sqlite3_progress_handler(s->db, 1000, query_progress, s);
+    } else {
+        sqlite3_trace_v2(s->db, 0, NULL, NULL);
+        sqlite3_progress_handler(s->db, 0, NULL, NULL);
+    }
+    return SQ_OK;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Runs                                                                     */

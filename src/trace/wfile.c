@@ -2,6 +2,7 @@
 ** wfile.c -- safe replacement of a file. See wfile.h.
 */
 #include "trace/wfile.h"
+#include "sq_protect.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,14 @@ int sq_wfile_open(sq_wfile *w, const char *path, sq_error *err)
     memset(w, 0, sizeof *w);
     if (!path || !*path) {
         return sq_error_set(err, SQ_ERR_ARG, "empty output file name");
+    }
+    /* a database this process has open (or its -wal, -shm, -journal):
+    ** the rename below would put this file in its place */
+    char which[1024];
+    if (sq_path_is_protected(path, which, sizeof which)) {
+        return sq_error_set(err, SQ_ERR_CONFLICT,
+                            "%s: is the database in use (%s): refused, it would be replaced", path,
+                            which);
     }
     w->path = strdup(path);
     if (!w->path) {

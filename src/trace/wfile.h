@@ -30,7 +30,8 @@ extern "C" {
 ** syncs, closes and renames it over path; sq_wfile_abort throws it away.
 ** After open succeeds, exactly one of commit or abort must be called. Both
 ** fail with SQ_ERR_IO naming the file and the reason (SQ_ERR_ARG for an
-** empty name, SQ_ERR_NOMEM). */
+** empty name, SQ_ERR_NOMEM). open refuses, SQ_ERR_CONFLICT, a path that is
+** a database this process has open or one of its files (sq_protect.h). */
 typedef struct sq_wfile {
     FILE *f;
     char *path;   /* the target */
