@@ -376,6 +376,12 @@ expect_fail_with 2 "it holds ';'" "$SHARDQ" report --db "$DB" --out "$T/x" --run
 expect_fail_with 2 "a ')' closes more than it opened" "$SHARDQ" report --db "$DB" --out "$T/x" --runs "1) OR (1"
 expect_fail_with 2 "it holds a comment" "$SHARDQ" report --db "$DB" --out "$T/x" --runs "1 -- all"
 expect_fail_with 2 "the condition is empty" "$SHARDQ" report --db "$DB" --out "$T/x" --runs " "
+# a filter that would run forever stops at the time limit (no time asserted)
+FOREVER="id IN (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c)"
+expect_fail_with 1 "--runs: '$FOREVER': stopped after 1 s (--query-timeout raises the limit)" \
+  "$SHARDQ" report --db "$DB" --out "$T/x" --runs "$FOREVER" --query-timeout 1
+expect_fail_with 2 "--query-timeout: 'soon' is not a number" \
+  "$SHARDQ" report --db "$DB" --out "$T/x" --query-timeout soon
 expect_fail_with 2 "unknown option '--rnus' (did you mean '--runs'?)" "$SHARDQ" report --rnus 1
 expect_fail_with 2 "unexpected argument 'extra'" "$SHARDQ" report extra
 ok "a usage error writes nothing" test ! -e "$T/x"

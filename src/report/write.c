@@ -789,7 +789,7 @@ static void table_model(tables *t)
 
 /* The ids of the runs the filter selects, as a JSON array "[3,4,17]" into
 ** ids, which every figure's query is bound to. */
-static int select_ids(sqlite3 *db, const char *filter, report_buf *ids)
+static int select_ids(sqlite3 *db, const char *filter, report_buf *ids, double limit)
 {
     report_buf sql = {0};
     report_printf(&sql, "SELECT id FROM runs WHERE (%s\n) ORDER BY id", filter);
@@ -804,13 +804,14 @@ static int select_ids(sqlite3 *db, const char *filter, report_buf *ids)
     report_printf(ids, "]");
     if (rc == SQLITE_DONE) rc = SQLITE_OK;
     if (rc != SQLITE_OK || ids->oom) {
-        fprintf(stderr, "shardq report: --runs: '%s': %s\n", filter,
-                ids->oom || rc == SQLITE_NOMEM ? "out of memory"
-                : (rc & 0xff) == SQLITE_INTERRUPT ? "stopped: it ran past the query time limit "
-                                                    "(--query-timeout raises it)"
-                                                  : sqlite3_errmsg(db));
+        if ((rc & 0xff) == SQLITE_INTERRUPT)
+            fprintf(stderr, "shardq report: --runs: '%s': stopped after %g s (--query-timeout "
+                    "raises the limit)\n", filter, limit);
+        else
+            fprintf(stderr, "shardq report: --runs: '%s': %s\n", filter,
+                    ids->oom || rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
         sqlite3_finalize(st);
-        return CLI_USAGE;
+        return (rc & 0xff) == SQLITE_INTERRUPT ? CLI_RUNTIME : CLI_USAGE;
     }
     sqlite3_finalize(st);
     return CLI_OK;
@@ -872,6 +873,9 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
     }
     sqlite3 *sdb = sq_store_db(store);
     report_buf ids = {0};
+    /* the user's SQL (--runs, --where) runs under the time limit; the
+    ** figures' own queries, which can take a while on a large store, do not */
+    sq_store_limit_queries(store, opt->query_timeout);
     int rc = filter ? check_filter(sdb, filter) : CLI_OK;
     /* --where: one more condition, ANDed with --runs, shown as KEY=VALUE */
     char *wsql = NULL;
@@ -890,7 +894,8 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
         filter = both.p;
     }
     const char *filter_shown = shown.p ? shown.p : filter;
-    if (rc == CLI_OK && filter) rc = select_ids(sdb, filter, &ids);
+    if (rc == CLI_OK && filter) rc = select_ids(sdb, filter, &ids, opt->query_timeout);
+    sq_store_limit_queries(store, 0);
     if (rc == CLI_OK && !on_path("gnuplot")) {
         fprintf(stderr, "shardq report: gnuplot is not installed: it draws the figures "
                         "(apt-get install gnuplot-nox, or ./bootstrap --deps)\n");
