@@ -235,4 +235,32 @@ printf '\377\377\177\177' | dd of="$T/big.st" bs=1 seek=$((hdr + 2048)) conv=not
 expect_fail_with 1 "$T/big.st: cannot dequantize: " "$S" codec decode "$T/big.st" "$T/o.npy"
 ok "no output file after failed decodes" test ! -e "$T/o.npy"
 
+# ---------------------------------------------------------------------------
+# Readers of recipes, platform files and plug-ins: a regular file only, and
+# a line refused at its limit, not read on to its newline (issue 36)
+# ---------------------------------------------------------------------------
+
+mkfifo "$T/in.fifo"
+expect_fail_with 2 "/dev/zero: not a regular file (a character device)" timeout 60 "$S" sweep --list /dev/zero
+expect_fail_with 2 "$T/in.fifo: not a regular file (a FIFO)" timeout 60 "$S" sweep --list "$T/in.fifo"
+expect_fail_with 2 "$T: is a directory" "$S" sweep --list "$T"
+# one line of 64 GiB (a sparse file of NULs): the old reader read it all
+if truncate -s 64G "$T/endless.ini" 2>/dev/null; then
+  expect_fail_with 2 "endless.ini: line 1: longer than 197 characters" timeout 60 "$S" sweep --list "$T/endless.ini"
+  rm -f "$T/endless.ini"
+fi
+expect_fail_with 1 "plug-in $T/in.fifo: not a regular file (a FIFO)" timeout 60 "$S" --plugin "$T/in.fifo" schemes
+expect_fail_with 1 "plug-in /dev/zero: not a regular file (a character device)" "$S" --plugin /dev/zero schemes
+expect_fail_with 1 "plug-in $T: is a directory" "$S" --plugin "$T" schemes
+# a platform line longer than inih's buffer was cut, and the rest read as
+# a line of its own: the error named the next line
+{
+  sed -n '1,/^\[intra\]/p' "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10.ini" | sed '$d'
+  printf '; %0500d\n' 0
+  sed -n '/^\[intra\]/,$p' "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10.ini"
+} >"$T/longline.ini"
+line=$(grep -n '^; 000' "$T/longline.ini" | cut -d: -f1)
+expect_fail_with 2 "$T/longline.ini: line $line: longer than 198 characters" "$S" model --platform "$T/longline.ini"
+expect_fail_with 2 "$T/in.fifo: not a regular file (a FIFO)" timeout 60 "$S" model --platform "$T/in.fifo"
+
 finish
