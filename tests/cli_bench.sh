@@ -54,6 +54,9 @@ expect_fail_with 2 "--min-time: 'soon'" "$SHARDQ" bench --min-time soon
 expect_fail_with 2 "bits=9" "$SHARDQ" bench --codec bits=9
 expect_fail_with 2 "a GPU has no thread count" "$SHARDQ" bench --device cuda --threads 2
 expect_fail_with 2 "'rng' is measured on the CPU only" "$SHARDQ" bench --device cuda --ops rng
+# a count no machine has threads for (100000 overflowed libgomp's stack)
+expect_fail_with 2 "--threads: '100000' is larger than 1024" "$SHARDQ" bench --sizes 1 --threads 100000
+expect_fail_with 2 "--sizes: '65537' is larger than 65536" "$SHARDQ" bench --sizes 65537
 expect_fail_with 2 "unexpected argument 'extra'" "$SHARDQ" bench extra
 
 # ---------------------------------------------------------------------------
