@@ -236,6 +236,19 @@ expect_fail_with 1 "$T/big.st: cannot dequantize: " "$S" codec decode "$T/big.st
 ok "no output file after failed decodes" test ! -e "$T/o.npy"
 
 # ---------------------------------------------------------------------------
+# Step counts: 0 is refused by name, not read as "all" (issue 36)
+# ---------------------------------------------------------------------------
+
+# (bench's --threads and --sizes: tests/cli_bench.sh; a recipe's product:
+# tests/cli_sweep.sh)
+# --steps 0 is the internal "all" (or nothing at all): refused where it is given
+expect_fail_with 2 "--steps: 0: replay at least one step (omit --steps for all)" "$S" replay --no-db --steps 0 "$T/good.npy"
+expect_fail_with 2 "--steps: 0: run at least one step" "$S" world --run --steps 0 --elements 64
+printf '[sweep]\nname = z\ntrace = good.npy\nsteps = 0\n' >"$T/steps0.ini"
+expect_fail_with 2 "steps0.ini: [sweep] steps: 0: replay at least one step (leave steps out for every step of the trace)" \
+  "$S" sweep --list "$T/steps0.ini"
+
+# ---------------------------------------------------------------------------
 # Readers of recipes, platform files and plug-ins: a regular file only, and
 # a line refused at its limit, not read on to its newline (issue 36)
 # ---------------------------------------------------------------------------

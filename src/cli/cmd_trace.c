@@ -63,7 +63,7 @@ static const char synth_usage[] =
     "  --params SPEC     tensors, NAME:D0xD1x...,... (default\n"
     "                    wte:256x64,h0.qkv:64x192,h0.proj:64x64,h0.fc:64x256,\n"
     "                    h0.ln:64)\n"
-    "  --steps S         steps to write (default 4)\n"
+    "  --steps S         steps to write, 1 to 1000000 (default 4)\n"
     "  --first STEP      number of the first step (default 1)\n"
     "  --workers W       gradient files per step (default 4)\n"
     "  --topology KxG    the topology to record (K x G = W; default none)\n"

@@ -37,7 +37,7 @@ static const char train_usage[] =
     "  --corpus PATH      a text file or a directory of them (default\n"
     "                     $SHARDQ_CORPUS, else " SQ_CORPUS_DEFAULT ",\n"
     "                     the text of Debian's fortunes package)\n"
-    "  --steps N          optimizer steps (default 300)\n"
+    "  --steps N          optimizer steps, 1 to 10^8 (default 300)\n"
     "  --batch B          sequences per worker per step (default 2)\n"
     "  --seq T            tokens per sequence (default 128, at most --context)\n"
     "  --eval-every E     validation loss every E steps and after the last\n"

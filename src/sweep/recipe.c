@@ -637,6 +637,14 @@ static int make_run(sq_sweep *r, const char *grid, const dim *dims, size_t nd, c
                              grid, v);
                 goto fail;
             }
+            /* 0 is the configuration's "not given" (every step of the trace,
+            ** train's default): written out, it would silently mean that */
+            if (s == 0) {
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] steps: 0: %s at least one step (leave "
+                             "steps out for %s)", r->path, grid, train ? "train" : "replay",
+                             train ? "train's default" : "every step of the trace");
+                goto fail;
+            }
             x.steps = s;
             break;
         }
