@@ -276,4 +276,45 @@ line=$(grep -n '^; 000' "$T/longline.ini" | cut -d: -f1)
 expect_fail_with 2 "$T/longline.ini: line $line: longer than 198 characters" "$S" model --platform "$T/longline.ini"
 expect_fail_with 2 "$T/in.fifo: not a regular file (a FIFO)" timeout 60 "$S" model --platform "$T/in.fifo"
 
+# ---------------------------------------------------------------------------
+# Names that are not UTF-8: refused with the file, the name (escaped) and
+# the offset of the bad byte in it, never printed as JSON (issue 36)
+# ---------------------------------------------------------------------------
+
+# mkst_bytes FILE HEADER NBYTES: as mkst, HEADER a printf format (escapes
+# for the bytes that are not UTF-8), its length counted in bytes
+mkst_bytes() {
+  printf "$2" >"$T/hdr.bin"
+  n=$(wc -c <"$T/hdr.bin")
+  esc=
+  k=0
+  while test $k -lt 8; do o $(((n >> (8 * k)) & 255)); k=$((k + 1)); done
+  {
+    printf "$esc"
+    cat "$T/hdr.bin"
+    dd if=/dev/zero bs=1 count="$3" 2>/dev/null
+  } >"$1"
+  esc=
+}
+T1='{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+mkst_bytes "$T/u1.st" "{\"w\\377\":$T1}" 4
+expect_fail_with 1 "$T/u1.st: tensor 'w\\xff': not UTF-8 (byte 1 of the name)" "$S" trace info --json "$T/u1.st"
+mkst_bytes "$T/u2.st" "{\"ab\\355\\240\\200\":$T1}" 4
+expect_fail_with 1 "$T/u2.st: tensor 'ab\\xed\\xa0\\x80': not UTF-8 (byte 2 of the name)" "$S" trace info --json "$T/u2.st"
+mkst_bytes "$T/u3.st" "{\"__metadata__\":{\"k\\300\\200\":\"v\"},\"w\":$T1}" 4
+expect_fail_with 1 "$T/u3.st: __metadata__ key 'k\\xc0\\x80': not UTF-8 (byte 1 of the key)" "$S" trace info --json "$T/u3.st"
+mkst_bytes "$T/u4.st" "{\"__metadata__\":{\"k\":\"x\\364\\220\\200\\200\"},\"w\":$T1}" 4
+expect_fail_with 1 "$T/u4.st: __metadata__ 'k': the value is not UTF-8 (byte 1 of the value" "$S" trace info --json "$T/u4.st"
+mkst_bytes "$T/u5.st" "{\"\\303\\251t\\360\\237\\230\\200\":$T1}" 4
+ok "a UTF-8 name of 2 and 4 bytes a character is read" "$S" trace info --json "$T/u5.st"
+esc=$good_data
+mknpy "$T/bad$(printf '\377').npy" "$F4"
+expect_fail_with 1 "tensor 'bad\\xff' (the file's name): not UTF-8 (byte 3 of the name)" "$S" trace info --json "$T/bad$(printf '\377').npy"
+# a trace directory: its manifest's names, and the rest of it
+"$S" trace synth --steps 1 --workers 1 --params a:4 "$T/tr" >/dev/null
+sed 's/"name":	"a"/"name":	"\xc3\x28"/' "$T/tr/manifest.json" >"$T/m.json" && mv "$T/m.json" "$T/tr/manifest.json"
+expect_fail_with 1 "$T/tr/manifest.json: field 'params': entry 0: name '\\xc3(': not UTF-8 (byte 0 of the name)" \
+  "$S" trace info --json "$T/tr"
+expect_fail_with 2 "--params: tensor 'a\\xff': not UTF-8 (byte 1 of the name)" "$S" trace synth --params "$(printf 'a\377'):4" "$T/tr2"
+
 finish
