@@ -317,4 +317,31 @@ expect_fail_with 1 "$T/tr/manifest.json: field 'params': entry 0: name '\\xc3(':
   "$S" trace info --json "$T/tr"
 expect_fail_with 2 "--params: tensor 'a\\xff': not UTF-8 (byte 1 of the name)" "$S" trace synth --params "$(printf 'a\377'):4" "$T/tr2"
 
+# ---------------------------------------------------------------------------
+# Refusals name their file and option (issue 36)
+# ---------------------------------------------------------------------------
+
+# +-3.4e38: a Hadamard sum leaves fp32; the world alone named no input
+esc=
+word 2139081118; word 2139081118; word 4286564766; word 2139081118 # 3.4e38 x 3, -3.4e38
+mknpy "$T/huge.npy" "$F4"
+expect_fail_with 1 "$T/huge.npy: step 0, param 'huge': worker 0 (cpu): " \
+  "$S" replay --no-db "$T/huge.npy"
+expect_fail_with 1 "$T/huge.npy: cannot quantize: a result does not fit fp32" "$S" codec stats --codec hadamard=4 "$T/huge.npy"
+# the model's settings under their options' names
+expect_fail_with 2 "--channels 8 is not a multiple of --heads 3" "$S" train --no-db --channels 8 --heads 3
+# a layout the cost model cannot use: the options that asked for it
+expect_fail_with 2 "--gpus 7, --tp 1, --pp 1: 7 GPUs are not whole nodes of 4 GPUs" "$S" model --gpus 7
+expect_fail_with 2 "--gpus 64 (the nodes of --platform), --tp 3, --pp 1: 64 GPUs do not divide" "$S" model --tp 3
+# a device that is not there is --device's fault, before any tensor is placed
+devices=$("$S" --version | sed -n 's/.*CUDA yes (\([0-9]*\) device.*/\1/p')
+if test "${devices:-0}" -eq 0; then
+  dev=cuda:7 why="no CUDA device"
+else
+  dev=cuda:$devices why="no device cuda:$devices"
+fi
+expect_fail_with 1 "shardq replay: --device $dev: $why" "$S" replay --no-db --device "$dev" "$T/good.npy"
+expect_fail_with 1 "shardq train: --device $dev: $why" "$S" train --no-db --steps 1 --device "$dev"
+expect_fail_with 1 "shardq world: --device $dev: $why" "$S" world --run --elements 64 --device "$dev"
+
 finish

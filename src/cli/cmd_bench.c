@@ -460,15 +460,27 @@ int cmd_bench(int argc, char **argv)
             return CLI_RUNTIME;
         }
     }
+    /* the device before what the options mean on it: where there is no
+    ** such GPU, that is the error, not --threads or --ops given for a GPU */
+    sq_backend *be = NULL;
+    sq_error err;
+    if (sq_backend_open(device, &be, &err) != SQ_OK) {
+        /* the backend's sentence starts with the device's name, said already */
+        const char *msg = sq_error_message(&err);
+        size_t dl = strlen(device);
+        if (!strncmp(msg, device, dl) && !strncmp(msg + dl, ": ", 2)) msg += dl + 2;
+        fprintf(stderr, "shardq bench: --device %s: %s\n", device, msg);
+        return CLI_RUNTIME;
+    }
     if (gpu && threads_given) {
         fprintf(stderr, "shardq bench: --threads: a GPU has no thread count to set\n");
-        return CLI_USAGE;
+        goto usage;
     }
     for (int i = 0; i < nops; i++)
         if (gpu && sq_bench_op_at((size_t)opsel[i])->cpu_only) {
             fprintf(stderr, "shardq bench: --ops: '%s' is measured on the CPU only\n",
                     sq_bench_op_at((size_t)opsel[i])->name);
-            return CLI_USAGE;
+            goto usage;
         }
     size_t opidx[MAX_OPS];
     if (nops == 0) {
@@ -498,15 +510,9 @@ int cmd_bench(int argc, char **argv)
         if (check_unique("--sizes", sizes, nsizes, NULL) ||
             check_unique("--threads", threads, nthreads, NULL) ||
             check_unique("--ops", opsel, nops, names))
-            return CLI_USAGE;
+            goto usage;
     }
 
-    sq_backend *be = NULL;
-    sq_error err;
-    if (sq_backend_open(device, &be, &err) != SQ_OK) {
-        fprintf(stderr, "shardq bench: --device %s: %s\n", device, sq_error_message(&err));
-        return CLI_RUNTIME;
-    }
     bench_out o = {.json = json, .gpu = gpu, .all = all, .sizes = sizes, .nsizes = nsizes,
                    .nops = nops, .nthreads = nthreads,
                    .peer_python = peer ? bench_peer_python() : NULL, .min_time = min_time};
@@ -537,4 +543,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (db && !json) printf("\nstored as run %lld in %s\n", (long long)run, db);
     return CLI_OK;
+usage:
+    sq_backend_close(be);
+    return CLI_USAGE;
 }

@@ -339,6 +339,7 @@ int cmd_replay(int argc, char **argv)
         return CLI_USAGE;
     }
     cfg.has_topo = workers != NULL;
+    if (cli_device_present("replay", device)) return CLI_RUNTIME;
     cli_ranks R;
     int rb = cli_ranks_begin("replay", transport, &cfg.topo, cfg.has_topo, &device, &R);
     if (rb) return rb;

@@ -559,6 +559,8 @@ int cmd_world(int argc, char **argv)
         fprintf(stderr, "shardq world: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
+    /* without --run the world is sizes only and places nothing */
+    if (run && cli_device_present("world", device)) return CLI_RUNTIME;
     cli_ranks R;
     int ret = cli_ranks_begin("world", transport, &cfg.topo, has_topo, &device, &R);
     if (ret) return ret;
