@@ -11,6 +11,7 @@
 #include "shardq/codec.h"
 #include "check_util.h"
 #include "shardq/trace.h"
+#include "trace/input.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -1513,6 +1514,69 @@ START_TEST(test_kinds)
 }
 END_TEST
 
+/* Names and metadata are text: UTF-8 that is not, overlong, a surrogate or
+** above U+10FFFF is refused, naming the file, the tensor or key (escaped)
+** and the offset of the bad sequence's first byte in the name, as Python's
+** decoder gives it. */
+START_TEST(test_utf8_names)
+{
+    static const struct {
+        const char *s;
+        size_t bad; /* SIZE_MAX: valid */
+    } cases[] = {
+        {"plain.name", SIZE_MAX},
+        {"\xc3\xa9t\xc3\xa9", SIZE_MAX},     /* U+00E9 */
+        {"\xe2\x82\xac", SIZE_MAX},           /* U+20AC */
+        {"\xf0\x9f\x98\x80", SIZE_MAX},       /* U+1F600 */
+        {"\xf4\x8f\xbf\xbf", SIZE_MAX},       /* U+10FFFF, the last */
+        {"\xed\x9f\xbf", SIZE_MAX},           /* U+D7FF, before the surrogates */
+        {"w\xff", 1},
+        {"ab\x80", 2},                        /* a continuation byte alone */
+        {"k\xc0\x80", 1},                     /* overlong NUL */
+        {"\xc1\xbf", 0},                      /* overlong U+007F */
+        {"x\xe0\x80\xaf", 1},                 /* overlong '/' in 3 bytes */
+        {"\xf0\x8f\xbf\xbf", 0},              /* overlong U+FFFF in 4 bytes */
+        {"ab\xed\xa0\x80", 2},                 /* U+D800, a surrogate */
+        {"\xed\xbf\xbf", 0},                  /* U+DFFF */
+        {"\xc3\xa9t\xf4\x90\x80\x80", 3},     /* U+110000 */
+        {"\xf5\x80\x80\x80", 0},
+        {"cut\xe2\x82", 3},                   /* a sequence cut short */
+        {"cut\xc3", 3},
+        {"\xc3(", 0},                          /* a lead byte without its continuation */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t len = strlen(cases[i].s);
+        size_t want = cases[i].bad == SIZE_MAX ? len : cases[i].bad;
+        ck_assert_msg(sq_utf8_invalid(cases[i].s, len) == want, "case %zu: %zu, expected %zu", i,
+                      sq_utf8_invalid(cases[i].s, len), want);
+    }
+    char buf[32];
+    ck_assert_str_eq(sq_escape_bytes("w\xff\n", buf, sizeof buf), "w\\xff\\x0a");
+    ck_assert_str_eq(sq_escape_bytes("abcdef\xff", buf, 8), "abcdef"); /* cut, never split */
+
+    st_bad("u1.st", "{\"w\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+           "tensor 'w\\xff'", "not UTF-8 (byte 1 of the name)");
+    st_bad("u2.st", "{\"ok\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+           "\"ab\xed\xa0\x80\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2,
+           "tensor 'ab\\xed\\xa0\\x80'", "not UTF-8 (byte 2 of the name)");
+    st_bad("u3.st", "{\"\xf4\x90\x80\x80\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+           1, "tensor '\\xf4\\x90\\x80\\x80'", "byte 0 of the name");
+    st_bad("u4.st", "{\"__metadata__\":{\"k\xc0\x80\":\"v\"}}", 0, "__metadata__ key 'k\\xc0\\x80'",
+           "not UTF-8 (byte 1 of the key)");
+    st_bad("u5.st", "{\"__metadata__\":{\"k\":\"val\xe2\x82\"}}", 0, "__metadata__ 'k'",
+           "the value is not UTF-8 (byte 3 of the value");
+    /* valid names of every length pass, and keep their bytes */
+    sq_st_file f;
+    unsigned char *img, data[4] = {0};
+    st_good("{\"\xc3\xa9t\xf0\x9f\x98\x80\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+            "\"__metadata__\":{\"cl\xc3\xa9\":\"\xe2\x82\xac\"}}", data, 4, &f, &img);
+    ck_assert_str_eq(f.tensors[0].name, "\xc3\xa9t\xf0\x9f\x98\x80");
+    ck_assert_str_eq(f.meta[0].value, "\xe2\x82\xac");
+    sq_st_free(&f);
+    free(img);
+}
+END_TEST
+
 int main(void)
 {
     if (sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_readers")) {
@@ -1529,6 +1593,7 @@ int main(void)
     tcase_add_test(tr, test_st_overlap_gap);
     tcase_add_test(tr, test_st_dtypes_fields);
     tcase_add_test(tr, test_st_shapes);
+    tcase_add_test(tr, test_utf8_names);
     tcase_add_test(tr, test_release_rss);
     tcase_add_test(tr, test_release_part_pages);
     suite_add_tcase(s, tr);

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char dir[512];
 
@@ -388,6 +390,19 @@ START_TEST(test_bad_recipes)
     ck_assert_msg(strstr(e.msg, path) && strstr(e.msg, "cannot open"), "%s", e.msg);
     /* NULL err is allowed */
     ck_assert_int_eq(sq_sweep_load(path, NULL, &sw, NULL), SQ_ERR_IO);
+    /* a device, a FIFO and a directory are refused before a byte is read:
+    ** /dev/zero never ends, and opening a FIFO waits for a writer */
+    ck_assert_int_eq(sq_sweep_load("/dev/zero", NULL, &sw, &e), SQ_ERR_IO);
+    ck_assert_msg(strstr(e.msg, "/dev/zero: not a regular file (a character device)"), "%s",
+                  e.msg);
+    snprintf(path, sizeof path, "%s/recipe.fifo", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(sq_sweep_load(path, NULL, &sw, &e), SQ_ERR_IO);
+    ck_assert_msg(strstr(e.msg, path) && strstr(e.msg, "not a regular file (a FIFO)"), "%s",
+                  e.msg);
+    unlink(path);
+    ck_assert_int_eq(sq_sweep_load(dir, NULL, &sw, &e), SQ_ERR_IO);
+    ck_assert_msg(strstr(e.msg, dir) && strstr(e.msg, "is a directory"), "%s", e.msg);
 }
 END_TEST
 

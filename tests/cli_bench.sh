@@ -52,8 +52,9 @@ expect_fail_with 2 "unknown operation 'quantise'" "$SHARDQ" bench --ops quantise
 expect_fail_with 2 "'0' is not a positive integer" "$SHARDQ" bench --sizes 0
 expect_fail_with 2 "--min-time: 'soon'" "$SHARDQ" bench --min-time soon
 expect_fail_with 2 "bits=9" "$SHARDQ" bench --codec bits=9
-expect_fail_with 2 "a GPU has no thread count" "$SHARDQ" bench --device cuda --threads 2
-expect_fail_with 2 "'rng' is measured on the CPU only" "$SHARDQ" bench --device cuda --ops rng
+# a count no machine has threads for (100000 overflowed libgomp's stack)
+expect_fail_with 2 "--threads: '100000' is larger than 1024" "$SHARDQ" bench --sizes 1 --threads 100000
+expect_fail_with 2 "--sizes: '65537' is larger than 65536" "$SHARDQ" bench --sizes 65537
 expect_fail_with 2 "unexpected argument 'extra'" "$SHARDQ" bench extra
 
 # ---------------------------------------------------------------------------
@@ -145,7 +146,14 @@ devices=$("$SHARDQ" --version | sed -n 's/.*CUDA yes (\([0-9]*\) device.*/\1/p')
 if test "${devices:-0}" -eq 0; then
   expect_fail_with 1 "--device cuda: cuda:0: no CUDA device" "$SHARDQ" bench --device cuda --sizes 8
   expect_fail_with 1 "no CUDA device" "$SHARDQ" bench --device cuda:3 --sizes 8
+  # the device is the fault, not an option that only a GPU refuses
+  expect_fail_with 1 "--device cuda:7: no CUDA device" "$SHARDQ" bench --device cuda:7 --threads 1
+  expect_fail_with 1 "--device cuda:7: no CUDA device" "$SHARDQ" bench --device cuda:7 --ops rng
 else
+  # on a GPU that is there, the options it has no use for are usage errors
+  expect_fail_with 2 "a GPU has no thread count" "$SHARDQ" bench --device cuda --threads 2
+  expect_fail_with 2 "'rng' is measured on the CPU only" "$SHARDQ" bench --device cuda --ops rng
+  expect_fail_with 1 "--device cuda:$devices: no such device" "$SHARDQ" bench --device "cuda:$devices" --threads 1
   # -----------------------------------------------------------------------
   # A GPU: the device path end to end, on small sizes
   # -----------------------------------------------------------------------

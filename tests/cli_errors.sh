@@ -235,4 +235,113 @@ printf '\377\377\177\177' | dd of="$T/big.st" bs=1 seek=$((hdr + 2048)) conv=not
 expect_fail_with 1 "$T/big.st: cannot dequantize: " "$S" codec decode "$T/big.st" "$T/o.npy"
 ok "no output file after failed decodes" test ! -e "$T/o.npy"
 
+# ---------------------------------------------------------------------------
+# Step counts: 0 is refused by name, not read as "all" (issue 36)
+# ---------------------------------------------------------------------------
+
+# (bench's --threads and --sizes: tests/cli_bench.sh; a recipe's product:
+# tests/cli_sweep.sh)
+# --steps 0 is the internal "all" (or nothing at all): refused where it is given
+expect_fail_with 2 "--steps: 0: replay at least one step (omit --steps for all)" "$S" replay --no-db --steps 0 "$T/good.npy"
+expect_fail_with 2 "--steps: 0: run at least one step" "$S" world --run --steps 0 --elements 64
+printf '[sweep]\nname = z\ntrace = good.npy\nsteps = 0\n' >"$T/steps0.ini"
+expect_fail_with 2 "steps0.ini: [sweep] steps: 0: replay at least one step (leave steps out for every step of the trace)" \
+  "$S" sweep --list "$T/steps0.ini"
+
+# ---------------------------------------------------------------------------
+# Readers of recipes, platform files and plug-ins: a regular file only, and
+# a line refused at its limit, not read on to its newline (issue 36)
+# ---------------------------------------------------------------------------
+
+mkfifo "$T/in.fifo"
+expect_fail_with 2 "/dev/zero: not a regular file (a character device)" timeout 60 "$S" sweep --list /dev/zero
+expect_fail_with 2 "$T/in.fifo: not a regular file (a FIFO)" timeout 60 "$S" sweep --list "$T/in.fifo"
+expect_fail_with 2 "$T: is a directory" "$S" sweep --list "$T"
+# one line of 64 GiB (a sparse file of NULs): the old reader read it all
+if truncate -s 64G "$T/endless.ini" 2>/dev/null; then
+  expect_fail_with 2 "endless.ini: line 1: longer than 197 characters" timeout 60 "$S" sweep --list "$T/endless.ini"
+  rm -f "$T/endless.ini"
+fi
+expect_fail_with 1 "plug-in $T/in.fifo: not a regular file (a FIFO)" timeout 60 "$S" --plugin "$T/in.fifo" schemes
+expect_fail_with 1 "plug-in /dev/zero: not a regular file (a character device)" "$S" --plugin /dev/zero schemes
+expect_fail_with 1 "plug-in $T: is a directory" "$S" --plugin "$T" schemes
+# a platform line longer than inih's buffer was cut, and the rest read as
+# a line of its own: the error named the next line
+{
+  sed -n '1,/^\[intra\]/p' "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10.ini" | sed '$d'
+  printf '; %0500d\n' 0
+  sed -n '/^\[intra\]/,$p' "$SHARDQ_SRCDIR/experiments/platforms/a100-slingshot10.ini"
+} >"$T/longline.ini"
+line=$(grep -n '^; 000' "$T/longline.ini" | cut -d: -f1)
+expect_fail_with 2 "$T/longline.ini: line $line: longer than 198 characters" "$S" model --platform "$T/longline.ini"
+expect_fail_with 2 "$T/in.fifo: not a regular file (a FIFO)" timeout 60 "$S" model --platform "$T/in.fifo"
+
+# ---------------------------------------------------------------------------
+# Names that are not UTF-8: refused with the file, the name (escaped) and
+# the offset of the bad byte in it, never printed as JSON (issue 36)
+# ---------------------------------------------------------------------------
+
+# mkst_bytes FILE HEADER NBYTES: as mkst, HEADER a printf format (escapes
+# for the bytes that are not UTF-8), its length counted in bytes
+mkst_bytes() {
+  printf "$2" >"$T/hdr.bin"
+  n=$(wc -c <"$T/hdr.bin")
+  esc=
+  k=0
+  while test $k -lt 8; do o $(((n >> (8 * k)) & 255)); k=$((k + 1)); done
+  {
+    printf "$esc"
+    cat "$T/hdr.bin"
+    dd if=/dev/zero bs=1 count="$3" 2>/dev/null
+  } >"$1"
+  esc=
+}
+T1='{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+mkst_bytes "$T/u1.st" "{\"w\\377\":$T1}" 4
+expect_fail_with 1 "$T/u1.st: tensor 'w\\xff': not UTF-8 (byte 1 of the name)" "$S" trace info --json "$T/u1.st"
+mkst_bytes "$T/u2.st" "{\"ab\\355\\240\\200\":$T1}" 4
+expect_fail_with 1 "$T/u2.st: tensor 'ab\\xed\\xa0\\x80': not UTF-8 (byte 2 of the name)" "$S" trace info --json "$T/u2.st"
+mkst_bytes "$T/u3.st" "{\"__metadata__\":{\"k\\300\\200\":\"v\"},\"w\":$T1}" 4
+expect_fail_with 1 "$T/u3.st: __metadata__ key 'k\\xc0\\x80': not UTF-8 (byte 1 of the key)" "$S" trace info --json "$T/u3.st"
+mkst_bytes "$T/u4.st" "{\"__metadata__\":{\"k\":\"x\\364\\220\\200\\200\"},\"w\":$T1}" 4
+expect_fail_with 1 "$T/u4.st: __metadata__ 'k': the value is not UTF-8 (byte 1 of the value" "$S" trace info --json "$T/u4.st"
+mkst_bytes "$T/u5.st" "{\"\\303\\251t\\360\\237\\230\\200\":$T1}" 4
+ok "a UTF-8 name of 2 and 4 bytes a character is read" "$S" trace info --json "$T/u5.st"
+esc=$good_data
+mknpy "$T/bad$(printf '\377').npy" "$F4"
+expect_fail_with 1 "tensor 'bad\\xff' (the file's name): not UTF-8 (byte 3 of the name)" "$S" trace info --json "$T/bad$(printf '\377').npy"
+# a trace directory: its manifest's names, and the rest of it
+"$S" trace synth --steps 1 --workers 1 --params a:4 "$T/tr" >/dev/null
+sed 's/"name":	"a"/"name":	"\xc3\x28"/' "$T/tr/manifest.json" >"$T/m.json" && mv "$T/m.json" "$T/tr/manifest.json"
+expect_fail_with 1 "$T/tr/manifest.json: field 'params': entry 0: name '\\xc3(': not UTF-8 (byte 0 of the name)" \
+  "$S" trace info --json "$T/tr"
+expect_fail_with 2 "--params: tensor 'a\\xff': not UTF-8 (byte 1 of the name)" "$S" trace synth --params "$(printf 'a\377'):4" "$T/tr2"
+
+# ---------------------------------------------------------------------------
+# Refusals name their file and option (issue 36)
+# ---------------------------------------------------------------------------
+
+# +-3.4e38: a Hadamard sum leaves fp32; the world alone named no input
+esc=
+word 2139081118; word 2139081118; word 4286564766; word 2139081118 # 3.4e38 x 3, -3.4e38
+mknpy "$T/huge.npy" "$F4"
+expect_fail_with 1 "$T/huge.npy: step 0, param 'huge': worker 0 (cpu): " \
+  "$S" replay --no-db "$T/huge.npy"
+expect_fail_with 1 "$T/huge.npy: cannot quantize: a result does not fit fp32" "$S" codec stats --codec hadamard=4 "$T/huge.npy"
+# the model's settings under their options' names
+expect_fail_with 2 "--channels 8 is not a multiple of --heads 3" "$S" train --no-db --channels 8 --heads 3
+# a layout the cost model cannot use: the options that asked for it
+expect_fail_with 2 "--gpus 7, --tp 1, --pp 1: 7 GPUs are not whole nodes of 4 GPUs" "$S" model --gpus 7
+expect_fail_with 2 "--gpus 64 (the nodes of --platform), --tp 3, --pp 1: 64 GPUs do not divide" "$S" model --tp 3
+# a device that is not there is --device's fault, before any tensor is placed
+devices=$("$S" --version | sed -n 's/.*CUDA yes (\([0-9]*\) device.*/\1/p')
+if test "${devices:-0}" -eq 0; then
+  dev=cuda:7 why="no CUDA device"
+else
+  dev=cuda:$devices why="no device cuda:$devices"
+fi
+expect_fail_with 1 "shardq replay: --device $dev: $why" "$S" replay --no-db --device "$dev" "$T/good.npy"
+expect_fail_with 1 "shardq train: --device $dev: $why" "$S" train --no-db --steps 1 --device "$dev"
+expect_fail_with 1 "shardq world: --device $dev: $why" "$S" world --run --elements 64 --device "$dev"
+
 finish

@@ -271,11 +271,15 @@ printf '[sweep]\nname = x\ntrace = traces/tiny\n[grid a]\ngrad.group = 32\ngrad.
 expect_fail_with 2 "deadgrid.ini: line 4: [grid a]: none of its 1 combination is a valid scheme" "$SHARDQ" sweep --list "$T/deadgrid.ini"
 # a grid too large is counted before anything is expanded: 10^5 x 10^5
 printf '[sweep]\nname = big\ntrace = traces/tiny\nseeds = 1..100000\ngrad.group = 1..100000\n' >"$T/big.ini"
-expect_fail_with 2 "big.ini: line 1: [sweep]: 10000000000 configurations, more than the 1000000 a sweep may run" \
+expect_fail_with 2 "big.ini: line 1: [sweep]: 10000000000 configurations, more than the 100000 a sweep may run" \
   timeout 120 "$SHARDQ" sweep --list "$T/big.ini"
-printf '[sweep]\nname = big\ntrace = traces/tiny\n[grid a]\nseeds = 1..1000\n[grid b]\nseeds = 1..1000\ngrad.group = 1..1000\n' >"$T/big2.ini"
-expect_fail_with 2 "big2.ini: line 6: [grid b]: 1000000 configurations, which with the 1000 of the grids before it are more than the 1000000" \
+printf '[sweep]\nname = big\ntrace = traces/tiny\n[grid a]\nseeds = 1..1000\n[grid b]\nseeds = 1..1000\ngrad.group = 1..100\n' >"$T/big2.ini"
+expect_fail_with 2 "big2.ini: line 6: [grid b]: 100000 configurations, which with the 1000 of the grids before it are more than the 100000" \
   timeout 120 "$SHARDQ" sweep --list "$T/big2.ini"
+# 10^6 configurations would take gigabytes to expand: the cap is 10^5
+printf '[sweep]\nname = big\ntrace = traces/tiny\nseeds = 1..1000\ngrad.group = 1..1000\n' >"$T/big3.ini"
+expect_fail_with 2 "big3.ini: line 1: [sweep]: 1000000 configurations, more than the 100000 a sweep may run" \
+  timeout 120 "$SHARDQ" sweep --list "$T/big3.ini"
 
 # --- a training sweep (command = train) --------------------------------------
 cp "$SHARDQ_SRCDIR/README.md" "$T/text.md"

@@ -21,7 +21,7 @@ ok "the help names the options" sh -c 'for o in --corpus --steps --layers --lr -
   grep -q -e "  $o " "$0" || { echo "no $o"; exit 1; }; done' "$T/help.txt"
 ok "help lists train" sh -c '"$0" --help | grep -q "^  train "' "$SHARDQ"
 expect_fail_with 2 "unknown option '--stpes' (did you mean '--steps'?)" "$SHARDQ" train --stpes 3
-expect_fail_with 2 "channels 30 is not a multiple of heads 4" \
+expect_fail_with 2 "--channels 30 is not a multiple of --heads 4" \
   "$SHARDQ" train --channels 30 --heads 4 --no-db
 expect_fail_with 2 "--seq 64: expected 1 .. the context (32)" \
   "$SHARDQ" train --context 32 --seq 64 --no-db

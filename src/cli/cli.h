@@ -73,6 +73,13 @@ int cli_check_positional(const char *cmd, char **pos, int npos, int min, int max
 ** ("shardq CMD: --device: ...") and returns -1 when malformed. */
 int cli_check_device(const char *cmd, const char *text);
 
+/* Checks that the GPUs of a well-formed --device value are there (cpu or
+** NULL always is); prints "shardq CMD: --device DEV: no CUDA device: WHY"
+** (or which ordinal is missing) and returns -1 (a runtime error) when not:
+** before anything is read or built, so that the failure is not blamed on
+** the first tensor or bucket that would have been placed there. */
+int cli_device_present(const char *cmd, const char *text);
+
 /* The scheme of a preset with --set overrides, validated; prints the error
 ** and returns -1 (a usage error) on failure. */
 struct sq_scheme;

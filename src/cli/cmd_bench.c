@@ -17,6 +17,7 @@
 #include "shardq/codec.h"
 #include "shardq/store.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -25,6 +26,14 @@
 
 /* More than the op table holds: --ops may name one twice (refused with --db). */
 #define MAX_OPS 64
+
+/* The most --threads may ask for: a team of 100000 overflows the stack in
+** libgomp (SIGSEGV) long before it measures anything, and a figure at more
+** threads than a large machine's cores measures the scheduler. */
+#define MAX_THREADS 1024
+/* The largest --sizes value in MB: 64 GiB of fp32 input, with its output
+** and copy buffers beside it, is more than any device here holds. */
+#define MAX_SIZE_MB 65536
 
 static const char bench_usage[] =
     "usage: shardq bench [options]\n"
@@ -37,9 +46,10 @@ static const char bench_usage[] =
     "options:\n"
     "  --device DEV      cpu (default: the C reference), cuda (device 0) or\n"
     "                    cuda:N (the CUDA kernels on device N)\n"
-    "  --sizes LIST      input sizes in MB of fp32 (default 1,4,16,64,256 on the\n"
-    "                    CPU, 8,16,64,512,1024,2048 on a GPU)\n"
-    "  --threads LIST    CPU thread counts; 'all' is every core (default 1,all)\n"
+    "  --sizes LIST      input sizes in MB of fp32, 1 to 65536 (default\n"
+    "                    1,4,16,64,256 on the CPU, 8,16,64,512,1024,2048 on a GPU)\n"
+    "  --threads LIST    CPU thread counts, 1 to 1024; 'all' is every core\n"
+    "                    (default 1,all)\n"
     "  --ops LIST        operations to run (default: all that the device has):\n"
     "                    quantize, quantize-nh, quantize-rtn, quantize-8,\n"
     "                    quantize-8-nh, quantize-8-rtn, quantize-h1024,\n"
@@ -107,8 +117,9 @@ static int print_peer(const sq_bench_result *r, const char *python, double min_t
     return 0;
 }
 
-/* Parses "a,b,c" of positive integers (or 'all' -> all_value) into v[]. */
-static int parse_list(const char *opt, const char *s, int *v, int max, int all_value)
+/* Parses "a,b,c" of integers from 1 to top (or 'all' -> all_value) into
+** v[], at most max of them. */
+static int parse_list(const char *opt, const char *s, int *v, int max, int top, int all_value)
 {
     int n = 0;
     char *copy = strdup(s), *save = NULL;
@@ -119,9 +130,15 @@ static int parse_list(const char *opt, const char *s, int *v, int max, int all_v
         if (all_value > 0 && strcmp(tok, "all") == 0) {
             x = all_value;
         } else {
+            errno = 0;
             x = strtol(tok, &end, 10);
-            if (*end || x < 1 || x > 1 << 20) {
+            if (*end || end == tok || x < 1) {
                 fprintf(stderr, "shardq bench: %s: '%s' is not a positive integer\n", opt, tok);
+                free(copy);
+                return -1;
+            }
+            if (errno == ERANGE || x > top) {
+                fprintf(stderr, "shardq bench: %s: '%s' is larger than %d\n", opt, tok, top);
                 free(copy);
                 return -1;
             }
@@ -350,10 +367,12 @@ int cmd_bench(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
         case 's':
-            if ((nsizes = parse_list("--sizes", optarg, sizes, 16, 0)) < 0) return CLI_USAGE;
+            if ((nsizes = parse_list("--sizes", optarg, sizes, 16, MAX_SIZE_MB, 0)) < 0)
+                return CLI_USAGE;
             break;
         case 't':
-            if ((nthreads = parse_list("--threads", optarg, threads, 16, all)) < 0) return CLI_USAGE;
+            if ((nthreads = parse_list("--threads", optarg, threads, 16, MAX_THREADS, all)) < 0)
+                return CLI_USAGE;
             threads_given = 1;
             break;
         case 'o': {
@@ -441,15 +460,27 @@ int cmd_bench(int argc, char **argv)
             return CLI_RUNTIME;
         }
     }
+    /* the device before what the options mean on it: where there is no
+    ** such GPU, that is the error, not --threads or --ops given for a GPU */
+    sq_backend *be = NULL;
+    sq_error err;
+    if (sq_backend_open(device, &be, &err) != SQ_OK) {
+        /* the backend's sentence starts with the device's name, said already */
+        const char *msg = sq_error_message(&err);
+        size_t dl = strlen(device);
+        if (!strncmp(msg, device, dl) && !strncmp(msg + dl, ": ", 2)) msg += dl + 2;
+        fprintf(stderr, "shardq bench: --device %s: %s\n", device, msg);
+        return CLI_RUNTIME;
+    }
     if (gpu && threads_given) {
         fprintf(stderr, "shardq bench: --threads: a GPU has no thread count to set\n");
-        return CLI_USAGE;
+        goto usage;
     }
     for (int i = 0; i < nops; i++)
         if (gpu && sq_bench_op_at((size_t)opsel[i])->cpu_only) {
             fprintf(stderr, "shardq bench: --ops: '%s' is measured on the CPU only\n",
                     sq_bench_op_at((size_t)opsel[i])->name);
-            return CLI_USAGE;
+            goto usage;
         }
     size_t opidx[MAX_OPS];
     if (nops == 0) {
@@ -479,15 +510,9 @@ int cmd_bench(int argc, char **argv)
         if (check_unique("--sizes", sizes, nsizes, NULL) ||
             check_unique("--threads", threads, nthreads, NULL) ||
             check_unique("--ops", opsel, nops, names))
-            return CLI_USAGE;
+            goto usage;
     }
 
-    sq_backend *be = NULL;
-    sq_error err;
-    if (sq_backend_open(device, &be, &err) != SQ_OK) {
-        fprintf(stderr, "shardq bench: --device %s: %s\n", device, sq_error_message(&err));
-        return CLI_RUNTIME;
-    }
     bench_out o = {.json = json, .gpu = gpu, .all = all, .sizes = sizes, .nsizes = nsizes,
                    .nops = nops, .nthreads = nthreads,
                    .peer_python = peer ? bench_peer_python() : NULL, .min_time = min_time};
@@ -518,4 +543,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (db && !json) printf("\nstored as run %lld in %s\n", (long long)run, db);
     return CLI_OK;
+usage:
+    sq_backend_close(be);
+    return CLI_USAGE;
 }

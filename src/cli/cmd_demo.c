@@ -37,6 +37,7 @@
 #include "shardq/store.h"
 #include "shardq/trace.h"
 #include "shardq/train.h"
+#include "trace/input.h"
 
 #include <sqlite3.h>
 
@@ -231,7 +232,10 @@ static void join_blocks(const sq_corpus *c, uint8_t *all)
 /* Whether the file at path holds exactly data[0..len). */
 static int holds(const char *path, const uint8_t *data, size_t len)
 {
-    FILE *f = fopen(path, "rb");
+    /* a regular file, opened without blocking (a FIFO put there would hang
+    ** fopen); anything else is not the copy, and writing it says why */
+    sq_input in;
+    FILE *f = sq_input_fopen(path, 0, &in, NULL);
     if (!f) return 0;
     uint8_t buf[65536];
     size_t at = 0, n;

@@ -639,6 +639,7 @@ int cmd_model(int argc, char **argv)
         fprintf(stderr, "shardq model: --gpus and --sweep-gpus: give one\n");
         goto done;
     }
+    const int gpus_given = gpus > 0;
     if (!sweep && !gpus) gpus = o->plat.nodes * o->plat.gpus_per_node;
     /* with --db the library predicts and stores; a prediction that fails
     ** stores nothing, one that is stored and fails is still printed */
@@ -647,7 +648,20 @@ int cmd_model(int argc, char **argv)
     int stored = db ? sq_cost_record(db, SQ_STORE_BUSY_MS, &st, pts, &n, NULL, &err)
                     : sq_cost_study_run(&st, pts, &n, &err);
     if (!n) {
-        fprintf(stderr, "shardq model: %s\n", sq_error_message(&err));
+        /* a layout refused ("7 GPUs are not whole nodes of 4 GPUs") is the
+        ** options' doing: name them, and where the GPU count came from */
+        if (err.status == SQ_ERR_ARG) {
+            char g[96];
+            if (sweep)
+                snprintf(g, sizeof g, "--sweep-gpus (up to --max-gpus %d)", max_gpus);
+            else
+                snprintf(g, sizeof g, "--gpus %d%s", gpus,
+                         gpus_given ? "" : " (the nodes of --platform)");
+            fprintf(stderr, "shardq model: %s, --tp %d, --pp %d: %s\n", g, o->par.tp, o->par.pp,
+                    sq_error_message(&err));
+        } else {
+            fprintf(stderr, "shardq model: %s\n", sq_error_message(&err));
+        }
         goto done;
     }
     if (json) print_json(o, pts, n);

@@ -48,7 +48,7 @@ static const char replay_usage[] =
     "  --device DEV       cpu (default), cuda or cuda:N[,N...]\n"
     "  --seed S           Philox seed of the rounding, < 2^63 (default 1)\n"
     "  --paths LIST       grad, weight or grad,weight (default both)\n"
-    "  --steps N          replay only the first N steps (default all)\n"
+    "  --steps N          replay only the first N steps, N >= 1 (default all)\n"
     "  --reuse-workers    accept a topology whose worker count differs from the\n"
     "                     trace's gradient files per step (worker r takes file\n"
     "                     r mod W: files reused, or files left unread)\n"
@@ -298,6 +298,13 @@ int cmd_replay(int argc, char **argv)
             break;
         case 't':
             if (cli_parse_u64("replay", "--steps", optarg, UINT32_MAX, &steps)) return CLI_USAGE;
+            /* 0 is the configuration's "all": asked for, it would replay
+            ** every step where the user asked for none */
+            if (steps == 0) {
+                fprintf(stderr, "shardq replay: --steps: 0: replay at least one step (omit "
+                        "--steps for all)\n");
+                return CLI_USAGE;
+            }
             break;
         case 'b': db = optarg; break;
         case 'n': nodb = 1; break;
@@ -332,6 +339,7 @@ int cmd_replay(int argc, char **argv)
         return CLI_USAGE;
     }
     cfg.has_topo = workers != NULL;
+    if (cli_device_present("replay", device)) return CLI_RUNTIME;
     cli_ranks R;
     int rb = cli_ranks_begin("replay", transport, &cfg.topo, cfg.has_topo, &device, &R);
     if (rb) return rb;

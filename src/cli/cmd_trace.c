@@ -7,6 +7,7 @@
 #include "progress.h"
 #include "shardq/synth.h"
 #include "shardq/trace.h"
+#include "trace/input.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -63,7 +64,7 @@ static const char synth_usage[] =
     "  --params SPEC     tensors, NAME:D0xD1x...,... (default\n"
     "                    wte:256x64,h0.qkv:64x192,h0.proj:64x64,h0.fc:64x256,\n"
     "                    h0.ln:64)\n"
-    "  --steps S         steps to write (default 4)\n"
+    "  --steps S         steps to write, 1 to 1000000 (default 4)\n"
     "  --first STEP      number of the first step (default 1)\n"
     "  --workers W       gradient files per step (default 4)\n"
     "  --topology KxG    the topology to record (K x G = W; default none)\n"
@@ -382,6 +383,16 @@ static int trace_synth(int argc, char **argv)
         fprintf(stderr, "shardq trace synth: --params: expected NAME:D0xD1x...,... (at most %d "
                 "tensors)\n", MAXP);
         return CLI_USAGE;
+    }
+    /* the readers refuse a name that is not UTF-8: write none */
+    for (size_t i = 0; i < np; i++) {
+        size_t len = strlen(params[i].name), bad = sq_utf8_invalid(params[i].name, len);
+        if (bad < len) {
+            char shown[256];
+            fprintf(stderr, "shardq trace synth: --params: tensor '%s': not UTF-8 (byte %zu of "
+                    "the name)\n", sq_escape_bytes(params[i].name, shown, sizeof shown), bad);
+            return CLI_USAGE;
+        }
     }
     const char *dir = argv[optind];
     sq_synth_trace st = {

@@ -37,7 +37,7 @@ static const char train_usage[] =
     "  --corpus PATH      a text file or a directory of them (default\n"
     "                     $SHARDQ_CORPUS, else " SQ_CORPUS_DEFAULT ",\n"
     "                     the text of Debian's fortunes package)\n"
-    "  --steps N          optimizer steps (default 300)\n"
+    "  --steps N          optimizer steps, 1 to 10^8 (default 300)\n"
     "  --batch B          sequences per worker per step (default 2)\n"
     "  --seq T            tokens per sequence (default 128, at most --context)\n"
     "  --eval-every E     validation loss every E steps and after the last\n"
@@ -110,16 +110,40 @@ static const char *field_option(sq_train_field f)
     }
 }
 
+/* The model's sentence (sq_gpt_validate: "channels 8 is not a multiple of
+** heads 3") with its settings under their options' names ("--channels 8
+** ... --heads 3"): a word layers, channels, heads or context followed by a
+** number is the setting; "4 x channels must fit" is left as it is. */
+static void print_model_invalid(const char *msg)
+{
+    static const char *const words[] = {"layers ", "channels ", "heads ", "context "};
+    fputs("shardq train: ", stderr);
+    for (const char *p = msg; *p;) {
+        int opt = 0;
+        if (p == msg || p[-1] == ' ')
+            for (size_t k = 0; k < sizeof words / sizeof *words && !opt; k++) {
+                size_t n = strlen(words[k]);
+                opt = !strncmp(p, words[k], n) && p[n] >= '0' && p[n] <= '9';
+            }
+        if (opt) fputs("--", stderr);
+        fputc(*p++, stderr);
+    }
+    fputc('\n', stderr);
+}
+
 /* A refused setting, said under the option's name: the library's sentence
 ** begins with the setting's name (sq_train_field_name), which the option
 ** replaces; the corpus sentence speaks of the sequence length, which is
-** --seq here, or says why the corpus could not be read. */
+** --seq here, or says why the corpus could not be read; the model's names
+** its settings, each an option here. */
 static void report_invalid(sq_train_field f, const sq_error *e)
 {
     const char *msg = sq_error_message(e), *name = sq_train_field_name(f);
     const char *opt = field_option(f);
     size_t len = strlen(name);
-    if (f == SQ_TRAIN_FIELD_CORPUS) {
+    if (f == SQ_TRAIN_FIELD_MODEL) {
+        print_model_invalid(msg);
+    } else if (f == SQ_TRAIN_FIELD_CORPUS) {
         static const char seqlen[] = "the sequence length ";
         const char *at = strstr(msg, seqlen), *tail = strstr(msg, " (give a larger corpus");
         msg += strncmp(msg, "corpus ", 7) == 0 ? 7 : 0;
@@ -490,6 +514,7 @@ int cmd_train(int argc, char **argv)
     }
     c.device = device ? device : "cpu";
     if (train_invalid(&c, NULL)) return CLI_USAGE;
+    if (cli_device_present("train", device)) return CLI_RUNTIME;
     cli_ranks R;
     int rb = cli_ranks_begin("train", transport, &c.topo, workers_given, &device, &R);
     if (rb) return rb;

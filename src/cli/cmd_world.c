@@ -43,7 +43,7 @@ static const char world_usage[] =
     "                    and PowerSGD views it as D0 rows (else grad.powersgd.cols)\n"
     "                    (default: one 1-D tensor of --elements)\n"
     "  --run             move data: run --steps steps on synthetic data\n"
-    "  --steps S         steps of --run (default 3)\n"
+    "  --steps S         steps of --run, 1 to 1000000 (default 3)\n"
     "  --seed S          Philox seed of the data and the rounding (default 1)\n"
     "  --data KIND       gradients of --run: normal, heavy (Student-t, 6 dof)\n"
     "                    or outliers (1 in 1000 elements x100) (default normal)\n"
@@ -513,6 +513,11 @@ int cmd_world(int argc, char **argv)
         case 'r': run = 1; break;
         case 't':
             if (cli_parse_u64("world", "--steps", optarg, 1000000, &steps)) return CLI_USAGE;
+            /* 0 steps would print a run that moved nothing, as if it had */
+            if (steps == 0) {
+                fprintf(stderr, "shardq world: --steps: 0: run at least one step\n");
+                return CLI_USAGE;
+            }
             break;
         case 'e':
             if (cli_parse_u64("world", "--seed", optarg, UINT64_MAX, &seed)) return CLI_USAGE;
@@ -554,6 +559,8 @@ int cmd_world(int argc, char **argv)
         fprintf(stderr, "shardq world: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
+    /* without --run the world is sizes only and places nothing */
+    if (run && cli_device_present("world", device)) return CLI_RUNTIME;
     cli_ranks R;
     int ret = cli_ranks_begin("world", transport, &cfg.topo, has_topo, &device, &R);
     if (ret) return ret;

@@ -136,6 +136,28 @@ int cli_check_device(const char *cmd, const char *text)
     return ok ? 0 : -1;
 }
 
+int cli_device_present(const char *cmd, const char *text)
+{
+    if (!text || !strcmp(text, "cpu")) return 0;
+    int count = sq_device_count();
+    if (count == 0) {
+        fprintf(stderr, "shardq %s: --device %s: no CUDA device: %s\n", cmd, text,
+                sq_device_unavailable_reason());
+        return -1;
+    }
+    /* "cuda" is every device there is; "cuda:N,M" names them (syntax
+    ** checked by cli_check_device) */
+    for (const char *p = strchr(text, ':'); p; p = strchr(p + 1, ',')) {
+        long d = strtol(p + 1, NULL, 10);
+        if (d >= count) {
+            fprintf(stderr, "shardq %s: --device %s: no device cuda:%ld, %d visible (cuda:0 to "
+                    "cuda:%d)\n", cmd, text, d, count, count - 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int cli_scheme(const char *cmd, const char *preset, const char *const *sets, int nsets,
                sq_scheme *out)
 {

@@ -120,12 +120,20 @@ typedef struct parse_ctx {
     int failed; /* the line of the first failure the handler met; 0: none */
 } parse_ctx;
 
-/* inih's reader: the next line of the text (at most num - 1 bytes of it, as
-** fgets would give), counted so that the handler knows where it is. */
+static int fail(parse_ctx *c, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* inih's reader: the next line of the text, counted so that the handler
+** knows where it is. A line longer than inih's buffer (num - 1 bytes with
+** its newline) is refused here, with its number: inih would cut it and read
+** the rest as a line of its own, and the error would name the wrong line. */
 static char *read_line(char *str, int num, void *stream)
 {
     parse_ctx *c = stream;
-    if (!*c->next || num < 2) return NULL;
+    if (c->failed || !*c->next || num < 3) return NULL;
     int i = 0;
     while (i < num - 1 && c->next[i]) {
         str[i] = c->next[i];
@@ -134,16 +142,18 @@ static char *read_line(char *str, int num, void *stream)
     str[i] = '\0';
     c->next += i;
     c->line++;
+    if (i == num - 1 && str[i - 1] == '\r' && *c->next == '\n') {
+        c->next++; /* a CRLF line that fills the buffer: inih strips the '\r' */
+    } else if (i == num - 1 && str[i - 1] != '\n' && *c->next) {
+        fail(c, "%s: line %d: longer than %d characters, the most a line may hold", c->file,
+             c->line, num - 2);
+        return NULL;
+    }
     return str;
 }
 
 /* Records the first failure; inih goes on to the end of the text, and
 ** every later call of the handler returns at once. */
-static int fail(parse_ctx *c, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 static int fail(parse_ctx *c, const char *fmt, ...)
 {
     char msg[SQ_ERROR_MSG];

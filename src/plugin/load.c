@@ -70,6 +70,17 @@ static int load_file(const char *path, sq_error *err)
     if (stat(path, &st) != 0)
         return sq_error_set(err, errno == ENOENT ? SQ_ERR_NOTFOUND : SQ_ERR_IO,
                             "plug-in %s: %s", path, strerror(errno));
+    /* dlopen opens what it is given: a FIFO would block it until a writer
+    ** came, a device or a directory fails with a loader's riddle */
+    if (S_ISDIR(st.st_mode))
+        return sq_error_set(err, SQ_ERR_IO, "plug-in %s: is a directory", path);
+    if (!S_ISREG(st.st_mode))
+        return sq_error_set(err, SQ_ERR_IO, "plug-in %s: not a regular file (%s)", path,
+                            S_ISFIFO(st.st_mode)   ? "a FIFO"
+                            : S_ISCHR(st.st_mode)  ? "a character device"
+                            : S_ISBLK(st.st_mode)  ? "a block device"
+                            : S_ISSOCK(st.st_mode) ? "a socket"
+                                                   : "not a file");
     if (is_loaded(&st)) return 0;
     if (nloaded == SQ_PLUGIN_MAX)
         return sq_error_set(err, SQ_ERR_NOMEM, "plug-in %s: %d files are loaded already", path,

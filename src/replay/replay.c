@@ -127,15 +127,10 @@ static int give_tensor(replay_state *st, uint32_t step, size_t p, int path, cons
                         st->t->params[p].name, (unsigned)step);
 }
 
-/* A failed world call: the world's kind and sentence. */
-static int world_fail(const sq_world *w, int rc, sq_error *err)
-{
-    return sq_error_set(err, rc, "%s", sq_world_error(w));
-}
-
 /* Unit u of the layout: its slots, its world and its buffers. Buffers
 ** are laid out as the unit's flat buffer: param p at its slot's offset. */
 typedef struct unit_run {
+    const char *label;          /* "param 'NAME'" or "bucket of N params from 'NAME'" */
     const sq_layout_slot *slot; /* count of them */
     size_t count;
     uint64_t n;                 /* elements of the unit */
@@ -144,6 +139,16 @@ typedef struct unit_run {
     const float *what0;         /* worker 0's w-hat: b.what0, or where the world holds it */
     sq_erracc *ge, *we;         /* per slot, one step's */
 } unit_run;
+
+/* A failed world call at trace step `step`: the world's kind and sentence
+** after the trace, the step and the unit, since the world knows neither
+** file nor tensor ("a result does not fit fp32" alone names no input). */
+static int world_fail(const replay_state *st, const unit_run *ur, uint32_t step, int rc,
+                      sq_error *err)
+{
+    return sq_error_set(err, rc, "%s: step %u, %s: %s", st->t->path, (unsigned)step, ur->label,
+                        sq_world_error(ur->w));
+}
 
 /* Loads param slot k of trace worker tw (worker < 0: the weights) into
 ** x + offset and, unless x64 is NULL, x64 + offset. */
@@ -308,21 +313,23 @@ static int grad_step(replay_state *st, unit_run *ur, sq_trace_step *ts, uint64_t
             uint32_t copies = 0;
             for (int r = tw; r < N; r += W) {
                 copies++;
-                if ((rc = sq_world_put_grad(w, r, b->g))) return world_fail(w, rc, err);
+                if ((rc = sq_world_put_grad(w, r, b->g)))
+                    return world_fail(st, ur, ts->step, rc, err);
             }
             *clipped += sq_step_add_grad(w, b->exact, b->g, wide ? b->g64 : NULL, copies, b->tmp);
         }
         sq_step_exact_mean(w, b->exact);
     }
     t0 = sq_clock_s();
-    if ((rc = sq_world_reduce_grads(w, ts->step))) return world_fail(w, rc, err);
+    if ((rc = sq_world_reduce_grads(w, ts->step))) return world_fail(st, ur, ts->step, rc, err);
     /* what the collective read and wrote: every worker's full gradient in,
     ** its partition out, fp32 */
     add_timing(st, T_GRAD, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
     t0 = sq_clock_s();
     if (b->red) {
         /* the whole result, then each param's slice of it */
-        if ((rc = sq_step_grad_error(w, NULL, b->red, NULL, NULL))) return world_fail(w, rc, err);
+        if ((rc = sq_step_grad_error(w, NULL, b->red, NULL, NULL)))
+            return world_fail(st, ur, ts->step, rc, err);
         /* each param's sums in element order on one thread (params side
         ** by side: the figures never depend on the threads) */
 #pragma omp parallel for num_threads(sq_get_threads()) schedule(dynamic) if (ur->count > 1)
@@ -330,7 +337,7 @@ static int grad_step(replay_state *st, unit_run *ur, sq_trace_step *ts, uint64_t
             sq_erracc_add(&ur->ge[k], b->red + ur->slot[k].offset, b->exact + ur->slot[k].offset,
                           ur->slot[k].n);
     } else if ((rc = sq_step_grad_error(w, b->exact, NULL, b->shard, &ur->ge[0]))) {
-        return world_fail(w, rc, err);
+        return world_fail(st, ur, ts->step, rc, err);
     }
     add_timing(st, T_STATS, sq_clock_s() - t0, 0);
     if (b->red && st->sink && st->sink->tensor)
@@ -356,7 +363,7 @@ static int give_weights(replay_state *st, unit_run *ur, uint32_t step, sq_error 
 static int read_what(replay_state *st, unit_run *ur, uint32_t step, sq_error *err)
 {
     int differs, rc = sq_step_replicas_view(ur->w, ur->b.what0, ur->b.what, &ur->what0, &differs);
-    if (rc) return world_fail(ur->w, rc, err);
+    if (rc) return world_fail(st, ur, step, rc, err);
     if (differs)
         return sq_error_set(err, SQ_ERR_CONFLICT, "param '%s', step %u: the replicas of the "
                             "weights differ (worker %d against worker 0): a bug in the world",
@@ -389,7 +396,7 @@ static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t
     if (s == st->wfirst) {
         /* the full-precision broadcast that starts training; w-hat is what
         ** the world made of it */
-        if ((rc = sq_world_init_weights(w, b->wcur))) return world_fail(w, rc, err);
+        if ((rc = sq_world_init_weights(w, b->wcur))) return world_fail(st, ur, ts->step, rc, err);
         if ((rc = read_what(st, ur, ts->step, err))) return rc;
         return give_weights(st, ur, ts->step, err);
     }
@@ -404,10 +411,11 @@ static int weight_step(replay_state *st, unit_run *ur, sq_trace_step *ts, size_t
             if (len) memcpy(b->shard, b->wcur + first, (size_t)len * sizeof *b->shard);
             src = b->shard;
         }
-        if ((rc = sq_world_put_master(w, r, src))) return world_fail(w, rc, err);
+        if ((rc = sq_world_put_master(w, r, src))) return world_fail(st, ur, ts->step, rc, err);
     }
     double t0 = sq_clock_s();
-    if ((rc = sq_world_gather_weights(w, ts->step))) return world_fail(w, rc, err);
+    if ((rc = sq_world_gather_weights(w, ts->step)))
+        return world_fail(st, ur, ts->step, rc, err);
     add_timing(st, T_WEIGHT, sq_clock_s() - t0, (uint64_t)N * (n + S) * 4);
     t0 = sq_clock_s();
     if ((rc = read_what(st, ur, ts->step, err))) return rc;
@@ -461,6 +469,7 @@ static int replay_unit(replay_state *st, size_t u, sq_error *err)
                             .device = cfg->device, .transport = cfg->transport};
     char name[300];
     sq_layout_unit_label(L, u, t->params[ur.slot[0].param].name, name, sizeof name);
+    ur.label = name;
     sq_error werr = {0};
     const sq_trace_param *tp = &t->params[ur.slot[0].param];
     int rc = sq_layout_open_world(L, u, &base, tp->shape, tp->ndim, &ur.w, &werr);

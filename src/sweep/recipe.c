@@ -6,6 +6,7 @@
 #define _DEFAULT_SOURCE /* realpath */
 #include "shardq/plugin.h"
 #include "shardq/sweep.h"
+#include "trace/input.h"
 
 #include <stdarg.h>
 
@@ -21,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_RUNS 1000000
+/* A configuration holds its key and label (some 7 KB expanded: 70000 of
+** them took 480 MB), so 10^6 would take gigabytes before the first ran. */
+#define MAX_RUNS 100000
 #define MAX_VALUES 100000
 
 enum { K_TRACE, K_WORKERS, K_SEEDS, K_PRESETS, K_DEVICE, K_PATHS, K_STEPS, K_CORPUS, K_TRAIN,
@@ -113,12 +116,16 @@ static char *read_line(char *str, int num, void *user)
     parse_state *ps = user;
     if (ps->err[0] || ps->oom) return NULL;
     int max = num - 3; /* inih's own rule: room for "\r\n" and the NUL */
-    int c, n = 0, nul = 0;
-    while ((c = getc(ps->f)) != EOF && c != '\n') {
+    int c = 0, n = 0, nul = 0;
+    /* no further than one byte past what a line may hold: a file without
+    ** newlines (gigabytes of one line) is refused at once, not read to its
+    ** end */
+    while (n < num - 1 && (c = getc(ps->f)) != EOF && c != '\n') {
         if (n < num - 2) str[n] = (char)c;
         nul |= c == '\0';
         n++;
     }
+    if (n == num - 1) c = 0; /* stopped at the limit, not at an end */
     if (c == EOF && n == 0) return NULL;
     ps->line++;
     int len = n > 0 && n <= num - 2 && str[n - 1] == '\r' ? n - 1 : n;
@@ -630,6 +637,14 @@ static int make_run(sq_sweep *r, const char *grid, const dim *dims, size_t nd, c
                              grid, v);
                 goto fail;
             }
+            /* 0 is the configuration's "not given" (every step of the trace,
+            ** train's default): written out, it would silently mean that */
+            if (s == 0) {
+                sq_error_set(err, SQ_ERR_SPEC, "%s: [%s] steps: 0: %s at least one step (leave "
+                             "steps out for %s)", r->path, grid, train ? "train" : "replay",
+                             train ? "train's default" : "every step of the trace");
+                goto fail;
+            }
             x.steps = s;
             break;
         }
@@ -898,7 +913,8 @@ static int load_plugins(const char *path, const section *sweep, const char *dir,
 ** loses that record only. */
 static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "r");
+    sq_input in;
+    FILE *f = sq_input_fopen(path, 0, &in, NULL);
     if (!f) return NULL;
     enum { MAX_TEXT = 1 << 20 };
     char *t = malloc(MAX_TEXT + 1);
@@ -920,8 +936,11 @@ int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_
     sq_error *err = e ? e : &mine;
     memset(r, 0, sizeof *r);
     parse_state ps = {.path = path};
-    FILE *f = fopen(path, "r");
-    if (!f) return sq_error_set(err, SQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* a regular file only, opened without blocking: a FIFO would wait for
+    ** a writer, /dev/zero never ends, a directory reads as an error later */
+    sq_input in;
+    FILE *f = sq_input_fopen(path, 0, &in, err);
+    if (!f) return err->status = SQ_ERR_IO; /* a missing recipe too, as it always was */
     ps.f = f;
     int line = ini_parse_stream(read_line, &ps, on_key, &ps);
     int rerr = ferror(f);

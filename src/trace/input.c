@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -88,6 +89,62 @@ FILE *sq_input_fopen(const char *path, int flags, sq_input *in, sq_error *err)
         in->fd = -1;
     }
     return f;
+}
+
+/* ------------------------------------------------------------------------ */
+/* UTF-8                                                                    */
+/* ------------------------------------------------------------------------ */
+
+size_t sq_utf8_invalid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = p[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        /* the lead byte gives the length and the range of the second byte,
+        ** which is where overlongs, surrogates and > U+10FFFF show */
+        size_t n;
+        unsigned lo = 0x80, hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf) n = 2;
+        else if (c >= 0xe0 && c <= 0xef) {
+            n = 3;
+            if (c == 0xe0) lo = 0xa0;      /* overlong below U+0800 */
+            else if (c == 0xed) hi = 0x9f; /* surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 4;
+            if (c == 0xf0) lo = 0x90;      /* overlong below U+10000 */
+            else if (c == 0xf4) hi = 0x8f; /* above U+10FFFF */
+        } else
+            return i; /* a continuation byte, C0/C1 (overlong ASCII) or F5..FF */
+        /* the sequence's first byte is the one named, as Python's decoder does */
+        for (size_t k = 1; k < n; k++) {
+            if (i + k >= len) return i;
+            unsigned b = p[i + k];
+            if (k == 1 ? b < lo || b > hi : b < 0x80 || b > 0xbf) return i;
+        }
+        i += n;
+    }
+    return len;
+}
+
+const char *sq_escape_bytes(const char *s, char *buf, size_t len)
+{
+    if (!len) return buf;
+    size_t at = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        int plain = *p >= 0x20 && *p < 0x7f;
+        if (at + (plain ? 1 : 4) >= len) break; /* never half an escape */
+        if (plain)
+            buf[at++] = (char)*p;
+        else
+            at += (size_t)snprintf(buf + at, len - at, "\\x%02x", *p);
+    }
+    buf[at] = '\0';
+    return buf;
 }
 
 /* ------------------------------------------------------------------------ */

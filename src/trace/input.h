@@ -78,6 +78,19 @@ const char *sq_dup_string(const char *const *keys, size_t n, int *oom);
 int sq_input_foreign(const char *path, const unsigned char *buf, size_t len, int expected,
                      sq_error *err);
 
+/* The offset in s[0..len) of the first byte that does not begin valid
+** UTF-8 (RFC 3629: no overlong forms, no surrogates U+D800..U+DFFF,
+** nothing above U+10FFFF, no sequence cut short; the offset of a bad
+** sequence's first byte, as Python's decoder reports it), or len when all
+** of it is valid. JSON is UTF-8 (RFC 8259), but cJSON passes any byte through, so a
+** name read from a header would come out of `--json` as text no parser takes. */
+size_t sq_utf8_invalid(const char *s, size_t len);
+
+/* s with every byte outside printable ASCII written \xNN, into buf[0..len)
+** (cut short when it does not fit): a name that is not UTF-8, quotable in a
+** message that stays readable. Returns buf. */
+const char *sq_escape_bytes(const char *s, char *buf, size_t len);
+
 struct cJSON;
 /* Looks for a key given twice in any object of the JSON tree v (objects in
 ** arrays and objects included). Returns 0 when there is none, 1 with *key

@@ -585,6 +585,21 @@ static int parse_tensor(const char *path, const cJSON *item, sq_st_entry *e, sq_
     return 0;
 }
 
+/* A name of the header (what: "tensor", "__metadata__ key") that is not
+** UTF-8: the header is JSON, whose text is UTF-8, and cJSON keeps any byte,
+** so such a name would reach `trace info --json` and the database as text
+** no reader takes. The error names it escaped, and the offset of the first
+** bad byte in it. */
+static int check_utf8(const char *path, const char *what, const char *name, const char *noun,
+                      sq_error *err)
+{
+    size_t len = strlen(name), bad = sq_utf8_invalid(name, len);
+    if (bad == len) return 0;
+    char shown[256];
+    return sq_error_set(err, SQ_ERR_FORMAT, "%s: %s '%s': not UTF-8 (byte %zu of the %s)", path,
+                        what, sq_escape_bytes(name, shown, sizeof shown), bad, noun);
+}
+
 /* Parses and validates the JSON header hdr (NUL-terminated, N bytes) into *f;
 ** data_len is the size of the data section. */
 static int parse_header(const char *path, const char *hdr, sq_st_file *f, sq_error *err)
@@ -617,6 +632,7 @@ static int parse_header(const char *path, const char *hdr, sq_st_file *f, sq_err
             meta = it;
             continue;
         }
+        if ((rc = check_utf8(path, "tensor", it->string, "name", err)) != 0) goto done;
         sq_st_entry *e = &f->tensors[f->ntensors];
         e->name = strdup(it->string);
         if (!e->name) {
@@ -650,9 +666,19 @@ static int parse_header(const char *path, const char *hdr, sq_st_file *f, sq_err
             goto done;
         }
         for (const cJSON *kv = meta->child; kv; kv = kv->next) {
+            if ((rc = check_utf8(path, "__metadata__ key", kv->string, "key", err)) != 0)
+                goto done;
             if (!cJSON_IsString(kv)) {
                 rc = sq_error_set(err, SQ_ERR_FORMAT,
                                   "%s: __metadata__ '%s': value is not a string", path, kv->string);
+                goto done;
+            }
+            size_t bad = sq_utf8_invalid(kv->valuestring, strlen(kv->valuestring));
+            if (bad < strlen(kv->valuestring)) {
+                char shown[256];
+                rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: __metadata__ '%s': the value is not "
+                                  "UTF-8 (byte %zu of the value: '%s')", path, kv->string, bad,
+                                  sq_escape_bytes(kv->valuestring, shown, sizeof shown));
                 goto done;
             }
             char *k = strdup(kv->string), *v = strdup(kv->valuestring);

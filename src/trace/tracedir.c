@@ -451,6 +451,17 @@ static int parse_manifest(const char *dir, sq_trace *t, sq_error *err)
                               "%s: field 'params': entry %zu: 'name' missing or empty", mpath, i);
             goto done;
         }
+        /* a name is also a tensor's in the step files and a row's in the
+        ** database: text, so UTF-8 (cJSON keeps any byte) */
+        size_t nlen = strlen(name->valuestring), bad = sq_utf8_invalid(name->valuestring, nlen);
+        if (bad < nlen) {
+            char shown[256];
+            rc = sq_error_set(err, SQ_ERR_FORMAT,
+                              "%s: field 'params': entry %zu: name '%s': not UTF-8 (byte %zu of "
+                              "the name)", mpath, i,
+                              sq_escape_bytes(name->valuestring, shown, sizeof shown), bad);
+            goto done;
+        }
         sq_trace_param *q = &t->params[t->nparams];
         q->name = strdup(name->valuestring);
         if (!q->name) {
@@ -490,6 +501,14 @@ static int parse_manifest(const char *dir, sq_trace *t, sq_error *err)
         else
             rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: field 'params': '%s' listed twice", mpath,
                               dup);
+        goto done;
+    }
+    /* the rest (id, model, owner) is printed by `trace info` too: JSON is
+    ** UTF-8 throughout */
+    size_t tlen = strlen(text), bad = sq_utf8_invalid(text, tlen);
+    if (bad < tlen) {
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: byte %zu is not UTF-8 (JSON is UTF-8 text)",
+                          mpath, bad);
         goto done;
     }
     rc = 0;
@@ -638,6 +657,18 @@ static int open_npy(const char *path, sq_trace *t, sq_error *err)
         free(name);
         sq_npy_free(&a);
         return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    /* the tensor is named after the file, and names are text (UTF-8), as
+    ** a safetensors header's are */
+    size_t bad = sq_utf8_invalid(name, len);
+    if (bad < len) {
+        char shown[256];
+        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: tensor '%s' (the file's name): not UTF-8 "
+                          "(byte %zu of the name)", path, sq_escape_bytes(name, shown, sizeof shown),
+                          bad);
+        free(name);
+        sq_npy_free(&a);
+        return rc;
     }
     t->params[0].name = name;
     t->params[0].ndim = a.ndim;
