@@ -10,18 +10,6 @@
 
 #include <stdio.h>
 
-/* The 0.975 quantile of Student's t with df degrees of freedom, exact to df
-** 9, then 1.96 + 2.5/df (within 1%). */
-#define TQ                                                                                      \
-    "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4"     \
-    " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN"    \
-    " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
-
-static const char *coll(const char *p)
-{
-    return p[0] == 'g' ? "grad_reducescatter" : "weight_allgather";
-}
-
 /* Per run of path p: its label, bits per real parameter (x; per element sent
 ** for a run stored before bits_per_param, old = 1) and mean error, as
 ** d(id, preset, label, x, old, err). */
@@ -41,7 +29,7 @@ static void base(report_buf *b, const char *p)
                   "lk.link = b.link WHERE b.collective = '%s' AND b.bits_per_elem < 16), "
                   "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id "
                   "IN r AND path = '%s' AND rel_l2 > 0 GROUP BY run_id), ",
-                  coll(p), coll(p), p);
+                  fig_collective(p), fig_collective(p), p);
     report_labels_sql(b, cond);
     report_printf(b, ", d AS (SELECT e.id, lab.preset, lab.label, x.x, x.old, e.err FROM e JOIN "
                      "x ON x.id = e.id JOIN lab ON lab.id = e.id) ");
@@ -59,7 +47,7 @@ static void points(report_buf *b, const char *p)
                   "count(*) - 1 AS df, avg(m.rel_l2) AS mu, avg(m.rel_l2 * m.rel_l2) AS m2 FROM "
                   "d JOIN step_metrics m ON m.run_id = d.id AND m.path = '%s' AND m.rel_l2 > 0 "
                   "GROUP BY d.label, round(d.x, 3)), h AS (SELECT label, gx, CASE WHEN df > 0 "
-                  "THEN (" TQ ") * sqrt(max(m2 - mu * mu, 0) / df) ELSE 0 END AS hw FROM s) ",
+                  "THEN (" FIG_T975 ") * sqrt(max(m2 - mu * mu, 0) / df) ELSE 0 END AS hw FROM s) ",
                   p);
 }
 

@@ -8,18 +8,6 @@
 
 #include <stdio.h>
 
-/* The 0.975 quantile of Student's t with df degrees of freedom, exact to df
-** 9, then 1.96 + 2.5/df (within 1%). */
-#define TQ                                                                                      \
-    "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4"     \
-    " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN"    \
-    " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
-
-static const char *coll(const char *p)
-{
-    return p[0] == 'g' ? "grad_reducescatter" : "weight_allgather";
-}
-
 /* The prefix of the keys of path p's bits and group: of the hop a gradient
 ** run's bytes were measured on. */
 static const char *knob(const char *p)
@@ -49,7 +37,7 @@ static void base(report_buf *b, const char *p)
                   "'%s'), "
                   "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id "
                   "IN r AND path = '%s' AND rel_l2 > 0 GROUP BY run_id), ",
-                  coll(p), knob(p), knob(p), coll(p), p);
+                  fig_collective(p), knob(p), knob(p), fig_collective(p), p);
     report_labels_sql(b, cond);
     report_printf(b,
                   ", a AS (SELECT e.id, lab.preset, lab.label || ' ' || kb.bits || '-bit' AS "
@@ -98,7 +86,7 @@ static int path(fig_data *f, const char *p, const char *b, const char *k)
                   ", s AS (SELECT d.label, d.grp, count(*) - 1 AS df, avg(m.rel_l2) AS mu, "
                   "avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN step_metrics m ON m.run_id = d.id "
                   "AND m.path = '%s' AND m.rel_l2 > 0 GROUP BY d.label, d.grp), h AS (SELECT "
-                  "label, grp, CASE WHEN df > 0 THEN (" TQ ") * sqrt(max(m2 - mu * mu, 0) / df) "
+                  "label, grp, CASE WHEN df > 0 THEN (" FIG_T975 ") * sqrt(max(m2 - mu * mu, 0) / df) "
                   "ELSE 0 END AS hw FROM s), pt AS (SELECT label, grp, avg(err) AS err, avg(bp) "
                   "AS bp, grp = max(grp) OVER (PARTITION BY label) AS last FROM d GROUP BY "
                   "label, grp) SELECT pt.label, pt.grp, pt.err, pt.bp, pt.last, max(pt.err - "

@@ -57,11 +57,6 @@ static void base(report_buf *b)
 ** the mean over every step of every run behind it, none where one value
 ** stands behind it. st(cfg, on_, err, hw): per configuration and Hadamard
 ** off (on_ = 0) or on, the mean of its runs' errors and that half-width. */
-#define TQ                                                                                    \
-    "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4 "  \
-    "THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN "    \
-    "df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
-
 static void spread(report_buf *b)
 {
     base(b);
@@ -69,7 +64,7 @@ static void spread(report_buf *b)
                      "AS mu, avg(m.rel_l2 * m.rel_l2) AS m2 FROM d JOIN step_metrics m ON "
                      "m.run_id = d.id AND m.path = 'grad' AND m.rel_l2 > 0 GROUP BY d.cfg, d.h "
                      "> 0), st AS (SELECT d.cfg, d.h > 0 AS on_, avg(d.err) AS err, "
-                     "coalesce(max(CASE WHEN s.df > 0 THEN (" TQ ") * sqrt(max(s.m2 - s.mu * "
+                     "coalesce(max(CASE WHEN s.df > 0 THEN (" FIG_T975 ") * sqrt(max(s.m2 - s.mu * "
                      "s.mu, 0) / s.df) END), 0) AS hw FROM d LEFT JOIN s ON s.cfg = d.cfg AND "
                      "s.on_ = (d.h > 0) GROUP BY d.cfg, d.h > 0) ");
 }

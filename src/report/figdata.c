@@ -25,6 +25,11 @@ void fig_sel(report_buf *b, const char *kind)
                   kind);
 }
 
+const char *fig_collective(const char *path)
+{
+    return path[0] == 'g' ? "grad_reducescatter" : "weight_allgather";
+}
+
 /* A text field of a .tsv file: nothing in it may end the field, the line
 ** or start a quoted field (figdata.h). */
 static void tsv_text(report_buf *b, const unsigned char *s)

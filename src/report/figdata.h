@@ -45,6 +45,16 @@ typedef struct fig_data {
 /* A condition on runs.id: within the runs the report selected. */
 #define FIG_WITHIN "(?1 IS NULL OR runs.id IN (SELECT value FROM json_each(?1)))"
 
+/* SQL of the 0.975 quantile of Student's t with df (a column) degrees of
+** freedom: exact to df 9, then 1.96 + 2.5/df (within 1%). */
+#define FIG_T975                                                                                \
+    "CASE WHEN df = 1 THEN 12.71 WHEN df = 2 THEN 4.303 WHEN df = 3 THEN 3.182 WHEN df = 4"     \
+    " THEN 2.776 WHEN df = 5 THEN 2.571 WHEN df = 6 THEN 2.447 WHEN df = 7 THEN 2.365 WHEN"    \
+    " df = 8 THEN 2.306 WHEN df = 9 THEN 2.262 ELSE 1.96 + 2.5 / df END"
+
+/* The collective of a path, "grad" or "weight", as the bytes table names it. */
+const char *fig_collective(const char *path);
+
 /* "SELECT id FROM runs WHERE status = 'done' AND (cond) AND FIG_WITHIN":
 ** the done runs a figure may draw. */
 void fig_selwhere(report_buf *b, const char *cond);
