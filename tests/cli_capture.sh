@@ -68,17 +68,31 @@ expect_fail_with 1 "mine: cannot create the trace directory: it exists and is no
 ok "... and left as it was" sh -c 'test "$(ls -A "$0")" = notes.txt' "$T/mine"
 
 # killed while it captures: the same command again starts the trace afresh
-# and finishes it; another key is refused the unfinished trace
-train --steps 60 --capture-every 20 --key k3 --capture "$T/c3" >/dev/null 2>&1 &
-# the training's own pid, from the file its trace writer holds
+# and finishes it; another key is refused the unfinished trace.
+# The training writes its lines into a pipe filled beforehand that nothing
+# reads: it blocks at its first, "step 59" (--eval-every 0), which it prints
+# after its last step and before it finishes the trace; so the kill finds the
+# trace unfinished however fast the machine trains, or slow the test polls.
+mkfifo "$T/full"
+exec 3<>"$T/full"
+python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)  # its own O_NONBLOCK
+for n in (65536, 1):
+    try:
+        while True: os.write(fd, b"x" * n)
+    except BlockingIOError: pass' "$T/full"
+train --steps 60 --capture-every 20 --key k3 --capture "$T/c3" >&3 2>/dev/null &
+# the training's own pid, from the file its trace writer holds (a minute at most)
 pid=
-for _ in $(seq 1 600); do
+for _ in $(seq 1 3000); do
   test -d "$T/c3/step-000000" && pid=$(sed -n 's/^pid //p' "$T/c3/.shardq-writer") &&
     test -n "$pid" && break
   sleep 0.02
 done
-kill -9 "$pid"
+ok "the capture of k3 began (pid ${pid:-none}), and the training is killed while it runs" \
+  kill -9 "${pid:-none}"
 wait
+exec 3>&-
 ok "the kill left an unfinished trace of k3" sh -c 'test ! -e "$0/manifest.json" &&
   grep -qx k3 "$0/.shardq-writer" && grep -qx "pid $1" "$0/.shardq-writer"' "$T/c3" "$pid"
 expect_fail_with 1 "c3: holds the unfinished trace of another writer (pid $pid, 'k3'" \

@@ -269,19 +269,25 @@ assert c.execute('SELECT count(*) FROM runs').fetchone()[0] == 1
 
 # --- the database refuses, and keeps what it holds ---------------------------
 cp "$T/k.db" "$T/k.before"
-# locked: another process holds the write lock for 3 s
+# locked: another process holds the write lock until the replay has been
+# refused (the file unlock appears; two minutes at most), not for a time that
+# a slow start of the replay could outlast
 python3 -c "
-import sqlite3, sys, time
+import os, sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
 c.execute('BEGIN EXCLUSIVE')
 open(sys.argv[2], 'w').close()
-time.sleep(3)
+end = time.monotonic() + 120
+while not os.path.exists(sys.argv[3]) and time.monotonic() < end:
+    time.sleep(0.05)
 c.execute('ROLLBACK')
-" "$T/k.db" "$T/locked" &
+" "$T/k.db" "$T/locked" "$T/unlock" &
 lockpid=$!
-for _ in $(seq 50); do test -f "$T/locked" && break; sleep 0.1; done
+for _ in $(seq 600); do test -f "$T/locked" && break; sleep 0.1; done
+ok "another process holds the database's write lock" test -f "$T/locked"
 expect_fail_with 1 "k.db: database is locked" \
   "$SHARDQ" replay --db "$T/k.db" --busy-timeout 200 -q tr
+touch "$T/unlock"
 wait $lockpid
 pyrun "after the lock: the old run intact, nothing added" "
 c = sqlite3.connect(sys.argv[1])

@@ -120,7 +120,11 @@ ok "its counts are the runs stored, the duplicates said apart" sh -c \
 ok "5 runs stored" check_db "$T/dup.db" dup 5
 
 # --- SIGKILL in the middle, then resume ----------------------------------------
-# replays long enough (a few tenths of a second each) to be killed midway
+# replays long enough (a few tenths of a second each) to be killed midway.
+# Each sweep is killed at a point seen in the database, not after a time (a
+# slow machine's sweep may have had fewer runs done by then, a fast one all):
+# once one run more than before it began is done, while its two jobs are on
+# the next ones.
 "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
   --params "a:512x1024,b:1024x256" "$T/traces/mid" >/dev/null
 cat >"$T/kill.ini" <<'EOF'
@@ -136,25 +140,63 @@ grad.bits = 2..8
 grad.group = 64, 128, 512
 EOF
 n_kill=$(( 3 * 7 * 3 ))
-for delay in 0.4 0.9 1.5; do
+# count DB STATUS: the runs of that status (0 before the database exists)
+count() {
+  python3 -c "
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(c.execute('SELECT count(*) FROM runs WHERE status = ?', (sys.argv[2],)).fetchone()[0])
+" "$1" "$2" 2>/dev/null || echo 0
+}
+# wait_more DB PID N: until DB holds more than N runs done, read-only (a minute
+# at most); prints how many. Fails, saying why, if the sweep PID ends first.
+wait_more() {
+  python3 - "$@" <<'EOF'
+import sqlite3, sys, time, urllib.parse
+db, pid, before = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def alive():
+    try:
+        return open('/proc/%s/stat' % pid).read().rsplit(')', 1)[1].split()[0] not in 'ZX'
+    except OSError:
+        return False
+n, end = 0, time.monotonic() + 60
+while time.monotonic() < end:
+    try:
+        c = sqlite3.connect('file:%s?mode=ro' % urllib.parse.quote(db), uri=True, timeout=5)
+        n = c.execute("SELECT count(*) FROM runs WHERE status = 'done'").fetchone()[0]
+        c.close()
+    except sqlite3.Error:
+        pass  # not there yet
+    if n > before:
+        print(n)
+        sys.exit(0)
+    if not alive():
+        sys.exit('the sweep (pid %s) ended with %d runs done, before a run more than %d was'
+                 % (pid, n, before))
+    time.sleep(0.01)
+sys.exit('in a minute: %d runs done, not more than %d' % (n, before))
+EOF
+}
+partial=0 seen= statuses=
+: >"$T/kill.why"
+for round in 1 2 3; do
   "$SHARDQ" sweep --db "$T/kill.db" "$T/kill.ini" >/dev/null 2>&1 &
   spid=$!
-  sleep $delay
+  n=$(wait_more "$T/kill.db" $spid "$partial" 2>>"$T/kill.why") || n=none
   kill -KILL $spid 2>/dev/null
   wait $spid 2>/dev/null
+  statuses="$statuses $?"
+  seen="$seen $n"
+  partial=$(count "$T/kill.db" done)
 done
-partial=$(python3 -c "
-import sqlite3, sys
-c = sqlite3.connect(sys.argv[1])
-print(c.execute(\"SELECT count(*) FROM runs WHERE status = 'done'\").fetchone()[0])
-" "$T/kill.db" 2>/dev/null || echo 0)
-stale=$(python3 -c "
-import sqlite3, sys
-c = sqlite3.connect(sys.argv[1])
-print(c.execute(\"SELECT count(*) FROM runs WHERE status = 'running'\").fetchone()[0])
-" "$T/kill.db" 2>/dev/null || echo 0)
-echo "# after three SIGKILLs: $partial of $n_kill configurations done, $stale left 'running' by killed replays"
-ok "the killed sweep left work undone" test "$partial" -lt "$n_kill"
+stale=$(count "$T/kill.db" running)
+echo "# after three SIGKILLs (each once the done runs were:$seen): $partial of $n_kill configurations done, $stale left 'running' by killed replays"
+cp "$T/kill.why" "$sq_tmp/err"
+echo "exit statuses:$statuses; done runs seen before each kill:$seen" >>"$sq_tmp/err"
+: >"$sq_tmp/out"
+test "$statuses" = " 137 137 137"
+sq_report $? "each sweep was killed by the SIGKILL, with more runs done than before it began"
+ok "the killed sweeps left work undone" test "$partial" -gt 0 -a "$partial" -lt "$n_kill"
 ok "the same command completes it" "$SHARDQ" sweep --db "$T/kill.db" "$T/kill.ini"
 cp "$sq_tmp/err" "$T/resume.err"
 ok "... running only what was missing" grep -q "$partial already done" "$T/resume.err"

@@ -437,7 +437,7 @@ fi
 env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$SHARDQ" world --run --elements 100003 --steps 100000 >/dev/null 2>&1 &
 pid=$!
 name=
-for _ in $(seq 100); do
+for _ in $(seq 600); do   # a minute at most
   if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMP_WAIT_POLICY=passive; then
     name=$(cat "/proc/$pid/comm"); break
   fi

@@ -347,7 +347,17 @@ for _ in $(seq 900); do   # up to 90 s for the first run and the ranks of node 1
   sleep 0.1
 done
 ok "the 4 shardq ranks of node 1 run in its namespace (victim: pid ${victim:-none})" test -n "$victim"
-sleep 1   # inside the steps, not MPI's start
+# inside the steps, not MPI's start: the long run has stored rows (rank 0
+# stores them every 32 steps, which every rank takes part in), a minute at most
+stepping=0
+for _ in $(seq 600); do
+  test -n "$victim" || break
+  stepping=$(sqlite3 "$T/kill.db" "SELECT count(*) FROM train_steps t JOIN runs r ON r.id = t.run_id
+    WHERE r.status = 'running'" 2>/dev/null) || stepping=0
+  test "${stepping:-0}" -gt 0 && break
+  sleep 0.1
+done
+ok "the long run is inside its steps: it stored rows (${stepping:-0})" test "${stepping:-0}" -gt 0
 ok "all of the job's processes are seen (mpirun, a daemon, 8 ranks at least)" \
   sh -c "test \"\$(python3 '$T/procs.py' '${kdir:-/none}' | grep -c .)\" -ge 10"
 t0=$(date +%s)

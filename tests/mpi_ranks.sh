@@ -86,11 +86,14 @@ expect_fail_with 2 "--capture: not on real ranks" \
 # a rank that fails ends the job, naming itself and its host; what the
 # database held stays: rank 0 finds the store locked by another process
 before=$(sqlite3 "$T/mpi.db" 'SELECT count(*) FROM runs')
+# (held until it is killed below, five minutes at most: not for a time that a
+# slow start of mpirun's ranks could outlast)
 python3 -c 'import sqlite3,sys,time
 c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN EXCLUSIVE")
-open(sys.argv[2], "w").close(); time.sleep(20)' "$T/mpi.db" "$T/locked" &
+open(sys.argv[2], "w").close(); time.sleep(300)' "$T/mpi.db" "$T/locked" &
 locker=$!
-for _ in $(seq 100); do test -f "$T/locked" && break; sleep 0.1; done
+for _ in $(seq 600); do test -f "$T/locked" && break; sleep 0.1; done
+ok "another process holds the database's write lock" test -f "$T/locked"
 expect_fail_with nonzero "on host $(hostname)" \
   timeout 120 mpirun $SQ_MPIRUN_FLAGS -np 4 "$SHARDQ" replay -q --db "$T/mpi.db" --busy-timeout 200 --workers 2x2 --transport mpi "$T/trace"
 cp "$sq_tmp/err" "$T/fail.err"
