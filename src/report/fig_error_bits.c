@@ -15,22 +15,15 @@
 ** d(id, preset, label, x, old, err). */
 static void base(report_buf *b, const char *p)
 {
-    char cond[160];
-    snprintf(cond, sizeof cond,
-             "p.key LIKE '%s.%%' AND p.key NOT LIKE '%%.bits' AND p.key NOT LIKE '%%.group'", p);
-    report_printf(b, "WITH r AS (");
-    fig_sel(b, "replay");
+    fig_replay_hops(b, p);
     report_printf(b,
-                  "), lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND "
-                  "sent_elems > 0 THEN 'inter' END), 'intra') AS link FROM bytes WHERE run_id IN "
-                  "r AND collective = '%s' GROUP BY run_id), "
                   "x AS (SELECT b.run_id AS id, coalesce(b.bits_per_param, b.bits_per_elem) AS x, "
                   "b.bits_per_param IS NULL AS old FROM bytes b JOIN lk ON lk.id = b.run_id AND "
                   "lk.link = b.link WHERE b.collective = '%s' AND b.bits_per_elem < 16), "
                   "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id "
                   "IN r AND path = '%s' AND rel_l2 > 0 GROUP BY run_id), ",
-                  fig_collective(p), fig_collective(p), p);
-    report_labels_sql(b, cond);
+                  fig_collective(p), p);
+    fig_labels_but_size(b, p);
     report_printf(b, ", d AS (SELECT e.id, lab.preset, lab.label, x.x, x.old, e.err FROM e JOIN "
                      "x ON x.id = e.id JOIN lab ON lab.id = e.id) ");
 }

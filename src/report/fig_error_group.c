@@ -20,15 +20,8 @@ static const char *knob(const char *p)
 ** err, bp); lines with a single group size left out. */
 static void base(report_buf *b, const char *p)
 {
-    char cond[160];
-    snprintf(cond, sizeof cond,
-             "p.key LIKE '%s.%%' AND p.key NOT LIKE '%%.bits' AND p.key NOT LIKE '%%.group'", p);
-    report_printf(b, "WITH r AS (");
-    fig_sel(b, "replay");
+    fig_replay_hops(b, p);
     report_printf(b,
-                  "), lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND "
-                  "sent_elems > 0 THEN 'inter' END), 'intra') AS link FROM bytes WHERE run_id IN "
-                  "r AND collective = '%s' GROUP BY run_id), "
                   "kb AS (SELECT lk.id, CAST(b.value AS INTEGER) AS bits, CAST(g.value AS "
                   "INTEGER) AS grp FROM lk JOIN params b ON b.run_id = lk.id AND b.key = %s || "
                   "'bits' JOIN params g ON g.run_id = lk.id AND g.key = %s || 'group'), "
@@ -37,8 +30,8 @@ static void base(report_buf *b, const char *p)
                   "'%s'), "
                   "e AS (SELECT run_id AS id, avg(rel_l2) AS err FROM step_metrics WHERE run_id "
                   "IN r AND path = '%s' AND rel_l2 > 0 GROUP BY run_id), ",
-                  fig_collective(p), knob(p), knob(p), fig_collective(p), p);
-    report_labels_sql(b, cond);
+                  knob(p), knob(p), fig_collective(p), p);
+    fig_labels_but_size(b, p);
     report_printf(b,
                   ", a AS (SELECT e.id, lab.preset, lab.label || ' ' || kb.bits || '-bit' AS "
                   "label, kb.bits, kb.grp, e.err, bp.bp FROM e JOIN kb ON kb.id = e.id JOIN lab "

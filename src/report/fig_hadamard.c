@@ -22,13 +22,7 @@ static void pk(report_buf *b, const char *k)
 ** replayed both with and without one. */
 static void base(report_buf *b)
 {
-    report_printf(b, "WITH r AS (");
-    fig_sel(b, "replay");
-    report_printf(b, "), ");
-    report_printf(b, "lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND "
-                     "sent_elems > 0 THEN 'inter' END), 'intra') AS link, sum(sent_elems > 0) "
-                     "AS hops FROM bytes WHERE run_id IN r AND collective = "
-                     "'grad_reducescatter' GROUP BY run_id), ");
+    fig_replay_hops(b, "grad");
     report_printf(b, "kn AS (SELECT lk.id, lk.hops, CAST(");
     pk(b, "'grad.intra.bits'");
     report_printf(b, " AS INTEGER) AS ib, CAST(");

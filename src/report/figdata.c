@@ -30,6 +30,26 @@ const char *fig_collective(const char *path)
     return path[0] == 'g' ? "grad_reducescatter" : "weight_allgather";
 }
 
+void fig_replay_hops(report_buf *b, const char *path)
+{
+    report_printf(b, "WITH r AS (");
+    fig_sel(b, "replay");
+    report_printf(b, "), lk AS (SELECT run_id AS id, coalesce(max(CASE WHEN link = 'inter' AND "
+                     "sent_elems > 0 THEN 'inter' END), 'intra') AS link, sum(sent_elems > 0) "
+                     "AS hops FROM bytes WHERE run_id IN r AND collective = '%s' GROUP BY "
+                     "run_id), ",
+                  fig_collective(path));
+}
+
+void fig_labels_but_size(report_buf *b, const char *path)
+{
+    char cond[160];
+    snprintf(cond, sizeof cond,
+             "p.key LIKE '%s.%%' AND p.key NOT LIKE '%%.bits' AND p.key NOT LIKE '%%.group'",
+             path);
+    report_labels_sql(b, cond);
+}
+
 /* A text field of a .tsv file: nothing in it may end the field, the line
 ** or start a quoted field (figdata.h). */
 static void tsv_text(report_buf *b, const unsigned char *s)

@@ -55,6 +55,14 @@ typedef struct fig_data {
 /* The collective of a path, "grad" or "weight", as the bytes table names it. */
 const char *fig_collective(const char *path);
 
+/* "WITH r AS (the selected replay runs), lk AS (id, link, hops), ": per run,
+** the link level path's collective was measured on (inter when its
+** inter-node hop sent anything, else intra) and how many hops sent. */
+void fig_replay_hops(report_buf *b, const char *path);
+/* report_labels_sql over the knobs of path other than bits and group size
+** (the figures that draw against those): needs r, defines lab. */
+void fig_labels_but_size(report_buf *b, const char *path);
+
 /* "SELECT id FROM runs WHERE status = 'done' AND (cond) AND FIG_WITHIN":
 ** the done runs a figure may draw. */
 void fig_selwhere(report_buf *b, const char *cond);
