@@ -319,6 +319,35 @@ typedef struct sq_cost_measurements {
 ** the other files': SQ_ERR_FORMAT names the file, the row and the key. */
 int sq_cost_measurements_read(const char *path, sq_cost_measurements *m, sq_error *err);
 
+/* A calibration (sq_cost_calibrate): the platform fitted to measured
+** baseline rows, and how well it predicts each of them. */
+typedef struct sq_cost_calibration {
+    sq_cost_platform start;    /* the platform the fit started from */
+    sq_cost_platform platform; /* the calibrated one: named, its figures sourced */
+    char comment[1024];        /* the head of its file (sq_cost_platform_format) */
+    int nrows;
+    int nparams;        /* 1: the network's rate alone; 2: and the compute rate */
+    int iterations;     /* Gauss-Newton steps */
+    double inter_bw;    /* the fitted rate through a node's network, bytes/s */
+    double achieved_flops; /* the fitted (or, with one row, the platform's) FLOP/s */
+    double line_rate;   /* the platform's cards together, bytes/s */
+    double measured_s[SQ_COST_VALIDATION_MAX_ROWS]; /* each row's iteration */
+    double fitted_s[SQ_COST_VALIDATION_MAX_ROWS];   /* and the calibrated model's */
+} sq_cost_calibration;
+
+/* Fits the network's rate (one row), or that and the achieved compute rate
+** (two rows or more), of platform p0 to the measured rows of ms (read from
+** `file`, which messages name) under `base`, the baseline as `system` runs
+** it; the calibrated platform is named after `out`, the path its file is
+** to be written to. SQ_OK; a row's model that does not read or run gives
+** that failure's status (the message names the file and the row);
+** SQ_ERR_CONFLICT for rows faster than the hardware allows or rows that
+** cannot tell the figures apart; SQ_ERR_RANGE when the fit fails
+** numerically; SQ_ERR_NOMEM. */
+int sq_cost_calibrate(const sq_cost_measurements *ms, const char *file,
+                      const sq_cost_platform *p0, const sq_scheme *base, int system,
+                      const char *out, sq_cost_calibration *cal, sq_error *err);
+
 /* Writes the name of the i-th built-in file of a kind (in the order of the
 ** build) into name[0..len): SQ_OK, SQ_ERR_NOTFOUND past the last,
 ** SQ_ERR_RANGE when len is too short. */

@@ -28,11 +28,6 @@ int cmd_sweep(int argc, char **argv);  /* cmd_sweep.c */
 int cmd_db(int argc, char **argv);     /* cmd_db.c */
 int cmd_train(int argc, char **argv);  /* cmd_train.c */
 int cmd_model(int argc, char **argv);  /* cmd_model.c */
-/* shardq model --calibrate FILE --platform-out OUT (calibrate.c): the fit
-** of the platform to measured baseline rows under system (sq_cost_system);
-** a CLI_* status. */
-int cli_model_calibrate(const char *file, const char *platform, const char *out, int system,
-                        int json);
 int cmd_demo(int argc, char **argv);   /* cmd_demo.c */
 int cmd_report(int argc, char **argv); /* cmd_report.c */
 int cmd_netbench(int argc, char **argv); /* cmd_netbench.c */

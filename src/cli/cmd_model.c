@@ -402,6 +402,105 @@ static int validate(const char *table, const char *platform, model_opts *o, int 
     return out ? CLI_RUNTIME : CLI_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* --calibrate                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void print_calibration_json(const sq_cost_calibration *cal,
+                                   const sq_cost_measurements *ms, const char *out)
+{
+    printf("{\"platform\":");
+    cli_json_str(cal->start.name);
+    printf(",\"file\":");
+    cli_json_str(out);
+    printf(",\"fitted\":{\"inter_gb_s\":");
+    cli_json_num(cal->inter_bw / 1e9);
+    printf(",\"achieved_tflops\":");
+    cli_json_num(cal->nparams == 2 ? cal->achieved_flops / 1e12 : NAN);
+    printf("},\"line_rate_gb_s\":");
+    cli_json_num(cal->line_rate / 1e9);
+    printf(",\"iterations\":%d,\"rows\":[", cal->iterations);
+    for (int i = 0; i < cal->nrows; i++) {
+        printf("%s{\"label\":", i ? "," : "");
+        cli_json_str(ms->rows[i].label);
+        printf(",\"measured_s\":");
+        cli_json_num(cal->measured_s[i]);
+        printf(",\"fitted_s\":");
+        cli_json_num(cal->fitted_s[i]);
+        printf(",\"error\":");
+        cli_json_num(cal->fitted_s[i] / cal->measured_s[i] - 1);
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+static void print_calibration(const sq_cost_calibration *cal, const sq_cost_measurements *ms,
+                              const char *file, const char *out)
+{
+    const sq_cost_platform *p0 = &cal->start;
+    const int n = cal->nrows, iters = cal->iterations;
+    const double E = cal->inter_bw, F = cal->achieved_flops, line = cal->line_rate;
+    printf("%s: %d measured baseline row%s on %s; fitted by least squares (%d Gauss-Newton "
+           "step%s):\n", file, n, n == 1 ? "" : "s", p0->name, iters, iters == 1 ? "" : "s");
+    printf("  inter-node bandwidth %.4g GB/s per node (%.0f%% of the %.4g GB/s line rate of "
+           "%d x %.4g GB/s cards)\n", E / 1e9, 100 * E / line, line / 1e9, p0->nics_per_node,
+           p0->nic_bw / 1e9);
+    if (cal->nparams == 2)
+        printf("  achieved compute   %.4g TFLOP/s per GPU (the platform said %.4g)\n",
+               F / 1e12, p0->achieved_flops / 1e12);
+    else
+        printf("  achieved compute   %.4g TFLOP/s per GPU, the platform's (one row fits the "
+               "bandwidth alone)\n", F / 1e12);
+    printf("\n  %-16s %12s %12s %8s\n", "row", "measured ms", "fitted ms", "error");
+    for (int i = 0; i < n; i++)
+        printf("  %-16s %12.1f %12.1f %+7.1f%%\n", ms->rows[i].label, 1e3 * cal->measured_s[i],
+               1e3 * cal->fitted_s[i], 100 * (cal->fitted_s[i] / cal->measured_s[i] - 1));
+    printf("\nwrote %s (shardq model --platform %s)\n", out, out);
+}
+
+/* The fit's failures: rows the hardware or the fit cannot explain are the
+** run's (exit 1), files and rows that do not read are the options' (2). */
+static int calibrate_status(int st)
+{
+    return st == SQ_ERR_CONFLICT || st == SQ_ERR_RANGE || st == SQ_ERR_NOMEM ? CLI_RUNTIME
+                                                                              : CLI_USAGE;
+}
+
+/* --calibrate FILE --platform-out OUT: the fit of the platform to the
+** measured baseline rows (sq_cost_calibrate), printed, and the calibrated
+** platform file written. */
+static int calibrate(const char *file, const char *platform, const char *out,
+                     const sq_scheme *base, int system, int json)
+{
+    const char *cmd = "shardq model --calibrate";
+    sq_error err = {0};
+    sq_cost_measurements *ms = malloc(sizeof *ms);
+    sq_cost_calibration *cal = malloc(sizeof *cal);
+    sq_cost_platform p0;
+    char *text = NULL;
+    int rc = CLI_RUNTIME, st;
+    if (!ms || !cal) {
+        fprintf(stderr, "%s: out of memory\n", cmd);
+    } else if (sq_cost_measurements_read(file, ms, &err) != SQ_OK ||
+               sq_cost_platform_read(platform, &p0, &err) != SQ_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, sq_error_message(&err));
+        rc = CLI_USAGE;
+    } else if ((st = sq_cost_calibrate(ms, file, &p0, base, system, out, cal, &err)) != SQ_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, sq_error_message(&err));
+        rc = calibrate_status(st);
+    } else if (sq_cost_platform_format(&cal->platform, cal->comment, &text, &err) != SQ_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, sq_error_message(&err));
+    } else if (!cli_write_file("model", out, text, strlen(text))) {
+        if (json) print_calibration_json(cal, ms, out);
+        else print_calibration(cal, ms, file, out);
+        rc = CLI_OK;
+    }
+    free(text);
+    free(ms);
+    free(cal);
+    return rc;
+}
+
 /* --list: the built-in platforms and models, one line each. */
 static void print_builtins(void)
 {
@@ -481,7 +580,7 @@ static int parse_int(const char *opt, const char *text, int max, int *out)
 int cmd_model(int argc, char **argv)
 {
     const char *platform = "a100-slingshot10", *model = "gpt-1.3b", *scheme_list = NULL;
-    const char *db = NULL, *quant_db = NULL, *table = NULL, *calibrate = NULL;
+    const char *db = NULL, *quant_db = NULL, *table = NULL, *calibrate_file = NULL;
     const char *platform_out = NULL;
     const char *sets[MAX_SETS];
     int nsets = 0, gpus = 0, sweep = 0, max_gpus = 1024, json = 0, list = 0, platform_given = 0;
@@ -535,7 +634,7 @@ int cmd_model(int argc, char **argv)
             }
             break;
         case O_HPZ: o->par.hpz = 1; break;
-        case O_CALIBRATE: calibrate = optarg; break;
+        case O_CALIBRATE: calibrate_file = optarg; break;
         case O_PLATFORM_OUT: platform_out = optarg; break;
         case 'h':
             fputs(model_usage, stdout);
@@ -560,7 +659,7 @@ int cmd_model(int argc, char **argv)
         fprintf(stderr, "shardq model: --hpz: hpZ is a ZeRO-3 partition: give --system zero3\n");
         goto done;
     }
-    if (platform_out && !calibrate) {
+    if (platform_out && !calibrate_file) {
         fprintf(stderr, "shardq model: --platform-out: only with --calibrate FILE\n");
         goto done;
     }
@@ -571,7 +670,7 @@ int cmd_model(int argc, char **argv)
     int zero3 = o->par.system == SQ_COST_ZERO3;
     if (cli_scheme("model", "baseline", zero3 ? zero3_grads : NULL, zero3 ? 2 : 0, &o->baseline))
         goto done;
-    if (calibrate) {
+    if (calibrate_file) {
         if (!platform_out) {
             fprintf(stderr, "shardq model: --calibrate: give --platform-out FILE, where the "
                     "calibrated platform goes\n");
@@ -583,7 +682,7 @@ int cmd_model(int argc, char **argv)
                     "--platform %s afterwards)\n", platform_out);
             goto done;
         }
-        rc = cli_model_calibrate(calibrate, platform, platform_out, o->par.system, json);
+        rc = calibrate(calibrate_file, platform, platform_out, &o->baseline, o->par.system, json);
         goto done;
     }
     if (table) {
