@@ -288,6 +288,40 @@ typedef struct sq_cost_validation {
 
 int sq_cost_validation_read(const char *what, sq_cost_validation *v, sq_error *err);
 
+/* One row of a validation table as the model predicts it. */
+typedef struct sq_cost_validated_row {
+    sq_cost_result base, scheme; /* the baseline's iteration and the scheme's */
+    double speedup;              /* base over scheme */
+    double error;                /* the speedup's relative error to the published one */
+    int out_of_tolerance;        /* |error| above the table's tolerance */
+    char fitted[256];            /* the platform's figures fitted to this row, or "" */
+} sq_cost_validated_row;
+
+/* How many rows, how many out of tolerance, the largest |error|. */
+typedef struct sq_cost_tally {
+    int rows, out;
+    double worst;
+} sq_cost_tally;
+
+typedef struct sq_cost_validation_report {
+    char table_name[128]; /* what a fitted figure's source calls the table */
+    int nrows;            /* rows predicted: all, or those before the one that failed */
+    sq_cost_validated_row rows[SQ_COST_VALIDATION_MAX_ROWS];
+    sq_cost_tally predicted; /* rows that used no figure fitted to themselves */
+    sq_cost_tally self;      /* rows that did: they match by construction */
+} sq_cost_validation_report;
+
+/* The name a figure's source calls a table by: a built-in table's name, a
+** file's name without its directory and ".ini". */
+void sq_cost_table_name(const char *table, char *out, size_t len);
+
+/* Predicts every row of v (read from `table`) on platform p, the baseline
+** against scheme s. SQ_OK; a row's model that does not read or run gives
+** that failure's status and message, rep->nrows the rows done before it. */
+int sq_cost_validate(const sq_cost_validation *v, const char *table, const sq_cost_platform *p,
+                     const sq_scheme *baseline, const sq_scheme *s,
+                     sq_cost_validation_report *rep, sq_error *err);
+
 /* The text of p as a platform file (sq_cost_platform_read reads it back
 ** to the same figures and sources), `comment` (may be NULL; lines without
 ** their '#') at its head: *text is malloc'd, free() it. SQ_OK, SQ_ERR_ARG

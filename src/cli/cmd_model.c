@@ -252,154 +252,147 @@ static void print_json(const model_opts *o, const sq_cost_point *pts, int n)
 /* --validate                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* The name a figure's source calls a table by: a built-in one's name, a
-** file's name without its directory and ".ini". */
-static void table_name(const char *table, char *out, size_t len)
+static void print_validated_json(const sq_cost_validation_row *row,
+                                 const sq_cost_validated_row *vr, int first)
 {
-    const char *base = strrchr(table, '/');
-    base = base ? base + 1 : table;
-    size_t n = strlen(base);
-    if (n > 4 && !strcmp(base + n - 4, ".ini")) n -= 4;
-    snprintf(out, len, "%.*s", (int)n, base);
+    printf("%s{\"label\":", first ? "" : ",");
+    cli_json_str(row->label);
+    printf(",\"tp\":%d,\"pp\":%d,\"baseline_tflops\":", row->tp, row->pp);
+    cli_json_num(vr->base.tflops);
+    printf(",\"paper_baseline_tflops\":");
+    cli_json_num(row->baseline_tflops);
+    printf(",\"scheme_tflops\":");
+    cli_json_num(vr->scheme.tflops);
+    printf(",\"paper_scheme_tflops\":");
+    cli_json_num(row->scheme_tflops);
+    printf(",\"speedup\":");
+    cli_json_num(vr->speedup);
+    printf(",\"paper_speedup\":");
+    cli_json_num(row->speedup);
+    printf(",\"error\":");
+    cli_json_num(vr->error);
+    printf(",\"within\":%s,\"fitted_to_itself\":%s,\"fitted_figures\":",
+           vr->out_of_tolerance ? "false" : "true", vr->fitted[0] ? "true" : "false");
+    cli_json_str(vr->fitted);
+    printf("}");
 }
 
-/* A tally of rows: how many, how many out of tolerance, the worst error. */
-typedef struct tally {
-    int rows, out;
-    double worst;
-} tally;
-
-static void tally_add(tally *t, double e, int bad)
+static void print_validation_head(const char *table, const sq_cost_validation *v,
+                                  const sq_cost_platform *p, int json)
 {
-    t->rows++, t->out += bad;
-    if (fabs(e) > t->worst) t->worst = fabs(e);
+    if (json) {
+        printf("{\"table\":\"%s\",\"platform\":\"%s\",\"scheme\":\"%s\",\"rows\":[", table,
+               p->name, v->scheme);
+        return;
+    }
+    printf("%s: %s against baseline on %s, %d GPUs, micro-batch %d, accumulation %d, overlap "
+           "%s (tolerance %.0f%% on the speedup)\n\n  %-10s %5s  %17s  %17s  %17s  %7s\n",
+           table, v->scheme, p->name, v->gpus, v->micro_batch, v->accum,
+           v->overlap ? "on" : "off", 100 * v->tolerance, "model", "TP/PP",
+           "baseline TFLOP/s", "scheme TFLOP/s", "speedup", "error");
+    printf("  %-10s %5s  %8s %8s  %8s %8s  %8s %8s\n", "", "", "model", "paper", "model",
+           "paper", "model", "paper");
+}
+
+static void print_validated_rows(const sq_cost_validation *v,
+                                 const sq_cost_validation_report *rep, int json)
+{
+    for (int r = 0; r < rep->nrows; r++) {
+        const sq_cost_validation_row *row = &v->rows[r];
+        const sq_cost_validated_row *vr = &rep->rows[r];
+        if (json)
+            print_validated_json(row, vr, r == 0);
+        else
+            printf("  %-10s %2d/%-2d  %8.1f %8.1f  %8.1f %8.1f  %7.2fx %7.2fx  %+6.1f%%%s%s\n",
+                   row->label, row->tp, row->pp, vr->base.tflops, row->baseline_tflops,
+                   vr->scheme.tflops, row->scheme_tflops, vr->speedup, row->speedup,
+                   100 * vr->error, vr->out_of_tolerance ? "  OUT" : "",
+                   vr->fitted[0] ? "  (fitted to itself)" : "");
+    }
+}
+
+static void print_validation_tail(const sq_cost_validation_report *rep,
+                                  const sq_cost_platform *p, int json)
+{
+    const sq_cost_tally *pred = &rep->predicted, *self = &rep->self;
+    if (json) {
+        printf("],\"worst_error\":%.6f,\"out_of_tolerance\":%d,", fmax(pred->worst, self->worst),
+               pred->out + self->out);
+        printf("\"predicted\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f},"
+               "\"fitted_to_itself\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f}}\n",
+               pred->rows, pred->out, pred->worst, self->rows, self->out, self->worst);
+        return;
+    }
+    printf("\n  predicted rows: %d, worst speedup error %.1f%%, %d out of tolerance\n",
+           pred->rows, 100 * pred->worst, pred->out);
+    if (!self->rows) return;
+    printf("  rows that used a figure fitted to themselves: %d, worst speedup error %.1f%%, "
+           "%d out of tolerance; they match by construction, not by prediction:\n",
+           self->rows, 100 * self->worst, self->out);
+    for (int f = 0; f < SQ_COST_NFIGURES; f++) {
+        const sq_cost_source *src = &p->source[f];
+        if (src->kind == SQ_COST_SRC_FITTED && !strcmp(src->fitted_to, rep->table_name))
+            printf("    %s fitted to %s%s%s%s%s\n", sq_cost_figure_key((sq_cost_figure)f),
+                   src->fitted_to, src->rows[0] ? " rows " : " (every row)", src->rows,
+                   src->note[0] ? ": " : "", src->note);
+    }
+}
+
+/* --validate TABLE: the table's rows predicted (sq_cost_validate) and
+** printed beside the published figures; CLI_RUNTIME when a row is out of
+** tolerance. */
+static int validate_table(const char *table, const sq_cost_validation *v, model_opts *o,
+                          int json, sq_cost_validation_report *rep)
+{
+    sq_error err = {0};
+    sq_scheme s;
+    if (cli_scheme("model", v->scheme, NULL, 0, &s)) return CLI_USAGE;
+    snprintf(o->quant_text, sizeof o->quant_text, "platform");
+    print_validation_head(table, v, &o->plat, json);
+    int rc = sq_cost_validate(v, table, &o->plat, &o->baseline, &s, rep, &err);
+    print_validated_rows(v, rep, json);
+    if (rc != SQ_OK) {
+        if (json) printf("]}\n");
+        const sq_cost_validation_row *row = &v->rows[rep->nrows];
+        char context[128];
+        snprintf(context, sizeof context, "--validate: [row %s]: ", row->label);
+        load_failed(context, &err, row->model);
+        return CLI_USAGE;
+    }
+    print_validation_tail(rep, &o->plat, json);
+    int out = rep->predicted.out + rep->self.out;
+    if (out)
+        fprintf(stderr, "shardq model: --validate %s: %d of %d rows out of tolerance (worst "
+                "speedup error %.1f%%, tolerance %.0f%%; %d predicted, %d fitted to "
+                "themselves)\n", table, out, v->nrows,
+                100 * fmax(rep->predicted.worst, rep->self.worst), 100 * v->tolerance,
+                rep->predicted.out, rep->self.out);
+    return out ? CLI_RUNTIME : CLI_OK;
 }
 
 static int validate(const char *table, const char *platform, model_opts *o, int json)
 {
     sq_error err = {0};
     sq_cost_validation *v = malloc(sizeof *v);
-    if (!v) {
+    sq_cost_validation_report *rep = malloc(sizeof *rep);
+    int rc = CLI_USAGE;
+    if (!v || !rep) {
         fprintf(stderr, "shardq model: out of memory\n");
-        return CLI_RUNTIME;
+        rc = CLI_RUNTIME;
+        goto done;
     }
     const char *what = table;
     /* --platform replaces the table's own: the same rows on another
     ** description of the cluster (a calibrated one) */
     if (sq_cost_validation_read(table, v, &err) == SQ_OK) what = platform ? platform : v->platform;
-    if (err.status != SQ_OK || sq_cost_platform_read(what, &o->plat, &err) != SQ_OK) {
+    if (err.status != SQ_OK || sq_cost_platform_read(what, &o->plat, &err) != SQ_OK)
         load_failed("--validate: ", &err, what);
-        free(v);
-        return CLI_USAGE;
-    }
-    sq_scheme s;
-    if (cli_scheme("model", v->scheme, NULL, 0, &s)) {
-        free(v);
-        return CLI_USAGE;
-    }
-    char tname[128];
-    table_name(table, tname, sizeof tname);
-    snprintf(o->quant_text, sizeof o->quant_text, "platform");
-    /* rows predicted, and rows that used a figure fitted to themselves:
-    ** those match by construction and are reported apart */
-    tally pred = {0}, self = {0};
-    if (json) printf("{\"table\":\"%s\",\"platform\":\"%s\",\"scheme\":\"%s\",\"rows\":[", table,
-                     o->plat.name, v->scheme);
     else
-        printf("%s: %s against baseline on %s, %d GPUs, micro-batch %d, accumulation %d, overlap "
-               "%s (tolerance %.0f%% on the speedup)\n\n  %-10s %5s  %17s  %17s  %17s  %7s\n",
-               table, v->scheme, o->plat.name, v->gpus, v->micro_batch, v->accum,
-               v->overlap ? "on" : "off", 100 * v->tolerance, "model", "TP/PP",
-               "baseline TFLOP/s", "scheme TFLOP/s", "speedup", "error");
-    if (!json)
-        printf("  %-10s %5s  %8s %8s  %8s %8s  %8s %8s\n", "", "", "model", "paper", "model",
-               "paper", "model", "paper");
-    for (int r = 0; r < v->nrows; r++) {
-        const sq_cost_validation_row *row = &v->rows[r];
-        sq_cost_parallel par = {.gpus = v->gpus, .tp = row->tp, .pp = row->pp,
-                           .micro_batch = v->micro_batch, .accum = v->accum,
-                           .overlap = v->overlap};
-        sq_cost_model_shape m;
-        sq_cost_result base, q;
-        int rc = sq_cost_model_read(row->model, &m, &err);
-        if (rc == SQ_OK) rc = sq_cost_iteration(&o->plat, &m, &par, &o->baseline, &base, &err);
-        if (rc == SQ_OK) rc = sq_cost_iteration(&o->plat, &m, &par, &s, &q, &err);
-        if (rc != SQ_OK) {
-            if (json) printf("]}\n");
-            char context[128];
-            snprintf(context, sizeof context, "--validate: [row %s]: ", row->label);
-            load_failed(context, &err, row->model);
-            free(v);
-            return CLI_USAGE;
-        }
-        char fitted[256] = "";
-        for (int f = 0; f < SQ_COST_NFIGURES; f++)
-            if (sq_cost_fitted_to(&o->plat, (sq_cost_figure)f, tname, row->label)) {
-                size_t len = strlen(fitted);
-                snprintf(fitted + len, sizeof fitted - len, "%s%s", len ? ", " : "",
-                         sq_cost_figure_key((sq_cost_figure)f));
-            }
-        double sp = base.iteration / q.iteration, e = sp / row->speedup - 1;
-        int bad = fabs(e) > v->tolerance;
-        tally_add(fitted[0] ? &self : &pred, e, bad);
-        if (json) {
-            printf("%s{\"label\":", r ? "," : "");
-            cli_json_str(row->label);
-            printf(",\"tp\":%d,\"pp\":%d,\"baseline_tflops\":", row->tp, row->pp);
-            cli_json_num(base.tflops);
-            printf(",\"paper_baseline_tflops\":");
-            cli_json_num(row->baseline_tflops);
-            printf(",\"scheme_tflops\":");
-            cli_json_num(q.tflops);
-            printf(",\"paper_scheme_tflops\":");
-            cli_json_num(row->scheme_tflops);
-            printf(",\"speedup\":");
-            cli_json_num(sp);
-            printf(",\"paper_speedup\":");
-            cli_json_num(row->speedup);
-            printf(",\"error\":");
-            cli_json_num(e);
-            printf(",\"within\":%s,\"fitted_to_itself\":%s,\"fitted_figures\":",
-                   bad ? "false" : "true", fitted[0] ? "true" : "false");
-            cli_json_str(fitted);
-            printf("}");
-        } else {
-            printf("  %-10s %2d/%-2d  %8.1f %8.1f  %8.1f %8.1f  %7.2fx %7.2fx  %+6.1f%%%s%s\n",
-                   row->label, row->tp, row->pp, base.tflops, row->baseline_tflops, q.tflops,
-                   row->scheme_tflops, sp, row->speedup, 100 * e, bad ? "  OUT" : "",
-                   fitted[0] ? "  (fitted to itself)" : "");
-        }
-    }
-    int out = pred.out + self.out;
-    if (json) {
-        printf("],\"worst_error\":%.6f,\"out_of_tolerance\":%d,", fmax(pred.worst, self.worst),
-               out);
-        printf("\"predicted\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f},"
-               "\"fitted_to_itself\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f}}\n",
-               pred.rows, pred.out, pred.worst, self.rows, self.out, self.worst);
-    } else {
-        printf("\n  predicted rows: %d, worst speedup error %.1f%%, %d out of tolerance\n",
-               pred.rows, 100 * pred.worst, pred.out);
-        if (self.rows) {
-            printf("  rows that used a figure fitted to themselves: %d, worst speedup error %.1f%%, "
-                   "%d out of tolerance; they match by construction, not by prediction:\n",
-                   self.rows, 100 * self.worst, self.out);
-            for (int f = 0; f < SQ_COST_NFIGURES; f++) {
-                const sq_cost_source *src = &o->plat.source[f];
-                if (src->kind == SQ_COST_SRC_FITTED && !strcmp(src->fitted_to, tname))
-                    printf("    %s fitted to %s%s%s%s%s\n", sq_cost_figure_key((sq_cost_figure)f),
-                           src->fitted_to, src->rows[0] ? " rows " : " (every row)", src->rows,
-                           src->note[0] ? ": " : "", src->note);
-            }
-        }
-    }
-    if (out)
-        fprintf(stderr, "shardq model: --validate %s: %d of %d rows out of tolerance (worst "
-                "speedup error %.1f%%, tolerance %.0f%%; %d predicted, %d fitted to "
-                "themselves)\n", table, out, v->nrows, 100 * fmax(pred.worst, self.worst),
-                100 * v->tolerance, pred.out, self.out);
+        rc = validate_table(table, v, o, json, rep);
+done:
     free(v);
-    return out ? CLI_RUNTIME : CLI_OK;
+    free(rep);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
