@@ -455,5 +455,34 @@ double sq_world_residual_rel(const sq_world *w);
 sq_grad_mode sq_world_grad_path(const sq_world *w);
 const sq_wire *sq_world_single_wire(const sq_world *w);
 
+/* One collective's traffic at one link level, summed over the workers
+** (src/world/traffic.c): bytes of codes and metadata sent, bytes received,
+** elements carried (padding included) and the model's parameters among
+** them, messages, and the most one worker sent. */
+typedef struct sq_level_traffic {
+    uint64_t codes, meta, recv, elems, max_sent, messages, params;
+} sq_level_traffic;
+
+sq_level_traffic sq_world_level_traffic(const sq_world *w, int coll, int link);
+
+/* 8 x bytes / n: the bits per element carried or per parameter; NaN for
+** n = 0. */
+double sq_bits_per(uint64_t bytes, uint64_t n);
+/* A level's bits per element carried, 0 on a link that carried nothing. */
+double sq_level_bits_per_elem(const sq_level_traffic *s);
+/* Its bits per real parameter: 0 on a link that carried nothing, NaN on
+** one that carried padding alone. */
+double sq_level_bits_per_param(const sq_level_traffic *s);
+/* Elements carried per parameter, with the conventions of bits_per_param. */
+double sq_level_padding_overhead(const sq_level_traffic *s);
+
+/* The FNV-1a digests of each worker's reduced partition and gathered
+** weights (w not dry): d holds sq_world_workers(w) entries. SQ_OK, or
+** the world's failure (its sq_world_error) or SQ_ERR_NOMEM. */
+typedef struct sq_output_digest {
+    uint64_t grad, weight;
+} sq_output_digest;
+int sq_world_output_digests(sq_world *w, sq_output_digest *d, sq_error *err);
+
 SQ_END_DECLS
 #endif /* SHARDQ_WORLD_H */

@@ -94,13 +94,10 @@ void cli_json_str(const char *s);
 void cli_json_num(double v);
 
 /* Bytes per collective and link level (SQ_NCOLL x SQ_NLINK rows): bits per
-** element sent (NaN when none), bits per real parameter (padding counted as
-** the overhead it is; NaN when the link carried no element of the model),
-** the summary lines of the links that carried something, and a JSON object
+** element sent and per real parameter (sq_bits_per: NaN when none), the
+** summary lines of the links that carried something, and a JSON object
 ** {collective: {link: {...}}}. */
 struct sq_bytes_row;
-double cli_bits_per_elem(const struct sq_bytes_row *b);
-double cli_bits_per_param(const struct sq_bytes_row *b);
 /* "bits/param" as the text output writes it: the number, or "-" (NaN). */
 const char *cli_bits_text(double bits, char *buf, size_t len);
 /* The model's real elements and what its worlds pad them to: the JSON

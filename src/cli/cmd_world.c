@@ -186,39 +186,6 @@ int cmd_schemes(int argc, char **argv)
 /* Printing                                                                 */
 /* ------------------------------------------------------------------------ */
 
-typedef struct level_sum {
-    uint64_t codes, meta, recv, elems, max_sent, messages, params;
-} level_sum;
-
-static level_sum sum_level(const sq_world *w, int coll, int link)
-{
-    level_sum s = {0, 0, 0, 0, 0, 0, 0};
-    for (int r = 0; r < sq_world_workers(w); r++) {
-        const sq_link_traffic *t = &sq_world_traffic(w, r)->t[coll][link];
-        s.codes += t->sent_codes;
-        s.meta += t->sent_meta;
-        s.recv += t->recv_codes + t->recv_meta;
-        s.elems += t->sent_elems;
-        s.params += t->sent_params;
-        s.messages += t->messages;
-        if (t->sent_codes + t->sent_meta > s.max_sent) s.max_sent = t->sent_codes + t->sent_meta;
-    }
-    return s;
-}
-
-static double bits_per_elem(const level_sum *s)
-{
-    return s->elems ? 8.0 * (double)(s->codes + s->meta) / (double)s->elems : 0.0;
-}
-
-/* Per real parameter: 0 on a link that carried nothing, NaN (null, "-")
-** on one that carried padding alone. */
-static double bits_per_param(const level_sum *s)
-{
-    return s->params ? 8.0 * (double)(s->codes + s->meta) / (double)s->params
-                     : s->elems ? NAN : 0.0;
-}
-
 static const char *human(double bytes, char *buf, size_t len)
 {
     const char *u[] = {"B", "KB", "MB", "GB", "TB"};
@@ -237,27 +204,6 @@ static void json_stats(const char *name, const sq_errstats *s, double clipped, i
            clipped, last ? "" : ",");
 }
 
-/* FNV-1a of each worker's reduced partition and w-hat (--digest). */
-typedef struct out_digest {
-    uint64_t grad, weight;
-} out_digest;
-
-static int output_digests(sq_world *w, out_digest *d)
-{
-    const uint64_t n = sq_world_elements(w), S = sq_world_shard(w);
-    float *x = malloc((n > S ? n : S) * sizeof *x);
-    if (!x) return SQ_ERR_NOMEM;
-    int rc = SQ_OK;
-    for (int r = 0; r < sq_world_workers(w) && !rc; r++) {
-        if (!(rc = sq_world_get_grad_shard(w, r, x)))
-            d[r].grad = sq_fnv1a64(x, S * sizeof *x, SQ_FNV1A64_BASIS);
-        if (!rc && !(rc = sq_world_get_weights(w, r, x)))
-            d[r].weight = sq_fnv1a64(x, n * sizeof *x, SQ_FNV1A64_BASIS);
-    }
-    free(x);
-    return rc;
-}
-
 static void print_times(const sq_world *w, int json)
 {
     for (int c = 0; c < SQ_NCOLL; c++) {
@@ -274,25 +220,24 @@ static void print_times(const sq_world *w, int json)
     }
 }
 
-static void print_traffic_json(const sq_world *w, const out_digest *dg)
+static void print_traffic_json(const sq_world *w, const sq_output_digest *dg)
 {
     printf("\"traffic\":{");
     for (int c = 0; c < SQ_NCOLL; c++) {
         printf("%s\"%s\":{", c ? "," : "", sq_coll_name(c));
         for (int l = 0; l < SQ_NLINK; l++) {
-            level_sum s = sum_level(w, c, l);
+            sq_level_traffic s = sq_world_level_traffic(w, c, l);
             printf("%s\"%s\":{\"sent_codes\":%llu,\"sent_meta\":%llu,\"sent_bytes\":%llu,"
                    "\"recv_bytes\":%llu,\"max_sent_per_worker\":%llu,\"elements\":%llu,"
                    "\"messages\":%llu,\"bits_per_element\":%.6f",
                    l ? "," : "", sq_link_name(l), (unsigned long long)s.codes,
                    (unsigned long long)s.meta, (unsigned long long)(s.codes + s.meta),
                    (unsigned long long)s.recv, (unsigned long long)s.max_sent,
-                   (unsigned long long)s.elems, (unsigned long long)s.messages, bits_per_elem(&s));
+                   (unsigned long long)s.elems, (unsigned long long)s.messages, sq_level_bits_per_elem(&s));
             printf(",\"real_elements\":%llu,\"bits_per_param\":", (unsigned long long)s.params);
-            cli_json_num(bits_per_param(&s));
+            cli_json_num(sq_level_bits_per_param(&s));
             printf(",\"padding_overhead\":");
-            /* like bits_per_element: 0 on a link that carried nothing */
-            cli_json_num(s.params ? (double)s.elems / (double)s.params : s.elems ? NAN : 0.0);
+            cli_json_num(sq_level_padding_overhead(&s));
             printf("}");
         }
         printf("}");
@@ -330,15 +275,15 @@ static void print_traffic_table(const sq_world *w)
            "total", "max per worker", "bits/elem", "bits/param");
     for (int col = 0; col < SQ_NCOLL; col++)
         for (int l = 0; l < SQ_NLINK; l++) {
-            level_sum s = sum_level(w, col, l);
+            sq_level_traffic s = sq_world_level_traffic(w, col, l);
             char e[32];
             printf("  %-19s %-6s %11s %11s %11s %14s %10.4f %10s\n", sq_coll_name(col),
                    sq_link_name(l), human((double)s.codes, a, sizeof a),
                    human((double)s.meta, b, sizeof b), human((double)(s.codes + s.meta), c, sizeof c),
-                   human((double)s.max_sent, d, sizeof d), bits_per_elem(&s),
-                   cli_bits_text(bits_per_param(&s), e, sizeof e));
+                   human((double)s.max_sent, d, sizeof d), sq_level_bits_per_elem(&s),
+                   cli_bits_text(sq_level_bits_per_param(&s), e, sizeof e));
         }
-    level_sum inter = sum_level(w, 0, SQ_LINK_INTER), ginter = sum_level(w, 1, SQ_LINK_INTER);
+    sq_level_traffic inter = sq_world_level_traffic(w, 0, SQ_LINK_INTER), ginter = sq_world_level_traffic(w, 1, SQ_LINK_INTER);
     int K = sq_world_topo(w)->nodes;
     printf("  inter-node bytes per node: %s\n",
            human((double)(inter.codes + inter.meta + ginter.codes + ginter.meta) / K, a, sizeof a));
@@ -663,11 +608,12 @@ int cmd_world(int argc, char **argv)
             { ret = (rc); goto out; }
         }
     }
-    out_digest *dg = NULL;
+    sq_output_digest *dg = NULL;
     if (run && digest) {
         dg = calloc((size_t)sq_world_workers(w), sizeof *dg);
-        if (!dg || output_digests(w, dg)) {
-            fprintf(stderr, "shardq world: digests: %s\n", dg ? sq_world_error(w) : "out of memory");
+        if (!dg || sq_world_output_digests(w, dg, &terr)) {
+            fprintf(stderr, "shardq world: digests: %s\n",
+                    dg ? sq_error_message(&terr) : "out of memory");
             free(dg);
             sq_world_close(w);
             { ret = (CLI_RUNTIME); goto out; }

@@ -293,18 +293,6 @@ int cli_job_end(cli_job *j, int rc, const sq_error *e, const char *db)
     return out->status == SQ_SWEEP_ALREADY_DONE ? CLI_OK : -1;
 }
 
-double cli_bits_per_elem(const sq_bytes_row *b)
-{
-    return b->sent_elems ? 8.0 * (double)(b->sent_codes + b->sent_meta) / (double)b->sent_elems
-                         : NAN;
-}
-
-double cli_bits_per_param(const sq_bytes_row *b)
-{
-    return b->sent_params ? 8.0 * (double)(b->sent_codes + b->sent_meta) / (double)b->sent_params
-                          : NAN;
-}
-
 const char *cli_bits_text(double bits, char *buf, size_t len)
 {
     if (isfinite(bits))
@@ -327,9 +315,10 @@ void cli_print_bytes(const sq_bytes_row *rows)
             const sq_bytes_row *b = &rows[c * SQ_NLINK + l];
             if (!b->sent_elems) continue;
             char bp[32];
+            const uint64_t sent = b->sent_codes + b->sent_meta;
             printf("  %-19s %-6s %14llu bytes  %.4f bits/elem  %s bits/param\n", b->collective,
-                   b->link, (unsigned long long)(b->sent_codes + b->sent_meta),
-                   cli_bits_per_elem(b), cli_bits_text(cli_bits_per_param(b), bp, sizeof bp));
+                   b->link, (unsigned long long)sent, sq_bits_per(sent, b->sent_elems),
+                   cli_bits_text(sq_bits_per(sent, b->sent_params), bp, sizeof bp));
         }
 }
 
@@ -346,11 +335,11 @@ void cli_json_bytes(const sq_bytes_row *rows)
                    (unsigned long long)b->sent_meta,
                    (unsigned long long)(b->recv_codes + b->recv_meta),
                    (unsigned long long)b->sent_elems, (unsigned long long)b->messages);
-            cli_json_num(cli_bits_per_elem(b));
+            cli_json_num(sq_bits_per(b->sent_codes + b->sent_meta, b->sent_elems));
             /* beside them: the model's elements among those sent, and the cost per one */
             printf(",\"real_elements\":%llu,\"bits_per_param\":",
                    (unsigned long long)b->sent_params);
-            cli_json_num(cli_bits_per_param(b));
+            cli_json_num(sq_bits_per(b->sent_codes + b->sent_meta, b->sent_params));
             printf(",\"padding_overhead\":");
             cli_json_num(b->sent_params ? (double)b->sent_elems / (double)b->sent_params : NAN);
             printf("}");
