@@ -190,5 +190,21 @@ typedef struct sq_bench_quant {
 struct sq_store;
 int sq_bench_stored_quant(struct sq_store *s, sq_bench_quant *out, sq_error *err);
 
+/* The PyTorch peer (`shardq bench --peer torch`): PyTorch's versions of
+** the default codec's rows, timed by a script the library carries, run by
+** `python` (a path). Whether the peer measures this bench op: */
+int sq_bench_peer_has_op(const char *op);
+
+/* Whether python runs and imports torch: SQ_OK; SQ_ERR_NOTFOUND (no such
+** program), SQ_ERR_UNSUPPORTED (no torch), SQ_ERR_IO (it could not run). */
+int sq_bench_peer_check(const char *python, sq_error *err);
+
+/* The median seconds of one call of op on n fp32 elements with `threads`
+** threads: as usually written (*plain) and cache-chunked (*chunked).
+** SQ_OK; SQ_ERR_IO when the peer could not run or failed, SQ_ERR_FORMAT
+** when it printed no timings. */
+int sq_bench_peer_time(const char *python, const char *op, uint64_t n, int threads,
+                       double min_time, double *plain, double *chunked, sq_error *err);
+
 SQ_END_DECLS
 #endif /* SHARDQ_BENCH_H */

@@ -11,7 +11,6 @@
 */
 #include "shardq/backend.h"
 #include "shardq/bench.h"
-#include "bench_peer.h"
 #include "cli.h"
 #include "progress.h"
 #include "shardq/codec.h"
@@ -69,7 +68,7 @@ static const char bench_usage[] =
     "                    usually written and cache-chunked, right after each\n"
     "                    row with the same size and threads, and print shardq's\n"
     "                    speedup over each (CPU, default codecs; printed, not\n"
-    "                    stored). Runs $SHARDQ_PYTHON, else " SQ_PYTHON_TEXT ";\n"
+    "                    stored). Runs $SHARDQ_PYTHON, else " SQ_PYTHON ";\n"
     "                    without torch there it fails (exit 1)\n"
     "  -h, --help        this text\n"
     "\n"
@@ -88,16 +87,28 @@ static const char bench_usage[] =
 /* Options                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* configure's PYTHON (Makefile.am passes it), as --help prints it */
+#ifndef SQ_PYTHON
+#define SQ_PYTHON "/usr/bin/python3"
+#endif
+
+/* The Python that runs the peer: $SHARDQ_PYTHON, else configure's PYTHON. */
+static const char *peer_python(void)
+{
+    const char *p = getenv("SHARDQ_PYTHON");
+    return p && *p ? p : SQ_PYTHON;
+}
+
 /* The peer's two rows after shardq's row r: GB/s over the same bytes, so
 ** that the ratio is shardq's speedup. */
 static int print_peer(const sq_bench_result *r, const char *python, double min_time, int json)
 {
     double sec[2];
-    char err[512];
-    if (bench_peer_time(python, r->op->name, r->elements, r->threads, min_time, &sec[0], &sec[1],
-                        err, sizeof err) != 0) {
-        fprintf(stderr, "shardq bench: --peer torch: %s\n", err);
-        return -1;
+    sq_error err = {0};
+    if (sq_bench_peer_time(python, r->op->name, r->elements, r->threads, min_time, &sec[0],
+                           &sec[1], &err) != SQ_OK) {
+        fprintf(stderr, "shardq bench: --peer torch: %s\n", sq_error_message(&err));
+        return CLI_RUNTIME;
     }
     static const char *const style[2] = {"plain", "chunked"};
     static const char *const what[2] = {"PyTorch as usually written", "PyTorch, cache-chunked"};
@@ -323,7 +334,7 @@ static int on_bench(void *user, const sq_bench_event *ev)
     case SQ_BENCH_ROW:
         sq_progress_pause(o->bar);
         print_row(ev->row, o->where, o->json, ev->run);
-        if (o->peer_python && bench_peer_has_op(ev->row->op->name) &&
+        if (o->peer_python && sq_bench_peer_has_op(ev->row->op->name) &&
             print_peer(ev->row, o->peer_python, o->min_time, o->json) != 0) {
             o->peer_failed = 1;
             return 1; /* stop the run */
@@ -454,9 +465,9 @@ int cmd_bench(int argc, char **argv)
         return CLI_USAGE;
     }
     if (peer) { /* before anything is measured: a missing torch fails now */
-        char err[512];
-        if (bench_peer_check(bench_peer_python(), err, sizeof err) != 0) {
-            fprintf(stderr, "shardq bench: --peer torch: %s\n", err);
+        sq_error perr = {0};
+        if (sq_bench_peer_check(peer_python(), &perr) != SQ_OK) {
+            fprintf(stderr, "shardq bench: --peer torch: %s\n", sq_error_message(&perr));
             return CLI_RUNTIME;
         }
     }
@@ -515,7 +526,7 @@ int cmd_bench(int argc, char **argv)
 
     bench_out o = {.json = json, .gpu = gpu, .all = all, .sizes = sizes, .nsizes = nsizes,
                    .nops = nops, .nthreads = nthreads,
-                   .peer_python = peer ? bench_peer_python() : NULL, .min_time = min_time};
+                   .peer_python = peer ? peer_python() : NULL, .min_time = min_time};
     sq_bench_device_text(be, o.where, sizeof o.where);
     sq_bench_config cfg = {.sizes_mb = sizes, .nsizes = nsizes, .threads = threads,
                            .nthreads = nthreads, .ops = opidx, .nops = nops,
