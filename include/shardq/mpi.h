@@ -301,6 +301,44 @@ int sq_netbench_platform(const sq_netbench_result *r, size_t n,
                          const sq_netbench_platform_info *info, sq_cost_platform *out,
                          char **text, sq_error *err);
 
+/* Around the measuring (src/mpi/netbench_run.c). Why a level gives no rows
+** on this job (too few ranks at that level), or NULL when it gives some. */
+const char *sq_netbench_skip_reason(const sq_mpi *m, int level);
+/* The distinct hosts of the job, comma-separated, in rank order. */
+void sq_netbench_hosts(const sq_mpi *m, char *buf, size_t len);
+/* The default platform name: netbench-HOST, with what a name cannot hold
+** made '-'. */
+void sq_netbench_default_name(const char *host, char *buf, size_t len);
+
+/* Opens db and begins the run of kind 'netbench' (its config and
+** parameters from cfg, the topology and the hosts): SQ_OK with *s open,
+** else the store's failure (SQ_ERR_BUSY for a locked database), or
+** SQ_ERR_CONFLICT for a run found done before it began. */
+struct sq_store;
+int sq_netbench_store_begin(const char *db, int busy_ms, const sq_mpi *m,
+                            const sq_netbench_config *cfg, const sq_topo *t, const char *hosts,
+                            const char *platform_out, struct sq_store **s, int64_t *run,
+                            sq_error *err);
+/* Every result as a netbench_results row, in one transaction, and the
+** run's end: 'failed' with `failure` (no rows) when it is not NULL, else
+** 'done'. SQ_OK, or the store's failure. */
+int sq_netbench_store_end(struct sq_store *s, int64_t run, const sq_netbench_result *r, size_t n,
+                          const char *failure, sq_error *err);
+
+/* The figures netbench cannot measure: the platform `assume` (a built-in
+** name or a file), with tflops, hbm_gbs or quant_gbs (NaN: the platform's)
+** replacing one of them; each figure's source for the file's comments. */
+typedef struct sq_netbench_assumed {
+    sq_cost_platform p;
+    char flops[160], hbm[160], quant[160], links[160];
+} sq_netbench_assumed;
+int sq_netbench_assumed_read(const char *assume, double tflops, double hbm_gbs, double quant_gbs,
+                             sq_netbench_assumed *a, sq_error *err);
+/* The platform file's description of the job (for sq_netbench_platform):
+** its name, date, hosts and topology, and the assumed figures of a. */
+sq_netbench_platform_info sq_netbench_info(const sq_netbench_assumed *a, const sq_topo *t,
+                                           const char *hosts, const char *name, const char *date);
+
 /* ------------------------------------------------------------------------ */
 /* A sweep across ranks                                                     */
 /* ------------------------------------------------------------------------ */

@@ -181,64 +181,6 @@ static void on_result(void *user, const sq_netbench_result *r)
     fflush(stdout);
 }
 
-/* Why a level gives no rows, or NULL when it gives some. */
-static const char *skip_reason(const sq_mpi *m, int level)
-{
-    int ranks, comms;
-    sq_netbench_level_shape(m, level, &ranks, &comms);
-    if (ranks >= 2) return NULL;
-    switch (level) {
-    case SQ_NETBENCH_INTRA: return "one rank per node: no intra-node link between ranks";
-    case SQ_NETBENCH_INTER: return "one node: no inter-node link between ranks";
-    case SQ_NETBENCH_RAIL:
-        sq_netbench_level_shape(m, SQ_NETBENCH_INTER, &ranks, &comms);
-        return ranks >= 2 ? "one rank per node: the rail alone is the inter level"
-                          : "one node: no inter-node link between ranks";
-    default: return "one rank: no link between ranks";
-    }
-}
-
-/* The distinct hosts of the job, comma-separated, in rank order. */
-static void host_list(const sq_mpi *m, char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int r = 0; r < sq_mpi_size(m); r++) {
-        int seen = 0;
-        for (int q = 0; q < r && !seen; q++) seen = !strcmp(sq_mpi_host(m, q), sq_mpi_host(m, r));
-        if (seen) continue;
-        int k = snprintf(buf + used, len - used, "%s%s", used ? "," : "", sq_mpi_host(m, r));
-        if (k < 0 || (size_t)k >= len - used) break;
-        used += (size_t)k;
-    }
-}
-
-/* JSON text of s into buf (quotes and escapes), for the stored config. */
-static void json_text(char *buf, size_t len, const char *s)
-{
-    size_t o = 0;
-    if (len < 3) return;
-    buf[o++] = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p && o + 8 < len; p++) {
-        if (*p == '"' || *p == '\\') buf[o++] = '\\', buf[o++] = (char)*p;
-        else if (*p < 0x20) o += (size_t)snprintf(buf + o, len - o, "\\u%04x", *p);
-        else buf[o++] = (char)*p;
-    }
-    buf[o++] = '"';
-    buf[o] = '\0';
-}
-
-static void mask_names(unsigned mask, int n, const char *(*name)(int), char *buf, size_t len,
-                       int json)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n; i++)
-        if (mask & 1u << i)
-            used += (size_t)snprintf(buf + used, len - used, json ? "%s\"%s\"" : "%s%s",
-                                     used ? "," : "", name(i));
-}
-
 static void summary(const sq_mpi *m, const sq_netbench_config *cfg, const sq_netbench_result *r,
                     size_t n, int json)
 {
@@ -254,7 +196,7 @@ static void summary(const sq_mpi *m, const sq_netbench_config *cfg, const sq_net
         if (!(cfg->levels & 1u << level)) continue;
         int ranks, comms;
         sq_netbench_level_shape(m, level, &ranks, &comms);
-        const char *why = skip_reason(m, level);
+        const char *why = sq_netbench_skip_reason(m, level);
         sq_netbench_fit f;
         sq_netbench_fit_level(r, n, level, &f);
         if (json) {
@@ -311,121 +253,37 @@ typedef struct opts {
 static int store_begin(const opts *o, const sq_mpi *m, const sq_topo *t, const char *hosts,
                        sq_store **s, int64_t *run)
 {
-    char ops[128], levels[64], opsj[128], levelsj[64], hostsj[1024], libj[512], config[4096];
-    mask_names(o->cfg.ops, SQ_NETBENCH_NOPS, sq_netbench_op_name, ops, sizeof ops, 0);
-    mask_names(o->cfg.levels, SQ_NETBENCH_NLEVELS, sq_netbench_level_name, levels, sizeof levels,
-               0);
-    mask_names(o->cfg.ops, SQ_NETBENCH_NOPS, sq_netbench_op_name, opsj, sizeof opsj, 1);
-    mask_names(o->cfg.levels, SQ_NETBENCH_NLEVELS, sq_netbench_level_name, levelsj,
-               sizeof levelsj, 1);
-    json_text(hostsj, sizeof hostsj, hosts);
-    json_text(libj, sizeof libj, sq_mpi_library());
-    snprintf(config, sizeof config,
-             "{\"command\":\"netbench\",\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"hosts\":%s,"
-             "\"mpi_library\":%s,\"min_bytes\":%llu,\"max_bytes\":%llu,\"warmup\":%d,"
-             "\"iters\":%d,\"seconds\":%.17g,\"ops\":[%s],\"levels\":[%s]}",
-             sq_mpi_size(m), t->nodes, t->per_node, hostsj, libj,
-             (unsigned long long)o->cfg.min_bytes, (unsigned long long)o->cfg.max_bytes,
-             o->cfg.warmup, o->cfg.iters, o->cfg.seconds, opsj, levelsj);
-    char ranks[16], nodes[16], per[16], minb[32], maxb[32], warm[16], iters[16], secs[32], topo[32];
-    snprintf(ranks, sizeof ranks, "%d", sq_mpi_size(m));
-    snprintf(nodes, sizeof nodes, "%d", t->nodes);
-    snprintf(per, sizeof per, "%d", t->per_node);
-    snprintf(minb, sizeof minb, "%llu", (unsigned long long)o->cfg.min_bytes);
-    snprintf(maxb, sizeof maxb, "%llu", (unsigned long long)o->cfg.max_bytes);
-    snprintf(warm, sizeof warm, "%d", o->cfg.warmup);
-    snprintf(iters, sizeof iters, "%d", o->cfg.iters);
-    snprintf(secs, sizeof secs, "%g", o->cfg.seconds);
-    snprintf(topo, sizeof topo, "%dx%d", t->nodes, t->per_node);
-    sq_store_kv params[] = {
-        {"ranks", ranks}, {"nodes", nodes}, {"per_node", per}, {"hosts", hosts},
-        {"mpi_library", sq_mpi_library()}, {"min_bytes", minb}, {"max_bytes", maxb},
-        {"warmup", warm}, {"iters", iters}, {"seconds", secs}, {"ops", ops}, {"levels", levels},
-        {"platform_out", o->platform_out}};
-    size_t np = sizeof params / sizeof *params - (o->platform_out ? 0 : 1);
-    /* the transport moves host memory: the device is the CPU's */
-    sq_run_info info = {.kind = "netbench", .config = config, .topo = topo, .device = "cpu"};
     sq_error err = {0};
-    if (sq_store_open(o->db, o->busy, 0, s, &err)) {
-        fprintf(stderr, "shardq netbench: %s\n", sq_error_message(&err));
-        return CLI_RUNTIME;
-    }
-    int rc = sq_store_run_begin(*s, &info, params, np, run);
-    if (rc != SQ_STORE_STARTED) {
-        fprintf(stderr, "shardq netbench: %s\n",
-                rc < 0 ? sq_store_error(*s) : "a netbench run was found done before it began");
-        sq_store_close(*s);
-        *s = NULL;
-        return rc == SQ_ERR_BUSY ? CLI_BUSY : CLI_RUNTIME;
-    }
-    return CLI_OK;
+    int rc = sq_netbench_store_begin(o->db, o->busy, m, &o->cfg, t, hosts, o->platform_out, s,
+                                     run, &err);
+    if (rc == SQ_OK) return CLI_OK;
+    fprintf(stderr, "shardq netbench: %s\n", sq_error_message(&err));
+    return rc == SQ_ERR_BUSY ? CLI_BUSY : CLI_RUNTIME;
 }
 
-/* Every result as a row, in one transaction, and the run's end. */
+/* Every result as a row, and the run's end ('failed' with failure). */
 static int store_end(sq_store *s, int64_t run, const sq_netbench_result *r, size_t n,
                      const char *failure)
 {
-    sq_netbench_row *rows = calloc(n ? n : 1, sizeof *rows);
-    int rc = SQ_OK;
-    char why[SQ_ERROR_MSG] = "";
-    if (failure) {
-        snprintf(why, sizeof why, "%s", failure);
-    } else if (!rows) {
-        snprintf(why, sizeof why, "out of memory");
-        rc = SQ_ERR_NOMEM;
-    } else {
-        for (size_t i = 0; i < n; i++)
-            rows[i] = (sq_netbench_row){.op = sq_netbench_op_name(r[i].op),
-                                        .level = sq_netbench_level_name(r[i].level),
-                                        .bytes = r[i].bytes, .count = r[i].count,
-                                        .ranks = r[i].ranks, .comms = r[i].comms,
-                                        .iters = r[i].iters, .seconds = r[i].seconds,
-                                        .algbw_gb_s = r[i].algbw / 1e9,
-                                        .busbw_gb_s = r[i].busbw / 1e9};
-        if ((rc = sq_store_add_netbench(s, run, rows, n)) != SQ_OK)
-            snprintf(why, sizeof why, "%s", sq_store_error(s));
-    }
-    free(rows);
-    if (rc) fprintf(stderr, "shardq netbench: %s\n", why);
-    int end = sq_store_run_end(s, run, *why ? "failed" : "done", *why ? why : NULL, NULL, 0,
-                               NULL, 0);
-    if (end) fprintf(stderr, "shardq netbench: %s\n", sq_store_error(s));
-    return rc || end || failure ? CLI_RUNTIME : CLI_OK;
+    sq_error err = {0};
+    int rc = sq_netbench_store_end(s, run, r, n, failure, &err);
+    if (rc) fprintf(stderr, "shardq netbench: %s\n", sq_error_message(&err));
+    return rc || failure ? CLI_RUNTIME : CLI_OK;
 }
 
-/* The figures netbench cannot measure: --assume's platform, with the
-** options that replace one of them; their sources for the file's comments. */
-typedef struct assumed {
-    sq_cost_platform p;
-    char flops[160], hbm[160], quant[160], links[160];
-} assumed;
-
-static int read_assumed(const opts *o, assumed *a)
+static int read_assumed(const opts *o, sq_netbench_assumed *a)
 {
     sq_error err = {0};
-    if (sq_cost_platform_read(o->assume, &a->p, &err)) {
-        fprintf(stderr, "shardq netbench: --assume: %s\n", sq_error_message(&err));
-        return CLI_USAGE;
-    }
-    int builtin = !strchr(o->assume, '/') &&
-                  !(strlen(o->assume) > 4 && !strcmp(o->assume + strlen(o->assume) - 4, ".ini"));
-    char from[140];
-    snprintf(from, sizeof from, "%s %s (shardq netbench --assume)",
-             builtin ? "the built-in platform" : "the platform file", o->assume);
-    snprintf(a->links, sizeof a->links, "%s", from);
-    if (isnan(o->tflops)) snprintf(a->flops, sizeof a->flops, "%s", from);
-    else a->p.achieved_flops = o->tflops * 1e12,
-         snprintf(a->flops, sizeof a->flops, "given (shardq netbench --achieved-tflops)");
-    if (isnan(o->hbm)) snprintf(a->hbm, sizeof a->hbm, "%s", from);
-    else a->p.hbm_bw = o->hbm * 1e9,
-         snprintf(a->hbm, sizeof a->hbm, "given (shardq netbench --hbm-gbs)");
-    if (isnan(o->quant)) snprintf(a->quant, sizeof a->quant, "%s", from);
-    else a->p.quant_bw = o->quant * 1e9,
-         snprintf(a->quant, sizeof a->quant, "given (shardq netbench --quant-gbs)");
-    return CLI_OK;
+    if (sq_netbench_assumed_read(o->assume, o->tflops, o->hbm, o->quant, a, &err) == SQ_OK)
+        return CLI_OK;
+    fprintf(stderr, "shardq netbench: --assume: %s\n", sq_error_message(&err));
+    return CLI_USAGE;
 }
 
-static int write_platform(const opts *o, const assumed *a, const sq_topo *t, const char *hosts, const char *name, const sq_netbench_result *r,
+/* --platform-out: the measured links and the assumed figures as a
+** platform file, checked by reading it back as the model will. */
+static int write_platform(const opts *o, const sq_netbench_assumed *a, const sq_topo *t,
+                          const char *hosts, const char *name, const sq_netbench_result *r,
                           size_t n)
 {
     char date[64];
@@ -433,11 +291,7 @@ static int write_platform(const opts *o, const assumed *a, const sq_topo *t, con
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
-    sq_netbench_platform_info info = {
-        .name = name, .date = date, .hosts = hosts, .library = sq_mpi_library(),
-        .nodes = t->nodes, .per_node = t->per_node, .assumed = &a->p,
-        .flops_from = a->flops, .hbm_from = a->hbm, .quant_from = a->quant,
-        .links_from = a->links};
+    sq_netbench_platform_info info = sq_netbench_info(a, t, hosts, name, date);
     sq_cost_platform p;
     char *text = NULL;
     sq_error err = {0};
@@ -459,15 +313,6 @@ static int write_platform(const opts *o, const assumed *a, const sq_topo *t, con
     return CLI_OK;
 }
 
-/* The default platform name: netbench-HOST, with what a name cannot hold
-** made '-'. */
-static void default_name(const char *host, char *buf, size_t len)
-{
-    snprintf(buf, len, "netbench-%s", host);
-    for (char *p = buf; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') *p = '-';
-}
-
 /* Rank 0's status to every rank: so that all end alike, without an abort. */
 static int agree(const cli_ranks *R, int rc)
 {
@@ -482,7 +327,7 @@ static int agree(const cli_ranks *R, int rc)
 
 static int measure(opts *o, sq_topo *topo, int has_topo)
 {
-    assumed a;
+    sq_netbench_assumed a;
     if (o->platform_out) {
         int rc = read_assumed(o, &a);
         if (rc) return rc;
@@ -494,13 +339,13 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
     const sq_mpi *m = R.mpi;
     const int leader = cli_ranks_leader(&R);
     char hosts[1024], name[64];
-    host_list(m, hosts, sizeof hosts);
+    sq_netbench_hosts(m, hosts, sizeof hosts);
     if (o->name) snprintf(name, sizeof name, "%s", o->name);
-    else default_name(sq_mpi_host(m, 0), name, sizeof name);
+    else sq_netbench_default_name(sq_mpi_host(m, 0), name, sizeof name);
 
     int any = 0;
     for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++)
-        any |= (o->cfg.levels & 1u << level) && !skip_reason(m, level);
+        any |= (o->cfg.levels & 1u << level) && !sq_netbench_skip_reason(m, level);
     if (!any) {
         /* the same on every rank: no collective call to agree on */
         if (leader) {
@@ -510,7 +355,7 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
                 if (o->cfg.levels & 1u << level)
                     used += (size_t)snprintf(why + used, sizeof why - used, "%s%s: %s",
                                              used ? "; " : "", sq_netbench_level_name(level),
-                                             skip_reason(m, level));
+                                             sq_netbench_skip_reason(m, level));
             if (o->json) {
                 printf("{\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"results\":[],"
                        "\"nothing_measured\":", R.size, topo->nodes, topo->per_node);
@@ -551,9 +396,9 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
                (unsigned long long)o->cfg.min_bytes, (unsigned long long)o->cfg.max_bytes,
                o->cfg.warmup, o->cfg.iters, o->cfg.seconds);
         for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++)
-            if ((o->cfg.levels & 1u << level) && skip_reason(m, level))
+            if ((o->cfg.levels & 1u << level) && sq_netbench_skip_reason(m, level))
                 printf("# %s level: skipped (%s)\n#\n", sq_netbench_level_name(level),
-                       skip_reason(m, level));
+                       sq_netbench_skip_reason(m, level));
         fflush(stdout);
     }
     o->cfg.progress = on_result;
