@@ -1,12 +1,13 @@
 /*
 ** cli.h -- the `shardq` command: subcommand entry points and the helpers
-** they share (main.c).
+** they share (common.c).
 **
 ** A subcommand gets the arguments from its own name on: argv[0] is "codec"
 ** or "bench", ready for getopt_long with optind = 1. It returns the exit
-** status: 0 success, 1 runtime error (a bad file, a failed write), 2 usage
-** error (an unknown option, a malformed value). Messages go to stderr and
-** start with "shardq CMD: ".
+** status: CLI_OK (0) success, CLI_RUNTIME (1) runtime error (a bad file, a
+** failed write), CLI_USAGE (2) usage error (an unknown option, a malformed
+** value), CLI_BUSY (75) a locked database. Messages go to stderr and start
+** with "shardq CMD: ".
 */
 #ifndef SQ_CLI_H
 #define SQ_CLI_H

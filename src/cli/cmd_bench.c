@@ -352,7 +352,100 @@ static int on_bench(void *user, const sq_bench_event *ev)
     return 0;
 }
 
-int cmd_bench(int argc, char **argv)
+/* The options of one `shardq bench`. */
+typedef struct bench_args {
+    int sizes[16], nsizes;
+    int all, threads[16], nthreads, threads_given;
+    int opsel[MAX_OPS], nops;
+    const char *codec_override, *device, *db;
+    double min_time;
+    int json, peer;
+    uint64_t busy;
+} bench_args;
+
+/* --ops LIST into a->opsel. */
+static int parse_ops(const char *text, bench_args *a)
+{
+    a->nops = 0;
+    char *copy = strdup(text), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        size_t k;
+        if (sq_bench_find_op(tok, &k) != SQ_OK || a->nops == MAX_OPS) {
+            fprintf(stderr, "shardq bench: --ops: unknown operation '%s' (see --help)\n", tok);
+            free(copy);
+            return CLI_USAGE;
+        }
+        a->opsel[a->nops++] = (int)k;
+    }
+    free(copy);
+    if (a->nops == 0) {
+        fprintf(stderr, "shardq bench: --ops: empty list\n");
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+/* One option of the command line: CLI_OK to go on, else the exit status
+** (-h is CLI_OK too, with *done set). */
+static int parse_option(int ch, const char *arg, bench_args *a, int *done)
+{
+    switch (ch) {
+    case 's':
+        return (a->nsizes = parse_list("--sizes", arg, a->sizes, 16, MAX_SIZE_MB, 0)) < 0
+                   ? CLI_USAGE : CLI_OK;
+    case 't':
+        a->threads_given = 1;
+        return (a->nthreads = parse_list("--threads", arg, a->threads, 16, MAX_THREADS,
+                                         a->all)) < 0 ? CLI_USAGE : CLI_OK;
+    case 'o': return parse_ops(arg, a);
+    case 'c': {
+        sq_codec c;
+        char err[256];
+        if (sq_codec_parse(arg, &c, err, sizeof err) != SQ_OK) {
+            fprintf(stderr, "shardq bench: --codec: %s\n", err);
+            return CLI_USAGE;
+        }
+        a->codec_override = arg;
+        return CLI_OK;
+    }
+    case 'm': {
+        char *end;
+        a->min_time = strtod(arg, &end);
+        if (*end || !(a->min_time >= 0.0 && a->min_time <= 3600.0)) {
+            fprintf(stderr, "shardq bench: --min-time: '%s' is not a number of seconds "
+                            "from 0 to 3600\n", arg);
+            return CLI_USAGE;
+        }
+        return CLI_OK;
+    }
+    case 'd':
+        if (check_device_name(arg) != CLI_OK) return CLI_USAGE;
+        a->device = arg;
+        return CLI_OK;
+    case 'j': a->json = 1; return CLI_OK;
+    case 'D':
+        if (!*arg) {
+            fprintf(stderr, "shardq bench: --db: the database file name is empty\n");
+            return CLI_USAGE;
+        }
+        a->db = arg;
+        return CLI_OK;
+    case 'B':
+        return cli_parse_u64("bench", "--busy-timeout", arg, INT_MAX, &a->busy) ? CLI_USAGE
+                                                                                : CLI_OK;
+    case 'P':
+        if (strcmp(arg, "torch") != 0) {
+            fprintf(stderr, "shardq bench: --peer: unknown peer '%s' (torch is the one)\n", arg);
+            return CLI_USAGE;
+        }
+        a->peer = 1;
+        return CLI_OK;
+    case 'h': fputs(bench_usage, stdout); *done = 1; return CLI_OK;
+    default: fputs("Try 'shardq bench --help'.\n", stderr); return CLI_USAGE;
+    }
+}
+
+static int parse_args(int argc, char **argv, bench_args *a, int *done)
 {
     static const struct option longopts[] = {
         {"sizes", required_argument, NULL, 's'},   {"threads", required_argument, NULL, 't'},
@@ -362,109 +455,111 @@ int cmd_bench(int argc, char **argv)
         {"busy-timeout", required_argument, NULL, 'B'}, {"help", no_argument, NULL, 'h'},
         {"peer", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0}};
-    int sizes[16], nsizes = 0;
-    int all = sq_get_threads();
-    int threads[16] = {1, all}, nthreads = all > 1 ? 2 : 1, threads_given = 0;
-    int opsel[MAX_OPS], nops = 0;
-    const char *codec_override = NULL, *device = "cpu";
-    double min_time = 0.2;
-    int json = 0;
-    const char *db = NULL;
-    uint64_t busy = SQ_STORE_BUSY_MS;
-    int peer = 0;
-
     optind = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (ch) {
-        case 's':
-            if ((nsizes = parse_list("--sizes", optarg, sizes, 16, MAX_SIZE_MB, 0)) < 0)
-                return CLI_USAGE;
-            break;
-        case 't':
-            if ((nthreads = parse_list("--threads", optarg, threads, 16, MAX_THREADS, all)) < 0)
-                return CLI_USAGE;
-            threads_given = 1;
-            break;
-        case 'o': {
-            nops = 0;
-            char *copy = strdup(optarg), *save = NULL;
-            for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                size_t k;
-                if (sq_bench_find_op(tok, &k) != SQ_OK || nops == MAX_OPS) {
-                    fprintf(stderr, "shardq bench: --ops: unknown operation '%s' (see --help)\n",
-                            tok);
-                    free(copy);
-                    return CLI_USAGE;
-                }
-                opsel[nops++] = (int)k;
-            }
-            free(copy);
-            if (nops == 0) {
-                fprintf(stderr, "shardq bench: --ops: empty list\n");
-                return CLI_USAGE;
-            }
-            break;
-        }
-        case 'c': {
-            sq_codec c;
-            char err[256];
-            if (sq_codec_parse(optarg, &c, err, sizeof err) != SQ_OK) {
-                fprintf(stderr, "shardq bench: --codec: %s\n", err);
-                return CLI_USAGE;
-            }
-            codec_override = optarg;
-            break;
-        }
-        case 'm': {
-            char *end;
-            min_time = strtod(optarg, &end);
-            if (*end || !(min_time >= 0.0 && min_time <= 3600.0)) {
-                fprintf(stderr, "shardq bench: --min-time: '%s' is not a number of seconds "
-                                "from 0 to 3600\n", optarg);
-                return CLI_USAGE;
-            }
-            break;
-        }
-        case 'd':
-            if (check_device_name(optarg) != CLI_OK) return CLI_USAGE;
-            device = optarg;
-            break;
-        case 'j': json = 1; break;
-        case 'D':
-            if (!*optarg) {
-                fprintf(stderr, "shardq bench: --db: the database file name is empty\n");
-                return CLI_USAGE;
-            }
-            db = optarg;
-            break;
-        case 'B':
-            if (cli_parse_u64("bench", "--busy-timeout", optarg, INT_MAX, &busy)) return CLI_USAGE;
-            break;
-        case 'P':
-            if (strcmp(optarg, "torch") != 0) {
-                fprintf(stderr, "shardq bench: --peer: unknown peer '%s' (torch is the one)\n",
-                        optarg);
-                return CLI_USAGE;
-            }
-            peer = 1;
-            break;
-        case 'h': fputs(bench_usage, stdout); return CLI_OK;
-        default: fputs("Try 'shardq bench --help'.\n", stderr); return CLI_USAGE;
-        }
-    }
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+        if ((rc = parse_option(ch, optarg, a, done)) != CLI_OK || *done) return rc;
     if (optind < argc) {
         fprintf(stderr, "shardq bench: unexpected argument '%s'\n", argv[optind]);
         return CLI_USAGE;
     }
+    return CLI_OK;
+}
 
-    const int gpu = strcmp(device, "cpu") != 0;
-    if (peer && (gpu || codec_override)) {
+/* What the options mean on the device: the default operations and sizes,
+** no thread count on a GPU, each figure once when stored. */
+static int resolve_args(bench_args *a, int gpu, size_t *opidx)
+{
+    if (gpu && a->threads_given) {
+        fprintf(stderr, "shardq bench: --threads: a GPU has no thread count to set\n");
+        return CLI_USAGE;
+    }
+    for (int i = 0; i < a->nops; i++)
+        if (gpu && sq_bench_op_at((size_t)a->opsel[i])->cpu_only) {
+            fprintf(stderr, "shardq bench: --ops: '%s' is measured on the CPU only\n",
+                    sq_bench_op_at((size_t)a->opsel[i])->name);
+            return CLI_USAGE;
+        }
+    if (a->nops == 0) {
+        a->nops = (int)sq_bench_default_ops(gpu, opidx, MAX_OPS);
+        for (int i = 0; i < a->nops; i++) a->opsel[i] = (int)opidx[i];
+    }
+    for (int i = 0; i < a->nops; i++) opidx[i] = (size_t)a->opsel[i];
+    if (a->nsizes == 0) {
+        /* on a GPU, the sizes of SDP4Bit's Table 5 */
+        static const int cpu_sizes[] = {1, 4, 16, 64, 256}, gpu_sizes[] = {8, 16, 64, 512, 1024, 2048};
+        if (gpu) {
+            a->nsizes = 6;
+            memcpy(a->sizes, gpu_sizes, sizeof gpu_sizes);
+        } else {
+            a->nsizes = 5;
+            memcpy(a->sizes, cpu_sizes, sizeof cpu_sizes);
+        }
+    }
+    if (gpu) {
+        a->threads[0] = 0; /* printed as 0: not applicable */
+        a->nthreads = 1;
+    }
+    if (a->db) {
+        const char *names[MAX_OPS];
+        for (size_t i = 0; i < sq_bench_nops() && i < MAX_OPS; i++)
+            names[i] = sq_bench_op_at(i)->name;
+        if (check_unique("--sizes", a->sizes, a->nsizes, NULL) ||
+            check_unique("--threads", a->threads, a->nthreads, NULL) ||
+            check_unique("--ops", a->opsel, a->nops, names))
+            return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+/* The measurements, printed as they come (and stored with --db). */
+static int run_bench(const bench_args *a, sq_backend *be, int gpu, const size_t *opidx)
+{
+    bench_out o = {.json = a->json, .gpu = gpu, .all = a->all, .sizes = a->sizes,
+                   .nsizes = a->nsizes, .nops = a->nops, .nthreads = a->nthreads,
+                   .peer_python = a->peer ? peer_python() : NULL, .min_time = a->min_time};
+    sq_bench_device_text(be, o.where, sizeof o.where);
+    sq_bench_config cfg = {.sizes_mb = a->sizes, .nsizes = a->nsizes, .threads = a->threads,
+                           .nthreads = a->nthreads, .ops = opidx, .nops = a->nops,
+                           .codec = a->codec_override, .min_time = a->min_time};
+    o.table5 = !a->json && !a->codec_override;
+    sq_error e = {0};
+    int64_t run = 0;
+    int rc;
+    /* with a database the run begins before anything is measured or
+    ** printed: one that cannot be written fails now, not after the
+    ** measurements */
+    if (a->db) {
+        rc = sq_bench_record(a->db, (int)a->busy, be, &cfg, on_bench, &o, &run, &e);
+    } else {
+        start(&o);
+        rc = sq_bench_run(be, &cfg, on_bench, &o, NULL, NULL, &e);
+    }
+    if (rc != SQ_OK && (!a->db || run > 0)) start(&o);
+    sq_progress_finish(o.bar);
+    if (o.peer_failed) return CLI_RUNTIME; /* said why */
+    if (rc != SQ_OK) {
+        fprintf(stderr, "shardq bench: %s\n", sq_error_message(&e));
+        return CLI_RUNTIME;
+    }
+    if (a->db && !a->json) printf("\nstored as run %lld in %s\n", (long long)run, a->db);
+    return CLI_OK;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_args a = {.all = sq_get_threads(), .device = "cpu", .min_time = 0.2,
+                    .busy = SQ_STORE_BUSY_MS};
+    a.threads[0] = 1, a.threads[1] = a.all, a.nthreads = a.all > 1 ? 2 : 1;
+    int done = 0, rc = parse_args(argc, argv, &a, &done);
+    if (rc != CLI_OK || done) return rc;
+    const int gpu = strcmp(a.device, "cpu") != 0;
+    if (a.peer && (gpu || a.codec_override)) {
         fprintf(stderr, "shardq bench: --peer torch compares the default codecs on the CPU: "
                         "not with %s\n", gpu ? "--device cuda" : "--codec");
         return CLI_USAGE;
     }
-    if (peer) { /* before anything is measured: a missing torch fails now */
+    if (a.peer) { /* before anything is measured: a missing torch fails now */
         sq_error perr = {0};
         if (sq_bench_peer_check(peer_python(), &perr) != SQ_OK) {
             fprintf(stderr, "shardq bench: --peer torch: %s\n", sq_error_message(&perr));
@@ -475,86 +570,17 @@ int cmd_bench(int argc, char **argv)
     ** such GPU, that is the error, not --threads or --ops given for a GPU */
     sq_backend *be = NULL;
     sq_error err;
-    if (sq_backend_open(device, &be, &err) != SQ_OK) {
+    if (sq_backend_open(a.device, &be, &err) != SQ_OK) {
         /* the backend's sentence starts with the device's name, said already */
         const char *msg = sq_error_message(&err);
-        size_t dl = strlen(device);
-        if (!strncmp(msg, device, dl) && !strncmp(msg + dl, ": ", 2)) msg += dl + 2;
-        fprintf(stderr, "shardq bench: --device %s: %s\n", device, msg);
+        size_t dl = strlen(a.device);
+        if (!strncmp(msg, a.device, dl) && !strncmp(msg + dl, ": ", 2)) msg += dl + 2;
+        fprintf(stderr, "shardq bench: --device %s: %s\n", a.device, msg);
         return CLI_RUNTIME;
     }
-    if (gpu && threads_given) {
-        fprintf(stderr, "shardq bench: --threads: a GPU has no thread count to set\n");
-        goto usage;
-    }
-    for (int i = 0; i < nops; i++)
-        if (gpu && sq_bench_op_at((size_t)opsel[i])->cpu_only) {
-            fprintf(stderr, "shardq bench: --ops: '%s' is measured on the CPU only\n",
-                    sq_bench_op_at((size_t)opsel[i])->name);
-            goto usage;
-        }
     size_t opidx[MAX_OPS];
-    if (nops == 0) {
-        nops = (int)sq_bench_default_ops(gpu, opidx, MAX_OPS);
-        for (int i = 0; i < nops; i++) opsel[i] = (int)opidx[i];
-    }
-    for (int i = 0; i < nops; i++) opidx[i] = (size_t)opsel[i];
-    if (nsizes == 0) {
-        /* on a GPU, the sizes of SDP4Bit's Table 5 */
-        static const int cpu_sizes[] = {1, 4, 16, 64, 256}, gpu_sizes[] = {8, 16, 64, 512, 1024, 2048};
-        if (gpu) {
-            nsizes = 6;
-            memcpy(sizes, gpu_sizes, sizeof gpu_sizes);
-        } else {
-            nsizes = 5;
-            memcpy(sizes, cpu_sizes, sizeof cpu_sizes);
-        }
-    }
-    if (gpu) {
-        threads[0] = 0; /* printed as 0: not applicable */
-        nthreads = 1;
-    }
-    if (db) {
-        const char *names[MAX_OPS];
-        for (size_t i = 0; i < sq_bench_nops() && i < MAX_OPS; i++)
-            names[i] = sq_bench_op_at(i)->name;
-        if (check_unique("--sizes", sizes, nsizes, NULL) ||
-            check_unique("--threads", threads, nthreads, NULL) ||
-            check_unique("--ops", opsel, nops, names))
-            goto usage;
-    }
-
-    bench_out o = {.json = json, .gpu = gpu, .all = all, .sizes = sizes, .nsizes = nsizes,
-                   .nops = nops, .nthreads = nthreads,
-                   .peer_python = peer ? peer_python() : NULL, .min_time = min_time};
-    sq_bench_device_text(be, o.where, sizeof o.where);
-    sq_bench_config cfg = {.sizes_mb = sizes, .nsizes = nsizes, .threads = threads,
-                           .nthreads = nthreads, .ops = opidx, .nops = nops,
-                           .codec = codec_override, .min_time = min_time};
-    o.table5 = !json && !codec_override;
-    sq_error e = {0};
-    int64_t run = 0;
-    int rc;
-    /* with a database the run begins before anything is measured or
-    ** printed: one that cannot be written fails now, not after the
-    ** measurements */
-    if (db) {
-        rc = sq_bench_record(db, (int)busy, be, &cfg, on_bench, &o, &run, &e);
-    } else {
-        start(&o);
-        rc = sq_bench_run(be, &cfg, on_bench, &o, NULL, NULL, &e);
-    }
-    if (rc != SQ_OK && (!db || run > 0)) start(&o);
-    sq_progress_finish(o.bar);
+    rc = resolve_args(&a, gpu, opidx);
+    if (rc == CLI_OK) rc = run_bench(&a, be, gpu, opidx);
     sq_backend_close(be);
-    if (o.peer_failed) return CLI_RUNTIME; /* said why */
-    if (rc != SQ_OK) {
-        fprintf(stderr, "shardq bench: %s\n", sq_error_message(&e));
-        return CLI_RUNTIME;
-    }
-    if (db && !json) printf("\nstored as run %lld in %s\n", (long long)run, db);
-    return CLI_OK;
-usage:
-    sq_backend_close(be);
-    return CLI_USAGE;
+    return rc;
 }

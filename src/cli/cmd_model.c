@@ -570,182 +570,162 @@ static int parse_int(const char *opt, const char *text, int max, int *out)
     return 0;
 }
 
-int cmd_model(int argc, char **argv)
-{
-    const char *platform = "a100-slingshot10", *model = "gpt-1.3b", *scheme_list = NULL;
-    const char *db = NULL, *quant_db = NULL, *table = NULL, *calibrate_file = NULL;
-    const char *platform_out = NULL;
+/* The options of one `shardq model` beside those model_opts keeps. */
+typedef struct model_args {
+    const char *platform, *model, *scheme_list, *db, *quant_db, *table, *calibrate_file;
+    const char *platform_out;
     const char *sets[MAX_SETS];
-    int nsets = 0, gpus = 0, sweep = 0, max_gpus = 1024, json = 0, list = 0, platform_given = 0;
-    double quant_gbs = 0;
-    model_opts *o = calloc(1, sizeof *o);
-    sq_cost_point *pts = calloc(SQ_COST_MAX_POINTS, sizeof *pts);
-    int rc = CLI_USAGE;
-    if (!o || !pts) {
-        fprintf(stderr, "shardq model: out of memory\n");
-        free(o), free(pts);
-        return CLI_RUNTIME;
+    int nsets, gpus, sweep, max_gpus, json, list, platform_given;
+    double quant_gbs;
+} model_args;
+
+/* One option: 0, or -1 when it is wrong (said why). */
+static int parse_option(int ch, const char *arg, model_args *a, model_opts *o)
+{
+    switch (ch) {
+    case O_PLATFORM: a->platform = arg, a->platform_given = 1; return 0;
+    case O_MODEL: a->model = arg; return 0;
+    case O_GPUS: return parse_int("--gpus", arg, 1 << 20, &a->gpus);
+    case O_SWEEP: a->sweep = 1; return 0;
+    case O_MAXG: return parse_int("--max-gpus", arg, 1 << 20, &a->max_gpus);
+    case O_TP: return parse_int("--tp", arg, 1024, &o->par.tp);
+    case O_PP: return parse_int("--pp", arg, 1024, &o->par.pp);
+    case O_MB: return parse_int("--micro-batch", arg, 1 << 20, &o->par.micro_batch);
+    case O_ACCUM: return parse_int("--accum", arg, 1 << 20, &o->par.accum);
+    case O_OVERLAP: o->par.overlap = 1; return 0;
+    case O_SCHEME: a->scheme_list = arg; return 0;
+    case O_SET:
+        if (a->nsets == MAX_SETS) {
+            fprintf(stderr, "shardq model: more than %d --set options\n", MAX_SETS);
+            return -1;
+        }
+        a->sets[a->nsets++] = arg;
+        return 0;
+    case O_QGBS: return cli_parse_double("model", "--quant-gbs", arg, 1e-6, 1e9, &a->quant_gbs);
+    case O_QDB: a->quant_db = arg; return 0;
+    case O_DB: a->db = arg; return 0;
+    case O_VALIDATE: a->table = arg; return 0;
+    case O_LIST: a->list = 1; return 0;
+    case O_JSON: a->json = 1; return 0;
+    case O_SYSTEM:
+        if (!strcmp(arg, "megatron")) o->par.system = SQ_COST_MEGATRON;
+        else if (!strcmp(arg, "zero3")) o->par.system = SQ_COST_ZERO3;
+        else {
+            fprintf(stderr, "shardq model: --system: '%s' is not megatron or zero3\n", arg);
+            return -1;
+        }
+        return 0;
+    case O_HPZ: o->par.hpz = 1; return 0;
+    case O_CALIBRATE: a->calibrate_file = arg; return 0;
+    case O_PLATFORM_OUT: a->platform_out = arg; return 0;
+    default: return -1;
     }
-    o->par = (sq_cost_parallel){.tp = 1, .pp = 1, .micro_batch = 1, .accum = 1};
+}
+
+/* The command line: CLI_OK to go on (*done after --help), else the exit
+** status. */
+static int parse_args(int argc, char **argv, model_args *a, model_opts *o, int *done)
+{
     opterr = 0;
     optind = 1;
-    int ch, bad = 0;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", model_options, NULL)) != -1) {
-        switch (ch) {
-        case O_PLATFORM: platform = optarg, platform_given = 1; break;
-        case O_MODEL: model = optarg; break;
-        case O_GPUS: bad = parse_int("--gpus", optarg, 1 << 20, &gpus); break;
-        case O_SWEEP: sweep = 1; break;
-        case O_MAXG: bad = parse_int("--max-gpus", optarg, 1 << 20, &max_gpus); break;
-        case O_TP: bad = parse_int("--tp", optarg, 1024, &o->par.tp); break;
-        case O_PP: bad = parse_int("--pp", optarg, 1024, &o->par.pp); break;
-        case O_MB: bad = parse_int("--micro-batch", optarg, 1 << 20, &o->par.micro_batch); break;
-        case O_ACCUM: bad = parse_int("--accum", optarg, 1 << 20, &o->par.accum); break;
-        case O_OVERLAP: o->par.overlap = 1; break;
-        case O_SCHEME: scheme_list = optarg; break;
-        case O_SET:
-            if (nsets == MAX_SETS) {
-                fprintf(stderr, "shardq model: more than %d --set options\n", MAX_SETS);
-                bad = 1;
-            } else {
-                sets[nsets++] = optarg;
-            }
-            break;
-        case O_QGBS: bad = cli_parse_double("model", "--quant-gbs", optarg, 1e-6, 1e9, &quant_gbs);
-            break;
-        case O_QDB: quant_db = optarg; break;
-        case O_DB: db = optarg; break;
-        case O_VALIDATE: table = optarg; break;
-        case O_LIST: list = 1; break;
-        case O_JSON: json = 1; break;
-        case O_SYSTEM:
-            if (!strcmp(optarg, "megatron")) o->par.system = SQ_COST_MEGATRON;
-            else if (!strcmp(optarg, "zero3")) o->par.system = SQ_COST_ZERO3;
-            else {
-                fprintf(stderr, "shardq model: --system: '%s' is not megatron or zero3\n", optarg);
-                bad = 1;
-            }
-            break;
-        case O_HPZ: o->par.hpz = 1; break;
-        case O_CALIBRATE: calibrate_file = optarg; break;
-        case O_PLATFORM_OUT: platform_out = optarg; break;
-        case 'h':
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":h", model_options, NULL)) != -1) {
+        if (ch == 'h') {
             fputs(model_usage, stdout);
-            rc = CLI_OK;
-            goto done;
-        default: rc = cli_option_error("model", ch, argv, model_longnames); goto done;
+            *done = 1;
+            return CLI_OK;
         }
+        if (ch == '?' || ch == ':') return cli_option_error("model", ch, argv, model_longnames);
+        if (parse_option(ch, optarg, a, o)) return CLI_USAGE;
     }
-    if (bad) goto done;
-    if (cli_check_positional("model", argv + optind, argc - optind, 0, 0, "no arguments")) goto done;
-    if (quant_db && quant_gbs > 0) {
+    if (cli_check_positional("model", argv + optind, argc - optind, 0, 0, "no arguments"))
+        return CLI_USAGE;
+    if (a->quant_db && a->quant_gbs > 0) {
         fprintf(stderr, "shardq model: --quant-gbs and --quant-db: give one\n");
-        goto done;
+        return CLI_USAGE;
     }
-    if (list) {
-        print_builtins();
-        printf("validation tables:\n  sdp4bit-a100         SDP4Bit Table 2, the A100 rows\n");
-        rc = CLI_OK;
-        goto done;
-    }
-    if (o->par.hpz && o->par.system != SQ_COST_ZERO3) {
-        fprintf(stderr, "shardq model: --hpz: hpZ is a ZeRO-3 partition: give --system zero3\n");
-        goto done;
-    }
-    if (platform_out && !calibrate_file) {
-        fprintf(stderr, "shardq model: --platform-out: only with --calibrate FILE\n");
-        goto done;
-    }
-    sq_error err = {0};
-    /* ZeRO-3 reduces the gradients in the training dtype (bf16), Megatron's
-    ** distributed optimizer in fp32 */
-    const char *const zero3_grads[] = {"grad.intra.bits=16", "grad.inter.bits=16"};
-    int zero3 = o->par.system == SQ_COST_ZERO3;
-    if (cli_scheme("model", "baseline", zero3 ? zero3_grads : NULL, zero3 ? 2 : 0, &o->baseline))
-        goto done;
-    if (calibrate_file) {
-        if (!platform_out) {
-            fprintf(stderr, "shardq model: --calibrate: give --platform-out FILE, where the "
-                    "calibrated platform goes\n");
-            goto done;
-        }
-        if (table || sweep || gpus || scheme_list || db) {
-            fprintf(stderr, "shardq model: --calibrate fits the platform alone: leave out "
-                    "--validate, --gpus, --sweep-gpus, --scheme and --db (predict with "
-                    "--platform %s afterwards)\n", platform_out);
-            goto done;
-        }
-        rc = calibrate(calibrate_file, platform, platform_out, &o->baseline, o->par.system, json);
-        goto done;
-    }
-    if (table) {
-        rc = validate(table, platform_given ? platform : NULL, o, json);
-        goto done;
-    }
-    if (sq_cost_platform_read(platform, &o->plat, &err) != SQ_OK) {
-        load_failed("", &err, platform);
-        goto done;
-    }
-    if (sq_cost_model_read(model, &o->model, &err) != SQ_OK) {
-        load_failed("", &err, model);
-        goto done;
-    }
-    snprintf(o->quant_text, sizeof o->quant_text, "platform %s", o->plat.name);
-    if (quant_gbs > 0) {
-        o->plat.quant_bw = quant_gbs * 1e9;
-        snprintf(o->quant_text, sizeof o->quant_text, "--quant-gbs");
-    }
-    char qerr[1024];
-    if (quant_db && quant_from_db(quant_db, o, qerr, sizeof qerr)) {
-        fprintf(stderr, "shardq model: --quant-db: %s\n", qerr);
-        rc = CLI_RUNTIME;
-        goto done;
-    }
-    /* the schemes: a list, or every preset */
+    return CLI_OK;
+}
+
+/* --scheme LIST (or every preset), each with the --set knobs. */
+static int read_schemes(const model_args *a, model_opts *o)
+{
     static char list_buf[1024];
-    if (scheme_list) {
-        if (strlen(scheme_list) >= sizeof list_buf) {
+    if (a->scheme_list) {
+        if (strlen(a->scheme_list) >= sizeof list_buf) {
             fprintf(stderr, "shardq model: --scheme: list too long\n");
-            goto done;
+            return CLI_USAGE;
         }
-        strcpy(list_buf, scheme_list);
+        strcpy(list_buf, a->scheme_list);
         for (char *save, *t = strtok_r(list_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             if (o->nschemes == MAX_SCHEMES) {
                 fprintf(stderr, "shardq model: --scheme: more than %d schemes\n", MAX_SCHEMES);
-                goto done;
+                return CLI_USAGE;
             }
             o->names[o->nschemes++] = t;
         }
         if (!o->nschemes) {
             fprintf(stderr, "shardq model: --scheme: empty list\n");
-            goto done;
+            return CLI_USAGE;
         }
     } else {
         for (size_t i = 0; i < sq_scheme_npresets && i < MAX_SCHEMES; i++)
             o->names[o->nschemes++] = sq_scheme_presets[i];
     }
     for (int i = 0; i < o->nschemes; i++)
-        if (cli_scheme("model", o->names[i], sets, nsets, &o->schemes[i])) goto done;
+        if (cli_scheme("model", o->names[i], a->sets, a->nsets, &o->schemes[i])) return CLI_USAGE;
+    return CLI_OK;
+}
 
-    if (sweep && gpus) {
+/* The platform, the model and the quantization kernels' throughput. */
+static int read_inputs(const model_args *a, model_opts *o)
+{
+    sq_error err = {0};
+    if (sq_cost_platform_read(a->platform, &o->plat, &err) != SQ_OK) {
+        load_failed("", &err, a->platform);
+        return CLI_USAGE;
+    }
+    if (sq_cost_model_read(a->model, &o->model, &err) != SQ_OK) {
+        load_failed("", &err, a->model);
+        return CLI_USAGE;
+    }
+    snprintf(o->quant_text, sizeof o->quant_text, "platform %s", o->plat.name);
+    if (a->quant_gbs > 0) {
+        o->plat.quant_bw = a->quant_gbs * 1e9;
+        snprintf(o->quant_text, sizeof o->quant_text, "--quant-gbs");
+    }
+    char qerr[1024];
+    if (a->quant_db && quant_from_db(a->quant_db, o, qerr, sizeof qerr)) {
+        fprintf(stderr, "shardq model: --quant-db: %s\n", qerr);
+        return CLI_RUNTIME;
+    }
+    return CLI_OK;
+}
+
+/* The predictions (stored with --db) and their tables. */
+static int predict(const model_args *a, model_opts *o, sq_cost_point *pts)
+{
+    int gpus = a->gpus;
+    if (a->sweep && gpus) {
         fprintf(stderr, "shardq model: --gpus and --sweep-gpus: give one\n");
-        goto done;
+        return CLI_USAGE;
     }
     const int gpus_given = gpus > 0;
-    if (!sweep && !gpus) gpus = o->plat.nodes * o->plat.gpus_per_node;
+    if (!a->sweep && !gpus) gpus = o->plat.nodes * o->plat.gpus_per_node;
     /* with --db the library predicts and stores; a prediction that fails
     ** stores nothing, one that is stored and fails is still printed */
-    sq_cost_study st = study_of(o, gpus, sweep ? max_gpus : 0);
+    sq_cost_study st = study_of(o, gpus, a->sweep ? a->max_gpus : 0);
+    sq_error err = {0};
     int n = 0;
-    int stored = db ? sq_cost_record(db, SQ_STORE_BUSY_MS, &st, pts, &n, NULL, &err)
-                    : sq_cost_study_run(&st, pts, &n, &err);
+    int stored = a->db ? sq_cost_record(a->db, SQ_STORE_BUSY_MS, &st, pts, &n, NULL, &err)
+                       : sq_cost_study_run(&st, pts, &n, &err);
     if (!n) {
         /* a layout refused ("7 GPUs are not whole nodes of 4 GPUs") is the
         ** options' doing: name them, and where the GPU count came from */
         if (err.status == SQ_ERR_ARG) {
             char g[96];
-            if (sweep)
-                snprintf(g, sizeof g, "--sweep-gpus (up to --max-gpus %d)", max_gpus);
+            if (a->sweep)
+                snprintf(g, sizeof g, "--sweep-gpus (up to --max-gpus %d)", a->max_gpus);
             else
                 snprintf(g, sizeof g, "--gpus %d%s", gpus,
                          gpus_given ? "" : " (the nodes of --platform)");
@@ -754,19 +734,82 @@ int cmd_model(int argc, char **argv)
         } else {
             fprintf(stderr, "shardq model: %s\n", sq_error_message(&err));
         }
-        goto done;
+        return CLI_USAGE;
     }
-    if (json) print_json(o, pts, n);
-    else if (sweep) print_sweep(o, pts, n);
+    if (a->json) print_json(o, pts, n);
+    else if (a->sweep) print_sweep(o, pts, n);
     else print_point(o, &pts[0]);
-    rc = CLI_OK;
     if (stored != SQ_OK) {
         fprintf(stderr, "shardq model: %s\n", sq_error_message(&err));
-        rc = CLI_RUNTIME;
-    } else if (db && !json) {
-        printf("\nstored in %s\n", db);
+        return CLI_RUNTIME;
     }
-done:
+    if (a->db && !a->json) printf("\nstored in %s\n", a->db);
+    return CLI_OK;
+}
+
+/* What runs instead of a prediction: --calibrate or --validate; -1 when
+** neither is asked. */
+static int calibrate_or_validate(const model_args *a, model_opts *o)
+{
+    if (a->calibrate_file) {
+        if (!a->platform_out) {
+            fprintf(stderr, "shardq model: --calibrate: give --platform-out FILE, where the "
+                    "calibrated platform goes\n");
+            return CLI_USAGE;
+        }
+        if (a->table || a->sweep || a->gpus || a->scheme_list || a->db) {
+            fprintf(stderr, "shardq model: --calibrate fits the platform alone: leave out "
+                    "--validate, --gpus, --sweep-gpus, --scheme and --db (predict with "
+                    "--platform %s afterwards)\n", a->platform_out);
+            return CLI_USAGE;
+        }
+        return calibrate(a->calibrate_file, a->platform, a->platform_out, &o->baseline,
+                         o->par.system, a->json);
+    }
+    if (a->table) return validate(a->table, a->platform_given ? a->platform : NULL, o, a->json);
+    return -1;
+}
+
+static int model_main(const model_args *a, model_opts *o, sq_cost_point *pts)
+{
+    if (a->list) {
+        print_builtins();
+        printf("validation tables:\n  sdp4bit-a100         SDP4Bit Table 2, the A100 rows\n");
+        return CLI_OK;
+    }
+    if (o->par.hpz && o->par.system != SQ_COST_ZERO3) {
+        fprintf(stderr, "shardq model: --hpz: hpZ is a ZeRO-3 partition: give --system zero3\n");
+        return CLI_USAGE;
+    }
+    if (a->platform_out && !a->calibrate_file) {
+        fprintf(stderr, "shardq model: --platform-out: only with --calibrate FILE\n");
+        return CLI_USAGE;
+    }
+    /* ZeRO-3 reduces the gradients in the training dtype (bf16), Megatron's
+    ** distributed optimizer in fp32 */
+    const char *const zero3_grads[] = {"grad.intra.bits=16", "grad.inter.bits=16"};
+    int zero3 = o->par.system == SQ_COST_ZERO3;
+    if (cli_scheme("model", "baseline", zero3 ? zero3_grads : NULL, zero3 ? 2 : 0, &o->baseline))
+        return CLI_USAGE;
+    int rc = calibrate_or_validate(a, o);
+    if (rc >= 0) return rc;
+    if ((rc = read_inputs(a, o)) != CLI_OK || (rc = read_schemes(a, o)) != CLI_OK) return rc;
+    return predict(a, o, pts);
+}
+
+int cmd_model(int argc, char **argv)
+{
+    model_args a = {.platform = "a100-slingshot10", .model = "gpt-1.3b", .max_gpus = 1024};
+    model_opts *o = calloc(1, sizeof *o);
+    sq_cost_point *pts = calloc(SQ_COST_MAX_POINTS, sizeof *pts);
+    int rc = CLI_RUNTIME, done = 0;
+    if (!o || !pts) {
+        fprintf(stderr, "shardq model: out of memory\n");
+    } else {
+        o->par = (sq_cost_parallel){.tp = 1, .pp = 1, .micro_batch = 1, .accum = 1};
+        rc = parse_args(argc, argv, &a, o, &done);
+        if (rc == CLI_OK && !done) rc = model_main(&a, o, pts);
+    }
     free(o);
     free(pts);
     return rc;

@@ -325,6 +325,75 @@ static int agree(const cli_ranks *R, int rc)
     return v;
 }
 
+/* One rank, or levels with too few ranks: what there was not to measure. */
+static void print_nothing_measured(const opts *o, const sq_mpi *m, const cli_ranks *R,
+                                   const sq_topo *topo)
+{
+    char why[512] = "";
+    size_t used = 0;
+    for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++)
+        if (o->cfg.levels & 1u << level)
+            used += (size_t)snprintf(why + used, sizeof why - used, "%s%s: %s",
+                                     used ? "; " : "", sq_netbench_level_name(level),
+                                     sq_netbench_skip_reason(m, level));
+    if (o->json) {
+        printf("{\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"results\":[],"
+               "\"nothing_measured\":", R->size, topo->nodes, topo->per_node);
+        cli_json_str(why);
+        printf(",\"run\":null,\"platform_file\":null}\n");
+    } else {
+        printf("shardq netbench: %d rank%s (%dx%d): nothing to measure between ranks "
+               "(%s).\nRun it under an MPI launcher, one rank per worker, e.g.\n"
+               "  mpirun -np 4 shardq netbench --workers 2x2\n", R->size,
+               R->size == 1 ? "" : "s", topo->nodes, topo->per_node, why);
+    }
+    if (o->platform_out)
+        fprintf(stderr, "shardq netbench: --platform-out %s: not written: nothing was "
+                "measured\n", o->platform_out);
+}
+
+/* --json: the whole run as one object (run -1: not stored). */
+static void print_json(const opts *o, const sq_mpi *m, int ranks, const sq_topo *topo,
+                       const char *hosts, const sq_netbench_result *res, size_t n, int64_t run,
+                       int written)
+{
+    printf("{\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"hosts\":", ranks, topo->nodes,
+           topo->per_node);
+    cli_json_str(hosts);
+    printf(",\"mpi_library\":");
+    cli_json_str(sq_mpi_library());
+    printf(",\"min_bytes\":%llu,\"max_bytes\":%llu,\"warmup\":%d,\"iters\":%d,"
+           "\"seconds\":", (unsigned long long)o->cfg.min_bytes,
+           (unsigned long long)o->cfg.max_bytes, o->cfg.warmup, o->cfg.iters);
+    cli_json_num(o->cfg.seconds);
+    printf(",\"results\":[");
+    for (size_t i = 0; i < n; i++) {
+        const sq_netbench_result *x = &res[i];
+        printf("%s{\"op\":\"%s\",\"level\":\"%s\",\"ranks\":%d,\"comms\":%d,"
+               "\"bytes\":%llu,\"count\":%llu,\"iters\":%d,\"time_us\":",
+               i ? "," : "", sq_netbench_op_name(x->op), sq_netbench_level_name(x->level),
+               x->ranks, x->comms, (unsigned long long)x->bytes,
+               (unsigned long long)x->count, x->iters);
+        cli_json_num(x->seconds * 1e6);
+        printf(",\"algbw_gb_s\":");
+        cli_json_num(x->algbw / 1e9);
+        printf(",\"busbw_gb_s\":");
+        cli_json_num(x->busbw / 1e9);
+        printf("}");
+    }
+    printf("]");
+    summary(m, &o->cfg, res, n, 1);
+    printf(",\"db\":");
+    if (o->db) cli_json_str(o->db);
+    else printf("null");
+    if (run >= 0) printf(",\"run\":%lld", (long long)run);
+    else printf(",\"run\":null");
+    printf(",\"platform_file\":");
+    if (written) cli_json_str(o->platform_out);
+    else printf("null");
+    printf("}\n");
+}
+
 static int measure(opts *o, sq_topo *topo, int has_topo)
 {
     sq_netbench_assumed a;
@@ -348,29 +417,7 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
         any |= (o->cfg.levels & 1u << level) && !sq_netbench_skip_reason(m, level);
     if (!any) {
         /* the same on every rank: no collective call to agree on */
-        if (leader) {
-            char why[512] = "";
-            size_t used = 0;
-            for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++)
-                if (o->cfg.levels & 1u << level)
-                    used += (size_t)snprintf(why + used, sizeof why - used, "%s%s: %s",
-                                             used ? "; " : "", sq_netbench_level_name(level),
-                                             sq_netbench_skip_reason(m, level));
-            if (o->json) {
-                printf("{\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"results\":[],"
-                       "\"nothing_measured\":", R.size, topo->nodes, topo->per_node);
-                cli_json_str(why);
-                printf(",\"run\":null,\"platform_file\":null}\n");
-            } else {
-                printf("shardq netbench: %d rank%s (%dx%d): nothing to measure between ranks "
-                       "(%s).\nRun it under an MPI launcher, one rank per worker, e.g.\n"
-                       "  mpirun -np 4 shardq netbench --workers 2x2\n", R.size,
-                       R.size == 1 ? "" : "s", topo->nodes, topo->per_node, why);
-            }
-            if (o->platform_out)
-                fprintf(stderr, "shardq netbench: --platform-out %s: not written: nothing was "
-                        "measured\n", o->platform_out);
-        }
+        if (leader) print_nothing_measured(o, m, &R, topo);
         rc = o->platform_out ? CLI_RUNTIME : CLI_OK;
         cli_ranks_end("netbench", &R, CLI_OK);
         return rc;
@@ -428,41 +475,8 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
         if (rc == CLI_OK && o->platform_out)
             rc = write_platform(o, &a, topo, hosts, name, res, n);
         if (o->json) {
-            printf("{\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"hosts\":", R.size, topo->nodes,
-                   topo->per_node);
-            cli_json_str(hosts);
-            printf(",\"mpi_library\":");
-            cli_json_str(sq_mpi_library());
-            printf(",\"min_bytes\":%llu,\"max_bytes\":%llu,\"warmup\":%d,\"iters\":%d,"
-                   "\"seconds\":", (unsigned long long)o->cfg.min_bytes,
-                   (unsigned long long)o->cfg.max_bytes, o->cfg.warmup, o->cfg.iters);
-            cli_json_num(o->cfg.seconds);
-            printf(",\"results\":[");
-            for (size_t i = 0; i < n; i++) {
-                const sq_netbench_result *x = &res[i];
-                printf("%s{\"op\":\"%s\",\"level\":\"%s\",\"ranks\":%d,\"comms\":%d,"
-                       "\"bytes\":%llu,\"count\":%llu,\"iters\":%d,\"time_us\":",
-                       i ? "," : "", sq_netbench_op_name(x->op), sq_netbench_level_name(x->level),
-                       x->ranks, x->comms, (unsigned long long)x->bytes,
-                       (unsigned long long)x->count, x->iters);
-                cli_json_num(x->seconds * 1e6);
-                printf(",\"algbw_gb_s\":");
-                cli_json_num(x->algbw / 1e9);
-                printf(",\"busbw_gb_s\":");
-                cli_json_num(x->busbw / 1e9);
-                printf("}");
-            }
-            printf("]");
-            summary(m, &o->cfg, res, n, 1);
-            printf(",\"db\":");
-            if (o->db) cli_json_str(o->db);
-            else printf("null");
-            if (s && rc == CLI_OK) printf(",\"run\":%lld", (long long)run);
-            else printf(",\"run\":null");
-            printf(",\"platform_file\":");
-            if (o->platform_out && rc == CLI_OK) cli_json_str(o->platform_out);
-            else printf("null");
-            printf("}\n");
+            print_json(o, m, R.size, topo, hosts, res, n, s && rc == CLI_OK ? run : -1,
+                       o->platform_out && rc == CLI_OK);
         } else {
             if (s && rc == CLI_OK)
                 printf("stored as run %lld in %s (shardq db show %lld)\n", (long long)run,
@@ -480,10 +494,80 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
 
 #endif /* SHARDQ_HAVE_MPI */
 
-int cmd_netbench(int argc, char **argv)
+/* The options of one `shardq netbench`. */
+typedef struct nb_args {
+    const char *workers, *levels, *ops, *db, *platform_out, *name, *assume;
+    uint64_t min_bytes, max_bytes, warmup, iters, busy;
+    double seconds, tflops, hbm, quant;
+    int json;
+} nb_args;
+
+enum { O_WORKERS = 1, O_LEVELS, O_OPS, O_MIN, O_MAX, O_WARMUP, O_ITERS, O_SECONDS, O_DB,
+       O_NODB, O_BUSY, O_PLATFORM, O_NAME, O_ASSUME, O_TFLOPS, O_HBM, O_QUANT, O_JSON };
+
+/* A file name that must not be empty. */
+static int nonempty(const char *opt, const char *what, const char *arg, const char **out)
 {
-    enum { O_WORKERS = 1, O_LEVELS, O_OPS, O_MIN, O_MAX, O_WARMUP, O_ITERS, O_SECONDS, O_DB,
-           O_NODB, O_BUSY, O_PLATFORM, O_NAME, O_ASSUME, O_TFLOPS, O_HBM, O_QUANT, O_JSON };
+    if (!*arg) {
+        fprintf(stderr, "shardq netbench: %s: the %s is empty\n", opt, what);
+        return CLI_USAGE;
+    }
+    *out = arg;
+    return CLI_OK;
+}
+
+/* A count of calls, at least one. */
+static int parse_calls(const char *opt, const char *arg, const char *zero, uint64_t *out)
+{
+    if (cli_parse_u64("netbench", opt, arg, 1000000, out)) return CLI_USAGE;
+    if (!*out) {
+        fprintf(stderr, "shardq netbench: %s: 0: %s\n", opt, zero);
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+static int parse_figure(const char *opt, const char *arg, double *out)
+{
+    return cli_parse_double("netbench", opt, arg, 1e-6, 1e9, out) ? CLI_USAGE : CLI_OK;
+}
+
+/* One option: CLI_OK to go on, else the exit status. */
+static int parse_option(int ch, const char *arg, nb_args *a)
+{
+    switch (ch) {
+    case O_WORKERS: a->workers = arg; return CLI_OK;
+    case O_LEVELS: a->levels = arg; return CLI_OK;
+    case O_OPS: a->ops = arg; return CLI_OK;
+    case O_MIN: return parse_size("--min-bytes", arg, &a->min_bytes) ? CLI_USAGE : CLI_OK;
+    case O_MAX: return parse_size("--max-bytes", arg, &a->max_bytes) ? CLI_USAGE : CLI_OK;
+    case O_WARMUP:
+        return parse_calls("--warmup", arg, "at least one untimed call sets the number of "
+                           "timed ones", &a->warmup);
+    case O_ITERS: return parse_calls("--iters", arg, "at least one call is timed", &a->iters);
+    case O_SECONDS:
+        return cli_parse_double("netbench", "--seconds", arg, 1e-6, 86400, &a->seconds)
+                   ? CLI_USAGE : CLI_OK;
+    case O_DB: return nonempty("--db", "database file name", arg, &a->db);
+    case O_NODB: a->db = NULL; return CLI_OK;
+    case O_BUSY:
+        return cli_parse_u64("netbench", "--busy-timeout", arg, INT_MAX, &a->busy) ? CLI_USAGE
+                                                                                   : CLI_OK;
+    case O_PLATFORM: return nonempty("--platform-out", "file name", arg, &a->platform_out);
+    case O_NAME: a->name = arg; return CLI_OK;
+    case O_ASSUME: a->assume = arg; return CLI_OK;
+    case O_TFLOPS: return parse_figure("--achieved-tflops", arg, &a->tflops);
+    case O_HBM: return parse_figure("--hbm-gbs", arg, &a->hbm);
+    case O_QUANT: return parse_figure("--quant-gbs", arg, &a->quant);
+    case O_JSON: a->json = 1; return CLI_OK;
+    default: return CLI_USAGE;
+    }
+}
+
+/* The command line: CLI_OK to go on (*done after --help), else the exit
+** status. */
+static int parse_args(int argc, char **argv, nb_args *a, int *done)
+{
     static const struct option longopts[] = {
         {"workers", required_argument, NULL, O_WORKERS},
         {"levels", required_argument, NULL, O_LEVELS},
@@ -509,137 +593,92 @@ int cmd_netbench(int argc, char **argv)
         "workers", "levels", "ops", "min-bytes", "max-bytes", "warmup", "iters", "seconds",
         "db", "no-db", "busy-timeout", "platform-out", "name", "assume", "achieved-tflops",
         "hbm-gbs", "quant-gbs", "json", "help", NULL};
-    const char *workers = NULL, *levels = NULL, *ops = NULL, *db = cli_default_db();
-    const char *platform_out = NULL, *name = NULL, *assume = "a100-slingshot10";
-    uint64_t min_bytes = 8, max_bytes = (uint64_t)64 << 20, warmup = 5, iters = 20;
-    uint64_t busy = SQ_STORE_BUSY_MS;
-    double seconds = 1.0, tflops = NAN, hbm = NAN, quant = NAN;
-    int json = 0, ch;
+    int ch, rc;
     opterr = 0;
     optind = 1;
     while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (ch) {
-        case O_WORKERS: workers = optarg; break;
-        case O_LEVELS: levels = optarg; break;
-        case O_OPS: ops = optarg; break;
-        case O_MIN:
-            if (parse_size("--min-bytes", optarg, &min_bytes)) return CLI_USAGE;
-            break;
-        case O_MAX:
-            if (parse_size("--max-bytes", optarg, &max_bytes)) return CLI_USAGE;
-            break;
-        case O_WARMUP:
-            if (cli_parse_u64("netbench", "--warmup", optarg, 1000000, &warmup)) return CLI_USAGE;
-            if (!warmup) {
-                fprintf(stderr, "shardq netbench: --warmup: 0: at least one untimed call sets "
-                        "the number of timed ones\n");
-                return CLI_USAGE;
-            }
-            break;
-        case O_ITERS:
-            if (cli_parse_u64("netbench", "--iters", optarg, 1000000, &iters)) return CLI_USAGE;
-            if (!iters) {
-                fprintf(stderr, "shardq netbench: --iters: 0: at least one call is timed\n");
-                return CLI_USAGE;
-            }
-            break;
-        case O_SECONDS:
-            if (cli_parse_double("netbench", "--seconds", optarg, 1e-6, 86400, &seconds))
-                return CLI_USAGE;
-            break;
-        case O_DB:
-            if (!*optarg) {
-                fprintf(stderr, "shardq netbench: --db: the database file name is empty\n");
-                return CLI_USAGE;
-            }
-            db = optarg;
-            break;
-        case O_NODB: db = NULL; break;
-        case O_BUSY:
-            if (cli_parse_u64("netbench", "--busy-timeout", optarg, INT_MAX, &busy))
-                return CLI_USAGE;
-            break;
-        case O_PLATFORM:
-            if (!*optarg) {
-                fprintf(stderr, "shardq netbench: --platform-out: the file name is empty\n");
-                return CLI_USAGE;
-            }
-            platform_out = optarg;
-            break;
-        case O_NAME: name = optarg; break;
-        case O_ASSUME: assume = optarg; break;
-        case O_TFLOPS:
-            if (cli_parse_double("netbench", "--achieved-tflops", optarg, 1e-6, 1e9, &tflops))
-                return CLI_USAGE;
-            break;
-        case O_HBM:
-            if (cli_parse_double("netbench", "--hbm-gbs", optarg, 1e-6, 1e9, &hbm))
-                return CLI_USAGE;
-            break;
-        case O_QUANT:
-            if (cli_parse_double("netbench", "--quant-gbs", optarg, 1e-6, 1e9, &quant))
-                return CLI_USAGE;
-            break;
-        case O_JSON: json = 1; break;
-        case 'h': fputs(netbench_usage, stdout); return CLI_OK;
-        default: return cli_option_error("netbench", ch, argv, names);
+        if (ch == 'h') {
+            fputs(netbench_usage, stdout);
+            *done = 1;
+            return CLI_OK;
         }
+        if (ch == '?' || ch == ':') return cli_option_error("netbench", ch, argv, names);
+        if ((rc = parse_option(ch, optarg, a)) != CLI_OK) return rc;
     }
     if (optind < argc) {
         fprintf(stderr, "shardq netbench: unexpected argument '%s'\nTry 'shardq netbench "
                 "--help'.\n", argv[optind]);
         return CLI_USAGE;
     }
-    if (min_bytes > max_bytes) {
+    return CLI_OK;
+}
+
+/* What the options say together: sizes in order, a name a platform can
+** have, the platform's options only with its file. */
+static int check_args(const nb_args *a)
+{
+    if (a->min_bytes > a->max_bytes) {
         fprintf(stderr, "shardq netbench: --min-bytes %llu is larger than --max-bytes %llu\n",
-                (unsigned long long)min_bytes, (unsigned long long)max_bytes);
+                (unsigned long long)a->min_bytes, (unsigned long long)a->max_bytes);
         return CLI_USAGE;
     }
-    if (name) {
-        size_t k = strlen(name);
+    if (a->name) {
+        size_t k = strlen(a->name);
         int ok = k > 0 && k < 64;
-        for (const char *p = name; ok && *p; p++)
+        for (const char *p = a->name; ok && *p; p++)
             ok = isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.';
         if (!ok) {
             fprintf(stderr, "shardq netbench: --name: '%s': 1 to 63 letters, digits, '.', '-' "
-                    "or '_'\n", name);
+                    "or '_'\n", a->name);
             return CLI_USAGE;
         }
     }
-    if (!platform_out && (name || !isnan(tflops) || !isnan(hbm) || !isnan(quant))) {
+    if (!a->platform_out && (a->name || !isnan(a->tflops) || !isnan(a->hbm) || !isnan(a->quant))) {
         fprintf(stderr, "shardq netbench: --name, --achieved-tflops, --hbm-gbs and --quant-gbs "
                 "are for the platform file: give --platform-out FILE\n");
         return CLI_USAGE;
     }
+    return CLI_OK;
+}
+
+int cmd_netbench(int argc, char **argv)
+{
+    nb_args a = {.db = cli_default_db(), .assume = "a100-slingshot10", .min_bytes = 8,
+                 .max_bytes = (uint64_t)64 << 20, .warmup = 5, .iters = 20,
+                 .busy = SQ_STORE_BUSY_MS, .seconds = 1.0, .tflops = NAN, .hbm = NAN,
+                 .quant = NAN};
+    int done = 0, rc = parse_args(argc, argv, &a, &done);
+    if (rc != CLI_OK || done) return rc;
+    if ((rc = check_args(&a)) != CLI_OK) return rc;
     sq_topo topo = {0, 0};
     sq_error terr = {0};
-    if (workers && sq_topo_parse(workers, &topo, &terr)) {
+    if (a.workers && sq_topo_parse(a.workers, &topo, &terr)) {
         fprintf(stderr, "shardq netbench: --workers: %s\n", sq_error_message(&terr));
         return CLI_USAGE;
     }
 #ifndef SHARDQ_HAVE_MPI
-    (void)levels, (void)ops, (void)db, (void)assume, (void)warmup, (void)iters, (void)busy;
-    (void)seconds, (void)json;
     fprintf(stderr, "shardq netbench: this shardq was built without MPI, and netbench measures "
             "between MPI ranks (install the Debian packages openmpi-bin and libopenmpi-dev, or "
             "run ./bootstrap --deps, then ./configure and make again)\n");
     return CLI_USAGE;
 #else
-    opts o = {.db = db, .platform_out = platform_out, .name = name, .assume = assume,
-              .tflops = tflops, .hbm = hbm, .quant = quant, .busy = (int)busy, .json = json};
-    o.cfg = (sq_netbench_config){.min_bytes = min_bytes, .max_bytes = max_bytes,
-                                 .warmup = (int)warmup, .iters = (int)iters, .seconds = seconds};
-    if (levels && parse_names("--levels", levels, sq_netbench_level_parse, "intra, inter, rail or all",
-                              &o.cfg.levels))
+    opts o = {.db = a.db, .platform_out = a.platform_out, .name = a.name, .assume = a.assume,
+              .tflops = a.tflops, .hbm = a.hbm, .quant = a.quant, .busy = (int)a.busy,
+              .json = a.json};
+    o.cfg = (sq_netbench_config){.min_bytes = a.min_bytes, .max_bytes = a.max_bytes,
+                                 .warmup = (int)a.warmup, .iters = (int)a.iters,
+                                 .seconds = a.seconds};
+    if (a.levels && parse_names("--levels", a.levels, sq_netbench_level_parse,
+                                "intra, inter, rail or all", &o.cfg.levels))
         return CLI_USAGE;
-    if (ops && parse_names("--ops", ops, sq_netbench_op_parse,
-                           "allgather, reducescatter or alltoall", &o.cfg.ops))
+    if (a.ops && parse_names("--ops", a.ops, sq_netbench_op_parse,
+                             "allgather, reducescatter or alltoall", &o.cfg.ops))
         return CLI_USAGE;
     sq_error err = {0};
     if (sq_netbench_config_check(&o.cfg, &err)) {
         fprintf(stderr, "shardq netbench: %s\n", sq_error_message(&err));
         return CLI_USAGE;
     }
-    return measure(&o, &topo, workers != NULL);
+    return measure(&o, &topo, a.workers != NULL);
 #endif
 }

@@ -224,7 +224,7 @@ static void print_text(const sq_replay_result *r, const char *trace, const char 
 }
 
 /* --bound: the reader alone over what the replay read (its steps, its
-** paths, its gradient files); nonzero, with the message printed, when the
+** paths, its gradient files); CLI_RUNTIME, with the message printed, when the
 ** trace cannot be read again. */
 static int time_reader(const char *trace, const char *topo, const sq_replay_result *r,
                        reader_bound *rb)
@@ -240,10 +240,10 @@ static int time_reader(const char *trace, const char *topo, const sq_replay_resu
     }
     if (rc) {
         fprintf(stderr, "shardq replay: --bound: %s\n", sq_error_message(&e));
-        return 1;
+        return CLI_RUNTIME;
     }
     rb->on = 1;
-    return 0;
+    return CLI_OK;
 }
 
 int cmd_replay(int argc, char **argv)
@@ -384,7 +384,7 @@ int cmd_replay(int argc, char **argv)
     reader_bound bnd = {0};
     /* (a run already done under --key replayed nothing to compare) */
     if (rc < 0 && bound && out->replay.trace_bytes &&
-        time_reader(cfg.trace, out->topo, &out->replay, &bnd))
+        time_reader(cfg.trace, out->topo, &out->replay, &bnd) != CLI_OK)
         rc = CLI_RUNTIME;
     if (rc < 0) {
         if (json)

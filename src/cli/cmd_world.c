@@ -396,7 +396,96 @@ done:
     return rc;
 }
 
-int cmd_world(int argc, char **argv)
+/* The options of one `shardq world`. */
+typedef struct world_args {
+    const char *workers, *scheme, *device; /* device NULL: cpu, or the transport's */
+    const char *sets[64];
+    int nsets, run, json, transport, digest, has_topo;
+    uint64_t elements, seed, steps;
+    uint64_t shape[8];
+    int ndim;
+    run_opts o;
+} world_args;
+
+/* --shape D0,D1,...: up to 8 positive sizes. */
+static int parse_shape(const char *arg, world_args *a)
+{
+    char buf[256], *tok, *save = NULL;
+    snprintf(buf, sizeof buf, "%s", arg);
+    a->ndim = 0;
+    for (tok = strtok_r(buf, ",x", &save); tok; tok = strtok_r(NULL, ",x", &save)) {
+        if (a->ndim == 8 || cli_parse_u64("world", "--shape", tok, (uint64_t)1 << 50,
+                                          &a->shape[a->ndim]) || a->shape[a->ndim] == 0) {
+            fprintf(stderr, "shardq world: --shape '%s': expected 1 to 8 positive sizes "
+                    "D0,D1,...\n", arg);
+            return CLI_USAGE;
+        }
+        a->ndim++;
+    }
+    if (a->ndim == 0) {
+        fprintf(stderr, "shardq world: --shape '%s': no sizes\n", arg);
+        return CLI_USAGE;
+    }
+    return CLI_OK;
+}
+
+/* One option: CLI_OK to go on (*done after --help), else the exit status. */
+static int parse_option(int ch, const char *arg, world_args *a, int *done)
+{
+    switch (ch) {
+    case 'w': a->workers = arg, a->has_topo = 1; return CLI_OK;
+    case 'T': return cli_transport_parse("world", arg, &a->transport) ? CLI_USAGE : CLI_OK;
+    case 'g': a->digest = 1; return CLI_OK;
+    case 's': a->scheme = arg; return CLI_OK;
+    case 'S':
+        if (a->nsets == 64) {
+            fprintf(stderr, "shardq world: --set: at most 64\n");
+            return CLI_USAGE;
+        }
+        a->sets[a->nsets++] = arg;
+        return CLI_OK;
+    case 'n':
+        return cli_parse_u64("world", "--elements", arg, (uint64_t)1 << 50, &a->elements)
+                   ? CLI_USAGE : CLI_OK;
+    case 'H': return parse_shape(arg, a);
+    case 'r': a->run = 1; return CLI_OK;
+    case 't':
+        if (cli_parse_u64("world", "--steps", arg, 1000000, &a->steps)) return CLI_USAGE;
+        /* 0 steps would print a run that moved nothing, as if it had */
+        if (a->steps == 0) {
+            fprintf(stderr, "shardq world: --steps: 0: run at least one step\n");
+            return CLI_USAGE;
+        }
+        return CLI_OK;
+    case 'e': return cli_parse_u64("world", "--seed", arg, UINT64_MAX, &a->seed) ? CLI_USAGE
+                                                                                 : CLI_OK;
+    case 'D':
+        if ((a->o.data = sq_synth_parse_kind(arg)) < 0) {
+            fprintf(stderr, "shardq world: --data: '%s': expected normal, heavy or outliers\n",
+                    arg);
+            return CLI_USAGE;
+        }
+        return CLI_OK;
+    case 'l': {
+        char *end;
+        a->o.lr = strtod(arg, &end);
+        if (*end || !isfinite(a->o.lr)) {
+            fprintf(stderr, "shardq world: --lr: '%s' is not a number\n", arg);
+            return CLI_USAGE;
+        }
+        return CLI_OK;
+    }
+    case 'd':
+        if (cli_check_device("world", arg)) return CLI_USAGE;
+        a->device = arg;
+        return CLI_OK;
+    case 'j': a->json = 1; return CLI_OK;
+    case 'h': fputs(world_usage, stdout); *done = 1; return CLI_OK;
+    default: fputs("Try 'shardq world --help'.\n", stderr); return CLI_USAGE;
+    }
+}
+
+static int parse_args(int argc, char **argv, world_args *a, int *done)
 {
     static const struct option longopts[] = {
         {"workers", required_argument, NULL, 'w'}, {"scheme", required_argument, NULL, 's'},
@@ -407,242 +496,202 @@ int cmd_world(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
         {"shape", required_argument, NULL, 'H'},   {"transport", required_argument, NULL, 'T'},
         {"digest", no_argument, NULL, 'g'},        {NULL, 0, NULL, 0}};
-    const char *workers = "2x4", *scheme = "sdp4bit", *device = NULL; /* NULL: cpu, or the transport's */
-    const char *sets[64];
-    int nsets = 0, run = 0, json = 0, transport = CLI_TRANSPORT_AUTO, digest = 0, has_topo = 0;
-    uint64_t elements = 16777216, seed = 1, steps = 3;
-    uint64_t shape[8];
-    int ndim = 0;
-    run_opts o = {3, SQ_SYNTH_NORMAL, 1.0};
-    int ch;
+    int ch, rc;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (ch) {
-        case 'w': workers = optarg, has_topo = 1; break;
-        case 'T':
-            if (cli_transport_parse("world", optarg, &transport)) return CLI_USAGE;
-            break;
-        case 'g': digest = 1; break;
-        case 's': scheme = optarg; break;
-        case 'S':
-            if (nsets == 64) {
-                fprintf(stderr, "shardq world: --set: at most 64\n");
-                return CLI_USAGE;
-            }
-            sets[nsets++] = optarg;
-            break;
-        case 'n':
-            if (cli_parse_u64("world", "--elements", optarg, (uint64_t)1 << 50, &elements))
-                return CLI_USAGE;
-            break;
-        case 'H': {
-            /* D0,D1,...: up to 8 positive sizes */
-            char buf[256], *tok, *save = NULL;
-            snprintf(buf, sizeof buf, "%s", optarg);
-            ndim = 0;
-            for (tok = strtok_r(buf, ",x", &save); tok; tok = strtok_r(NULL, ",x", &save)) {
-                if (ndim == 8 || cli_parse_u64("world", "--shape", tok, (uint64_t)1 << 50,
-                                               &shape[ndim]) || shape[ndim] == 0) {
-                    fprintf(stderr, "shardq world: --shape '%s': expected 1 to 8 positive sizes "
-                            "D0,D1,...\n", optarg);
-                    return CLI_USAGE;
-                }
-                ndim++;
-            }
-            if (ndim == 0) {
-                fprintf(stderr, "shardq world: --shape '%s': no sizes\n", optarg);
-                return CLI_USAGE;
-            }
-            break;
-        }
-        case 'r': run = 1; break;
-        case 't':
-            if (cli_parse_u64("world", "--steps", optarg, 1000000, &steps)) return CLI_USAGE;
-            /* 0 steps would print a run that moved nothing, as if it had */
-            if (steps == 0) {
-                fprintf(stderr, "shardq world: --steps: 0: run at least one step\n");
-                return CLI_USAGE;
-            }
-            break;
-        case 'e':
-            if (cli_parse_u64("world", "--seed", optarg, UINT64_MAX, &seed)) return CLI_USAGE;
-            break;
-        case 'D':
-            if ((o.data = sq_synth_parse_kind(optarg)) < 0) {
-                fprintf(stderr, "shardq world: --data: '%s': expected normal, heavy or outliers\n",
-                        optarg);
-                return CLI_USAGE;
-            }
-            break;
-        case 'l': {
-            char *end;
-            o.lr = strtod(optarg, &end);
-            if (*end || !isfinite(o.lr)) {
-                fprintf(stderr, "shardq world: --lr: '%s' is not a number\n", optarg);
-                return CLI_USAGE;
-            }
-            break;
-        }
-        case 'd':
-            if (cli_check_device("world", optarg)) return CLI_USAGE;
-            device = optarg;
-            break;
-        case 'j': json = 1; break;
-        case 'h': fputs(world_usage, stdout); return CLI_OK;
-        default: fputs("Try 'shardq world --help'.\n", stderr); return CLI_USAGE;
-        }
-    }
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+        if ((rc = parse_option(ch, optarg, a, done)) != CLI_OK || *done) return rc;
     if (optind < argc) {
         fprintf(stderr, "shardq world: unexpected argument '%s'\n", argv[optind]);
         return CLI_USAGE;
     }
-    o.steps = (int)steps;
-    sq_world_config cfg;
-    memset(&cfg, 0, sizeof cfg);
+    a->o.steps = (int)a->steps;
+    return CLI_OK;
+}
+
+/* The scheme for the model's shape (its per-tensor rules resolved for the
+** one tensor), and the model's size checked. */
+static int resolve_model(world_args *a, sq_world_config *cfg)
+{
     sq_error terr;
-    if (sq_topo_parse(workers, &cfg.topo, &terr)) {
-        fprintf(stderr, "shardq world: --workers: %s\n", sq_error_message(&terr));
-        return CLI_USAGE;
-    }
-    /* without --run the world is sizes only and places nothing */
-    if (run && cli_device_present("world", device)) return CLI_RUNTIME;
-    cli_ranks R;
-    int ret = cli_ranks_begin("world", transport, &cfg.topo, has_topo, &device, &R);
-    if (ret) return ret;
-    sq_world *w = NULL;
-    if (cli_scheme("world", scheme, sets, nsets, &cfg.scheme)) { ret = (CLI_USAGE); goto out; }
+    if (cli_scheme("world", a->scheme, a->sets, a->nsets, &cfg->scheme)) return CLI_USAGE;
     /* PowerSGD views a given shape as its matrix; without one, the flat
     ** buffer's view (grad.powersgd.cols) */
-    const int view = ndim && cfg.scheme.grad_mode == SQ_GRAD_POWERSGD;
-    if (ndim) {
-        elements = 1;
-        for (int d = 0; d < ndim; d++)
-            if (__builtin_mul_overflow(elements, shape[d], &elements) || elements > ((uint64_t)1 << 50)) {
+    const int view = a->ndim && cfg->scheme.grad_mode == SQ_GRAD_POWERSGD;
+    if (a->ndim) {
+        a->elements = 1;
+        for (int d = 0; d < a->ndim; d++)
+            if (__builtin_mul_overflow(a->elements, a->shape[d], &a->elements) ||
+                a->elements > ((uint64_t)1 << 50)) {
                 fprintf(stderr, "shardq world: --shape: more than 2^50 elements\n");
-                { ret = (CLI_USAGE); goto out; }
+                return CLI_USAGE;
             }
     } else {
-        shape[0] = elements;
-        ndim = 1;
+        a->shape[0] = a->elements;
+        a->ndim = 1;
     }
-    if (elements && (sq_scheme_per_tensor(&cfg.scheme) || view)) {
+    if (a->elements && (sq_scheme_per_tensor(&cfg->scheme) || view)) {
         /* the model is one tensor: resolve the scheme's per-tensor rules */
         sq_scheme one;
-        if (sq_scheme_for_tensor(&cfg.scheme, &cfg.topo, shape, ndim, &one, &terr)) {
-            fprintf(stderr, "shardq world: --scheme %s: %s\n", scheme, sq_error_message(&terr));
-            { ret = (CLI_USAGE); goto out; }
+        if (sq_scheme_for_tensor(&cfg->scheme, &cfg->topo, a->shape, a->ndim, &one, &terr)) {
+            fprintf(stderr, "shardq world: --scheme %s: %s\n", a->scheme,
+                    sq_error_message(&terr));
+            return CLI_USAGE;
         }
-        cfg.scheme = one;
+        cfg->scheme = one;
     }
-    if (elements == 0) {
+    if (a->elements == 0) {
         fprintf(stderr, "shardq world: --elements: a model of 0 elements has nothing to send\n");
-        { ret = (CLI_USAGE); goto out; }
+        return CLI_USAGE;
     }
-    if (run && elements > ((uint64_t)1 << 31)) {
+    if (a->run && a->elements > ((uint64_t)1 << 31)) {
         fprintf(stderr, "shardq world: --elements %llu: --run keeps a few copies per worker in "
                 "memory; use at most 2^31 (sizes alone need no --run)\n",
-                (unsigned long long)elements);
-        { ret = (CLI_USAGE); goto out; }
+                (unsigned long long)a->elements);
+        return CLI_USAGE;
     }
-    cfg.elements = elements;
-    cfg.seed = seed;
-    cfg.device = device;
-    cfg.dry = !run;
+    cfg->elements = a->elements;
+    cfg->seed = a->seed;
+    cfg->device = a->device;
+    cfg->dry = !a->run;
+    cfg->digest = a->digest;
+    return CLI_OK;
+}
 
-    cfg.transport = R.tr;
-    cfg.digest = digest;
-    int rc = sq_world_open(&cfg, &w, &terr);
-    if (rc) {
-        fprintf(stderr, "shardq world: %s\n", sq_error_message(&terr));
-        { ret = (rc == SQ_ERR_SPEC || rc == SQ_ERR_ARG ? CLI_USAGE : CLI_RUNTIME); goto out; }
-    }
+/* The world's topology, scheme and sizes, before anything is counted. */
+static void print_world(const world_args *a, sq_world *w, const sq_world_config *cfg,
+                        const cli_ranks *R)
+{
     char canon[SQ_SCHEME_STRLEN];
-    sq_scheme_format(&cfg.scheme, canon, sizeof canon);
+    sq_scheme_format(&cfg->scheme, canon, sizeof canon);
     const sq_topo *tp = sq_world_topo(w);
-    if (!run) {
-        /* one iteration, sizes only */
-        if ((rc = sq_world_reduce_grads(w, 1)) == SQ_OK) rc = sq_world_gather_weights(w, 1);
-        if (rc) {
-            fprintf(stderr, "shardq world: %s\n", sq_world_error(w));
-            sq_world_close(w);
-            { ret = (CLI_RUNTIME); goto out; }
-        }
-    }
-    if (json)
+    const uint64_t elements = a->elements;
+    if (a->json) {
         printf("{\"topology\":{\"nodes\":%d,\"per_node\":%d,\"workers\":%d},"
                "\"scheme\":{\"preset\":\"%s\",\"canonical\":\"%s\"},\"grad_path\":\"%s\","
                "\"elements\":%llu,\"padded\":%llu,\"pad_unit\":%llu,\"shard\":%llu,"
                "\"data_moved\":%s,\"seed\":%llu,\"device\":\"%s\",\"padding_overhead\":%.6f",
-               tp->nodes, tp->per_node, sq_world_workers(w), scheme, canon,
+               tp->nodes, tp->per_node, sq_world_workers(w), a->scheme, canon,
                path_name(sq_world_grad_path(w)), (unsigned long long)elements,
                (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
-               (unsigned long long)sq_world_shard(w), run ? "true" : "false",
-               (unsigned long long)seed, run ? device : "none",
+               (unsigned long long)sq_world_shard(w), a->run ? "true" : "false",
+               (unsigned long long)a->seed, a->run ? a->device : "none",
                (double)sq_world_padded(w) / (double)elements);
-    if (json && sq_world_residual_bytes(w)) /* only with error feedback */
-        printf(",\"residual_bytes_per_worker\":%llu",
-               (unsigned long long)sq_world_residual_bytes(w));
-    if (!json)
-        printf("world %dx%d (%d workers), scheme %s, gradient path %s\n  %s\n"
-               "elements %llu, padded to %llu (unit %llu, x%.4f), shard %llu per worker\n",
-               tp->nodes, tp->per_node, sq_world_workers(w), scheme,
-               path_name(sq_world_grad_path(w)), canon, (unsigned long long)elements,
-               (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
-               (double)sq_world_padded(w) / (double)elements, (unsigned long long)sq_world_shard(w));
-    if (!json && sq_world_residual_bytes(w)) {
+        if (sq_world_residual_bytes(w)) /* only with error feedback */
+            printf(",\"residual_bytes_per_worker\":%llu",
+                   (unsigned long long)sq_world_residual_bytes(w));
+        return;
+    }
+    printf("world %dx%d (%d workers), scheme %s, gradient path %s\n  %s\n"
+           "elements %llu, padded to %llu (unit %llu, x%.4f), shard %llu per worker\n",
+           tp->nodes, tp->per_node, sq_world_workers(w), a->scheme,
+           path_name(sq_world_grad_path(w)), canon, (unsigned long long)elements,
+           (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
+           (double)sq_world_padded(w) / (double)elements, (unsigned long long)sq_world_shard(w));
+    if (sq_world_residual_bytes(w)) {
         char hb[32];
         printf("error feedback: %s of residuals per worker\n",
                human((double)sq_world_residual_bytes(w), hb, sizeof hb));
     }
-    if (run) {
-        if (!json) {
-            sq_backend *be = sq_world_backend(w, R.on ? R.rank : 0);
-            printf("running %d steps on %s, %s gradients, seed %llu\n", o.steps,
-                   sq_backend_description(be), o.data == SQ_SYNTH_NORMAL ? "normal"
-                   : o.data == SQ_SYNTH_HEAVY ? "heavy-tailed" : "outlier", (unsigned long long)seed);
-        }
-        rc = run_steps(w, &o, seed, json);
-        if (rc) {
-            if (json) printf("]}\n");
-            sq_world_close(w);
-            { ret = (rc); goto out; }
-        }
+    if (a->run) {
+        sq_backend *be = sq_world_backend(w, R->on ? R->rank : 0);
+        printf("running %d steps on %s, %s gradients, seed %llu\n", a->o.steps,
+               sq_backend_description(be), a->o.data == SQ_SYNTH_NORMAL ? "normal"
+               : a->o.data == SQ_SYNTH_HEAVY ? "heavy-tailed" : "outlier",
+               (unsigned long long)a->seed);
     }
-    sq_output_digest *dg = NULL;
-    if (run && digest) {
-        dg = calloc((size_t)sq_world_workers(w), sizeof *dg);
-        if (!dg || sq_world_output_digests(w, dg, &terr)) {
-            fprintf(stderr, "shardq world: digests: %s\n",
-                    dg ? sq_error_message(&terr) : "out of memory");
-            free(dg);
-            sq_world_close(w);
-            { ret = (CLI_RUNTIME); goto out; }
-        }
-    }
-    if (json) {
+}
+
+/* The traffic of the iteration (and, with --run, the collectives' times). */
+static void print_report(const world_args *a, sq_world *w, const cli_ranks *R,
+                         const sq_output_digest *dg)
+{
+    if (a->json) {
         /* measured times vary from run to run: only real ranks print them,
         ** so that an in-process run's JSON is a function of its inputs */
-        printf(",\"transport\":{\"kind\":\"%s\",\"ranks\":%d},", cli_ranks_kind_name(&R),
-               R.on ? R.size : 1);
-        if (R.on && run) {
+        printf(",\"transport\":{\"kind\":\"%s\",\"ranks\":%d},", cli_ranks_kind_name(R),
+               R->on ? R->size : 1);
+        if (R->on && a->run) {
             printf("\"times\":{");
             print_times(w, 1);
             printf("},");
         }
         print_traffic_json(w, dg);
         printf("}\n");
-    } else {
-        print_traffic_table(w);
-        if (run) {
-            printf("\nwall time of the collectives (%s, the slowest rank):\n",
-                   R.kind == CLI_TRANSPORT_NCCL ? "NCCL ranks" : R.on ? "MPI ranks"
-                   : "in process, every worker in turn");
-            print_times(w, 0);
+        return;
+    }
+    print_traffic_table(w);
+    if (a->run) {
+        printf("\nwall time of the collectives (%s, the slowest rank):\n",
+               R->kind == CLI_TRANSPORT_NCCL ? "NCCL ranks" : R->on ? "MPI ranks"
+               : "in process, every worker in turn");
+        print_times(w, 0);
+    }
+}
+
+/* One iteration's sizes, or --run's steps, and the report. */
+static int world_run(const world_args *a, sq_world *w, const sq_world_config *cfg,
+                     const cli_ranks *R)
+{
+    int rc;
+    if (!a->run) {
+        /* one iteration, sizes only */
+        if ((rc = sq_world_reduce_grads(w, 1)) == SQ_OK) rc = sq_world_gather_weights(w, 1);
+        if (rc) {
+            fprintf(stderr, "shardq world: %s\n", sq_world_error(w));
+            return CLI_RUNTIME;
         }
     }
+    print_world(a, w, cfg, R);
+    if (a->run && (rc = run_steps(w, &a->o, a->seed, a->json)) != CLI_OK) {
+        if (a->json) printf("]}\n");
+        return rc;
+    }
+    sq_output_digest *dg = NULL;
+    if (a->run && a->digest) {
+        sq_error err = {0};
+        dg = calloc((size_t)sq_world_workers(w), sizeof *dg);
+        if (!dg || sq_world_output_digests(w, dg, &err)) {
+            fprintf(stderr, "shardq world: digests: %s\n",
+                    dg ? sq_error_message(&err) : "out of memory");
+            free(dg);
+            return CLI_RUNTIME;
+        }
+    }
+    print_report(a, w, R, dg);
     free(dg);
-    sq_world_close(w);
-    { ret = (CLI_OK); goto out; }
-out:
+    return CLI_OK;
+}
+
+int cmd_world(int argc, char **argv)
+{
+    world_args a = {.workers = "2x4", .scheme = "sdp4bit", .transport = CLI_TRANSPORT_AUTO,
+                    .elements = 16777216, .seed = 1, .steps = 3,
+                    .o = {3, SQ_SYNTH_NORMAL, 1.0}};
+    int done = 0, ret = parse_args(argc, argv, &a, &done);
+    if (ret != CLI_OK || done) return ret;
+    sq_world_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    sq_error terr;
+    if (sq_topo_parse(a.workers, &cfg.topo, &terr)) {
+        fprintf(stderr, "shardq world: --workers: %s\n", sq_error_message(&terr));
+        return CLI_USAGE;
+    }
+    /* without --run the world is sizes only and places nothing */
+    if (a.run && cli_device_present("world", a.device)) return CLI_RUNTIME;
+    cli_ranks R;
+    ret = cli_ranks_begin("world", a.transport, &cfg.topo, a.has_topo, &a.device, &R);
+    if (ret) return ret;
+    if ((ret = resolve_model(&a, &cfg)) == CLI_OK) {
+        sq_world *w = NULL;
+        cfg.transport = R.tr;
+        int rc = sq_world_open(&cfg, &w, &terr);
+        if (rc) {
+            fprintf(stderr, "shardq world: %s\n", sq_error_message(&terr));
+            ret = rc == SQ_ERR_SPEC || rc == SQ_ERR_ARG ? CLI_USAGE : CLI_RUNTIME;
+        } else {
+            ret = world_run(&a, w, &cfg, &R);
+            sq_world_close(w);
+        }
+    }
     return cli_ranks_end("world", &R, ret);
 }
