@@ -119,5 +119,29 @@ int sq_step_replicas_of(int workers, uint64_t n, sq_step_replica_fn get, void *c
 /* count / of; NaN when of is 0 (no element was measured). */
 double sq_step_frac(uint64_t count, uint64_t of);
 
+/* Synthetic training on a world that moves data (src/metrics/synthetic.c):
+** weights from `seed`, then per step every worker's synthetic gradient of
+** kind `data` (sq_synth_kind) reduced, SGD at rate lr on the master shards,
+** the weights gathered, and the error of both collectives against fp64. */
+typedef struct sq_step_synthetic sq_step_synthetic;
+
+typedef struct sq_step_report {
+    uint32_t step;
+    int identical;        /* every worker's w-hat is the same */
+    sq_errstats grad, weight;
+    double grad_clipped, weight_clipped; /* fractions clipped at the first quantization */
+    int has_residual;     /* the world keeps error feedback's residuals */
+    double ef_residual;   /* their norm relative to the gradient's, after the reduce */
+} sq_step_report;
+
+/* SQ_OK with *out; SQ_ERR_NOMEM, or the world's failure. */
+int sq_step_synthetic_open(sq_world *w, uint64_t seed, int data, double lr,
+                           sq_step_synthetic **out, sq_error *err);
+/* One step (step >= 1): SQ_OK with *rep, or the world's failure (its
+** sq_world_error in err). */
+int sq_step_synthetic_run(sq_step_synthetic *s, uint32_t step, sq_step_report *rep,
+                          sq_error *err);
+void sq_step_synthetic_close(sq_step_synthetic *s);
+
 SQ_END_DECLS
 #endif /* SHARDQ_METRICS_H */

@@ -298,101 +298,63 @@ typedef struct run_opts {
     double lr;
 } run_opts;
 
-/* Synthetic training: at each step every worker's gradient is reduced,
-** the master shards take an SGD step, and the weights are gathered; the
-** error of both collectives against fp64 goes to stats (per step). */
+static void print_step(const sq_step_report *st, int json, int first)
+{
+    const sq_errstats *gs = &st->grad, *ws = &st->weight;
+    if (json) {
+        printf("%s{\"step\":%u,\"replicas_identical\":%s,", first ? "" : ",", st->step,
+               st->identical ? "true" : "false");
+        json_stats("grad", gs, st->grad_clipped, 0);
+        json_stats("weight", ws, st->weight_clipped, 1);
+        if (st->has_residual) { /* error feedback's state after the reduce */
+            printf(",\"ef_residual\":");
+            cli_json_num(st->ef_residual);
+        }
+        printf("}");
+        return;
+    }
+    printf("step %u  grad: rel_l2 %.4g  snr %.2f dB  cos %.6f  bias %.3g  max %.3g  "
+           "zeroed %.3g  clipped %.3g\n"
+           "        weight: rel_l2 %.4g  snr %.2f dB  max %.3g  replicas %s\n",
+           st->step, gs->rel_l2, gs->snr_db, gs->cosine, gs->mean_signed, gs->max_abs,
+           gs->frac_zeroed, st->grad_clipped, ws->rel_l2, ws->snr_db, ws->max_abs,
+           st->identical ? "identical" : "DIFFER");
+    if (st->has_residual)
+        printf("        error feedback: residual/gradient %.4g\n", st->ef_residual);
+}
+
+/* Synthetic training (sq_step_synthetic_*), a line or a JSON object per
+** step; CLI_RUNTIME when a step fails or the replicas of w-hat differ. */
 static int run_steps(sq_world *w, const run_opts *o, uint64_t seed, int json)
 {
-    const int N = sq_world_workers(w);
-    const uint64_t n = sq_world_elements(w), S = sq_world_shard(w), Pad = sq_world_padded(w);
-    /* Shard buffers hold S elements, which can exceed n: a small model on
-    ** many workers pads every shard to whole groups. */
-    float *g = malloc(n * sizeof *g), *tmp = malloc(n * sizeof *tmp);
-    float *u = malloc(3 * n * sizeof *u), *red = malloc(Pad * sizeof *red);
-    float *m = malloc(S * sizeof *m);
-    float *what = malloc(n * sizeof *what), *what0 = malloc(n * sizeof *what0);
-    double *exact = calloc(Pad, sizeof *exact);
-    int rc = CLI_RUNTIME;
-    if (!g || !tmp || !u || !red || !m || !what || !what0 || !exact) {
-        fprintf(stderr, "shardq world: out of memory for %llu elements\n", (unsigned long long)n);
-        goto done;
+    sq_step_synthetic *syn;
+    sq_error err = {0};
+    if (sq_step_synthetic_open(w, seed, o->data, o->lr, &syn, &err)) {
+        fprintf(stderr, "shardq world: %s\n", sq_error_message(&err));
+        return CLI_RUNTIME;
     }
-    sq_synth_weights(seed, g, n, u);
-    if (sq_world_init_weights(w, g)) goto fail;
-
+    int rc = CLI_RUNTIME;
     sq_progress *bar = json ? NULL : sq_progress_start("steps", (size_t)o->steps);
     if (json) printf(",\"steps\":[");
     for (int t = 0; t < o->steps; t++) {
-        uint32_t step = (uint32_t)t + 1;
-        sq_world_reset_traffic(w);
-        sq_step_exact_zero(w, exact);
-        uint64_t clipped_g = 0, clipped_w = 0;
-        for (int r = 0; r < N; r++) {
-            sq_synth_grad(seed, step, r, o->data, n, g, tmp, u);
-            if (sq_world_put_grad(w, r, g)) goto fail;
-            clipped_g += sq_step_add_grad(w, exact, g, NULL, 1, tmp);
+        sq_step_report st;
+        if (sq_step_synthetic_run(syn, (uint32_t)t + 1, &st, &err)) {
+            fprintf(stderr, "shardq world: %s\n", sq_error_message(&err));
+            goto done;
         }
-        sq_step_exact_mean(w, exact);
-        if (sq_world_reduce_grads(w, step)) goto fail;
-
-        sq_erracc ge, we;
-        sq_erracc_init(&ge);
-        sq_erracc_init(&we);
-        if (sq_world_get_weights(w, 0, what0)) goto fail;
-        if (sq_step_grad_error(w, exact, red, NULL, &ge)) goto fail;
-        for (int r = 0; r < N; r++) {
-            uint64_t first = (uint64_t)r * S, len = sq_world_shard_len(w, r);
-            /* SGD on the master shard's model elements, at the reduced
-            ** gradient; its padding stays zero */
-            if (sq_world_get_master(w, r, m)) goto fail;
-            for (uint64_t i = 0; i < len; i++) m[i] -= (float)o->lr * red[first + i];
-            clipped_w += sq_step_weight_clipped(w, m, what0 + first, len, u);
-            for (uint64_t i = 0; i < len; i++) exact[first + i] = (double)m[i];
-            if (sq_world_put_master(w, r, m)) goto fail;
-        }
-        if (sq_world_gather_weights(w, step)) goto fail;
-        int differs;
-        if (sq_step_replicas(w, what0, what, &differs)) goto fail;
-        int identical = !differs;
-        sq_erracc_add(&we, what0, exact, n);
-        sq_errstats gs = sq_erracc_finish(&ge), ws = sq_erracc_finish(&we);
-        double gclip = sq_step_frac(clipped_g, n * (uint64_t)N), wclip = sq_step_frac(clipped_w, n);
-        if (json) {
-            printf("%s{\"step\":%u,\"replicas_identical\":%s,", t ? "," : "", step,
-                   identical ? "true" : "false");
-            json_stats("grad", &gs, gclip, 0);
-            json_stats("weight", &ws, wclip, 1);
-            if (sq_world_residual_bytes(w)) { /* error feedback's state after the reduce */
-                printf(",\"ef_residual\":");
-                cli_json_num(sq_world_residual_rel(w));
-            }
-            printf("}");
-        } else {
-            sq_progress_pause(bar);
-            printf("step %u  grad: rel_l2 %.4g  snr %.2f dB  cos %.6f  bias %.3g  max %.3g  "
-                   "zeroed %.3g  clipped %.3g\n"
-                   "        weight: rel_l2 %.4g  snr %.2f dB  max %.3g  replicas %s\n",
-                   step, gs.rel_l2, gs.snr_db, gs.cosine, gs.mean_signed, gs.max_abs,
-                   gs.frac_zeroed, gclip, ws.rel_l2, ws.snr_db, ws.max_abs,
-                   identical ? "identical" : "DIFFER");
-            if (sq_world_residual_bytes(w))
-                printf("        error feedback: residual/gradient %.4g\n",
-                       sq_world_residual_rel(w));
-            sq_progress_update(bar, (size_t)t + 1);
-        }
-        if (!identical) {
-            fprintf(stderr, "shardq world: step %u: the replicas of w-hat differ\n", step);
+        sq_progress_pause(bar);
+        print_step(&st, json, t == 0);
+        sq_progress_update(bar, (size_t)t + 1);
+        if (!st.identical) {
+            fprintf(stderr, "shardq world: step %u: the replicas of w-hat differ\n", st.step);
             goto done;
         }
     }
     sq_progress_finish(bar);
     if (json) printf("]");
     rc = CLI_OK;
-    goto done;
-fail:
-    fprintf(stderr, "shardq world: %s\n", sq_world_error(w));
 done:
-    free(g), free(tmp), free(u), free(red), free(m), free(what), free(what0), free(exact);
+    sq_step_synthetic_close(syn);
     return rc;
 }
 
