@@ -143,5 +143,16 @@ int sq_step_synthetic_run(sq_step_synthetic *s, uint32_t step, sq_step_report *r
                           sq_error *err);
 void sq_step_synthetic_close(sq_step_synthetic *s);
 
+/* The error of a round trip y of x (n elements): relative L2 error, MSE,
+** SNR in dB, cosine similarity, the mean signed and the largest absolute
+** error (src/metrics/roundtrip.c); the same figures on any thread count.
+** progress (may be NULL) hears the blocks done of the total as they are. */
+typedef struct sq_roundtrip {
+    double rel_l2, mse, snr_db, cosine, mean_error, max_abs;
+} sq_roundtrip;
+typedef void (*sq_roundtrip_progress)(void *ctx, uint64_t done, uint64_t total);
+void sq_roundtrip_stats(const float *x, const float *y, uint64_t n, sq_roundtrip_progress progress,
+                        void *ctx, sq_roundtrip *out);
+
 SQ_END_DECLS
 #endif /* SHARDQ_METRICS_H */

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "progress.h"
 #include "shardq/codec.h"
+#include "shardq/metrics.h"
 #include "shardq/trace.h"
 
 #include <getopt.h>
@@ -362,28 +363,13 @@ done:
 /* stats                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Sums over fixed blocks, added up in block order: the figures do not depend
-** on the thread count. */
-#define STAT_BLOCK ((uint64_t)1 << 16)
-#define STAT_BATCH 256 /* blocks between progress updates */
-
-typedef struct block_sums {
-    double sxx, see, sxy, syy, se, maxe;
-} block_sums;
-
-static void block_stats(const float *x, const float *y, uint64_t n, block_sums *b)
+/* The progress bar of the round trip's statistics, started at its first
+** report, when the number of blocks is known. */
+static void stats_progress(void *ctx, uint64_t done, uint64_t total)
 {
-    double sxx = 0, see = 0, sxy = 0, syy = 0, se = 0, maxe = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        double xi = x[i], yi = y[i], e = yi - xi;
-        sxx += xi * xi;
-        see += e * e;
-        sxy += xi * yi;
-        syy += yi * yi;
-        se += e;
-        if (fabs(e) > maxe) maxe = fabs(e);
-    }
-    *b = (block_sums){sxx, see, sxy, syy, se, maxe};
+    sq_progress **bar = ctx;
+    if (!*bar) *bar = sq_progress_start("stats", (size_t)total);
+    sq_progress_update(*bar, (size_t)done);
 }
 
 static int codec_stats(int argc, char **argv)
@@ -416,42 +402,13 @@ static int codec_stats(int argc, char **argv)
         return CLI_RUNTIME;
     }
 
-    uint64_t nblocks = (n + STAT_BLOCK - 1) / STAT_BLOCK;
-    block_sums tot = {0, 0, 0, 0, 0, 0};
-    sq_progress *bar = sq_progress_start("stats", (size_t)nblocks);
-    for (uint64_t b0 = 0; b0 < nblocks; b0 += STAT_BATCH) {
-        uint64_t b1 = b0 + STAT_BATCH < nblocks ? b0 + STAT_BATCH : nblocks;
-        block_sums part[STAT_BATCH];
-#pragma omp parallel for num_threads(sq_get_threads()) schedule(static)
-        for (int64_t b = (int64_t)b0; b < (int64_t)b1; b++) {
-            uint64_t i0 = (uint64_t)b * STAT_BLOCK;
-            uint64_t len = n - i0 < STAT_BLOCK ? n - i0 : STAT_BLOCK;
-            block_stats(a.data + i0, y + i0, len, &part[b - (int64_t)b0]);
-        }
-        for (uint64_t b = 0; b < b1 - b0; b++) {
-            tot.sxx += part[b].sxx;
-            tot.see += part[b].see;
-            tot.sxy += part[b].sxy;
-            tot.syy += part[b].syy;
-            tot.se += part[b].se;
-            if (part[b].maxe > tot.maxe) tot.maxe = part[b].maxe;
-        }
-        sq_progress_update(bar, (size_t)b1);
-    }
+    sq_roundtrip rt;
+    sq_progress *bar = NULL;
+    sq_roundtrip_stats(a.data, y, n, stats_progress, &bar, &rt);
     sq_progress_finish(bar);
     free(y);
-
-    /* The degenerate cases (README.md, "shardq codec stats"): an exact round trip
-    ** has infinite SNR; a zero signal has relative error 0 when exact, inf
-    ** otherwise; cosine is 1 when both are zero, 0 when only one is. */
-    double rel = tot.sxx > 0 ? sqrt(tot.see) / sqrt(tot.sxx) : tot.see > 0 ? INFINITY : 0.0;
-    double mse = n ? tot.see / (double)n : 0.0;
-    double snr = tot.see > 0 ? (tot.sxx > 0 ? 10.0 * log10(tot.sxx / tot.see) : -INFINITY)
-                             : INFINITY;
-    double cosv = tot.sxx > 0 && tot.syy > 0 ? tot.sxy / (sqrt(tot.sxx) * sqrt(tot.syy))
-                  : tot.sxx == 0 && tot.syy == 0 ? 1.0
-                                                 : 0.0;
-    double mean = n ? tot.se / (double)n : 0.0;
+    const double rel = rt.rel_l2, mse = rt.mse, snr = rt.snr_db, cosv = rt.cosine;
+    const double mean = rt.mean_error;
     double bpe = sq_codec_bits_per_element(c, n);
     uint64_t bytes = sq_codec_bytes(c, n), groups = sq_codec_groups(c, n);
     uint64_t cbytes = sq_codec_code_bytes(c, n);
@@ -476,7 +433,7 @@ static int codec_stats(int argc, char **argv)
         fputs(",\"mse\":", stdout);
         cli_json_num(mse);
         fputs(",\"max_abs_error\":", stdout);
-        cli_json_num(tot.maxe);
+        cli_json_num(rt.max_abs);
         fputs(",\"snr_db\":", stdout);
         cli_json_num(snr);
         fputs(",\"cosine\":", stdout);
@@ -494,7 +451,7 @@ static int codec_stats(int argc, char **argv)
         printf("%-19s %.6g\n", "bits per element", bpe);
         printf("%-19s %.6g\n", "relative L2 error", rel);
         printf("%-19s %.6g\n", "MSE", mse);
-        printf("%-19s %.6g\n", "max abs error", tot.maxe);
+        printf("%-19s %.6g\n", "max abs error", rt.max_abs);
         printf("%-19s %.6g dB\n", "SNR", snr);
         printf("%-19s %.9g\n", "cosine similarity", cosv);
         printf("%-19s %.6g\n", "mean signed error", mean);
