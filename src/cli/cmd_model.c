@@ -111,28 +111,24 @@ static void load_failed(const char *context, const sq_error *e, const char *what
 }
 
 /* --quant-db: the quantization throughput a bench run stored in path. */
-static int quant_from_db(const char *path, model_opts *o, char *err, size_t errlen)
+static int quant_from_db(const char *path, model_opts *o, sq_error *err)
 {
     sq_store *s;
-    sq_error e = {0};
-    if (sq_store_open(path, 1000, 1, &s, &e)) {
-        snprintf(err, errlen, "%s", sq_error_message(&e));
-        return -1;
-    }
+    int rc = sq_store_open(path, 1000, 1, &s, err);
+    if (rc) return rc;
     sq_bench_quant q;
-    int rc = sq_bench_stored_quant(s, &q, &e);
+    sq_error e = {0};
+    rc = sq_bench_stored_quant(s, &q, &e);
     sq_store_close(s);
-    if (rc != SQ_OK) {
-        snprintf(err, errlen, "%s: %s%s%s%s", path, sq_error_message(&e),
-                 rc == SQ_ERR_NOTFOUND ? " (run shardq bench --db " : "",
-                 rc == SQ_ERR_NOTFOUND ? path : "", rc == SQ_ERR_NOTFOUND ? ")" : "");
-        return -1;
-    }
+    if (rc != SQ_OK)
+        return sq_error_set(err, rc, "%s: %s%s%s%s", path, sq_error_message(&e),
+                            rc == SQ_ERR_NOTFOUND ? " (run shardq bench --db " : "",
+                            rc == SQ_ERR_NOTFOUND ? path : "", rc == SQ_ERR_NOTFOUND ? ")" : "");
     o->plat.quant_bw = q.gb_per_s * 1e9;
     snprintf(o->quant_text, sizeof o->quant_text, "bench run %lld in %s (%s, %.0f MB, %d thread%s)",
              (long long)q.run, path, q.device, (double)q.elements * 4 / 1e6, q.threads,
              q.threads == 1 ? "" : "s");
-    return 0;
+    return SQ_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -694,9 +690,8 @@ static int read_inputs(const model_args *a, model_opts *o)
         o->plat.quant_bw = a->quant_gbs * 1e9;
         snprintf(o->quant_text, sizeof o->quant_text, "--quant-gbs");
     }
-    char qerr[1024];
-    if (a->quant_db && quant_from_db(a->quant_db, o, qerr, sizeof qerr)) {
-        fprintf(stderr, "shardq model: --quant-db: %s\n", qerr);
+    if (a->quant_db && quant_from_db(a->quant_db, o, &err) != SQ_OK) {
+        fprintf(stderr, "shardq model: --quant-db: %s\n", sq_error_message(&err));
         return CLI_RUNTIME;
     }
     return CLI_OK;
