@@ -237,14 +237,14 @@ static const char *io_path(const char *p, int output)
     return output ? "/dev/stdout" : "/dev/stdin";
 }
 
-/* Reads IN and refuses non-finite values. */
+/* Reads IN and refuses non-finite values: CLI_OK, or CLI_RUNTIME (said why). */
 static int load_input(const char *cmd, const opts *o, const char *path, sq_npy *a)
 {
     sq_error err = {0};
     int rc = o->raw ? sq_npy_read_raw(path, a, &err) : sq_npy_read(path, a, &err);
     if (rc) {
         fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
-        return -1;
+        return CLI_RUNTIME;
     }
     size_t bad = sq_find_nonfinite(a->data, (size_t)a->n);
     if (bad < a->n) {
@@ -254,9 +254,9 @@ static int load_input(const char *cmd, const opts *o, const char *path, sq_npy *
                 path, bad, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
                 a->dtype == SQ_NPY_F8 && !isnan(v) ? " as float32" : "");
         sq_npy_free(a);
-        return -1;
+        return CLI_RUNTIME;
     }
-    return 0;
+    return CLI_OK;
 }
 
 static int quantize(const char *cmd, const char *path, const opts *o, const sq_npy *a,
@@ -269,9 +269,9 @@ static int quantize(const char *cmd, const char *path, const opts *o, const sq_n
     if (st != SQ_OK) {
         fprintf(stderr, "shardq %s: %s: cannot quantize: %s\n", cmd, path, sq_strerror(st));
         sq_qbuf_free(q);
-        return -1;
+        return CLI_RUNTIME;
     }
-    return 0;
+    return CLI_OK;
 }
 
 /* Reads IN (refusing non-finite values) and quantizes it under the options;
@@ -279,12 +279,12 @@ static int quantize(const char *cmd, const char *path, const opts *o, const sq_n
 static int load_and_quantize(const char *cmd, const opts *o, const char *path, sq_npy *a,
                              sq_qbuf *q)
 {
-    if (load_input(cmd, o, path, a)) return -1;
+    if (load_input(cmd, o, path, a)) return CLI_RUNTIME;
     if (quantize(cmd, path, o, a, q)) {
         sq_npy_free(a);
-        return -1;
+        return CLI_RUNTIME;
     }
-    return 0;
+    return CLI_OK;
 }
 
 /* ------------------------------------------------------------------------ */
