@@ -69,23 +69,14 @@ typedef struct sq_store_value {
 typedef struct sq_store_cursor sq_store_cursor;
 
 /* Opens the named query of the store with args[0..nargs) bound to its
-** parameters ?1..?nargs. The names, and their parameters:
-**   runs.list       the runs as `db list` shows them: id, status, kind,
-**                   preset, topo, seed, trace (its last component),
-**                   started ("YYYY-MM-DD HH:MM:SS"), duration (text),
-**                   grad_rel_l2, weight_rel_l2; args: status, kind, sweep
-**                   (TEXT, NULL: any), ids (a JSON array of run ids, NULL:
-**                   every run)
-**   runs.list.json  the same runs with every column of their identity:
-**                   id, status, kind, key, sweep, preset, scheme, topo,
-**                   device, trace, seed, started, ended, seconds,
-**                   grad_rel_l2, weight_rel_l2, error; the same args
-**   run             the run's row and its seconds; args: run id
-**   run.metrics     per path the error statistics of its steps; run id
-**   run.bytes       its bytes per collective and link; run id
-**   run.timings     its timings; run id
+** parameters ?1..?nargs. The names, each with a run id as its argument,
+** and the columns shown of a run by `db show`:
+**   run             the run's row and its seconds
+**   run.metrics     per path the error statistics of its steps
+**   run.bytes       its bytes per collective and link
+**   run.timings     its timings
 **   run.netbench    per link level and collective its sizes, the time of
-**                   the smallest and the busbw of the largest; run id
+**                   the smallest and the busbw of the largest
 ** Each query is the one of the file's schema version. An unknown name, or
 ** nargs that is not the query's count, is SQ_ERR_ARG. */
 int sq_store_query(sq_store *s, const char *name, const sq_store_value *args, int nargs,
@@ -108,6 +99,44 @@ const char *sq_store_cursor_text(const sq_store_cursor *c, int i, size_t *n);
 const void *sq_store_cursor_blob(const sq_store_cursor *c, int i, size_t *n);
 /* Ends the query (NULL: nothing). */
 void sq_store_cursor_close(sq_store_cursor *c);
+
+/* ------------------------------------------------------------------------ */
+/* The runs, one summary row each                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Which runs: those whose status as shown (sq_status: 'interrupted'
+** included), kind and sweep equal these (NULL: any) and, when ids is not
+** NULL, whose id is in that JSON array of run ids. */
+typedef struct sq_run_filter {
+    const char *status, *kind, *sweep;
+    const char *ids;
+} sq_run_filter;
+
+/* One run as `db list` shows it. Strings are NULL where the run has none
+** and are valid until the next step; reals are NaN where stored NULL. */
+typedef struct sq_run_summary {
+    int64_t id;
+    const char *status;       /* as shown: 'interrupted' for a run whose process is gone */
+    const char *kind, *key, *sweep, *preset, *scheme, *topo, *device;
+    const char *trace;        /* the path */
+    const char *trace_name;   /* its last component */
+    int64_t seed;
+    const char *started;      /* UTC ISO 8601 */
+    const char *started_text; /* "YYYY-MM-DD HH:MM:SS" */
+    const char *ended;
+    double seconds;           /* ended - started, to the millisecond */
+    const char *duration;     /* seconds for people (sq_duration) */
+    double grad_rel_l2;       /* the mean relative L2 error of the steps of a path */
+    double weight_rel_l2;
+    const char *error;
+} sq_run_summary;
+
+/* The runs of f (NULL: all) in the order of their ids, into *out; each
+** sq_store_runs_next gives the next: 1 with *row filled, 0 at the end, a
+** negative kind on a failure. Close the cursor with sq_store_cursor_close. */
+int sq_store_runs_open(sq_store *s, const sq_run_filter *f, sq_store_cursor **out,
+                       sq_error *err);
+int sq_store_runs_next(sq_store_cursor *c, sq_run_summary *row, sq_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* A run's rows of a fixed shape                                            */

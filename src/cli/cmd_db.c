@@ -4,8 +4,11 @@
 ** a table or a SELECT as CSV; and `db init`, which creates or migrates a
 ** store file.
 **
-** Output is built from queries: the text tables and the JSON objects take
-** their column names from the SQL, so what is shown is what the file holds.
+** The store's readers (store_rows.h) give the rows: the runs of `db list`
+** and a run's params and netbench rows as structs, the other sections of
+** `db show` and every export through cursors whose column names are the
+** queries', so that what is shown is what the file holds. This file only
+** parses, calls and prints.
 */
 #include "cli.h"
 #include "shardq/store_rows.h"
@@ -452,6 +455,103 @@ static int print_json_rows(sq_store_cursor *c, sq_error *err)
 /* db list                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* A text or real cell of the list: '-' where the run has none, a text
+** making its column align left. */
+static int add_text(table *t, int col, const char *v)
+{
+    if (v) t->numeric[col] = 0;
+    return table_add(t, v ? v : "-");
+}
+
+static int add_real(table *t, double v)
+{
+    char buf[64];
+    if (isnan(v)) return table_add(t, "-");
+    snprintf(buf, sizeof buf, "%.4g", v);
+    return table_add(t, buf);
+}
+
+static int add_run(table *t, const sq_run_summary *r)
+{
+    char id[24], seed[24];
+    snprintf(id, sizeof id, "%lld", (long long)r->id);
+    snprintf(seed, sizeof seed, "%lld", (long long)r->seed);
+    return table_add(t, id) || add_text(t, 1, r->status) || add_text(t, 2, r->kind) ||
+           add_text(t, 3, r->preset) || add_text(t, 4, r->topo) || table_add(t, seed) ||
+           add_text(t, 6, r->trace_name) || add_text(t, 7, r->started_text) ||
+           add_text(t, 8, r->duration) || add_real(t, r->grad_rel_l2) ||
+           add_real(t, r->weight_rel_l2);
+}
+
+/* The runs as a table, one line each; *rows gets their count. */
+static int list_table(sq_store_cursor *c, int *rows, sq_error *err)
+{
+    static const char *const head[] = {"id",      "status",  "kind",     "preset",
+                                       "topo",    "seed",    "trace",    "started",
+                                       "duration", "grad_rel_l2", "weight_rel_l2"};
+    table t = {.ncols = 11};
+    int rc = SQ_OK;
+    for (int i = 0; i < t.ncols && !rc; i++) {
+        t.numeric[i] = 1;
+        if (table_add(&t, head[i])) rc = out_of_memory(err);
+    }
+    sq_run_summary r;
+    *rows = 0;
+    while (!rc && (rc = sq_store_runs_next(c, &r, err)) == 1) {
+        rc = add_run(&t, &r) ? out_of_memory(err) : SQ_OK;
+        (*rows)++;
+    }
+    if (!rc && *rows) table_print(&t, "");
+    table_free(&t);
+    return rc;
+}
+
+/* A string member of a JSON object ("key":value or null). */
+static void json_text(const char *key, const char *v, int first)
+{
+    printf("%s\"%s\":", first ? "" : ",", key);
+    if (v)
+        cli_json_str(v);
+    else
+        fputs("null", stdout);
+}
+
+static void json_number(const char *key, double v)
+{
+    printf(",\"%s\":", key);
+    json_real(v);
+}
+
+/* The runs as a JSON array of objects. */
+static int list_json(sq_store_cursor *c, sq_error *err)
+{
+    sq_run_summary r;
+    int rc, n = 0;
+    putchar('[');
+    while ((rc = sq_store_runs_next(c, &r, err)) == 1) {
+        printf("%s{\"id\":%lld", n++ ? "," : "", (long long)r.id);
+        json_text("status", r.status, 0);
+        json_text("kind", r.kind, 0);
+        json_text("key", r.key, 0);
+        json_text("sweep", r.sweep, 0);
+        json_text("preset", r.preset, 0);
+        json_text("scheme", r.scheme, 0);
+        json_text("topo", r.topo, 0);
+        json_text("device", r.device, 0);
+        json_text("trace", r.trace, 0);
+        printf(",\"seed\":%lld", (long long)r.seed);
+        json_text("started", r.started, 0);
+        json_text("ended", r.ended, 0);
+        json_number("seconds", r.seconds);
+        json_number("grad_rel_l2", r.grad_rel_l2);
+        json_number("weight_rel_l2", r.weight_rel_l2);
+        json_text("error", r.error, 0);
+        putchar('}');
+    }
+    putchar(']');
+    return rc;
+}
+
 static int db_list(const char *path, int argc, char **argv)
 {
     db_opts o = {.db = path, .timeout = QUERY_TIMEOUT_S};
@@ -468,13 +568,10 @@ static int db_list(const char *path, int argc, char **argv)
         sq_store_close(s);
         return rc;
     }
-    const sq_store_value args[] = {{.type = SQ_STORE_TEXT, .text = o.status},
-                                   {.type = SQ_STORE_TEXT, .text = o.kind},
-                                   {.type = SQ_STORE_TEXT, .text = o.sweep},
-                                   {.type = SQ_STORE_TEXT, .text = ids}};
+    const sq_run_filter f = {.status = o.status, .kind = o.kind, .sweep = o.sweep, .ids = ids};
     sq_store_cursor *c = NULL;
     sq_error err = {0};
-    rc = sq_store_query(s, o.json ? "runs.list.json" : "runs.list", args, 4, &c, &err);
+    rc = sq_store_runs_open(s, &f, &c, &err);
     free(ids);
     if (rc) {
         rc = read_failed("db list", s, &err, NULL, 0);
@@ -483,10 +580,10 @@ static int db_list(const char *path, int argc, char **argv)
     }
     int rows = 0;
     if (o.json) {
-        rc = print_json_rows(c, &err);
+        rc = list_json(c, &err);
         putchar('\n');
     } else {
-        rc = print_table(c, "", &rows, &err);
+        rc = list_table(c, &rows, &err);
         if (!rc && rows == 0)
             printf("no runs%s in %s\n", o.status || o.kind || o.sweep || o.nwhere ? " match" : "",
                    o.db);

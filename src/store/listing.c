@@ -6,6 +6,7 @@
 */
 #include "cursor_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,20 +22,12 @@
 #define MEAN_REL_L2(p) \
     "(SELECT avg(m.rel_l2) FROM step_metrics m WHERE m.run_id = r.id AND m.path = '" p "')"
 
-#define LIST_TEXT_SQL(STATUS)                                                                   \
-    "SELECT r.id AS id, " STATUS " AS status, r.kind AS kind, r.preset AS preset,"              \
-    " r.topo AS topo, r.seed AS seed, sq_basename(r.trace) AS trace,"                          \
-    " replace(substr(r.started, 1, 19), 'T', ' ') AS started,"                                 \
-    " sq_duration(" SECONDS ") AS duration,"                                                    \
-    " " MEAN_REL_L2("grad") " AS grad_rel_l2, " MEAN_REL_L2("weight") " AS weight_rel_l2"    \
-    " FROM runs r" RUN_FILTER(STATUS)
-
-#define LIST_JSON_SQL(STATUS)                                                                   \
-    "SELECT r.id AS id, " STATUS " AS status, r.kind AS kind, r.key AS key, r.sweep AS sweep,"  \
-    " r.preset AS preset, r.scheme AS scheme, r.topo AS topo, r.device AS device,"             \
-    " r.trace AS trace, r.seed AS seed, r.started AS started, r.ended AS ended,"               \
-    " " SECONDS " AS seconds, " MEAN_REL_L2("grad") " AS grad_rel_l2,"                         \
-    " " MEAN_REL_L2("weight") " AS weight_rel_l2, r.error AS error"                          \
+/* the columns of sq_run_summary, in its order */
+#define SUMMARY_SQL(STATUS)                                                                     \
+    "SELECT r.id, " STATUS ", r.kind, r.key, r.sweep, r.preset, r.scheme, r.topo, r.device,"   \
+    " r.trace, sq_basename(r.trace), r.seed, r.started,"                                       \
+    " replace(substr(r.started, 1, 19), 'T', ' '), r.ended, " SECONDS ","                      \
+    " sq_duration(" SECONDS "), " MEAN_REL_L2("grad") ", " MEAN_REL_L2("weight") ", r.error"  \
     " FROM runs r" RUN_FILTER(STATUS)
 
 #define NETBENCH_ORDER                                                                         \
@@ -48,10 +41,6 @@ static const struct {
     int min_version;
     const char *sql;
 } queries[] = {
-    {"runs.list", 4, LIST_TEXT_SQL(STATUS_V4)},
-    {"runs.list", 0, LIST_TEXT_SQL(STATUS_V3)},
-    {"runs.list.json", 4, LIST_JSON_SQL(STATUS_V4)},
-    {"runs.list.json", 0, LIST_JSON_SQL(STATUS_V3)},
     {"run", 0, "SELECT r.*, " SECONDS " AS seconds FROM runs r WHERE r.id = ?1"},
     {"run.metrics", 0,
      "SELECT m.path AS path, count(*) AS steps, max(m.elements) AS elements,"
@@ -100,6 +89,64 @@ int sq_store_query(sq_store *s, const char *name, const sq_store_value *args, in
         return sq_error_set(err, SQ_ERR_NOTFOUND, "%s: schema version %d has no '%s'",
                             sq_store_path(s), sq_store_version(s), name);
     return sq_error_set(err, SQ_ERR_ARG, "no query named '%s'", name);
+}
+
+int sq_store_runs_open(sq_store *s, const sq_run_filter *f, sq_store_cursor **out,
+                       sq_error *err)
+{
+    if (!s || !out) return sq_error_set(err, SQ_ERR_ARG, "no store or cursor");
+    static const sq_run_filter all = {0};
+    if (!f) f = &all;
+    const sq_store_value args[] = {{.type = SQ_STORE_TEXT, .text = f->status},
+                                   {.type = SQ_STORE_TEXT, .text = f->kind},
+                                   {.type = SQ_STORE_TEXT, .text = f->sweep},
+                                   {.type = SQ_STORE_TEXT, .text = f->ids}};
+    sqlite3_stmt *st;
+    int rc = sq_store_prepare(s, sq_store_version(s) >= 4 ? SUMMARY_SQL(STATUS_V4)
+                                                          : SUMMARY_SQL(STATUS_V3),
+                              args, 4, &st, err);
+    return rc ? rc : sq_store_cursor_wrap(s, st, out, err);
+}
+
+static const char *text_at(sqlite3_stmt *st, int i)
+{
+    return (const char *)sqlite3_column_text(st, i);
+}
+
+static double real_at(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+int sq_store_runs_next(sq_store_cursor *c, sq_run_summary *row, sq_error *err)
+{
+    if (!row) return sq_error_set(err, SQ_ERR_ARG, "no row");
+    int rc = sq_store_cursor_step(c, err);
+    if (rc != 1) return rc;
+    sqlite3_stmt *st = c->st;
+    *row = (sq_run_summary){
+        .id = sqlite3_column_int64(st, 0),
+        .status = text_at(st, 1),
+        .kind = text_at(st, 2),
+        .key = text_at(st, 3),
+        .sweep = text_at(st, 4),
+        .preset = text_at(st, 5),
+        .scheme = text_at(st, 6),
+        .topo = text_at(st, 7),
+        .device = text_at(st, 8),
+        .trace = text_at(st, 9),
+        .trace_name = text_at(st, 10),
+        .seed = sqlite3_column_int64(st, 11),
+        .started = text_at(st, 12),
+        .started_text = text_at(st, 13),
+        .ended = text_at(st, 14),
+        .seconds = real_at(st, 15),
+        .duration = text_at(st, 16),
+        .grad_rel_l2 = real_at(st, 17),
+        .weight_rel_l2 = real_at(st, 18),
+        .error = text_at(st, 19),
+    };
+    return 1;
 }
 
 /* Runs sql with the run's id bound to ?1 up to its first row: 1 with *st
@@ -167,6 +214,19 @@ static void *grow(void **v, size_t *n, size_t *cap, size_t size)
     return e;
 }
 
+/* After the loop that read st's rows into an array (rc its last step; oom:
+** an allocation failed, or the loop stopped on a row): the status, st
+** finalized. */
+static int rows_end(sq_store *s, sqlite3_stmt *st, int rc, int oom, sq_error *err)
+{
+    if (oom || rc == SQLITE_ROW)
+        rc = sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    else
+        rc = rc == SQLITE_DONE ? SQ_OK : sq_store_read_error(s, err);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int sq_store_run_params(sq_store *s, int64_t run, sq_store_param **out, size_t *n,
                         sq_error *err)
 {
@@ -187,11 +247,7 @@ int sq_store_run_params(sq_store *s, int64_t run, sq_store_param **out, size_t *
         p->value = dup_text(st, 1, &oom);
         oom |= !p->key;
     }
-    if (oom || rc == SQLITE_ROW)
-        rc = sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
-    else
-        rc = rc == SQLITE_DONE ? SQ_OK : sq_store_read_error(s, err);
-    sqlite3_finalize(st);
+    rc = rows_end(s, st, rc, oom, err);
     if (rc) {
         sq_store_params_free(*out, *n);
         *out = NULL;
@@ -241,11 +297,7 @@ int sq_store_run_netbench(sq_store *s, int64_t run, sq_netbench_row **out, size_
         r->busbw_gb_s = sqlite3_column_double(st, 9);
         oom |= !r->op || !r->level;
     }
-    if (oom || rc == SQLITE_ROW)
-        rc = sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
-    else
-        rc = rc == SQLITE_DONE ? SQ_OK : sq_store_read_error(s, err);
-    sqlite3_finalize(st);
+    rc = rows_end(s, st, rc, oom, err);
     if (rc) {
         sq_store_netbench_free(*out, *n);
         *out = NULL;
