@@ -22,6 +22,7 @@ int sq_bench_stored_quant(sq_store *s, sq_bench_quant *out, sq_error *err)
     out->elements = f.elements;
     out->threads = f.threads;
     snprintf(out->device, sizeof out->device, "%s", f.device);
-    return out->gb_per_s > 0 ? SQ_OK
-                             : sq_error_set(err, SQ_ERR_FORMAT, "bench run has no positive throughput");
+    if (out->gb_per_s <= 0)
+        return sq_error_set(err, SQ_ERR_FORMAT, "bench run has no positive throughput");
+    return SQ_OK;
 }
