@@ -13,6 +13,7 @@
 #include "shardq/metrics.h"
 #include "shardq/trace.h"
 #include "shardq/store.h"
+#include "shardq/store_rows.h"
 #include "shardq/replay.h"
 #include "shardq/train.h"
 #include "shardq/sweep.h"

@@ -83,7 +83,8 @@ const char *sq_store_error(const sq_store *s);
 /* The kind of that failure (SQ_OK when none yet). */
 int sq_store_status(const sq_store *s);
 const char *sq_store_path(const sq_store *s);
-/* The underlying connection, for `shardq db` queries. */
+/* The underlying connection, for the store's readers (store_rows.h) and
+** the queries that have not moved into src/store yet. */
 struct sqlite3 *sq_store_db(sq_store *s);
 /* The file's schema version (PRAGMA user_version) once opened: always
 ** SQ_STORE_VERSION unless readonly, where an older file stays as it is and

@@ -4,16 +4,16 @@
 ** a table or a SELECT as CSV; and `db init`, which creates or migrates a
 ** store file.
 **
-** Output is built from queries: the text tables and the JSON objects take
-** their column names from the SQL, so what is shown is what the file holds.
+** The store's readers (store_rows.h) give the rows: the runs of `db list`
+** and a run's params and netbench rows as structs, the other sections of
+** `db show` and every export through cursors whose column names are the
+** queries', so that what is shown is what the file holds. This file only
+** parses, calls and prints.
 */
 #include "cli.h"
-#include "shardq/store.h"
+#include "shardq/store_rows.h"
 #include "sq_protect.h"
 #include "trace/wfile.h"
-#include "where.h"
-
-#include <sqlite3.h>
 
 #include <errno.h>
 #include <getopt.h>
@@ -248,101 +248,50 @@ static int parse_opts(const char *cmd, int argc, char **argv, int allowed, const
 }
 
 /* ------------------------------------------------------------------------ */
-/* Opening the store                                                        */
+/* Opening the store, and its failures                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Two helpers for the text output, as SQL functions: the last component of
-** a path, and a duration in seconds for people (12.3s, 4m05s, 2h10m). */
-static void fn_basename(sqlite3_context *cx, int argc, sqlite3_value **argv)
-{
-    (void)argc;
-    const char *p = (const char *)sqlite3_value_text(argv[0]);
-    if (!p) return; /* NULL */
-    size_t end = strlen(p);
-    while (end > 1 && p[end - 1] == '/') end--; /* "traces/run1/" */
-    size_t start = end;
-    while (start > 0 && p[start - 1] != '/') start--;
-    sqlite3_result_text(cx, p + start, (int)(end - start), SQLITE_TRANSIENT);
-}
-
-static void fn_duration(sqlite3_context *cx, int argc, sqlite3_value **argv)
-{
-    (void)argc;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
-    double s = sqlite3_value_double(argv[0]);
-    char buf[48];
-    if (!isfinite(s) || s < 0)
-        snprintf(buf, sizeof buf, "?");
-    else if (s < 60)
-        snprintf(buf, sizeof buf, "%.1fs", s);
-    else if (s < 3600)
-        snprintf(buf, sizeof buf, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
-    else
-        snprintf(buf, sizeof buf, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
-    sqlite3_result_text(cx, buf, -1, SQLITE_TRANSIENT);
-}
-
-/* A run's status as shown: 'interrupted' for a 'running' run whose
-** process, on this host, is gone (status, host, pid, pid_start, boot_id). */
-static void fn_status(sqlite3_context *cx, int argc, sqlite3_value **argv)
-{
-    (void)argc;
-    const char *status = (const char *)sqlite3_value_text(argv[0]);
-    if (!status) return;
-    int64_t start = sqlite3_value_type(argv[3]) == SQLITE_NULL ? -1 : sqlite3_value_int64(argv[3]);
-    if (strcmp(status, "running") == 0 &&
-        sq_store_proc_state((const char *)sqlite3_value_text(argv[1]), sqlite3_value_int64(argv[2]),
-                            start, (const char *)sqlite3_value_text(argv[4])) == SQ_PROC_GONE)
-        status = "interrupted";
-    sqlite3_result_text(cx, status, -1, SQLITE_TRANSIENT);
-}
-
-/* The store at path, read-only, with the helper functions; NULL after a
-** message. */
+/* The store at path, read-only (store_rows.h); NULL after a message. */
 static sq_store *open_store(const char *cmd, const char *path)
 {
     sq_store *s;
     sq_error err = {0};
-    if (sq_store_open(path, 0, 1, &s, &err)) {
+    if (sq_store_open_reader(path, &s, &err)) {
         fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
         return NULL;
     }
-    if (sq_store_version(s) == 0) {
-        fprintf(stderr,
-                "shardq %s: %s: not a shardq store (no schema; 'shardq db init' creates one)\n",
-                cmd, path);
-        sq_store_close(s);
-        return NULL;
-    }
-    sqlite3 *db = sq_store_db(s);
-    int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS;
-    sqlite3_create_function(db, "sq_basename", 1, flags, NULL, fn_basename, NULL, NULL);
-    sqlite3_create_function(db, "sq_duration", 1, flags, NULL, fn_duration, NULL, NULL);
-    /* not deterministic: it asks the system about processes */
-    sqlite3_create_function(db, "sq_status", 5, SQLITE_UTF8, NULL, fn_status, NULL, NULL);
     return s;
 }
 
-static int query_failed(const char *cmd, sq_store *s)
+/* After a failed read: the time limit said as such, with its value when
+** the statement is what the user gave (what: "QUERY '...'", NULL: a query
+** of the command's own), else the store's sentence. */
+static int read_failed(const char *cmd, sq_store *s, const sq_error *err, const char *what,
+                       double limit)
 {
-    if (sqlite3_errcode(sq_store_db(s)) == SQLITE_INTERRUPT)
+    if (err->status != SQ_ERR_INTERRUPTED)
+        fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(err));
+    else if (what)
+        fprintf(stderr, "shardq %s: %s: stopped after %g s (--query-timeout raises the limit)\n",
+                cmd, what, limit);
+    else
         fprintf(stderr, "shardq %s: %s: a query ran past its time limit (--query-timeout raises "
                 "it)\n", cmd, sq_store_path(s));
-    else
-        fprintf(stderr, "shardq %s: %s: cannot read: %s\n", cmd, sq_store_path(s),
-                sqlite3_errmsg(sq_store_db(s)));
     return CLI_RUNTIME;
 }
 
-/* After a failed step of the statement that evaluates what the user gave
-** (what: "QUERY '...'"): the time limit, said with its value, or the
-** failure. */
-static int read_failed(const char *cmd, sq_store *s, const char *what, double limit)
+/* The runs the --where filters select, as a JSON array in *ids (NULL
+** without filters). Returns -1 to go on, or the exit status after a
+** message. */
+static int select_runs(const char *cmd, sq_store *s, const db_opts *o, char **ids)
 {
-    if (sqlite3_errcode(sq_store_db(s)) != SQLITE_INTERRUPT) return query_failed(cmd, s);
-    fprintf(stderr, "shardq %s: %s: stopped after %g s (--query-timeout raises the limit)\n", cmd,
-            what, limit);
-    return CLI_RUNTIME;
+    *ids = NULL;
+    if (!o->nwhere) return -1;
+    sq_error err = {0};
+    int rc = sq_store_select_runs(s, NULL, o->where, o->nwhere, ids, &err);
+    if (!rc) return -1;
+    fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
+    return rc == SQ_ERR_SPEC ? CLI_USAGE : CLI_RUNTIME;
 }
 
 /* Standard output must have been written: a full disk or a closed pipe is
@@ -362,13 +311,13 @@ static int finish_stdout(const char *cmd)
 /* ------------------------------------------------------------------------ */
 
 /* A cell as text: NULL is '-', reals have four significant digits. */
-static void cell_text(sqlite3_stmt *st, int i, char *buf, size_t len)
+static void cell_text(const sq_store_cursor *c, int i, char *buf, size_t len)
 {
-    switch (sqlite3_column_type(st, i)) {
-    case SQLITE_NULL: snprintf(buf, len, "-"); break;
-    case SQLITE_INTEGER: snprintf(buf, len, "%lld", (long long)sqlite3_column_int64(st, i)); break;
-    case SQLITE_FLOAT: snprintf(buf, len, "%.4g", sqlite3_column_double(st, i)); break;
-    default: snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, i)); break;
+    switch (sq_store_cursor_type(c, i)) {
+    case SQ_STORE_NULL: snprintf(buf, len, "-"); break;
+    case SQ_STORE_INTEGER: snprintf(buf, len, "%lld", (long long)sq_store_cursor_int(c, i)); break;
+    case SQ_STORE_REAL: snprintf(buf, len, "%.4g", sq_store_cursor_double(c, i)); break;
+    default: snprintf(buf, len, "%s", sq_store_cursor_text(c, i, NULL)); break;
     }
 }
 
@@ -425,112 +374,183 @@ static void table_print(const table *t, const char *indent)
     }
 }
 
-/* Runs st and prints its rows as a table under its column names; *rows
-** gets the row count. Returns 0, or -1 when sqlite fails. */
-static int print_table(sqlite3_stmt *st, const char *indent, int *rows)
+static int out_of_memory(sq_error *err) { return sq_error_set(err, SQ_ERR_NOMEM, "out of memory"); }
+
+/* Reads c and prints its rows as a table under its column names; *rows
+** gets the row count. Returns SQ_OK or the failure in err. */
+static int print_table(sq_store_cursor *c, const char *indent, int *rows, sq_error *err)
 {
     table t = {0};
-    int ncols = sqlite3_column_count(st), rc, status = -1;
+    int ncols = sq_store_cursor_columns(c), rc = SQ_OK;
     if (ncols > MAX_COLS) ncols = MAX_COLS;
     t.ncols = ncols;
-    for (int c = 0; c < ncols; c++) {
-        t.numeric[c] = 1;
-        if (table_add(&t, sqlite3_column_name(st, c))) goto done;
+    for (int i = 0; i < ncols && !rc; i++) {
+        t.numeric[i] = 1;
+        if (table_add(&t, sq_store_cursor_name(c, i))) rc = out_of_memory(err);
     }
     *rows = 0;
     char buf[4096];
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        for (int c = 0; c < ncols; c++) {
-            int type = sqlite3_column_type(st, c);
-            if (type == SQLITE_TEXT || type == SQLITE_BLOB) t.numeric[c] = 0;
-            cell_text(st, c, buf, sizeof buf);
-            if (table_add(&t, buf)) goto done;
+    while (!rc && (rc = sq_store_cursor_step(c, err)) == 1) {
+        rc = SQ_OK;
+        for (int i = 0; i < ncols && !rc; i++) {
+            int type = sq_store_cursor_type(c, i);
+            if (type == SQ_STORE_TEXT || type == SQ_STORE_BLOB) t.numeric[i] = 0;
+            cell_text(c, i, buf, sizeof buf);
+            if (table_add(&t, buf)) rc = out_of_memory(err);
         }
         (*rows)++;
     }
-    if (rc != SQLITE_DONE) goto done;
-    if (*rows) table_print(&t, indent);
-    status = 0;
-done:
+    if (!rc && *rows) table_print(&t, indent);
     table_free(&t);
-    return status;
+    return rc;
 }
 
-/* A value as JSON: a number, a string, or null (for NULL and +-Inf, which
-** JSON cannot say). */
-static void json_value(sqlite3_stmt *st, int i)
+/* A real as JSON: null for +-Inf, which JSON cannot say. */
+static void json_real(double v)
 {
-    switch (sqlite3_column_type(st, i)) {
-    case SQLITE_INTEGER: printf("%lld", (long long)sqlite3_column_int64(st, i)); break;
-    case SQLITE_FLOAT: {
-        double v = sqlite3_column_double(st, i);
-        if (isfinite(v))
-            printf("%.17g", v);
-        else
-            fputs("null", stdout);
-        break;
-    }
-    case SQLITE_TEXT: cli_json_str((const char *)sqlite3_column_text(st, i)); break;
+    if (isfinite(v))
+        printf("%.17g", v);
+    else
+        fputs("null", stdout);
+}
+
+/* A value as JSON: a number, a string, or null (for NULL and a blob). */
+static void json_value(const sq_store_cursor *c, int i)
+{
+    switch (sq_store_cursor_type(c, i)) {
+    case SQ_STORE_INTEGER: printf("%lld", (long long)sq_store_cursor_int(c, i)); break;
+    case SQ_STORE_REAL: json_real(sq_store_cursor_double(c, i)); break;
+    case SQ_STORE_TEXT: cli_json_str(sq_store_cursor_text(c, i, NULL)); break;
     default: fputs("null", stdout); break;
     }
 }
 
 /* The current row as a JSON object, keyed by the column names. */
-static void json_row(sqlite3_stmt *st)
+static void json_row(const sq_store_cursor *c)
 {
     putchar('{');
-    for (int c = 0; c < sqlite3_column_count(st); c++) {
-        if (c) putchar(',');
-        cli_json_str(sqlite3_column_name(st, c));
+    for (int i = 0; i < sq_store_cursor_columns(c); i++) {
+        if (i) putchar(',');
+        cli_json_str(sq_store_cursor_name(c, i));
         putchar(':');
-        json_value(st, c);
+        json_value(c, i);
     }
     putchar('}');
 }
 
-/* Runs st and prints its rows as a JSON array of objects. */
-static int print_json_rows(sqlite3_stmt *st)
+/* Reads c and prints its rows as a JSON array of objects. */
+static int print_json_rows(sq_store_cursor *c, sq_error *err)
 {
     int rc, n = 0;
     putchar('[');
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sq_store_cursor_step(c, err)) == 1) {
         if (n++) putchar(',');
-        json_row(st);
+        json_row(c);
     }
     putchar(']');
-    return rc == SQLITE_DONE ? 0 : -1;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
 /* db list                                                                  */
 /* ------------------------------------------------------------------------ */
 
-#define RUN_FILTER(STATUS)                                                                    \
-    " WHERE (?1 IS NULL OR " STATUS " = ?1) AND (?2 IS NULL OR r.kind = ?2)"                  \
-    " AND (?3 IS NULL OR r.sweep = ?3) AND (%s) ORDER BY r.id"
-/* the status as shown; a store of version 3 or older knows no start times */
-#define STATUS_V4 "sq_status(r.status, r.host, r.pid, r.pid_start, r.boot_id)"
-#define STATUS_V3 "sq_status(r.status, r.host, r.pid, NULL, NULL)"
-/* julianday has ~10 us of resolution this far from its epoch: round to ms */
-#define SECONDS "round((julianday(r.ended) - julianday(r.started)) * 86400.0, 3)"
-#define MEAN_REL_L2(p) \
-    "(SELECT avg(m.rel_l2) FROM step_metrics m WHERE m.run_id = r.id AND m.path = '" p "')"
+/* A text or real cell of the list: '-' where the run has none, a text
+** making its column align left. */
+static int add_text(table *t, int col, const char *v)
+{
+    if (v) t->numeric[col] = 0;
+    return table_add(t, v ? v : "-");
+}
 
-#define LIST_TEXT_SQL(STATUS)                                                                   \
-    "SELECT r.id AS id, " STATUS " AS status, r.kind AS kind, r.preset AS preset,"              \
-    " r.topo AS topo, r.seed AS seed, sq_basename(r.trace) AS trace,"                          \
-    " replace(substr(r.started, 1, 19), 'T', ' ') AS started,"                                 \
-    " sq_duration(" SECONDS ") AS duration,"                                                    \
-    " " MEAN_REL_L2("grad") " AS grad_rel_l2, " MEAN_REL_L2("weight") " AS weight_rel_l2"    \
-    " FROM runs r" RUN_FILTER(STATUS)
+static int add_real(table *t, double v)
+{
+    char buf[64];
+    if (isnan(v)) return table_add(t, "-");
+    snprintf(buf, sizeof buf, "%.4g", v);
+    return table_add(t, buf);
+}
 
-#define LIST_JSON_SQL(STATUS)                                                                   \
-    "SELECT r.id AS id, " STATUS " AS status, r.kind AS kind, r.key AS key, r.sweep AS sweep,"  \
-    " r.preset AS preset, r.scheme AS scheme, r.topo AS topo, r.device AS device,"             \
-    " r.trace AS trace, r.seed AS seed, r.started AS started, r.ended AS ended,"               \
-    " " SECONDS " AS seconds, " MEAN_REL_L2("grad") " AS grad_rel_l2,"                         \
-    " " MEAN_REL_L2("weight") " AS weight_rel_l2, r.error AS error"                          \
-    " FROM runs r" RUN_FILTER(STATUS)
+static int add_run(table *t, const sq_run_summary *r)
+{
+    char id[24], seed[24];
+    snprintf(id, sizeof id, "%lld", (long long)r->id);
+    snprintf(seed, sizeof seed, "%lld", (long long)r->seed);
+    return table_add(t, id) || add_text(t, 1, r->status) || add_text(t, 2, r->kind) ||
+           add_text(t, 3, r->preset) || add_text(t, 4, r->topo) || table_add(t, seed) ||
+           add_text(t, 6, r->trace_name) || add_text(t, 7, r->started_text) ||
+           add_text(t, 8, r->duration) || add_real(t, r->grad_rel_l2) ||
+           add_real(t, r->weight_rel_l2);
+}
+
+/* The runs as a table, one line each; *rows gets their count. */
+static int list_table(sq_store_cursor *c, int *rows, sq_error *err)
+{
+    static const char *const head[] = {"id",      "status",  "kind",     "preset",
+                                       "topo",    "seed",    "trace",    "started",
+                                       "duration", "grad_rel_l2", "weight_rel_l2"};
+    table t = {.ncols = 11};
+    int rc = SQ_OK;
+    for (int i = 0; i < t.ncols && !rc; i++) {
+        t.numeric[i] = 1;
+        if (table_add(&t, head[i])) rc = out_of_memory(err);
+    }
+    sq_run_summary r;
+    *rows = 0;
+    while (!rc && (rc = sq_store_runs_next(c, &r, err)) == 1) {
+        rc = add_run(&t, &r) ? out_of_memory(err) : SQ_OK;
+        (*rows)++;
+    }
+    if (!rc && *rows) table_print(&t, "");
+    table_free(&t);
+    return rc;
+}
+
+/* A string member of a JSON object ("key":value or null). */
+static void json_text(const char *key, const char *v, int first)
+{
+    printf("%s\"%s\":", first ? "" : ",", key);
+    if (v)
+        cli_json_str(v);
+    else
+        fputs("null", stdout);
+}
+
+static void json_number(const char *key, double v)
+{
+    printf(",\"%s\":", key);
+    json_real(v);
+}
+
+/* The runs as a JSON array of objects. */
+static int list_json(sq_store_cursor *c, sq_error *err)
+{
+    sq_run_summary r;
+    int rc, n = 0;
+    putchar('[');
+    while ((rc = sq_store_runs_next(c, &r, err)) == 1) {
+        printf("%s{\"id\":%lld", n++ ? "," : "", (long long)r.id);
+        json_text("status", r.status, 0);
+        json_text("kind", r.kind, 0);
+        json_text("key", r.key, 0);
+        json_text("sweep", r.sweep, 0);
+        json_text("preset", r.preset, 0);
+        json_text("scheme", r.scheme, 0);
+        json_text("topo", r.topo, 0);
+        json_text("device", r.device, 0);
+        json_text("trace", r.trace, 0);
+        printf(",\"seed\":%lld", (long long)r.seed);
+        json_text("started", r.started, 0);
+        json_text("ended", r.ended, 0);
+        json_number("seconds", r.seconds);
+        json_number("grad_rel_l2", r.grad_rel_l2);
+        json_number("weight_rel_l2", r.weight_rel_l2);
+        json_text("error", r.error, 0);
+        putchar('}');
+    }
+    putchar(']');
+    return rc;
+}
 
 static int db_list(const char *path, int argc, char **argv)
 {
@@ -542,39 +562,34 @@ static int db_list(const char *path, int argc, char **argv)
     sq_store *s = open_store("db list", o.db);
     if (!s) return CLI_RUNTIME;
     sq_store_limit_queries(s, o.timeout);
-    sqlite3_stmt *st;
-    static const char *const sql[2][2] = {{LIST_TEXT_SQL(STATUS_V3), LIST_JSON_SQL(STATUS_V3)},
-                                          {LIST_TEXT_SQL(STATUS_V4), LIST_JSON_SQL(STATUS_V4)}};
-    int usage = 0;
-    char *cond = cli_where_sql(sq_store_db(s), "db list", o.where, o.nwhere, "r.", &usage);
-    if (!cond) {
-        sq_store_close(s);
-        return usage ? CLI_USAGE : CLI_RUNTIME;
-    }
-    char *text = sqlite3_mprintf(sql[sq_store_version(s) >= 4][o.json], cond);
-    free(cond);
-    if (!text || sqlite3_prepare_v2(sq_store_db(s), text, -1, &st, NULL) != SQLITE_OK) {
-        sqlite3_free(text);
-        rc = query_failed("db list", s);
+    char *ids;
+    rc = select_runs("db list", s, &o, &ids);
+    if (rc >= 0) {
         sq_store_close(s);
         return rc;
     }
-    sqlite3_free(text);
-    sqlite3_bind_text(st, 1, o.status, -1, SQLITE_STATIC); /* NULL binds NULL */
-    sqlite3_bind_text(st, 2, o.kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, o.sweep, -1, SQLITE_STATIC);
-    int rows = 0, bad;
+    const sq_run_filter f = {.status = o.status, .kind = o.kind, .sweep = o.sweep, .ids = ids};
+    sq_store_cursor *c = NULL;
+    sq_error err = {0};
+    rc = sq_store_runs_open(s, &f, &c, &err);
+    free(ids);
+    if (rc) {
+        rc = read_failed("db list", s, &err, NULL, 0);
+        sq_store_close(s);
+        return rc;
+    }
+    int rows = 0;
     if (o.json) {
-        bad = print_json_rows(st);
+        rc = list_json(c, &err);
         putchar('\n');
     } else {
-        bad = print_table(st, "", &rows);
-        if (!bad && rows == 0)
+        rc = list_table(c, &rows, &err);
+        if (!rc && rows == 0)
             printf("no runs%s in %s\n", o.status || o.kind || o.sweep || o.nwhere ? " match" : "",
                    o.db);
     }
-    rc = bad ? read_failed("db list", s, "the query of the runs", o.timeout) : CLI_OK;
-    sqlite3_finalize(st);
+    rc = rc ? read_failed("db list", s, &err, "the query of the runs", o.timeout) : CLI_OK;
+    sq_store_cursor_close(c);
     sq_store_close(s);
     return rc ? rc : finish_stdout("db list");
 }
@@ -583,160 +598,154 @@ static int db_list(const char *path, int argc, char **argv)
 /* db show                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static const char show_run_sql[] =
-    "SELECT r.*, " SECONDS " AS seconds FROM runs r WHERE r.id = ?1";
-static const char show_params_sql[] =
-    "SELECT key, value FROM params WHERE run_id = ?1 ORDER BY key";
-static const char show_metrics_sql[] =
-    "SELECT m.path AS path, count(*) AS steps, max(m.elements) AS elements,"
-    " avg(m.rel_l2) AS mean_rel_l2,"
-    " (SELECT l.rel_l2 FROM step_metrics l WHERE l.run_id = m.run_id AND l.path = m.path"
-    "  ORDER BY l.step DESC LIMIT 1) AS last_rel_l2,"
-    " avg(m.snr_db) AS mean_snr_db, avg(m.cosine) AS mean_cosine, max(m.max_abs) AS max_abs,"
-    " avg(m.mean_signed) AS mean_signed, avg(m.frac_zeroed) AS frac_zeroed,"
-    " avg(m.frac_clipped) AS frac_clipped, sum(m.seconds) AS seconds"
-    " FROM step_metrics m WHERE m.run_id = ?1 GROUP BY m.path ORDER BY m.path";
-static const char show_tensors_sql[] =
-    "SELECT count(*) AS rows, count(DISTINCT tensor) AS tensors FROM tensor_stats"
-    " WHERE run_id = ?1";
-static const char show_bytes_sql[] =
-    "SELECT collective, link, sent_codes, sent_meta, recv_codes, recv_meta, sent_elems,"
-    " messages, bits_per_elem, sent_params, bits_per_param FROM bytes WHERE run_id = ?1"
-    " ORDER BY collective, link";
-/* A file of schema version 4 or older (read as it is) has no sent_params. */
-static const char show_bytes_v4_sql[] =
-    "SELECT collective, link, sent_codes, sent_meta, recv_codes, recv_meta, sent_elems,"
-    " messages, bits_per_elem FROM bytes WHERE run_id = ?1 ORDER BY collective, link";
-static const char show_timings_sql[] =
-    "SELECT op, calls, seconds, bytes, gb_per_s FROM timings WHERE run_id = ?1 ORDER BY op";
-/* A netbench run (schema version 6): per level and collective, its sizes,
-** the busbw of the largest and the time of the smallest (every row is in
-** `db export netbench_results`, and in --json). */
-static const char show_netbench_count_sql[] =
-    "SELECT count(*) FROM netbench_results WHERE run_id = ?1";
-static const char show_netbench_sql[] =
-    "SELECT level, op, max(ranks) AS ranks, max(comms) AS comms, count(*) AS sizes,"
-    " min(bytes) AS min_bytes, max(bytes) AS max_bytes,"
-    " (SELECT round(x.seconds * 1e6, 3) FROM netbench_results x WHERE x.run_id = n.run_id"
-    "  AND x.level = n.level AND x.op = n.op ORDER BY x.bytes LIMIT 1) AS small_time_us,"
-    " (SELECT x.busbw_gb_s FROM netbench_results x WHERE x.run_id = n.run_id"
-    "  AND x.level = n.level AND x.op = n.op ORDER BY x.bytes DESC LIMIT 1) AS large_busbw_gb_s"
-    " FROM netbench_results n WHERE n.run_id = ?1 GROUP BY level, op"
-    " ORDER BY CASE level WHEN 'intra' THEN 0 WHEN 'inter' THEN 1 ELSE 2 END,"
-    " CASE op WHEN 'allgather' THEN 0 WHEN 'reducescatter' THEN 1 ELSE 2 END";
-static const char show_netbench_rows_sql[] =
-    "SELECT op, level, bytes, count, ranks, comms, iters, seconds, algbw_gb_s, busbw_gb_s"
-    " FROM netbench_results WHERE run_id = ?1 ORDER BY"
-    " CASE level WHEN 'intra' THEN 0 WHEN 'inter' THEN 1 ELSE 2 END,"
-    " CASE op WHEN 'allgather' THEN 0 WHEN 'reducescatter' THEN 1 ELSE 2 END, bytes";
-
-static int prepare_run(sq_store *s, const char *sql, int64_t id, sqlite3_stmt **st)
+/* The named query of one run (store_rows.h) into *c. */
+static int open_run_query(sq_store *s, const char *name, int64_t id, sq_store_cursor **c,
+                          sq_error *err)
 {
-    if (sqlite3_prepare_v2(sq_store_db(s), sql, -1, st, NULL) != SQLITE_OK) return -1;
-    sqlite3_bind_int64(*st, 1, id);
-    return 0;
+    const sq_store_value run = {.type = SQ_STORE_INTEGER, .i = id};
+    return sq_store_query(s, name, &run, 1, c, err);
 }
 
 /* The run's row: one "name value" line per column, or an object. */
-static int show_run(sq_store *s, int64_t id, int json)
+static int show_run(sq_store *s, int64_t id, int json, sq_error *err)
 {
-    sqlite3_stmt *st;
-    if (prepare_run(s, show_run_sql, id, &st)) return -1;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW && json) {
+    sq_store_cursor *c;
+    int rc = open_run_query(s, "run", id, &c, err);
+    if (rc) return rc;
+    rc = sq_store_cursor_step(c, err);
+    if (rc == 1 && json) {
         printf("{\"run\":");
-        json_row(st);
-    } else if (rc == SQLITE_ROW) {
+        json_row(c);
+    } else if (rc == 1) {
         printf("run %lld in %s\n", (long long)id, sq_store_path(s));
         char buf[64];
-        for (int c = 0; c < sqlite3_column_count(st); c++) {
-            const char *name = sqlite3_column_name(st, c);
+        for (int i = 0; i < sq_store_cursor_columns(c); i++) {
+            const char *name = sq_store_cursor_name(c, i);
+            int type = sq_store_cursor_type(c, i);
             if (strcmp(name, "seconds") == 0) {
-                if (sqlite3_column_type(st, c) == SQLITE_NULL) continue;
-                printf("  %-9s %.3f s\n", "duration", sqlite3_column_double(st, c));
-            } else if (sqlite3_column_type(st, c) == SQLITE_TEXT) {
-                printf("  %-9s %s\n", name, (const char *)sqlite3_column_text(st, c));
+                if (type == SQ_STORE_NULL) continue;
+                printf("  %-9s %.3f s\n", "duration", sq_store_cursor_double(c, i));
+            } else if (type == SQ_STORE_TEXT) {
+                printf("  %-9s %s\n", name, sq_store_cursor_text(c, i, NULL));
             } else {
-                cell_text(st, c, buf, sizeof buf);
+                cell_text(c, i, buf, sizeof buf);
                 printf("  %-9s %s\n", name, buf);
             }
         }
+    } else if (rc == 0) {
+        rc = sq_error_set(err, SQ_ERR_NOTFOUND, "%s: no run %lld", sq_store_path(s),
+                          (long long)id);
     }
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : -1;
+    sq_store_cursor_close(c);
+    return rc == 1 ? SQ_OK : rc;
 }
 
-/* One section of `db show`: its rows as a table under a title, or as the
-** JSON array "key". */
-static int show_section(sq_store *s, int64_t id, const char *sql, const char *title,
-                        const char *key, int json)
+/* One section of `db show`: the rows of the named query as a table under
+** a title, or as the JSON array "key". */
+static int show_section(sq_store *s, int64_t id, const char *query, const char *title,
+                        const char *key, int json, sq_error *err)
 {
-    sqlite3_stmt *st;
-    if (prepare_run(s, sql, id, &st)) return -1;
-    int rows = 0, bad;
+    sq_store_cursor *c;
+    int rc = open_run_query(s, query, id, &c, err), rows = 0;
+    if (rc) return rc;
     if (json) {
         printf(",\"%s\":", key);
-        bad = print_json_rows(st);
+        rc = print_json_rows(c, err);
     } else {
         printf("\n%s:\n", title);
-        bad = print_table(st, "  ", &rows);
-        if (!bad && rows == 0) printf("  (none)\n");
+        rc = print_table(c, "  ", &rows, err);
+        if (!rc && rows == 0) printf("  (none)\n");
     }
-    sqlite3_finalize(st);
-    return bad;
+    sq_store_cursor_close(c);
+    return rc;
 }
 
-static int show_params_json(sq_store *s, int64_t id)
+/* The params: a table of key and value, or one JSON object. */
+static int show_params(sq_store *s, int64_t id, int json, sq_error *err)
 {
-    sqlite3_stmt *st;
-    if (prepare_run(s, show_params_sql, id, &st)) return -1;
-    int rc, n = 0;
-    printf(",\"params\":{");
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n++) putchar(',');
-        cli_json_str((const char *)sqlite3_column_text(st, 0));
-        putchar(':');
-        json_value(st, 1);
-    }
-    putchar('}');
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : -1;
-}
-
-static int show_tensors(sq_store *s, int64_t id, int json)
-{
-    sqlite3_stmt *st;
-    if (prepare_run(s, show_tensors_sql, id, &st)) return -1;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        if (json) {
-            printf(",\"tensor_stats\":");
-            json_row(st);
-        } else if (sqlite3_column_int64(st, 0) > 0) {
-            printf("\ntensor stats: %lld rows over %lld tensors (db export tensor_stats)\n",
-                   (long long)sqlite3_column_int64(st, 0), (long long)sqlite3_column_int64(st, 1));
+    sq_store_param *p;
+    size_t n;
+    int rc = sq_store_run_params(s, id, &p, &n, err);
+    if (rc) return rc;
+    if (json) {
+        printf(",\"params\":{");
+        for (size_t i = 0; i < n; i++) {
+            if (i) putchar(',');
+            cli_json_str(p[i].key);
+            putchar(':');
+            if (p[i].value)
+                cli_json_str(p[i].value);
+            else
+                fputs("null", stdout);
         }
+        putchar('}');
+    } else {
+        printf("\nparams:\n");
+        table t = {.ncols = 2, .numeric = {0, 1}};
+        int bad = table_add(&t, "key") || table_add(&t, "value");
+        for (size_t i = 0; i < n && !bad; i++) {
+            if (p[i].value) t.numeric[1] = 0; /* a NULL alone stays a number */
+            bad = table_add(&t, p[i].key) || table_add(&t, p[i].value ? p[i].value : "-");
+        }
+        if (bad)
+            rc = out_of_memory(err);
+        else if (n)
+            table_print(&t, "  ");
+        else
+            printf("  (none)\n");
+        table_free(&t);
     }
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : -1;
+    sq_store_params_free(p, n);
+    return rc;
+}
+
+static int show_tensors(sq_store *s, int64_t id, int json, sq_error *err)
+{
+    sq_store_tensor_count t;
+    int rc = sq_store_run_tensor_count(s, id, &t, err);
+    if (rc) return rc;
+    if (json)
+        printf(",\"tensor_stats\":{\"rows\":%lld,\"tensors\":%lld}", (long long)t.rows,
+               (long long)t.tensors);
+    else if (t.rows > 0)
+        printf("\ntensor stats: %lld rows over %lld tensors (db export tensor_stats)\n",
+               (long long)t.rows, (long long)t.tensors);
+    return SQ_OK;
 }
 
 /* The netbench section, only where the run has netbench rows: other runs
 ** show what they always showed. */
-static int show_netbench(sq_store *s, int64_t id, int json)
+static int show_netbench(sq_store *s, int64_t id, int json, sq_error *err)
 {
-    if (sq_store_version(s) < 6) return 0;
-    sqlite3_stmt *st;
-    if (prepare_run(s, show_netbench_count_sql, id, &st)) return -1;
-    int rc = sqlite3_step(st);
-    int64_t rows = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW) return -1;
-    if (!rows) return 0;
-    if (json) return show_section(s, id, show_netbench_rows_sql, "", "netbench", 1);
-    return show_section(s, id, show_netbench_sql,
-                        "netbench per level and collective (every size: db export "
-                        "netbench_results)", "netbench", 0);
+    sq_netbench_row *r;
+    size_t n;
+    int rc = sq_store_run_netbench(s, id, &r, &n, err);
+    if (rc || !n) return rc;
+    if (json) {
+        printf(",\"netbench\":[");
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{\"op\":", i ? "," : "");
+            cli_json_str(r[i].op);
+            printf(",\"level\":");
+            cli_json_str(r[i].level);
+            printf(",\"bytes\":%llu,\"count\":%llu,\"ranks\":%d,\"comms\":%d,\"iters\":%d,"
+                   "\"seconds\":", (unsigned long long)r[i].bytes,
+                   (unsigned long long)r[i].count, r[i].ranks, r[i].comms, r[i].iters);
+            json_real(r[i].seconds);
+            printf(",\"algbw_gb_s\":");
+            json_real(r[i].algbw_gb_s);
+            printf(",\"busbw_gb_s\":");
+            json_real(r[i].busbw_gb_s);
+            putchar('}');
+        }
+        putchar(']');
+    } else {
+        rc = show_section(s, id, "run.netbench",
+                          "netbench per level and collective (every size: db export "
+                          "netbench_results)", "netbench", 0, err);
+    }
+    sq_store_netbench_free(r, n);
+    return rc;
 }
 
 static int db_show(const char *path, int argc, char **argv)
@@ -748,43 +757,32 @@ static int db_show(const char *path, int argc, char **argv)
     if (cli_parse_u64("db show", "RUN", o.pos[0], INT64_MAX, &id)) return CLI_USAGE;
     sq_store *s = open_store("db show", o.db);
     if (!s) return CLI_RUNTIME;
-    sqlite3 *db = sq_store_db(s);
     const int64_t run = (int64_t)id;
+    sq_error err = {0};
     /* one read transaction, so every section sees the same state */
-    int bad = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK, found = 0;
-    if (!bad) {
-        sqlite3_stmt *st;
-        bad = prepare_run(s, "SELECT 1 FROM runs WHERE id = ?1", run, &st);
-        if (!bad) {
-            int r = sqlite3_step(st);
-            found = r == SQLITE_ROW;
-            bad = r != SQLITE_ROW && r != SQLITE_DONE;
-            sqlite3_finalize(st);
-        }
-    }
-    if (!bad && !found) {
+    int found = 0;
+    rc = sq_store_read_begin(s, &err);
+    if (!rc) rc = sq_store_run_exists(s, run, &found, &err);
+    if (!rc && !found) {
         fprintf(stderr, "shardq db show: %s: no run %lld (see 'shardq db list')\n", o.db,
                 (long long)run);
         sq_store_close(s);
         return CLI_RUNTIME;
     }
-    bad = bad || show_run(s, run, o.json);
-    if (o.json)
-        bad = bad || show_params_json(s, run);
-    else
-        bad = bad || show_section(s, run, show_params_sql, "params", "params", 0);
-    bad = bad || show_section(s, run, show_metrics_sql,
-                              "error statistics per path (means over the steps)", "metrics",
-                              o.json);
-    bad = bad || show_tensors(s, run, o.json);
-    bad = bad || show_section(s, run, sq_store_version(s) >= 5 ? show_bytes_sql : show_bytes_v4_sql,
-                              "bytes per collective and link (bits_per_elem, bits_per_param: sent)",
-                              "bytes",
-                              o.json);
-    bad = bad || show_section(s, run, show_timings_sql, "timings", "timings", o.json);
-    bad = bad || show_netbench(s, run, o.json);
-    if (!bad && o.json) printf("}\n");
-    rc = bad ? query_failed("db show", s) : CLI_OK;
+    if (!rc) rc = show_run(s, run, o.json, &err);
+    if (!rc) rc = show_params(s, run, o.json, &err);
+    if (!rc)
+        rc = show_section(s, run, "run.metrics", "error statistics per path (means over the steps)",
+                          "metrics", o.json, &err);
+    if (!rc) rc = show_tensors(s, run, o.json, &err);
+    if (!rc)
+        rc = show_section(s, run, "run.bytes",
+                          "bytes per collective and link (bits_per_elem, bits_per_param: sent)",
+                          "bytes", o.json, &err);
+    if (!rc) rc = show_section(s, run, "run.timings", "timings", "timings", o.json, &err);
+    if (!rc) rc = show_netbench(s, run, o.json, &err);
+    if (!rc && o.json) printf("}\n");
+    rc = rc ? read_failed("db show", s, &err, NULL, 0) : CLI_OK;
     sq_store_close(s); /* ends the read transaction */
     return rc ? rc : finish_stdout("db show");
 }
@@ -792,8 +790,6 @@ static int db_show(const char *path, int argc, char **argv)
 /* ------------------------------------------------------------------------ */
 /* db export                                                                */
 /* ------------------------------------------------------------------------ */
-
-
 
 /* Where the CSV goes: a file through the safe writer, or standard output. */
 typedef struct sink {
@@ -825,181 +821,92 @@ static void put_field(sink *o, const char *v, size_t n)
     put(o, "\"", 1);
 }
 
-static void put_value(sink *o, sqlite3_stmt *st, int i)
+static void put_value(sink *o, const sq_store_cursor *c, int i)
 {
     char buf[64];
-    switch (sqlite3_column_type(st, i)) {
-    case SQLITE_NULL: break;
-    case SQLITE_INTEGER:
+    size_t n;
+    switch (sq_store_cursor_type(c, i)) {
+    case SQ_STORE_NULL: break;
+    case SQ_STORE_INTEGER:
         put(o, buf,
-            (size_t)snprintf(buf, sizeof buf, "%lld", (long long)sqlite3_column_int64(st, i)));
+            (size_t)snprintf(buf, sizeof buf, "%lld", (long long)sq_store_cursor_int(c, i)));
         break;
-    case SQLITE_FLOAT:
-        put(o, buf, (size_t)snprintf(buf, sizeof buf, "%.17g", sqlite3_column_double(st, i)));
+    case SQ_STORE_REAL:
+        put(o, buf, (size_t)snprintf(buf, sizeof buf, "%.17g", sq_store_cursor_double(c, i)));
         break;
-    case SQLITE_BLOB: { /* as hexadecimal digits */
-        const unsigned char *b = sqlite3_column_blob(st, i);
-        for (int k = 0, n = sqlite3_column_bytes(st, i); k < n; k++)
+    case SQ_STORE_BLOB: { /* as hexadecimal digits */
+        const unsigned char *b = sq_store_cursor_blob(c, i, &n);
+        for (size_t k = 0; k < n; k++)
             put(o, buf, (size_t)snprintf(buf, sizeof buf, "%02x", b[k]));
         break;
     }
     default: {
-        const char *t = (const char *)sqlite3_column_text(st, i);
-        put_field(o, t, (size_t)sqlite3_column_bytes(st, i));
+        const char *t = sq_store_cursor_text(c, i, &n);
+        put_field(o, t, n);
         break;
     }
     }
 }
 
-/* The runs of cond, one column per param ("wide"): each param's values
-** typed by what every run holds (all integers: INTEGER, all numbers: REAL,
-** else TEXT), after the columns of runs that describe a run and the mean
-** relative L2 error of each path, so that a data frame reads it as it is.
-** NULL after a message. */
-static char *wide_sql(sq_store *s, const char *cond)
+/* Writes the rows of c as CSV; SQ_OK, or the failure in err. */
+static int write_csv(sink *o, sq_store_cursor *c, sq_error *err)
 {
-    sqlite3 *db = sq_store_db(s);
-    char *q = sqlite3_mprintf(
-        "SELECT key, sum(value IS NOT NULL AND value NOT GLOB '*[^0-9-]*' AND value GLOB "
-        "'*[0-9]*' AND value NOT GLOB '?*-*') = count(value), "
-        "sum(value IS NOT NULL AND value NOT GLOB '*[^0-9.eE+-]*' AND value GLOB '*[0-9]*') = "
-        "count(value) FROM params WHERE run_id IN (SELECT id FROM runs WHERE %s) "
-        "GROUP BY key ORDER BY key", cond);
-    sqlite3_stmt *st = NULL;
-    if (!q || sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK) {
-        sqlite3_free(q);
-        query_failed("db export", s);
-        return NULL;
-    }
-    sqlite3_free(q);
-    /* the columns of runs that describe a run (those of the process that ran
-    ** it, the whole configuration and the recipe's text stay in 'runs') */
-    char *cols = sqlite3_mprintf("r.id");
-    sqlite3_stmt *ti = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_info('runs') WHERE name NOT IN "
-                           "('id', 'key', 'config', 'recipe', 'pid', 'pid_start', 'boot_id', "
-                           "'heartbeat') ORDER BY cid", -1, &ti, NULL) == SQLITE_OK)
-        while (cols && sqlite3_step(ti) == SQLITE_ROW) {
-            char *next = sqlite3_mprintf("%s, r.\"%w\"", cols, sqlite3_column_text(ti, 0));
-            sqlite3_free(cols);
-            cols = next;
-        }
-    sqlite3_finalize(ti);
-    char *sql = sqlite3_mprintf("SELECT %s, (SELECT avg(m.rel_l2) FROM step_metrics m WHERE "
-                                "m.run_id = r.id AND m.path = 'grad') AS grad_rel_l2, (SELECT "
-                                "avg(m.rel_l2) FROM step_metrics m WHERE m.run_id = r.id AND "
-                                "m.path = 'weight') AS weight_rel_l2", cols);
-    sqlite3_free(cols);
-    int rc;
-    while (sql && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *key = (const char *)sqlite3_column_text(st, 0);
-        const char *type = sqlite3_column_int(st, 1) ? "INTEGER" : sqlite3_column_int(st, 2) ? "REAL" : "TEXT";
-        char *next = sqlite3_mprintf("%s, max(CASE WHEN p.key = %Q THEN CAST(p.value AS %s) END) "
-                                     "AS \"%w\"", sql, key, type, key);
-        sqlite3_free(sql);
-        sql = next;
-    }
-    sqlite3_finalize(st);
-    char *all = sql ? sqlite3_mprintf("%s FROM runs r LEFT JOIN params p ON p.run_id = r.id WHERE "
-                                      "r.id IN (SELECT id FROM runs WHERE %s) GROUP BY r.id "
-                                      "ORDER BY r.id", sql, cond)
-                    : NULL;
-    sqlite3_free(sql);
-    if (!all) fprintf(stderr, "shardq db export: out of memory\n");
-    return all;
-}
-
-/* QUERY as a statement: a table name, or SQL that must read only; cond
-** (the --where filters, NULL: none) selects the rows of a table by their
-** run, wide (--wide) spreads the params of the runs into columns. Prints
-** why not and returns the exit status, or -1 with *st ready. */
-static int export_statement(sq_store *s, const char *query, const char *cond, int wide,
-                            sqlite3_stmt **st)
-{
-    char names[512] = "";
-    char *sql = NULL;
-    const char *text = query;
-    size_t ntables, used = 0;
-    const sq_store_table *tables = sq_store_tables(&ntables);
-    for (size_t i = 0; i < ntables; i++) {
-        if (strcmp(query, tables[i].name) == 0) {
-            int runs = strcmp(query, "runs") == 0;
-            sql = sqlite3_mprintf("SELECT * FROM %s WHERE %s%s%s ORDER BY %s", tables[i].name,
-                                  runs ? "" : "run_id IN (SELECT id FROM runs WHERE ",
-                                  cond ? cond : "1", runs ? "" : ")", tables[i].order);
-            if (!sql) {
-                fprintf(stderr, "shardq db export: out of memory\n");
-                return CLI_RUNTIME;
-            }
-            text = sql;
-        }
-        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
-                                 tables[i].name);
-    }
-    if (wide && strcmp(query, "runs")) {
-        fprintf(stderr, "shardq db export: --wide: exports the runs (one column per param), "
-                "not '%s'\n", query);
-        sqlite3_free(sql);
-        return CLI_USAGE;
-    }
-    if (cond && !sql) {
-        fprintf(stderr, "shardq db export: --where: selects the rows of a table (%s), not of "
-                "QUERY '%s': write the condition into the statement\n", names, query);
-        return CLI_USAGE;
-    }
-    if (wide) {
-        sqlite3_free(sql);
-        char *w = wide_sql(s, cond ? cond : "1");
-        if (!w) return CLI_RUNTIME;
-        text = sql = w;
-    }
-    const char *tail = NULL;
-    sqlite3 *db = sq_store_db(s);
-    if (sqlite3_prepare_v2(db, text, -1, st, &tail) != SQLITE_OK || !*st) {
-        /* no statement without an error: the text was empty (or a comment) */
-        const char *why = sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errmsg(db) : "it is empty";
-        fprintf(stderr,
-                "shardq db export: QUERY '%s' is neither a table (%s) nor a valid statement: %s\n",
-                query, names, why);
-        sqlite3_finalize(*st);
-        sqlite3_free(sql);
-        return CLI_USAGE;
-    }
-    while (*tail == ' ' || *tail == '\t' || *tail == '\n' || *tail == '\r' || *tail == ';') tail++;
-    const char *why = NULL;
-    if (*tail)
-        why = "give one statement only";
-    else if (!sqlite3_stmt_readonly(*st))
-        why = "it would write to the database; only read-only statements are accepted";
-    else if (sqlite3_column_count(*st) == 0)
-        why = "it returns no rows; use a SELECT";
-    sqlite3_free(sql);
-    if (why) {
-        fprintf(stderr, "shardq db export: QUERY '%s' refused: %s\n", query, why);
-        sqlite3_finalize(*st);
-        return CLI_USAGE;
-    }
-    return -1;
-}
-
-/* Writes the rows of st as CSV; returns 0, or -1 when sqlite fails. */
-static int write_csv(sink *o, sqlite3_stmt *st)
-{
-    int ncols = sqlite3_column_count(st), rc;
-    for (int c = 0; c < ncols; c++) {
-        const char *name = sqlite3_column_name(st, c);
-        if (c) put(o, ",", 1);
+    int ncols = sq_store_cursor_columns(c), rc;
+    for (int i = 0; i < ncols; i++) {
+        const char *name = sq_store_cursor_name(c, i);
+        if (i) put(o, ",", 1);
         put_field(o, name, strlen(name));
     }
     put(o, "\r\n", 2);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        for (int c = 0; c < ncols; c++) {
-            if (c) put(o, ",", 1);
-            put_value(o, st, c);
+    while ((rc = sq_store_cursor_step(c, err)) == 1) {
+        for (int i = 0; i < ncols; i++) {
+            if (i) put(o, ",", 1);
+            put_value(o, c, i);
         }
         put(o, "\r\n", 2);
     }
-    return rc == SQLITE_DONE ? 0 : -1;
+    return rc;
+}
+
+/* Whether name is a table of the schema. */
+static int is_table(const char *name)
+{
+    size_t ntables;
+    const sq_store_table *tables = sq_store_tables(&ntables);
+    for (size_t i = 0; i < ntables; i++)
+        if (strcmp(name, tables[i].name) == 0) return 1;
+    return 0;
+}
+
+/* QUERY's rows into *c: a table (of the runs ids selects, NULL: all), the
+** wide runs (wide), or the user's statement. Returns -1 to go on, or the
+** exit status after a message. */
+static int export_cursor(sq_store *s, const char *query, const char *ids, int wide,
+                         sq_store_cursor **c)
+{
+    if (wide && strcmp(query, "runs")) {
+        fprintf(stderr, "shardq db export: --wide: exports the runs (one column per param), "
+                "not '%s'\n", query);
+        return CLI_USAGE;
+    }
+    if (ids && !is_table(query)) {
+        size_t ntables;
+        const sq_store_table *tables = sq_store_tables(&ntables);
+        fprintf(stderr, "shardq db export: --where: selects the rows of a table (");
+        for (size_t i = 0; i < ntables; i++) fprintf(stderr, "%s%s", i ? ", " : "", tables[i].name);
+        fprintf(stderr, "), not of QUERY '%s': write the condition into the statement\n", query);
+        return CLI_USAGE;
+    }
+    sq_error err = {0};
+    int rc = wide             ? sq_store_export_wide(s, ids, c, &err)
+             : is_table(query) ? sq_store_export_table(s, query, ids, c, &err)
+                               : sq_store_export_sql(s, query, c, &err);
+    if (!rc) return -1;
+    if (rc == SQ_ERR_SPEC) {
+        fprintf(stderr, "shardq db export: QUERY '%s' %s\n", query, sq_error_message(&err));
+        return CLI_USAGE;
+    }
+    return read_failed("db export", s, &err, NULL, 0);
 }
 
 static int db_export(const char *path, int argc, char **argv)
@@ -1024,23 +931,12 @@ static int db_export(const char *path, int argc, char **argv)
     /* what the user wrote runs under the limit; a table alone reads its
     ** rows in order and cannot run away */
     const char *query = o.npos ? o.pos[0] : "runs";
-    int table = 0;
-    size_t ntables;
-    const sq_store_table *tables = sq_store_tables(&ntables);
-    for (size_t i = 0; i < ntables; i++) table |= strcmp(query, tables[i].name) == 0;
-    if (!table || o.nwhere || o.wide) sq_store_limit_queries(s, o.timeout);
-    sqlite3_stmt *st = NULL;
-    char *cond = NULL;
-    if (o.nwhere) {
-        int usage = 0;
-        cond = cli_where_sql(sq_store_db(s), "db export", o.where, o.nwhere, "", &usage);
-        if (!cond) {
-            sq_store_close(s);
-            return usage ? CLI_USAGE : CLI_RUNTIME;
-        }
-    }
-    rc = export_statement(s, query, cond, o.wide, &st);
-    free(cond);
+    if (!is_table(query) || o.nwhere || o.wide) sq_store_limit_queries(s, o.timeout);
+    char *ids;
+    sq_store_cursor *c = NULL;
+    rc = select_runs("db export", s, &o, &ids);
+    if (rc < 0) rc = export_cursor(s, query, ids, o.wide, &c);
+    free(ids);
     if (rc >= 0) {
         sq_store_close(s);
         return rc;
@@ -1049,14 +945,14 @@ static int db_export(const char *path, int argc, char **argv)
     sq_error err = {0};
     if (out.file && sq_wfile_open(&out.w, o.output, &err)) {
         fprintf(stderr, "shardq db export: %s\n", sq_error_message(&err));
-        sqlite3_finalize(st);
+        sq_store_cursor_close(c);
         sq_store_close(s);
         return CLI_RUNTIME;
     }
-    if (write_csv(&out, st)) {
+    if (write_csv(&out, c, &err)) {
         char what[512];
         snprintf(what, sizeof what, "QUERY '%s'", query);
-        rc = read_failed("db export", s, what, o.timeout);
+        rc = read_failed("db export", s, &err, what, o.timeout);
         if (out.file) sq_wfile_abort(&out.w);
     } else if (out.file && sq_wfile_commit(&out.w, &err)) {
         fprintf(stderr, "shardq db export: %s\n", sq_error_message(&err));
@@ -1064,11 +960,10 @@ static int db_export(const char *path, int argc, char **argv)
     } else {
         rc = out.file ? CLI_OK : finish_stdout("db export");
     }
-    sqlite3_finalize(st);
+    sq_store_cursor_close(c);
     sq_store_close(s);
     return rc;
 }
-
 /* ------------------------------------------------------------------------ */
 /* db init                                                                  */
 /* ------------------------------------------------------------------------ */

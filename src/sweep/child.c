@@ -10,7 +10,7 @@
 #define _GNU_SOURCE /* PR_SET_PDEATHSIG is Linux's */
 #include "shardq/sweep.h"
 
-#include <sqlite3.h>
+#include "shardq/store_rows.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -93,27 +93,51 @@ pid_t sq_sweep_spawn(const sq_sweep_job *job, int threads, int quiet, int log_fd
     _exit(code);
 }
 
+/* Marks done[i] for the run whose key a finished run of the store holds. */
+typedef struct done_marks {
+    const sq_sweep *sw;
+    unsigned char *done;
+} done_marks;
+
+static int mark_done(void *ctx, const char *key)
+{
+    done_marks *m = ctx;
+    for (size_t i = 0; key && i < m->sw->nruns; i++)
+        if (!m->done[i] && !strcmp(key, m->sw->runs[i].key)) m->done[i] = 1;
+    return 0;
+}
+
 int sq_sweep_load_done(const char *db, const sq_sweep *sw, unsigned char *done, sq_error *err)
 {
     sq_store *s;
     int rc = sq_store_open(db, 0, 0, &s, err);
     if (rc) return rc;
-    sqlite3_stmt *st = NULL;
-    rc = sqlite3_prepare_v2(sq_store_db(s),
-                            "SELECT key FROM runs WHERE status = 'done' AND sweep = ?1", -1, &st,
-                            NULL);
-    if (rc == SQLITE_OK) sqlite3_bind_text(st, 1, sw->name, -1, SQLITE_STATIC);
-    while (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-        const char *k = (const char *)sqlite3_column_text(st, 0);
-        for (size_t i = 0; k && i < sw->nruns; i++)
-            if (!done[i] && !strcmp(k, sw->runs[i].key)) done[i] = 1;
-    }
-    int kind = SQ_OK;
-    if (rc != SQLITE_OK)
-        kind = sq_error_set(err, SQ_ERR_FORMAT, "%s: %s", db, sqlite3_errmsg(sq_store_db(s)));
-    sqlite3_finalize(st);
+    done_marks m = {sw, done};
+    rc = sq_store_sweep_done_keys(s, sw->name, mark_done, &m, err);
     sq_store_close(s);
-    return kind;
+    return rc;
+}
+
+/* Collects the runs left 'running' whose process is gone. */
+typedef struct stale_list {
+    sq_sweep_stale *out;
+    size_t max;
+    long n;
+} stale_list;
+
+static int add_stale(void *ctx, const sq_store_running *r)
+{
+    stale_list *l = ctx;
+    if (sq_store_proc_state(r->host, r->pid, r->pid_start, r->boot_id) != SQ_PROC_GONE) return 0;
+    if ((size_t)l->n < l->max) {
+        sq_sweep_stale *x = &l->out[l->n];
+        x->id = r->id;
+        x->pid = r->pid;
+        snprintf(x->host, sizeof x->host, "%s", r->host ? r->host : "?");
+        snprintf(x->started, sizeof x->started, "%s", r->started ? r->started : "");
+    }
+    l->n++;
+    return 0;
 }
 
 long sq_sweep_left_running(const char *db, const sq_sweep *sw, sq_sweep_stale *out, size_t max,
@@ -122,36 +146,8 @@ long sq_sweep_left_running(const char *db, const sq_sweep *sw, sq_sweep_stale *o
     sq_store *s;
     int rc = sq_store_open(db, 0, 1, &s, err);
     if (rc) return rc;
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(sq_store_db(s),
-                           "SELECT id, host, pid, pid_start, boot_id, started FROM runs"
-                           " WHERE status = 'running' AND sweep = ?1 ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK) {
-        rc = sq_error_set(err, SQ_ERR_FORMAT, "%s: %s", db, sqlite3_errmsg(sq_store_db(s)));
-        sq_store_close(s);
-        return rc;
-    }
-    sqlite3_bind_text(st, 1, sw->name, -1, SQLITE_STATIC);
-    long n = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *host = (const char *)sqlite3_column_text(st, 1);
-        int64_t pid = sqlite3_column_int64(st, 2);
-        int64_t start = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1
-                                                                  : sqlite3_column_int64(st, 3);
-        if (sq_store_proc_state(host, pid, start, (const char *)sqlite3_column_text(st, 4)) !=
-            SQ_PROC_GONE)
-            continue;
-        if ((size_t)n < max) {
-            sq_sweep_stale *x = &out[n];
-            x->id = sqlite3_column_int64(st, 0);
-            x->pid = pid;
-            snprintf(x->host, sizeof x->host, "%s", host ? host : "?");
-            const char *started = (const char *)sqlite3_column_text(st, 5);
-            snprintf(x->started, sizeof x->started, "%s", started ? started : "");
-        }
-        n++;
-    }
-    sqlite3_finalize(st);
+    stale_list l = {out, max, 0};
+    rc = sq_store_sweep_running(s, sw->name, add_stale, &l, err);
     sq_store_close(s);
-    return n;
+    return rc ? rc : l.n;
 }

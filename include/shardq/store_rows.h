@@ -1,0 +1,250 @@
+/*
+** shardq/store_rows.h -- reading the store: typed rows and cursors.
+**
+** What `shardq db`, the bench's cost figures and the sweep's resume read
+** from a store (store.h), so that no caller writes SQL or includes
+** sqlite3.h: rows of a fixed shape come as structs, rows whose columns
+** vary (a table, a user's SELECT, `db export --wide`) through a cursor
+** that gives each value with its type.
+**
+** Every query binds its values as parameters; a table or column name that
+** a caller chooses is looked up in a fixed table of the store's names.
+** Functions return SQ_OK (or, for a step, 1 for a row) or a negative
+** sq_status with a sentence in err that names the file: SQ_ERR_IO for a
+** failed read ("shardq.db: cannot read: ..."), SQ_ERR_INTERRUPTED for a
+** statement stopped by sq_store_limit_queries ("shardq.db: a query ran
+** past its time limit"), SQ_ERR_NOMEM, SQ_ERR_ARG for a NULL or unknown
+** argument.
+*/
+#ifndef SHARDQ_STORE_ROWS_H
+#define SHARDQ_STORE_ROWS_H
+
+#include "shardq/store.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+SQ_BEGIN_DECLS
+
+/* ------------------------------------------------------------------------ */
+/* Opening a store to read                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Opens path read-only (sq_store_open with readonly = 1) and refuses, with
+** SQ_ERR_FORMAT, a file without shardq's schema ("PATH: not a shardq store
+** (no schema; 'shardq db init' creates one)"). The connection gets three
+** SQL functions that queries of the store and a user's SELECT may call:
+** sq_basename(path) (its last component), sq_duration(seconds) ("12.3s",
+** "4m05s", "2h10m"; "?" for a negative or infinite one) and sq_status(status,
+** host, pid, pid_start, boot_id) (the status, or 'interrupted' for a
+** 'running' run whose process on this host is gone). */
+int sq_store_open_reader(const char *path, sq_store **out, sq_error *err);
+
+/* Begins a read transaction that lasts until sq_store_close: every query
+** after it sees the same state of the file. */
+int sq_store_read_begin(sq_store *s, sq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Cursors                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The type of a value, as SQLite stores it. */
+enum {
+    SQ_STORE_NULL = 0,
+    SQ_STORE_INTEGER = 1,
+    SQ_STORE_REAL = 2,
+    SQ_STORE_TEXT = 3,
+    SQ_STORE_BLOB = 4
+};
+
+/* A value bound to a query's parameter: type SQ_STORE_NULL, _INTEGER (i),
+** _REAL (d) or _TEXT (text; NULL binds NULL). */
+typedef struct sq_store_value {
+    int type;
+    int64_t i;
+    double d;
+    const char *text;
+} sq_store_value;
+
+typedef struct sq_store_cursor sq_store_cursor;
+
+/* Opens the named query of the store with args[0..nargs) bound to its
+** parameters ?1..?nargs. The names, each with a run id as its argument,
+** and the columns shown of a run by `db show`:
+**   run             the run's row and its seconds
+**   run.metrics     per path the error statistics of its steps
+**   run.bytes       its bytes per collective and link
+**   run.timings     its timings
+**   run.netbench    per link level and collective its sizes, the time of
+**                   the smallest and the busbw of the largest
+** Each query is the one of the file's schema version. An unknown name, or
+** nargs that is not the query's count, is SQ_ERR_ARG. */
+int sq_store_query(sq_store *s, const char *name, const sq_store_value *args, int nargs,
+                   sq_store_cursor **out, sq_error *err);
+
+/* The next row: 1 when there is one, 0 at the end, a negative kind on a
+** failure (the cursor must then be closed). */
+int sq_store_cursor_step(sq_store_cursor *c, sq_error *err);
+int sq_store_cursor_columns(const sq_store_cursor *c);
+/* Column i's name (from the query, valid until the cursor is closed). */
+const char *sq_store_cursor_name(const sq_store_cursor *c, int i);
+/* Of the current row: column i's type (SQ_STORE_*) and value. text gives
+** any value as text (NULL for NULL; a blob's bytes as they are), with its
+** length in bytes in *n when n is not NULL; blob gives its bytes. What
+** they return is valid until the next step. */
+int sq_store_cursor_type(const sq_store_cursor *c, int i);
+int64_t sq_store_cursor_int(const sq_store_cursor *c, int i);
+double sq_store_cursor_double(const sq_store_cursor *c, int i);
+const char *sq_store_cursor_text(const sq_store_cursor *c, int i, size_t *n);
+const void *sq_store_cursor_blob(const sq_store_cursor *c, int i, size_t *n);
+/* Ends the query (NULL: nothing). */
+void sq_store_cursor_close(sq_store_cursor *c);
+
+/* ------------------------------------------------------------------------ */
+/* The runs, one summary row each                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Which runs: those whose status as shown (sq_status: 'interrupted'
+** included), kind and sweep equal these (NULL: any) and, when ids is not
+** NULL, whose id is in that JSON array of run ids. */
+typedef struct sq_run_filter {
+    const char *status, *kind, *sweep;
+    const char *ids;
+} sq_run_filter;
+
+/* One run as `db list` shows it. Strings are NULL where the run has none
+** and are valid until the next step; reals are NaN where stored NULL. */
+typedef struct sq_run_summary {
+    int64_t id;
+    const char *status;       /* as shown: 'interrupted' for a run whose process is gone */
+    const char *kind, *key, *sweep, *preset, *scheme, *topo, *device;
+    const char *trace;        /* the path */
+    const char *trace_name;   /* its last component */
+    int64_t seed;
+    const char *started;      /* UTC ISO 8601 */
+    const char *started_text; /* "YYYY-MM-DD HH:MM:SS" */
+    const char *ended;
+    double seconds;           /* ended - started, to the millisecond */
+    const char *duration;     /* seconds for people (sq_duration) */
+    double grad_rel_l2;       /* the mean relative L2 error of the steps of a path */
+    double weight_rel_l2;
+    const char *error;
+} sq_run_summary;
+
+/* The runs of f (NULL: all) in the order of their ids, into *out; each
+** sq_store_runs_next gives the next: 1 with *row filled, 0 at the end, a
+** negative kind on a failure. Close the cursor with sq_store_cursor_close. */
+int sq_store_runs_open(sq_store *s, const sq_run_filter *f, sq_store_cursor **out,
+                       sq_error *err);
+int sq_store_runs_next(sq_store_cursor *c, sq_run_summary *row, sq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* A run's rows of a fixed shape                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Whether run exists (*found 1 or 0). */
+int sq_store_run_exists(sq_store *s, int64_t run, int *found, sq_error *err);
+
+/* One param of a run (the params table); value NULL where stored NULL. */
+typedef struct sq_store_param {
+    char *key;
+    char *value;
+} sq_store_param;
+/* The run's params ordered by key, malloc'd into *out (*n of them; NULL
+** when none); sq_store_params_free frees them. */
+int sq_store_run_params(sq_store *s, int64_t run, sq_store_param **out, size_t *n,
+                        sq_error *err);
+void sq_store_params_free(sq_store_param *p, size_t n);
+
+/* How many tensor_stats rows the run has, and over how many tensors. */
+typedef struct sq_store_tensor_count {
+    int64_t rows;
+    int64_t tensors;
+} sq_store_tensor_count;
+int sq_store_run_tensor_count(sq_store *s, int64_t run, sq_store_tensor_count *out,
+                              sq_error *err);
+
+/* The run's netbench rows (store.h, sq_netbench_row) ordered by level
+** (intra, inter, all), collective (allgather, reducescatter, then others)
+** and size, malloc'd into *out (*n; none in a file older than schema
+** version 6); sq_store_netbench_free frees them with their strings. */
+int sq_store_run_netbench(sq_store *s, int64_t run, sq_netbench_row **out, size_t *n,
+                          sq_error *err);
+void sq_store_netbench_free(sq_netbench_row *rows, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Exports                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The rows of table (a name of sq_store_tables, else SQ_ERR_NOTFOUND) in
+** the order of its primary key; ids (a JSON array of run ids, NULL: all)
+** keeps those of the runs it names. */
+int sq_store_export_table(sq_store *s, const char *table, const char *ids,
+                          sq_store_cursor **out, sq_error *err);
+/* The runs of ids (NULL: all) with one column per param ("wide"): after
+** the columns of runs that describe a run (not key, config, recipe, pid,
+** pid_start, boot_id, heartbeat) and their mean grad_rel_l2 and
+** weight_rel_l2, each param's values cast to INTEGER, REAL or TEXT by what
+** every run holds (all integers, all numbers, else), so that a data frame
+** reads them as they are. */
+int sq_store_export_wide(sq_store *s, const char *ids, sq_store_cursor **out, sq_error *err);
+/* The rows of one read-only SQL statement a user gives. SQ_ERR_SPEC when
+** it is not one, with a sentence that follows the statement's text in a
+** message: "is neither a table (runs, params, ...) nor a valid statement:
+** WHY" (an invalid or empty statement) or "refused: WHY" (more than one
+** statement, one that would write, one that returns no rows). */
+int sq_store_export_sql(sq_store *s, const char *sql, sq_store_cursor **out, sq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Selecting runs                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The ids of the runs, in order, where the SQL condition runs_sql on the
+** runs table holds (NULL: every run) and every filter where[0..nwhere)
+** (KEY=VALUE, the rule of `--where`: a column of runs, a param, or a
+** shorthand A.B of params A.X.B) matches, as a JSON array malloc'd into
+** *ids_json ("[1,4]"; "[]" when none). SQ_ERR_SPEC with a sentence
+** ("--where: 'x': expected KEY=VALUE ...") for a malformed or unknown
+** filter, SQ_ERR_IO for a failed read. */
+int sq_store_select_runs(sq_store *s, const char *runs_sql, const char *const *where, int nwhere,
+                         char **ids_json, sq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Bench figures and sweep runs                                             */
+/* ------------------------------------------------------------------------ */
+
+/* The quantization figure of the newest finished bench run with quantize
+** or dequantize rows: their mean GB/s at its largest size and, there, its
+** largest thread count. SQ_ERR_NOTFOUND when there is none (or the file is
+** older than schema version 3). */
+typedef struct sq_store_quant_figure {
+    int64_t run;
+    double gb_per_s;
+    uint64_t elements;
+    int threads;
+    char device[128];  /* the run's device, "?" when it has none */
+} sq_store_quant_figure;
+int sq_store_bench_quant_figure(sq_store *s, sq_store_quant_figure *out, sq_error *err);
+
+/* Calls fn with the key of every 'done' run of sweep (until fn returns
+** nonzero). SQ_ERR_FORMAT when the query cannot be read. */
+int sq_store_sweep_done_keys(sq_store *s, const char *sweep,
+                             int (*fn)(void *ctx, const char *key), void *ctx, sq_error *err);
+
+/* A run left 'running' (the runs table), valid during the call to fn. */
+typedef struct sq_store_running {
+    int64_t id;
+    const char *host;     /* NULL when unknown */
+    int64_t pid;
+    int64_t pid_start;    /* < 0: unknown */
+    const char *boot_id;  /* NULL when unknown */
+    const char *started;  /* NULL when unknown */
+} sq_store_running;
+/* Calls fn with every run of sweep whose status is 'running', by id (until
+** fn returns nonzero). SQ_ERR_FORMAT when the query cannot be read. */
+int sq_store_sweep_running(sq_store *s, const char *sweep,
+                           int (*fn)(void *ctx, const sq_store_running *run), void *ctx,
+                           sq_error *err);
+
+SQ_END_DECLS
+#endif /* SHARDQ_STORE_ROWS_H */
