@@ -10,8 +10,8 @@
 #include "cli.h"
 #include "shardq/store.h"
 #include "sq_protect.h"
+#include "store/store_query.h"
 #include "trace/wfile.h"
-#include "where.h"
 
 #include <sqlite3.h>
 
@@ -501,6 +501,20 @@ static int print_json_rows(sqlite3_stmt *st)
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* The ids of the runs the --where filters select (sq_store_select_runs),
+** a JSON array to bind to the condition that reads them; NULL with *rc the
+** exit status after a message. */
+static char *where_ids(const char *cmd, sq_store *s, const db_opts *o, int *rc)
+{
+    char *ids = NULL;
+    sq_error err = {0};
+    int st = sq_store_select_runs(s, NULL, o->where, o->nwhere, &ids, &err);
+    if (st == SQ_OK) return ids;
+    fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
+    *rc = st == SQ_ERR_SPEC ? CLI_USAGE : CLI_RUNTIME;
+    return NULL;
+}
+
 /* ------------------------------------------------------------------------ */
 /* db list                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -545,16 +559,16 @@ static int db_list(const char *path, int argc, char **argv)
     sqlite3_stmt *st;
     static const char *const sql[2][2] = {{LIST_TEXT_SQL(STATUS_V3), LIST_JSON_SQL(STATUS_V3)},
                                           {LIST_TEXT_SQL(STATUS_V4), LIST_JSON_SQL(STATUS_V4)}};
-    int usage = 0;
-    char *cond = cli_where_sql(sq_store_db(s), "db list", o.where, o.nwhere, "r.", &usage);
-    if (!cond) {
+    char *ids = o.nwhere ? where_ids("db list", s, &o, &rc) : NULL;
+    if (o.nwhere && !ids) {
         sq_store_close(s);
-        return usage ? CLI_USAGE : CLI_RUNTIME;
+        return rc;
     }
+    const char *cond = ids ? "r.id IN (SELECT value FROM json_each(?4))" : "1";
     char *text = sqlite3_mprintf(sql[sq_store_version(s) >= 4][o.json], cond);
-    free(cond);
     if (!text || sqlite3_prepare_v2(sq_store_db(s), text, -1, &st, NULL) != SQLITE_OK) {
         sqlite3_free(text);
+        free(ids);
         rc = query_failed("db list", s);
         sq_store_close(s);
         return rc;
@@ -563,6 +577,7 @@ static int db_list(const char *path, int argc, char **argv)
     sqlite3_bind_text(st, 1, o.status, -1, SQLITE_STATIC); /* NULL binds NULL */
     sqlite3_bind_text(st, 2, o.kind, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, o.sweep, -1, SQLITE_STATIC);
+    if (ids) sqlite3_bind_text(st, 4, ids, -1, free);
     int rows = 0, bad;
     if (o.json) {
         bad = print_json_rows(st);
@@ -855,8 +870,8 @@ static void put_value(sink *o, sqlite3_stmt *st, int i)
 ** typed by what every run holds (all integers: INTEGER, all numbers: REAL,
 ** else TEXT), after the columns of runs that describe a run and the mean
 ** relative L2 error of each path, so that a data frame reads it as it is.
-** NULL after a message. */
-static char *wide_sql(sq_store *s, const char *cond)
+** ids: bound to the ?1 of cond. NULL after a message. */
+static char *wide_sql(sq_store *s, const char *cond, const char *ids)
 {
     sqlite3 *db = sq_store_db(s);
     char *q = sqlite3_mprintf(
@@ -872,6 +887,7 @@ static char *wide_sql(sq_store *s, const char *cond)
         return NULL;
     }
     sqlite3_free(q);
+    if (ids) sqlite3_bind_text(st, 1, ids, -1, SQLITE_STATIC);
     /* the columns of runs that describe a run (those of the process that ran
     ** it, the whole configuration and the recipe's text stay in 'runs') */
     char *cols = sqlite3_mprintf("r.id");
@@ -909,13 +925,14 @@ static char *wide_sql(sq_store *s, const char *cond)
     return all;
 }
 
-/* QUERY as a statement: a table name, or SQL that must read only; cond
-** (the --where filters, NULL: none) selects the rows of a table by their
+/* QUERY as a statement: a table name, or SQL that must read only; ids
+** (of the --where filters, NULL: none) selects the rows of a table by their
 ** run, wide (--wide) spreads the params of the runs into columns. Prints
 ** why not and returns the exit status, or -1 with *st ready. */
-static int export_statement(sq_store *s, const char *query, const char *cond, int wide,
+static int export_statement(sq_store *s, const char *query, const char *ids, int wide,
                             sqlite3_stmt **st)
 {
+    const char *cond = ids ? "id IN (SELECT value FROM json_each(?1))" : NULL;
     char names[512] = "";
     char *sql = NULL;
     const char *text = query;
@@ -949,7 +966,7 @@ static int export_statement(sq_store *s, const char *query, const char *cond, in
     }
     if (wide) {
         sqlite3_free(sql);
-        char *w = wide_sql(s, cond ? cond : "1");
+        char *w = wide_sql(s, cond ? cond : "1", ids);
         if (!w) return CLI_RUNTIME;
         text = sql = w;
     }
@@ -979,6 +996,7 @@ static int export_statement(sq_store *s, const char *query, const char *cond, in
         sqlite3_finalize(*st);
         return CLI_USAGE;
     }
+    if (ids) sqlite3_bind_text(*st, 1, ids, -1, SQLITE_TRANSIENT);
     return -1;
 }
 
@@ -1030,17 +1048,13 @@ static int db_export(const char *path, int argc, char **argv)
     for (size_t i = 0; i < ntables; i++) table |= strcmp(query, tables[i].name) == 0;
     if (!table || o.nwhere || o.wide) sq_store_limit_queries(s, o.timeout);
     sqlite3_stmt *st = NULL;
-    char *cond = NULL;
-    if (o.nwhere) {
-        int usage = 0;
-        cond = cli_where_sql(sq_store_db(s), "db export", o.where, o.nwhere, "", &usage);
-        if (!cond) {
-            sq_store_close(s);
-            return usage ? CLI_USAGE : CLI_RUNTIME;
-        }
+    char *ids = o.nwhere ? where_ids("db export", s, &o, &rc) : NULL;
+    if (o.nwhere && !ids) {
+        sq_store_close(s);
+        return rc;
     }
-    rc = export_statement(s, query, cond, o.wide, &st);
-    free(cond);
+    rc = export_statement(s, query, ids, o.wide, &st);
+    free(ids);
     if (rc >= 0) {
         sq_store_close(s);
         return rc;
