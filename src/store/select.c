@@ -33,19 +33,6 @@ typedef struct id_set {
     size_t n, cap;
 } id_set;
 
-static int id_add(id_set *s, int64_t id)
-{
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        int64_t *v = realloc(s->v, cap * sizeof *v);
-        if (!v) return -1;
-        s->v = v;
-        s->cap = cap;
-    }
-    s->v[s->n++] = id;
-    return 0;
-}
-
 /* a becomes the ids of both a and b */
 static void id_intersect(id_set *a, const id_set *b)
 {
@@ -76,11 +63,19 @@ static char *id_json(const id_set *s)
 static int read_ids(sqlite3_stmt *st, id_set *out)
 {
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        if (id_add(out, sqlite3_column_int64(st, 0))) {
-            rc = SQLITE_NOMEM;
-            break;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (out->n == out->cap) {
+            size_t cap = out->cap ? 2 * out->cap : 256;
+            int64_t *v = realloc(out->v, cap * sizeof *v);
+            if (!v) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            out->v = v;
+            out->cap = cap;
         }
+        out->v[out->n++] = sqlite3_column_int64(st, 0);
+    }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
