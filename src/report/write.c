@@ -32,7 +32,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
