@@ -199,15 +199,38 @@ int sq_store_export_sql(sq_store *s, const char *sql, sq_store_cursor **out, sq_
 /* Selecting runs                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* The ids of the runs, in order, where the SQL condition runs_sql on the
-** runs table holds (NULL: every run) and every filter where[0..nwhere)
-** (KEY=VALUE, the rule of `--where`: a column of runs, a param, or a
-** shorthand A.B of params A.X.B) matches, as a JSON array malloc'd into
-** *ids_json ("[1,4]"; "[]" when none). SQ_ERR_SPEC with a sentence
-** ("--where: 'x': expected KEY=VALUE ...") for a malformed or unknown
-** filter, SQ_ERR_IO for a failed read. */
+/* The ids of the runs that match runs_sql and every filter of where[0 ..
+** nwhere), as a JSON array in ascending order ("[3,4,17]", "[]" for none)
+** into *ids_json (malloc'd; the caller frees it).
+**
+** runs_sql is the user's condition on the runs table (`report --runs`;
+** NULL: every run): it must be one expression (no ';', no comment,
+** balanced parentheses and quotes) that SQLite compiles against runs, and
+** it runs on the store's own connection (extension loading off). A filter
+** is KEY=VALUE:
+**   - KEY a column of runs (id, kind, status, sweep, grid, preset, scheme,
+**     topo, device, trace, seed, host, version): that column equals VALUE;
+**     scheme=NAME without '=' in NAME matches the preset the scheme started
+**     from (scheme=sdp4bit), scheme=TEXT with knobs the canonical text;
+**   - KEY a param a run stored (every scheme knob, grad.inter.bits, ...;
+**     trace.*, model.*, train.*, paths): that param equals VALUE;
+**   - KEY a shorthand A.B of params A.X.B (grad.bits for grad.intra.bits
+**     and grad.inter.bits, as a recipe writes it): every one of them
+**     equals VALUE.
+** Numbers compare as numbers (grad.bits=4 matches "4" and "4.0"), other
+** values as exact text. Each filter is a fixed statement with its key and
+** value bound; the sets are intersected here.
+**
+** Statements run under the caller's sq_store_limit_queries, if any.
+** SQ_ERR_SPEC: runs_sql is not one condition or fails ("--runs: 'TEXT':
+** ..."), a filter is not KEY=VALUE or names nothing the store holds
+** ("--where: 'ITEM': ..."); SQ_ERR_INTERRUPTED: past the time limit
+** ("... stopped after N s (--query-timeout raises the limit)");
+** SQ_ERR_IO: a failed read; SQ_ERR_NOMEM. The sentences carry no
+** "shardq CMD: " prefix: the caller adds it. */
 int sq_store_select_runs(sq_store *s, const char *runs_sql, const char *const *where, int nwhere,
                          char **ids_json, sq_error *err);
+
 
 /* ------------------------------------------------------------------------ */
 /* Bench figures and sweep runs                                             */

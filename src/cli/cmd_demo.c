@@ -932,9 +932,12 @@ static int step_report(demo *d)
     for (int i = 0; i < d->nsetup; i++) setup[i] = d->setup[i];
     report_options o = {.filter = filter, .summary = summary, .nsummary = d->lines[0][0] ? 3 : 0,
                         .setup = setup, .nsetup = d->nsetup};
-    int rc = report_write_opts(d->db, d->report, &o);
+    sq_error err = {0};
+    int rc = report_write_opts(d->db, d->report, &o, &err);
     free(filter);
-    return rc;
+    if (rc == SQ_OK) return CLI_OK;
+    if (err.msg[0]) fprintf(stderr, "shardq report: %s\n", err.msg); /* empty: said */
+    return rc == SQ_ERR_SPEC ? CLI_USAGE : CLI_RUNTIME;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1,6 +1,7 @@
 /*
 ** cmd_report.c -- `shardq report`: the options; the report itself is
-** src/report (write.c), an application module beside the command.
+** src/report (write.c), an application module beside the command, whose
+** status becomes the exit status here.
 */
 #include "cli.h"
 #include "report/report.h"
@@ -116,5 +117,11 @@ int cmd_report(int argc, char **argv)
     }
     o.filter = filter;
     o.quiet = quiet;
-    return report_write_opts(db, out, &o);
+    sq_error err = {0};
+    int rc = report_write_opts(db, out, &o, &err);
+    if (rc == SQ_OK) return CLI_OK;
+    /* an empty sentence: the report said what failed as it went */
+    if (err.msg[0]) fprintf(stderr, "shardq report: %s\n", err.msg);
+    /* an option it could not use (--runs, --where, --format, --style) */
+    return rc == SQ_ERR_SPEC ? CLI_USAGE : CLI_RUNTIME;
 }

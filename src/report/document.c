@@ -6,8 +6,6 @@
 #include "report/report.h"
 #include "report/embedded.h"
 
-#include <sqlite3.h>
-
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,31 +94,8 @@ static void md_text(report_buf *b, const char *s)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Filters and run ids                                                      */
+/* Run ids                                                                  */
 /* ------------------------------------------------------------------------ */
-
-const char *report_filter_problem(const char *f)
-{
-    int depth = 0;
-    for (const char *p = f; *p; p++) {
-        /* quoted text: 'string', "identifier", [identifier], `identifier` */
-        char close = *p == '\'' ? '\'' : *p == '"' ? '"' : *p == '[' ? ']' : *p == '`' ? '`' : 0;
-        if (close) {
-            for (p++;; p++) {
-                if (!*p) return "a quote is not closed";
-                if (*p == close && !(close != ']' && p[1] == close)) break;
-                if (*p == close) p++; /* a doubled quote stands for itself */
-            }
-            continue;
-        }
-        if (*p == ';') return "it holds ';': give one condition, not statements";
-        if ((*p == '-' && p[1] == '-') || (*p == '/' && p[1] == '*'))
-            return "it holds a comment";
-        if (*p == '(') depth++;
-        if (*p == ')' && --depth < 0) return "a ')' closes more than it opened";
-    }
-    return depth ? "a '(' is not closed" : NULL;
-}
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -153,35 +128,6 @@ void report_ranges(report_buf *out, const char *ids)
         i = j + 1;
     }
     free(v);
-}
-
-/* The same SQL as labels() in analysis/NAME.gp: change both together. The
-** knobs of a label come in the order of their names, so that the same run
-** gets the same label in every query (group_concat alone has no order). vv
-** is MATERIALIZED: built once, not again for every run whose label reads it. */
-void report_labels_sql(report_buf *b, const char *cond)
-{
-    report_printf(
-        b,
-        "kv AS (SELECT p.run_id AS id, u.kind, u.preset, p.key, p.value, replace("
-        "replace(replace(p.key, 'grad.intra.', ''), 'grad.inter.', ''), 'grad.', '') AS k FROM"
-        " params p JOIN runs u ON u.id = p.run_id WHERE p.run_id IN r AND (%s)), vk AS"
-        " (SELECT kind, preset, key FROM kv GROUP BY kind, preset, key HAVING count(DISTINCT"
-        " value) > 1), vv AS MATERIALIZED (SELECT kv.id, min(kv.key) AS o, CASE WHEN count(DISTINCT kv.value)"
-        " = 1 AND (count(*) > 1 OR min(kv.key) NOT LIKE 'grad.int%%') THEN kv.k || '=' ||"
-        " min(kv.value) ELSE trim(coalesce('intra.' || kv.k || '=' || max(CASE WHEN kv.key LIKE"
-        " 'grad.intra.%%' THEN kv.value END), '') || ' ' || coalesce('inter.' || kv.k || '=' ||"
-        " max(CASE WHEN kv.key LIKE 'grad.inter.%%' THEN kv.value END), '')) END AS t FROM kv JOIN"
-        " vk ON vk.kind = kv.kind AND vk.preset = kv.preset AND vk.key = kv.key GROUP BY kv.id,"
-        " kv.k), ex AS (SELECT kind, preset, count(DISTINCT coalesce(sweep, '')) AS ns,"
-        " count(DISTINCT coalesce(sweep, '') || '/' || coalesce(grid, '')) AS ng FROM runs WHERE"
-        " id IN r GROUP BY kind, preset), lab AS (SELECT u.id, u.preset, u.preset || CASE WHEN"
-        " ex.ng > 1 THEN ' [' || CASE WHEN ex.ns > 1 THEN coalesce(u.sweep, 'no sweep') ||"
-        " coalesce('/' || nullif(u.grid, 'sweep'), '') ELSE coalesce(u.grid, 'no grid') END ||"
-        " ']' ELSE '' END || coalesce(' ' || (SELECT group_concat(t, ' ') FROM (SELECT t FROM vv"
-        " WHERE vv.id = u.id ORDER BY o)), '') AS label FROM runs u JOIN ex ON ex.kind = u.kind"
-        " AND ex.preset IS u.preset WHERE u.id IN r)",
-        cond);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -315,60 +261,55 @@ void report_skipped(report_doc *d, const char *title, const char *why)
 
 /* A cell as text: NULL is '-', reals have four significant digits, a
 ** "runs" column its ids as ranges. */
-static void cell_text(sqlite3_stmt *st, int i, report_buf *out, int *numeric)
+static void cell_text(const sq_store_cursor *c, int i, report_buf *out, int *numeric)
 {
-    int type = sqlite3_column_type(st, i);
-    *numeric = type == SQLITE_INTEGER || type == SQLITE_FLOAT;
-    if (type == SQLITE_NULL)
+    int type = sq_store_cursor_type(c, i);
+    *numeric = type == SQ_STORE_INTEGER || type == SQ_STORE_REAL;
+    if (type == SQ_STORE_NULL)
         report_printf(out, "-");
-    else if (type == SQLITE_INTEGER)
-        report_printf(out, "%lld", (long long)sqlite3_column_int64(st, i));
-    else if (type == SQLITE_FLOAT)
-        report_printf(out, "%.4g", sqlite3_column_double(st, i));
-    else if (strcmp(sqlite3_column_name(st, i), "runs") == 0)
-        report_ranges(out, (const char *)sqlite3_column_text(st, i));
+    else if (type == SQ_STORE_INTEGER)
+        report_printf(out, "%lld", (long long)sq_store_cursor_int(c, i));
+    else if (type == SQ_STORE_REAL)
+        report_printf(out, "%.4g", sq_store_cursor_double(c, i));
+    else if (strcmp(sq_store_cursor_name(c, i), "runs") == 0)
+        report_ranges(out, sq_store_cursor_text(c, i, NULL));
     else
-        report_printf(out, "%s", (const char *)sqlite3_column_text(st, i));
+        report_printf(out, "%s", sq_store_cursor_text(c, i, NULL));
 }
 
-int report_table(report_doc *d, sqlite3 *db, const char *sql, const char *caption,
-                 const char *none, char *err, size_t errlen)
+int report_table(report_doc *d, sq_store_cursor *c, const char *caption, const char *none,
+                 sq_error *err)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "%s", sqlite3_errmsg(db));
-        return -1;
-    }
-    int ncols = sqlite3_column_count(st), rows = 0, rc;
+    int ncols = sq_store_cursor_columns(c), rows = 0, rc;
     report_buf md = {0}, html = {0}, cell = {0};
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sq_store_cursor_step(c, err)) == 1) {
         if (rows++ == 0) {
             report_printf(&md, "|");
             report_printf(&html, "<table>\n<caption>");
             html_text(&html, caption);
             report_printf(&html, "</caption>\n<tr>");
-            for (int c = 0; c < ncols; c++) {
+            for (int i = 0; i < ncols; i++) {
                 report_printf(&md, " ");
-                md_text(&md, sqlite3_column_name(st, c));
+                md_text(&md, sq_store_cursor_name(c, i));
                 report_printf(&md, " |");
                 report_printf(&html, "<th>");
-                html_text(&html, sqlite3_column_name(st, c));
+                html_text(&html, sq_store_cursor_name(c, i));
                 report_printf(&html, "</th>");
             }
             report_printf(&md, "\n|");
-            for (int c = 0; c < ncols; c++) {
-                int t = sqlite3_column_type(st, c);
-                report_printf(&md, "%s|", t == SQLITE_INTEGER || t == SQLITE_FLOAT ? "---:" : "---");
+            for (int i = 0; i < ncols; i++) {
+                int t = sq_store_cursor_type(c, i);
+                report_printf(&md, "%s|", t == SQ_STORE_INTEGER || t == SQ_STORE_REAL ? "---:" : "---");
             }
             report_printf(&md, "\n");
             report_printf(&html, "</tr>\n");
         }
         report_printf(&md, "|");
         report_printf(&html, "<tr>");
-        for (int c = 0; c < ncols; c++) {
+        for (int i = 0; i < ncols; i++) {
             int numeric;
             cell.n = 0;
-            cell_text(st, c, &cell, &numeric);
+            cell_text(c, i, &cell, &numeric);
             report_printf(&md, " ");
             md_text(&md, cell.p ? cell.p : "");
             report_printf(&md, " |");
@@ -379,13 +320,11 @@ int report_table(report_doc *d, sqlite3 *db, const char *sql, const char *captio
         report_printf(&md, "\n");
         report_printf(&html, "</tr>\n");
     }
-    if (rc != SQLITE_DONE) snprintf(err, errlen, "%s", sqlite3_errmsg(db));
-    sqlite3_finalize(st);
-    if (rc == SQLITE_DONE && rows) {
+    if (rc == 0 && rows) {
         md_text(&d->md, caption);
         report_printf(&d->md, "\n\n%s\n", md.p ? md.p : "");
         report_printf(&d->html, "%s</table>\n", html.p ? html.p : "");
-    } else if (rc == SQLITE_DONE && none) {
+    } else if (rc == 0 && none) {
         md_text(&d->md, caption);
         report_printf(&d->md, ": ");
         md_text(&d->md, none);
@@ -400,7 +339,7 @@ int report_table(report_doc *d, sqlite3 *db, const char *sql, const char *captio
     report_buf_free(&md);
     report_buf_free(&html);
     report_buf_free(&cell);
-    return rc == SQLITE_DONE ? rows : -1;
+    return rc == 0 ? rows : rc;
 }
 
 void report_end(report_doc *d)

@@ -7,55 +7,22 @@
 
 #include <stdio.h>
 
-/* Past this many schemes in a panel, the runs of a preset that differ only
-** in bits and group size are pooled. */
-#define MAX_SERIES 20
-
-/* The runs of path p with their labels, as d(id, preset, label, ms, mse). */
-static void base(report_buf *b, const char *p, int pool)
+/* Path p's series and runs: pooled (the runs of a preset that differ only
+** in bits and group size as one) when the panel has too many. */
+static int path(fig_data *f, const char *p, int which)
 {
-    char cond[160];
-    snprintf(cond, sizeof cond, "p.key LIKE '%s.%%'%s", p,
-             pool ? " AND p.key NOT LIKE '%.bits' AND p.key NOT LIKE '%.group'" : "");
-    report_printf(b, "WITH r AS (");
-    fig_sel(b, "replay");
-    report_printf(b, "), ");
-    report_labels_sql(b, cond);
-    report_printf(b,
-                  ", e AS (SELECT run_id AS id, avg(mean_signed) AS ms, avg(mse) AS mse FROM "
-                  "step_metrics WHERE run_id IN r AND path = '%s' AND mse > 0 GROUP BY run_id), "
-                  "d AS (SELECT e.id, lab.preset, lab.label, e.ms, e.mse FROM e JOIN lab ON "
-                  "lab.id = e.id) ",
-                  p);
-}
-
-static int path(fig_data *f, const char *p)
-{
-    report_buf q = {0};
-    base(&q, p, 0);
-    report_printf(&q, "SELECT count(DISTINCT label) > %d FROM d", MAX_SERIES);
     char var[32];
     snprintf(var, sizeof var, "%s_pool", p);
     double pool;
-    if (fig_number(f, var, &q, &pool)) return -1;
-    base(&q, p, pool != 0);
-    report_printf(&q, "SELECT label FROM (SELECT label, min(" REPORT_ORDER("preset")
-                      ") AS o, min(id) AS i FROM d GROUP BY label) ORDER BY o, i");
-    if (fig_texts(f, p, &q)) return -1;
-    base(&q, p, pool != 0);
-    report_printf(&q, "SELECT label, ms, mse FROM d ORDER BY label, id");
-    return fig_table(f, p, &q) < 0 ? -1 : 0;
+    sq_figure_knobs k = {.path = which};
+    if (fig_number(f, var, SQ_FIG_BIAS_POOL, &k, &pool)) return -1;
+    k.pool = pool != 0;
+    if (fig_texts(f, p, SQ_FIG_BIAS_SERIES, &k)) return -1;
+    return fig_table(f, p, SQ_FIG_BIAS_ROWS, &k) < 0 ? -1 : 0;
 }
 
 int figdata_bias(fig_data *f)
 {
-    if (path(f, "grad") || path(f, "weight")) return -1;
-    report_buf q = {0};
-    base(&q, "grad", 0);
-    report_printf(&q, "SELECT id FROM d UNION ");
-    /* the second path's CTEs nest as a subquery */
-    report_printf(&q, "SELECT id FROM (");
-    base(&q, "weight", 0);
-    report_printf(&q, "SELECT id FROM d) ORDER BY id");
-    return fig_ranges(f, "drawn", &q);
+    if (path(f, "grad", SQ_FIG_GRAD) || path(f, "weight", SQ_FIG_WEIGHT)) return -1;
+    return fig_ranges(f, "drawn", SQ_FIG_BIAS_DRAWN, NULL);
 }

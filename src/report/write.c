@@ -5,36 +5,33 @@
 ** static index.html.
 **
 ** Every figure is a script of analysis/ built into the binary (embedded.h)
-** and its queries (src/report/fig_NAME.c). The report runs the queries on
-** its own read-only connection and writes their rows and values into
-** OUT/data/ (figdata.h), writes the script to OUT/scripts/ and runs gnuplot
+** and its data (src/report/fig_NAME.c: which of the store's queries fills
+** which variable). The report opens the store read-only, writes the rows
+** and values of those queries into OUT/data/ (figdata.h), writes the script to OUT/scripts/ and runs gnuplot
 ** on that copy, which reads only those files: no value of the database, no
 ** path and no filter ever becomes gnuplot text, and gnuplot runs no
 ** program. `cd OUT && gnuplot scripts/NAME.gp` draws the same figure again.
 **
-** The --runs filter is a user's SQL. It is evaluated here, on shardq's own
-** connection (read-only, extension loading off), and the figures' queries
-** get only the ids it selected, as a bound parameter. gnuplot draws into a directory of its own
-** inside OUT; a figure is renamed into place only once both its files are
-** complete, so a full disk or a kill leaves no truncated image behind. A
-** script without data for its figure says why on one line and draws
-** nothing; the report then names the reason in place of the figure. The
-** tables are queried here, on a read-only connection, with the same labels
-** as the figures.
+** The runs come from the store: it evaluates the --runs filter (a user's
+** SQL) and the --where filters on its read-only connection
+** (sq_store_select_runs), and every figure's query and table
+** (store_query.h) gets only the ids they selected, as a bound parameter.
+** gnuplot draws into a directory of its own inside OUT; a figure is
+** renamed into place only once both its files are complete, so a full disk
+** or a kill leaves no truncated image behind. A script without data for its
+** figure says why on one line and draws nothing; the report then names the
+** reason in place of the figure. The tables are the store's too, read in
+** one transaction, with the same labels as the figures.
 */
-#include "cli/cli.h"
 #include "report/report.h"
 #include "report/figdata.h"
 #include "shardq/codec.h"
 #include "shardq/store.h"
-#include "cli/where.h"
-
-#include <sqlite3.h>
+#include "store/store_query.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -205,15 +202,13 @@ static void remove_stale_tmp(const char *out)
 /* Makes the drawing directory in out, with the paths of every figure's
 ** files in it, and the handlers that remove it. */
 static int make_tmp(const char *out, const char *const *names, int n, const int *fmt,
-                    struct sigaction *old)
+                    struct sigaction *old, sq_error *err)
 {
     if (snprintf(tmp_dir, sizeof tmp_dir, "%s/" TMP_PREFIX "%ld.XXXXXX", out,
                  (long)getpid()) >= (int)sizeof tmp_dir ||
-        !mkdtemp(tmp_dir)) {
-        fprintf(stderr, "shardq report: %s: cannot create a directory to draw in: %s\n", out,
-                strerror(errno ? errno : ENAMETOOLONG));
-        return -1;
-    }
+        !mkdtemp(tmp_dir))
+        return sq_error_set(err, SQ_ERR_IO, "%s: cannot create a directory to draw in: %s", out,
+                            strerror(errno ? errno : ENAMETOOLONG));
     ntmp_files = 0;
     for (int i = 0; i < n; i++)
         for (int k = 0; k < NFORMATS && ntmp_files < MAX_TMP_FILES; k++)
@@ -226,7 +221,7 @@ static int make_tmp(const char *out, const char *const *names, int n, const int 
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < NCAUGHT; i++) sigaction(caught[i], &sa, &old[i]);
     tmp_live = 1;
-    return 0;
+    return SQ_OK;
 }
 
 static void drop_tmp(const struct sigaction *old)
@@ -268,35 +263,27 @@ static int complete(const char *path, int kind)
 /* Files and programs                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* Creates dir and its missing parents; prints why not (naming the path). */
-static int make_dirs(const char *dir)
+/* Creates dir and its missing parents; err names the path that failed. */
+static int make_dirs(const char *dir, sq_error *err)
 {
     char *p = strdup(dir);
-    if (!p) {
-        fprintf(stderr, "shardq report: out of memory\n");
-        return -1;
-    }
-    for (char *s = p + 1;; s++) {
+    if (!p) return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    int rc = SQ_OK;
+    for (char *s = p + 1; rc == SQ_OK; s++) {
         if (*s != '/' && *s) continue;
         char c = *s;
         *s = '\0';
         struct stat st;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "shardq report: %s: cannot create the directory: %s\n", p,
-                    strerror(errno));
-            free(p);
-            return -1;
-        }
-        if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "shardq report: %s: not a directory\n", p);
-            free(p);
-            return -1;
-        }
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot create the directory: %s", p,
+                              strerror(errno));
+        else if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+            rc = sq_error_set(err, SQ_ERR_IO, "%s: not a directory", p);
         if (!c) break;
         *s = c;
     }
     free(p);
-    return 0;
+    return rc;
 }
 
 /* The most bytes of a --style file: a few settings, not a program. */
@@ -305,10 +292,9 @@ static int make_dirs(const char *dir)
 /* Reads the --style file whole into *text (*n bytes): the scripts load a
 ** copy of it in OUT/scripts/, so a device, a FIFO or a file that grows
 ** cannot hold gnuplot, and the report directory keeps the style it was
-** drawn with. Returns 0, or -1 (said). */
-static char *join(const char *dir, const char *name);
-
-static int read_style(const char *path, char **out, size_t *nout)
+** drawn with. SQ_ERR_SPEC when it cannot be: an option that cannot be
+** used. */
+static int read_style(const char *path, char **out, size_t *nout, sq_error *err)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
@@ -329,22 +315,20 @@ static int read_style(const char *path, char **out, size_t *nout)
     }
     if (fd >= 0) close(fd);
     if (why) {
-        fprintf(stderr, "shardq report: --style: %s: cannot read: %s\n", path, why);
         free(text);
-        return -1;
+        return sq_error_set(err, SQ_ERR_SPEC, "--style: %s: cannot read: %s", path, why);
     }
     *out = text;
     *nout = n;
-    return 0;
+    return SQ_OK;
 }
 
-/* dir/name, or NULL (said) when out of memory. */
+/* dir/name, or NULL when out of memory. */
 static char *join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *s = malloc(n);
     if (s) snprintf(s, n, "%s/%s", dir, name);
-    else fprintf(stderr, "shardq report: out of memory\n");
     return s;
 }
 
@@ -482,22 +466,20 @@ static int put_in_place(const figure *f, const char *out, const int *fmt)
     return 0;
 }
 
-/* Writes OUT/scripts/NAME.gp and runs it into OUT/NAME.png and .svg. ids:
-** the runs the filter selected (NULL: no filter). */
 /* What every figure is drawn with. */
 typedef struct drawing {
     const char *db, *out, *filter;
     const char *ids;   /* the runs the filter selected, a JSON array (NULL: no filter) */
-    const char *data;  /* OUT/data */
-    struct sqlite3 *sdb;
+    char *data;        /* OUT/data */
+    sq_store *store;
     int fmt[NFORMATS]; /* png, svg, pdf wanted */
-    const char *style; /* a gnuplot file the scripts load after their own style */
+    char *style;       /* a gnuplot file the scripts load after their own style */
     int quiet;
 } drawing;
 
-/* The --format list "png,svg" into fmt; 0, or -1 (said) for a name that is
+/* The --format list "png,svg" into fmt; SQ_ERR_SPEC for a name that is
 ** none of png, svg, pdf, or no name at all. */
-static int parse_formats(const char *text, int *fmt)
+static int parse_formats(const char *text, int *fmt, sq_error *err)
 {
     memset(fmt, 0, NFORMATS * sizeof *fmt);
     int any = 0;
@@ -506,22 +488,31 @@ static int parse_formats(const char *text, int *fmt)
         int found = 0;
         for (int i = 0; i < NFORMATS; i++)
             if (k == strlen(format_names[i]) && !strncmp(p, format_names[i], k)) fmt[i] = found = 1;
-        if (k && !found) {
-            fprintf(stderr, "shardq report: --format: '%.*s': expected png, svg or pdf (a "
-                    "comma-separated list)\n", (int)k, p);
-            return -1;
-        }
+        if (k && !found)
+            return sq_error_set(err, SQ_ERR_SPEC, "--format: '%.*s': expected png, svg or pdf "
+                                "(a comma-separated list)", (int)k, p);
         any |= found;
         p += k;
         p += strspn(p, ", ");
     }
-    if (!any) {
-        fprintf(stderr, "shardq report: --format: '%s': name one of png, svg, pdf\n", text);
-        return -1;
-    }
-    return 0;
+    if (!any)
+        return sq_error_set(err, SQ_ERR_SPEC, "--format: '%s': name one of png, svg, pdf", text);
+    return SQ_OK;
 }
 
+/* Writes the file whole (trace/wfile.h: a full disk leaves no half file);
+** a failure is said on stderr. */
+static int write_said(const char *path, const char *text, size_t n)
+{
+    sq_error err = {0};
+    if (report_write_file(path, text, n, &err) == SQ_OK) return 0;
+    fprintf(stderr, "shardq report: %s\n", sq_error_message(&err));
+    return -1;
+}
+
+/* Writes OUT/scripts/NAME.gp and the figure's data into OUT/data/, and runs
+** the script into OUT/NAME.png and .svg (the formats of g->fmt); d says how
+** it went, what failed said on stderr. */
 static void draw(const figure *f, const drawing *g, drawn *d)
 {
     const char *db = g->db, *out = g->out, *filter = g->filter;
@@ -532,13 +523,14 @@ static void draw(const figure *f, const drawing *g, drawn *d)
     snprintf(rel, sizeof rel, "scripts/%s.gp", f->name);
     char *script = join(out, rel);
     report_buf output = {0};
-    fig_data fd = {.db = g->sdb, .ids = g->ids, .dir = g->data, .name = f->name};
+    fig_data fd = {.store = g->store, .ids = g->ids, .dir = g->data, .name = f->name};
     const char *text = report_script(f->name);
     if (!script || !text) {
         if (!text) fprintf(stderr, "shardq report: %s: no such script built in\n", f->name);
+        else fprintf(stderr, "shardq report: out of memory\n");
         goto done;
     }
-    if (cli_write_file("report", script, text, strlen(text))) goto done;
+    if (write_said(script, text, strlen(text))) goto done;
     /* a figure of an earlier report must not pass for this one's, in any format */
     for (int k = 0; k < NFORMATS; k++) {
         char path[4200];
@@ -616,354 +608,32 @@ static void put_figure(report_doc *doc, const figure *f, const drawn *d)
 /* The tables                                                               */
 /* ------------------------------------------------------------------------ */
 
-static void fn_sqrt(sqlite3_context *cx, int argc, sqlite3_value **argv)
+/* The store's table `which` over the selected runs into the document; a
+** failure is said on stderr and counted in *bad. */
+static void table(report_doc *doc, const drawing *g, sq_report_table which, const char *caption,
+                  const char *none, int *bad)
 {
-    (void)argc;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
-    double v = sqlite3_value_double(argv[0]);
-    if (v >= 0) sqlite3_result_double(cx, sqrt(v));
-}
-
-/* "WITH r AS (the done runs of kinds within the filter), " */
-static void runs_cte(report_buf *b, const char *kinds, const char *filter, const char *extra)
-{
-    report_printf(b, "WITH r AS (SELECT id FROM runs WHERE status = 'done' AND kind IN (%s) AND (%s)%s), ",
-                  kinds, filter ? filter : "1", extra ? extra : "");
-}
-
-typedef struct tables {
-    report_doc *doc;
-    sqlite3 *db;
-    const char *filter;
-    int bad; /* a query failed (said on stderr) */
-} tables;
-
-static void table(tables *t, report_buf *sql, const char *caption, const char *none)
-{
-    char err[1024];
-    if (sql->oom) {
-        fprintf(stderr, "shardq report: out of memory\n");
-        t->bad = 1;
-    } else if (report_table(t->doc, t->db, sql->p, caption, none, err, sizeof err) < 0) {
-        fprintf(stderr, "shardq report: table '%s': %s\n", caption, err);
-        t->bad = 1;
-    }
-    report_buf_free(sql);
-}
-
-static void table_runs(tables *t)
-{
-    report_buf s = {0};
-    report_printf(&s, "SELECT kind, count(*) AS \"done runs\", group_concat(id) AS runs FROM runs "
-                      "WHERE status = 'done' AND (%s) GROUP BY kind ORDER BY min(id)",
-                  t->filter ? t->filter : "1");
-    table(t, &s, "The runs this report draws on", "no run is done");
-}
-
-static void table_errors(tables *t)
-{
-    report_buf s = {0};
-    runs_cte(&s, "'replay'", t->filter, NULL);
-    report_labels_sql(&s, "p.key LIKE 'grad.%' OR p.key LIKE 'weight.%'");
-    report_printf(
-        &s,
-        ", e AS (SELECT run_id AS id, path, avg(rel_l2) AS err, avg(snr_db) AS snr, "
-        "avg(mean_signed) / report_sqrt(avg(mse)) AS bias FROM step_metrics WHERE run_id IN r "
-        "GROUP BY run_id, path), x AS (SELECT lab.id, lab.preset, lab.label, u.seed, "
-        "max(CASE WHEN e.path = 'grad' THEN e.err END) AS ge, "
-        "max(CASE WHEN e.path = 'grad' THEN e.snr END) AS gs, "
-        "max(CASE WHEN e.path = 'grad' THEN e.bias END) AS gb, "
-        "max(CASE WHEN e.path = 'weight' THEN e.err END) AS we, "
-        "max(CASE WHEN e.path = 'weight' THEN e.snr END) AS ws, "
-        "max(CASE WHEN e.path = 'weight' THEN e.bias END) AS wb "
-        "FROM lab JOIN runs u ON u.id = lab.id JOIN e ON e.id = lab.id GROUP BY lab.id) "
-        "SELECT label AS scheme, group_concat(id) AS runs, count(DISTINCT seed) AS seeds, "
-        "avg(ge) AS \"grad rel. L2\", avg(gs) AS \"grad SNR dB\", "
-        "100 * avg(gb) AS \"grad bias %% of RMS\", avg(we) AS \"weight rel. L2\", "
-        "avg(ws) AS \"weight SNR dB\", 100 * avg(wb) AS \"weight bias %% of RMS\" "
-        "FROM x GROUP BY label ORDER BY min(" REPORT_ORDER("preset") "), min(id)");
-    table(t, &s,
-          "Quantization error per scheme: each run's mean over its steps, then the mean over "
-          "the runs of the scheme (bias: mean signed error as a percentage of the RMS error)",
-          "no replay runs");
-}
-
-static void table_bits(tables *t)
-{
-    report_buf s = {0};
-    runs_cte(&s, "'replay', 'train'", t->filter, " AND id IN (SELECT run_id FROM bytes)");
-    report_labels_sql(&s, "p.key LIKE 'grad.%' OR p.key LIKE 'weight.%'");
-    report_printf(
-        &s,
-        ", b AS (SELECT run_id AS id, "
-        "avg(CASE WHEN collective = 'weight_allgather' AND link = 'intra' THEN bits_per_elem END) AS wi, "
-        "avg(CASE WHEN collective = 'weight_allgather' AND link = 'inter' THEN bits_per_elem END) AS wx, "
-        "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'intra' THEN bits_per_elem END) AS gi, "
-        "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'inter' THEN bits_per_elem END) AS gx, "
-        "avg(CASE WHEN collective = 'weight_allgather' AND link = 'intra' THEN bits_per_param END) AS pwi, "
-        "avg(CASE WHEN collective = 'weight_allgather' AND link = 'inter' THEN bits_per_param END) AS pwx, "
-        "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'intra' THEN bits_per_param END) AS pgi, "
-        "avg(CASE WHEN collective = 'grad_reducescatter' AND link = 'inter' THEN bits_per_param END) AS pgx "
-        "FROM bytes WHERE run_id IN r GROUP BY run_id) "
-        "SELECT lab.label AS scheme, u.kind AS kind, coalesce(pa.value, 'grad,weight') AS paths, "
-        "group_concat(lab.id) AS runs, avg(b.wi) AS \"weight intra\", avg(b.wx) AS \"weight inter\", "
-        "avg(b.gi) AS \"grad intra\", avg(b.gx) AS \"grad inter\", "
-        "avg(b.pwi) AS \"weight intra /param\", avg(b.pwx) AS \"weight inter /param\", "
-        "avg(b.pgi) AS \"grad intra /param\", avg(b.pgx) AS \"grad inter /param\" "
-        "FROM lab JOIN runs u ON u.id = lab.id JOIN b ON b.id = lab.id LEFT JOIN params pa ON "
-        "pa.run_id = lab.id AND pa.key = 'paths' GROUP BY u.kind, lab.label, pa.value "
-        "ORDER BY u.kind, min(" REPORT_ORDER("lab.preset") "), min(lab.id)");
-    table(t, &s,
-          "Bits sent on each link level: per element sent (codes and scales over the elements "
-          "sent, padding included), then per real parameter (/param: over the model's own "
-          "elements, the cost once the padding is paid for; '-': the link carried nothing, the "
-          "path was not replayed (paths), or the runs were stored before that count)",
-          "no replay or training runs with bytes");
-}
-
-static void table_losses(tables *t)
-{
-    report_buf s = {0};
-    runs_cte(&s, "'train'", t->filter, " AND id IN (SELECT run_id FROM train_steps)");
-    report_labels_sql(&s, "p.key LIKE 'grad.%' OR p.key LIKE 'weight.%' OR p.key LIKE 'model.%' "
-                          "OR p.key LIKE 'train.%'");
-    report_printf(
-        &s,
-        ", f AS (SELECT run_id AS id, max(step) + 1 AS steps, "
-        "(SELECT loss FROM train_steps l WHERE l.run_id = t.run_id ORDER BY step DESC LIMIT 1) AS loss, "
-        "(SELECT val_loss FROM train_steps v WHERE v.run_id = t.run_id AND val_loss IS NOT NULL "
-        "ORDER BY step DESC LIMIT 1) AS val FROM train_steps t WHERE run_id IN r GROUP BY run_id) "
-        "SELECT lab.label AS scheme, group_concat(lab.id) AS runs, max(f.steps) AS steps, "
-        "avg(f.loss) AS \"final training loss\", avg(f.val) AS \"final validation loss\", "
-        "min(f.val) AS \"best seed\", max(f.val) AS \"worst seed\" "
-        "FROM lab JOIN f ON f.id = lab.id GROUP BY lab.label "
-        "ORDER BY min(" REPORT_ORDER("lab.preset") "), min(lab.id)");
-    table(t, &s,
-          "Final losses of the training runs in nats per byte: mean over the runs of a scheme, "
-          "and the lowest and highest final validation loss among them",
-          "no training runs");
-}
-
-static void table_bench(tables *t)
-{
-    report_buf s = {0};
-    runs_cte(&s, "'bench'", t->filter, " AND id IN (SELECT run_id FROM bench_results)");
-    report_printf(
-        &s,
-        "b AS (SELECT max(id) AS id FROM r), th AS (SELECT max(threads) AS n FROM bench_results "
-        "WHERE run_id = (SELECT id FROM b)), sz AS (SELECT max(elements) AS n FROM bench_results "
-        "WHERE run_id = (SELECT id FROM b) AND threads = (SELECT n FROM th)) "
-        "SELECT op, run_id AS run, threads, elements * 4 / 1048576 AS \"size MB\", "
-        "gb_per_s AS \"GB/s\", gb_per_s_std AS \"std GB/s\", copy_gb_per_s AS \"copy GB/s\", "
-        "100 * gb_per_s / copy_gb_per_s AS \"%% of copy\" FROM bench_results "
-        "WHERE run_id = (SELECT id FROM b) AND threads = (SELECT n FROM th) AND "
-        "elements = (SELECT n FROM sz) ORDER BY op = 'copy' DESC, gb_per_s DESC");
-    table(t, &s,
-          "Kernel throughput beside the copy bandwidth of the same run, at the largest size and "
-          "thread count of the latest bench run (threads 0: a GPU)",
-          "no bench runs");
-}
-
-static void table_model(tables *t)
-{
-    report_buf s = {0};
-    runs_cte(&s, "'model'", t->filter, " AND id IN (SELECT run_id FROM model_results)");
-    report_printf(
-        &s,
-        "m AS (SELECT max(id) AS id FROM r), g AS (SELECT scheme, max(gpus) AS gpus FROM "
-        "model_results WHERE run_id = (SELECT id FROM m) GROUP BY scheme) "
-        "SELECT x.scheme AS scheme, x.run_id AS run, x.gpus AS GPUs, x.iteration_s AS "
-        "\"iteration s\", x.tflops AS \"TFLOP/s per GPU\", x.speedup AS speedup, "
-        "x.inter_bytes_per_node / 1e9 AS \"inter-node GB per node\" FROM model_results x "
-        "JOIN g ON g.scheme = x.scheme AND g.gpus = x.gpus WHERE x.run_id = (SELECT id FROM m) "
-        "ORDER BY " REPORT_ORDER("x.scheme") ", x.scheme");
-    table(t, &s,
-          "Predicted iteration at the largest GPU count of each scheme, from the latest model "
-          "run (speedup: over the baseline preset)",
-          "no model runs");
-}
-
-/* ------------------------------------------------------------------------ */
-/* The report                                                               */
-/* ------------------------------------------------------------------------ */
-
-/* The ids of the runs the filter selects, as a JSON array "[3,4,17]" into
-** ids, which every figure's query is bound to. */
-static int select_ids(sqlite3 *db, const char *filter, report_buf *ids, double limit)
-{
-    report_buf sql = {0};
-    report_printf(&sql, "SELECT id FROM runs WHERE (%s\n) ORDER BY id", filter);
-    sqlite3_stmt *st = NULL;
-    int rc = sql.oom ? SQLITE_NOMEM : sqlite3_prepare_v2(db, sql.p, -1, &st, NULL);
-    report_buf_free(&sql);
-    report_printf(ids, "[");
-    for (long long n = 0; rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW; n++) {
-        report_printf(ids, "%s%lld", n ? "," : "", (long long)sqlite3_column_int64(st, 0));
-        rc = SQLITE_OK;
-    }
-    report_printf(ids, "]");
-    if (rc == SQLITE_DONE) rc = SQLITE_OK;
-    if (rc != SQLITE_OK || ids->oom) {
-        if ((rc & 0xff) == SQLITE_INTERRUPT)
-            fprintf(stderr, "shardq report: --runs: '%s': stopped after %g s (--query-timeout "
-                    "raises the limit)\n", filter, limit);
-        else
-            fprintf(stderr, "shardq report: --runs: '%s': %s\n", filter,
-                    ids->oom || rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
-        sqlite3_finalize(st);
-        return (rc & 0xff) == SQLITE_INTERRUPT ? CLI_RUNTIME : CLI_USAGE;
-    }
-    sqlite3_finalize(st);
-    return CLI_OK;
-}
-
-/* Checks the filter: one condition that SQLite compiles against runs.
-** Prints why not and returns CLI_USAGE, else CLI_OK. */
-static int check_filter(sqlite3 *db, const char *filter)
-{
-    const char *why = report_filter_problem(filter);
-    if (why) {
-        fprintf(stderr, "shardq report: --runs: '%s': %s\n", filter, why);
-        return CLI_USAGE;
-    }
-    report_buf sql = {0};
-    report_printf(&sql, "SELECT count(*) FROM runs WHERE (%s\n)", filter);
-    sqlite3_stmt *st = NULL;
-    int rc = sql.oom ? SQLITE_NOMEM : sqlite3_prepare_v2(db, sql.p, -1, &st, NULL);
-    report_buf_free(&sql);
-    if (rc != SQLITE_OK) {
-        fprintf(stderr, "shardq report: --runs: '%s': %s\n", filter,
-                rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
-        return CLI_USAGE;
-    }
-    sqlite3_finalize(st);
-    return CLI_OK;
-}
-
-int report_write(const char *db, const char *out, const char *filter, int quiet)
-{
-    report_options o = {.filter = filter, .quiet = quiet};
-    return report_write_opts(db, out, &o);
-}
-
-int report_write_opts(const char *db, const char *out, const report_options *opt)
-{
-    const char *filter = opt->filter;
-    int quiet = opt->quiet;
-    drawing g = {.db = db, .out = out, .quiet = quiet};
-    if (parse_formats(opt->formats ? opt->formats : "png,svg", g.fmt)) return CLI_USAGE;
-    char *style_text = NULL;
-    size_t style_len = 0;
-    if (opt->style && read_style(opt->style, &style_text, &style_len)) return CLI_USAGE;
-    if (filter && strspn(filter, " \t\r\n") == strlen(filter)) filter = NULL; /* none */
-    sq_store *store;
+    sq_store_cursor *c;
     sq_error err = {0};
-    if (sq_store_open(db, 0, 1, &store, &err)) {
-        fprintf(stderr, "shardq report: %s\n", sq_error_message(&err));
-        free(style_text);
-        return CLI_RUNTIME;
+    int rc = sq_store_report_table(g->store, which, g->ids, &c, &err);
+    if (rc == SQ_OK) {
+        rc = report_table(doc, c, caption, none, &err);
+        sq_store_cursor_close(c);
     }
-    if (sq_store_version(store) < SQ_STORE_VERSION) {
-        fprintf(stderr, "shardq report: %s: %s (schema version %d; 'shardq db init' %s it)\n", db,
-                sq_store_version(store) ? "an older store" : "not a shardq store",
-                sq_store_version(store), sq_store_version(store) ? "migrates" : "creates");
-        sq_store_close(store);
-        free(style_text);
-        return CLI_RUNTIME;
+    if (rc < 0) {
+        fprintf(stderr, "shardq report: table '%s': %s\n", caption, sq_error_message(&err));
+        (*bad)++;
     }
-    sqlite3 *sdb = sq_store_db(store);
-    report_buf ids = {0};
-    /* the user's SQL (--runs, --where) runs under the time limit; the
-    ** figures' own queries, which can take a while on a large store, do not */
-    sq_store_limit_queries(store, opt->query_timeout);
-    int rc = filter ? check_filter(sdb, filter) : CLI_OK;
-    /* --where: one more condition, ANDed with --runs, shown as KEY=VALUE */
-    char *wsql = NULL;
-    report_buf shown = {0};
-    if (rc == CLI_OK && opt->nwhere) {
-        int usage = 0;
-        wsql = cli_where_sql(sdb, "report", opt->where, opt->nwhere, "", &usage);
-        if (!wsql) rc = usage ? CLI_USAGE : CLI_RUNTIME;
-    }
-    report_buf both = {0};
-    if (rc == CLI_OK && wsql) {
-        report_printf(&both, "(%s) AND %s", filter ? filter : "1", wsql);
-        if (filter) report_printf(&shown, "%s", filter);
-        for (int i = 0; i < opt->nwhere; i++)
-            report_printf(&shown, "%s%s", shown.n ? " and " : "", opt->where[i]);
-        filter = both.p;
-    }
-    const char *filter_shown = shown.p ? shown.p : filter;
-    if (rc == CLI_OK && filter) rc = select_ids(sdb, filter, &ids, opt->query_timeout);
-    sq_store_limit_queries(store, 0);
-    if (rc == CLI_OK && !on_path("gnuplot")) {
-        fprintf(stderr, "shardq report: gnuplot is not installed: it draws the figures "
-                        "(apt-get install gnuplot-nox, or ./bootstrap --deps)\n");
-        rc = CLI_RUNTIME;
-    }
-    char *scripts = rc == CLI_OK ? join(out, "scripts") : NULL;
-    char *data = rc == CLI_OK ? join(out, "data") : NULL;
-    if (rc == CLI_OK && (!scripts || !data || make_dirs(out))) rc = CLI_RUNTIME;
-    if (rc == CLI_OK && access(out, W_OK | X_OK) != 0) {
-        fprintf(stderr, "shardq report: %s: cannot write into the directory: %s\n", out,
-                strerror(errno));
-        rc = CLI_RUNTIME;
-    }
-    if (rc == CLI_OK && (make_dirs(scripts) || make_dirs(data))) rc = CLI_RUNTIME;
-    /* the style the scripts load is a copy in OUT/scripts/, read whole here */
-    char *style = NULL;
-    if (rc == CLI_OK && style_text &&
-        (!(style = join(scripts, "style.gp")) ||
-         cli_write_file("report", style, style_text, style_len)))
-        rc = CLI_RUNTIME;
-    free(style_text);
-    g.style = style;
-    g.data = data;
-    free(scripts);
-    free(wsql);
-    const figure *const order[] = {&fig_error_bits, &fig_error_group, &fig_hadamard, &fig_bias,
-                                   &fig_bytes,      &fig_loss,        &fig_bench,    &fig_speedup};
-    enum { NFIG = sizeof order / sizeof order[0] };
-    const char *names[NFIG];
-    for (int i = 0; i < NFIG; i++) names[i] = order[i]->name;
-    struct sigaction old[NCAUGHT];
-    if (rc == CLI_OK) remove_stale_tmp(out);
-    if (rc == CLI_OK && make_tmp(out, names, NFIG, g.fmt, old)) rc = CLI_RUNTIME;
-    if (rc != CLI_OK) {
-        report_buf_free(&both);
-        report_buf_free(&shown);
-        report_buf_free(&ids);
-        free(style);
-        free(data);
-        sq_store_close(store);
-        return rc;
-    }
-    sqlite3_create_function(sdb, "report_sqrt", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
-                            fn_sqrt, NULL, NULL);
-    if (!quiet) {
-        printf("shardq report: %s%s%s -> %s/\n", db, filter ? ", runs matching " : "",
-               filter ? filter_shown : "", out);
-        fflush(stdout);
-    }
+}
 
-    drawn d[NFIG];
-    int ndrawn = 0, nfailed = 0;
-    g.sdb = sdb;
-    for (int i = 0; i < NFIG; i++) {
-        g.filter = filter_shown;
-        g.ids = filter ? ids.p : NULL;
-        draw(order[i], &g, &d[i]);
-        ndrawn += d[i].ok;
-        nfailed += d[i].failed;
-    }
-    drop_tmp(old);
-    report_buf_free(&ids);
-    free(style);
-    free(data);
-
-    report_doc doc;
-    report_begin(&doc, "shardq report");
-    doc.formats = (unsigned)(g.fmt[0] | g.fmt[1] << 1 | g.fmt[2] << 2);
+/* The page: the summary and setup of the options, what it was drawn from,
+** then each section's figures and table; *bad counts the tables that
+** failed (said). */
+static void write_document(report_doc *doc, const drawing *g, const report_options *opt,
+                           const figure *const *order, const drawn *d, int *bad)
+{
+    report_begin(doc, "shardq report");
+    doc->formats = (unsigned)(g->fmt[0] | g->fmt[1] << 1 | g->fmt[2] << 2);
     char when[64] = "";
     time_t now = time(NULL);
     struct tm tm;
@@ -971,64 +641,211 @@ int report_write_opts(const char *db, const char *out, const report_options *opt
     report_buf intro = {0};
     report_printf(&intro, "From %s, %s%s; written by shardq %s on %s. Every figure is drawn by "
                   "its gnuplot script in scripts/ from the values shardq wrote for it in "
-                  "data/; in this directory, gnuplot scripts/NAME.gp draws it again.", db,
-                  filter ? "the done runs matching " : "every done run",
-                  filter ? filter_shown : "", SHARDQ_VERSION_STRING, when);
+                  "data/; in this directory, gnuplot scripts/NAME.gp draws it again.", g->db,
+                  g->filter ? "the done runs matching " : "every done run",
+                  g->filter ? g->filter : "", SHARDQ_VERSION_STRING, when);
     if (opt->nsummary > 0) {
-        report_heading(&doc, "Summary");
-        report_list(&doc, opt->summary, opt->nsummary);
+        report_heading(doc, "Summary");
+        report_list(doc, opt->summary, opt->nsummary);
     }
     if (opt->nsetup > 0) {
-        report_heading(&doc, "Setup");
-        report_list(&doc, opt->setup, opt->nsetup);
+        report_heading(doc, "Setup");
+        report_list(doc, opt->setup, opt->nsetup);
     }
-    report_para(&doc, intro.p ? intro.p : "");
+    report_para(doc, intro.p ? intro.p : "");
+    if (intro.oom) doc->md.oom = 1;
     report_buf_free(&intro);
 
-    tables t = {.doc = &doc, .db = sdb, .filter = filter};
     /* one read transaction: every table sees the same state of the file */
-    sqlite3_exec(sdb, "BEGIN", NULL, NULL, NULL);
-    table_runs(&t);
-    report_heading(&doc, "Quantization error (replay runs)");
-    put_figure(&doc, &fig_error_bits, &d[0]);
-    put_figure(&doc, &fig_error_group, &d[1]);
-    put_figure(&doc, &fig_hadamard, &d[2]);
-    put_figure(&doc, &fig_bias, &d[3]);
-    table_errors(&t);
-    report_heading(&doc, "Traffic");
-    put_figure(&doc, &fig_bytes, &d[4]);
-    table_bits(&t);
-    report_heading(&doc, "Training");
-    put_figure(&doc, &fig_loss, &d[5]);
-    table_losses(&t);
-    report_heading(&doc, "Kernels");
-    put_figure(&doc, &fig_bench, &d[6]);
-    table_bench(&t);
-    report_heading(&doc, "Cost model");
-    put_figure(&doc, &fig_speedup, &d[7]);
-    table_model(&t);
-    sqlite3_exec(sdb, "COMMIT", NULL, NULL, NULL);
-    report_end(&doc);
+    sq_store_report_begin(g->store, NULL);
+    table(doc, g, SQ_REPORT_RUNS, "The runs this report draws on", "no run is done", bad);
+    report_heading(doc, "Quantization error (replay runs)");
+    for (int i = 0; i < 4; i++) put_figure(doc, order[i], &d[i]);
+    table(doc, g, SQ_REPORT_ERRORS,
+          "Quantization error per scheme: each run's mean over its steps, then the mean over "
+          "the runs of the scheme (bias: mean signed error as a percentage of the RMS error)",
+          "no replay runs", bad);
+    report_heading(doc, "Traffic");
+    put_figure(doc, order[4], &d[4]);
+    table(doc, g, SQ_REPORT_BITS,
+          "Bits sent on each link level: per element sent (codes and scales over the elements "
+          "sent, padding included), then per real parameter (/param: over the model's own "
+          "elements, the cost once the padding is paid for; '-': the link carried nothing, the "
+          "path was not replayed (paths), or the runs were stored before that count)",
+          "no replay or training runs with bytes", bad);
+    report_heading(doc, "Training");
+    put_figure(doc, order[5], &d[5]);
+    table(doc, g, SQ_REPORT_LOSSES,
+          "Final losses of the training runs in nats per byte: mean over the runs of a scheme, "
+          "and the lowest and highest final validation loss among them",
+          "no training runs", bad);
+    report_heading(doc, "Kernels");
+    put_figure(doc, order[6], &d[6]);
+    table(doc, g, SQ_REPORT_BENCH,
+          "Kernel throughput beside the copy bandwidth of the same run, at the largest size and "
+          "thread count of the latest bench run (threads 0: a GPU)",
+          "no bench runs", bad);
+    report_heading(doc, "Cost model");
+    put_figure(doc, order[7], &d[7]);
+    table(doc, g, SQ_REPORT_MODEL,
+          "Predicted iteration at the largest GPU count of each scheme, from the latest model "
+          "run (speedup: over the baseline preset)",
+          "no model runs", bad);
+    sq_store_report_end(g->store, NULL);
+    report_end(doc);
+}
 
-    rc = t.bad || nfailed ? CLI_RUNTIME : CLI_OK;
-    char *md = join(out, "report.md"), *html = join(out, "index.html");
-    if (doc.md.oom || doc.html.oom) {
-        fprintf(stderr, "shardq report: out of memory\n");
-        rc = CLI_RUNTIME;
-    } else if (!md || !html || cli_write_file("report", md, doc.md.p, doc.md.n) ||
-               cli_write_file("report", html, doc.html.p, doc.html.n)) {
-        rc = CLI_RUNTIME;
-    } else if (!quiet) {
-        printf("wrote %s and %s: %d figure%s drawn, %d not\n", md, html, ndrawn,
-               ndrawn == 1 ? "" : "s", NFIG - ndrawn);
+/* ------------------------------------------------------------------------ */
+/* The report                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The store at db, read-only, of this build's schema. */
+static int open_store(const char *db, sq_store **store, sq_error *err)
+{
+    int rc = sq_store_open(db, 0, 1, store, err);
+    if (rc) return rc;
+    int v = sq_store_version(*store);
+    if (v >= SQ_STORE_VERSION) return SQ_OK;
+    sq_store_close(*store);
+    *store = NULL;
+    return sq_error_set(err, SQ_ERR_FORMAT, "%s: %s (schema version %d; 'shardq db init' %s it)",
+                        db, v ? "an older store" : "not a shardq store", v,
+                        v ? "migrates" : "creates");
+}
+
+/* The ids of the runs --runs (filter) and --where select, a JSON array
+** into *ids that every query is bound to (NULL: neither given, every
+** run), and the two as the page shows them ("id > 3 and grad.bits=4")
+** into shown. */
+static int select_runs(sq_store *s, const char *filter, const report_options *o, char **ids,
+                       report_buf *shown, sq_error *err)
+{
+    *ids = NULL;
+    if (!filter && !o->nwhere) return SQ_OK;
+    /* the user's SQL (--runs, --where) runs under the time limit; the
+    ** figures' own queries, which can take a while on a large store, do not */
+    sq_store_limit_queries(s, o->query_timeout);
+    int rc = sq_store_select_runs(s, filter, o->where, o->nwhere, ids, err);
+    sq_store_limit_queries(s, 0);
+    if (filter) report_printf(shown, "%s", filter);
+    for (int i = 0; i < o->nwhere; i++)
+        report_printf(shown, "%s%s", shown->n ? " and " : "", o->where[i]);
+    if (rc == SQ_OK && shown->oom) rc = sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    return rc;
+}
+
+/* OUT, OUT/scripts and OUT/data made, OUT writable, and the style copied
+** to OUT/scripts/style.gp: into g (data, style). */
+static int make_out(drawing *g, const char *style_text, size_t style_len, sq_error *err)
+{
+    const char *out = g->out;
+    char *scripts = join(out, "scripts");
+    char *data = join(out, "data");
+    int rc = !scripts || !data ? sq_error_set(err, SQ_ERR_NOMEM, "out of memory")
+                               : make_dirs(out, err);
+    if (rc == SQ_OK && access(out, W_OK | X_OK) != 0)
+        rc = sq_error_set(err, SQ_ERR_IO, "%s: cannot write into the directory: %s", out,
+                          strerror(errno));
+    if (rc == SQ_OK) rc = make_dirs(scripts, err);
+    if (rc == SQ_OK) rc = make_dirs(data, err);
+    /* the style the scripts load is a copy in OUT/scripts/, read whole before */
+    char *style = NULL;
+    if (rc == SQ_OK && style_text) {
+        style = join(scripts, "style.gp");
+        rc = style ? report_write_file(style, style_text, style_len, err)
+                   : sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
     }
+    free(scripts);
+    g->data = data;
+    g->style = style;
+    return rc;
+}
+
+/* report.md and index.html into OUT. */
+static int write_pages(const drawing *g, const report_doc *doc, int ndrawn, int nfig,
+                       sq_error *err)
+{
+    if (doc->md.oom || doc->html.oom) return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    char *md = join(g->out, "report.md"), *html = join(g->out, "index.html");
+    int rc = !md || !html ? sq_error_set(err, SQ_ERR_NOMEM, "out of memory")
+                          : report_write_file(md, doc->md.p, doc->md.n, err);
+    if (rc == SQ_OK) rc = report_write_file(html, doc->html.p, doc->html.n, err);
+    if (rc == SQ_OK && !g->quiet)
+        printf("wrote %s and %s: %d figure%s drawn, %d not\n", md, html, ndrawn,
+               ndrawn == 1 ? "" : "s", nfig - ndrawn);
+    free(md);
+    free(html);
+    return rc;
+}
+
+int report_write_opts(const char *db, const char *out, const report_options *opt, sq_error *err)
+{
+    sq_error mine = {0};
+    if (!err) err = &mine;
+    const char *filter = opt->filter;
+    drawing g = {.db = db, .out = out, .quiet = opt->quiet};
+    char *style_text = NULL;
+    size_t style_len = 0;
+    int rc = parse_formats(opt->formats ? opt->formats : "png,svg", g.fmt, err);
+    if (rc == SQ_OK && opt->style) rc = read_style(opt->style, &style_text, &style_len, err);
+    if (filter && strspn(filter, " \t\r\n") == strlen(filter)) filter = NULL; /* none */
+    sq_store *store = NULL;
+    if (rc == SQ_OK) rc = open_store(db, &store, err);
+    char *ids = NULL;
+    report_buf shown = {0};
+    if (rc == SQ_OK) rc = select_runs(store, filter, opt, &ids, &shown, err);
+    if (rc == SQ_OK && !on_path("gnuplot"))
+        rc = sq_error_set(err, SQ_ERR_NOTFOUND, "gnuplot is not installed: it draws the figures "
+                          "(apt-get install gnuplot-nox, or ./bootstrap --deps)");
+    if (rc == SQ_OK) rc = make_out(&g, style_text, style_len, err);
+    free(style_text);
+    const figure *const order[] = {&fig_error_bits, &fig_error_group, &fig_hadamard, &fig_bias,
+                                   &fig_bytes,      &fig_loss,        &fig_bench,    &fig_speedup};
+    enum { NFIG = sizeof order / sizeof order[0] };
+    const char *names[NFIG];
+    for (int i = 0; i < NFIG; i++) names[i] = order[i]->name;
+    struct sigaction old[NCAUGHT];
+    if (rc == SQ_OK) remove_stale_tmp(out);
+    if (rc == SQ_OK) rc = make_tmp(out, names, NFIG, g.fmt, old, err);
+    if (rc != SQ_OK) {
+        report_buf_free(&shown);
+        free(ids);
+        free(g.style);
+        free(g.data);
+        sq_store_close(store);
+        return rc;
+    }
+    g.store = store;
+    g.ids = ids;
+    g.filter = ids ? shown.p : NULL; /* the filter's text is only shown */
+    if (!g.quiet) {
+        printf("shardq report: %s%s%s -> %s/\n", db, g.filter ? ", runs matching " : "",
+               g.filter ? g.filter : "", out);
+        fflush(stdout);
+    }
+
+    drawn d[NFIG];
+    int ndrawn = 0, nfailed = 0;
+    for (int i = 0; i < NFIG; i++) {
+        draw(order[i], &g, &d[i]);
+        ndrawn += d[i].ok;
+        nfailed += d[i].failed;
+    }
+    drop_tmp(old);
+
+    report_doc doc;
+    write_document(&doc, &g, opt, order, d, &nfailed);
+    /* what failed was said as it happened: nothing more to say */
+    rc = nfailed ? sq_error_set(err, SQ_ERR_IO, "%s", "") : SQ_OK;
+    int written = write_pages(&g, &doc, ndrawn, NFIG, err);
+    if (written) rc = written;
     /* closed only now: while it is open, no file written above may
     ** replace the database (--out the directory that holds it) */
     sq_store_close(store);
-    free(md);
-    free(html);
     report_doc_free(&doc);
-    report_buf_free(&both);
     report_buf_free(&shown);
+    free(ids);
+    free(g.style);
+    free(g.data);
     return rc;
 }

@@ -3,6 +3,7 @@
 ** (store_rows.h), so that callers read the store without sqlite3.h.
 */
 #include "cursor_internal.h"
+#include "store/report_sql.h"
 
 #include <stdlib.h>
 
@@ -124,4 +125,37 @@ void sq_store_cursor_close(sq_store_cursor *c)
     if (!c) return;
     sqlite3_finalize(c->st);
     free(c);
+}
+
+/* The kind and sentence of SQLite's failure rc on s's connection, as the
+** report's queries say it (SQLite's own words: "no such table: x"). */
+static int report_failed(sq_store *s, int rc, sq_error *err)
+{
+    int kind = (rc & 0xff) == SQLITE_INTERRUPT ? SQ_ERR_INTERRUPTED
+               : (rc & 0xff) == SQLITE_NOMEM   ? SQ_ERR_NOMEM
+                                               : SQ_ERR_IO;
+    return sq_error_set(err, kind, "%s", sqlite3_errmsg(sq_store_db(s)));
+}
+
+int sq_store_cursor_prepare_sql(sq_store *s, sq_sql *sql, const char *ids, const int64_t *ints,
+                                int nints, sq_store_cursor **out, sq_error *err)
+{
+    *out = NULL;
+    if (sql->oom) {
+        sq_sql_free(sql);
+        return sq_error_set(err, SQ_ERR_NOMEM, "out of memory");
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(sq_store_db(s), sql->p, -1, &st, NULL);
+    sq_sql_free(sql);
+    if (rc == SQLITE_OK && sqlite3_bind_parameter_count(st) >= 1)
+        rc = ids ? sqlite3_bind_text(st, 1, ids, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, 1);
+    for (int i = 0; rc == SQLITE_OK && i < nints; i++)
+        rc = sqlite3_bind_int64(st, 2 + i, ints[i]);
+    if (rc != SQLITE_OK) {
+        int kind = report_failed(s, rc, err);
+        sqlite3_finalize(st);
+        return kind;
+    }
+    return sq_store_cursor_wrap(s, st, out, err);
 }

@@ -23,6 +23,7 @@
 */
 #include "shardq/store.h"
 #include "shardq/codec.h"
+#include "store/store_query.h"
 #include "trace/wfile.h"
 #include "sq_protect.h"
 #include "shardq/world.h"
@@ -724,6 +725,9 @@ const char *sq_store_path(const sq_store *s) { return s->path; }
 struct sqlite3 *sq_store_db(sq_store *s) { return s->db; }
 
 int sq_store_version(const sq_store *s) { return s->version; }
+
+/* store_query.h: the limit in force, for the sentence that says it */
+double sq_store_query_limit(const sq_store *s) { return s->query_limit; }
 
 /* sq_store_limit_queries: the statement that begins while none is under the
 ** clock is put under it (SQLITE_TRACE_STMT: its first step after a prepare
