@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "help.h" /* every command prints its --help from there */
+
 #define CLI_OK 0
 #define CLI_RUNTIME 1
 #define CLI_USAGE 2

@@ -34,54 +34,6 @@
 ** and copy buffers beside it, is more than any device here holds. */
 #define MAX_SIZE_MB 65536
 
-static const char bench_usage[] =
-    "usage: shardq bench [options]\n"
-    "\n"
-    "Measures the codec operations on a device and prints their throughput in\n"
-    "GB/s (bytes read + written, metadata included) beside a plain copy of the\n"
-    "same size measured in the same run: memcpy with the same thread count on\n"
-    "the CPU, a device-to-device copy on a GPU.\n"
-    "\n"
-    "options:\n"
-    "  --device DEV      cpu (default: the C reference), cuda (device 0) or\n"
-    "                    cuda:N (the CUDA kernels on device N)\n"
-    "  --sizes LIST      input sizes in MB of fp32, 1 to 65536 (default\n"
-    "                    1,4,16,64,256 on the CPU, 8,16,64,512,1024,2048 on a GPU)\n"
-    "  --threads LIST    CPU thread counts, 1 to 1024; 'all' is every core\n"
-    "                    (default 1,all)\n"
-    "  --ops LIST        operations to run (default: all that the device has):\n"
-    "                    quantize, quantize-nh, quantize-rtn, quantize-8,\n"
-    "                    quantize-8-nh, quantize-8-rtn, quantize-h1024,\n"
-    "                    dequantize, dequantize-nh, dequantize-8,\n"
-    "                    dequantize-8-nh, quantize-diff, dequantize-add,\n"
-    "                    sum-requant, sum, sum-nh, and on the CPU hadamard, rng\n"
-    "  --codec SPEC      replace the codec of every quantize and dequantize row\n"
-    "                    by SPEC\n"
-    "  --min-time SEC    time each figure over at least SEC seconds (default 0.2)\n"
-    "  --json            one JSON object per line instead of the table\n"
-    "  --db FILE         also store the figures in FILE as a run of kind\n"
-    "                    'bench' (db export bench_results; default: store\n"
-    "                    nothing)\n"
-    "  --busy-timeout MS how long to wait for a locked database (default 10000)\n"
-    "  --peer torch      also time the PyTorch versions of the quantize,\n"
-    "                    quantize-rtn, quantize-diff and dequantize rows, as\n"
-    "                    usually written and cache-chunked, right after each\n"
-    "                    row with the same size and threads, and print shardq's\n"
-    "                    speedup over each (CPU, default codecs; printed, not\n"
-    "                    stored). Runs $SHARDQ_PYTHON, else " SQ_PYTHON ";\n"
-    "                    without torch there it fails (exit 1)\n"
-    "  -h, --help        this text\n"
-    "\n"
-    "A row with a Hadamard transform also shows its throughput relative to the\n"
-    "same kernel without it (the -nh rows), when both run; when the quantize and\n"
-    "dequantize rows of a bit width ran with and without it, a summary in the\n"
-    "form of SDP4Bit's Table 5 follows (GB/s +- std beside the copy).\n"
-    "\n"
-    "A figure whose batches spread over 25% of their median, or one at more than\n"
-    "1 thread under half of the same op's (or copy's) figure at the same size on\n"
-    "1 thread measured earlier in the run, is measured again, 3 tries in all;\n"
-    "one that stays so is marked NOISY (a busy machine), \"noisy\" in --json\n"
-    "(\"slow_vs_1_thread\" for the second rule).\n";
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
@@ -440,7 +392,7 @@ static int parse_option(int ch, const char *arg, bench_args *a, int *done)
         }
         a->peer = 1;
         return CLI_OK;
-    case 'h': fputs(bench_usage, stdout); *done = 1; return CLI_OK;
+    case 'h': cli_help_print("shardq-bench", "@PYTHON@", SQ_PYTHON, stdout); *done = 1; return CLI_OK;
     default: fputs("Try 'shardq bench --help'.\n", stderr); return CLI_USAGE;
     }
 }

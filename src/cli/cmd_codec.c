@@ -21,91 +21,17 @@
 #define DEFAULT_INFO_N ((uint64_t)1 << 20)
 #define MAX_INFO_N ((uint64_t)1 << 60)
 
-#define SPEC_HELP                                                                       \
-    "  --codec SPEC     the codec: comma-separated key=value pairs, every key optional\n" \
-    "                   (default kind=sym,bits=4,group=128,round=sr,hadamard=0,\n"        \
-    "                   levels=sdp4bit,scale=fp32). Keys: kind=sym|minmax|qsgd|sign|\n"  \
-    "                   fp8e4m3|fp8e5m2|topk|randk|bf16|fp16, bits=1..8 (qsgd 2..8,\n"    \
-    "                   sign 1, fp8 8: sign and fp8 take their width when bits is\n"     \
-    "                   not given), group=1..2^40, round=rtn|sr (sign: rtn),\n"          \
-    "                   hadamard=0|2|4|...|1024, levels=sdp4bit|deepspeed,\n"             \
-    "                   scale=fp32|bf16|fp16, keep=1..group (topk, randk: elements\n"     \
-    "                   kept per group, their values in the scale dtype); bf16 and\n"    \
-    "                   fp16 are 16-bit casts without scales; or kind=plugin:NAME,\n"    \
-    "                   a plug-in codec (--plugin FILE.so), with its own group and\n"    \
-    "                   no other key\n"
 
-#define KEY_HELP                                                                        \
-    "  --seed S         seed of stochastic rounding, 0 to 2^64-1, decimal or 0x hex\n"    \
-    "                   (default 0)\n"                                                    \
-    "  --step T         training step, 0 to 2^32-1 (default 0)\n"                         \
-    "  --worker W       emulated worker, 0 to 2^24-1 (default 0)\n"                       \
-    "  --site X         quantization site: weight, grad-intra, grad-inter, grad-single\n" \
-    "                   or a number 0..255 (default weight)\n"                            \
-    "  --raw            IN is raw little-endian float32 (size a multiple of 4), not .npy\n"
 
-static const char codec_usage[] =
-    "usage: shardq codec SUBCOMMAND [options] ARGS...\n"
-    "\n"
-    "The codecs of the C reference applied to files.\n"
-    "\n"
-    "subcommands:\n"
-    "  encode [options] IN.npy OUT.safetensors   quantize into a safetensors file\n"
-    "  decode IN.safetensors OUT.npy             dequantize back into float32 .npy\n"
-    "  stats [options] IN.npy                    error of a quantize/dequantize round trip\n"
-    "  info [options]                            sizes of a codec for n elements\n"
-    "\n"
-    "'shardq codec SUBCOMMAND --help' shows the options of each.\n";
+#define codec_usage cli_help("shardq-codec")
 
-static const char encode_usage[] =
-    "usage: shardq codec encode [options] IN.npy OUT.safetensors\n"
-    "\n"
-    "Quantizes the values of IN (a .npy file of <f4, or <f8 / <f2 converted to\n"
-    "float32, C order, any shape) with a codec and writes the codes, scales and\n"
-    "offsets to OUT in safetensors format, with the codec, n, the shape and the\n"
-    "random-number key in its metadata. NaN or Inf in the input is an error.\n"
-    "IN and OUT may be '-' for standard input and output.\n"
-    "\n"
-    "options:\n" SPEC_HELP KEY_HELP "  -h, --help       this text\n";
+#define encode_usage cli_help("shardq-codec-encode")
 
-static const char decode_usage[] =
-    "usage: shardq codec decode IN.safetensors OUT.npy\n"
-    "\n"
-    "Checks that IN is a file written by 'shardq codec encode' (metadata, tensor\n"
-    "names, dtypes and sizes against its codec and n), dequantizes it and writes\n"
-    "the float32 values to OUT with the original shape. IN and OUT may be '-'\n"
-    "for standard input and output.\n"
-    "\n"
-    "options:\n"
-    "  -h, --help       this text\n";
+#define decode_usage cli_help("shardq-codec-decode")
 
-static const char stats_usage[] =
-    "usage: shardq codec stats [options] IN.npy\n"
-    "\n"
-    "Quantizes and dequantizes the values of IN and prints the error of the round\n"
-    "trip x -> x', computed in double precision against the float32 input:\n"
-    "relative L2 error ||x'-x|| / ||x||, MSE, max |x'-x|, SNR in dB\n"
-    "10 log10(sum x^2 / sum (x'-x)^2), cosine similarity, mean signed error\n"
-    "mean(x'-x), and the size of the encoding (bytes, bits per element).\n"
-    "An exact round trip has infinite SNR; a zero input has relative error 0\n"
-    "(inf if the round trip is not exact) and cosine 1. --json prints null for\n"
-    "an infinite value. IN may be '-' for standard input.\n"
-    "\n"
-    "options:\n" SPEC_HELP KEY_HELP
-    "  --json           one JSON object instead of the table\n"
-    "  -h, --help       this text\n";
+#define stats_usage cli_help("shardq-codec-stats")
 
-static const char info_usage[] =
-    "usage: shardq codec info [options]\n"
-    "\n"
-    "Prints the canonical form of a codec and its exact sizes for n elements:\n"
-    "groups, code bytes, metadata bytes (scales and offsets), total bytes, bits\n"
-    "per element and the ratio to float32.\n"
-    "\n"
-    "options:\n" SPEC_HELP
-    "  --n N            number of elements, 0 to 2^60 (default 1048576)\n"
-    "  --json           one JSON object instead of the table\n"
-    "  -h, --help       this text\n";
+#define info_usage cli_help("shardq-codec-info")
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */

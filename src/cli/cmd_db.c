@@ -23,119 +23,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char db_usage[] =
-    "usage: shardq db [--db FILE] SUBCOMMAND [options]\n"
-    "\n"
-    "The runs in the store, the SQLite file that 'shardq replay' and 'shardq sweep'\n"
-    "write. These commands only read it (several may run beside a sweep).\n"
-    "\n"
-    "subcommands:\n"
-    "  list [options]             one line per run, with its mean errors\n"
-    "  show RUN [--json]          one run: its row, params, error statistics per\n"
-    "                             path, bytes per collective and link, timings\n"
-    "  export [--csv] [-o FILE] [QUERY]\n"
-    "                             a table, or the rows of a SELECT, as CSV\n"
-    "  init                       create the file, or migrate an older one to this\n"
-    "                             version of shardq (the only one that writes)\n"
-    "\n"
-    "options:\n"
-    "  --db FILE        the store (default: $SHARDQ_DB if set, else shardq.db)\n"
-    "  -h, --help       this text\n"
-    "\n"
-    "'shardq db SUBCOMMAND --help' shows the options of each.\n";
+#define db_usage cli_help("shardq-db")
 
 /* the --where rule (src/cli/where.h), the same in report, list and export */
-#define WHERE_HELP                                                                          \
-    "  --where KEY=VALUE  only the runs where KEY equals VALUE (repeatable: all\n"          \
-    "                   must hold). KEY is a knob or param a run stored\n"                 \
-    "                   (grad.inter.bits, weight.mode, train.lr; grad.bits: both\n"        \
-    "                   hops), or a column of runs (id, kind, status, sweep,\n"           \
-    "                   grid, preset, scheme, topo, device, trace, seed, host,\n"         \
-    "                   version; scheme=NAME matches the preset). Numbers compare\n"      \
-    "                   as numbers (4 matches 4.0)\n"
 
-#define DB_OPTION_HELP \
-    "  --db FILE        the store (default: $SHARDQ_DB if set, else shardq.db)\n"
 
-static const char list_usage[] =
-    "usage: shardq db list [--json] [--status S] [--kind K] [--sweep NAME]\n"
-    "                      [--where KEY=VALUE]... [--query-timeout SECONDS]\n"
-    "\n"
-    "One line per run, oldest first: id, status, kind, preset, topology, seed,\n"
-    "trace (its last path component), start time (UTC), duration, and the mean\n"
-    "relative L2 error over the steps of the gradient and the weight paths ('-'\n"
-    "where the run has none).\n"
-    "\n"
-    "options:\n" DB_OPTION_HELP
-    "  --status S       only runs in status S: running, done, failed, or\n"
-    "                   interrupted (left 'running' by a process of this host\n"
-    "                   that is gone; the next run begun marks it failed)\n"
-    "  --kind K         only runs of kind K (replay, train, ...)\n"
-    "  --sweep NAME     only the runs of sweep NAME\n"
-    WHERE_HELP
-    "  --json           a JSON array of objects (full trace path, times in\n"
-    "                   ISO 8601, seconds; null for a missing or infinite value)\n"
-    "  --query-timeout SECONDS\n"
-    "                   stop the listing once its query has run SECONDS (default\n"
-    "                   10, 0: no limit)\n"
-    "  -h, --help       this text\n";
+#define list_usage cli_help("shardq-db-list")
 
-static const char show_usage[] =
-    "usage: shardq db show RUN [--json]\n"
-    "\n"
-    "Everything the store holds about run RUN (its id, as 'db list' shows it):\n"
-    "the run's row (configuration, scheme, host, times, error), its params, per\n"
-    "path (grad, weight) the number of steps and the mean and last relative L2\n"
-    "error, SNR, cosine, bias and the fractions of zeroed and clipped elements,\n"
-    "the bytes of each collective on each link level with bits per element, and\n"
-    "the timings with GB/s; for a netbench run, per link level and collective\n"
-    "its sizes, the time of the smallest and the busbw of the largest.\n"
-    "\n"
-    "options:\n" DB_OPTION_HELP
-    "  --json           one JSON object (null for a missing or infinite value)\n"
-    "  -h, --help       this text\n";
+#define show_usage cli_help("shardq-db-show")
 
-static const char export_usage[] =
-    "usage: shardq db export [--csv] [-o FILE] [--where KEY=VALUE]... [--wide]\n"
-    "                        [--query-timeout SECONDS] [QUERY]\n"
-    "\n"
-    "Writes QUERY's rows as CSV (RFC 4180: a header row, CRLF line ends, fields\n"
-    "quoted where needed; NULL is an empty field, reals have 17 significant\n"
-    "digits). QUERY is a table -- runs (the default), params, step_metrics,\n"
-    "tensor_stats, bytes, timings, train_steps, bench_results, model_results,\n"
-    "netbench_results --\n"
-    "or one read-only SQL statement, e.g.\n"
-    "  shardq db export \"SELECT r.preset, m.step, m.rel_l2 FROM runs r\n"
-    "                    JOIN step_metrics m ON m.run_id = r.id WHERE m.path = 'grad'\"\n"
-    "Statements that would write are refused.\n"
-    "\n"
-    "options:\n" DB_OPTION_HELP
-    "  --csv            CSV (the default, and the only format)\n"
-    WHERE_HELP
-    "                   (of a table: the rows of those runs; not with a SELECT)\n"
-    "  --wide           the runs with one typed column per knob or param (INTEGER,\n"
-    "                   REAL or TEXT by the values the runs hold; empty where a run\n"
-    "                   has none) and their mean grad_rel_l2 and weight_rel_l2,\n"
-    "                   ready for pandas.read_csv or R's read.csv\n"
-    "  -o, --output FILE  write to FILE (replaced only once fully written) instead\n"
-    "                   of standard output; '-' is standard output. The database\n"
-    "                   itself, and its -wal, -shm and -journal, are refused\n"
-    "  --query-timeout SECONDS\n"
-    "                   stop QUERY once it has run SECONDS, the rows written out\n"
-    "                   included (default 10, 0: no limit); a table alone, without\n"
-    "                   --where or --wide, has no limit\n"
-    "  -h, --help       this text\n";
+#define export_usage cli_help("shardq-db-export")
 
-static const char init_usage[] =
-    "usage: shardq db [--db FILE] init\n"
-    "\n"
-    "Creates the store FILE with the current schema, or migrates an older file\n"
-    "to it (each version step in its own transaction), and prints its version.\n"
-    "A file of an unknown, newer version is refused. 'shardq replay' and 'shardq\n"
-    "sweep' do the same when they open the store; init is for preparing a file\n"
-    "(or checking one) beforehand.\n"
-    "\n"
-    "options:\n" DB_OPTION_HELP "  -h, --help       this text\n";
+#define init_usage cli_help("shardq-db-init")
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */

@@ -16,66 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char trace_usage[] =
-    "usage: shardq trace info [--json] [--values] PATH\n"
-    "       shardq trace synth [options] DIR\n"
-    "\n"
-    "A trace is a directory written by a training job (README, \"Traces\"):\n"
-    "manifest.json and, per captured step, step-NNNNNN/weights.safetensors and\n"
-    "step-NNNNNN/grads-wWW.safetensors, one per worker. A single .safetensors or\n"
-    ".npy file is a trace of one step with one gradient.\n"
-    "\n"
-    "  info    steps, workers, tensors, shapes, dtypes and sizes; every file's\n"
-    "          header is checked\n"
-    "  synth   write a synthetic trace: Gaussian gradients (a shared part plus\n"
-    "          each worker's noise) and the weights of SGD on their mean\n"
-    "\n"
-    "'shardq trace COMMAND --help' shows its options.\n";
+#define trace_usage cli_help("shardq-trace")
 
-static const char info_usage[] =
-    "usage: shardq trace info [--json] [--values] PATH\n"
-    "\n"
-    "Prints what the trace at PATH holds: its kind, steps, gradient files per\n"
-    "step, whether it has weights, the topology it was captured on, every\n"
-    "tensor's shape, and the dtypes and bytes of its data. Every file's header\n"
-    "is validated first; a missing step or file, or a tensor that differs from\n"
-    "the manifest, is an error naming the file and the field.\n"
-    "\n"
-    "  --values     also read every value of every file, in one pass, and\n"
-    "               check that each is finite and within its dtype's range (an\n"
-    "               F64 value must fit in fp32), as replay will; the first bad\n"
-    "               one is named by file, tensor and element (exit 1)\n"
-    "  --json       one JSON object\n"
-    "  -h, --help   this text\n";
+#define info_usage cli_help("shardq-trace-info")
 
-static const char synth_usage[] =
-    "usage: shardq trace synth [options] DIR\n"
-    "\n"
-    "Writes a synthetic trace into DIR (which must not exist, or be empty, or\n"
-    "hold what this same command left unfinished; missing parent directories\n"
-    "are created; one writer at a time):\n"
-    "weights start as 0.02 x N(0,1); at every step each worker's gradient is\n"
-    "1e-3 x (a part shared by all workers + its own noise), and the next\n"
-    "step's weights are w - lr x mean(gradients), so consecutive weights differ\n"
-    "by small steps as in training. Values come from Philox: the same options\n"
-    "give the same bytes.\n"
-    "\n"
-    "options:\n"
-    "  --params SPEC     tensors, NAME:D0xD1x...,... (default\n"
-    "                    wte:256x64,h0.qkv:64x192,h0.proj:64x64,h0.fc:64x256,\n"
-    "                    h0.ln:64)\n"
-    "  --steps S         steps to write, 1 to 1000000 (default 4)\n"
-    "  --first STEP      number of the first step (default 1)\n"
-    "  --workers W       gradient files per step (default 4)\n"
-    "  --topology KxG    the topology to record (K x G = W; default none)\n"
-    "  --dtype D         F32, BF16, F16 or F64 (default F32)\n"
-    "  --data KIND       normal, heavy or outliers (default normal)\n"
-    "  --no-weights      write gradients only\n"
-    "  --weights-every K weights at every K-th step from the first only\n"
-    "                    (default 1: every step; the gradients at every step)\n"
-    "  --lr X            SGD step between the weights of two steps (default 1)\n"
-    "  --seed S          Philox seed (default 1)\n"
-    "  -h, --help        this text\n";
+#define synth_usage cli_help("shardq-trace-synth")
 
 static const char *const trace_cmds[] = {"info", "synth"};
 

@@ -20,58 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char world_usage[] =
-    "usage: shardq world [options]\n"
-    "\n"
-    "Emulates K nodes x G workers of sharded data-parallel training under a\n"
-    "quantization scheme and prints the bytes of one iteration (the weight\n"
-    "all-gather and the gradient reduce-scatter) sent per worker and link level,\n"
-    "codes and metadata apart. Without --run no data moves and any size is\n"
-    "fine (e.g. --elements 1300000000). With --run the collectives move real\n"
-    "bytes between the workers' buffers for a few steps of synthetic training\n"
-    "(Gaussian gradients, SGD on the master shards) and the error of each\n"
-    "collective against the exact fp64 result is printed too.\n"
-    "\n"
-    "options:\n"
-    "  --workers KxG     nodes x workers per node (default 2x4)\n"
-    "  --scheme NAME     a preset of 'shardq schemes' (default sdp4bit)\n"
-    "  --set KEY=VALUE   override one knob of the preset (repeatable), e.g.\n"
-    "                    --set grad.inter.bits=3 --set weight.group=512\n"
-    "  --elements N      parameters of the model (default 16777216)\n"
-    "  --shape D0,D1,..  the model as one tensor of this shape (sets --elements);\n"
-    "                    per-tensor rules (qgz, qwz, zeropp8) are resolved for it,\n"
-    "                    and PowerSGD views it as D0 rows (else grad.powersgd.cols)\n"
-    "                    (default: one 1-D tensor of --elements)\n"
-    "  --run             move data: run --steps steps on synthetic data\n"
-    "  --steps S         steps of --run, 1 to 1000000 (default 3)\n"
-    "  --seed S          Philox seed of the data and the rounding (default 1)\n"
-    "  --data KIND       gradients of --run: normal, heavy (Student-t, 6 dof)\n"
-    "                    or outliers (1 in 1000 elements x100) (default normal)\n"
-    "  --lr X            SGD step of --run (default 1)\n"
-    "  --device DEV      where the workers live: cpu (default), cuda (every\n"
-    "                    GPU, round-robin) or cuda:0,1,...\n"
-    "  --digest          hash every worker's bytes on the wire, its reduced\n"
-    "                    partition and its weights (JSON per_worker; --run)\n"
-    CLI_TRANSPORT_HELP
-    "  --json            one JSON object instead of the table\n"
-    "  -h, --help        this text\n"
-    "\n"
-    "Under mpirun (--transport mpi or nccl) worker r is rank r and the bytes\n"
-    "move through MPI, or NCCL between the ranks' GPUs; everything printed\n"
-    "equals the in-process run's, but for the measured times and the device.\n"
-    "Without --workers the node level comes from the hosts.\n"
-    "\n"
-    "Bytes are counted per worker as it sends them; a link is intra-node when\n"
-    "both workers sit on one node. bits/elem = 8 x bytes / elements carried\n"
-    "(the padding included); bits/param = 8 x bytes / the model's elements among\n"
-    "them, what a link costs per parameter once the padding is paid for.\n";
+#define world_usage cli_help("shardq-world")
 
-static const char schemes_usage[] =
-    "usage: shardq schemes [--json]\n"
-    "\n"
-    "Lists the scheme presets with the value of every knob, then the knobs,\n"
-    "what they accept and what they mean. Any knob can be overridden with\n"
-    "--set KEY=VALUE wherever a scheme is taken (shardq world).\n";
+#define schemes_usage cli_help("shardq-schemes")
 
 static const char *const preset_help[] = {
     "bf16 weight all-gather, fp32 ring reduce-scatter (Megatron, FSDP)",
