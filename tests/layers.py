@@ -323,9 +323,10 @@ def src_lines(root):
 def check_share(root, tree=None):
     cli, total = src_lines(root)
     pct = 100.0 * cli / total if total else 0.0
-    line = 'src/cli: %d of %d lines (%.1f%%; at most %g%%; generated %s not counted)' % (
-        cli, total, pct, CLI_SHARE_MAX, ', '.join(sorted(GENERATED)))
-    return pct <= CLI_SHARE_MAX, [line]
+    return pct <= CLI_SHARE_MAX, [
+        'src/cli: %d of %d lines (%.1f%%)' % (cli, total, pct),
+        'src/cli/*.[ch] over src/**/*.[ch], wc -l; at most %g%%; generated files not counted: %s'
+        % (CLI_SHARE_MAX, ', '.join(sorted(GENERATED)))]
 
 
 def functions(path_text):
@@ -497,7 +498,7 @@ def selftest():
         if not any('src/trace/w.h -> src/trace/w.c (calls sq_w_abort())' in l for l in out):
             failures.append('a cycle is printed without its edge: %s' % out)
         out = check_share(clean)[1][0]
-        if not out.startswith('src/cli: 5 of 60 lines (8.3%'):
+        if out != 'src/cli: 5 of 60 lines (8.3%)':
             failures.append('the share of the clean tree (peer_scripts.c not counted): %s' % out)
         out = check_cli_functions(os.path.join(tmp, 'cli-fn'))[1]
         if not out or 'cli_long() is 164 lines' not in out[0]:
