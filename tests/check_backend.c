@@ -7,6 +7,7 @@
 */
 #include "shardq/backend.h"
 #include "backend/device.h"
+#include "check_util.h"
 #include "equiv.h"
 
 #include <check.h>
@@ -417,11 +418,5 @@ int main(void)
     tcase_add_test(tc, test_deferred_and_timer);
     tcase_add_test(tc, test_placement);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    /* one process: a CUDA context does not survive fork() */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return sqt_run_nofork(s);
 }

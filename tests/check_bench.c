@@ -5,6 +5,7 @@
 ** counts, its events in order; the 1-thread rule of noisy figures from
 ** made-up numbers. No speed is asserted.
 */
+#include "check_util.h"
 #include "shardq/bench.h"
 
 #include <check.h>
@@ -219,9 +220,5 @@ int main(void)
     tcase_add_test(tc, test_tiny_run);
     tcase_add_test(tc, test_slow_vs_one);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return sqt_run(s);
 }

@@ -19,17 +19,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][512];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
-
 /* The failure has the kind, and its sentence names the file and each of
 ** what[]. */
 #define EXPECT_KIND(rc, kind, e, path, ...)                                                        \
@@ -81,7 +70,7 @@ START_TEST(test_roundtrip)
     for (size_t k = 0; k < sizeof specs / sizeof *specs; k++) {
         sq_container c, r;
         make(specs[k], shape, 3, &c, x);
-        const char *p = tpath("rt.st");
+        const char *p = sqt_tpath("rt.st");
         sq_error e = {0};
         ck_assert_msg(sq_container_write(p, &c, &e) == SQ_OK, "%s", sq_error_message(&e));
         ck_assert_msg(sq_container_read(p, &r, &e) == SQ_OK, "%s", sq_error_message(&e));
@@ -109,7 +98,7 @@ START_TEST(test_roundtrip)
     sq_container c, r;
     const uint64_t zero[2] = {4, 0};
     make("", zero, 2, &c, x);
-    const char *p = tpath("empty.st");
+    const char *p = sqt_tpath("empty.st");
     sq_error e = {0};
     ck_assert_int_eq(sq_container_write(p, &c, &e), SQ_OK);
     ck_assert_msg(sq_container_read(p, &r, &e) == SQ_OK, "%s", sq_error_message(&e));
@@ -185,69 +174,69 @@ START_TEST(test_lying_header)
     sq_container r;
     sq_error e = {0};
     int rc;
-    const char *p = tpath("ok.st");
+    const char *p = sqt_tpath("ok.st");
     write_lying(p, NULL, NULL, NULL, 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     ck_assert_msg(rc == SQ_OK, "%s", sq_error_message(&e));
     sq_container_free(&r);
 
-    p = tpath("fmt.st");
+    p = sqt_tpath("fmt.st");
     write_lying(p, "format", "shardq.codec/9", NULL, 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "__metadata__ 'format'", "shardq.codec/9");
     ck_assert_ptr_null(r.q.codes);
 
-    p = tpath("nofmt.st");
+    p = sqt_tpath("nofmt.st");
     write_lying(p, "format", NULL, NULL, 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "__metadata__ 'format': missing");
 
-    p = tpath("spec.st");
+    p = sqt_tpath("spec.st");
     write_lying(p, "codec", "kind=sym,bits=9", NULL, 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "__metadata__ 'codec'", "bits");
 
-    p = tpath("n.st");
+    p = sqt_tpath("n.st");
     write_lying(p, "n", "4096x", NULL, 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "__metadata__ 'n'", "4096x");
 
-    p = tpath("n0.st");
+    p = sqt_tpath("n0.st");
     write_lying(p, "n", "04096", NULL, 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "__metadata__ 'n'");
 
-    p = tpath("shape.st");
+    p = sqt_tpath("shape.st");
     write_lying(p, "shape", "[64, 65]", NULL, 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "__metadata__ 'shape'", "4160", "'n' says 4096");
 
-    p = tpath("shape2.st");
+    p = sqt_tpath("shape2.st");
     write_lying(p, "shape", "(64, 64)", NULL, 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "__metadata__ 'shape'", "not a list");
 
-    p = tpath("shape3.st");
+    p = sqt_tpath("shape3.st");
     write_lying(p, "shape", "[18446744073709551615, 2]", NULL, 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "__metadata__ 'shape'", "more than 2^64");
 
-    p = tpath("miss.st");
+    p = sqt_tpath("miss.st");
     write_lying(p, NULL, NULL, "scales", 0, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "tensor 'scales': missing");
 
-    p = tpath("extra.st");
+    p = sqt_tpath("extra.st");
     write_lying(p, NULL, NULL, NULL, 1, 0, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "tensor 'offsets': unexpected");
 
-    p = tpath("short.st");
+    p = sqt_tpath("short.st");
     write_lying(p, NULL, NULL, NULL, 0, 2047, 0);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, p, "tensor 'codes': 2047 values", "needs 2048");
 
-    p = tpath("nan.st");
+    p = sqt_tpath("nan.st");
     write_lying(p, NULL, NULL, NULL, 0, 0, 1);
     rc = sq_container_read(p, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_NONFINITE, e, p, "tensor 'scales': group 5 is NaN");
@@ -260,7 +249,7 @@ START_TEST(test_broken_file)
     static float x[4096];
     const uint64_t shape[1] = {4096};
     make("kind=minmax,bits=4", shape, 1, &c, x);
-    const char *p = tpath("good.st");
+    const char *p = sqt_tpath("good.st");
     sq_error e = {0};
     ck_assert_int_eq(sq_container_write(p, &c, &e), SQ_OK);
     sq_container_free(&c);
@@ -272,7 +261,7 @@ START_TEST(test_broken_file)
     ck_assert_uint_gt(len, 100);
 
     /* cut short: the data section no longer holds what the header says */
-    const char *q = tpath("trunc.st");
+    const char *q = sqt_tpath("trunc.st");
     f = fopen(q, "wb");
     ck_assert_uint_eq(fwrite(img, 1, len - 7, f), len - 7);
     fclose(f);
@@ -287,7 +276,7 @@ START_TEST(test_broken_file)
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, q, "header length");
 
     /* wrong magic: a .npy file is no safetensors file */
-    const char *npy = tpath("x.npy");
+    const char *npy = sqt_tpath("x.npy");
     static const char npy_img[] =
         "\x93NUMPY\x01\x00\x46\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
     f = fopen(npy, "wb");
@@ -305,15 +294,15 @@ START_TEST(test_broken_file)
     EXPECT_KIND(rc, SQ_ERR_FORMAT, e, q, "header length", "beyond the end");
 
     /* no such file; a directory */
-    const char *none = tpath("absent.st");
+    const char *none = sqt_tpath("absent.st");
     rc = sq_container_read(none, &r, &e);
     EXPECT_KIND(rc, SQ_ERR_NOTFOUND, e, none, "cannot open");
-    rc = sq_container_read(tmpdir, &r, &e);
-    EXPECT_KIND(rc, SQ_ERR_IO, e, tmpdir, "is a directory");
+    rc = sq_container_read(sqt_tmpdir, &r, &e);
+    EXPECT_KIND(rc, SQ_ERR_IO, e, sqt_tmpdir, "is a directory");
 
     /* a write that cannot be done is SQ_ERR_IO */
     make("", shape, 1, &c, x);
-    const char *bad = tpath("no/such/dir/out.st");
+    const char *bad = sqt_tpath("no/such/dir/out.st");
     rc = sq_container_write(bad, &c, &e);
     EXPECT_KIND(rc, SQ_ERR_IO, e, bad, "cannot create");
     sq_container_free(&c);
@@ -322,17 +311,12 @@ END_TEST
 
 int main(void)
 {
-    if (sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_container")) {
-        perror("mkdtemp");
-        return 99;
-    }
+    if (sqt_scratch_begin("check_container")) return 99;
     Suite *s = suite_create("container");
     TCase *tc = tcase_create("container");
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_lying_header);
     tcase_add_test(tc, test_broken_file);
     suite_add_tcase(s, tc);
-    int rc = sqt_run(s);
-    sqt_rm_tree(tmpdir);
-    return rc;
+    return sqt_run_scratch(s);
 }

@@ -5,6 +5,7 @@
 ** with its kind (SQ_ERR_FORMAT, SQ_ERR_IO, SQ_ERR_NOTFOUND) and a sentence
 ** that names the file, the key and the line.
 */
+#include "check_util.h"
 #include "shardq/cost.h"
 
 #include <check.h>
@@ -343,9 +344,5 @@ int main(void)
     tcase_add_test(tc, test_sources);
     tcase_add_test(tc, test_io_and_notfound);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return sqt_run(s);
 }

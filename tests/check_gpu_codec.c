@@ -16,6 +16,7 @@
 */
 #include "shardq/backend.h"
 #include "backend/device.h"
+#include "check_util.h"
 #include "equiv.h"
 
 #include <check.h>
@@ -777,12 +778,7 @@ END_TEST
 
 int main(void)
 {
-    int n = sq_device_count();
-    if (n <= 0) {
-        printf("SKIP: no CUDA device (shardq built without CUDA / no GPU visible): %s\n",
-               sq_device_unavailable_reason());
-        return 77;
-    }
+    sqt_devices_or_skip();
     sq_error err = {0};
     if (sq_backend_open("cuda:0", &g_be, &err) != SQ_OK) {
         fprintf(stderr, "cannot open cuda:0: %s\n", err.msg);
@@ -810,11 +806,7 @@ int main(void)
     tcase_add_test(tc, test_elementwise_deferred);
     tcase_add_test(tc, test_placement);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = sqt_run_nofork(s);
     sq_backend_close(g_be);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc;
 }

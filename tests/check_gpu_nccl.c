@@ -43,41 +43,20 @@ static outcome run(const char *device, const sq_transport *tr, const char *prese
     sq_error err = {0};
     ck_assert_msg(sq_world_open(&cfg, &w, &err) == SQ_OK, "%s: %s", device, err.msg);
     const int N = K * G;
-    const uint64_t S = sq_world_shard(w), P = sq_world_padded(w);
+    const uint64_t P = sq_world_padded(w);
     outcome out;
     out.len = (size_t)steps * (P + (size_t)N * n);
     out.x = malloc(out.len * sizeof *out.x);
     out.traffic = malloc((size_t)N * sizeof *out.traffic);
     out.digest = malloc((size_t)N * sizeof *out.digest);
-    float *x = malloc(n * sizeof *x), *m = calloc(P, sizeof *m), *o = out.x;
-    ck_assert(out.x && out.traffic && out.digest && x && m);
-    sqt_fill(x, n, 1);
-    for (uint64_t i = 0; i < n; i++) x[i] *= 0.01f;
-    ck_assert_int_eq(sq_world_init_weights(w, x), SQ_OK);
-    memcpy(m, x, n * sizeof *m);
-    for (int t = 1; t <= steps; t++) {
-        for (int r = 0; r < N; r++) {
-            sqt_fill(x, n, (uint64_t)(t * 100 + r));
-            ck_assert_msg(sq_world_put_grad(w, r, x) == SQ_OK, "%s", sq_world_error(w));
-        }
-        ck_assert_msg(sq_world_reduce_grads(w, (uint32_t)t) == SQ_OK, "%s %dx%d %s: %s", preset, K,
-                      G, device, sq_world_error(w));
-        for (int r = 0; r < N; r++) {
-            ck_assert_int_eq(sq_world_get_grad_shard(w, r, o + (uint64_t)r * S), SQ_OK);
-            for (uint64_t i = 0; i < S && (uint64_t)r * S + i < n; i++)
-                m[(uint64_t)r * S + i] -= 1e-3f * o[(uint64_t)r * S + i];
-            ck_assert_int_eq(sq_world_put_master(w, r, m + (uint64_t)r * S), SQ_OK);
-        }
-        o += P;
-        ck_assert_msg(sq_world_gather_weights(w, (uint32_t)t) == SQ_OK, "%s %dx%d %s: %s", preset,
-                      K, G, device, sq_world_error(w));
-        for (int r = 0; r < N; r++, o += n) ck_assert_int_eq(sq_world_get_weights(w, r, o), SQ_OK);
-    }
+    ck_assert(out.x && out.traffic && out.digest);
+    char what[128];
+    snprintf(what, sizeof what, "%s %dx%d %s", preset, K, G, device);
+    sqt_world_steps(w, N, n, steps, out.x, what);
     for (int r = 0; r < N; r++) {
         out.traffic[r] = *sq_world_traffic(w, r);
         out.digest[r] = sq_world_wire_digest(w, r);
     }
-    free(x), free(m);
     sq_world_close(w);
     return out;
 }
@@ -216,11 +195,7 @@ END_TEST
 
 int main(void)
 {
-    ngpus = sq_device_count();
-    if (ngpus == 0) {
-        printf("SKIP: no CUDA device: %s\n", sq_device_unavailable_reason());
-        return 77;
-    }
+    ngpus = sqt_devices_or_skip();
     if (ngpus > 64) ngpus = 64;
     for (int i = 0; i < ngpus; i++) gpus[i] = i;
     printf("%s over %d GPU%s\n", sq_nccl_library(), ngpus, ngpus == 1 ? "" : "s");
@@ -233,11 +208,7 @@ int main(void)
     tcase_add_test(tc, test_local_self_equals_cpu);
     tcase_add_test(tc, test_ranks_of_one);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = sqt_run_nofork(s);
     sq_mpi_finalize();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rc;
 }

@@ -6,6 +6,7 @@
 ** the binary carries code for that GPU.
 */
 #include "backend/device.h"
+#include "check_util.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -48,12 +49,7 @@ END_TEST
 
 int main(void)
 {
-    int n = sq_device_count();
-    if (n <= 0) {
-        printf("SKIP: no CUDA device (shardq built without CUDA / no GPU visible): %s\n",
-               sq_device_unavailable_reason());
-        return 77;
-    }
+    int n = sqt_devices_or_skip();
 
     Suite *s = suite_create("gpu_probe");
     TCase *tc = tcase_create("device");
@@ -63,11 +59,5 @@ int main(void)
     tcase_add_test(tc, test_bad_device);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    /* One process: a CUDA context does not survive fork(). */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return sqt_run_nofork(s);
 }

@@ -8,6 +8,7 @@
 #include "check_util.h"
 #include "shardq/codec.h"
 #include "shardq/world.h"
+#include "world_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +19,8 @@
 static float *run(const char *device, const char *preset, const char *set, int K, int G,
                   uint64_t n, int steps, size_t *len)
 {
-    sq_world_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.topo.nodes = K;
-    cfg.topo.per_node = G;
+    sq_world_config cfg = sqt_world_preset(K, G, preset);
     sq_error err = {0};
-    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, &err), SQ_OK);
     if (K > 1 && G > 1) ck_assert_int_eq(sq_scheme_set(&cfg.scheme, "grad.pipe=2", &err), SQ_OK);
     if (set) ck_assert_msg(sq_scheme_set(&cfg.scheme, set, &err) == SQ_OK, "%s", err.msg);
     if (sq_scheme_per_tensor(&cfg.scheme)) {
@@ -42,31 +39,12 @@ static float *run(const char *device, const char *preset, const char *set, int K
     sq_world *w;
     ck_assert_msg(sq_world_open(&cfg, &w, &err) == SQ_OK, "%s: %s", device, err.msg);
     int N = K * G;
-    uint64_t S = sq_world_shard(w), P = sq_world_padded(w);
+    const uint64_t P = sq_world_padded(w);
     const uint64_t e1 = sq_world_residual_len(w, 0), e2 = sq_world_residual_len(w, 1);
     *len = (size_t)steps * (P + (size_t)N * n) + (size_t)N * (e1 + e2 + 1);
-    float *out = malloc(*len * sizeof *out), *o = out;
-    float *x = malloc(n * sizeof *x), *m = calloc(P, sizeof *m);
-    sqt_fill(x, n, 1);
-    for (uint64_t i = 0; i < n; i++) x[i] *= 0.01f;
-    ck_assert_int_eq(sq_world_init_weights(w, x), SQ_OK);
-    memcpy(m, x, n * sizeof *m);
-    for (int t = 1; t <= steps; t++) {
-        for (int r = 0; r < N; r++) {
-            sqt_fill(x, n, (uint64_t)(t * 100 + r));
-            ck_assert_msg(sq_world_put_grad(w, r, x) == SQ_OK, "%s", sq_world_error(w));
-        }
-        ck_assert_msg(sq_world_reduce_grads(w, (uint32_t)t) == SQ_OK, "%s", sq_world_error(w));
-        for (int r = 0; r < N; r++) {
-            ck_assert_int_eq(sq_world_get_grad_shard(w, r, o + (uint64_t)r * S), SQ_OK);
-            for (uint64_t i = 0; i < S && (uint64_t)r * S + i < n; i++)
-                m[(uint64_t)r * S + i] -= 1e-3f * o[(uint64_t)r * S + i];
-            ck_assert_int_eq(sq_world_put_master(w, r, m + (uint64_t)r * S), SQ_OK);
-        }
-        o += P;
-        ck_assert_msg(sq_world_gather_weights(w, (uint32_t)t) == SQ_OK, "%s", sq_world_error(w));
-        for (int r = 0; r < N; r++, o += n) ck_assert_int_eq(sq_world_get_weights(w, r, o), SQ_OK);
-    }
+    float *out = malloc(*len * sizeof *out);
+    ck_assert_ptr_nonnull(out);
+    float *o = sqt_world_steps(w, N, n, steps, out, device);
     /* error feedback's residuals at the end, and their statistic */
     for (int r = 0; r < N; r++) {
         if (e1) ck_assert_int_eq(sq_world_get_residual(w, r, 0, o), SQ_OK);
@@ -75,7 +53,6 @@ static float *run(const char *device, const char *preset, const char *set, int K
         o += e2;
         *o++ = (float)sq_world_residual_rel(w);
     }
-    free(x), free(m);
     sq_world_close(w);
     return out;
 }
@@ -169,10 +146,7 @@ END_TEST
 
 int main(void)
 {
-    if (sq_device_count() == 0) {
-        printf("SKIP: no CUDA device: %s\n", sq_device_unavailable_reason());
-        return 77;
-    }
+    sqt_devices_or_skip();
     Suite *s = suite_create("gpu_world");
     TCase *tc = tcase_create("equal");
     tcase_set_timeout(tc, 900);
@@ -181,10 +155,5 @@ int main(void)
     tcase_add_test(tc, test_ef_cpu_equals_gpu);
     tcase_add_test(tc, test_world_per_tensor_2d);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sqt_run_nofork(s);
 }

@@ -5,6 +5,7 @@
 ** platform with round figures, how k groups share a node's cards and the
 ** per-communicator cap, overlap, the pipeline bubble, and the refusals.
 */
+#include "check_util.h"
 #include "shardq/cost.h"
 #include "shardq/plan.h"
 
@@ -548,9 +549,5 @@ int main(void)
     tcase_add_test(tc, test_overlap_never_slower);
     tcase_add_test(tc, test_zero3_weight_bytes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return sqt_run(s);
 }

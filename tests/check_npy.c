@@ -19,81 +19,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][512];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static void write_bytes(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    if (len) ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static unsigned char *read_bytes(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *len = (size_t)sz;
-    return b;
-}
-
 /* A .npy file: magic, version major.0, the dict padded with spaces and a
 ** newline to a multiple of 64 (pad = 0: no padding, no newline), data. */
 static void write_npy(const char *path, int major, const char *dict, int pad, const void *data,
                       size_t len)
 {
-    size_t lenbytes = major == 1 ? 2 : 4, pre = 8 + lenbytes;
-    size_t hl = strlen(dict);
-    if (pad) hl = ((pre + hl + 1 + 63) / 64) * 64 - pre;
-    unsigned char *b = malloc(pre + hl + len);
-    memcpy(b, "\x93NUMPY", 6);
-    b[6] = (unsigned char)major;
-    b[7] = 0;
-    for (size_t i = 0; i < lenbytes; i++) b[8 + i] = (unsigned char)(hl >> (8 * i));
-    memset(b + pre, ' ', hl);
-    memcpy(b + pre, dict, strlen(dict));
-    if (pad) b[pre + hl - 1] = '\n';
-    if (len) memcpy(b + pre + hl, data, len);
-    write_bytes(path, b, pre + hl + len);
+    size_t n;
+    unsigned char *b = sqt_npy_image(major, dict, pad, data, len, &n);
+    sqt_write_bytes(path, b, n);
     free(b);
 }
-
-/* The call failed, and err names the file and contains each of what[]. */
-#define EXPECT_ERR(rc, err, path, ...)                                                     \
-    do {                                                                                   \
-        const char *what_[] = {__VA_ARGS__};                                               \
-        ck_assert_msg((rc) != 0, "expected a failure for %s", path);                        \
-        ck_assert_msg(strstr(err, path) != NULL, "message lacks the file name: %s", err);  \
-        for (size_t i_ = 0; i_ < sizeof what_ / sizeof *what_; i_++)                       \
-            ck_assert_msg(strstr(err, what_[i_]) != NULL, "message lacks '%s': %s",         \
-                          what_[i_], err);                                                 \
-    } while (0)
 
 static void npy_fails(const char *name, int major, const char *dict, int pad, const void *data,
                       size_t len, const char *w1, const char *w2)
 {
-    const char *p = tpath(name);
+    const char *p = sqt_tpath(name);
     write_npy(p, major, dict, pad, data, len);
     sq_npy a;
     sq_error err_ = {0};
     char *err = err_.msg;
     int rc = sq_npy_read(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, w1, w2);
+    SQT_EXPECT_ERR(rc, err, p, w1, w2);
     ck_assert_ptr_null(a.data);
 }
 
@@ -111,13 +57,13 @@ START_TEST(test_npy_roundtrip)
         float *x = malloc((n ? n : 1) * sizeof *x);
         for (uint64_t i = 0; i < n; i++) x[i] = (float)i * 0.37f - 3.0f;
         if (n > 2) x[1] = -0.0f;
-        const char *p = tpath("rt.npy");
+        const char *p = sqt_tpath("rt.npy");
         sq_error err_ = {0};
         char *err = err_.msg;
         ck_assert_msg(sq_npy_write_f32(p, x, shapes[s], ndims[s], &err_) == 0, "%s",
                       err);
         size_t len;
-        unsigned char *b = read_bytes(p, &len);
+        unsigned char *b = sqt_read_bytes(p, &len);
         size_t hl = (size_t)(b[8] | b[9] << 8);
         ck_assert_int_eq(b[6], 1);
         ck_assert_int_eq(b[7], 0);
@@ -141,15 +87,15 @@ START_TEST(test_npy_roundtrip)
     float v[3] = {1, 2, 3};
     uint64_t sh = 3;
     sq_error err_ = {0};
-    const char *p = tpath("exact.npy");
+    const char *p = sqt_tpath("exact.npy");
     ck_assert_int_eq(sq_npy_write_f32(p, v, &sh, 1, &err_), 0);
     size_t len;
-    unsigned char *b = read_bytes(p, &len);
+    unsigned char *b = sqt_read_bytes(p, &len);
     const char *want = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }";
     ck_assert_int_eq(memcmp(b + 10, want, strlen(want)), 0);
     free(b);
     /* No temporary file is left behind. */
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(sqt_tmpdir);
     struct dirent *e;
     while ((e = readdir(d)))
         ck_assert_msg(strstr(e->d_name, ".tmp") == NULL, "left over: %s", e->d_name);
@@ -162,7 +108,7 @@ START_TEST(test_npy_versions)
     float v[6] = {1.5f, -2, 3, 4, 5, 6.25f};
     const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
     for (int major = 1; major <= 3; major++) {
-        const char *p = tpath("v.npy");
+        const char *p = sqt_tpath("v.npy");
         write_npy(p, major, dict, 1, v, sizeof v);
         sq_npy a;
         sq_error err_ = {0};
@@ -176,7 +122,7 @@ START_TEST(test_npy_versions)
     /* Unpadded header without newline, double quotes, no trailing comma,
     ** whitespace everywhere, a Python 2 long: all still a valid dict. */
     const char *odd = " { \"shape\" : ( 2 , 3L ) ,\n'fortran_order':False,'descr':'<f4'}  ";
-    const char *p = tpath("odd.npy");
+    const char *p = sqt_tpath("odd.npy");
     write_npy(p, 2, odd, 0, v, sizeof v);
     sq_npy a;
     sq_error err_ = {0};
@@ -191,7 +137,7 @@ END_TEST
 START_TEST(test_npy_dtypes)
 {
     double d[5] = {0.1, -1e39, 1e39, 3.0, NAN};
-    const char *p = tpath("f8.npy");
+    const char *p = sqt_tpath("f8.npy");
     write_npy(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (5,), }", 1, d, sizeof d);
     sq_npy a;
     sq_error err_ = {0};
@@ -214,7 +160,7 @@ START_TEST(test_npy_dtypes)
     sq_npy_free(&a);
 
     uint16_t h[5] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00};
-    p = tpath("f2.npy");
+    p = sqt_tpath("f2.npy");
     write_npy(p, 3, "{'descr': '<f2', 'fortran_order': False, 'shape': (5,), }", 1, h, sizeof h);
     ck_assert_msg(sq_npy_read(p, &a, &err_) == 0, "%s", err);
     ck_assert_int_eq(a.dtype, SQ_NPY_F2);
@@ -237,38 +183,38 @@ START_TEST(test_npy_malformed)
     int rc;
 
     /* Bad magic, empty file, unsupported version. */
-    const char *p = tpath("magic.npy");
-    write_bytes(p, "\x93NUMPX\x01\x00", 8);
+    const char *p = sqt_tpath("magic.npy");
+    sqt_write_bytes(p, "\x93NUMPX\x01\x00", 8);
     rc = sq_npy_read(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, "magic");
-    p = tpath("empty.npy");
-    write_bytes(p, "", 0);
+    SQT_EXPECT_ERR(rc, err, p, "magic");
+    p = sqt_tpath("empty.npy");
+    sqt_write_bytes(p, "", 0);
     rc = sq_npy_read(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, "empty");
-    p = tpath("ver.npy");
+    SQT_EXPECT_ERR(rc, err, p, "empty");
+    p = sqt_tpath("ver.npy");
     write_npy(p, 4, good, 1, v, sizeof v);
     rc = sq_npy_read(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, "version", "4.0");
+    SQT_EXPECT_ERR(rc, err, p, "version", "4.0");
 
     /* Truncated header: in the length field, and in the dict. */
-    p = tpath("trunc1.npy");
-    write_bytes(p, "\x93NUMPY\x01\x00\x40", 9);
+    p = sqt_tpath("trunc1.npy");
+    sqt_write_bytes(p, "\x93NUMPY\x01\x00\x40", 9);
     rc = sq_npy_read(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, "truncated header");
-    p = tpath("trunc2.npy");
-    write_bytes(p, "\x93NUMPY", 6);
+    SQT_EXPECT_ERR(rc, err, p, "truncated header");
+    p = sqt_tpath("trunc2.npy");
+    sqt_write_bytes(p, "\x93NUMPY", 6);
     rc = sq_npy_read(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, "truncated header");
+    SQT_EXPECT_ERR(rc, err, p, "truncated header");
 
     /* Header length beyond the file. */
-    p = tpath("hlen.npy");
-    write_bytes(p, "\x93NUMPY\x01\x00\x00\x10{'descr'", 18);
+    p = sqt_tpath("hlen.npy");
+    sqt_write_bytes(p, "\x93NUMPY\x01\x00\x00\x10{'descr'", 18);
     rc = sq_npy_read(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, "header_len", "beyond the end");
-    p = tpath("hlen2.npy");
-    write_bytes(p, "\x93NUMPY\x02\x00\x00\x00\x00\x80{", 13);
+    SQT_EXPECT_ERR(rc, err, p, "header_len", "beyond the end");
+    p = sqt_tpath("hlen2.npy");
+    sqt_write_bytes(p, "\x93NUMPY\x02\x00\x00\x00\x00\x80{", 13);
     rc = sq_npy_read(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, "header_len");
+    SQT_EXPECT_ERR(rc, err, p, "header_len");
 
     /* Bad dictionaries. */
     npy_fails("d1.npy", 1, "'descr': '<f4', 'fortran_order': False, 'shape': (4,)", 1, v,
@@ -332,7 +278,7 @@ START_TEST(test_npy_data_and_shape)
               "{'descr': '<f8', 'fortran_order': False, 'shape': (3000000000, 1000000000), }", 1,
               v, 0, "header field 'shape'", "product overflows");
     /* A zero dimension makes any other dimension harmless. */
-    const char *p = tpath("zero.npy");
+    const char *p = sqt_tpath("zero.npy");
     write_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 18446744073709551615), }",
               1, v, 0);
     sq_npy a;
@@ -344,19 +290,19 @@ START_TEST(test_npy_data_and_shape)
     /* A scalar holds one element. */
     npy_fails("scalar.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 1, v,
               8, "trailing", "<f4");
-    p = tpath("missing.npy");
+    p = sqt_tpath("missing.npy");
     int rc = sq_npy_read(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, "cannot open");
-    rc = sq_npy_read(tmpdir, &a, &err_);
-    EXPECT_ERR(rc, err, tmpdir, "directory");
+    SQT_EXPECT_ERR(rc, err, p, "cannot open");
+    rc = sq_npy_read(sqt_tmpdir, &a, &err_);
+    SQT_EXPECT_ERR(rc, err, sqt_tmpdir, "directory");
 }
 END_TEST
 
 START_TEST(test_raw)
 {
     float v[3] = {1, -2, 3.5f};
-    const char *p = tpath("x.f32");
-    write_bytes(p, v, sizeof v);
+    const char *p = sqt_tpath("x.f32");
+    sqt_write_bytes(p, v, sizeof v);
     sq_npy a;
     sq_error err_ = {0};
     char *err = err_.msg;
@@ -366,13 +312,13 @@ START_TEST(test_raw)
     ck_assert_int_eq(a.dtype, SQ_NPY_RAW_F4);
     ck_assert_int_eq(memcmp(a.data, v, sizeof v), 0);
     sq_npy_free(&a);
-    write_bytes(p, v, 0);
+    sqt_write_bytes(p, v, 0);
     ck_assert_int_eq(sq_npy_read_raw(p, &a, &err_), 0);
     ck_assert_uint_eq(a.n, 0);
     sq_npy_free(&a);
-    write_bytes(p, v, 7);
+    sqt_write_bytes(p, v, 7);
     int rc = sq_npy_read_raw(p, &a, &err_);
-    EXPECT_ERR(rc, err, p, "multiple of 4");
+    SQT_EXPECT_ERR(rc, err, p, "multiple of 4");
 }
 END_TEST
 
@@ -382,21 +328,21 @@ START_TEST(test_write_errors)
     uint64_t sh = 2;
     sq_error err_ = {0};
     char *err = err_.msg;
-    const char *p = tpath("no-such-dir/x.npy");
+    const char *p = sqt_tpath("no-such-dir/x.npy");
     int rc = sq_npy_write_f32(p, v, &sh, 1, &err_);
-    EXPECT_ERR(rc, err, p, "cannot create");
+    SQT_EXPECT_ERR(rc, err, p, "cannot create");
     /* A write that fails leaves the existing file as it was. */
-    p = tpath("keep.npy");
+    p = sqt_tpath("keep.npy");
     ck_assert_int_eq(sq_npy_write_f32(p, v, &sh, 1, &err_), 0);
     uint64_t big[2] = {UINT64_MAX, 3};
     rc = sq_npy_write_f32(p, v, big, 2, &err_);
-    EXPECT_ERR(rc, err, p, "shape", "overflows");
+    SQT_EXPECT_ERR(rc, err, p, "shape", "overflows");
     sq_npy a;
     ck_assert_int_eq(sq_npy_read(p, &a, &err_), 0);
     ck_assert_uint_eq(a.n, 2);
     sq_npy_free(&a);
     /* A symbolic link stays one: the file it points to is rewritten. */
-    const char *target = tpath("target.npy"), *lnk = tpath("link.npy");
+    const char *target = sqt_tpath("target.npy"), *lnk = sqt_tpath("link.npy");
     ck_assert_int_eq(sq_npy_write_f32(target, v, &sh, 1, &err_), 0);
     ck_assert_int_eq(symlink("target.npy", lnk), 0);
     float w[3] = {7, 8, 9};
@@ -414,10 +360,10 @@ START_TEST(test_write_errors)
         float *x = calloc(1 << 16, sizeof *x);
         uint64_t n = 1 << 16;
         rc = sq_npy_write_f32("/dev/full", x, &n, 1, &err_);
-        EXPECT_ERR(rc, err, "/dev/full", "write failed");
+        SQT_EXPECT_ERR(rc, err, "/dev/full", "write failed");
         sq_st_tensor t = {"t", SQ_ST_F32, 1, {n}, x};
         rc = sq_st_write("/dev/full", &t, 1, NULL, 0, &err_);
-        EXPECT_ERR(rc, err, "/dev/full", "write failed");
+        SQT_EXPECT_ERR(rc, err, "/dev/full", "write failed");
         free(x);
     }
 }
@@ -435,7 +381,7 @@ static void write_st(const char *path, const char *json, const void *data, size_
     for (int k = 0; k < 8; k++) b[k] = (unsigned char)((uint64_t)n >> (8 * k));
     memcpy(b + 8, json, n);
     if (len) memcpy(b + 8 + n, data, len);
-    write_bytes(path, b, 8 + n + len);
+    sqt_write_bytes(path, b, 8 + n + len);
     free(b);
 }
 
@@ -443,13 +389,13 @@ static void st_fails(const char *name, const char *json, size_t datalen, const c
                      const char *w2)
 {
     unsigned char data[256] = {0};
-    const char *p = tpath(name);
+    const char *p = sqt_tpath(name);
     write_st(p, json, data, datalen);
     sq_st_file f;
     sq_error err_ = {0};
     char *err = err_.msg;
     int rc = sq_st_read(p, &f, &err_);
-    EXPECT_ERR(rc, err, p, w1, w2);
+    SQT_EXPECT_ERR(rc, err, p, w1, w2);
     ck_assert_ptr_null(f.tensors);
 }
 
@@ -467,12 +413,12 @@ START_TEST(test_st_roundtrip)
     t[3] = (sq_st_tensor){.name = "half \"q\"", .dtype = SQ_ST_BF16, .ndim = 1, .shape = {2}, .data = half};
     t[4] = (sq_st_tensor){.name = "scalar", .dtype = SQ_ST_F64, .ndim = 0, .data = &one};
     sq_st_kv m[2] = {{"format", "test/1"}, {"note", "tab\there \\ \"quoted\""}};
-    const char *p = tpath("rt.safetensors");
+    const char *p = sqt_tpath("rt.safetensors");
     sq_error err_ = {0};
     char *err = err_.msg;
     ck_assert_msg(sq_st_write(p, t, 5, m, 2, &err_) == 0, "%s", err);
     size_t len;
-    unsigned char *b = read_bytes(p, &len);
+    unsigned char *b = sqt_read_bytes(p, &len);
     uint64_t n = 0;
     for (int k = 0; k < 8; k++) n |= (uint64_t)b[k] << (8 * k);
     ck_assert_uint_eq(n % 8, 0);
@@ -539,7 +485,7 @@ START_TEST(test_st_foreign)
     const char *json = "{\"b\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[4,8]},"
                        "\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}   ";
     unsigned char data[8] = {0, 0x3c, 0, 0x40, 7, 0, 0, 0};
-    const char *p = tpath("foreign.safetensors");
+    const char *p = sqt_tpath("foreign.safetensors");
     write_st(p, json, data, 8);
     sq_st_file f;
     sq_error err_ = {0};
@@ -557,14 +503,14 @@ START_TEST(test_st_malformed)
     sq_error err_ = {0};
     char *err = err_.msg;
     /* Header length beyond the file, and too short a file. */
-    const char *p = tpath("hl.safetensors");
-    write_bytes(p, "\x00\x01\x00\x00\x00\x00\x00\x00{}", 10);
+    const char *p = sqt_tpath("hl.safetensors");
+    sqt_write_bytes(p, "\x00\x01\x00\x00\x00\x00\x00\x00{}", 10);
     int rc = sq_st_read(p, &f, &err_);
-    EXPECT_ERR(rc, err, p, "header length", "beyond the end");
-    p = tpath("short.safetensors");
-    write_bytes(p, "\x02\x00\x00", 3);
+    SQT_EXPECT_ERR(rc, err, p, "header length", "beyond the end");
+    p = sqt_tpath("short.safetensors");
+    sqt_write_bytes(p, "\x02\x00\x00", 3);
     rc = sq_st_read(p, &f, &err_);
-    EXPECT_ERR(rc, err, p, "too short");
+    SQT_EXPECT_ERR(rc, err, p, "too short");
 
     st_fails("json.safetensors", "{\"a\":{\"dtype\":\"U8\",", 0, "header", "invalid JSON");
     st_fails("json2.safetensors", "{\"a\":1} x", 0, "header", "invalid JSON");
@@ -618,13 +564,13 @@ START_TEST(test_st_malformed)
              "not a string");
     st_fails("meta2.safetensors", "{\"__metadata__\":[]}", 0, "__metadata__", "object");
     st_fails("notens.safetensors", "{\"a\":[1]}", 0, "tensor 'a'", "expected an object");
-    p = tpath("nul.safetensors");
-    write_bytes(p, "\x04\x00\x00\x00\x00\x00\x00\x00{}\x00 ", 12);
+    p = sqt_tpath("nul.safetensors");
+    sqt_write_bytes(p, "\x04\x00\x00\x00\x00\x00\x00\x00{}\x00 ", 12);
     rc = sq_st_read(p, &f, &err_);
-    EXPECT_ERR(rc, err, p, "NUL");
-    p = tpath("missing.safetensors");
+    SQT_EXPECT_ERR(rc, err, p, "NUL");
+    p = sqt_tpath("missing.safetensors");
     rc = sq_st_read(p, &f, &err_);
-    EXPECT_ERR(rc, err, p, "cannot open");
+    SQT_EXPECT_ERR(rc, err, p, "cannot open");
 }
 END_TEST
 
@@ -632,10 +578,7 @@ END_TEST
 
 int main(void)
 {
-    if (sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_npy")) {
-        perror("mkdtemp");
-        return 99;
-    }
+    if (sqt_scratch_begin("check_npy")) return 99;
     Suite *s = suite_create("npy");
     TCase *tc = tcase_create("npy");
     tcase_add_test(tc, test_npy_roundtrip);
@@ -651,10 +594,5 @@ int main(void)
     tcase_add_test(ts, test_st_foreign);
     tcase_add_test(ts, test_st_malformed);
     suite_add_tcase(s, ts);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    sqt_rm_tree(tmpdir);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sqt_run_scratch(s);
 }

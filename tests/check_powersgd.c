@@ -712,9 +712,5 @@ int main(void)
     tcase_add_test(tk, test_fallbacks);
     tcase_add_test(tk, test_overflow);
     suite_add_tcase(s, tk);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sqt_run(s);
 }

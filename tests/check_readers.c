@@ -28,60 +28,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][512];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static void write_bytes(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    if (len) ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static unsigned char *read_bytes(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *len = (size_t)sz;
-    return b;
-}
-
 /* No temporary file of a writer is left in the scratch directory. */
 static void assert_no_tmp(void)
 {
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(sqt_tmpdir);
     ck_assert_ptr_nonnull(d);
     struct dirent *e;
     while ((e = readdir(d)))
         ck_assert_msg(strstr(e->d_name, ".tmp.") == NULL, "left over: %s", e->d_name);
     closedir(d);
 }
-
-/* The call failed, and err names the file and contains each of what[]. */
-#define EXPECT_ERR(rc, err, path, ...)                                                     \
-    do {                                                                                   \
-        const char *what_[] = {__VA_ARGS__};                                               \
-        ck_assert_msg((rc) != 0, "expected a failure for %s", path);                        \
-        ck_assert_msg(strstr(err, path) != NULL, "message lacks the file name: %s", err);  \
-        for (size_t i_ = 0; i_ < sizeof what_ / sizeof *what_; i_++)                       \
-            ck_assert_msg(strstr(err, what_[i_]) != NULL, "message lacks '%s': %s",         \
-                          what_[i_], err);                                                 \
-    } while (0)
 
 /* ------------------------------------------------------------------------ */
 /* safetensors images                                                       */
@@ -107,13 +63,13 @@ static unsigned char *st_image(const char *json, const void *data, size_t len, s
 static void st_bad_image(const char *name, const unsigned char *img, size_t len, const char *w1,
                          const char *w2)
 {
-    const char *p = tpath(name);
-    write_bytes(p, img, len);
+    const char *p = sqt_tpath(name);
+    sqt_write_bytes(p, img, len);
     sq_st_file f;
     sq_error err_ = {0}, err2_ = {0};
     char *err = err_.msg, *err2 = err2_.msg;
     int rc = sq_st_open(p, &f, &err_);
-    EXPECT_ERR(rc, err, p, w1, w2);
+    SQT_EXPECT_ERR(rc, err, p, w1, w2);
     ck_assert_int_eq(rc, SQ_ERR_FORMAT); /* a malformed file, by its kind */
     ck_assert_int_eq(err_.status, SQ_ERR_FORMAT);
     ck_assert_ptr_null(f.tensors);
@@ -168,7 +124,7 @@ static unsigned char *sample_file(const char *path, size_t *len)
     sq_error err_ = {0};
     char *err = err_.msg;
     ck_assert_msg(sq_st_write(path, t, 5, m, 2, &err_) == 0, "%s", err);
-    return read_bytes(path, len);
+    return sqt_read_bytes(path, len);
 }
 
 /* Two parsed files describe the same tensors, metadata and data. */
@@ -248,7 +204,7 @@ static int stdin_restore(piped *p)
 
 START_TEST(test_st_map_pipe_buffer)
 {
-    const char *p = tpath("sample.st");
+    const char *p = sqt_tpath("sample.st");
     size_t len;
     unsigned char *img = sample_file(p, &len);
     sq_error err_ = {0};
@@ -300,9 +256,9 @@ START_TEST(test_st_map_pipe_buffer)
 
     /* A buffer without a name, and without bytes. */
     rc = sq_st_parse(NULL, NULL, 0, &fb, &err_);
-    EXPECT_ERR(rc, err, "(memory)", "too short");
+    SQT_EXPECT_ERR(rc, err, "(memory)", "too short");
     rc = sq_st_parse("x.st", NULL, 5, &fb, &err_);
-    EXPECT_ERR(rc, err, "x.st", "no buffer");
+    SQT_EXPECT_ERR(rc, err, "x.st", "no buffer");
 }
 END_TEST
 
@@ -311,19 +267,19 @@ START_TEST(test_st_open_errors)
     sq_st_file f;
     sq_error err_ = {0};
     char *err = err_.msg;
-    const char *p = tpath("missing.st");
+    const char *p = sqt_tpath("missing.st");
     int rc = sq_st_open(p, &f, &err_);
-    EXPECT_ERR(rc, err, p, "cannot open");
-    rc = sq_st_open(tmpdir, &f, &err_);
-    EXPECT_ERR(rc, err, tmpdir, "is a directory");
+    SQT_EXPECT_ERR(rc, err, p, "cannot open");
+    rc = sq_st_open(sqt_tmpdir, &f, &err_);
+    SQT_EXPECT_ERR(rc, err, sqt_tmpdir, "is a directory");
     /* An empty file cannot be mapped (length 0): it fails as too short. */
-    p = tpath("empty.st");
-    write_bytes(p, "", 0);
+    p = sqt_tpath("empty.st");
+    sqt_write_bytes(p, "", 0);
     rc = sq_st_open(p, &f, &err_);
-    EXPECT_ERR(rc, err, p, "0 bytes", "too short");
+    SQT_EXPECT_ERR(rc, err, p, "0 bytes", "too short");
     ck_assert_ptr_null(f.tensors);
     rc = sq_st_open(NULL, &f, &err_);
-    EXPECT_ERR(rc, err, "(null)", "no file name");
+    SQT_EXPECT_ERR(rc, err, "(null)", "no file name");
 
     /* A zero-length data section: no tensors, or only empty ones. */
     const char *jsons[] = {
@@ -335,8 +291,8 @@ START_TEST(test_st_open_errors)
     for (size_t i = 0; i < sizeof jsons / sizeof *jsons; i++) {
         size_t len;
         unsigned char *img = st_image(jsons[i], NULL, 0, &len);
-        p = tpath("nodata.st");
-        write_bytes(p, img, len);
+        p = sqt_tpath("nodata.st");
+        sqt_write_bytes(p, img, len);
         ck_assert_msg(sq_st_open(p, &f, &err_) == 0, "%s: %s", jsons[i], err);
         ck_assert_uint_eq(f.data_len, 0);
         for (size_t k = 0; k < f.ntensors; k++) {
@@ -356,10 +312,10 @@ END_TEST
 ** so does the file with one byte more. */
 START_TEST(test_st_every_prefix)
 {
-    const char *p = tpath("full.st");
+    const char *p = sqt_tpath("full.st");
     size_t len;
     unsigned char *img = sample_file(p, &len);
-    const char *cut = tpath("cut.st");
+    const char *cut = sqt_tpath("cut.st");
     sq_error err_ = {0}, err2_ = {0};
     char *err = err_.msg, *err2 = err2_.msg;
     for (size_t n = 0; n < len; n++) {
@@ -372,7 +328,7 @@ START_TEST(test_st_every_prefix)
         ck_assert_msg(strstr(err, cut) != NULL, "cut %zu: message lacks the file name: %s", n,
                       err);
         ck_assert_ptr_null(f.tensors);
-        write_bytes(cut, b, n);
+        sqt_write_bytes(cut, b, n);
         err2[0] = '\0';
         rc = sq_st_open(cut, &f, &err2_);
         ck_assert_msg(rc != 0, "a file of %zu of %zu bytes was accepted", n, len);
@@ -384,7 +340,7 @@ START_TEST(test_st_every_prefix)
     longer[len] = 0;
     sq_st_file f;
     int rc = sq_st_parse(cut, longer, len + 1, &f, &err_);
-    EXPECT_ERR(rc, err, cut, "data section", "belong to no tensor");
+    SQT_EXPECT_ERR(rc, err, cut, "data section", "belong to no tensor");
     /* The whole file itself is fine. */
     ck_assert_msg(sq_st_parse(cut, longer, len, &f, &err_) == 0, "%s", err);
     sq_st_free(&f);
@@ -420,7 +376,7 @@ START_TEST(test_st_header_length)
     st_bad_image("nul.st", b, 12, "header", "NUL byte at byte 1");
     /* Over the limit, in a sparse file that really is that long (the
     ** mapping costs no memory). */
-    const char *p = tpath("huge.st");
+    const char *p = sqt_tpath("huge.st");
     FILE *fp = fopen(p, "wb");
     ck_assert_ptr_nonnull(fp);
     uint64_t n = SQ_ST_HEADER_MAX + 1;
@@ -429,7 +385,7 @@ START_TEST(test_st_header_length)
     ck_assert_int_eq(fclose(fp), 0);
     ck_assert_int_eq(truncate(p, (off_t)(8 + n + 16)), 0);
     int rc = sq_st_open(p, &f, &err_);
-    EXPECT_ERR(rc, err, p, "header length 100000001 exceeds the limit of 100000000 bytes");
+    SQT_EXPECT_ERR(rc, err, p, "header length 100000001 exceeds the limit of 100000000 bytes");
     unlink(p);
 }
 END_TEST
@@ -885,7 +841,7 @@ START_TEST(test_writer_roundtrip)
     sq_st_kv m[1] = {{"k", "v"}};
     sq_error err_ = {0};
     char *err = err_.msg;
-    const char *whole = tpath("whole.st"), *streamed = tpath("streamed.st");
+    const char *whole = sqt_tpath("whole.st"), *streamed = sqt_tpath("streamed.st");
     ck_assert_msg(sq_st_write(whole, t, 4, m, 1, &err_) == 0, "%s", err);
     /* Pieces of odd sizes that straddle the tensors, and empty puts. */
     sq_st_writer *w;
@@ -901,7 +857,7 @@ START_TEST(test_writer_roundtrip)
     }
     ck_assert_msg(sq_st_writer_commit(w, &err_) == 0, "%s", err);
     size_t la, lb;
-    unsigned char *a = read_bytes(whole, &la), *b = read_bytes(streamed, &lb);
+    unsigned char *a = sqt_read_bytes(whole, &la), *b = sqt_read_bytes(streamed, &lb);
     ck_assert_uint_eq(la, lb);
     SQT_ASSERT_BYTES(b, a, la, "streamed file against sq_st_write's");
     free(a);
@@ -929,7 +885,7 @@ END_TEST
 static void assert_file_is(const char *path, const unsigned char *bytes, size_t len)
 {
     size_t l;
-    unsigned char *b = read_bytes(path, &l);
+    unsigned char *b = sqt_read_bytes(path, &l);
     ck_assert_uint_eq(l, len);
     SQT_ASSERT_BYTES(b, bytes, len, path);
     free(b);
@@ -943,17 +899,17 @@ START_TEST(test_writer_errors)
     fill_tensors(t, buf, &total);
     sq_error err_ = {0};
     char *err = err_.msg;
-    const char *keep = tpath("keep.st");
+    const char *keep = sqt_tpath("keep.st");
     ck_assert_int_eq(sq_st_write(keep, t, 2, NULL, 0, &err_), 0);
     size_t klen;
-    unsigned char *kept = read_bytes(keep, &klen);
+    unsigned char *kept = sqt_read_bytes(keep, &klen);
 
     /* Too few bytes: commit fails naming the tensor, the old file stays. */
     sq_st_writer *w;
     ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, &err_), 0);
     ck_assert_int_eq(sq_st_writer_put(w, buf, 1001 + 100, &err_), 0);
     int rc = sq_st_writer_commit(w, &err_);
-    EXPECT_ERR(rc, err, keep, "tensor 'delta'", "100 of its 16388 bytes put",
+    SQT_EXPECT_ERR(rc, err, keep, "tensor 'delta'", "100 of its 16388 bytes put",
                "17389 bytes in all, 1101 were put");
     assert_file_is(keep, kept, klen);
     assert_no_tmp();
@@ -962,7 +918,7 @@ START_TEST(test_writer_errors)
     ck_assert_int_eq(sq_st_writer_open(&w, keep, t, 4, NULL, 0, &err_), 0);
     ck_assert_int_eq(sq_st_writer_put(w, buf, total - 1, &err_), 0);
     rc = sq_st_writer_put(w, buf, 2, &err_);
-    EXPECT_ERR(rc, err, keep, "2 bytes put at data offset 17388",
+    SQT_EXPECT_ERR(rc, err, keep, "2 bytes put at data offset 17388",
                "beyond the 17389 bytes the header promises", "'delta'");
     char first[512];
     snprintf(first, sizeof first, "%s", err);
@@ -983,27 +939,27 @@ START_TEST(test_writer_errors)
     dup[1].name = "alpha";
     w = (sq_st_writer *)&dup; /* must be reset to NULL */
     rc = sq_st_writer_open(&w, keep, dup, 2, NULL, 0, &err_);
-    EXPECT_ERR(rc, err, keep, "tensor 'alpha'", "given twice");
+    SQT_EXPECT_ERR(rc, err, keep, "tensor 'alpha'", "given twice");
     ck_assert_ptr_null(w);
     rc = sq_st_write(keep, dup, 2, NULL, 0, &err_);
-    EXPECT_ERR(rc, err, keep, "given twice");
+    SQT_EXPECT_ERR(rc, err, keep, "given twice");
     sq_st_tensor nodata = t[0];
     nodata.data = NULL;
     rc = sq_st_write(keep, &nodata, 1, NULL, 0, &err_);
-    EXPECT_ERR(rc, err, keep, "tensor 'alpha'", "no data");
+    SQT_EXPECT_ERR(rc, err, keep, "tensor 'alpha'", "no data");
     assert_file_is(keep, kept, klen);
     assert_no_tmp();
     free(kept);
 
     /* A missing directory: a clear error, nothing created. */
-    const char *nodir = tpath("no-such-dir/x.st");
+    const char *nodir = sqt_tpath("no-such-dir/x.st");
     rc = sq_st_writer_open(&w, nodir, t, 4, NULL, 0, &err_);
-    EXPECT_ERR(rc, err, nodir, "cannot create", "No such file or directory");
+    SQT_EXPECT_ERR(rc, err, nodir, "cannot create", "No such file or directory");
     ck_assert_ptr_null(w);
     struct stat st;
-    ck_assert_int_ne(stat(tpath("no-such-dir"), &st), 0);
+    ck_assert_int_ne(stat(sqt_tpath("no-such-dir"), &st), 0);
     rc = sq_st_write(nodir, t, 4, NULL, 0, &err_);
-    EXPECT_ERR(rc, err, nodir, "cannot create");
+    SQT_EXPECT_ERR(rc, err, nodir, "cannot create");
 
     /* A full disk: the put or the commit says so. */
     if (access("/dev/full", W_OK) == 0) {
@@ -1011,18 +967,18 @@ START_TEST(test_writer_errors)
         unsigned char *z = calloc(1, 1 << 20);
         ck_assert_int_eq(sq_st_writer_open(&w, "/dev/full", &big, 1, NULL, 0, &err_), 0);
         rc = sq_st_writer_put(w, z, 1 << 20, &err_);
-        EXPECT_ERR(rc, err, "/dev/full", "write failed", strerror(ENOSPC));
+        SQT_EXPECT_ERR(rc, err, "/dev/full", "write failed", strerror(ENOSPC));
         rc = sq_st_writer_commit(w, &err_);
-        EXPECT_ERR(rc, err, "/dev/full", "write failed");
+        SQT_EXPECT_ERR(rc, err, "/dev/full", "write failed");
         /* A small file fails only when flushed, at commit. */
         sq_st_tensor small = {.name = "s", .dtype = SQ_ST_U8, .ndim = 1, .shape = {3}};
         ck_assert_int_eq(sq_st_writer_open(&w, "/dev/full", &small, 1, NULL, 0, &err_), 0);
         ck_assert_int_eq(sq_st_writer_put(w, z, 3, &err_), 0);
         rc = sq_st_writer_commit(w, &err_);
-        EXPECT_ERR(rc, err, "/dev/full", "write failed", strerror(ENOSPC));
+        SQT_EXPECT_ERR(rc, err, "/dev/full", "write failed", strerror(ENOSPC));
         big.data = z;
         rc = sq_st_write("/dev/full", &big, 1, NULL, 0, &err_);
-        EXPECT_ERR(rc, err, "/dev/full", "write failed");
+        SQT_EXPECT_ERR(rc, err, "/dev/full", "write failed");
         free(z);
     }
     /* NULL writer. */
@@ -1066,7 +1022,7 @@ START_TEST(test_release_rss)
     for (int i = 0; i < NT; i++)
         t[i] = (sq_st_tensor){.name = names[i], .dtype = SQ_ST_U8, .ndim = 1, .shape = {PER}};
     unsigned char *piece = malloc(PIECE);
-    const char *p = tpath("big.st");
+    const char *p = sqt_tpath("big.st");
     sq_error err_ = {0};
     char *err = err_.msg;
     sq_st_writer *w;
@@ -1135,7 +1091,7 @@ START_TEST(test_release_part_pages)
     static float x[N], y[N];
     for (int i = 0; i < N; i++) x[i] = (float)i * 0.25f - 7.0f;
     sq_st_tensor t = {.name = "w", .dtype = SQ_ST_F32, .ndim = 1, .shape = {N}, .data = x};
-    const char *p = tpath("part.st");
+    const char *p = sqt_tpath("part.st");
     sq_error err_ = {0};
     ck_assert_msg(sq_st_write(p, &t, 1, NULL, 0, &err_) == 0, "%s", err_.msg);
     sq_st_file f;
@@ -1180,24 +1136,11 @@ END_TEST
 /* .npy from memory                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* A .npy image: magic, version major.0, the dict padded with spaces and a
-** newline to a multiple of 64, data; exactly *len bytes allocated. */
+/* A .npy image, its dict padded (sqt_npy_image). */
 static unsigned char *npy_image(int major, const char *dict, const void *data, size_t dlen,
                                 size_t *len)
 {
-    size_t lenbytes = major == 1 ? 2 : 4, pre = 8 + lenbytes;
-    size_t hl = ((pre + strlen(dict) + 1 + 63) / 64) * 64 - pre;
-    *len = pre + hl + dlen;
-    unsigned char *b = malloc(*len);
-    memcpy(b, "\x93NUMPY", 6);
-    b[6] = (unsigned char)major;
-    b[7] = 0;
-    for (size_t i = 0; i < lenbytes; i++) b[8 + i] = (unsigned char)(hl >> (8 * i));
-    memset(b + pre, ' ', hl);
-    memcpy(b + pre, dict, strlen(dict));
-    b[pre + hl - 1] = '\n';
-    if (dlen) memcpy(b + pre + hl, data, dlen);
-    return b;
+    return sqt_npy_image(major, dict, 1, data, dlen, len);
 }
 
 START_TEST(test_npy_parse)
@@ -1220,8 +1163,8 @@ START_TEST(test_npy_parse)
         ck_assert_uint_eq(a.n, 6);
         ck_assert_int_eq(memcmp(a.data, v, sizeof v), 0); /* NaN left alone */
         /* The same as reading the file. */
-        const char *p = tpath("mem.npy");
-        write_bytes(p, b, len);
+        const char *p = sqt_tpath("mem.npy");
+        sqt_write_bytes(p, b, len);
         ck_assert_int_eq(sq_npy_read(p, &r, &err_), 0);
         ck_assert_uint_eq(r.n, a.n);
         ck_assert_int_eq(r.version, a.version);
@@ -1235,7 +1178,7 @@ START_TEST(test_npy_parse)
             int rc = sq_npy_parse(p, c, n, &a, &err_);
             ck_assert_msg(rc != 0, "v%d: a prefix of %zu of %zu bytes was accepted", major, n, len);
             ck_assert_ptr_null(a.data);
-            write_bytes(p, c, n);
+            sqt_write_bytes(p, c, n);
             rc = sq_npy_read(p, &r, &err2_);
             ck_assert_int_ne(rc, 0);
             ck_assert_str_eq(err, err2);
@@ -1262,15 +1205,15 @@ START_TEST(test_npy_parse)
     memcpy(more, b, len);
     more[len] = 0;
     int rc = sq_npy_parse("h.npy", more, len + 1, &a, &err_);
-    EXPECT_ERR(rc, err, "h.npy", "1 bytes of trailing data");
+    SQT_EXPECT_ERR(rc, err, "h.npy", "1 bytes of trailing data");
     free(more);
     free(b);
     rc = sq_npy_parse(NULL, "\x93NUMPX", 6, &a, &err_);
-    EXPECT_ERR(rc, err, "(memory)", "bad magic");
+    SQT_EXPECT_ERR(rc, err, "(memory)", "bad magic");
     rc = sq_npy_parse("z.npy", NULL, 3, &a, &err_);
-    EXPECT_ERR(rc, err, "z.npy", "no buffer");
+    SQT_EXPECT_ERR(rc, err, "z.npy", "no buffer");
     rc = sq_npy_parse("z.npy", "", 0, &a, &err_);
-    EXPECT_ERR(rc, err, "z.npy", "empty");
+    SQT_EXPECT_ERR(rc, err, "z.npy", "empty");
 }
 END_TEST
 
@@ -1329,19 +1272,19 @@ START_TEST(test_inputs)
     char *err = err_.msg, *err2 = err2_.msg;
     sq_st_file f;
     sq_npy a;
-    const char *fifo = tpath("nowriter.fifo");
+    const char *fifo = sqt_tpath("nowriter.fifo");
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);
     const char *paths[2] = {fifo, "/dev/zero"};
     const char *kinds[2] = {"not a regular file (a FIFO)", "not a regular file (a character device)"};
     for (int i = 0; i < 2; i++) {
         int rc = sq_st_open(paths[i], &f, &err_);
-        EXPECT_ERR(rc, err, paths[i], kinds[i]);
+        SQT_EXPECT_ERR(rc, err, paths[i], kinds[i]);
         ck_assert_ptr_null(f.tensors);
         rc = sq_npy_read(paths[i], &a, &err_);
-        EXPECT_ERR(rc, err, paths[i], kinds[i]);
+        SQT_EXPECT_ERR(rc, err, paths[i], kinds[i]);
         ck_assert_ptr_null(a.data);
         rc = sq_npy_read_raw(paths[i], &a, &err_);
-        EXPECT_ERR(rc, err, paths[i], kinds[i]);
+        SQT_EXPECT_ERR(rc, err, paths[i], kinds[i]);
     }
 
     /* Standard input that is a device, then a regular file (mapped). */
@@ -1350,11 +1293,11 @@ START_TEST(test_inputs)
     ck_assert_int_eq(dup2(fd, 0), 0);
     close(fd);
     int rc = sq_npy_read_raw("-", &a, &err_);
-    EXPECT_ERR(rc, err, "-", "not a regular file (a character device)", "standard input");
+    SQT_EXPECT_ERR(rc, err, "-", "not a regular file (a character device)", "standard input");
     rc = sq_st_open("/dev/stdin", &f, &err_);
-    EXPECT_ERR(rc, err, "/dev/stdin", "not a regular file (a character device)");
+    SQT_EXPECT_ERR(rc, err, "/dev/stdin", "not a regular file (a character device)");
     size_t len;
-    const char *sp = tpath("inputs.st");
+    const char *sp = sqt_tpath("inputs.st");
     unsigned char *img = sample_file(sp, &len);
     fd = open(sp, O_RDONLY);
     ck_assert_int_eq(dup2(fd, 0), 0);
@@ -1374,7 +1317,7 @@ START_TEST(test_inputs)
     stdin_pipe(&in, img, len, 1);
     rc = sq_st_open("-", &f, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
-    EXPECT_ERR(rc, err, "-", trailing);
+    SQT_EXPECT_ERR(rc, err, "-", trailing);
     /* A header that promises more than a pipe may carry: refused unread. */
     size_t blen;
     unsigned char *big = st_image("{\"t\":{\"dtype\":\"F32\",\"shape\":[2147483648],"
@@ -1382,17 +1325,17 @@ START_TEST(test_inputs)
     stdin_pipe(&in, big, blen, 1);
     rc = sq_st_open("-", &f, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
-    EXPECT_ERR(rc, err, "-", "promises 8589934592 bytes", "give the file by name");
+    SQT_EXPECT_ERR(rc, err, "-", "promises 8589934592 bytes", "give the file by name");
     free(big);
     unsigned char hl[8] = {0, 0, 0, 0, 0, 0, 0, 1}; /* 2^56 bytes of header */
     stdin_pipe(&in, hl, 8, 1);
     rc = sq_st_open("-", &f, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
-    EXPECT_ERR(rc, err, "-", "exceeds the limit");
+    SQT_EXPECT_ERR(rc, err, "-", "exceeds the limit");
     /* A pipe cut short fails as the file cut short does. */
     for (size_t cut = 0; cut < len; cut += len / 7 + 1) {
-        const char *cp = tpath("cut.st");
-        write_bytes(cp, img, cut);
+        const char *cp = sqt_tpath("cut.st");
+        sqt_write_bytes(cp, img, cut);
         ck_assert_int_ne(sq_st_open(cp, &f, &err_), 0);
         stdin_pipe(&in, img, cut, 0);
         rc = sq_st_open("-", &f, &err2_);
@@ -1415,14 +1358,14 @@ START_TEST(test_inputs)
     stdin_pipe(&in, b, len, 1);
     rc = sq_npy_read("-", &a, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
-    EXPECT_ERR(rc, err, "-", "more than 1048576 bytes of trailing data");
+    SQT_EXPECT_ERR(rc, err, "-", "more than 1048576 bytes of trailing data");
     free(b);
     b = npy_image(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2147483648,), }", NULL,
                   0, &len);
     stdin_pipe(&in, b, len, 1);
     rc = sq_npy_read("-", &a, &err_);
     ck_assert_int_eq(stdin_restore(&in), 0);
-    EXPECT_ERR(rc, err, "-", "promises 17179869184 bytes", "give the file by name");
+    SQT_EXPECT_ERR(rc, err, "-", "promises 17179869184 bytes", "give the file by name");
     ck_assert_ptr_null(a.data);
     free(b);
     stdin_pipe(&in, (const unsigned char *)v, sizeof v, 0);
@@ -1450,15 +1393,15 @@ START_TEST(test_kinds)
     sq_st_file f;
     sq_npy a;
     /* missing files */
-    const char *none = tpath("absent.bin");
+    const char *none = sqt_tpath("absent.bin");
     ck_assert_int_eq(sq_st_open(none, &f, &e), SQ_ERR_NOTFOUND);
     ck_assert_int_eq(e.status, SQ_ERR_NOTFOUND);
     ck_assert_int_eq(sq_npy_read(none, &a, &e), SQ_ERR_NOTFOUND);
     ck_assert_int_eq(sq_npy_read_raw(none, &a, &e), SQ_ERR_NOTFOUND);
     /* a directory and a FIFO are refused as files */
-    ck_assert_int_eq(sq_st_open(tmpdir, &f, &e), SQ_ERR_IO);
-    ck_assert_int_eq(sq_npy_read(tmpdir, &a, &e), SQ_ERR_IO);
-    const char *fifo = tpath("kinds.fifo");
+    ck_assert_int_eq(sq_st_open(sqt_tmpdir, &f, &e), SQ_ERR_IO);
+    ck_assert_int_eq(sq_npy_read(sqt_tmpdir, &a, &e), SQ_ERR_IO);
+    const char *fifo = sqt_tpath("kinds.fifo");
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);
     ck_assert_int_eq(sq_st_open(fifo, &f, &e), SQ_ERR_IO);
     ck_assert_int_eq(sq_npy_read(fifo, &a, &e), SQ_ERR_IO);
@@ -1478,8 +1421,8 @@ START_TEST(test_kinds)
     ck_assert_int_eq(sq_npy_parse("m.npy", b, len, &a, &e), SQ_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "field 'descr'"));
     free(b);
-    const char *rawp = tpath("odd.raw");
-    write_bytes(rawp, "abcdef", 6);
+    const char *rawp = sqt_tpath("odd.raw");
+    sqt_write_bytes(rawp, "abcdef", 6);
     ck_assert_int_eq(sq_npy_read_raw(rawp, &a, &e), SQ_ERR_FORMAT);
     ck_assert_int_eq(sq_st_parse("s.st", "\x02\0\0\0\0\0\0\0{}", 10, &f, &e), SQ_OK);
     sq_st_free(&f);
@@ -1497,20 +1440,20 @@ START_TEST(test_kinds)
     ck_assert_int_eq(sq_st_to_f32(NULL, NULL, x, &e), SQ_ERR_ARG);
     /* writers: a write refused is IO; tensors that do not add up are ARG */
     uint64_t sh = 3;
-    ck_assert_int_eq(sq_npy_write_f32(tpath("no/dir/x.npy"), v, &sh, 1, &e), SQ_ERR_IO);
+    ck_assert_int_eq(sq_npy_write_f32(sqt_tpath("no/dir/x.npy"), v, &sh, 1, &e), SQ_ERR_IO);
     if (access("/dev/full", W_OK) == 0)
         ck_assert_int_eq(sq_npy_write_f32("/dev/full", x, &sh, 1, &e), SQ_ERR_IO);
     sq_st_tensor t = {.name = "t", .dtype = SQ_ST_F32, .ndim = 1, .shape = {2}, .data = v};
     sq_st_writer *w;
-    ck_assert_int_eq(sq_st_writer_open(&w, tpath("w.st"), &t, 1, NULL, 0, &e), SQ_OK);
+    ck_assert_int_eq(sq_st_writer_open(&w, sqt_tpath("w.st"), &t, 1, NULL, 0, &e), SQ_OK);
     ck_assert_int_eq(sq_st_writer_put(w, v, 12, &e), SQ_ERR_ARG);
     ck_assert_int_eq(sq_st_writer_commit(w, &e), SQ_ERR_ARG); /* the put's failure again */
-    ck_assert_int_eq(sq_st_writer_open(&w, tpath("w.st"), &t, 1, NULL, 0, &e), SQ_OK);
+    ck_assert_int_eq(sq_st_writer_open(&w, sqt_tpath("w.st"), &t, 1, NULL, 0, &e), SQ_OK);
     ck_assert_int_eq(sq_st_writer_put(w, v, 4, &e), SQ_OK);
     ck_assert_int_eq(sq_st_writer_commit(w, &e), SQ_ERR_ARG); /* 4 of 8 bytes put */
     sq_st_tensor twice[2] = {t, t};
-    ck_assert_int_eq(sq_st_write(tpath("w.st"), twice, 2, NULL, 0, &e), SQ_ERR_ARG);
-    ck_assert_int_eq(sq_st_write(tpath("no/dir/w.st"), &t, 1, NULL, 0, &e), SQ_ERR_IO);
+    ck_assert_int_eq(sq_st_write(sqt_tpath("w.st"), twice, 2, NULL, 0, &e), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_st_write(sqt_tpath("no/dir/w.st"), &t, 1, NULL, 0, &e), SQ_ERR_IO);
 }
 END_TEST
 
@@ -1579,10 +1522,7 @@ END_TEST
 
 int main(void)
 {
-    if (sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_readers")) {
-        perror("mkdtemp");
-        return 99;
-    }
+    if (sqt_scratch_begin("check_readers")) return 99;
     Suite *s = suite_create("readers");
     TCase *tr = tcase_create("safetensors reader");
     tcase_add_test(tr, test_st_map_pipe_buffer);
@@ -1614,10 +1554,5 @@ int main(void)
     tcase_add_test(ti, test_inputs);
     tcase_add_test(ti, test_kinds);
     suite_add_tcase(s, ti);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    sqt_rm_tree(tmpdir);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sqt_run_scratch(s);
 }

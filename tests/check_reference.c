@@ -8,6 +8,7 @@
 ** a time, the bit stream written bit by bit, and demands the same bytes for
 ** many codecs, sizes and thread counts.
 */
+#include "check_util.h"
 #include "shardq/codec.h"
 
 #include <Random123/philox.h>
@@ -271,9 +272,5 @@ static Suite *reference_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(reference_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sqt_run(reference_suite());
 }

@@ -34,8 +34,6 @@ static const char *const NAMES[NP] = {"a", "b"};
 
 /* What the trace holds: weights WT[s][p] and gradients GR[s][r][p]. */
 static float WT[STEPS][NP][1000], GR[STEPS][WORKERS][NP][1000];
-static char tmpdir[512];
-
 static void make_values(void)
 {
     sqt_rng r = {42};
@@ -67,13 +65,6 @@ static void write_trace(const char *dir)
             ck_assert_msg(sq_trace_file_end(w, &err) == 0, "%s", err.msg);
         }
     ck_assert_msg(sq_trace_writer_close(w, &err) == 0, "%s", err.msg);
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[700];
-    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
-    return buf;
 }
 
 static void open_trace(const char *dir, sq_trace *t)
@@ -177,9 +168,9 @@ static float bf16(float x)
 ** all-gather gives every worker bf16(w) against w. */
 START_TEST(test_baseline_exact)
 {
-    write_trace(tpath("t"));
+    write_trace(sqt_tpath("t"));
     sq_trace t;
-    open_trace(tpath("t"), &t);
+    open_trace(sqt_tpath("t"), &t);
     sq_replay_config cfg = config("baseline");
     rows_kept k = {.n = 0};
     sq_replay_sink sink = {.ctx = &k, .rows = keep};
@@ -234,9 +225,9 @@ END_TEST
 ** step, absmax / 7, of its group (at most the tensor's absmax). */
 START_TEST(test_4bit_within_bound)
 {
-    write_trace(tpath("t"));
+    write_trace(sqt_tpath("t"));
     sq_trace t;
-    open_trace(tpath("t"), &t);
+    open_trace(sqt_tpath("t"), &t);
     sq_replay_config cfg = config("qw");
     cfg.paths = SQ_REPLAY_WEIGHT;
     /* the bound is per param: each param's own groups */
@@ -273,10 +264,10 @@ END_TEST
 START_TEST(test_nan_is_nonfinite)
 {
     GR[1][1][1][7] = NAN;
-    write_trace(tpath("nan"));
+    write_trace(sqt_tpath("nan"));
     make_values();
     sq_trace t;
-    open_trace(tpath("nan"), &t);
+    open_trace(sqt_tpath("nan"), &t);
     sq_replay_config cfg = config("baseline");
     sq_replay_result res;
     sq_error e = {0};
@@ -292,11 +283,11 @@ END_TEST
 ** file, never a success or a crash. */
 START_TEST(test_truncated_file)
 {
-    write_trace(tpath("cut"));
+    write_trace(sqt_tpath("cut"));
     sq_trace t;
-    open_trace(tpath("cut"), &t);
+    open_trace(sqt_tpath("cut"), &t);
     char file[800];
-    snprintf(file, sizeof file, "%s/step-%06u/grads-w00.safetensors", tpath("cut"),
+    snprintf(file, sizeof file, "%s/step-%06u/grads-w00.safetensors", sqt_tpath("cut"),
              (unsigned)FIRST_STEP + 1);
     struct stat st;
     ck_assert_int_eq(stat(file, &st), 0);
@@ -323,9 +314,9 @@ static int stop_tensor(void *ctx, uint32_t step, size_t p, int path, const float
 ** sentence; with any other value, SQ_ERR_INTERRUPTED. */
 START_TEST(test_sink_stops)
 {
-    write_trace(tpath("t"));
+    write_trace(sqt_tpath("t"));
     sq_trace t;
-    open_trace(tpath("t"), &t);
+    open_trace(sqt_tpath("t"), &t);
     sq_replay_config cfg = config("qwd");
     sq_replay_result res;
     sq_error e = {0};
@@ -355,9 +346,9 @@ END_TEST
 
 START_TEST(test_nothing_to_replay)
 {
-    write_trace(tpath("t"));
+    write_trace(sqt_tpath("t"));
     sq_trace t;
-    open_trace(tpath("t"), &t);
+    open_trace(sqt_tpath("t"), &t);
     sq_replay_config cfg = config("baseline");
     sq_replay_result res;
     sq_error e = {0};
@@ -452,9 +443,9 @@ START_TEST(test_tiles_same_bytes)
     for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
         char dir[64];
         snprintf(dir, sizeof dir, "big%zu", d);
-        write_big(tpath(dir), 3, dtypes[d]);
+        write_big(sqt_tpath(dir), 3, dtypes[d]);
         sq_trace t;
-        open_trace(tpath(dir), &t);
+        open_trace(sqt_tpath(dir), &t);
         for (size_t p = 0; p < sizeof presets / sizeof *presets; p++)
             for (size_t o = 0; o < sizeof topos / sizeof *topos; o++) {
                 char what[128];
@@ -525,12 +516,12 @@ static void put_nan(const char *dir, unsigned step, int k, const char *name, lon
 ** names the first worker's, as it always did. */
 START_TEST(test_tiles_bad_value_named)
 {
-    write_big(tpath("bad"), 2, SQ_ST_F32);
+    write_big(sqt_tpath("bad"), 2, SQ_ST_F32);
     /* patch the values in place: worker 1's 'a'[10] and worker 0's 'b'[3] */
-    put_nan(tpath("bad"), 2, 1, "a", 10);
-    put_nan(tpath("bad"), 2, 0, "b", 3);
+    put_nan(sqt_tpath("bad"), 2, 1, "a", 10);
+    put_nan(sqt_tpath("bad"), 2, 0, "b", 3);
     sq_trace t;
-    open_trace(tpath("bad"), &t);
+    open_trace(sqt_tpath("bad"), &t);
     sq_replay_config cfg = config("sdp4bit");
     sq_replay_result res;
     sq_error e = {0};
@@ -549,9 +540,9 @@ END_TEST
 ** unread is not. */
 START_TEST(test_reader_bound)
 {
-    write_big(tpath("rb"), 3, SQ_ST_F32);
+    write_big(sqt_tpath("rb"), 3, SQ_ST_F32);
     sq_trace t;
-    open_trace(tpath("rb"), &t);
+    open_trace(sqt_tpath("rb"), &t);
     static const struct {
         sq_topo topo;
         int paths;
@@ -580,8 +571,8 @@ START_TEST(test_reader_bound)
     }
     sq_trace_close(&t);
     /* the last element of 'a' (its last tile) in the last gradient file read */
-    put_nan(tpath("rb"), 3, 2, "a", 32999);
-    open_trace(tpath("rb"), &t);
+    put_nan(sqt_tpath("rb"), 3, 2, "a", 32999);
+    open_trace(sqt_tpath("rb"), &t);
     double secs;
     uint64_t bytes;
     sq_error e = {0};
@@ -623,9 +614,9 @@ START_TEST(test_one_thread_starts_none)
     omp_set_num_threads(4);
 #endif
     sq_set_threads(1);
-    write_big(tpath("one"), 3, SQ_ST_F32);
+    write_big(sqt_tpath("one"), 3, SQ_ST_F32);
     sq_trace t;
-    open_trace(tpath("one"), &t);
+    open_trace(sqt_tpath("one"), &t);
     const int before = __atomic_load_n(&threads_started, __ATOMIC_RELAXED);
     static rows_kept k;
     sq_replay_result res;
@@ -657,13 +648,13 @@ END_TEST
 
 static void setup(void)
 {
-    ck_assert_int_eq(sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_replay"), 0);
+    ck_assert_int_eq(sqt_scratch_begin("check_replay"), 0);
     make_values();
 }
 
 static void teardown(void)
 {
-    sqt_rm_tree(tmpdir);
+    sqt_rm_tree(sqt_tmpdir);
 }
 
 int main(void)

@@ -276,6 +276,42 @@ static void downgrade(sqlite3 *db, int v)
     raw_exec(db, sql);
 }
 
+/* db_path holding one run, 'old', of two steps (ended 'done' when `done`);
+** returns its id. */
+static int64_t write_old_run(int done)
+{
+    sq_store *s = open_store(db_path, 0);
+    int64_t old = begin_run(s, "old");
+    add_steps(s, old, 2);
+    if (done) end_run(s, old, "done");
+    sq_store_close(s);
+    return old;
+}
+
+/* write_old_run(0)'s file taken back to version v, then opened: migrated
+** to this version. */
+static sq_store *migrated_from(int v)
+{
+    write_old_run(0);
+    sqlite3 *db = raw_open(db_path);
+    downgrade(db, v);
+    sqlite3_close(db);
+    sq_store *s = open_store(db_path, 0);
+    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+    return s;
+}
+
+/* fork() with a pipe from the child (which writes out[1]; its out[0] is
+** closed) to the parent (which reads out[0]). */
+static pid_t fork_piped(int out[2])
+{
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) close(out[0]);
+    return pid;
+}
+
 /* This process's start time in clock ticks after boot, read here on its
 ** own from /proc/self/stat (field 22, counted after the command's ')'). */
 static long long self_start(void)
@@ -411,16 +447,7 @@ END_TEST
 ** their run. */
 START_TEST(test_migrate_v1_and_train_rows)
 {
-    sq_store *s = open_store(db_path, 0);
-    int64_t old = begin_run(s, "old");
-    add_steps(s, old, 2);
-    sq_store_close(s);
-    sqlite3 *db = raw_open(db_path);
-    downgrade(db, 1);
-    sqlite3_close(db);
-
-    s = open_store(db_path, 0);
-    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+    sq_store *s = migrated_from(1);
     ck_assert_int_eq(q_int(sq_store_db(s), "SELECT count(*) FROM step_metrics"), 4);
     int64_t id = begin_run(s, "train");
     sq_train_row rows[3] = {
@@ -453,11 +480,8 @@ END_TEST
 ** read-only open of the old file does not have; new rows fill them. */
 START_TEST(test_migrate_v4_bytes_per_param)
 {
-    sq_store *s = open_store(db_path, 0);
-    int64_t old = begin_run(s, "old");
-    add_steps(s, old, 2);
-    end_run(s, old, "done");
-    sq_store_close(s);
+    write_old_run(1);
+    sq_store *s;
     static const char *const tables[] = {"runs", "params", "step_metrics", "tensor_stats",
                                          "bytes", "timings"};
     int64_t before[6];
@@ -625,16 +649,7 @@ END_TEST
 ** with the file named, and they go with their run. */
 START_TEST(test_migrate_v2_bench_model_rows)
 {
-    sq_store *s = open_store(db_path, 0);
-    int64_t old = begin_run(s, "old");
-    add_steps(s, old, 2);
-    sq_store_close(s);
-    sqlite3 *db = raw_open(db_path);
-    downgrade(db, 2);
-    sqlite3_close(db);
-
-    s = open_store(db_path, 0);
-    ck_assert_int_eq(sq_store_version(s), SQ_STORE_VERSION);
+    sq_store *s = migrated_from(2);
     sqlite3 *h = sq_store_db(s);
     ck_assert_int_eq(q_int(h, "SELECT count(*) FROM step_metrics"), 4);
     int64_t id = begin_run(s, "bench");
@@ -677,11 +692,8 @@ END_TEST
 ** (no start time known) falls back to whether its pid exists. */
 START_TEST(test_migrate_v3_liveness)
 {
-    sq_store *s = open_store(db_path, 0);
-    int64_t old = begin_run(s, "old");
-    add_steps(s, old, 2);
-    end_run(s, old, "done");
-    sq_store_close(s);
+    int64_t old = write_old_run(1);
+    sq_store *s;
     char host[256], buf[256], boot[64];
     my_host(host, sizeof host);
     self_boot(boot, sizeof boot);
@@ -1689,11 +1701,8 @@ END_TEST
 START_TEST(test_full_disk)
 {
     int out[2];
-    ck_assert_int_eq(pipe(out), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = fork_piped(out);
     if (pid == 0) {
-        close(out[0]);
         signal(SIGXFSZ, SIG_IGN);
         struct rlimit rl = {512 * 1024, 512 * 1024};
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(3);
@@ -1862,11 +1871,8 @@ END_TEST
 START_TEST(test_killed_midway)
 {
     int out[2];
-    ck_assert_int_eq(pipe(out), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = fork_piped(out);
     if (pid == 0) {
-        close(out[0]);
         sq_store *c = NULL;
         char err[512];
         sq_run_info ri = run_info("killed");

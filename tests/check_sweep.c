@@ -54,6 +54,25 @@ static char *key_of(const char *text)
     return k;
 }
 
+/* The keys of the n one-configuration recipes, which must all differ. */
+static char **distinct_keys(const char *const *variants, size_t n)
+{
+    char **keys = calloc(n, sizeof *keys);
+    ck_assert_ptr_nonnull(keys);
+    for (size_t i = 0; i < n; i++) keys[i] = key_of(variants[i]);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            ck_assert_msg(strcmp(keys[i], keys[j]) != 0, "one key for\n%s\nand\n%s: %s",
+                          variants[i], variants[j], keys[i]);
+    return keys;
+}
+
+static void free_keys(char **keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(keys[i]);
+    free(keys);
+}
+
 /* Loads text expecting failure of kind; the sentence must hold every one of
 ** the NULL-terminated words. */
 static void refused(const char *name, const char *text, int kind, ...)
@@ -100,14 +119,8 @@ START_TEST(test_key_every_replay_setting)
         REPLAY_BASE "steps = 3\n",
     };
     size_t n = sizeof variants / sizeof *variants;
-    char **keys = calloc(n, sizeof *keys);
-    for (size_t i = 0; i < n; i++) keys[i] = key_of(variants[i]);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = i + 1; j < n; j++)
-            ck_assert_msg(strcmp(keys[i], keys[j]) != 0, "one key for\n%s\nand\n%s: %s",
-                          variants[i], variants[j], keys[i]);
-    for (size_t i = 0; i < n; i++) free(keys[i]);
-    free(keys);
+    char **keys = distinct_keys(variants, n);
+    free_keys(keys, n);
 }
 END_TEST
 
@@ -140,18 +153,12 @@ START_TEST(test_key_every_train_setting)
         TRAIN_BASE "eval-seqs = 16\n",
     };
     size_t n = sizeof variants / sizeof *variants;
-    char **keys = calloc(n, sizeof *keys);
-    for (size_t i = 0; i < n; i++) keys[i] = key_of(variants[i]);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = i + 1; j < n; j++)
-            ck_assert_msg(strcmp(keys[i], keys[j]) != 0, "one key for\n%s\nand\n%s: %s",
-                          variants[i], variants[j], keys[i]);
+    char **keys = distinct_keys(variants, n);
     /* a replay and a training run of the same name are other runs */
     char *r = key_of(REPLAY_BASE);
     for (size_t i = 0; i < n; i++) ck_assert_str_ne(r, keys[i]);
     free(r);
-    for (size_t i = 0; i < n; i++) free(keys[i]);
-    free(keys);
+    free_keys(keys, n);
 }
 END_TEST
 

@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char tmpdir[256];
-
 #define N 1000
 
 START_TEST(test_same_seed_same_bytes)
@@ -57,20 +55,6 @@ START_TEST(test_kinds)
 }
 END_TEST
 
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *len = (size_t)sz;
-    return b;
-}
-
 static void count_files(void *ctx, size_t files)
 {
     *(size_t *)ctx = files;
@@ -81,9 +65,7 @@ START_TEST(test_trace_is_a_function_of_its_options)
     sq_trace_param p[2] = {{.name = "w", .ndim = 2, .shape = {8, 16}, .n = 128},
                            {.name = "b", .ndim = 1, .shape = {16}, .n = 16}};
     sq_synth_trace s = {p, 2, 3, 10, 2, "1x2", SQ_ST_BF16, SQ_SYNTH_HEAVY, 1, 0.5, 9};
-    char a[512], b[512];
-    snprintf(a, sizeof a, "%s/a", tmpdir);
-    snprintf(b, sizeof b, "%s/deeper/b", tmpdir);
+    const char *a = sqt_tpath("a"), *b = sqt_tpath("deeper/b");
     sq_error e = {0};
     size_t files = 0;
     ck_assert_msg(sq_synth_trace_write(a, &s, "owner x", count_files, &files, &e) == SQ_OK, "%s",
@@ -98,7 +80,7 @@ START_TEST(test_trace_is_a_function_of_its_options)
         snprintf(pa, sizeof pa, "%s/%s", a, names[i]);
         snprintf(pb, sizeof pb, "%s/%s", b, names[i]);
         size_t la, lb;
-        unsigned char *xa = slurp(pa, &la), *xb = slurp(pb, &lb);
+        unsigned char *xa = sqt_read_bytes(pa, &la), *xb = sqt_read_bytes(pb, &lb);
         ck_assert_uint_eq(la, lb);
         ck_assert_msg(memcmp(xa, xb, la) == 0, "%s differs", names[i]);
         free(xa);
@@ -112,14 +94,13 @@ START_TEST(test_trace_is_a_function_of_its_options)
     sq_trace_close(&t);
     /* another seed: other bytes; the same directory of another owner: refused */
     s.seed = 10;
-    char c[512];
-    snprintf(c, sizeof c, "%s/c", tmpdir);
+    const char *c = sqt_tpath("c");
     ck_assert_int_eq(sq_synth_trace_write(c, &s, "owner y", NULL, NULL, &e), SQ_OK);
     size_t la, lc;
     char pa[600], pc[600];
     snprintf(pa, sizeof pa, "%s/step-000011/grads-w01.safetensors", a);
     snprintf(pc, sizeof pc, "%s/step-000011/grads-w01.safetensors", c);
-    unsigned char *xa = slurp(pa, &la), *xc = slurp(pc, &lc);
+    unsigned char *xa = sqt_read_bytes(pa, &la), *xc = sqt_read_bytes(pc, &lc);
     ck_assert(la != lc || memcmp(xa, xc, la) != 0);
     free(xa);
     free(xc);
@@ -130,17 +111,12 @@ END_TEST
 
 int main(void)
 {
-    if (sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_synth")) {
-        perror("mkdtemp");
-        return 99;
-    }
+    if (sqt_scratch_begin("check_synth")) return 99;
     Suite *s = suite_create("synth");
     TCase *tc = tcase_create("synth");
     tcase_add_test(tc, test_same_seed_same_bytes);
     tcase_add_test(tc, test_kinds);
     tcase_add_test(tc, test_trace_is_a_function_of_its_options);
     suite_add_tcase(s, tc);
-    int rc = sqt_run(s);
-    sqt_rm_tree(tmpdir);
-    return rc;
+    return sqt_run_scratch(s);
 }

@@ -15,17 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static const char *tpath(const char *name)
-{
-    static char p[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
-    return p[k];
-}
-
 
 /* The value of element i of file (step, worker, param p): distinct and
 ** exactly representable in bf16 and f16 when `coarse`. */
@@ -70,7 +59,7 @@ START_TEST(test_roundtrip_dtypes)
     static const sq_st_dtype dts[] = {SQ_ST_F32, SQ_ST_BF16, SQ_ST_F16, SQ_ST_F64};
     for (size_t d = 0; d < 4; d++) {
         char dir[512];
-        snprintf(dir, sizeof dir, "%s", tpath("rt"));
+        snprintf(dir, sizeof dir, "%s", sqt_tpath("rt"));
         sqt_rm_tree(dir);
         write_trace(dir, 3, 2, dts[d], 1);
         sq_trace t;
@@ -118,7 +107,7 @@ END_TEST
 START_TEST(test_manifest_errors)
 {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", tpath("man"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("man"));
     sq_error terr = {0};
     char *err = terr.msg;
     sq_trace t;
@@ -188,7 +177,7 @@ START_TEST(test_manifest_errors)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         sqt_rm_tree(dir);
         mkdir(dir, 0777);
-        FILE *f = fopen(tpath("man/manifest.json"), "w");
+        FILE *f = fopen(sqt_tpath("man/manifest.json"), "w");
         ck_assert_ptr_nonnull(f);
         fputs(cases[c].json, f);
         fclose(f);
@@ -200,7 +189,7 @@ START_TEST(test_manifest_errors)
     /* a valid manifest whose step directory is missing */
     sqt_rm_tree(dir);
     mkdir(dir, 0777);
-    FILE *f = fopen(tpath("man/manifest.json"), "w");
+    FILE *f = fopen(sqt_tpath("man/manifest.json"), "w");
     fputs("{\"format\":\"shardq-trace\",\"version\":1,\"workers\":1,\"steps\":[12],"
           "\"params\":[{\"name\":\"a\",\"shape\":[3]}]}", f);
     fclose(f);
@@ -208,7 +197,7 @@ START_TEST(test_manifest_errors)
     ck_assert_msg(strstr(err, "step-000012/weights.safetensors: missing"), "%s", err);
     ck_assert_int_eq(terr.status, SQ_ERR_NOTFOUND);
     /* a directory without manifest.json */
-    unlink(tpath("man/manifest.json"));
+    unlink(sqt_tpath("man/manifest.json"));
     ck_assert_int_eq(sq_trace_open(dir, &t, &terr), SQ_ERR_NOTFOUND);
     ck_assert_msg(strstr(err, "no manifest.json"), "%s", err);
     sqt_rm_tree(dir);
@@ -221,7 +210,7 @@ END_TEST
 START_TEST(test_file_errors)
 {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", tpath("fe"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("fe"));
     sq_error terr = {0};
     char *err = terr.msg;
     sq_trace t;
@@ -233,21 +222,21 @@ START_TEST(test_file_errors)
     float zeros[300] = {0};
     bad[0].data = zeros;
     bad[1].data = zeros;
-    ck_assert_msg(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
+    ck_assert_msg(sq_st_write(sqt_tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
                               &terr) == 0, "%s", terr.msg);
     ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "step-000006/grads-w01.safetensors: tensor 'w.a': field 'shape': "
                               "[5, 7], but the manifest says [7, 5]"), "%s", err);
     ck_assert_int_eq(terr.status, SQ_ERR_FORMAT);
     /* a missing param */
-    ck_assert_int_eq(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad + 1, 1, NULL,
+    ck_assert_int_eq(sq_st_write(sqt_tpath("fe/step-000006/grads-w01.safetensors"), bad + 1, 1, NULL,
                                  0, &terr), 0);
     ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "tensor 'w.a': missing"), "%s", err);
     ck_assert_int_eq(terr.status, SQ_ERR_NOTFOUND);
     /* a non-float dtype */
     bad[0].shape[0] = 7, bad[0].shape[1] = 5, bad[0].dtype = SQ_ST_I32;
-    ck_assert_int_eq(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
+    ck_assert_int_eq(sq_st_write(sqt_tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
                                  &terr), 0);
     ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
     ck_assert_msg(strstr(err, "field 'dtype': I32 is not a floating-point dtype"), "%s", err);
@@ -257,7 +246,7 @@ START_TEST(test_file_errors)
     float nan_at[300] = {0};
     nan_at[123] = NAN;
     bad[1].data = nan_at;
-    ck_assert_int_eq(sq_st_write(tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
+    ck_assert_int_eq(sq_st_write(sqt_tpath("fe/step-000006/grads-w01.safetensors"), bad, 2, NULL, 0,
                                  &terr), 0);
     ck_assert_msg(sq_trace_open(dir, &t, &terr) == 0, "%s", terr.msg);
     sq_trace_step ts;
@@ -284,7 +273,7 @@ END_TEST
 START_TEST(test_weight_cadence)
 {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", tpath("cad"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("cad"));
     sqt_rm_tree(dir);
     write_trace(dir, 5, 2, SQ_ST_F32, 2); /* steps 5 .. 9, weights at 5, 7, 9 */
     sq_trace t;
@@ -317,7 +306,7 @@ START_TEST(test_weight_cadence)
     }
     sq_trace_close(&t);
     /* the manifest lists the steps with weights */
-    FILE *f = fopen(tpath("cad/manifest.json"), "r");
+    FILE *f = fopen(sqt_tpath("cad/manifest.json"), "r");
     ck_assert_ptr_nonnull(f);
     char text[4096];
     size_t len = fread(text, 1, sizeof text - 1, f);
@@ -325,14 +314,14 @@ START_TEST(test_weight_cadence)
     text[len] = '\0';
     ck_assert_msg(strstr(text, "\"weights\":\t[5, 7, 9]"), "%s", text);
     /* a listed step whose weights are gone */
-    ck_assert_int_eq(unlink(tpath("cad/step-000007/weights.safetensors")), 0);
+    ck_assert_int_eq(unlink(sqt_tpath("cad/step-000007/weights.safetensors")), 0);
     ck_assert_int_eq(sq_trace_open(dir, &t, &terr), SQ_ERR_NOTFOUND);
     ck_assert_msg(strstr(err, "step-000007/weights.safetensors: missing"), "%s", err);
     /* weights at every step and at none still write (and read) as booleans */
     for (int every = 0; every <= 1; every++) {
         sqt_rm_tree(dir);
         write_trace(dir, 2, 2, SQ_ST_F32, every);
-        f = fopen(tpath("cad/manifest.json"), "r");
+        f = fopen(sqt_tpath("cad/manifest.json"), "r");
         len = fread(text, 1, sizeof text - 1, f);
         fclose(f);
         text[len] = '\0';
@@ -368,14 +357,14 @@ END_TEST
 START_TEST(test_not_regular)
 {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", tpath("nr"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("nr"));
     sq_error terr = {0};
     char *err = terr.msg;
     sq_trace t;
     sqt_rm_tree(dir);
     write_trace(dir, 2, 2, SQ_ST_F32, 1);
-    const char *grad = tpath("nr/step-000006/grads-w01.safetensors");
-    const char *keep = tpath("grads-w01.keep");
+    const char *grad = sqt_tpath("nr/step-000006/grads-w01.safetensors");
+    const char *keep = sqt_tpath("grads-w01.keep");
     ck_assert_int_eq(rename(grad, keep), 0);
     ck_assert_int_eq(mkfifo(grad, 0600), 0);
     ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
@@ -393,7 +382,7 @@ START_TEST(test_not_regular)
     ck_assert_msg(strstr(err, "grads-w01.safetensors: not a regular file (a FIFO)"), "%s", err);
     sq_trace_close(&t);
     /* the manifest */
-    const char *man = tpath("nr/manifest.json");
+    const char *man = sqt_tpath("nr/manifest.json");
     ck_assert_int_eq(unlink(man), 0);
     ck_assert_int_eq(mkfifo(man, 0600), 0);
     ck_assert_int_ne(sq_trace_open(dir, &t, &terr), 0);
@@ -432,7 +421,7 @@ START_TEST(test_many_params)
     char dir[512], sub[600];
     sq_error terr = {0};
     char *err = terr.msg;
-    snprintf(dir, sizeof dir, "%s", tpath("many"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("many"));
     sqt_rm_tree(dir);
     ck_assert_int_eq(mkdir(dir, 0777), 0);
     snprintf(sub, sizeof sub, "%s/step-000001", dir);
@@ -486,7 +475,7 @@ START_TEST(test_writer_errors)
     char *err = terr.msg;
     float x[4] = {1, 2, 3, 4};
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", tpath("we"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("we"));
     sqt_rm_tree(dir);
     ck_assert_int_eq(sq_trace_writer_open(&w, dir, 2, p, 1, SQ_ST_F32, NULL, NULL, &terr), 0);
     /* files in the wrong order */
@@ -525,7 +514,7 @@ START_TEST(test_writer_errors)
     ck_assert_msg(strstr(err, "not empty"), "%s", err);
     ck_assert_int_eq(terr.status, SQ_ERR_CONFLICT);
     /* an integer dtype */
-    ck_assert_int_ne(sq_trace_writer_open(&w, tpath("we2"), 1, p, 1, SQ_ST_I32, NULL, NULL,
+    ck_assert_int_ne(sq_trace_writer_open(&w, sqt_tpath("we2"), 1, p, 1, SQ_ST_I32, NULL, NULL,
                                           &terr), 0);
     ck_assert_int_eq(terr.status, SQ_ERR_ARG);
 }
@@ -540,8 +529,8 @@ START_TEST(test_writer_busy_and_conflict)
     float x[4] = {1, 2, 3, 4};
     sq_error e = {0};
     char dir[512], other[512];
-    snprintf(dir, sizeof dir, "%s", tpath("bc"));
-    snprintf(other, sizeof other, "%s", tpath("bc2"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("bc"));
+    snprintf(other, sizeof other, "%s", sqt_tpath("bc2"));
     sqt_rm_tree(dir);
     sqt_rm_tree(other);
     sq_trace_writer *w, *w2;
@@ -575,7 +564,7 @@ START_TEST(test_writer_busy_and_conflict)
     ck_assert_msg(strstr(e.msg, "field 'trace_id'"), "%s", e.msg);
     /* a step past the end is not found */
     ck_assert_int_eq(sq_trace_open(other, &t, &e), SQ_ERR_NOTFOUND); /* its file moved away */
-    snprintf(to, sizeof to, "%s", tpath("bc3"));
+    snprintf(to, sizeof to, "%s", sqt_tpath("bc3"));
     sqt_rm_tree(to);
     ck_assert_int_eq(sq_trace_writer_open(&w, to, 1, p, 1, SQ_ST_F32, NULL, NULL, &e), SQ_OK);
     ck_assert_int_eq(sq_trace_file_begin(w, 1, 0, &e), SQ_OK);
@@ -607,8 +596,8 @@ START_TEST(test_writer_join_adopt)
     sq_trace_param p[1] = {{.name = "a", .ndim = 2, .shape = {2, 2}}};
     sq_error e = {0};
     char dir[512], other[512];
-    snprintf(dir, sizeof dir, "%s", tpath("join"));
-    snprintf(other, sizeof other, "%s", tpath("join2"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("join"));
+    snprintf(other, sizeof other, "%s", sqt_tpath("join2"));
     sqt_rm_tree(dir);
     sqt_rm_tree(other);
     sq_trace_writer *w, *j1, *j2, *x;
@@ -731,7 +720,7 @@ static int keep_rows(void *ctx, const sq_stat_row *rows, size_t n, sq_error *err
 static void straight_line(int steps, int every)
 {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", tpath("rp"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("rp"));
     sqt_rm_tree(dir);
     write_trace(dir, steps, 2, SQ_ST_F32, every);
     const size_t nw = (size_t)(steps + every - 1) / (size_t)every; /* steps with weights */
@@ -859,7 +848,7 @@ START_TEST(test_replay_params_differ_in_seed)
     sq_trace_param p[2] = {{.name = "x", .ndim = 1, .shape = {4096}},
                            {.name = "y", .ndim = 1, .shape = {4096}}};
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", tpath("same"));
+    snprintf(dir, sizeof dir, "%s", sqt_tpath("same"));
     sqt_rm_tree(dir);
     sq_trace_writer *w;
     sq_error terr = {0};
@@ -903,12 +892,12 @@ END_TEST
 
 static void setup(void)
 {
-    ck_assert_int_eq(sqt_mkdtemp(tmpdir, sizeof tmpdir, "check_tracedir"), 0);
+    ck_assert_int_eq(sqt_scratch_begin("check_tracedir"), 0);
 }
 
 static void teardown(void)
 {
-    sqt_rm_tree(tmpdir);
+    sqt_rm_tree(sqt_tmpdir);
 }
 
 int main(void)

@@ -719,9 +719,5 @@ static Suite *train_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(train_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return sqt_run(train_suite());
 }

@@ -358,6 +358,55 @@ static inline int sqt_mkdtemp(char *buf, size_t len, const char *name)
     return mkdtemp(buf) ? 0 : -1;
 }
 
+/* The suite's scratch directory (one per program: sqt_scratch_begin makes
+** it, sqt_run_scratch removes it after the suite). */
+static char sqt_tmpdir[512];
+
+/* sqt_tmpdir/NAME, in one of eight rotating buffers: a call may take a few
+** paths at once (a source and a destination) without copying them. */
+static inline const char *sqt_tpath(const char *name)
+{
+    static char buf[8][1024];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", sqt_tmpdir, name);
+    return buf[k];
+}
+
+/* Makes the scratch directory $TMPDIR/NAME.XXXXXX; 0 on success, else says
+** why on stderr and returns 99 (automake's hard error) for main to return. */
+static inline int sqt_scratch_begin(const char *name)
+{
+    if (sqt_mkdtemp(sqt_tmpdir, sizeof sqt_tmpdir, name) == 0) return 0;
+    perror("mkdtemp");
+    return 99;
+}
+
+/* Writes len bytes of data to path, failing the test if it cannot. */
+static inline void sqt_write_bytes(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    if (len) ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The whole of path in a new buffer (one byte more, for a terminator the
+** caller may add); *len gets its size. */
+static inline unsigned char *sqt_read_bytes(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = (unsigned char *)malloc((size_t)sz + 1);
+    ck_assert_uint_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    *len = (size_t)sz;
+    return b;
+}
+
 /* Removes path and everything below it. Directories are made writable
 ** first: a test may have taken that away to provoke an error. */
 static inline void sqt_rm_tree(const char *path)
@@ -387,6 +436,45 @@ static inline void sqt_rm_tree(const char *path)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Files                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The call failed (rc != 0), and the message err names the file path and
+** holds each of the strings that follow. */
+#define SQT_EXPECT_ERR(rc, err, path, ...)                                                \
+    do {                                                                                  \
+        const char *what_[] = {__VA_ARGS__};                                              \
+        ck_assert_msg((rc) != 0, "expected a failure for %s", path);                      \
+        ck_assert_msg(strstr(err, path) != NULL, "message lacks the file name: %s", err); \
+        for (size_t i_ = 0; i_ < sizeof what_ / sizeof *what_; i_++)                      \
+            ck_assert_msg(strstr(err, what_[i_]) != NULL, "message lacks '%s': %s",       \
+                          what_[i_], err);                                                \
+    } while (0)
+
+/* A .npy image: magic, version major.0, the dict padded with spaces and a
+** newline to a multiple of 64 (pad = 0: neither), then dlen bytes of data;
+** exactly *len bytes allocated, so that a sanitizer sees a read past them. */
+static inline unsigned char *sqt_npy_image(int major, const char *dict, int pad, const void *data,
+                                           size_t dlen, size_t *len)
+{
+    size_t lenbytes = major == 1 ? 2 : 4, pre = 8 + lenbytes;
+    size_t hl = strlen(dict);
+    if (pad) hl = ((pre + hl + 1 + 63) / 64) * 64 - pre;
+    *len = pre + hl + dlen;
+    unsigned char *b = (unsigned char *)malloc(*len ? *len : 1);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, "\x93NUMPY", 6);
+    b[6] = (unsigned char)major;
+    b[7] = 0;
+    for (size_t i = 0; i < lenbytes; i++) b[8 + i] = (unsigned char)(hl >> (8 * i));
+    memset(b + pre, ' ', hl);
+    memcpy(b + pre, dict, strlen(dict));
+    if (pad) b[pre + hl - 1] = '\n';
+    if (dlen) memcpy(b + pre + hl, data, dlen);
+    return b;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Running a suite                                                          */
 /* ------------------------------------------------------------------------ */
 
@@ -400,5 +488,45 @@ static inline int sqt_run(Suite *s)
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+/* sqt_run, then the scratch directory removed. */
+static inline int sqt_run_scratch(Suite *s)
+{
+    int rc = sqt_run(s);
+    sqt_rm_tree(sqt_tmpdir);
+    return rc;
+}
+
+/* The GPU suites run in one process: a CUDA context does not survive
+** fork(). */
+static inline int sqt_run_nofork(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GPU suites (where backend/device.h is included first)                    */
+/* ------------------------------------------------------------------------ */
+#ifdef SQ_BACKEND_DEVICE_H
+
+/* The number of visible CUDA devices; without one, says why and ends the
+** program with 77 (automake's SKIP). */
+static inline int sqt_devices_or_skip(void)
+{
+    int n = sq_device_count();
+    if (n <= 0) {
+        printf("SKIP: no CUDA device (shardq built without CUDA / no GPU visible): %s\n",
+               sq_device_unavailable_reason());
+        exit(77);
+    }
+    return n;
+}
+
+#endif /* SQ_BACKEND_DEVICE_H */
 
 #endif /* SHARDQ_CHECK_UTIL_H */

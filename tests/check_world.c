@@ -12,6 +12,7 @@
 #include "shardq/codec.h"
 #include "sq_hd.h"
 #include "shardq/world.h"
+#include "world_util.h"
 #include "world/world_internal.h" /* a replica changed behind the world's back */
 
 #include <check.h>
@@ -36,12 +37,8 @@ static const topo3 topos[] = {{2, 4, 1}, {2, 4, 2}, {3, 2, 4}, {2, 8, 8},
 static sq_world *open_world(int K, int G, const char *preset, const char *const *sets,
                             uint64_t n, uint64_t seed, int dry)
 {
-    sq_world_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.topo.nodes = K;
-    cfg.topo.per_node = G;
+    sq_world_config cfg = sqt_world_preset(K, G, preset);
     sq_error err = {0};
-    ck_assert_int_eq(sq_scheme_preset(preset, &cfg.scheme, &err), SQ_OK);
     for (int i = 0; sets && sets[i]; i++)
         ck_assert_msg(sq_scheme_set(&cfg.scheme, sets[i], &err) == SQ_OK, "%s", err.msg);
     if (sq_scheme_per_tensor(&cfg.scheme)) {

@@ -7,9 +7,7 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-T=$TEST_TMPDIR
-export SHARDQ_PROGRESS=0
-unset SHARDQ_DB
+cli_env
 
 for i in $(seq 1 200); do
   echo "line $i: the quick brown fox jumps over the lazy dog; sharded data parallel training"

@@ -7,12 +7,7 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-# The runs are written with the sqlite3 tool (Debian package sqlite3, which
-# ./bootstrap --deps installs).
-if ! command -v sqlite3 >/dev/null 2>&1; then
-  echo "error: no sqlite3 command (apt-get install sqlite3, or ./bootstrap --deps)" >&2
-  exit 99
-fi
+need_sqlite3
 T=$TEST_TMPDIR
 DB=$T/s.db
 unset SHARDQ_DB

@@ -11,9 +11,7 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-T=$TEST_TMPDIR
-export SHARDQ_PROGRESS=0
-unset SHARDQ_DB
+cli_env
 
 ok "demo --help" "$SHARDQ" demo --help
 cp "$sq_tmp/out" "$T/help.txt"

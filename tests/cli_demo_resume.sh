@@ -32,9 +32,7 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-T=$TEST_TMPDIR
-export SHARDQ_PROGRESS=0
-unset SHARDQ_DB
+cli_env
 if test -n "${SHARDQ_TEST_KILLS:-}"; then
   kills=$SHARDQ_TEST_KILLS
 elif test -n "${ASAN_OPTIONS:-}"; then

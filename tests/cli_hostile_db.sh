@@ -8,14 +8,9 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-if ! command -v sqlite3 >/dev/null 2>&1; then
-  echo "error: no sqlite3 command (apt-get install sqlite3, or ./bootstrap --deps)" >&2
-  exit 99
-fi
-T=$TEST_TMPDIR
+need_sqlite3
+cli_env
 DB=$T/s.db
-export SHARDQ_PROGRESS=0
-unset SHARDQ_DB
 
 # A store with one replay in it: its rows are what the checks count.
 "$SHARDQ" trace synth --steps 2 --workers 4 --topology 1x4 --params "w:64x64,b:64" "$T/tr" >/dev/null ||

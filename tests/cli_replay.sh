@@ -7,9 +7,7 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-T=$TEST_TMPDIR
-export SHARDQ_PROGRESS=0
-unset SHARDQ_DB
+cli_env
 
 "$SHARDQ" trace synth --steps 4 --workers 8 --topology 2x4 \
   --params "emb:256x64,w1:64x256,w2:256x64,ln:64" "$T/tr" >/dev/null

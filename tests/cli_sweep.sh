@@ -9,25 +9,11 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-T=$TEST_TMPDIR
-export SHARDQ_PROGRESS=0
-unset SHARDQ_DB
+cli_env
 
-mkdir -p "$T/traces"
-"$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
-  --params "a:128x64,b:4096,c:100" "$T/traces/tiny" >/dev/null
-
-cat >"$T/small.ini" <<'EOF'
-; a small grid: 3 bits x 2 groups x 2 seeds = 12, plus 2 weight runs
-[sweep]
-name = small
-trace = traces/tiny
-seeds = 1, 2
-
-[grid g]
-presets = sdp4bit
-paths = grad
-grad.bits = 3..5
+{
+  echo '; a small grid: 3 bits x 2 groups x 2 seeds = 12, plus 2 weight runs'
+  sweep_tiny && cat <<'EOF'
 grad.group = 64, 256
 
 [grid w]
@@ -35,6 +21,7 @@ presets = qw, qwd
 paths = weight
 seeds = 1
 EOF
+} >"$T/small.ini"
 
 "$SHARDQ" sweep --list "$T/small.ini" >"$T/list.txt"
 ok "the grid has 14 configurations" test "$(grep -vc '^#' "$T/list.txt")" -eq 14

@@ -69,6 +69,39 @@ expect_fail_with() {
   fi
 }
 
+# cli_env: what most command tests start from: T, the scratch directory; no
+# progress lines on stderr; no database named by the caller's SHARDQ_DB.
+cli_env() {
+  T=$TEST_TMPDIR
+  SHARDQ_PROGRESS=0
+  export SHARDQ_PROGRESS
+  unset SHARDQ_DB
+}
+
+# need_sqlite3: tests that write or read a store behind shardq's back use
+# the sqlite3 tool (Debian package sqlite3, which ./bootstrap --deps
+# installs); without it they cannot run (exit 99, automake's hard error).
+need_sqlite3() {
+  if ! command -v sqlite3 >/dev/null 2>&1; then
+    echo "error: no sqlite3 command (apt-get install sqlite3, or ./bootstrap --deps)" >&2
+    exit 99
+  fi
+}
+
+# sweep_tiny: the sweep tests' trace, $T/traces/tiny (3 steps of 4 workers,
+# 2x2, three small tensors), made once; then their recipe's head on stdout
+# (a replay of it, seeds 1 and 2, grid g: sdp4bit's gradients at 3 to 5
+# bits), for the test to go on from.
+sweep_tiny() {
+  if ! test -d "$T/traces/tiny"; then
+    mkdir -p "$T/traces"
+    "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
+      --params "a:128x64,b:4096,c:100" "$T/traces/tiny" >/dev/null || return 1
+  fi
+  printf '%s\n' '[sweep]' 'name = small' 'trace = traces/tiny' 'seeds = 1, 2' '' \
+    '[grid g]' 'presets = sdp4bit' 'paths = grad' 'grad.bits = 3..5'
+}
+
 # skip_all REASON: the whole test does not apply here (automake's SKIP).
 skip_all() {
   echo "SKIP: $*"

@@ -13,9 +13,7 @@
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"
 . "$SHARDQ_SRCDIR/tests/lib.sh"
-T=$TEST_TMPDIR
-export SHARDQ_PROGRESS=0
-unset SHARDQ_DB
+cli_env
 
 need() { echo "error: $*" >&2; exit 99; }
 command -v mpirun >/dev/null 2>&1 || need "mpirun is needed (apt-get install openmpi-bin libopenmpi-dev)"
@@ -42,9 +40,21 @@ RUN=$T/shardq-rank
 printf '#!/bin/sh\nTMPDIR="%s" exec "%s" "$@"\n' "$T/tmp" "$SHARDQ" >"$RUN"
 chmod +x "$RUN"
 
-mkdir -p "$T/traces"
-"$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
-  --params "a:128x64,b:4096,c:100" "$T/traces/tiny" >/dev/null
+{
+  echo '; 6 gradient runs, 2 weight runs, 1 that fails midway'
+  sweep_tiny && cat <<'EOF'
+
+[grid w]
+presets = qw, qwd
+paths = weight
+seeds = 1
+
+[grid broken]
+presets = sdp4bit
+trace = traces/broken
+seeds = 1
+EOF
+} >"$T/small.ini"
 # a trace that opens but holds a NaN in its last step: its replay begins,
 # then fails, and is stored 'failed' (hardware or not, everywhere alike)
 cp -r "$T/traces/tiny" "$T/traces/broken"
@@ -58,29 +68,6 @@ open(f, 'wb').write(b)" "$T/traces/broken/step-000003/grads-w01.safetensors"
 # takes a second to end the other ranks after one died, and they go on
 "$SHARDQ" trace synth --steps 3 --workers 4 --topology 2x2 \
   --params "a:1024x1024,b:1024x1024" "$T/traces/mid" >/dev/null
-
-cat >"$T/small.ini" <<'EOF'
-; 6 gradient runs, 2 weight runs, 1 that fails midway
-[sweep]
-name = small
-trace = traces/tiny
-seeds = 1, 2
-
-[grid g]
-presets = sdp4bit
-paths = grad
-grad.bits = 3..5
-
-[grid w]
-presets = qw, qwd
-paths = weight
-seeds = 1
-
-[grid broken]
-presets = sdp4bit
-trace = traces/broken
-seeds = 1
-EOF
 
 cat >"$T/kill.ini" <<'EOF'
 [sweep]

@@ -1,6 +1,7 @@
 /*
 ** input.h -- what the readers share: opening an input file so that it
-** cannot hang or flood them, and the check for duplicate keys in JSON.
+** cannot hang or flood them, the check for duplicate keys in JSON, and
+** the machine's byte order.
 **
 ** An input must be a regular file. A FIFO would block open() until some
 ** writer came (forever, if none does) and a device such as /dev/zero never
@@ -22,6 +23,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+/* Both formats store little-endian numbers: a big-endian machine converts
+** each value, a little-endian one copies. */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define SQ_BIG_ENDIAN 1
+#else
+#define SQ_BIG_ENDIAN 0
+#endif
 
 #ifdef __cplusplus
 extern "C" {

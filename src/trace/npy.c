@@ -20,13 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
-    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define SQ_BIG_ENDIAN 1
-#else
-#define SQ_BIG_ENDIAN 0
-#endif
-
 /* The longest header we accept: NumPy itself refuses more than 10000 bytes by
 ** default; a header of 64 dimensions takes under 1.5 kB. */
 #define NPY_HEADER_MAX ((uint32_t)1 << 20)

@@ -26,13 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
-    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define SQ_BIG_ENDIAN 1
-#else
-#define SQ_BIG_ENDIAN 0
-#endif
-
 static const struct {
     const char *name;
     size_t size;

@@ -362,36 +362,52 @@ GL_CLONES static void causal_softmax_bwd(float *dS, const float *P, int T, float
     }
 }
 
+/* What both attention passes share: the head size, the scale of the scores,
+** the threads of the loop over (batch, head) and whether it runs in
+** parallel (each head's GEMMs then run serial: gl_blas_serial_begin, whose
+** state `saved` the pass gives back to gl_blas_serial_end). */
+typedef struct attn_pass {
+    int hs, nth, saved, par;
+    float scale;
+} attn_pass;
+
+static attn_pass attn_begin(int B, int T, int C, int NH)
+{
+    attn_pass a;
+    a.hs = C / NH;
+    a.scale = 1.0f / sqrtf((float)a.hs);
+    a.nth = sq_get_threads();
+    a.saved = gl_blas_serial_begin();
+    a.par = B * NH > 1 && (size_t)B * T * T * C >= GL_BLAS_PAR_MIN;
+    return a;
+}
+
 void gl_attention_fwd(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const int nth = sq_get_threads(), saved = gl_blas_serial_begin();
-    const int par = B * NH > 1 && (size_t)B * T * T * C >= GL_BLAS_PAR_MIN;
-#pragma omp parallel for num_threads(nth) schedule(static) if (par)
+    const attn_pass a = attn_begin(B, T, C, NH);
+    const int hs = a.hs, C3 = 3 * C;
+#pragma omp parallel for num_threads(a.nth) schedule(static) if (a.par)
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
         const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs, *k = q + C, *v = q + 2 * C;
         float *S = att + (size_t)bh * T * T;
         /* S = scale Q K^T, the softmax of each row over t2 <= t */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, a.scale, q, C3, k, C3, 0.0f,
                     S, T);
         causal_softmax(S, T);
         /* out = P V */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, v, C3, 0.0f,
                     out + (size_t)b * T * C + (size_t)h * hs, C);
     }
-    gl_blas_serial_end(saved);
+    gl_blas_serial_end(a.saved);
 }
 
 void gl_attention_bwd(float *dqkv, const float *dout, const float *qkv, const float *att,
                       float *scratch, int B, int T, int C, int NH)
 {
-    const int hs = C / NH, C3 = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
-    const int nth = sq_get_threads(), saved = gl_blas_serial_begin();
-    const int par = B * NH > 1 && (size_t)B * T * T * C >= GL_BLAS_PAR_MIN;
-#pragma omp parallel for num_threads(nth) schedule(static) if (par)
+    const attn_pass a = attn_begin(B, T, C, NH);
+    const int hs = a.hs, C3 = 3 * C;
+#pragma omp parallel for num_threads(a.nth) schedule(static) if (a.par)
     for (int bh = 0; bh < B * NH; bh++) {
         const int b = bh / NH, h = bh % NH;
         const size_t off = (size_t)b * T * C3 + (size_t)h * hs;
@@ -406,14 +422,14 @@ void gl_attention_bwd(float *dqkv, const float *dout, const float *qkv, const fl
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dy, C, 0.0f, dv,
                     C3);
         /* softmax: dS = scale P (dP - sum_t2 P dP), 0 above the diagonal */
-        causal_softmax_bwd(dS, P, T, scale);
+        causal_softmax_bwd(dS, P, T, a.scale);
         /* dQ = dS K; dK = dS^T Q */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dS, T, k, C3, 0.0f,
                     dq, C3);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dS, T, q, C3, 0.0f,
                     dk, C3);
     }
-    gl_blas_serial_end(saved);
+    gl_blas_serial_end(a.saved);
 }
 
 /* ------------------------------------------------------------------------ */
