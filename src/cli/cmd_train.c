@@ -4,6 +4,7 @@
 ** timings into the database, optionally a trace of the run.
 */
 #include "cli.h"
+#include "app/app.h"
 #include "ranks.h"
 #include "shardq/layout.h"
 #include "progress.h"
@@ -353,6 +354,44 @@ static int float_opt(const char *opt, const char *text, double min, double max, 
     return 0;
 }
 
+int cli_train_end(cli_job *j, const sq_app_train *t, int bad, const sq_error *e, int json)
+{
+    const sq_sweep_outcome *out = j->out;
+    const sq_sweep_config *cfg = t->cfg;
+    const char *db = t->db, *capture = t->capture;
+    int rc, quiet = j->quiet;
+    if (bad && out->status == SQ_SWEEP_ALREADY_DONE && capture) {
+        /* the run of the key is done, but not its trace */
+        sq_progress_finish(j->bar);
+        if (!quiet) printf("already done: run %lld in %s\n", (long long)out->run, db);
+        const char *why = strstr(sq_error_message(e), "is not there: ");
+        fprintf(stderr, "shardq train: --capture %s: the run of this --key is done, but its "
+                "trace is not there: %s\n", capture, why ? why + 14 : sq_error_message(e));
+        rc = CLI_RUNTIME;
+    } else if (bad && out->field != SQ_TRAIN_FIELD_NONE) {
+        sq_progress_finish(j->bar);
+        report_invalid(out->field, e);
+        rc = CLI_RUNTIME;
+    } else if ((rc = cli_job_end(j, bad, e, db)) < 0) {
+        /* the configuration as run, for the summary */
+        sq_train_config c = cfg->train;
+        c.seed = cfg->seed;
+        c.capture = capture;
+        figures f = compute_figures(&out->train, out->sgemm);
+        sq_corpus corpus = {.path = (char *)out->corpus};
+        const struct sq_transport *tr = t->transport;
+        cli_ranks ranks = {.on = tr != NULL, .size = tr ? tr->nranks : 1};
+        if (json)
+            print_json(&out->train, &f, &c, &corpus, cfg->preset, out->scheme, out->topo,
+                       out->run, &ranks);
+        else if (!quiet)
+            print_text(&out->train, &f, &c, &corpus, cfg->preset, out->topo, db, out->run,
+                       &ranks);
+        rc = CLI_OK;
+    }
+    return rc;
+}
+
 int cli_train_job(const sq_sweep_config *cfg, const char *db, const char *key,
                   const char *sweep, int busy_ms, const char *capture, uint32_t capture_every,
                   int quiet, int json, const struct sq_transport *transport)
@@ -363,41 +402,14 @@ int cli_train_job(const sq_sweep_config *cfg, const char *db, const char *key,
         return CLI_RUNTIME;
     }
     cli_job j = {.cmd = "train", .quiet = quiet, .lines = !quiet && !json, .out = out};
-    sq_sweep_job job = {.cfg = cfg, .db = db, .key = key, .sweep = sweep, .busy_ms = busy_ms,
-                        .capture = capture, .capture_every = capture_every, .sgemm = 1,
-                        .transport = transport};
-    cli_job_hooks(&j, &job.hooks);
+    sq_app_train t = {.cfg = cfg, .db = db, .key = key, .sweep = sweep, .busy_ms = busy_ms,
+                      .capture = capture, .capture_every = capture_every,
+                      .transport = transport};
+    sq_sweep_hooks hooks;
+    cli_job_hooks(&j, &hooks);
     sq_error e = {0};
-    int bad = sq_sweep_job_run(&job, out, &e);
-    int rc;
-    if (bad && out->status == SQ_SWEEP_ALREADY_DONE && capture) {
-        /* the run of the key is done, but not its trace */
-        sq_progress_finish(j.bar);
-        if (!quiet) printf("already done: run %lld in %s\n", (long long)out->run, db);
-        const char *why = strstr(sq_error_message(&e), "is not there: ");
-        fprintf(stderr, "shardq train: --capture %s: the run of this --key is done, but its "
-                "trace is not there: %s\n", capture, why ? why + 14 : sq_error_message(&e));
-        rc = CLI_RUNTIME;
-    } else if (bad && out->field != SQ_TRAIN_FIELD_NONE) {
-        sq_progress_finish(j.bar);
-        report_invalid(out->field, &e);
-        rc = CLI_RUNTIME;
-    } else if ((rc = cli_job_end(&j, bad, &e, db)) < 0) {
-        /* the configuration as run, for the summary */
-        sq_train_config c = cfg->train;
-        c.seed = cfg->seed;
-        c.capture = capture;
-        figures f = compute_figures(&out->train, out->sgemm);
-        sq_corpus corpus = {.path = out->corpus};
-        cli_ranks ranks = {.on = transport != NULL, .size = transport ? transport->nranks : 1};
-        if (json)
-            print_json(&out->train, &f, &c, &corpus, cfg->preset, out->scheme, out->topo,
-                       out->run, &ranks);
-        else if (!quiet)
-            print_text(&out->train, &f, &c, &corpus, cfg->preset, out->topo, db, out->run,
-                       &ranks);
-        rc = CLI_OK;
-    }
+    int bad = sq_app_train_run(&t, &hooks, out, &e);
+    int rc = cli_train_end(&j, &t, bad, &e, json);
     free(out);
     return rc;
 }
