@@ -1,5 +1,6 @@
 /*
-** shardq/sweep.h -- sweeps: recipes into configurations, run keys, the job runner.
+** shardq/sweep.h -- sweeps: recipes into configurations, run keys, the job
+** runner, and the process pool that runs a whole sweep.
 **
 ** Part of the public API of libshardq (README, "Using the library"); every
 ** declaration below is exported, everything else in the library is hidden.
@@ -21,8 +22,10 @@ SQ_BEGIN_DECLS
 
 /*
 ** sweep -- sweeps as a library: the INI recipes (README, "Sweeps") read
-** and expanded into structured configurations, and the job runner that
-** runs one configuration -- a replay or a training run -- into the store.
+** and expanded into structured configurations, the job runner that runs
+** one configuration -- a replay or a training run -- into the store, and
+** the process pool that runs every configuration of a sweep in children of
+** its own (across MPI ranks, mpi.h's scheduler does: sq_mpi_schedule).
 **
 **   [sweep]                  name, jobs, and defaults for every grid
 **   name = grad-bits

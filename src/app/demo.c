@@ -234,7 +234,7 @@ static int holds(const char *path, const uint8_t *data, size_t len)
     return same && at == len;
 }
 
-static int write_copy(const char *path, const uint8_t *data, size_t len, sq_error *err)
+int sq_app_demo_write(const char *path, const void *data, size_t len, sq_error *err)
 {
     sq_wfile w;
     int rc = sq_wfile_open(&w, path, err);
@@ -281,7 +281,7 @@ static int take_corpus(sq_app_demo *d, sq_error *err)
     snprintf(d->corpus_id, sizeof d->corpus_id, "fnv1a64:%016llx:%zu", (unsigned long long)h,
              len);
     snprintf(d->corpus, sizeof d->corpus, "%s/%s", d->out, d->corpus_name);
-    int rc = holds(d->corpus, all, len) ? SQ_OK : write_copy(d->corpus, all, len, err);
+    int rc = holds(d->corpus, all, len) ? SQ_OK : sq_app_demo_write(d->corpus, all, len, err);
     if (!rc) rc = check_copy(d, &c, err);
     if (!rc)
         sq_app_demo_say(d, SQ_APP_SAY_OUT, "corpus: %s, %zu bytes in %zu file%s, trained on as %s",

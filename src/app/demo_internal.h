@@ -49,6 +49,10 @@ void sq_app_demo_say(const sq_app_demo *d, int level, const char *fmt, ...)
 
 int sq_app_ids_add(sq_app_ids *s, int64_t id);
 
+/* data[0 .. len) written to path through the trace writer's safe file (a
+** temporary renamed into place: a failed write leaves no half file). */
+int sq_app_demo_write(const char *path, const void *data, size_t len, sq_error *err);
+
 /* demo_recipes.c: recipe name ("replays", "train", "seeds") of this
 ** configuration written into OUT as file (demo-replay.ini ...) and loaded
 ** into *sw. */

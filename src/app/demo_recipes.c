@@ -11,7 +11,6 @@
 #define _DEFAULT_SOURCE /* PATH_MAX */
 #include "app/demo_files.h"
 #include "app/demo_internal.h"
-#include "trace/wfile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,15 +69,6 @@ static char *fill_in(const sq_app_demo *d, const char *text, size_t *len)
     return out;
 }
 
-static int write_file(const char *path, const char *text, size_t len, sq_error *err)
-{
-    sq_wfile w;
-    int rc = sq_wfile_open(&w, path, err);
-    if (rc) return rc;
-    sq_wfile_write(&w, text, len);
-    return sq_wfile_commit(&w, err);
-}
-
 int sq_app_demo_recipe(const sq_app_demo *d, const char *name, const char *file, sq_sweep *sw,
                        sq_error *err)
 {
@@ -93,7 +83,7 @@ int sq_app_demo_recipe(const sq_app_demo *d, const char *name, const char *file,
     if (!filled) return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
     /* written first, so that DIR says what ran even when it fails; read
     ** from memory as if it were that file (its trace and corpus lie beside) */
-    int rc = write_file(path, filled, len, err);
+    int rc = sq_app_demo_write(path, filled, len, err);
     if (!rc) rc = sq_sweep_load_text(path, filled, len, NULL, sw, err);
     free(filled);
     return rc;
