@@ -165,8 +165,9 @@ int cli_sweep_run(const struct sq_sweep *sw, const struct sq_sweep_pool_opts *o,
 
 /* Runs the training cfg (cmd_train.c) as `shardq train` does once its
 ** options are read -- into db (NULL: nothing stored) under key and sweep,
-** capturing a trace into capture when not NULL -- and prints what it prints.
-** Returns the exit status. `shardq demo` runs its capture with it. */
+** capturing a trace into capture when not NULL -- and prints what it prints:
+** the run is the application layer's (sq_app_train_run), the printing
+** cli_train_end's. Returns the exit status. */
 struct sq_sweep_config;
 struct sq_transport;
 int cli_train_job(const struct sq_sweep_config *cfg, const char *db, const char *key,
