@@ -43,15 +43,34 @@ struct sq_app_demo {
     int nsetup;
 };
 
-/* A line through ui->say (printf-like). */
+/* demo.c: a line through ui->say (printf-like); the line that begins
+** phase k of 6; id kept as a run of this configuration (of ids, when not
+** NULL, and of all). */
 void sq_app_demo_say(const sq_app_demo *d, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
+void sq_app_demo_phase(const sq_app_demo *d, int k, const char *what);
 int sq_app_ids_add(sq_app_ids *s, int64_t id);
+int sq_app_demo_keep(sq_app_demo *d, sq_app_ids *ids, int64_t id, sq_error *err);
 
 /* data[0 .. len) written to path through the trace writer's safe file (a
 ** temporary renamed into place: a failed write leaves no half file). */
 int sq_app_demo_write(const char *path, const void *data, size_t len, sq_error *err);
+
+/* demo_corpus.c: the corpus copied into OUT as corpus-HASH.txt (said). */
+int sq_app_demo_take_corpus(sq_app_demo *d, sq_error *err);
+
+/* demo_capture.c: the capture run's key and trace (from the options and
+** the corpus), then phase 1. */
+void sq_app_demo_capture_key(sq_app_demo *d);
+int sq_app_demo_capture(sq_app_demo *d, sq_error *err);
+
+/* demo_recipes.c: phases 2 (the replays) and 3 (the training runs). */
+int sq_app_demo_replays(sq_app_demo *d, sq_error *err);
+int sq_app_demo_training(sq_app_demo *d, sq_error *err);
+
+/* demo_measure.c: phases 4 (bench) and 5 (the cost model). */
+int sq_app_demo_bench(sq_app_demo *d, sq_error *err);
+int sq_app_demo_predict(sq_app_demo *d, sq_error *err);
 
 /* demo_recipes.c: recipe name ("replays", "train", "seeds") of this
 ** configuration written into OUT as file (demo-replay.ini ...) and loaded

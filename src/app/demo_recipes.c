@@ -6,11 +6,14 @@
 ** A recipe is a file a user can copy and edit. Four names in it stand for
 ** what only the demo knows: @TRACE@ (the trace its capture wrote), @CORPUS@
 ** (its copy of the corpus), @STEPS@ and @EVERY@; lines that begin with ";;"
-** say so, and are left out of the copy written.
+** say so, and are left out of the copy written. Phases 2 and 3 run them
+** through the sweep's process pool.
 */
 #define _DEFAULT_SOURCE /* PATH_MAX */
 #include "app/demo_files.h"
 #include "app/demo_internal.h"
+#include "shardq/store.h"
+#include "store/summary_queries.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,4 +90,71 @@ int sq_app_demo_recipe(const sq_app_demo *d, const char *name, const char *file,
     if (!rc) rc = sq_sweep_load_text(path, filled, len, NULL, sw, err);
     free(filled);
     return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Phases 2 and 3: the sweeps                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The done runs of every configuration of sw, into *ids (and d->all): a
+** phase is done only when all of them are. */
+static int recipe_runs(sq_app_demo *d, const sq_sweep *sw, sq_app_ids *ids, sq_error *err)
+{
+    sq_store *s;
+    int rc = sq_store_open(d->db, SQ_STORE_BUSY_MS, 0, &s, err);
+    if (rc) return rc;
+    size_t missing = 0;
+    for (size_t i = 0; i < sw->nruns && !rc; i++) {
+        int64_t id;
+        rc = sq_store_done_run_by_key(s, sw->runs[i].key, &id, err);
+        if (!rc && id <= 0) missing++;
+        else if (!rc) rc = sq_app_demo_keep(d, ids, id, err);
+    }
+    sq_store_close(s);
+    if (!rc && missing)
+        rc = sq_error_set(err, SQ_ERR_NOTFOUND, "%s: %zu of its %zu runs are not done in %s",
+                          sw->path, missing, sw->nruns, d->db);
+    return rc;
+}
+
+/* Recipe name, written into OUT as file, run through the sweep's pool
+** (in this process: the demo's sweeps are its own, even under an MPI
+** launcher), its runs added to ids. */
+static int run_recipe(sq_app_demo *d, const char *name, const char *file, sq_app_ids *ids,
+                      sq_error *err)
+{
+    sq_sweep sw;
+    int rc = sq_app_demo_recipe(d, name, file, &sw, err);
+    if (rc) return rc;
+    fflush(stdout);
+    sq_sweep_pool_opts o = {.db = d->db, .stale_after = -1, .ctx = d->ui ? d->ui->ctx : NULL,
+                            .event = d->ui ? d->ui->pool : NULL};
+    sq_sweep_pool_counts n;
+    rc = sq_sweep_pool_run(&sw, &o, &n, err);
+    /* the failures were said as they came (ui->pool) */
+    if (!rc && n.done < sw.nruns) rc = sq_error_set(err, SQ_ERR_IO, "%s", "");
+    if (!rc) rc = recipe_runs(d, &sw, ids, err);
+    sq_sweep_free(&sw);
+    return rc;
+}
+
+int sq_app_demo_replays(sq_app_demo *d, sq_error *err)
+{
+    sq_app_demo_phase(d, 2, "sweeping bits x group sizes x Hadamard, and every preset over 3 seeds, on the "
+                "trace");
+    return run_recipe(d, "replays", "demo-replay.ini", &d->replays, err);
+}
+
+/* The main presets, then the baseline and sdp4bit again under seeds 2 and
+** 3, so that the convergence line compares their difference with the
+** spread of seeds (seed 1 is the capture run and the main sweep's). Two
+** presets, not all: each run is a whole training, the demo's largest cost. */
+int sq_app_demo_training(sq_app_demo *d, sq_error *err)
+{
+    sq_app_demo_phase(d, 3, "training the same model under the main presets (same data, same seed)");
+    int rc = run_recipe(d, "train", "demo-train.ini", &d->trains, err);
+    if (rc) return rc;
+    sq_app_demo_say(d, SQ_APP_SAY_OUT,
+                    "\nthe baseline and sdp4bit under seeds 2 and 3, for the seeds' spread:");
+    return run_recipe(d, "seeds", "demo-seeds.ini", &d->trains, err);
 }
