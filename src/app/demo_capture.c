@@ -168,8 +168,8 @@ static int run_by_key(const sq_app_demo *d, const char *key, int64_t *id, sq_err
 
 int sq_app_demo_capture(sq_app_demo *d, sq_error *err)
 {
-    sq_app_demo_phase(d, 1, "training the GPT under the baseline, capturing a trace of its weights and "
-                "gradients");
+    sq_app_demo_phase(d, 1, "training the GPT under the baseline, capturing a trace of its "
+                            "weights and gradients");
     int64_t id;
     int rc = run_by_key(d, d->key, &id, err);
     if (rc) return rc;

@@ -140,8 +140,8 @@ static int run_recipe(sq_app_demo *d, const char *name, const char *file, sq_app
 
 int sq_app_demo_replays(sq_app_demo *d, sq_error *err)
 {
-    sq_app_demo_phase(d, 2, "sweeping bits x group sizes x Hadamard, and every preset over 3 seeds, on the "
-                "trace");
+    sq_app_demo_phase(d, 2, "sweeping bits x group sizes x Hadamard, and every preset over 3 "
+                            "seeds, on the trace");
     return run_recipe(d, "replays", "demo-replay.ini", &d->replays, err);
 }
 
@@ -151,7 +151,8 @@ int sq_app_demo_replays(sq_app_demo *d, sq_error *err)
 ** presets, not all: each run is a whole training, the demo's largest cost. */
 int sq_app_demo_training(sq_app_demo *d, sq_error *err)
 {
-    sq_app_demo_phase(d, 3, "training the same model under the main presets (same data, same seed)");
+    sq_app_demo_phase(d, 3, "training the same model under the main presets (same data, same "
+                            "seed)");
     int rc = run_recipe(d, "train", "demo-train.ini", &d->trains, err);
     if (rc) return rc;
     sq_app_demo_say(d, SQ_APP_SAY_OUT,
