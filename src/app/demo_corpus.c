@@ -46,15 +46,6 @@ static int holds(const char *path, const uint8_t *data, size_t len)
     return same && at == len;
 }
 
-int sq_app_demo_write(const char *path, const void *data, size_t len, sq_error *err)
-{
-    sq_wfile w;
-    int rc = sq_wfile_open(&w, path, err);
-    if (rc) return rc;
-    sq_wfile_write(&w, data, len);
-    return sq_wfile_commit(&w, err);
-}
-
 /* The copy at d->corpus must train exactly like the original c. */
 static int check_copy(const sq_app_demo *d, const sq_corpus *c, sq_error *err)
 {

@@ -43,7 +43,7 @@ struct sq_app_demo {
     int nsetup;
 };
 
-/* demo.c: a line through ui->say (printf-like); the line that begins
+/* demo_state.c: a line through ui->say (printf-like); the line that begins
 ** phase k of 6; id kept as a run of this configuration (of ids, when not
 ** NULL, and of all). */
 void sq_app_demo_say(const sq_app_demo *d, int level, const char *fmt, ...)
@@ -52,8 +52,8 @@ void sq_app_demo_phase(const sq_app_demo *d, int k, const char *what);
 int sq_app_ids_add(sq_app_ids *s, int64_t id);
 int sq_app_demo_keep(sq_app_demo *d, sq_app_ids *ids, int64_t id, sq_error *err);
 
-/* data[0 .. len) written to path through the trace writer's safe file (a
-** temporary renamed into place: a failed write leaves no half file). */
+/* demo_state.c: data[0 .. len) written to path through the trace writer's
+** safe file (a temporary renamed into place: no half file is left). */
 int sq_app_demo_write(const char *path, const void *data, size_t len, sq_error *err);
 
 /* demo_corpus.c: the corpus copied into OUT as corpus-HASH.txt (said). */
