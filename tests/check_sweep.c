@@ -413,6 +413,35 @@ START_TEST(test_bad_recipes)
 }
 END_TEST
 
+/* A recipe in memory reads as the file at its path would: the same runs,
+** keys and text, its trace found beside that path, the path in errors. */
+START_TEST(test_load_text)
+{
+    static const char text[] = "[sweep]\nname = m\ntrace = t\nseeds = 1, 2\n"
+                               "[grid a]\ngrad.bits = 2, 4\n";
+    sq_sweep f, m;
+    sq_error e = {0};
+    const char *p = recipe("m", text);
+    ck_assert_msg(sq_sweep_load(p, NULL, &f, &e) == SQ_OK, "%s", sq_error_message(&e));
+    ck_assert_msg(sq_sweep_load_text(p, text, strlen(text), NULL, &m, &e) == SQ_OK, "%s",
+                  sq_error_message(&e));
+    ck_assert_uint_eq(m.nruns, f.nruns);
+    for (size_t i = 0; i < m.nruns; i++) {
+        ck_assert_str_eq(m.runs[i].key, f.runs[i].key);
+        ck_assert_str_eq(m.runs[i].trace, f.runs[i].trace);
+    }
+    ck_assert_str_eq(m.text, text);
+    ck_assert_str_eq(m.path, p);
+    sq_sweep_free(&f);
+    sq_sweep_free(&m);
+    /* not NUL-terminated: only len bytes are read */
+    ck_assert_int_eq(sq_sweep_load_text(p, text, 17, NULL, &m, &e), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(e.msg, p) && strstr(e.msg, "trace"), "%s", e.msg);
+    ck_assert_int_eq(sq_sweep_load_text(p, "", 0, NULL, &m, &e), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(e.msg, "no [sweep] section"), "%s", e.msg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sweep");
@@ -429,6 +458,7 @@ int main(void)
     tcase_add_test(tc, test_expansion);
     tcase_add_test(tc, test_train_options_typed);
     tcase_add_test(tc, test_invalid_combinations_counted);
+    tcase_add_test(tc, test_load_text);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("refused");

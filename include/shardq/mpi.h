@@ -344,7 +344,7 @@ sq_netbench_platform_info sq_netbench_info(const sq_netbench_assumed *a, const s
 /* ------------------------------------------------------------------------ */
 
 /*
-** sq_mpi_sweep -- the configurations of a sweep (sweep.h) handed out to the
+** sq_mpi_schedule -- the configurations of a sweep (sweep.h) handed out to the
 ** ranks of a communicator: `mpirun -np R shardq sweep RECIPE`.
 **
 ** Rank 0 coordinates and runs no job itself (with R > 1): it owns the
@@ -388,33 +388,33 @@ sq_netbench_platform_info sq_netbench_info(const sq_netbench_assumed *a, const s
 
 /* What rank 0's ready hook says of a configuration before handing it out. */
 enum {
-    SQ_MPI_SWEEP_GO = 0,   /* hand it out */
-    SQ_MPI_SWEEP_WAIT = 1, /* another live process runs its key: ask again later */
-    SQ_MPI_SWEEP_SKIP = 2  /* the database holds it as done now: skip it */
+    SQ_MPI_SCHEDULE_GO = 0,   /* hand it out */
+    SQ_MPI_SCHEDULE_WAIT = 1, /* another live process runs its key: ask again later */
+    SQ_MPI_SCHEDULE_SKIP = 2  /* the database holds it as done now: skip it */
 };
 
 /* What happened to a configuration, as rank 0 tells its event hook. */
 enum {
-    SQ_MPI_SWEEP_SENT = 0,      /* handed out to e->rank */
-    SQ_MPI_SWEEP_DONE = 1,      /* ran and stored 'done' (e->id) */
-    SQ_MPI_SWEEP_FAILED = 2,    /* ran and failed: stored 'failed' (e->id), or not stored
+    SQ_MPI_SCHEDULE_SENT = 0,      /* handed out to e->rank */
+    SQ_MPI_SCHEDULE_DONE = 1,      /* ran and stored 'done' (e->id) */
+    SQ_MPI_SCHEDULE_FAILED = 2,    /* ran and failed: stored 'failed' (e->id), or not stored
                                 ** (e->id 0: it failed before its run began, or could not be
                                 ** stored); e->error says why */
-    SQ_MPI_SWEEP_ELSEWHERE = 3, /* another process stored it done meanwhile: skipped */
-    SQ_MPI_SWEEP_HELD = 4       /* another live process runs its key: waits */
+    SQ_MPI_SCHEDULE_ELSEWHERE = 3, /* another process stored it done meanwhile: skipped */
+    SQ_MPI_SCHEDULE_HELD = 4       /* another live process runs its key: waits */
 };
 
-typedef struct sq_mpi_sweep_event {
-    int what;          /* SQ_MPI_SWEEP_SENT ... */
+typedef struct sq_mpi_schedule_event {
+    int what;          /* SQ_MPI_SCHEDULE_SENT ... */
     size_t run;        /* index into sw->runs */
     int rank;          /* the rank that ran it (-1: none) */
     const char *host;  /* that rank's host ("" when none) */
     double seconds;    /* the job's wall time on its rank (0 when none) */
     int64_t id;        /* the run's id in the database (0: none) */
     const char *error; /* FAILED: the job's sentence, or the store's; else "" */
-} sq_mpi_sweep_event;
+} sq_mpi_schedule_event;
 
-typedef struct sq_mpi_sweep_opts {
+typedef struct sq_mpi_schedule_opts {
     const char *db;   /* rank 0: the database file (created or migrated beforehand:
                       ** sq_sweep_load_done); no other rank opens it */
     unsigned char *done; /* rank 0: sw->nruns flags: in, the runs to skip (done
@@ -423,11 +423,11 @@ typedef struct sq_mpi_sweep_opts {
                       ** divided by the workers on its host, unless OMP_NUM_THREADS is
                       ** set (then left alone); < 0: left alone */
     void *ctx;        /* rank 0's hooks' argument; every hook may be NULL */
-    int (*ready)(void *ctx, size_t run); /* before a handout: SQ_MPI_SWEEP_GO, ... */
-    void (*event)(void *ctx, const sq_mpi_sweep_event *e);
-} sq_mpi_sweep_opts;
+    int (*ready)(void *ctx, size_t run); /* before a handout: SQ_MPI_SCHEDULE_GO, ... */
+    void (*event)(void *ctx, const sq_mpi_schedule_event *e);
+} sq_mpi_schedule_opts;
 
-typedef struct sq_mpi_sweep_counts {
+typedef struct sq_mpi_schedule_counts {
     size_t before;    /* done before the sweep began: skipped */
     size_t done;      /* run and stored done */
     size_t failed;    /* run and failed */
@@ -437,7 +437,7 @@ typedef struct sq_mpi_sweep_counts {
     int together;     /* every rank failed at once (a check they all made), so each may
                       ** end normally (sq_mpi_finalize) instead of ending the job */
     int echo;         /* err repeats what another rank says: no need to say it here */
-} sq_mpi_sweep_counts;
+} sq_mpi_schedule_counts;
 
 /* Runs sw across the ranks of *comm (an MPI_Comm; NULL: MPI_COMM_WORLD);
 ** collective: every rank calls it with the sweep it loaded. On rank 0,
@@ -448,8 +448,8 @@ typedef struct sq_mpi_sweep_counts {
 ** rank, its host and the file or field at fault: the caller then ends
 ** every rank (sq_mpi_abort), since the others may wait for it -- unless
 ** counts->together says that every rank returned. */
-int sq_mpi_sweep(const void *comm, const sq_sweep *sw, const sq_mpi_sweep_opts *o,
-                 sq_mpi_sweep_counts *counts, sq_error *err);
+int sq_mpi_schedule(const void *comm, const sq_sweep *sw, const sq_mpi_schedule_opts *o,
+                 sq_mpi_schedule_counts *counts, sq_error *err);
 
 /* 1 on every rank when ok is nonzero on every rank of *comm (NULL:
 ** MPI_COMM_WORLD), else 0 on every rank; collective. For a start that

@@ -1,5 +1,6 @@
 /*
-** shardq/sweep.h -- sweeps: recipes into configurations, run keys, the job runner.
+** shardq/sweep.h -- sweeps: recipes into configurations, run keys, the job
+** runner, and the process pool that runs a whole sweep.
 **
 ** Part of the public API of libshardq (README, "Using the library"); every
 ** declaration below is exported, everything else in the library is hidden.
@@ -21,8 +22,10 @@ SQ_BEGIN_DECLS
 
 /*
 ** sweep -- sweeps as a library: the INI recipes (README, "Sweeps") read
-** and expanded into structured configurations, and the job runner that
-** runs one configuration -- a replay or a training run -- into the store.
+** and expanded into structured configurations, the job runner that runs
+** one configuration -- a replay or a training run -- into the store, and
+** the process pool that runs every configuration of a sweep in children of
+** its own (across MPI ranks, mpi.h's scheduler does: sq_mpi_schedule).
 **
 **   [sweep]                  name, jobs, and defaults for every grid
 **   name = grad-bits
@@ -113,6 +116,11 @@ typedef struct sq_sweep {
 ** replaces every trace (verbatim: it is not resolved against the recipe's
 ** directory). On failure *sw is empty and err says why. */
 int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *sw, sq_error *err);
+/* The same for a recipe held in memory (text[0 .. len), no NUL needed):
+** path names it in messages and its directory is where relative traces and
+** corpora are found, as if the text were the file at path. */
+int sq_sweep_load_text(const char *path, const char *text, size_t len,
+                       const char *trace_override, sq_sweep *sw, sq_error *err);
 void sq_sweep_free(sq_sweep *sw);
 
 /* The "paths" text of a replay: "grad", "weight" or "grad,weight". */
@@ -248,6 +256,97 @@ typedef struct sq_sweep_stale {
 ** than max), or a negative kind. */
 long sq_sweep_left_running(const char *db, const sq_sweep *sw, sq_sweep_stale *out, size_t max,
                            sq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* The process pool: every configuration of a sweep, several at a time      */
+/* ------------------------------------------------------------------------ */
+
+/*
+** sq_sweep_pool_run runs every configuration of a sweep that the database
+** does not hold as done, each in a child of its own (sq_sweep_spawn),
+** `jobs` at a time. A configuration whose key another live process holds
+** (the child's SQ_SWEEP_EXIT_HELD) is waited for once every other one has
+** started, and started again as soon as its key is free; a run on another
+** host, which cannot be checked from here, is taken over only when asked
+** (takeover, or no write for stale_after seconds). The children's stderr
+** goes to files without a name, so that no kill of the pool leaves one
+** behind; a failed child's first bytes of it come with its event. A
+** killed pool's children die with it, and the next pool replaces the runs
+** they left 'running'.
+**
+** The pool prints nothing: it says what happens through the event hook,
+** in this order: LEFT_RUNNING (when some are), BEGIN, then FINISHED,
+** WAITING, TAKEOVER and NOTE as they come, and END.
+*/
+enum {
+    SQ_SWEEP_POOL_LEFT_RUNNING = 0, /* e->stale[0 .. e->nstale): runs of the sweep that a
+                                    ** process that is gone left 'running' (they run
+                                    ** again); e->count of them in all */
+    SQ_SWEEP_POOL_BEGIN = 1,        /* e->jobs at a time; e->already done, e->todo to run */
+    SQ_SWEEP_POOL_FINISHED = 2,     /* run e->run ended: e->code 0 (done) or its exit
+                                    ** status; e->seconds; e->log what it said (failed) */
+    SQ_SWEEP_POOL_WAITING = 3,      /* run e->run waits for e->holder (e->again: said
+                                    ** before, at most every SQ_SWEEP_SAY_EVERY_S) */
+    SQ_SWEEP_POOL_TAKEOVER = 4,     /* run e->run takes over e->holder's run (e->takeover:
+                                    ** by takeover, else by stale_after) */
+    SQ_SWEEP_POOL_NOTE = 5,         /* e->message: a fault the pool carries on after */
+    SQ_SWEEP_POOL_END = 6           /* e->counts: how it ended */
+};
+
+/* Seconds between two WAITING events about one configuration. */
+#define SQ_SWEEP_SAY_EVERY_S 60.0
+
+typedef struct sq_sweep_pool_counts {
+    size_t already;  /* done before the pool began */
+    size_t todo;     /* to run when it began */
+    size_t finished; /* ended since (done or failed) */
+    size_t failed;
+    size_t done;     /* done now, before included */
+} sq_sweep_pool_counts;
+
+typedef struct sq_sweep_pool_event {
+    int what;                     /* SQ_SWEEP_POOL_* */
+    size_t run;                   /* index into the sweep's runs */
+    int code;                     /* FINISHED: 0 done, else the child's exit status */
+    double seconds;               /* FINISHED: the child's wall time */
+    const char *log;              /* FINISHED, failed: the start of its stderr ("" none) */
+    const sq_run_holder *holder;  /* WAITING, TAKEOVER */
+    int again;                    /* WAITING: said before */
+    int takeover;                 /* TAKEOVER: by takeover (1) or stale_after (0) */
+    const sq_sweep_stale *stale;  /* LEFT_RUNNING */
+    size_t nstale;
+    long count;
+    const char *message;          /* NOTE */
+    int jobs;                     /* BEGIN */
+    const sq_sweep_pool_counts *counts; /* BEGIN, FINISHED, END */
+} sq_sweep_pool_event;
+
+typedef struct sq_sweep_pool_opts {
+    const char *db;
+    int jobs;           /* 0: the recipe's jobs, else 1 for training, one per core for replays */
+    int takeover;       /* take over a run on another host that a key waits for */
+    double stale_after; /* the same once it has not written for so many seconds; < 0: never */
+    void *ctx;
+    void (*event)(void *ctx, const sq_sweep *sw, const sq_sweep_pool_event *e); /* or NULL */
+} sq_sweep_pool_opts;
+
+/* Runs sw as above. SQ_OK when every configuration ran (counts say how many
+** failed: counts->done < sw->nruns); a negative kind when the pool could
+** not go on (the database, a fork, a wait, memory), its children ended. */
+int sq_sweep_pool_run(const sq_sweep *sw, const sq_sweep_pool_opts *o,
+                      sq_sweep_pool_counts *counts, sq_error *err);
+
+/* Whether run i of sw, whose key another process held, may start again:
+** its key is free now (done, failed, or its process gone), or its run was
+** on another host and is taken over as o asks. Otherwise says WAITING (at
+** once, then every SQ_SWEEP_SAY_EVERY_S, *said the last time) and returns
+** 0. s NULL (no database): 1. A scheduler across ranks asks it too. */
+int sq_sweep_pool_may_retry(sq_store *s, const sq_sweep *sw, size_t i,
+                            const sq_sweep_pool_opts *o, double *said);
+
+/* The LEFT_RUNNING event of sw, when there are such runs (at most ten
+** named). */
+void sq_sweep_pool_left_running(const sq_sweep *sw, const sq_sweep_pool_opts *o);
 
 SQ_END_DECLS
 #endif /* SHARDQ_SWEEP_H */

@@ -139,14 +139,40 @@ void cli_job_hooks(cli_job *j, struct sq_sweep_hooks *h);
 ** still to print. */
 int cli_job_end(cli_job *j, int rc, const struct sq_error *e, const char *db);
 
+/* A sweep's pool as `shardq sweep` prints it (cmd_sweep.c): the counts
+** first and last, a line per finished configuration (or the progress bar
+** on a terminal), a failure's log, the waits and takeovers; quiet leaves
+** the counts and progress out. cli_sweep_print is the pool's event hook
+** (ctx a cli_sweep_printer); cli_sweep_run runs sw through the pool with
+** it (o's db, jobs and waits) and returns the exit status: CLI_OK when
+** every configuration is done. `shardq demo` runs its sweeps with it. */
+struct sq_sweep;
+struct sq_sweep_pool_event;
+struct sq_sweep_pool_opts;
+typedef struct cli_sweep_printer {
+    int quiet;
+    struct sq_progress *bar;
+    double t0;
+} cli_sweep_printer;
+void cli_sweep_print(void *ctx, const struct sq_sweep *sw, const struct sq_sweep_pool_event *e);
+int cli_sweep_run(const struct sq_sweep *sw, const struct sq_sweep_pool_opts *o,
+                  cli_sweep_printer *p);
+
 /* Runs the training cfg (cmd_train.c) as `shardq train` does once its
 ** options are read -- into db (NULL: nothing stored) under key and sweep,
-** capturing a trace into capture when not NULL -- and prints what it prints.
-** Returns the exit status. `shardq demo` runs its capture with it. */
+** capturing a trace into capture when not NULL -- and prints what it prints:
+** the run is the application layer's (sq_app_train_run), the printing
+** cli_train_end's. Returns the exit status. */
 struct sq_sweep_config;
 struct sq_transport;
 int cli_train_job(const struct sq_sweep_config *cfg, const char *db, const char *key,
                   const char *sweep, int busy_ms, const char *capture, uint32_t capture_every,
                   int quiet, int json, const struct sq_transport *transport);
+/* What cli_train_job prints once the run (sq_app_train_run, whose outcome
+** is j->out) returned bad with e: the summary, or why it ended; returns
+** the exit status. The demo's capture ends with it in its child. */
+struct sq_app_train;
+int cli_train_end(cli_job *j, const struct sq_app_train *t, int bad, const struct sq_error *e,
+                  int json);
 
 #endif

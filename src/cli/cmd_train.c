@@ -4,6 +4,7 @@
 ** timings into the database, optionally a trace of the run.
 */
 #include "cli.h"
+#include "app/app.h"
 #include "ranks.h"
 #include "shardq/layout.h"
 #include "progress.h"
@@ -19,80 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char train_usage[] =
-    "usage: shardq train [options]\n"
-    "\n"
-    "Trains a byte-level GPT-2-style model on a text corpus under a quantization\n"
-    "scheme, with sharded data parallelism emulated on K x G workers: every\n"
-    "worker computes the gradient of its own micro-batch at its reconstructed\n"
-    "weights, the gradients go through the scheme's reduce-scatter, each worker\n"
-    "updates its fp32 master shard with AdamW, and the new weights go through\n"
-    "the scheme's all-gather. For a seed, every scheme starts from the same\n"
-    "model and sees the same batches in the same order.\n"
-    "\n"
-    "The training loss of every step and the validation loss every E steps go\n"
-    "to the database (db export train_steps), with the bytes per link level.\n"
-    "\n"
-    "data and schedule:\n"
-    "  --corpus PATH      a text file or a directory of them (default\n"
-    "                     $SHARDQ_CORPUS, else " SQ_CORPUS_DEFAULT ",\n"
-    "                     the text of Debian's fortunes package)\n"
-    "  --steps N          optimizer steps, 1 to 10^8 (default 300)\n"
-    "  --batch B          sequences per worker per step (default 2)\n"
-    "  --seq T            tokens per sequence (default 128, at most --context)\n"
-    "  --eval-every E     validation loss every E steps and after the last\n"
-    "                     (default 50; 0: after the last only)\n"
-    "  --eval-seqs N      validation sequences (default 64)\n"
-    "model:\n"
-    "  --layers L         transformer blocks (default 4)\n"
-    "  --channels C       width (default 128)\n"
-    "  --heads H          attention heads, dividing C (default 4)\n"
-    "  --context N        positions of the model (default 128)\n"
-    "optimizer (AdamW, Megatron's defaults):\n"
-    "  --lr X             peak learning rate (default 1e-3)\n"
-    "  --min-lr X         end of the cosine decay (default lr / 10)\n"
-    "  --warmup N         steps of linear warm-up (default steps / 10)\n"
-    "  --beta1 X, --beta2 X, --eps X   (default 0.9, 0.95, 1e-8)\n"
-    "  --weight-decay X   on matrices and embeddings (default 0.1)\n"
-    "  --clip X           global gradient-norm clipping (default 1; 0: off)\n"
-    "sharded world:\n"
-    "  --scheme NAME      a preset of 'shardq schemes' (default sdp4bit)\n"
-    "  --set KEY=VALUE    override one knob (repeatable)\n"
-    "  --workers KxG      K nodes x G workers (default 2x4)\n"
-    "  --device DEV       where the quantizers run: cpu (default), cuda, cuda:N\n"
-    "  --seed S           model init, data order and rounding, < 2^63 (default 1)\n"
-    CLI_TRANSPORT_HELP
-    "                    (each rank computes its own micro-batch; without\n"
-    "                    --workers the node level comes from the hosts)\n"
-    "capture:\n"
-    "  --capture DIR      write a trace of the run to DIR (see 'shardq trace\n"
-    "                     --help'): the master weights and every worker's\n"
-    "                     gradient of the captured steps, fp32 (with --key, a\n"
-    "                     trace of that key cut short is written afresh)\n"
-    "  --capture-every S  capture steps 0, S, 2S, ... (default 1: every step)\n"
-    "  --capture-weights-every M\n"
-    "                     the weights at steps 0, M, 2M, ... only, M a multiple\n"
-    "                     of S (default S: with every captured step's\n"
-    "                     gradients); replay's weight path then runs at that\n"
-    "                     cadence\n"
-    "output:\n"
-    "  --db FILE          the database (default $SHARDQ_DB, else shardq.db)\n"
-    "  --no-db            store nothing\n"
-    "  --busy-timeout MS  how long to wait for a locked database (default 10000)\n"
-    "  --key TEXT         identity of this run in a sweep (a run with this key\n"
-    "                     already done is not repeated)\n"
-    "  --sweep NAME       the sweep this run belongs to\n"
-    "  --json             print a JSON summary\n"
-    "  -q, --quiet        print nothing on success\n"
-    "  -h, --help         this text\n"
-    "\n"
-    "The summary gives tokens/s and the GFLOP/s of the forward and backward\n"
-    "passes beside this machine's sgemm rate measured in the same run, and the\n"
-    "share of the step time that the emulated collectives take.\n"
-    "\n"
-    "Exit status: 0 done (or already done under --key), 1 error (a missing\n"
-    "corpus, a diverged loss, a failed write), 2 usage, 75 the --key is being\n"
-    "run by another live process.\n";
 
 /* The option of a setting that sq_train_validate refused, or NULL. */
 static const char *field_option(sq_train_field f)
@@ -353,6 +280,44 @@ static int float_opt(const char *opt, const char *text, double min, double max, 
     return 0;
 }
 
+int cli_train_end(cli_job *j, const sq_app_train *t, int bad, const sq_error *e, int json)
+{
+    const sq_sweep_outcome *out = j->out;
+    const sq_sweep_config *cfg = t->cfg;
+    const char *db = t->db, *capture = t->capture;
+    int rc, quiet = j->quiet;
+    if (bad && out->status == SQ_SWEEP_ALREADY_DONE && capture) {
+        /* the run of the key is done, but not its trace */
+        sq_progress_finish(j->bar);
+        if (!quiet) printf("already done: run %lld in %s\n", (long long)out->run, db);
+        const char *why = strstr(sq_error_message(e), "is not there: ");
+        fprintf(stderr, "shardq train: --capture %s: the run of this --key is done, but its "
+                "trace is not there: %s\n", capture, why ? why + 14 : sq_error_message(e));
+        rc = CLI_RUNTIME;
+    } else if (bad && out->field != SQ_TRAIN_FIELD_NONE) {
+        sq_progress_finish(j->bar);
+        report_invalid(out->field, e);
+        rc = CLI_RUNTIME;
+    } else if ((rc = cli_job_end(j, bad, e, db)) < 0) {
+        /* the configuration as run, for the summary */
+        sq_train_config c = cfg->train;
+        c.seed = cfg->seed;
+        c.capture = capture;
+        figures f = compute_figures(&out->train, out->sgemm);
+        sq_corpus corpus = {.path = (char *)out->corpus};
+        const struct sq_transport *tr = t->transport;
+        cli_ranks ranks = {.on = tr != NULL, .size = tr ? tr->nranks : 1};
+        if (json)
+            print_json(&out->train, &f, &c, &corpus, cfg->preset, out->scheme, out->topo,
+                       out->run, &ranks);
+        else if (!quiet)
+            print_text(&out->train, &f, &c, &corpus, cfg->preset, out->topo, db, out->run,
+                       &ranks);
+        rc = CLI_OK;
+    }
+    return rc;
+}
+
 int cli_train_job(const sq_sweep_config *cfg, const char *db, const char *key,
                   const char *sweep, int busy_ms, const char *capture, uint32_t capture_every,
                   int quiet, int json, const struct sq_transport *transport)
@@ -363,41 +328,14 @@ int cli_train_job(const sq_sweep_config *cfg, const char *db, const char *key,
         return CLI_RUNTIME;
     }
     cli_job j = {.cmd = "train", .quiet = quiet, .lines = !quiet && !json, .out = out};
-    sq_sweep_job job = {.cfg = cfg, .db = db, .key = key, .sweep = sweep, .busy_ms = busy_ms,
-                        .capture = capture, .capture_every = capture_every, .sgemm = 1,
-                        .transport = transport};
-    cli_job_hooks(&j, &job.hooks);
+    sq_app_train t = {.cfg = cfg, .db = db, .key = key, .sweep = sweep, .busy_ms = busy_ms,
+                      .capture = capture, .capture_every = capture_every,
+                      .transport = transport};
+    sq_sweep_hooks hooks;
+    cli_job_hooks(&j, &hooks);
     sq_error e = {0};
-    int bad = sq_sweep_job_run(&job, out, &e);
-    int rc;
-    if (bad && out->status == SQ_SWEEP_ALREADY_DONE && capture) {
-        /* the run of the key is done, but not its trace */
-        sq_progress_finish(j.bar);
-        if (!quiet) printf("already done: run %lld in %s\n", (long long)out->run, db);
-        const char *why = strstr(sq_error_message(&e), "is not there: ");
-        fprintf(stderr, "shardq train: --capture %s: the run of this --key is done, but its "
-                "trace is not there: %s\n", capture, why ? why + 14 : sq_error_message(&e));
-        rc = CLI_RUNTIME;
-    } else if (bad && out->field != SQ_TRAIN_FIELD_NONE) {
-        sq_progress_finish(j.bar);
-        report_invalid(out->field, &e);
-        rc = CLI_RUNTIME;
-    } else if ((rc = cli_job_end(&j, bad, &e, db)) < 0) {
-        /* the configuration as run, for the summary */
-        sq_train_config c = cfg->train;
-        c.seed = cfg->seed;
-        c.capture = capture;
-        figures f = compute_figures(&out->train, out->sgemm);
-        sq_corpus corpus = {.path = out->corpus};
-        cli_ranks ranks = {.on = transport != NULL, .size = transport ? transport->nranks : 1};
-        if (json)
-            print_json(&out->train, &f, &c, &corpus, cfg->preset, out->scheme, out->topo,
-                       out->run, &ranks);
-        else if (!quiet)
-            print_text(&out->train, &f, &c, &corpus, cfg->preset, out->topo, db, out->run,
-                       &ranks);
-        rc = CLI_OK;
-    }
+    int bad = sq_app_train_run(&t, &hooks, out, &e);
+    int rc = cli_train_end(&j, &t, bad, &e, json);
     free(out);
     return rc;
 }
@@ -490,7 +428,7 @@ int cmd_train(int argc, char **argv)
         case O_JSON: json = 1; break;
         case O_TRANSPORT: bad = cli_transport_parse("train", optarg, &transport) != CLI_OK; break;
         case 'q': quiet = 1; break;
-        case 'h': fputs(train_usage, stdout); return CLI_OK;
+        case 'h': cli_help_print("shardq-train", "@CORPUS@", SQ_CORPUS_DEFAULT, stdout); return CLI_OK;
         default: return cli_option_error("train", ch, argv, longnames);
         }
         if (bad) return CLI_USAGE;

@@ -21,49 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char usage_text[] =
-    "usage: shardq COMMAND [ARGS...]\n"
-    "\n"
-    "Communication quantization for sharded data-parallel training: the codecs\n"
-    "on files, their speed on the CPU or a GPU, and the schemes (SDP4Bit, ZeRO++,\n"
-    "QSDP) run between K x G emulated workers with exact byte accounting.\n"
-    "\n"
-    "commands:\n"
-    "  demo             the main job: train, capture, sweep, compare, model and\n"
-    "                   report, on built-in defaults, in a few minutes\n"
-    "  codec encode     quantize a .npy (or raw float32) file into a safetensors file\n"
-    "  codec decode     dequantize such a safetensors file back into a .npy file\n"
-    "  codec stats      quantization error of a codec on a .npy file\n"
-    "  codec info       sizes of a codec for n elements\n"
-    "  bench            throughput of the codec operations beside the copy bandwidth\n"
-    "  world            bytes (and, with --run, errors) of a scheme on K x G workers\n"
-    "  schemes          the scheme presets and their knobs\n"
-    "  trace info       steps, workers, tensors, shapes and dtypes of a trace\n"
-    "  trace synth      write a synthetic trace (for tests and benchmarks)\n"
-    "  replay           run a scheme over a trace; results go to the database\n"
-    "  sweep            run a grid of replays from an INI recipe, in parallel\n"
-    "  train            train a byte-level GPT under a scheme; capture a trace\n"
-    "  model            cost model: iteration time and speedup of each scheme at\n"
-    "                   cluster scale\n"
-    "  netbench         under mpirun: bus bandwidth and latency of MPI's all-gather,\n"
-    "                   reduce-scatter and all-to-all per size and link level; a\n"
-    "                   platform file for model\n"
-    "  db               list, show and export the runs in the database\n"
-    "  report           figures (PNG, SVG) and tables of the database, as a directory\n"
-    "  help [COMMAND]   this text, or the help of a command\n"
-    "\n"
-    "options:\n"
-    "  -h, --help       this text\n"
-    "  --version        version and build facts\n"
-    "  --plugin FILE.so load the plug-in codecs of a shared object, named\n"
-    "                   kind=plugin:NAME in codec specs and scheme knobs; before or\n"
-    "                   after the command, repeatable, for codec, bench, world,\n"
-    "                   schemes, replay, sweep, train and model (also\n"
-    "                   SHARDQ_PLUGINS=FILE.so:FILE.so)\n"
-    "\n"
-    "'shardq COMMAND --help' shows the options of a command. Exit status: 0 on\n"
-    "success, 1 on a runtime error (unreadable or malformed input, failed write),\n"
-    "2 on a usage error (unknown command or option, malformed value).\n";
+#define usage_text cli_help("shardq")
 
 typedef struct command {
     const char *name;
@@ -155,12 +113,7 @@ static int unknown_command(const char *name)
 static const char *const plugin_commands[] = {"codec", "bench", "world", "schemes", "replay",
                                               "sweep", "train", "model", NULL};
 
-static const char plugin_help[] =
-    "\n"
-    "global options (before or after the command):\n"
-    "  --plugin FILE.so load the plug-in codecs of a shared object (repeatable; also\n"
-    "                   SHARDQ_PLUGINS=FILE.so:FILE.so): kind=plugin:NAME in codec\n"
-    "                   specs and scheme knobs (README, \"Plug-in codecs\")\n";
+#define plugin_help cli_help("shardq-plugin-options")
 
 static int takes_plugins(const char *cmd)
 {

@@ -35,17 +35,6 @@ int cli_launched_many(void);
 int cli_transport_parse(const char *cmd, const char *text, int *kind);
 /* The name of R's transport, as --transport spells it. */
 const char *cli_ranks_kind_name(const cli_ranks *R);
-/* The help text of --transport, for the usage of every command that takes it. */
-#define CLI_TRANSPORT_HELP \
-    "  --transport T     inproc: every worker in this process; mpi: one worker\n" \
-    "                    per rank, under mpirun -np K*G (rank 0 prints and\n" \
-    "                    writes the database); nccl: the same, each rank on a\n" \
-    "                    GPU of its host (its local rank modulo the GPUs of\n" \
-    "                    --device, default every visible one; --device cpu is\n" \
-    "                    refused) and the messages through NCCL; nccl-inproc:\n" \
-    "                    every worker here, on the GPUs of --device (default\n" \
-    "                    cuda), NCCL between them; auto (default): mpi when\n" \
-    "                    started by an MPI launcher with more than one rank\n"
 /* Starts the ranks for kind (AUTO resolved here): MPI initialised, the
 ** transport opened for *topo (has_topo 0: the node level from the hosts,
 ** written into *topo). *device is the command's --device (NULL when not

@@ -930,17 +930,12 @@ static char *read_text(const char *path)
     return s ? s : t;
 }
 
-int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_error *e)
+/* The recipe read from f (path names it; text is its text, or NULL), parsed
+** and expanded into r; f is closed. */
+static int load_stream(const char *path, FILE *f, char *text, const char *trace_override,
+                       sq_sweep *r, sq_error *err)
 {
-    sq_error mine = {0};
-    sq_error *err = e ? e : &mine;
-    memset(r, 0, sizeof *r);
     parse_state ps = {.path = path};
-    /* a regular file only, opened without blocking: a FIFO would wait for
-    ** a writer, /dev/zero never ends, a directory reads as an error later */
-    sq_input in;
-    FILE *f = sq_input_fopen(path, 0, &in, err);
-    if (!f) return err->status = SQ_ERR_IO; /* a missing recipe too, as it always was */
     ps.f = f;
     int line = ini_parse_stream(read_line, &ps, on_key, &ps);
     int rerr = ferror(f);
@@ -948,7 +943,7 @@ int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_
     char *dir = NULL;
     int rc = SQ_ERR_SPEC;
     r->path = strdup(path);
-    r->text = read_text(path);
+    r->text = text;
     if (!r->path || ps.oom) {
         sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
         goto done;
@@ -1045,4 +1040,39 @@ done:
     free_sections(&ps);
     if (rc) sq_sweep_free(r);
     return rc == SQ_OK ? SQ_OK : err->status;
+}
+
+int sq_sweep_load(const char *path, const char *trace_override, sq_sweep *r, sq_error *e)
+{
+    sq_error mine = {0};
+    sq_error *err = e ? e : &mine;
+    memset(r, 0, sizeof *r);
+    /* a regular file only, opened without blocking: a FIFO would wait for
+    ** a writer, /dev/zero never ends, a directory reads as an error later */
+    sq_input in;
+    FILE *f = sq_input_fopen(path, 0, &in, err);
+    if (!f) return err->status = SQ_ERR_IO; /* a missing recipe too, as it always was */
+    return load_stream(path, f, read_text(path), trace_override, r, err);
+}
+
+int sq_sweep_load_text(const char *path, const char *text, size_t len,
+                       const char *trace_override, sq_sweep *r, sq_error *e)
+{
+    sq_error mine = {0};
+    sq_error *err = e ? e : &mine;
+    memset(r, 0, sizeof *r);
+    char *copy = malloc(len + 1);
+    FILE *f = NULL;
+    if (copy) {
+        memcpy(copy, text, len);
+        copy[len] = '\0';
+        /* fmemopen refuses a buffer of no bytes: an empty recipe reads as one */
+        f = len ? fmemopen(copy, len, "r") : fopen("/dev/null", "r");
+    }
+    if (!f) {
+        free(copy);
+        return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    /* the stream reads the copy, which becomes the recipe's text */
+    return load_stream(path, f, copy, trace_override, r, err);
 }

@@ -1,5 +1,5 @@
 /*
-** sweep.c -- a sweep across MPI ranks (shardq/mpi.h, "A sweep across
+** scheduler.c -- a sweep scheduled across MPI ranks (shardq/mpi.h, "A sweep across
 ** ranks"): rank 0 hands the configurations out and imports the results,
 ** the other ranks run jobs into private database files and ship them.
 **
@@ -305,8 +305,8 @@ enum { PICK_WAIT = -1, PICK_NONE = -2 };
 
 typedef struct coord {
     const sq_sweep *sw;
-    const sq_mpi_sweep_opts *o;
-    sq_mpi_sweep_counts *c;
+    const sq_mpi_schedule_opts *o;
+    sq_mpi_schedule_counts *c;
     sq_store *store;
     unsigned char *state;
     size_t cursor; /* runs before it were each looked at once */
@@ -319,7 +319,7 @@ static void emit(coord *k, int what, size_t run, int rank, double seconds, int64
                  const char *error)
 {
     if (!k->o->event) return;
-    sq_mpi_sweep_event e = {.what = what, .run = run, .rank = rank,
+    sq_mpi_schedule_event e = {.what = what, .run = run, .rank = rank,
                             .host = rank >= 0 && k->hosts ? k->hosts[rank] : "",
                             .seconds = seconds, .id = id, .error = error ? error : ""};
     k->o->event(k->o->ctx, &e);
@@ -329,10 +329,10 @@ static void emit(coord *k, int what, size_t run, int rank, double seconds, int64
 static int ready_default(coord *k, size_t i)
 {
     sq_run_holder h;
-    if (sq_store_key_holder(k->store, k->sw->runs[i].key, &h)) return SQ_MPI_SWEEP_GO;
-    if (h.id && !strcmp(h.status, "done")) return SQ_MPI_SWEEP_SKIP;
-    if (h.id && !strcmp(h.status, "running") && h.state != SQ_PROC_GONE) return SQ_MPI_SWEEP_WAIT;
-    return SQ_MPI_SWEEP_GO;
+    if (sq_store_key_holder(k->store, k->sw->runs[i].key, &h)) return SQ_MPI_SCHEDULE_GO;
+    if (h.id && !strcmp(h.status, "done")) return SQ_MPI_SCHEDULE_SKIP;
+    if (h.id && !strcmp(h.status, "running") && h.state != SQ_PROC_GONE) return SQ_MPI_SCHEDULE_WAIT;
+    return SQ_MPI_SCHEDULE_GO;
 }
 
 static int ready(coord *k, size_t i)
@@ -345,7 +345,7 @@ static void mark_done_elsewhere(coord *k, size_t i)
     k->state[i] = ST_DONE;
     if (k->o->done) k->o->done[i] = 1;
     k->c->elsewhere++;
-    emit(k, SQ_MPI_SWEEP_ELSEWHERE, i, -1, 0, 0, NULL);
+    emit(k, SQ_MPI_SCHEDULE_ELSEWHERE, i, -1, 0, 0, NULL);
 }
 
 /* The next run to hand out: first every run once, in order; then those
@@ -358,16 +358,16 @@ static long pick(coord *k)
         size_t i = k->cursor;
         if (k->state[i] != ST_TODO) continue;
         int r = ready(k, i);
-        if (r == SQ_MPI_SWEEP_GO) {
+        if (r == SQ_MPI_SCHEDULE_GO) {
             k->cursor++;
             return (long)i;
         }
-        if (r == SQ_MPI_SWEEP_SKIP) {
+        if (r == SQ_MPI_SCHEDULE_SKIP) {
             mark_done_elsewhere(k, i);
         } else {
             k->state[i] = ST_HELD;
             k->held++;
-            emit(k, SQ_MPI_SWEEP_HELD, i, -1, 0, 0, NULL);
+            emit(k, SQ_MPI_SCHEDULE_HELD, i, -1, 0, 0, NULL);
         }
     }
     if (!k->held) return PICK_NONE;
@@ -376,9 +376,9 @@ static long pick(coord *k)
     for (size_t i = 0; i < n; i++) {
         if (k->state[i] != ST_HELD) continue;
         int r = ready(k, i);
-        if (r == SQ_MPI_SWEEP_WAIT) continue;
+        if (r == SQ_MPI_SCHEDULE_WAIT) continue;
         k->held--;
-        if (r == SQ_MPI_SWEEP_SKIP) {
+        if (r == SQ_MPI_SCHEDULE_SKIP) {
             mark_done_elsewhere(k, i);
             continue;
         }
@@ -404,7 +404,7 @@ static void store_result(coord *k, size_t i, int rank, const job_result *r, cons
             /* another live process began the key since it was handed out */
             k->state[i] = ST_HELD;
             k->held++;
-            emit(k, SQ_MPI_SWEEP_HELD, i, rank, r->seconds, id, NULL);
+            emit(k, SQ_MPI_SCHEDULE_HELD, i, rank, r->seconds, id, NULL);
             return;
         }
         if (rc) {
@@ -417,13 +417,13 @@ static void store_result(coord *k, size_t i, int rank, const job_result *r, cons
         k->state[i] = ST_DONE;
         if (k->o->done) k->o->done[i] = 1;
         k->c->done++;
-        emit(k, SQ_MPI_SWEEP_DONE, i, rank, r->seconds, id, NULL);
+        emit(k, SQ_MPI_SCHEDULE_DONE, i, rank, r->seconds, id, NULL);
         return;
     }
     if (!why[0]) snprintf(why, sizeof why, "the job ended without a result");
     k->state[i] = ST_FAILED;
     k->c->failed++;
-    emit(k, SQ_MPI_SWEEP_FAILED, i, rank, r->seconds, id, why);
+    emit(k, SQ_MPI_SCHEDULE_FAILED, i, rank, r->seconds, id, why);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -691,7 +691,7 @@ static int coordinate(const net *m, coord *k, sq_error *err)
                 k->state[i] = ST_OUT;
                 rc = send_work(m, to, k->sw, (size_t)i, err);
                 busy++;
-                emit(k, SQ_MPI_SWEEP_SENT, (size_t)i, to, 0, 0, NULL);
+                emit(k, SQ_MPI_SCHEDULE_SENT, (size_t)i, to, 0, 0, NULL);
             } else if (i == PICK_NONE && busy == 0) {
                 /* nothing left, and no result to come that could be held */
                 int to = idle[--nidle];
@@ -724,7 +724,7 @@ static int run_alone(coord *k)
             continue;
         }
         k->state[i] = ST_OUT;
-        emit(k, SQ_MPI_SWEEP_SENT, (size_t)i, 0, 0, 0, NULL);
+        emit(k, SQ_MPI_SCHEDULE_SENT, (size_t)i, 0, 0, 0, NULL);
         job_result r;
         run_job(k->sw, (size_t)i, &r);
         store_result(k, (size_t)i, 0, &r, tmp_names[TMP_DB]);
@@ -752,7 +752,7 @@ static int host_workers(const net *m)
     return n > 0 ? n : 1;
 }
 
-static void set_threads(const sq_mpi_sweep_opts *o, int workers)
+static void set_threads(const sq_mpi_schedule_opts *o, int workers)
 {
     int n = o->threads;
     if (n == 0) {
@@ -795,11 +795,11 @@ int sq_mpi_all_ok(const void *comm, int ok, int *all, sq_error *err)
     return SQ_OK;
 }
 
-int sq_mpi_sweep(const void *comm, const sq_sweep *sw, const sq_mpi_sweep_opts *o,
-                 sq_mpi_sweep_counts *counts, sq_error *err)
+int sq_mpi_schedule(const void *comm, const sq_sweep *sw, const sq_mpi_schedule_opts *o,
+                 sq_mpi_schedule_counts *counts, sq_error *err)
 {
-    sq_mpi_sweep_counts mine;
-    sq_mpi_sweep_counts *c = counts ? counts : &mine;
+    sq_mpi_schedule_counts mine;
+    sq_mpi_schedule_counts *c = counts ? counts : &mine;
     memset(c, 0, sizeof *c);
     int on = 0;
     MPI_Initialized(&on);
