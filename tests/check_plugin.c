@@ -201,10 +201,20 @@ static int nan_decode(void *ctx, const uint8_t *codes, const void *scales, const
 static int id_sym8, id_dither, id_fixed, id_nan;
 
 /* configure of "cfg": params "group=N" */
-static int cfg_configure(sq_plugin_codec *self, const char *params, char *e, size_t len)
+static int cfg_configure(sq_plugin_codec *self, const char *params, sq_error *e)
+{
+    if (!params || strncmp(params, "group=", 6))
+        return sq_error_set(e, SQ_ERR_SPEC, "expected group=N");
+    self->group = strtoull(params + 6, NULL, 10);
+    return 0;
+}
+
+/* The same in the deprecated version 1 of the interface, which this
+** release still registers: the sentence into a buffer. */
+static int cfg_configure_v1(sq_plugin_codec *self, const char *params, char *e, size_t len)
 {
     if (!params || strncmp(params, "group=", 6)) {
-        snprintf(e, len, "expected group=N");
+        snprintf(e, len, "expected group=N (v1)");
         return SQ_ERR_SPEC;
     }
     self->group = strtoull(params + 6, NULL, 10);
@@ -316,6 +326,19 @@ START_TEST(test_registry)
     ck_assert_msg(strstr(err.msg, "cfgbad") && strstr(err.msg, "size=3") &&
                       strstr(err.msg, "expected group=N"), "%s", err.msg);
     ck_assert_int_eq(sq_plugin_find("cfgbad"), SQ_ERR_NOTFOUND);
+    /* a descriptor of version 1 still registers, its configure called the
+    ** old way */
+    d = (sq_plugin_codec){.abi = SQ_PLUGIN_ABI_V1, .name = "cfgv1", .group = 1,
+                          .params = "group=32", .configure_v1 = cfg_configure_v1,
+                          .sizes = sym8_sizes, .encode = sym8_encode, .decode = sym8_decode};
+    id = sq_plugin_register(&d, &err);
+    ck_assert_msg(id >= 1, "%s", err.msg);
+    ck_assert_uint_eq(sq_plugin_get(id)->group, 32);
+    d.name = "cfgv1bad";
+    d.params = "size=3";
+    ck_assert_int_eq(sq_plugin_register(&d, &err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err.msg, "cfgv1bad") && strstr(err.msg, "expected group=N (v1)"), "%s",
+                  err.msg);
 }
 END_TEST
 

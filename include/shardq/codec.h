@@ -237,18 +237,30 @@ sq_codec sq_codec_default(void);
 /* SQ_OK if c is a valid codec, else SQ_ERR_SPEC. */
 int sq_codec_validate(const sq_codec *c);
 
+/* The name specs give kind (an sq_kind) -- "sym", "minmax", ... "plugin"
+** -- or NULL past the last kind. The one list of the names: the library's
+** parser and printer and the Python package read it. */
+const char *sq_codec_kind_name(int kind);
+
 /* Parses "key=value,key=value" into *out, starting from the defaults; every
 ** key is optional (so "" is the default codec; topk and randk need keep=)
 ** and may appear once; a kind with a single width takes it when bits is
 ** not given (kind=sign: 1, and round=rtn unless round is given;
 ** kind=fp8e4m3, fp8e5m2: 8). On
 ** failure returns SQ_ERR_SPEC (unknown key, value out of range, a repeated
-** key, an invalid combination such as kind=minmax,levels=deepspeed) and, when
-** err is not NULL, writes a sentence naming the key or value at fault into
-** err[0..errlen). text == NULL or out == NULL gives SQ_ERR_ARG.
+** key, an invalid combination such as kind=minmax,levels=deepspeed) with a
+** sentence naming the key or value at fault in err (which may be NULL).
+** text == NULL or out == NULL gives SQ_ERR_ARG.
 ** "kind=plugin:NAME" is the plug-in codec registered as NAME
 ** (shardq/plugin.h): it takes the key group (its own group, in any order)
 ** and no other, and an unregistered NAME is SQ_ERR_SPEC. */
+int sq_codec_parse_v2(const char *text, sq_codec *out, sq_error *err);
+
+/* Deprecated: sq_codec_parse_v2 with the sentence written into
+** err[0..errlen) (when err is not NULL and the parse fails), the error
+** convention of releases before the sq_error one. Kept, as a thin wrapper,
+** for the callers that still pass a buffer; new code calls
+** sq_codec_parse_v2. */
 int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen);
 
 /* Writes the canonical form (every key, fixed order) into buf and returns the

@@ -9,11 +9,11 @@
 #ifndef SQ_BACKEND_DEVICE_H
 #define SQ_BACKEND_DEVICE_H
 
+#include "shardq/codec.h" /* SQ_BEGIN_DECLS */
+
 #include <stddef.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+SQ_BEGIN_DECLS
 
 /* Number of usable CUDA devices: 0 when there is none, when the driver is
 ** missing or too old, or when shardq was built without CUDA. */
@@ -33,8 +33,6 @@ const char *sq_device_unavailable_reason(void);
 ** Returns 0 when the result is right, -1 otherwise. */
 int sq_device_selftest(int dev);
 
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 
 #endif
