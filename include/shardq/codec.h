@@ -363,6 +363,29 @@ int sq_hadamard_inverse(float *x, uint64_t n, int h);
 ** the last reduction only).
 */
 
+/* The dtype of the values an operation reads and writes: fp32, or bf16
+** values held in fp32 (the bf16 weight reconstruction below), or, for the
+** sums' arithmetic of DeepSpeed's qgZ, fp16. */
+typedef enum sq_dtype { SQ_DTYPE_FP32 = 0, SQ_DTYPE_BF16 = 1, SQ_DTYPE_FP16 = 2 } sq_dtype;
+
+/* The quantizing and decoding operations, as one pair whose arguments
+** choose the variant (the backend layer, shardq/backend.h, has the same
+** pair with a backend: sq_backend_encode and sq_backend_decode):
+**
+**   sq_encode: q = Q(x) with ref NULL, else Q(x - ref);
+**   sq_decode: out = D(q) with ref NULL, else ref + D(q) (out may equal ref);
+**
+** in dtype SQ_DTYPE_FP32, or SQ_DTYPE_BF16 for the bf16 weight
+** reconstruction; any other dtype is SQ_ERR_ARG. The eight named functions
+** that follow are these calls under the names of earlier releases, kept
+** for their callers (the Python package, the tests, the world): with the
+** difference that sq_quantize_diff and sq_dequantize_add refuse a NULL ref
+** (SQ_ERR_ARG) where sq_encode and sq_decode read it as "no reference". */
+int sq_encode(const sq_codec *c, sq_dtype dtype, const float *x, const float *ref, uint64_t n,
+              const sq_rng_key *key, sq_qbuf *q);
+int sq_decode(const sq_codec *c, sq_dtype dtype, const sq_qbuf *q, const float *ref, uint64_t n,
+              float *out);
+
 /* q = Q(x) */
 int sq_quantize(const sq_codec *c, const float *x, uint64_t n,
                 const sq_rng_key *key, sq_qbuf *q);

@@ -11,6 +11,7 @@
 #include "backend/cuda.h"
 #include "backend/device.h"
 #include "sq_check.h"
+#include "sq_encode.h"
 #include "sq_clock.h"
 #include "sq_hd.h"
 #include "sq_sparse.h"
@@ -42,12 +43,12 @@ static int cuda_status(sq_backend *be, int rc)
 /* Opening                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* "cuda:N" -> N; -1 for anything but digits. */
+/* "cuda:N" -> N; SQ_ERR_ARG for anything but digits. */
 static int parse_ordinal(const char *s)
 {
-    if (!*s || strlen(s) > 6) return -1;
+    if (!*s || strlen(s) > 6) return SQ_ERR_ARG;
     for (const char *p = s; *p; p++)
-        if (*p < '0' || *p > '9') return -1;
+        if (*p < '0' || *p > '9') return SQ_ERR_ARG;
     return atoi(s);
 }
 
@@ -280,61 +281,85 @@ static int cuda_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, 
     return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, add ? ref : NULL, n, out, bf16));
 }
 
+/* Every quantizing and decoding operation on either side: the C reference
+** (be NULL or the CPU) or the kernels. */
+static int encode_on(sq_backend *be, const sq_codec *c, const float *x, const float *ref,
+                     int diff, uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
+{
+    if (!be || be->kind == SQ_BACKEND_CPU) return sq_encode_job(c, x, ref, diff, n, key, q, bf16);
+    return cuda_quantize(be, c, x, ref, diff, n, key, q, bf16);
+}
+
+static int decode_on(sq_backend *be, const sq_codec *c, const sq_qbuf *q, const float *ref,
+                     int add, uint64_t n, float *out, int bf16)
+{
+    if (!be || be->kind == SQ_BACKEND_CPU) return sq_decode_job(c, q, ref, add, n, out, bf16);
+    return cuda_dequantize(be, c, q, ref, add, n, out, bf16);
+}
+
+int sq_backend_encode(sq_backend *be, const sq_codec *c, sq_dtype dtype, const float *x,
+                      const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q)
+{
+    if (dtype != SQ_DTYPE_FP32 && dtype != SQ_DTYPE_BF16) return SQ_ERR_ARG;
+    return encode_on(be, c, x, ref, ref != NULL, n, key, q, dtype == SQ_DTYPE_BF16);
+}
+
+int sq_backend_decode(sq_backend *be, const sq_codec *c, sq_dtype dtype, const sq_qbuf *q,
+                      const float *ref, uint64_t n, float *out)
+{
+    if (dtype != SQ_DTYPE_FP32 && dtype != SQ_DTYPE_BF16) return SQ_ERR_ARG;
+    return decode_on(be, c, q, ref, ref != NULL, n, out, dtype == SQ_DTYPE_BF16);
+}
+
+/* The names of the releases before sq_backend_encode and sq_backend_decode. */
+
 int sq_backend_quantize(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
                         const sq_rng_key *key, sq_qbuf *q)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_quantize(c, x, n, key, q);
-    return cuda_quantize(be, c, x, NULL, 0, n, key, q, 0);
+    return encode_on(be, c, x, NULL, 0, n, key, q, 0);
 }
 
 int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
                              const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_quantize_diff(c, x, ref, n, key, q);
-    return cuda_quantize(be, c, x, ref, 1, n, key, q, 0);
+    return encode_on(be, c, x, ref, 1, n, key, q, 0);
 }
 
 int sq_backend_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
                           float *out)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize(c, q, n, out);
-    return cuda_dequantize(be, c, q, NULL, 0, n, out, 0);
+    return decode_on(be, c, q, NULL, 0, n, out, 0);
 }
 
 int sq_backend_dequantize_add(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
                               const float *ref, uint64_t n, float *out)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_add(c, q, ref, n, out);
-    return cuda_dequantize(be, c, q, ref, 1, n, out, 0);
+    return decode_on(be, c, q, ref, 1, n, out, 0);
 }
 
 int sq_backend_quantize_bf16(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
                              const sq_rng_key *key, sq_qbuf *q)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_quantize_bf16(c, x, n, key, q);
-    return cuda_quantize(be, c, x, NULL, 0, n, key, q, 1);
+    return encode_on(be, c, x, NULL, 0, n, key, q, 1);
 }
 
 int sq_backend_quantize_diff_bf16(sq_backend *be, const sq_codec *c, const float *x,
                                   const float *ref, uint64_t n, const sq_rng_key *key,
                                   sq_qbuf *q)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_quantize_diff_bf16(c, x, ref, n, key, q);
-    return cuda_quantize(be, c, x, ref, 1, n, key, q, 1);
+    return encode_on(be, c, x, ref, 1, n, key, q, 1);
 }
 
 int sq_backend_dequantize_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
                                float *out)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_bf16(c, q, n, out);
-    return cuda_dequantize(be, c, q, NULL, 0, n, out, 1);
+    return decode_on(be, c, q, NULL, 0, n, out, 1);
 }
 
 int sq_backend_dequantize_add_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
                                    const float *ref, uint64_t n, float *out)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_add_bf16(c, q, ref, n, out);
-    return cuda_dequantize(be, c, q, ref, 1, n, out, 1);
+    return decode_on(be, c, q, ref, 1, n, out, 1);
 }
 
 int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const sq_qbuf *chunks,

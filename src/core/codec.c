@@ -21,6 +21,7 @@
 #include "sq_hadamard.h"
 #include "sq_hd.h"
 #include "sq_check.h"
+#include "sq_encode.h"
 #include "sq_dense.h"
 #include "sq_internal.h"
 #include "sq_kinds.h"
@@ -763,7 +764,7 @@ static const sq_codec *settled(const sq_codec *c, sq_codec *copy)
 }
 
 /* quantize (diff 0) and quantize_diff (diff 1), fp32 or bf16 staging */
-static int quantize_job(const sq_codec *c, const float *x, const float *ref, int diff,
+int sq_encode_job(const sq_codec *c, const float *x, const float *ref, int diff,
                         uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
     sq_codec cc;
@@ -781,7 +782,7 @@ static int quantize_job(const sq_codec *c, const float *x, const float *ref, int
 }
 
 /* dequantize (add 0) and dequantize_add (add 1), fp32 or bf16 output */
-static int dequantize_job(const sq_codec *c, const sq_qbuf *q, const float *ref, int add,
+int sq_decode_job(const sq_codec *c, const sq_qbuf *q, const float *ref, int add,
                           uint64_t n, float *out, int bf16)
 {
     sq_codec cc;
@@ -796,50 +797,66 @@ static int dequantize_job(const sq_codec *c, const sq_qbuf *q, const float *ref,
     return run_job(&jb, n);
 }
 
+int sq_encode(const sq_codec *c, sq_dtype dtype, const float *x, const float *ref, uint64_t n,
+              const sq_rng_key *key, sq_qbuf *q)
+{
+    if (dtype != SQ_DTYPE_FP32 && dtype != SQ_DTYPE_BF16) return SQ_ERR_ARG;
+    return sq_encode_job(c, x, ref, ref != NULL, n, key, q, dtype == SQ_DTYPE_BF16);
+}
+
+int sq_decode(const sq_codec *c, sq_dtype dtype, const sq_qbuf *q, const float *ref, uint64_t n,
+              float *out)
+{
+    if (dtype != SQ_DTYPE_FP32 && dtype != SQ_DTYPE_BF16) return SQ_ERR_ARG;
+    return sq_decode_job(c, q, ref, ref != NULL, n, out, dtype == SQ_DTYPE_BF16);
+}
+
+/* The names of the releases before sq_encode and sq_decode (shardq/codec.h). */
+
 int sq_quantize(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key *key,
                 sq_qbuf *q)
 {
-    return quantize_job(c, x, NULL, 0, n, key, q, 0);
+    return sq_encode_job(c, x, NULL, 0, n, key, q, 0);
 }
 
 int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64_t n,
                      const sq_rng_key *key, sq_qbuf *q)
 {
-    return quantize_job(c, x, ref, 1, n, key, q, 0);
+    return sq_encode_job(c, x, ref, 1, n, key, q, 0);
 }
 
 int sq_dequantize(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out)
 {
-    return dequantize_job(c, q, NULL, 0, n, out, 0);
+    return sq_decode_job(c, q, NULL, 0, n, out, 0);
 }
 
 int sq_dequantize_add(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
                       float *out)
 {
-    return dequantize_job(c, q, ref, 1, n, out, 0);
+    return sq_decode_job(c, q, ref, 1, n, out, 0);
 }
 
 int sq_quantize_bf16(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key *key,
                      sq_qbuf *q)
 {
-    return quantize_job(c, x, NULL, 0, n, key, q, 1);
+    return sq_encode_job(c, x, NULL, 0, n, key, q, 1);
 }
 
 int sq_quantize_diff_bf16(const sq_codec *c, const float *x, const float *ref, uint64_t n,
                           const sq_rng_key *key, sq_qbuf *q)
 {
-    return quantize_job(c, x, ref, 1, n, key, q, 1);
+    return sq_encode_job(c, x, ref, 1, n, key, q, 1);
 }
 
 int sq_dequantize_bf16(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out)
 {
-    return dequantize_job(c, q, NULL, 0, n, out, 1);
+    return sq_decode_job(c, q, NULL, 0, n, out, 1);
 }
 
 int sq_dequantize_add_bf16(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
                            float *out)
 {
-    return dequantize_job(c, q, ref, 1, n, out, 1);
+    return sq_decode_job(c, q, ref, 1, n, out, 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -865,7 +882,7 @@ static int table_sum_into(const sq_codec *c, const sq_qbuf *chunks, int k, uint6
     for (int i = 0; i < k; i++) {
         float *dst = i ? tmp : out;
         int rc = ops ? ops->decode(c, &chunks[i], n, dst)
-                     : dequantize_job(&plain, &chunks[i], NULL, 0, n, dst, 0);
+                     : sq_decode_job(&plain, &chunks[i], NULL, 0, n, dst, 0);
         /* a built-in chunk past fp32 surfaces in the sum's check below */
         if (rc != SQ_OK && !(rc == SQ_ERR_RANGE && !ops)) return rc;
         if (i)
@@ -903,7 +920,7 @@ static int table_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k,
         } else {
             sq_codec plain = *c_out;
             plain.hadamard = 0;
-            rc = quantize_job(&plain, sum, NULL, 0, n, key, out, 0);
+            rc = sq_encode_job(&plain, sum, NULL, 0, n, key, out, 0);
             if (rc == SQ_ERR_NONFINITE) rc = SQ_ERR_RANGE;
         }
     }

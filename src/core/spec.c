@@ -85,20 +85,20 @@ int sq_codec_validate(const sq_codec *c)
 /* Parses a whole decimal unsigned value; no sign, no spaces, no suffix. */
 static int parse_u64(const char *s, uint64_t *out)
 {
-    if (*s < '0' || *s > '9') return -1;
+    if (*s < '0' || *s > '9') return SQ_ERR_SPEC;
     errno = 0;
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end) return -1;
+    if (errno || *end) return SQ_ERR_SPEC;
     *out = v;
-    return 0;
+    return SQ_OK;
 }
 
 static int pick(const char *v, const char *const *names, int count)
 {
     for (int i = 0; i < count; i++)
         if (strcmp(v, names[i]) == 0) return i;
-    return -1;
+    return SQ_ERR_NOTFOUND;
 }
 
 static const char *const level_names[] = {"sdp4bit", "deepspeed"};
@@ -106,7 +106,7 @@ static const char *const scale_names[] = {"fp32", "bf16", "fp16"};
 
 #define KEYS "kind, bits, group, round, hadamard, levels, scale, keep"
 
-/* Index of a key in KEYS order, or -1. */
+/* Index of a key in KEYS order, or SQ_ERR_NOTFOUND. */
 static int key_index(const char *key)
 {
     static const char *const keys[] = {"kind",     "bits",   "group", "round",
