@@ -36,7 +36,14 @@
 
 SQ_BEGIN_DECLS
 
+/* The version, defined here only: configure (AC_INIT, shardq.pc) and the
+** Python package (sq_version, pyproject's dynamic version) take it from
+** this line. */
 #define SHARDQ_VERSION_STRING "0.1.0"
+
+/* SHARDQ_VERSION_STRING of the library as it was built (which a program
+** compiled against another header may differ from). */
+const char *sq_version(void);
 
 /* ------------------------------------------------------------------------ */
 /* Status codes and errors                                                  */

@@ -201,7 +201,7 @@ static int cuda_refuses(sq_backend *be, const sq_codec *c)
     return sq_error_set(&be->err, SQ_ERR_UNSUPPORTED,
                         "%s: kind=%s with hadamard=%d has no CUDA kernels (they select without "
                         "the transform); use hadamard=0 or the cpu backend",
-                        be->name, c->kind == SQ_KIND_TOPK ? "topk" : "randk", c->hadamard);
+                        be->name, sq_codec_kind_name(c->kind), c->hadamard);
 }
 
 int sq_backend_qbuf_alloc(sq_backend *be, const sq_codec *c, uint64_t n, sq_qbuf *q)

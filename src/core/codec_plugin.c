@@ -86,7 +86,8 @@ static int plugin_quantize(const sq_codec *c, const float *x, const float *ref, 
                            uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
     if (n == 0) return SQ_OK;
-    if (!diff && !bf16) return any_nonfinite(x, n) ? SQ_ERR_NONFINITE : plugin_encode(c, x, n, key, q);
+    if (!diff && !bf16)
+        return any_nonfinite(x, n) ? SQ_ERR_NONFINITE : plugin_encode(c, x, n, key, q);
     float *val = floats(n);
     if (!val) return SQ_ERR_NOMEM;
     int bad = 0;

@@ -67,24 +67,30 @@ static int check_entry(entry *e, sq_error *err)
 {
     sq_plugin_codec *d = &e->d;
     if (d->group < 1 || d->group > SQ_GROUP_MAX)
-        return sq_error_set(err, SQ_ERR_SPEC, "plug-in codec %s: group=%llu: must be 1 to 2^40", e->name,
-                       (unsigned long long)d->group);
+        return sq_error_set(err, SQ_ERR_SPEC, "plug-in codec %s: group=%llu: must be 1 to 2^40",
+                            e->name, (unsigned long long)d->group);
     if ((d->stochastic != 0 && d->stochastic != 1) ||
         (d->sum_composes != 0 && d->sum_composes != 1))
-        return sq_error_set(err, SQ_ERR_SPEC, "plug-in codec %s: stochastic and sum_composes must be 0 or 1", e->name);
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "plug-in codec %s: stochastic and sum_composes must be 0 or 1",
+                            e->name);
     if (d->sum_composes && !d->combine)
-        return sq_error_set(err, SQ_ERR_SPEC, "plug-in codec %s: sum_composes=1 needs a combine callback", e->name);
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "plug-in codec %s: sum_composes=1 needs a combine callback", e->name);
     e->unit = sq_hd_lcm_u64(d->group, 8, NULL);
     uint64_t zero[3] = {1, 1, 1};
     d->sizes(d->ctx, 0, zero);
     d->sizes(d->ctx, e->unit, e->unit_bytes);
     if (zero[0] || zero[1] || zero[2])
-        return sq_error_set(err, SQ_ERR_SPEC, "plug-in codec %s: sizes of 0 elements are %llu, %llu, %llu bytes "
-                       "(must be 0)", e->name, (unsigned long long)zero[0],
-                       (unsigned long long)zero[1], (unsigned long long)zero[2]);
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "plug-in codec %s: sizes of 0 elements are %llu, %llu, %llu bytes "
+                            "(must be 0)",
+                            e->name, (unsigned long long)zero[0], (unsigned long long)zero[1],
+                            (unsigned long long)zero[2]);
     if (!(e->unit_bytes[0] | e->unit_bytes[1] | e->unit_bytes[2]))
-        return sq_error_set(err, SQ_ERR_SPEC, "plug-in codec %s: sizes of %llu elements are all 0 bytes", e->name,
-                       (unsigned long long)e->unit);
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "plug-in codec %s: sizes of %llu elements are all 0 bytes", e->name,
+                            (unsigned long long)e->unit);
     static const uint64_t ks[] = {2, 3, 5};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         uint64_t b[3], n = ks[i] * e->unit;

@@ -57,13 +57,15 @@ static int check_codec(const sq_codec *c, sq_error *err)
     if (c->bits < 1 || c->bits > 8)
         return sq_error_set(err, SQ_ERR_SPEC, "bits=%d: must be 1 to 8", c->bits);
     if (c->group < 1 || c->group > SQ_GROUP_MAX)
-        return sq_error_set(err, SQ_ERR_SPEC, "group=%llu: must be 1 to 2^40", (unsigned long long)c->group);
+        return sq_error_set(err, SQ_ERR_SPEC, "group=%llu: must be 1 to 2^40",
+                            (unsigned long long)c->group);
     if (c->round != SQ_ROUND_RTN && c->round != SQ_ROUND_SR)
         return sq_error_set(err, SQ_ERR_SPEC, "round: must be rtn or sr");
     if (c->hadamard != 0 && (c->hadamard < 2 || c->hadamard > SQ_HADAMARD_MAX ||
                              (c->hadamard & (c->hadamard - 1)) != 0))
-        return sq_error_set(err, SQ_ERR_SPEC, "hadamard=%d: must be 0 (off) or a power of two from 2 to 1024",
-                       c->hadamard);
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "hadamard=%d: must be 0 (off) or a power of two from 2 to 1024",
+                            c->hadamard);
     if (c->levels != SQ_LEVELS_SDP4BIT && c->levels != SQ_LEVELS_DEEPSPEED)
         return sq_error_set(err, SQ_ERR_SPEC, "levels: must be sdp4bit or deepspeed");
     if (c->scale != SQ_SCALE_FP32 && c->scale != SQ_SCALE_BF16 && c->scale != SQ_SCALE_FP16)
@@ -72,8 +74,9 @@ static int check_codec(const sq_codec *c, sq_error *err)
     if (c->kind == SQ_KIND_MINMAX && c->levels != SQ_LEVELS_SDP4BIT)
         return sq_error_set(err, SQ_ERR_SPEC, "levels=deepspeed: applies to kind=sym only");
     if (c->kind == SQ_KIND_SYM && c->levels == SQ_LEVELS_SDP4BIT && c->bits < 2)
-        return sq_error_set(err, SQ_ERR_SPEC, "bits=1: kind=sym with levels=sdp4bit has only the level 0 at 1 bit; "
-                                    "use levels=deepspeed or kind=minmax");
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "bits=1: kind=sym with levels=sdp4bit has only the level 0 at 1 bit; "
+                            "use levels=deepspeed or kind=minmax");
     return SQ_OK;
 }
 
@@ -144,7 +147,8 @@ static int parse_item(char *item, sq_codec *c, unsigned *seen, sq_error *err)
     uint64_t u;
     int i;
     if (strcmp(key, "kind") == 0) {
-        if (strncmp(val, "plugin:", 7) == 0) return parse_table_kind(SQ_KIND_PLUGIN, val + 7, c, err);
+        if (strncmp(val, "plugin:", 7) == 0)
+            return parse_table_kind(SQ_KIND_PLUGIN, val + 7, c, err);
         /* a plug-in is named: kind=plugin alone is no kind */
         for (i = 0; i < SQ_KIND_PLUGIN && strcmp(val, sq_codec_kind_name(i)); i++) {
         }
@@ -158,15 +162,17 @@ static int parse_item(char *item, sq_codec *c, unsigned *seen, sq_error *err)
         c->bits = (int)u;
     } else if (strcmp(key, "group") == 0) {
         if (parse_u64(val, &u) || u < 1 || u > SQ_GROUP_MAX)
-            return sq_error_set(err, SQ_ERR_SPEC, "group=%s: must be an integer from 1 to 2^40", val);
+            return sq_error_set(err, SQ_ERR_SPEC, "group=%s: must be an integer from 1 to 2^40",
+                                val);
         c->group = u;
     } else if (strcmp(key, "round") == 0) {
         if ((i = pick(val, round_names, 2)) < 0) goto bad_name;
         c->round = (sq_round)i;
     } else if (strcmp(key, "hadamard") == 0) {
         if (parse_u64(val, &u) || u > SQ_HADAMARD_MAX || u == 1 || (u & (u - 1)) != 0)
-            return sq_error_set(err, SQ_ERR_SPEC, "hadamard=%s: must be 0 (off) or a power of two from 2 to 1024",
-                           val);
+            return sq_error_set(err, SQ_ERR_SPEC,
+                                "hadamard=%s: must be 0 (off) or a power of two from 2 to 1024",
+                                val);
         c->hadamard = (int)u;
     } else if (strcmp(key, "levels") == 0) {
         if ((i = pick(val, level_names, 2)) < 0) goto bad_name;
@@ -176,19 +182,20 @@ static int parse_item(char *item, sq_codec *c, unsigned *seen, sq_error *err)
         c->scale = (sq_scale_dtype)i;
     } else if (strcmp(key, "keep") == 0) {
         if (parse_u64(val, &u) || u < 1 || u > SQ_GROUP_MAX)
-            return sq_error_set(err, SQ_ERR_SPEC, "keep=%s: must be an integer from 1 to the group", val);
+            return sq_error_set(err, SQ_ERR_SPEC, "keep=%s: must be an integer from 1 to the group",
+                                val);
         c->keep = u;
-    } else
+    } else {
         return sq_error_set(err, SQ_ERR_SPEC, "unknown key '%s' (keys: " KEYS ")", key);
+    }
     return SQ_OK;
 
 bad_name:
     return sq_error_set(err, SQ_ERR_SPEC, "%s=%s: unknown value (%s)", key, val,
-                   strcmp(key, "kind") == 0     ? "sym, minmax, qsgd, sign, fp8e4m3, fp8e5m2, topk, "
-                                                  "randk, bf16, fp16 or plugin:NAME"
-                   : strcmp(key, "round") == 0  ? "rtn or sr"
-                   : strcmp(key, "levels") == 0 ? "sdp4bit or deepspeed"
-                                                : "fp32, bf16 or fp16");
+                        strcmp(key, "kind") == 0     ? KIND_LIST
+                        : strcmp(key, "round") == 0  ? "rtn or sr"
+                        : strcmp(key, "levels") == 0 ? "sdp4bit or deepspeed"
+                                                     : "fp32, bf16 or fp16");
 }
 
 /* Keys may appear in any order; a key given twice is an error, since a sweep
