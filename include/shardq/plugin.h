@@ -191,9 +191,15 @@ typedef struct sq_plugin_host {
 ** init returns the number of codecs it registered, or a negative sq_status
 ** with a sentence in err. A file of version 1 (deprecated, loaded by this
 ** release only) exports shardq_plugin_abi = 1 and
-** int shardq_plugin_init(const sq_plugin_host *, char *err, size_t errlen). */
+** int shardq_plugin_init(const sq_plugin_host *, char *err, size_t errlen);
+** its source still compiles with SQ_PLUGIN_BUILD_V1 defined before this
+** header is included. */
 extern const uint32_t shardq_plugin_abi;
+#ifdef SQ_PLUGIN_BUILD_V1
+int shardq_plugin_init(const sq_plugin_host *host, char *err, size_t errlen);
+#else
 int shardq_plugin_init(const sq_plugin_host *host, sq_error *err);
+#endif
 
 /* Loads the shared object at path (dlopen, RTLD_NOW | RTLD_LOCAL) and
 ** calls its shardq_plugin_init. Returns the number of codecs it registered,
