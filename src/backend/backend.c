@@ -319,28 +319,16 @@ int sq_backend_quantize(sq_backend *be, const sq_codec *c, const float *x, uint6
     return encode_on(be, c, x, NULL, 0, n, key, q, 0);
 }
 
-int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
-                             const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q)
-{
-    return encode_on(be, c, x, ref, 1, n, key, q, 0);
-}
-
-int sq_backend_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
-                          float *out)
-{
-    return decode_on(be, c, q, NULL, 0, n, out, 0);
-}
-
-int sq_backend_dequantize_add(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
-                              const float *ref, uint64_t n, float *out)
-{
-    return decode_on(be, c, q, ref, 1, n, out, 0);
-}
-
 int sq_backend_quantize_bf16(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
                              const sq_rng_key *key, sq_qbuf *q)
 {
     return encode_on(be, c, x, NULL, 0, n, key, q, 1);
+}
+
+int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
+                             const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q)
+{
+    return encode_on(be, c, x, ref, 1, n, key, q, 0);
 }
 
 int sq_backend_quantize_diff_bf16(sq_backend *be, const sq_codec *c, const float *x,
@@ -350,10 +338,22 @@ int sq_backend_quantize_diff_bf16(sq_backend *be, const sq_codec *c, const float
     return encode_on(be, c, x, ref, 1, n, key, q, 1);
 }
 
+int sq_backend_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
+                          float *out)
+{
+    return decode_on(be, c, q, NULL, 0, n, out, 0);
+}
+
 int sq_backend_dequantize_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
                                float *out)
 {
     return decode_on(be, c, q, NULL, 0, n, out, 1);
+}
+
+int sq_backend_dequantize_add(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
+                              const float *ref, uint64_t n, float *out)
+{
+    return decode_on(be, c, q, ref, 1, n, out, 0);
 }
 
 int sq_backend_dequantize_add_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
