@@ -441,16 +441,25 @@ static int ew_status(int found)
     return SQ_OK;
 }
 
+/* The CPU side of an elementwise operation: found |= STEP(i) over
+** i < n, in parallel, as a status. One loop for the four operations, each
+** STEP one call of sq_hd.h. */
+#define EW_OMP_FOR \
+    _Pragma("omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) reduction(| : found)")
+#define EW_CPU(n, STEP)                                                                      \
+    do {                                                                                     \
+        int found = 0;                                                                       \
+        EW_OMP_FOR                                                                           \
+        for (uint64_t i = 0; i < (n); i++) found |= STEP;                                    \
+        return ew_status(found);                                                             \
+    } while (0)
+
 int sq_backend_add(sq_backend *be, const float *a, const float *b, uint64_t n, float *out)
 {
     if (n && (!a || !b || !out)) return SQ_ERR_ARG;
     if (n == 0) return SQ_OK;
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_add(be->cuda, a, b, n, out));
-    int found = 0;
-#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
-    reduction(| : found)
-    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_add(a[i], b[i], &out[i]);
-    return ew_status(found);
+    EW_CPU(n, sq_hd_ew_add(a[i], b[i], &out[i]));
 }
 
 int sq_backend_sub(sq_backend *be, const float *a, const float *b, uint64_t n, float *out)
@@ -458,12 +467,8 @@ int sq_backend_sub(sq_backend *be, const float *a, const float *b, uint64_t n, f
     if (n && (!a || !b || !out)) return SQ_ERR_ARG;
     if (n == 0) return SQ_OK;
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_sub(be->cuda, a, b, n, out));
-    int found = 0;
     /* a - b is a + (-b) exactly: the negation flips the sign bit alone */
-#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
-    reduction(| : found)
-    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_add(a[i], -b[i], &out[i]);
-    return ew_status(found);
+    EW_CPU(n, sq_hd_ew_add(a[i], -b[i], &out[i]));
 }
 
 int sq_backend_to_bf16(sq_backend *be, const float *x, uint64_t n, uint16_t *out)
@@ -471,11 +476,7 @@ int sq_backend_to_bf16(sq_backend *be, const float *x, uint64_t n, uint16_t *out
     if (n && (!x || !out)) return SQ_ERR_ARG;
     if (n == 0) return SQ_OK;
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_to_bf16(be->cuda, x, n, out));
-    int found = 0;
-#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
-    reduction(| : found)
-    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_to_bf16(x[i], &out[i]);
-    return ew_status(found);
+    EW_CPU(n, sq_hd_ew_to_bf16(x[i], &out[i]));
 }
 
 int sq_backend_from_bf16(sq_backend *be, const uint16_t *h, uint64_t n, float *out)
@@ -483,11 +484,7 @@ int sq_backend_from_bf16(sq_backend *be, const uint16_t *h, uint64_t n, float *o
     if (n && (!h || !out)) return SQ_ERR_ARG;
     if (n == 0) return SQ_OK;
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_from_bf16(be->cuda, h, n, out));
-    int found = 0;
-#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
-    reduction(| : found)
-    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_from_bf16(h[i], &out[i]);
-    return ew_status(found);
+    EW_CPU(n, sq_hd_ew_from_bf16(h[i], &out[i]));
 }
 
 /* ------------------------------------------------------------------------ */
