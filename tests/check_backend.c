@@ -204,6 +204,33 @@ START_TEST(test_family)
             ck_assert_mem_eq(a, b, n * 4);
         }
     }
+    /* the sums as one call, each variant the bytes of its named one */
+    sq_qbuf qs[2] = {qf, qn}, ra, rb;
+    ck_assert_int_eq(sq_qbuf_alloc(&c, n, &ra), SQ_OK);
+    ck_assert_int_eq(sq_qbuf_alloc(&c, n, &rb), SQ_OK);
+    sq_codec plain = c;
+    plain.hadamard = 0; /* the fp16 sums take no transform */
+    for (int f16 = 0; f16 < 2; f16++) {
+        const sq_codec *cc = f16 ? &plain : &c;
+        const sq_dtype acc = f16 ? SQ_DTYPE_FP16 : SQ_DTYPE_FP32;
+        for (int side = 0; side < 2; side++) {
+            sq_backend *on = side ? be : NULL;
+            ck_assert_int_eq(side ? sq_backend_reduce(on, cc, acc, qs, 2, n, NULL, NULL, NULL, a)
+                                  : sq_reduce(cc, acc, qs, 2, n, NULL, NULL, NULL, a), SQ_OK);
+            ck_assert_int_eq(f16 ? sq_dequant_sum_f16(cc, qs, 2, n, b)
+                                 : sq_dequant_sum(cc, qs, 2, n, b), SQ_OK);
+            ck_assert_mem_eq(a, b, n * 4);
+            ck_assert_int_eq(side ? sq_backend_reduce(on, cc, acc, qs, 2, n, cc, &key, &ra, NULL)
+                                  : sq_reduce(cc, acc, qs, 2, n, cc, &key, &ra, NULL), SQ_OK);
+            ck_assert_int_eq(f16 ? sq_dequant_sum_requant_f16(cc, qs, 2, n, cc, &key, &rb)
+                                 : sq_dequant_sum_requant(cc, qs, 2, n, cc, &key, &rb), SQ_OK);
+            ck_assert_mem_eq(ra.codes, rb.codes, cb);
+            ck_assert_mem_eq(ra.scales, rb.scales, sb);
+        }
+    }
+    ck_assert_int_eq(sq_reduce(&c, SQ_DTYPE_BF16, qs, 2, n, NULL, NULL, NULL, a), SQ_ERR_ARG);
+    sq_qbuf_free(&ra);
+    sq_qbuf_free(&rb);
     /* a dtype the pair does not take */
     ck_assert_int_eq(sq_encode(&c, SQ_DTYPE_FP16, x, NULL, n, &key, &qf), SQ_ERR_ARG);
     ck_assert_int_eq(sq_backend_decode(be, &c, SQ_DTYPE_FP16, &qf, NULL, n, a), SQ_ERR_ARG);

@@ -108,6 +108,11 @@ int sq_backend_dequantize_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf 
                                float *out);
 int sq_backend_dequantize_add_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
                                    const float *ref, uint64_t n, float *out);
+/* sq_reduce (shardq/codec.h) on a backend (be NULL: the C reference);
+** the four named sums that follow are its variants. */
+int sq_backend_reduce(sq_backend *be, const sq_codec *c_in, sq_dtype acc, const sq_qbuf *chunks,
+                      int k, uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                      sq_qbuf *qout, float *out);
 int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const sq_qbuf *chunks,
                                    int k, uint64_t n, const sq_codec *c_out,
                                    const sq_rng_key *key, sq_qbuf *out);

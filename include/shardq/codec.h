@@ -446,6 +446,16 @@ int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k,
 int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
                    float *out);
 
+/* The four sums below as one call whose arguments choose the variant:
+** the k chunks of c_in decoded and summed in acc -- SQ_DTYPE_FP32, or
+** SQ_DTYPE_FP16 for the arithmetic of qgZ -- then, with c_out, requantized
+** into qout (sq_dequant_sum_requant, key as for quantize; out unused), or,
+** with c_out NULL, written to out (sq_dequant_sum; qout and key unused).
+** Any other acc is SQ_ERR_ARG. (sq_backend_reduce is the same on a
+** backend.) */
+int sq_reduce(const sq_codec *c_in, sq_dtype acc, const sq_qbuf *chunks, int k, uint64_t n,
+              const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *qout, float *out);
+
 /* The fp16 arithmetic of DeepSpeed's qgZ: as the two above, but every
 ** decoded value is rounded to fp16 and the sum runs in fp16 from +0 in
 ** chunk order (each partial sum rounded to fp16), so out (or the values

@@ -425,6 +425,21 @@ int sq_backend_dequant_sum_f16(sq_backend *be, const sq_codec *c, const sq_qbuf 
     return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out, 1));
 }
 
+int sq_backend_reduce(sq_backend *be, const sq_codec *c_in, sq_dtype acc, const sq_qbuf *chunks,
+                      int k, uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                      sq_qbuf *qout, float *out)
+{
+    if (!be || be->kind == SQ_BACKEND_CPU)
+        return sq_reduce(c_in, acc, chunks, k, n, c_out, key, qout, out);
+    if (acc != SQ_DTYPE_FP32 && acc != SQ_DTYPE_FP16) return SQ_ERR_ARG;
+    const int f16 = acc == SQ_DTYPE_FP16;
+    if (c_out)
+        return f16 ? sq_backend_dequant_sum_requant_f16(be, c_in, chunks, k, n, c_out, key, qout)
+                   : sq_backend_dequant_sum_requant(be, c_in, chunks, k, n, c_out, key, qout);
+    return f16 ? sq_backend_dequant_sum_f16(be, c_in, chunks, k, n, out)
+               : sq_backend_dequant_sum(be, c_in, chunks, k, n, out);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Elementwise operations                                                   */
 /* ------------------------------------------------------------------------ */

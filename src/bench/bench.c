@@ -66,13 +66,14 @@ static int op_decode(bench_ctx *b)
 
 static int op_sum_requant(bench_ctx *b)
 {
-    return sq_backend_dequant_sum_requant(b->be, &b->c, b->chunks, SQ_BENCH_CHUNKS, b->n, &b->c_out,
-                                          &b->key, &b->qout);
+    return sq_backend_reduce(b->be, &b->c, SQ_DTYPE_FP32, b->chunks, SQ_BENCH_CHUNKS, b->n,
+                             &b->c_out, &b->key, &b->qout, NULL);
 }
 
 static int op_sum(bench_ctx *b)
 {
-    return sq_backend_dequant_sum(b->be, &b->c, b->chunks, SQ_BENCH_CHUNKS, b->n, b->out);
+    return sq_backend_reduce(b->be, &b->c, SQ_DTYPE_FP32, b->chunks, SQ_BENCH_CHUNKS, b->n, NULL,
+                             NULL, NULL, b->out);
 }
 
 /* CPU only: the transform alone, and the uniforms alone, as stochastic

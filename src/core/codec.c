@@ -990,3 +990,15 @@ int sq_dequant_sum_f16(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t
     if (c && c->hadamard) return SQ_ERR_SPEC;
     return sum(c, chunks, k, n, out, 1);
 }
+
+int sq_reduce(const sq_codec *c_in, sq_dtype acc, const sq_qbuf *chunks, int k, uint64_t n,
+              const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *qout, float *out)
+{
+    if (acc != SQ_DTYPE_FP32 && acc != SQ_DTYPE_FP16) return SQ_ERR_ARG;
+    const int f16 = acc == SQ_DTYPE_FP16;
+    if (c_out)
+        return f16 ? sq_dequant_sum_requant_f16(c_in, chunks, k, n, c_out, key, qout)
+                   : sq_dequant_sum_requant(c_in, chunks, k, n, c_out, key, qout);
+    return f16 ? sq_dequant_sum_f16(c_in, chunks, k, n, out)
+               : sq_dequant_sum(c_in, chunks, k, n, out);
+}
