@@ -68,12 +68,12 @@ extern "C" int sq_device_name(int dev, char *buf, size_t len)
 {
     if (!buf || len == 0) {
         g_reason.store("no buffer for the device name");
-        return -1;
+        return SQ_ERR_ARG;
     }
     buf[0] = '\0';
-    if (!valid_device(dev)) return -1;
+    if (!valid_device(dev)) return SQ_ERR_ARG;
     cudaDeviceProp prop;
-    if (!ok(cudaGetDeviceProperties(&prop, dev))) return -1;
+    if (!ok(cudaGetDeviceProperties(&prop, dev))) return SQ_ERR_DEVICE;
     size_t n = strnlen(prop.name, sizeof prop.name);
     if (n >= len) n = len - 1;
     memcpy(buf, prop.name, n);
@@ -88,21 +88,21 @@ extern "C" const char *sq_device_unavailable_reason(void)
 
 extern "C" int sq_device_selftest(int dev)
 {
-    if (!valid_device(dev)) return -1;
+    if (!valid_device(dev)) return SQ_ERR_ARG;
     int prev = 0;
-    if (!ok(cudaGetDevice(&prev))) return -1;
-    if (!ok(cudaSetDevice(dev))) return -1;
+    if (!ok(cudaGetDevice(&prev))) return SQ_ERR_DEVICE;
+    if (!ok(cudaSetDevice(dev))) return SQ_ERR_DEVICE;
 
     const size_t bytes = kSelftestN * sizeof(unsigned);
     unsigned *host = static_cast<unsigned *>(malloc(bytes));
     if (!host) {
         g_reason.store("out of host memory");
         (void)cudaSetDevice(prev);
-        return -1;
+        return SQ_ERR_NOMEM;
     }
     for (unsigned i = 0; i < kSelftestN; i++) host[i] = i;
 
-    int rc = -1;
+    int rc = SQ_ERR_DEVICE;
     unsigned *d = nullptr;
     if (ok(cudaMalloc(reinterpret_cast<void **>(&d), bytes)) &&
         ok(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice))) {
@@ -112,14 +112,14 @@ extern "C" int sq_device_selftest(int dev)
             for (unsigned i = 0; i < kSelftestN; i++) {
                 if (host[i] != selftest_map(i, i)) {
                     g_reason.store("device self-test read back wrong data");
-                    rc = -1;
+                    rc = SQ_ERR_DEVICE;
                     break;
                 }
             }
         }
     }
-    if (d && !ok(cudaFree(d))) rc = -1;
+    if (d && !ok(cudaFree(d))) rc = SQ_ERR_DEVICE;
     free(host);
-    if (!ok(cudaSetDevice(prev))) rc = -1;
+    if (!ok(cudaSetDevice(prev))) rc = SQ_ERR_DEVICE;
     return rc;
 }

@@ -161,6 +161,87 @@ START_TEST(test_cpu_ops)
 }
 END_TEST
 
+/* The one family (sq_encode, sq_decode, sq_backend_encode and
+** sq_backend_decode with the CPU backend or none) gives the bytes of the
+** eight named operations it stands for. */
+START_TEST(test_family)
+{
+    sq_backend *be = open_ok("cpu");
+    const uint64_t n = 4099;
+    sq_codec c;
+    ck_assert_int_eq(sq_codec_parse_v2("bits=4,group=128,round=sr,hadamard=32", &c, NULL), SQ_OK);
+    float *x = malloc(n * 4), *ref = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+    eq_fill(x, n, EQ_GRADIENT, 3);
+    eq_fill(ref, n, EQ_GRADIENT, 4);
+    sq_rng_key key = eq_key(9, 2);
+    sq_qbuf qf, qn;
+    ck_assert_int_eq(sq_qbuf_alloc(&c, n, &qf), SQ_OK);
+    ck_assert_int_eq(sq_qbuf_alloc(&c, n, &qn), SQ_OK);
+    const uint64_t cb = sq_codec_code_bytes(&c, n), sb = sq_codec_scale_bytes(&c, n);
+    for (int v = 0; v < 4; v++) {
+        const sq_dtype dt = v & 1 ? SQ_DTYPE_BF16 : SQ_DTYPE_FP32;
+        const float *r = v & 2 ? ref : NULL;
+        for (int side = 0; side < 3; side++) {
+            int rc = side == 0   ? sq_encode(&c, dt, x, r, n, &key, &qf)
+                     : side == 1 ? sq_backend_encode(NULL, &c, dt, x, r, n, &key, &qf)
+                                 : sq_backend_encode(be, &c, dt, x, r, n, &key, &qf);
+            ck_assert_int_eq(rc, SQ_OK);
+            if (v == 0) rc = sq_quantize(&c, x, n, &key, &qn);
+            if (v == 1) rc = sq_quantize_bf16(&c, x, n, &key, &qn);
+            if (v == 2) rc = sq_quantize_diff(&c, x, ref, n, &key, &qn);
+            if (v == 3) rc = sq_quantize_diff_bf16(&c, x, ref, n, &key, &qn);
+            ck_assert_int_eq(rc, SQ_OK);
+            ck_assert_mem_eq(qf.codes, qn.codes, cb);
+            ck_assert_mem_eq(qf.scales, qn.scales, sb);
+            rc = side == 0   ? sq_decode(&c, dt, &qf, r, n, a)
+                 : side == 1 ? sq_backend_decode(NULL, &c, dt, &qf, r, n, a)
+                             : sq_backend_decode(be, &c, dt, &qf, r, n, a);
+            ck_assert_int_eq(rc, SQ_OK);
+            if (v == 0) rc = sq_dequantize(&c, &qn, n, b);
+            if (v == 1) rc = sq_dequantize_bf16(&c, &qn, n, b);
+            if (v == 2) rc = sq_dequantize_add(&c, &qn, ref, n, b);
+            if (v == 3) rc = sq_dequantize_add_bf16(&c, &qn, ref, n, b);
+            ck_assert_int_eq(rc, SQ_OK);
+            ck_assert_mem_eq(a, b, n * 4);
+        }
+    }
+    /* the sums as one call, each variant the bytes of its named one */
+    sq_qbuf qs[2] = {qf, qn}, ra, rb;
+    ck_assert_int_eq(sq_qbuf_alloc(&c, n, &ra), SQ_OK);
+    ck_assert_int_eq(sq_qbuf_alloc(&c, n, &rb), SQ_OK);
+    sq_codec plain = c;
+    plain.hadamard = 0; /* the fp16 sums take no transform */
+    for (int f16 = 0; f16 < 2; f16++) {
+        const sq_codec *cc = f16 ? &plain : &c;
+        const sq_dtype acc = f16 ? SQ_DTYPE_FP16 : SQ_DTYPE_FP32;
+        for (int side = 0; side < 2; side++) {
+            sq_backend *on = side ? be : NULL;
+            ck_assert_int_eq(side ? sq_backend_reduce(on, cc, acc, qs, 2, n, NULL, NULL, NULL, a)
+                                  : sq_reduce(cc, acc, qs, 2, n, NULL, NULL, NULL, a), SQ_OK);
+            ck_assert_int_eq(f16 ? sq_dequant_sum_f16(cc, qs, 2, n, b)
+                                 : sq_dequant_sum(cc, qs, 2, n, b), SQ_OK);
+            ck_assert_mem_eq(a, b, n * 4);
+            ck_assert_int_eq(side ? sq_backend_reduce(on, cc, acc, qs, 2, n, cc, &key, &ra, NULL)
+                                  : sq_reduce(cc, acc, qs, 2, n, cc, &key, &ra, NULL), SQ_OK);
+            ck_assert_int_eq(f16 ? sq_dequant_sum_requant_f16(cc, qs, 2, n, cc, &key, &rb)
+                                 : sq_dequant_sum_requant(cc, qs, 2, n, cc, &key, &rb), SQ_OK);
+            ck_assert_mem_eq(ra.codes, rb.codes, cb);
+            ck_assert_mem_eq(ra.scales, rb.scales, sb);
+        }
+    }
+    ck_assert_int_eq(sq_reduce(&c, SQ_DTYPE_BF16, qs, 2, n, NULL, NULL, NULL, a), SQ_ERR_ARG);
+    sq_qbuf_free(&ra);
+    sq_qbuf_free(&rb);
+    /* a dtype the pair does not take */
+    ck_assert_int_eq(sq_encode(&c, SQ_DTYPE_FP16, x, NULL, n, &key, &qf), SQ_ERR_ARG);
+    ck_assert_int_eq(sq_backend_decode(be, &c, SQ_DTYPE_FP16, &qf, NULL, n, a), SQ_ERR_ARG);
+    sq_qbuf_free(&qf);
+    sq_qbuf_free(&qn);
+    free(x), free(ref), free(a), free(b);
+    sq_backend_close(be);
+}
+END_TEST
+
 static uint32_t bits_of(float x)
 {
     uint32_t u;
@@ -412,6 +493,7 @@ int main(void)
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_open_cuda);
     tcase_add_test(tc, test_cpu_ops);
+    tcase_add_test(tc, test_family);
     tcase_add_test(tc, test_cpu_elementwise);
     tcase_add_test(tc, test_cpu_elementwise_large);
     tcase_add_test(tc, test_memory);

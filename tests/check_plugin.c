@@ -201,10 +201,20 @@ static int nan_decode(void *ctx, const uint8_t *codes, const void *scales, const
 static int id_sym8, id_dither, id_fixed, id_nan;
 
 /* configure of "cfg": params "group=N" */
-static int cfg_configure(sq_plugin_codec *self, const char *params, char *e, size_t len)
+static int cfg_configure(sq_plugin_codec *self, const char *params, sq_error *e)
+{
+    if (!params || strncmp(params, "group=", 6))
+        return sq_error_set(e, SQ_ERR_SPEC, "expected group=N");
+    self->group = strtoull(params + 6, NULL, 10);
+    return 0;
+}
+
+/* The same in the deprecated version 1 of the interface, which this
+** release still registers: the sentence into a buffer. */
+static int cfg_configure_v1(sq_plugin_codec *self, const char *params, char *e, size_t len)
 {
     if (!params || strncmp(params, "group=", 6)) {
-        snprintf(e, len, "expected group=N");
+        snprintf(e, len, "expected group=N (v1)");
         return SQ_ERR_SPEC;
     }
     self->group = strtoull(params + 6, NULL, 10);
@@ -316,6 +326,19 @@ START_TEST(test_registry)
     ck_assert_msg(strstr(err.msg, "cfgbad") && strstr(err.msg, "size=3") &&
                       strstr(err.msg, "expected group=N"), "%s", err.msg);
     ck_assert_int_eq(sq_plugin_find("cfgbad"), SQ_ERR_NOTFOUND);
+    /* a descriptor of version 1 still registers, its configure called the
+    ** old way */
+    d = (sq_plugin_codec){.abi = SQ_PLUGIN_ABI_V1, .name = "cfgv1", .group = 1,
+                          .params = "group=32", .configure_v1 = cfg_configure_v1,
+                          .sizes = sym8_sizes, .encode = sym8_encode, .decode = sym8_decode};
+    id = sq_plugin_register(&d, &err);
+    ck_assert_msg(id >= 1, "%s", err.msg);
+    ck_assert_uint_eq(sq_plugin_get(id)->group, 32);
+    d.name = "cfgv1bad";
+    d.params = "size=3";
+    ck_assert_int_eq(sq_plugin_register(&d, &err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err.msg, "cfgv1bad") && strstr(err.msg, "expected group=N (v1)"), "%s",
+                  err.msg);
 }
 END_TEST
 
@@ -849,12 +872,55 @@ START_TEST(test_load_errors)
 }
 END_TEST
 
+/* A file of the deprecated interface version 1 still loads this release:
+** its init, configure and register_codec are called the old way, and a
+** refusal's sentence comes back through its buffer. */
+START_TEST(test_load_old_abi)
+{
+    const char *dir = getenv("SHARDQ_TEST_PLUGINS");
+    ck_assert_msg(dir && *dir, "SHARDQ_TEST_PLUGINS (the test modules' directory) is not set");
+    char p[4096];
+    snprintf(p, sizeof p, "%s/plugin_oldabi.so", dir);
+    unsetenv("SHARDQ_OLDABI_PARAMS");
+    ck_assert_msg(sq_plugin_load(p, &err) == 1, "%s", err.msg);
+    int id = sq_plugin_find("oldabi");
+    ck_assert_int_ge(id, 1);
+    ck_assert_uint_eq(sq_plugin_get(id)->group, 8);
+    sq_codec c;
+    ck_assert_int_eq(sq_codec_parse_v2("kind=plugin:oldabi", &c, &err), SQ_OK);
+    float x[8] = {1, -2, 3, -4, 5, -6, 7, 200}, y[8];
+    sq_qbuf q;
+    ck_assert_int_eq(sq_qbuf_alloc(&c, 8, &q), SQ_OK);
+    ck_assert_int_eq(sq_encode(&c, SQ_DTYPE_FP32, x, NULL, 8, NULL, &q), SQ_OK);
+    ck_assert_int_eq(sq_decode(&c, SQ_DTYPE_FP32, &q, NULL, 8, y), SQ_OK);
+    for (int i = 0; i < 7; i++) ck_assert_float_eq(y[i], x[i]);
+    ck_assert_float_eq(y[7], 127);
+    sq_qbuf_free(&q);
+}
+END_TEST
+
+START_TEST(test_load_old_abi_refused)
+{
+    const char *dir = getenv("SHARDQ_TEST_PLUGINS");
+    ck_assert_msg(dir && *dir, "SHARDQ_TEST_PLUGINS (the test modules' directory) is not set");
+    char p[4096];
+    snprintf(p, sizeof p, "%s/plugin_oldabi.so", dir);
+    setenv("SHARDQ_OLDABI_PARAMS", "bad", 1);
+    ck_assert_int_eq(sq_plugin_load(p, &err), SQ_ERR_SPEC);
+    ck_assert_msg(strstr(err.msg, "plugin_oldabi.so") && strstr(err.msg, "expected group=N"),
+                  "%s", err.msg);
+    ck_assert_int_eq(sq_plugin_find("oldabi"), SQ_ERR_NOTFOUND);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plugin");
     TCase *t = tcase_create("plugin");
     tcase_set_timeout(t, 600);
     tcase_add_test(t, test_registry);
+    tcase_add_test(t, test_load_old_abi);
+    tcase_add_test(t, test_load_old_abi_refused);
     tcase_add_test(t, test_not_additive);
     tcase_add_test(t, test_spec);
     tcase_add_test(t, test_sizes);

@@ -255,6 +255,48 @@ START_TEST(test_malformed)
 }
 END_TEST
 
+/* sq_codec_parse_v2 says the same in an sq_error: the status, and the
+** sentence the deprecated buffer form writes. */
+START_TEST(test_malformed_v2)
+{
+    sq_codec c = sq_codec_default();
+    sq_error e;
+    char err[SQ_ERROR_MSG];
+    ck_assert_int_eq(sq_codec_parse_v2(bad[_i].text, &c, &e), SQ_ERR_SPEC);
+    ck_assert_int_eq(e.status, SQ_ERR_SPEC);
+    ck_assert_int_eq(sq_codec_parse(bad[_i].text, &c, err, sizeof err), SQ_ERR_SPEC);
+    ck_assert_str_eq(e.msg, err);
+    ck_assert_int_eq(sq_codec_parse_v2(bad[_i].text, &c, NULL), SQ_ERR_SPEC);
+    /* success clears it */
+    ck_assert_int_eq(sq_codec_parse_v2("bits=4", &c, &e), SQ_OK);
+    ck_assert_int_eq(e.status, SQ_OK);
+}
+END_TEST
+
+/* The one list of kind names: the parser takes each, the printer prints
+** it; past the last is NULL. */
+START_TEST(test_kind_names)
+{
+    ck_assert_str_eq(sq_codec_kind_name(SQ_KIND_SYM), "sym");
+    ck_assert_str_eq(sq_codec_kind_name(SQ_KIND_PLUGIN), "plugin");
+    ck_assert_ptr_null(sq_codec_kind_name(SQ_KIND_PLUGIN + 1));
+    ck_assert_ptr_null(sq_codec_kind_name(-1));
+    for (int k = 0; k < SQ_KIND_PLUGIN; k++) {
+        char text[64], buf[SQ_CODEC_STRLEN];
+        snprintf(text, sizeof text, "kind=%s%s", sq_codec_kind_name(k),
+                 k == SQ_KIND_TOPK || k == SQ_KIND_RANDK ? ",keep=2" : "");
+        sq_codec c;
+        sq_error e;
+        ck_assert_msg(sq_codec_parse_v2(text, &c, &e) == SQ_OK, "%s: %s", text, e.msg);
+        ck_assert_int_eq(c.kind, k);
+        sq_codec_format(&c, buf, sizeof buf);
+        snprintf(text, sizeof text, "kind=%s,", sq_codec_kind_name(k));
+        ck_assert_msg(!strncmp(buf, text, strlen(text)), "%s", buf);
+    }
+    ck_assert_str_eq(sq_version(), SHARDQ_VERSION_STRING);
+}
+END_TEST
+
 START_TEST(test_parse_null)
 {
     sq_codec c;
@@ -406,6 +448,8 @@ int main(void)
     tcase_add_test(tp, test_roundtrip_grid);
     tcase_add_test(tp, test_format_snprintf);
     tcase_add_loop_test(tp, test_malformed, 0, (int)(sizeof bad / sizeof bad[0]));
+    tcase_add_loop_test(tp, test_malformed_v2, 0, (int)(sizeof bad / sizeof bad[0]));
+    tcase_add_test(tp, test_kind_names);
     tcase_add_test(tp, test_parse_null);
     tcase_add_test(tp, test_validate_fields);
     suite_add_tcase(s, tp);

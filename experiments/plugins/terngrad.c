@@ -31,6 +31,7 @@
 */
 #include "shardq/plugin.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,21 +101,30 @@ static int tg_decode(void *ctx, const uint8_t *codes, const void *scales, const 
 }
 
 /* "group=N" (or nothing) */
-static int tg_configure(sq_plugin_codec *self, const char *params, char *err, size_t errlen)
+/* sq_error_set, which this file may not link: status and sentence into err. */
+static int refuse(sq_error *err, int status, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->status = status;
+    }
+    return status;
+}
+
+static int tg_configure(sq_plugin_codec *self, const char *params, sq_error *err)
 {
     terngrad *t = self->ctx;
     t->group = DEFAULT_GROUP;
     if (params && *params) {
         char *end;
-        if (strncmp(params, "group=", 6) != 0 || params[6] < '0' || params[6] > '9') {
-            snprintf(err, errlen, "expected group=N");
-            return SQ_ERR_SPEC;
-        }
+        if (strncmp(params, "group=", 6) != 0 || params[6] < '0' || params[6] > '9')
+            return refuse(err, SQ_ERR_SPEC, "expected group=N");
         unsigned long long g = strtoull(params + 6, &end, 10);
-        if (*end || g < 1 || g > MAX_GROUP) {
-            snprintf(err, errlen, "group=%s: must be 1 to 2^20", params + 6);
-            return SQ_ERR_SPEC;
-        }
+        if (*end || g < 1 || g > MAX_GROUP)
+            return refuse(err, SQ_ERR_SPEC, "group=%s: must be 1 to 2^20", params + 6);
         t->group = g;
     }
     self->group = t->group;
@@ -123,13 +133,12 @@ static int tg_configure(sq_plugin_codec *self, const char *params, char *err, si
 
 const uint32_t shardq_plugin_abi = SQ_PLUGIN_ABI;
 
-int shardq_plugin_init(const sq_plugin_host *host, char *err, size_t errlen)
+int shardq_plugin_init(const sq_plugin_host *host, sq_error *err)
 {
-    if (host->abi != SQ_PLUGIN_ABI) {
-        snprintf(err, errlen, "the host speaks plug-in interface version %u, terngrad version %d",
-                 (unsigned)host->abi, SQ_PLUGIN_ABI);
-        return SQ_ERR_SPEC;
-    }
+    if (host->abi != SQ_PLUGIN_ABI)
+        return refuse(err, SQ_ERR_SPEC,
+                      "the host speaks plug-in interface version %u, terngrad version %d",
+                      (unsigned)host->abi, SQ_PLUGIN_ABI);
     sq_plugin_codec c = {
         .abi = SQ_PLUGIN_ABI,
         .name = "terngrad",
@@ -145,6 +154,6 @@ int shardq_plugin_init(const sq_plugin_host *host, char *err, size_t errlen)
         .encode = tg_encode,
         .decode = tg_decode,
     };
-    int id = host->register_codec(host, &c, err, errlen);
+    int id = host->register_codec(host, &c, err);
     return id < 0 ? id : 1;
 }

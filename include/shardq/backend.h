@@ -81,6 +81,15 @@ void sq_backend_qbuf_free(sq_backend *be, sq_qbuf *q);
 /* of qbufs in the backend's memory)                                        */
 /* ------------------------------------------------------------------------ */
 
+/* sq_encode and sq_decode (shardq/codec.h) on a backend: be NULL (or the
+** CPU backend) runs the C reference, a CUDA backend the kernels, with the
+** same bytes. The named operations that follow are these calls under the
+** names of earlier releases, kept for their callers. */
+int sq_backend_encode(sq_backend *be, const sq_codec *c, sq_dtype dtype, const float *x,
+                      const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q);
+int sq_backend_decode(sq_backend *be, const sq_codec *c, sq_dtype dtype, const sq_qbuf *q,
+                      const float *ref, uint64_t n, float *out);
+
 int sq_backend_quantize(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
                         const sq_rng_key *key, sq_qbuf *q);
 int sq_backend_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
@@ -99,6 +108,11 @@ int sq_backend_dequantize_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf 
                                float *out);
 int sq_backend_dequantize_add_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
                                    const float *ref, uint64_t n, float *out);
+/* sq_reduce (shardq/codec.h) on a backend (be NULL: the C reference);
+** the four named sums that follow are its variants. */
+int sq_backend_reduce(sq_backend *be, const sq_codec *c_in, sq_dtype acc, const sq_qbuf *chunks,
+                      int k, uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                      sq_qbuf *qout, float *out);
 int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const sq_qbuf *chunks,
                                    int k, uint64_t n, const sq_codec *c_out,
                                    const sq_rng_key *key, sq_qbuf *out);

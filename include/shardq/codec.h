@@ -36,7 +36,14 @@
 
 SQ_BEGIN_DECLS
 
+/* The version, defined here only: configure (AC_INIT, shardq.pc) and the
+** Python package (sq_version, pyproject's dynamic version) take it from
+** this line. */
 #define SHARDQ_VERSION_STRING "0.1.0"
+
+/* SHARDQ_VERSION_STRING of the library as it was built (which a program
+** compiled against another header may differ from). */
+const char *sq_version(void);
 
 /* ------------------------------------------------------------------------ */
 /* Status codes and errors                                                  */
@@ -237,18 +244,30 @@ sq_codec sq_codec_default(void);
 /* SQ_OK if c is a valid codec, else SQ_ERR_SPEC. */
 int sq_codec_validate(const sq_codec *c);
 
+/* The name specs give kind (an sq_kind) -- "sym", "minmax", ... "plugin"
+** -- or NULL past the last kind. The one list of the names: the library's
+** parser and printer and the Python package read it. */
+const char *sq_codec_kind_name(int kind);
+
 /* Parses "key=value,key=value" into *out, starting from the defaults; every
 ** key is optional (so "" is the default codec; topk and randk need keep=)
 ** and may appear once; a kind with a single width takes it when bits is
 ** not given (kind=sign: 1, and round=rtn unless round is given;
 ** kind=fp8e4m3, fp8e5m2: 8). On
 ** failure returns SQ_ERR_SPEC (unknown key, value out of range, a repeated
-** key, an invalid combination such as kind=minmax,levels=deepspeed) and, when
-** err is not NULL, writes a sentence naming the key or value at fault into
-** err[0..errlen). text == NULL or out == NULL gives SQ_ERR_ARG.
+** key, an invalid combination such as kind=minmax,levels=deepspeed) with a
+** sentence naming the key or value at fault in err (which may be NULL).
+** text == NULL or out == NULL gives SQ_ERR_ARG.
 ** "kind=plugin:NAME" is the plug-in codec registered as NAME
 ** (shardq/plugin.h): it takes the key group (its own group, in any order)
 ** and no other, and an unregistered NAME is SQ_ERR_SPEC. */
+int sq_codec_parse_v2(const char *text, sq_codec *out, sq_error *err);
+
+/* Deprecated: sq_codec_parse_v2 with the sentence written into
+** err[0..errlen) (when err is not NULL and the parse fails), the error
+** convention of releases before the sq_error one. Kept, as a thin wrapper,
+** for the callers that still pass a buffer; new code calls
+** sq_codec_parse_v2. */
 int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen);
 
 /* Writes the canonical form (every key, fixed order) into buf and returns the
@@ -351,6 +370,29 @@ int sq_hadamard_inverse(float *x, uint64_t n, int h);
 ** the last reduction only).
 */
 
+/* The dtype of the values an operation reads and writes: fp32, or bf16
+** values held in fp32 (the bf16 weight reconstruction below), or, for the
+** sums' arithmetic of DeepSpeed's qgZ, fp16. */
+typedef enum sq_dtype { SQ_DTYPE_FP32 = 0, SQ_DTYPE_BF16 = 1, SQ_DTYPE_FP16 = 2 } sq_dtype;
+
+/* The quantizing and decoding operations, as one pair whose arguments
+** choose the variant (the backend layer, shardq/backend.h, has the same
+** pair with a backend: sq_backend_encode and sq_backend_decode):
+**
+**   sq_encode: q = Q(x) with ref NULL, else Q(x - ref);
+**   sq_decode: out = D(q) with ref NULL, else ref + D(q) (out may equal ref);
+**
+** in dtype SQ_DTYPE_FP32, or SQ_DTYPE_BF16 for the bf16 weight
+** reconstruction; any other dtype is SQ_ERR_ARG. The eight named functions
+** that follow are these calls under the names of earlier releases, kept
+** for their callers (the Python package, the tests, the world): with the
+** difference that sq_quantize_diff and sq_dequantize_add refuse a NULL ref
+** (SQ_ERR_ARG) where sq_encode and sq_decode read it as "no reference". */
+int sq_encode(const sq_codec *c, sq_dtype dtype, const float *x, const float *ref, uint64_t n,
+              const sq_rng_key *key, sq_qbuf *q);
+int sq_decode(const sq_codec *c, sq_dtype dtype, const sq_qbuf *q, const float *ref, uint64_t n,
+              float *out);
+
 /* q = Q(x) */
 int sq_quantize(const sq_codec *c, const float *x, uint64_t n,
                 const sq_rng_key *key, sq_qbuf *q);
@@ -403,6 +445,16 @@ int sq_dequant_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k,
 ** by the inverse Hadamard when c->hadamard is set (last hop). */
 int sq_dequant_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
                    float *out);
+
+/* The four sums below as one call whose arguments choose the variant:
+** the k chunks of c_in decoded and summed in acc -- SQ_DTYPE_FP32, or
+** SQ_DTYPE_FP16 for the arithmetic of qgZ -- then, with c_out, requantized
+** into qout (sq_dequant_sum_requant, key as for quantize; out unused), or,
+** with c_out NULL, written to out (sq_dequant_sum; qout and key unused).
+** Any other acc is SQ_ERR_ARG. (sq_backend_reduce is the same on a
+** backend.) */
+int sq_reduce(const sq_codec *c_in, sq_dtype acc, const sq_qbuf *chunks, int k, uint64_t n,
+              const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *qout, float *out);
 
 /* The fp16 arithmetic of DeepSpeed's qgZ: as the two above, but every
 ** decoded value is rounded to fp16 and the sum runs in fp16 from +0 in

@@ -55,8 +55,18 @@ SQ_BEGIN_DECLS
 
 /* The version of this interface. A descriptor or a file of another version
 ** is refused (the message names both). Any change to the structs below
-** raises it. */
-#define SQ_PLUGIN_ABI 1
+** raises it.
+**
+** Version 2 reports failures the way the rest of the library does: a
+** callback that can fail returns a negative sq_status and writes its
+** sentence into an sq_error (shardq/codec.h), where version 1 wrote it into
+** a char buffer of a given length. The structs are laid out alike in both
+** (only the types of configure, register_codec and shardq_plugin_init
+** differ), and this release still loads descriptors and files of version 1
+** (SQ_PLUGIN_ABI_V1), calling them the old way. Deprecated: the next
+** release refuses version 1. */
+#define SQ_PLUGIN_ABI 2
+#define SQ_PLUGIN_ABI_V1 1
 
 /* Names: 1 to 31 of [a-z0-9_], starting with a letter. */
 #define SQ_PLUGIN_NAME_MAX 31
@@ -69,7 +79,7 @@ typedef struct sq_plugin_codec sq_plugin_codec;
 ** caller's descriptor may be a temporary; ctx is the caller's and must
 ** live as long as the process. */
 struct sq_plugin_codec {
-    uint32_t abi;         /* SQ_PLUGIN_ABI */
+    uint32_t abi;         /* SQ_PLUGIN_ABI (or SQ_PLUGIN_ABI_V1, deprecated) */
     const char *name;     /* kind=plugin:NAME */
     const char *about;    /* one line for listings, or NULL */
     /* Elements per group, 1 to 2^40: the unit a world aligns shards to
@@ -87,8 +97,14 @@ struct sq_plugin_codec {
 
     /* Optional: called once, on the registry's copy, before it is checked:
     ** parses params and may set group, stochastic, sum_composes and ctx.
-    ** Returns 0, or a negative sq_status with a sentence in err. */
-    int (*configure)(sq_plugin_codec *self, const char *params, char *err, size_t errlen);
+    ** Returns 0, or a negative sq_status with a sentence in err
+    ** (sq_error_set; the library's sq_error_set need not be linked: write
+    ** err->status and err->msg). A descriptor of version 1 sets
+    ** configure_v1 instead, which writes its sentence into err[0..errlen). */
+    union {
+        int (*configure)(sq_plugin_codec *self, const char *params, sq_error *err);
+        int (*configure_v1)(sq_plugin_codec *self, const char *params, char *err, size_t errlen);
+    };
 
     /* Exact bytes of the codes (bytes[0]), scales (bytes[1]) and offsets
     ** (bytes[2]) of n elements; 0 for an array the codec does not use. */
@@ -149,12 +165,18 @@ int sq_codec_from_plugin(int id, sq_codec *out);
 ** register codecs, and the random numbers of the library, so that the file
 ** needs nothing of libshardq at link time. */
 typedef struct sq_plugin_host {
-    uint32_t abi;         /* SQ_PLUGIN_ABI of the loader */
+    uint32_t abi;         /* the version the loader speaks to this file: the file's */
     const char *path;     /* the file being loaded, as given */
     /* sq_plugin_register, the codec's source set to path: an id or a
-    ** negative sq_status with a sentence in err[0..errlen) */
-    int (*register_codec)(const struct sq_plugin_host *host, const sq_plugin_codec *codec,
-                          char *err, size_t errlen);
+    ** negative sq_status with a sentence in err. A file of version 1 is
+    ** handed register_codec_v1, which writes the sentence into
+    ** err[0..errlen). */
+    union {
+        int (*register_codec)(const struct sq_plugin_host *host, const sq_plugin_codec *codec,
+                              sq_error *err);
+        int (*register_codec_v1)(const struct sq_plugin_host *host, const sq_plugin_codec *codec,
+                                 char *err, size_t errlen);
+    };
     float (*uniform)(const sq_rng_key *key, uint64_t i);                          /* sq_uniform */
     void (*uniform_n)(const sq_rng_key *key, uint64_t first, uint64_t n, float *u); /* sq_uniform_n */
     void *loader;         /* the loader's own */
@@ -163,13 +185,21 @@ typedef struct sq_plugin_host {
 /* What a plug-in file exports (C linkage, default visibility):
 **
 **   const uint32_t shardq_plugin_abi = SQ_PLUGIN_ABI;
-**   int shardq_plugin_init(const sq_plugin_host *host, char *err, size_t errlen)
-**   { ... host->register_codec(host, &my_codec, err, errlen) ... }
+**   int shardq_plugin_init(const sq_plugin_host *host, sq_error *err)
+**   { ... host->register_codec(host, &my_codec, err) ... }
 **
 ** init returns the number of codecs it registered, or a negative sq_status
-** with a sentence in err. */
+** with a sentence in err. A file of version 1 (deprecated, loaded by this
+** release only) exports shardq_plugin_abi = 1 and
+** int shardq_plugin_init(const sq_plugin_host *, char *err, size_t errlen);
+** its source still compiles with SQ_PLUGIN_BUILD_V1 defined before this
+** header is included. */
 extern const uint32_t shardq_plugin_abi;
+#ifdef SQ_PLUGIN_BUILD_V1
 int shardq_plugin_init(const sq_plugin_host *host, char *err, size_t errlen);
+#else
+int shardq_plugin_init(const sq_plugin_host *host, sq_error *err);
+#endif
 
 /* Loads the shared object at path (dlopen, RTLD_NOW | RTLD_LOCAL) and
 ** calls its shardq_plugin_init. Returns the number of codecs it registered,

@@ -23,7 +23,10 @@ from .codec import (Codec, Key, Quantized, quantize, dequantize, quantize_diff,
 from .trace import TraceWriter
 from .capture import MicroBatchCapture, DDPCapture
 
-__version__ = "0.1.0"
+from . import _lib
+
+# The library's version (sq_version): defined once, in shardq/codec.h.
+__version__ = _lib.ffi.string(_lib.lib.sq_version()).decode()
 
 __all__ = ["ShardqError", "SpecError", "ArgumentError", "NonFiniteError", "RangeError",
            "FileFormatError", "NotFoundError", "BusyError", "UnsupportedError",

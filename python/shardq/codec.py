@@ -32,24 +32,25 @@ import numpy as np
 from ._arrays import (as_input, as_output, is_tensor, is_cuda, numel, torch,
                       empty_like_input, _torch_dtype)
 from ._lib import ffi, lib, check, error, new_error, cstr, take_pending
+from ._key import Key, _count  # noqa: F401 (Key is shardq.codec.Key)
+from . import plugin as _plugin
 
 __all__ = ["Codec", "Key", "Quantized", "quantize", "dequantize", "quantize_diff",
            "dequantize_add", "dequant_sum", "dequant_sum_requant", "hadamard",
            "to_bf16", "from_bf16", "register", "load_plugin", "plugins"]
 
+def _kind_names():
+    """The kinds' names as the library spells them (sq_codec_kind_name, the
+    one list): "sym", "minmax", ... "plugin" (written kind=plugin:NAME)."""
+    names = []
+    while lib.sq_codec_kind_name(len(names)) != ffi.NULL:
+        names.append(ffi.string(lib.sq_codec_kind_name(len(names))).decode())
+    return tuple(names)
+
+
+KINDS = _kind_names()
 _CODEC_KEYS = ("kind", "bits", "group", "round", "hadamard", "levels", "scale", "keep")
 _INT_KEYS = ("bits", "group", "hadamard", "keep")
-
-
-def _count(n, name="n"):
-    """n as a non-negative int (an element count)."""
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise TypeError("%s: needs an integer, got %s" % (name, type(n).__name__)) from None
-    if n < 0 or n >= 1 << 64:
-        raise ValueError("%s: %d is not an element count (0 to 2^64-1)" % (name, n))
-    return n
 
 
 # ---------------------------------------------------------------------------
@@ -60,7 +61,7 @@ class Codec:
     """A codec: how a flat float32 buffer becomes codes and metadata.
 
     Codec("bits=4,group=128,round=sr,hadamard=32") parses a spec as
-    sq_codec_parse does (every key optional, the defaults filling in);
+    sq_codec_parse_v2 does (every key optional, the defaults filling in);
     Codec(bits=4, group=128, round="sr", kind="sym", hadamard=0,
     levels="sdp4bit", scale="fp32") takes the same keys as keywords; both
     together add the keywords to the spec. A bad spec raises SpecError with
@@ -96,10 +97,8 @@ class Codec:
                 raise error(lib.SQ_ERR_SPEC, "%s: '%s' is not a value" % (k, v))
             parts.append("%s=%s" % (k, v))
         c = ffi.new("sq_codec *")
-        msg = ffi.new("char[256]")
-        rc = lib.sq_codec_parse(",".join(parts).encode(), c, msg, 256)
-        if rc != 0:
-            raise error(rc, ffi.string(msg).decode(errors="replace"))
+        err = new_error()
+        check(lib.sq_codec_parse_v2(",".join(parts).encode(), c, err), err)
         self._c = c
         buf = ffi.new("char[]", lib.SQ_CODEC_STRLEN)
         lib.sq_codec_format(c, buf, lib.SQ_CODEC_STRLEN)
@@ -214,88 +213,6 @@ def _as_codec(c, name="codec"):
     if isinstance(c, str):
         return Codec(c)
     raise TypeError("%s: needs a Codec or a spec string, got %s" % (name, type(c).__name__))
-
-
-# ---------------------------------------------------------------------------
-# Philox keys
-# ---------------------------------------------------------------------------
-
-_SITES = {"weight": 0, "grad_intra": 1, "grad_inter": 2, "grad_single": 3}
-
-
-class Key:
-    """The key of stochastic rounding, as the C API takes it (sq_rng_key):
-    the run's seed (0..2^64-1), the training step (0..2^32-1), the emulated
-    worker (0..2^24-1) and the quantization site: "weight", "grad_intra",
-    "grad_inter", "grad_single" (or with '-' as the command writes them) or
-    a number 0..255. Out-of-range fields raise ArgumentError."""
-
-    __slots__ = ("_k",)
-
-    def __init__(self, seed, step=0, worker=0, site="weight"):
-        if isinstance(site, str):
-            name = site.replace("-", "_")
-            if name not in _SITES:
-                raise error(lib.SQ_ERR_ARG, "Key: unknown site '%s' (weight, grad_intra, "
-                            "grad_inter, grad_single or 0..255)" % site)
-            site = _SITES[name]
-        k = ffi.new("sq_rng_key *")
-        for field, v, top in (("seed", seed, 1 << 64), ("step", step, 1 << 32),
-                              ("worker", worker, 1 << 24), ("site", site, 256)):
-            try:
-                v = operator.index(v)
-            except TypeError:
-                raise TypeError("Key: %s needs an integer, got %s"
-                                % (field, type(v).__name__)) from None
-            if not 0 <= v < top:
-                raise error(lib.SQ_ERR_ARG, "Key: %s=%d is out of range (0 to %d)"
-                            % (field, v, top - 1))
-            setattr(k, field, v)
-        self._k = k
-
-    seed = property(lambda self: int(self._k.seed))
-    step = property(lambda self: int(self._k.step))
-    worker = property(lambda self: int(self._k.worker))
-    site = property(lambda self: int(self._k.site), doc="the site as its number")
-
-    @property
-    def site_name(self):
-        """The site's name, or its number as a string past the named ones."""
-        for name, v in _SITES.items():
-            if v == self.site:
-                return name
-        return str(self.site)
-
-    def _tuple(self):
-        return (self.seed, self.step, self.worker, self.site)
-
-    def uniform(self, first, n, out=None):
-        """The uniforms in [0, 1) that elements first .. first+n-1 use for
-        stochastic rounding (sq_uniform_n), as float32; into out when given
-        (a float32 array or CPU tensor of n elements)."""
-        first, n = _count(first, "first"), _count(n)
-        if out is None:
-            out = np.empty(n, dtype=np.float32)
-        p, _, m = as_output(out, "float", "out")
-        if m != n:
-            raise ValueError("uniform: out holds %d elements, n is %d" % (m, n))
-        if n:
-            lib.sq_uniform_n(self._k, first, n, p)
-        return out
-
-    def __eq__(self, other):
-        return isinstance(other, Key) and other._tuple() == self._tuple()
-
-    def __hash__(self):
-        return hash(self._tuple())
-
-    def __repr__(self):
-        return "Key(seed=%d, step=%d, worker=%d, site=%r)" % (
-            self.seed, self.step, self.worker,
-            self.site_name if self.site < len(_SITES) else self.site)
-
-    def __reduce__(self):
-        return (Key, self._tuple())
 
 
 # ---------------------------------------------------------------------------
@@ -948,4 +865,12 @@ def from_bf16(h, out=None):
 
 
 # Plug-in codecs (shardq/plugin.h): shardq.codec.register and friends
-from .plugin import register, load_plugin, plugins  # noqa: E402
+load_plugin, plugins = _plugin.load_plugin, _plugin.plugins
+
+
+def register(name, encode, decode, sizes, group=1, stochastic=False, about=None):
+    return Codec(_plugin.register(name, encode, decode, sizes, group=group,
+                                  stochastic=stochastic, about=about))
+
+
+register.__doc__ = _plugin.register.__doc__

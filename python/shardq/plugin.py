@@ -35,6 +35,7 @@ import warnings
 import numpy as np
 
 from ._lib import ffi, lib, check, new_error, error, ConflictError, callback_failed, take_pending
+from ._key import Key
 
 __all__ = ["register", "load_plugin", "plugins"]
 
@@ -95,7 +96,6 @@ def _sq_py_encode(ctx, x, n, key, u, codes, scales, offsets):
         xs.flags.writeable = False
         k = None
         if key != ffi.NULL:
-            from .codec import Key
             k = Key(key.seed, key.step, key.worker, key.site)
         parts = c.encode(xs, k)
         if not isinstance(parts, (tuple, list)) or len(parts) != 3:
@@ -140,7 +140,8 @@ def _sq_py_decode(ctx, codes, scales, offsets, n, out):
 
 def register(name, encode, decode, sizes, group=1, stochastic=False, about=None):
     """Registers a codec written in Python as kind=plugin:NAME and returns
-    its shardq.Codec.
+    its shardq.Codec (shardq.codec.register; shardq.plugin.register, below
+    shardq.codec, returns the spec "kind=plugin:NAME").
 
     name: 1 to 31 of a-z, 0-9 and _, starting with a letter, not taken.
     encode(x, key) -> (codes, scales, offsets): x the n float32 values to
@@ -155,7 +156,6 @@ def register(name, encode, decode, sizes, group=1, stochastic=False, about=None)
     group: elements per group, 1 to 2^40, the unit worlds align shards to.
     stochastic: encode needs a key (a key is then required by quantize).
     A refused codec raises the library's error (SpecError, ConflictError)."""
-    from .codec import Codec
     if not isinstance(name, str):
         raise TypeError("register: name needs a string, got %s" % type(name).__name__)
     for what, f in (("encode", encode), ("decode", decode), ("sizes", sizes)):
@@ -191,7 +191,7 @@ def register(name, encode, decode, sizes, group=1, stochastic=False, about=None)
     pc.codec = ffi.new("sq_codec *")
     check(lib.sq_codec_from_plugin(rc, pc.codec))
     _codecs[name] = pc
-    return Codec("kind=plugin:%s" % name)
+    return "kind=plugin:%s" % name
 
 
 def load_plugin(path):

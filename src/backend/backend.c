@@ -11,6 +11,7 @@
 #include "backend/cuda.h"
 #include "backend/device.h"
 #include "sq_check.h"
+#include "sq_encode.h"
 #include "sq_clock.h"
 #include "sq_hd.h"
 #include "sq_sparse.h"
@@ -42,12 +43,12 @@ static int cuda_status(sq_backend *be, int rc)
 /* Opening                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* "cuda:N" -> N; -1 for anything but digits. */
+/* "cuda:N" -> N; SQ_ERR_ARG for anything but digits. */
 static int parse_ordinal(const char *s)
 {
-    if (!*s || strlen(s) > 6) return -1;
+    if (!*s || strlen(s) > 6) return SQ_ERR_ARG;
     for (const char *p = s; *p; p++)
-        if (*p < '0' || *p > '9') return -1;
+        if (*p < '0' || *p > '9') return SQ_ERR_ARG;
     return atoi(s);
 }
 
@@ -200,7 +201,7 @@ static int cuda_refuses(sq_backend *be, const sq_codec *c)
     return sq_error_set(&be->err, SQ_ERR_UNSUPPORTED,
                         "%s: kind=%s with hadamard=%d has no CUDA kernels (they select without "
                         "the transform); use hadamard=0 or the cpu backend",
-                        be->name, c->kind == SQ_KIND_TOPK ? "topk" : "randk", c->hadamard);
+                        be->name, sq_codec_kind_name(c->kind), c->hadamard);
 }
 
 int sq_backend_qbuf_alloc(sq_backend *be, const sq_codec *c, uint64_t n, sq_qbuf *q)
@@ -280,61 +281,85 @@ static int cuda_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, 
     return cuda_status(be, sq_cuda_dequantize(be->cuda, c, q, add ? ref : NULL, n, out, bf16));
 }
 
+/* Every quantizing and decoding operation on either side: the C reference
+** (be NULL or the CPU) or the kernels. */
+static int encode_on(sq_backend *be, const sq_codec *c, const float *x, const float *ref,
+                     int diff, uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
+{
+    if (!be || be->kind == SQ_BACKEND_CPU) return sq_encode_job(c, x, ref, diff, n, key, q, bf16);
+    return cuda_quantize(be, c, x, ref, diff, n, key, q, bf16);
+}
+
+static int decode_on(sq_backend *be, const sq_codec *c, const sq_qbuf *q, const float *ref,
+                     int add, uint64_t n, float *out, int bf16)
+{
+    if (!be || be->kind == SQ_BACKEND_CPU) return sq_decode_job(c, q, ref, add, n, out, bf16);
+    return cuda_dequantize(be, c, q, ref, add, n, out, bf16);
+}
+
+int sq_backend_encode(sq_backend *be, const sq_codec *c, sq_dtype dtype, const float *x,
+                      const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q)
+{
+    if (dtype != SQ_DTYPE_FP32 && dtype != SQ_DTYPE_BF16) return SQ_ERR_ARG;
+    return encode_on(be, c, x, ref, ref != NULL, n, key, q, dtype == SQ_DTYPE_BF16);
+}
+
+int sq_backend_decode(sq_backend *be, const sq_codec *c, sq_dtype dtype, const sq_qbuf *q,
+                      const float *ref, uint64_t n, float *out)
+{
+    if (dtype != SQ_DTYPE_FP32 && dtype != SQ_DTYPE_BF16) return SQ_ERR_ARG;
+    return decode_on(be, c, q, ref, ref != NULL, n, out, dtype == SQ_DTYPE_BF16);
+}
+
+/* The names of the releases before sq_backend_encode and sq_backend_decode. */
+
 int sq_backend_quantize(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
                         const sq_rng_key *key, sq_qbuf *q)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_quantize(c, x, n, key, q);
-    return cuda_quantize(be, c, x, NULL, 0, n, key, q, 0);
-}
-
-int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
-                             const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q)
-{
-    if (be->kind == SQ_BACKEND_CPU) return sq_quantize_diff(c, x, ref, n, key, q);
-    return cuda_quantize(be, c, x, ref, 1, n, key, q, 0);
-}
-
-int sq_backend_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
-                          float *out)
-{
-    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize(c, q, n, out);
-    return cuda_dequantize(be, c, q, NULL, 0, n, out, 0);
-}
-
-int sq_backend_dequantize_add(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
-                              const float *ref, uint64_t n, float *out)
-{
-    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_add(c, q, ref, n, out);
-    return cuda_dequantize(be, c, q, ref, 1, n, out, 0);
+    return encode_on(be, c, x, NULL, 0, n, key, q, 0);
 }
 
 int sq_backend_quantize_bf16(sq_backend *be, const sq_codec *c, const float *x, uint64_t n,
                              const sq_rng_key *key, sq_qbuf *q)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_quantize_bf16(c, x, n, key, q);
-    return cuda_quantize(be, c, x, NULL, 0, n, key, q, 1);
+    return encode_on(be, c, x, NULL, 0, n, key, q, 1);
+}
+
+int sq_backend_quantize_diff(sq_backend *be, const sq_codec *c, const float *x,
+                             const float *ref, uint64_t n, const sq_rng_key *key, sq_qbuf *q)
+{
+    return encode_on(be, c, x, ref, 1, n, key, q, 0);
 }
 
 int sq_backend_quantize_diff_bf16(sq_backend *be, const sq_codec *c, const float *x,
                                   const float *ref, uint64_t n, const sq_rng_key *key,
                                   sq_qbuf *q)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_quantize_diff_bf16(c, x, ref, n, key, q);
-    return cuda_quantize(be, c, x, ref, 1, n, key, q, 1);
+    return encode_on(be, c, x, ref, 1, n, key, q, 1);
+}
+
+int sq_backend_dequantize(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
+                          float *out)
+{
+    return decode_on(be, c, q, NULL, 0, n, out, 0);
 }
 
 int sq_backend_dequantize_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q, uint64_t n,
                                float *out)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_bf16(c, q, n, out);
-    return cuda_dequantize(be, c, q, NULL, 0, n, out, 1);
+    return decode_on(be, c, q, NULL, 0, n, out, 1);
+}
+
+int sq_backend_dequantize_add(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
+                              const float *ref, uint64_t n, float *out)
+{
+    return decode_on(be, c, q, ref, 1, n, out, 0);
 }
 
 int sq_backend_dequantize_add_bf16(sq_backend *be, const sq_codec *c, const sq_qbuf *q,
                                    const float *ref, uint64_t n, float *out)
 {
-    if (be->kind == SQ_BACKEND_CPU) return sq_dequantize_add_bf16(c, q, ref, n, out);
-    return cuda_dequantize(be, c, q, ref, 1, n, out, 1);
+    return decode_on(be, c, q, ref, 1, n, out, 1);
 }
 
 int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const sq_qbuf *chunks,
@@ -400,6 +425,21 @@ int sq_backend_dequant_sum_f16(sq_backend *be, const sq_codec *c, const sq_qbuf 
     return cuda_status(be, sq_cuda_sum(be->cuda, c, chunks, k, n, out, 1));
 }
 
+int sq_backend_reduce(sq_backend *be, const sq_codec *c_in, sq_dtype acc, const sq_qbuf *chunks,
+                      int k, uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                      sq_qbuf *qout, float *out)
+{
+    if (!be || be->kind == SQ_BACKEND_CPU)
+        return sq_reduce(c_in, acc, chunks, k, n, c_out, key, qout, out);
+    if (acc != SQ_DTYPE_FP32 && acc != SQ_DTYPE_FP16) return SQ_ERR_ARG;
+    const int f16 = acc == SQ_DTYPE_FP16;
+    if (c_out)
+        return f16 ? sq_backend_dequant_sum_requant_f16(be, c_in, chunks, k, n, c_out, key, qout)
+                   : sq_backend_dequant_sum_requant(be, c_in, chunks, k, n, c_out, key, qout);
+    return f16 ? sq_backend_dequant_sum_f16(be, c_in, chunks, k, n, out)
+               : sq_backend_dequant_sum(be, c_in, chunks, k, n, out);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Elementwise operations                                                   */
 /* ------------------------------------------------------------------------ */
@@ -416,16 +456,25 @@ static int ew_status(int found)
     return SQ_OK;
 }
 
+/* The CPU side of an elementwise operation: found |= STEP(i) over
+** i < n, in parallel, as a status. One loop for the four operations, each
+** STEP one call of sq_hd.h. */
+#define EW_OMP_FOR \
+    _Pragma("omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) reduction(| : found)")
+#define EW_CPU(n, STEP)                                                                      \
+    do {                                                                                     \
+        int found = 0;                                                                       \
+        EW_OMP_FOR                                                                           \
+        for (uint64_t i = 0; i < (n); i++) found |= STEP;                                    \
+        return ew_status(found);                                                             \
+    } while (0)
+
 int sq_backend_add(sq_backend *be, const float *a, const float *b, uint64_t n, float *out)
 {
     if (n && (!a || !b || !out)) return SQ_ERR_ARG;
     if (n == 0) return SQ_OK;
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_add(be->cuda, a, b, n, out));
-    int found = 0;
-#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
-    reduction(| : found)
-    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_add(a[i], b[i], &out[i]);
-    return ew_status(found);
+    EW_CPU(n, sq_hd_ew_add(a[i], b[i], &out[i]));
 }
 
 int sq_backend_sub(sq_backend *be, const float *a, const float *b, uint64_t n, float *out)
@@ -433,12 +482,8 @@ int sq_backend_sub(sq_backend *be, const float *a, const float *b, uint64_t n, f
     if (n && (!a || !b || !out)) return SQ_ERR_ARG;
     if (n == 0) return SQ_OK;
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_sub(be->cuda, a, b, n, out));
-    int found = 0;
     /* a - b is a + (-b) exactly: the negation flips the sign bit alone */
-#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
-    reduction(| : found)
-    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_add(a[i], -b[i], &out[i]);
-    return ew_status(found);
+    EW_CPU(n, sq_hd_ew_add(a[i], -b[i], &out[i]));
 }
 
 int sq_backend_to_bf16(sq_backend *be, const float *x, uint64_t n, uint16_t *out)
@@ -446,11 +491,7 @@ int sq_backend_to_bf16(sq_backend *be, const float *x, uint64_t n, uint16_t *out
     if (n && (!x || !out)) return SQ_ERR_ARG;
     if (n == 0) return SQ_OK;
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_to_bf16(be->cuda, x, n, out));
-    int found = 0;
-#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
-    reduction(| : found)
-    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_to_bf16(x[i], &out[i]);
-    return ew_status(found);
+    EW_CPU(n, sq_hd_ew_to_bf16(x[i], &out[i]));
 }
 
 int sq_backend_from_bf16(sq_backend *be, const uint16_t *h, uint64_t n, float *out)
@@ -458,11 +499,7 @@ int sq_backend_from_bf16(sq_backend *be, const uint16_t *h, uint64_t n, float *o
     if (n && (!h || !out)) return SQ_ERR_ARG;
     if (n == 0) return SQ_OK;
     if (be->kind == SQ_BACKEND_CUDA) return cuda_status(be, sq_cuda_from_bf16(be->cuda, h, n, out));
-    int found = 0;
-#pragma omp parallel for num_threads(sq_get_threads()) if (n >= EW_PAR_MIN) schedule(static) \
-    reduction(| : found)
-    for (uint64_t i = 0; i < n; i++) found |= sq_hd_ew_from_bf16(h[i], &out[i]);
-    return ew_status(found);
+    EW_CPU(n, sq_hd_ew_from_bf16(h[i], &out[i]));
 }
 
 /* ------------------------------------------------------------------------ */

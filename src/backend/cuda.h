@@ -14,9 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+SQ_BEGIN_DECLS
 
 typedef struct sq_cuda sq_cuda;
 
@@ -57,7 +55,5 @@ int sq_cuda_sync(sq_cuda *d);
 int sq_cuda_timer_start(sq_cuda *d);
 int sq_cuda_timer_stop(sq_cuda *d, double *seconds);
 
-#ifdef __cplusplus
-}
-#endif
+SQ_END_DECLS
 #endif

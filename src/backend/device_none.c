@@ -19,7 +19,7 @@ int sq_device_name(int dev, char *buf, size_t len)
 {
     (void)dev;
     if (buf && len) buf[0] = '\0';
-    return -1;
+    return SQ_ERR_ARG; /* no device has that ordinal */
 }
 
 const char *sq_device_unavailable_reason(void)
@@ -30,7 +30,7 @@ const char *sq_device_unavailable_reason(void)
 int sq_device_selftest(int dev)
 {
     (void)dev;
-    return -1;
+    return SQ_ERR_ARG; /* no device has that ordinal */
 }
 
 int sq_cuda_open(int device, sq_cuda **out, sq_error *err)

@@ -31,6 +31,8 @@ typedef struct bench_ctx {
     sq_qbuf q, qout;
     sq_qbuf chunks[SQ_BENCH_CHUNKS];
     sq_rng_key key;
+    sq_dtype dtype;          /* op_encode, op_decode: the variant */
+    const float *use_ref;    /* (ref, or NULL) */
 } bench_ctx;
 
 static int op_copy(bench_ctx *b)
@@ -49,56 +51,29 @@ static int op_copy(bench_ctx *b)
     return SQ_OK;
 }
 
-static int op_quantize(bench_ctx *b)
+/* quantize, quantize_diff, dequantize, dequantize_add and their bf16
+** variants: the one pair of the codec family, the variant the op's (set
+** by op_setup from the table). */
+static int op_encode(bench_ctx *b)
 {
-    return sq_backend_quantize(b->be, &b->c, b->x, b->n, &b->key, &b->q);
+    return sq_backend_encode(b->be, &b->c, b->dtype, b->x, b->use_ref, b->n, &b->key, &b->q);
 }
 
-static int op_dequantize(bench_ctx *b)
+static int op_decode(bench_ctx *b)
 {
-    return sq_backend_dequantize(b->be, &b->c, &b->q, b->n, b->out);
-}
-
-static int op_quantize_diff(bench_ctx *b)
-{
-    return sq_backend_quantize_diff(b->be, &b->c, b->x, b->ref, b->n, &b->key, &b->q);
-}
-
-static int op_dequantize_add(bench_ctx *b)
-{
-    return sq_backend_dequantize_add(b->be, &b->c, &b->q, b->ref, b->n, b->out);
-}
-
-/* The bf16 weight reconstruction (weight.recon=bf16) of qW and qWD. */
-static int op_quantize_bf16(bench_ctx *b)
-{
-    return sq_backend_quantize_bf16(b->be, &b->c, b->x, b->n, &b->key, &b->q);
-}
-
-static int op_dequantize_bf16(bench_ctx *b)
-{
-    return sq_backend_dequantize_bf16(b->be, &b->c, &b->q, b->n, b->out);
-}
-
-static int op_quantize_diff_bf16(bench_ctx *b)
-{
-    return sq_backend_quantize_diff_bf16(b->be, &b->c, b->x, b->ref, b->n, &b->key, &b->q);
-}
-
-static int op_dequantize_add_bf16(bench_ctx *b)
-{
-    return sq_backend_dequantize_add_bf16(b->be, &b->c, &b->q, b->ref, b->n, b->out);
+    return sq_backend_decode(b->be, &b->c, b->dtype, &b->q, b->use_ref, b->n, b->out);
 }
 
 static int op_sum_requant(bench_ctx *b)
 {
-    return sq_backend_dequant_sum_requant(b->be, &b->c, b->chunks, SQ_BENCH_CHUNKS, b->n, &b->c_out,
-                                          &b->key, &b->qout);
+    return sq_backend_reduce(b->be, &b->c, SQ_DTYPE_FP32, b->chunks, SQ_BENCH_CHUNKS, b->n,
+                             &b->c_out, &b->key, &b->qout, NULL);
 }
 
 static int op_sum(bench_ctx *b)
 {
-    return sq_backend_dequant_sum(b->be, &b->c, b->chunks, SQ_BENCH_CHUNKS, b->n, b->out);
+    return sq_backend_reduce(b->be, &b->c, SQ_DTYPE_FP32, b->chunks, SQ_BENCH_CHUNKS, b->n, NULL,
+                             NULL, NULL, b->out);
 }
 
 /* CPU only: the transform alone, and the uniforms alone, as stochastic
@@ -128,6 +103,8 @@ typedef struct op_impl {
     sq_bench_op pub;
     int (*fn)(bench_ctx *);
     input_kind input; /* what its input buffers hold before it runs */
+    sq_dtype dtype;   /* op_encode, op_decode: fp32 or the bf16 variants */
+    int ref;          /* op_encode, op_decode: with the reference (diff, add) */
 } op_impl;
 
 #define TLQHS4 "kind=sym,bits=4,group=128,round=sr,hadamard=32"
@@ -136,71 +113,71 @@ typedef struct op_impl {
 static const op_impl ops[] = {
     {{"quantize-nh", "kind=sym,bits=4,group=128,round=sr", NULL, 0, NULL,
       "fp32 -> 4-bit SR, group 128"},
-     op_quantize, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_FP32, 0},
     {{"quantize", TLQHS4, NULL, 0, "quantize-nh",
       "fp32 -> 4-bit SR with a 32-point Hadamard (TLq-HS)"},
-     op_quantize, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_FP32, 0},
     {{"quantize-h1024", "kind=sym,bits=4,group=1024,round=sr,hadamard=1024", NULL, 0, NULL,
       "fp32 -> 4-bit SR, group 1024, 1024-point Hadamard"},
-     op_quantize, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_FP32, 0},
     {{"quantize-rtn", "kind=sym,bits=4,group=128,round=rtn", NULL, 0, NULL,
       "fp32 -> 4-bit RTN (ZeRO++ qgZ)"},
-     op_quantize, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_FP32, 0},
     {{"quantize-8-nh", "kind=sym,bits=8,group=128,round=sr", NULL, 0, NULL,
       "fp32 -> 8-bit SR, group 128"},
-     op_quantize, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_FP32, 0},
     {{"quantize-8", TLQHS8, NULL, 0, "quantize-8-nh",
       "fp32 -> 8-bit SR with Hadamard (TLq-HS intra hop)"},
-     op_quantize, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_FP32, 0},
     {{"quantize-8-rtn", "kind=sym,bits=8,group=128,round=rtn", NULL, 0, NULL,
       "fp32 -> 8-bit RTN"},
-     op_quantize, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_FP32, 0},
     {{"dequantize-nh", "kind=sym,bits=4,group=128,round=sr", NULL, 0, NULL,
       "4-bit -> fp32"},
-     op_dequantize, IN_QUANT},
+     op_decode, IN_QUANT, SQ_DTYPE_FP32, 0},
     {{"dequantize", TLQHS4, NULL, 0, "dequantize-nh",
       "4-bit -> fp32 with inverse Hadamard"},
-     op_dequantize, IN_QUANT},
+     op_decode, IN_QUANT, SQ_DTYPE_FP32, 0},
     {{"dequantize-8-nh", "kind=sym,bits=8,group=128,round=sr", NULL, 0, NULL,
       "8-bit -> fp32"},
-     op_dequantize, IN_QUANT},
+     op_decode, IN_QUANT, SQ_DTYPE_FP32, 0},
     {{"dequantize-8", TLQHS8, NULL, 0, "dequantize-8-nh",
       "8-bit -> fp32 with inverse Hadamard"},
-     op_dequantize, IN_QUANT},
+     op_decode, IN_QUANT, SQ_DTYPE_FP32, 0},
     {{"quantize-diff", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
       "Q(w - w_ref), 4-bit SR, group 2048 (qWD send)"},
-     op_quantize_diff, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_FP32, 1},
     {{"dequantize-add", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
       "w_ref + D(q) (qWD receive)"},
-     op_dequantize_add, IN_QUANT},
+     op_decode, IN_QUANT, SQ_DTYPE_FP32, 1},
     {{"quantize-bf16", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
       "Q(bf16(w)), 4-bit SR, group 2048 (qW send, bf16 weights)"},
-     op_quantize_bf16, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_BF16, 0},
     {{"dequantize-bf16", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
       "bf16(D(q)) (qW receive, bf16 weights)"},
-     op_dequantize_bf16, IN_QUANT},
+     op_decode, IN_QUANT, SQ_DTYPE_BF16, 0},
     {{"quantize-diff-bf16", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
       "Q(bf16(bf16(w) - w_ref)), 4-bit SR, group 2048 (qWD send, bf16 weights)"},
-     op_quantize_diff_bf16, IN_FLOAT},
+     op_encode, IN_FLOAT, SQ_DTYPE_BF16, 1},
     {{"dequantize-add-bf16", "kind=sym,bits=4,group=2048,round=sr", NULL, 0, NULL,
       "bf16(bf16(D(q)) + w_ref) (qWD receive, bf16 weights)"},
-     op_dequantize_add_bf16, IN_QUANT},
+     op_decode, IN_QUANT, SQ_DTYPE_BF16, 1},
     {{"sum-requant", "kind=sym,bits=8,group=128,round=sr",
       "kind=sym,bits=4,group=128,round=sr", 0, NULL,
       "4 x 8-bit -> sum -> 4-bit SR (middle hop)"},
-     op_sum_requant, IN_CHUNKS},
+     op_sum_requant, IN_CHUNKS, SQ_DTYPE_FP32, 0},
     {{"sum-nh", "kind=sym,bits=4,group=128,round=sr", NULL, 0, NULL,
       "4 x 4-bit -> sum"},
-     op_sum, IN_CHUNKS},
+     op_sum, IN_CHUNKS, SQ_DTYPE_FP32, 0},
     {{"sum", TLQHS4, NULL, 0, "sum-nh",
       "4 x 4-bit -> sum -> inverse Hadamard (last hop)"},
-     op_sum, IN_CHUNKS},
+     op_sum, IN_CHUNKS, SQ_DTYPE_FP32, 0},
     {{"hadamard", NULL, NULL, 1, NULL,
       "32-point Hadamard, in place"},
-     op_hadamard, IN_FLOAT},
+     op_hadamard, IN_FLOAT, SQ_DTYPE_FP32, 0},
     {{"rng", NULL, NULL, 1, NULL,
       "Philox4x32-10 uniforms alone (SR's floor)"},
-     op_rng, IN_FLOAT},
+     op_rng, IN_FLOAT, SQ_DTYPE_FP32, 0},
 };
 
 #define N_OPS (sizeof ops / sizeof ops[0])
@@ -255,10 +232,7 @@ double sq_bench_op_bytes(const sq_bench_op *op, const sq_codec *c, const sq_code
     double f = 4.0 * (double)n;
     double q = op->codec && c ? (double)sq_codec_bytes(c, n) : 0.0;
     int (*fn)(bench_ctx *) = o->fn;
-    if (fn == op_quantize || fn == op_quantize_bf16) return f + q;
-    if (fn == op_dequantize || fn == op_dequantize_bf16) return q + f;
-    if (fn == op_quantize_diff || fn == op_quantize_diff_bf16) return 2 * f + q;
-    if (fn == op_dequantize_add || fn == op_dequantize_add_bf16) return q + 2 * f;
+    if (fn == op_encode || fn == op_decode) return (o->ref ? 2 : 1) * f + q;
     if (fn == op_sum_requant)
         return SQ_BENCH_CHUNKS * q + (c_out ? (double)sq_codec_bytes(c_out, n) : 0.0);
     if (fn == op_sum) return SQ_BENCH_CHUNKS * q + f;
@@ -435,12 +409,13 @@ static int ctx_setup(bench_ctx *b, sq_backend *be, uint64_t n)
 /* The codec buffers one operation reads and writes. */
 static int op_setup(bench_ctx *b, const op_impl *o, const char *codec_override)
 {
-    char err[256];
     free_codec_buffers(b);
+    b->dtype = o->dtype;
+    b->use_ref = o->ref ? b->ref : NULL;
     if (!o->pub.codec) return SQ_OK;
     const char *spec = codec_override && o->fn != op_sum_requant ? codec_override : o->pub.codec;
-    if (sq_codec_parse(spec, &b->c, err, sizeof err) != SQ_OK) return SQ_ERR_SPEC;
-    if (o->pub.codec_out && sq_codec_parse(o->pub.codec_out, &b->c_out, err, sizeof err) != SQ_OK)
+    if (sq_codec_parse_v2(spec, &b->c, NULL) != SQ_OK) return SQ_ERR_SPEC;
+    if (o->pub.codec_out && sq_codec_parse_v2(o->pub.codec_out, &b->c_out, NULL) != SQ_OK)
         return SQ_ERR_SPEC;
     int rc = sq_backend_qbuf_alloc(b->be, &b->c, b->n, &b->q);
     if (rc == SQ_OK && o->pub.codec_out)

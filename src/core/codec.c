@@ -21,9 +21,10 @@
 #include "sq_hadamard.h"
 #include "sq_hd.h"
 #include "sq_check.h"
+#include "sq_encode.h"
 #include "sq_dense.h"
 #include "sq_internal.h"
-#include "sq_plugin.h"
+#include "sq_kinds.h"
 #include "sq_sparse.h"
 
 #include <stdlib.h>
@@ -237,20 +238,6 @@ static int quantize_tile(const sq_codec *c, const float *val, uint64_t start, ui
 /* ------------------------------------------------------------------------ */
 /* Decoding one tile                                                        */
 /* ------------------------------------------------------------------------ */
-
-/* The decoding loops of one group; each returns whether any value it wrote
-** is a NaN or an Inf (the finiteness check rides on the pass that writes). */
-SQ_MULTIVERSION
-int sq_decode_sym_group(const int8_t *restrict code, uint64_t n, float sc, float *restrict out)
-{
-    uint32_t bad = 0;
-    for (uint64_t j = 0; j < n; j++) {
-        float v = sq_hd_decode_sym(code[j], sc);
-        out[j] = v;
-        bad |= sq_hd_nonfinite(v);
-    }
-    return bad != 0;
-}
 
 /* One group's decoded values v[j] = lo + code[j] * s (sym: code[j] * s,
 ** sq_hd_decode_sym) from one-byte codes (8-bit codes in place, or unpacked
@@ -777,7 +764,7 @@ static const sq_codec *settled(const sq_codec *c, sq_codec *copy)
 }
 
 /* quantize (diff 0) and quantize_diff (diff 1), fp32 or bf16 staging */
-static int quantize_job(const sq_codec *c, const float *x, const float *ref, int diff,
+int sq_encode_job(const sq_codec *c, const float *x, const float *ref, int diff,
                         uint64_t n, const sq_rng_key *key, sq_qbuf *q, int bf16)
 {
     sq_codec cc;
@@ -787,14 +774,15 @@ static int quantize_job(const sq_codec *c, const float *x, const float *ref, int
         (rc = sq_check_key(c, key)))
         return rc;
     if (n && (!x || (diff && !ref))) return SQ_ERR_ARG;
-    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_quantize(c, x, ref, diff, n, key, q, bf16);
+    const sq_kind_ops *ops = sq_kind_ops_of(c->kind);
+    if (ops) return ops->quantize(c, x, ref, diff, n, key, q, bf16);
     job jb = {.op = diff ? OP_QUANTIZE_DIFF : OP_QUANTIZE, .c = c, .x = x, .ref = ref,
               .key = key, .qout = q, .bf16 = bf16};
     return run_job(&jb, n);
 }
 
 /* dequantize (add 0) and dequantize_add (add 1), fp32 or bf16 output */
-static int dequantize_job(const sq_codec *c, const sq_qbuf *q, const float *ref, int add,
+int sq_decode_job(const sq_codec *c, const sq_qbuf *q, const float *ref, int add,
                           uint64_t n, float *out, int bf16)
 {
     sq_codec cc;
@@ -802,56 +790,143 @@ static int dequantize_job(const sq_codec *c, const sq_qbuf *q, const float *ref,
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_qbuf(c, q, n))) return rc;
     if (n && (!out || (add && !ref))) return SQ_ERR_ARG;
-    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_dequantize(c, q, ref, add, n, out, bf16);
+    const sq_kind_ops *ops = sq_kind_ops_of(c->kind);
+    if (ops) return ops->dequantize(c, q, ref, add, n, out, bf16);
     job jb = {.op = add ? OP_DEQUANTIZE_ADD : OP_DEQUANTIZE, .c = c, .in = q, .ref = ref,
               .out = out, .bf16 = bf16};
     return run_job(&jb, n);
 }
 
+int sq_encode(const sq_codec *c, sq_dtype dtype, const float *x, const float *ref, uint64_t n,
+              const sq_rng_key *key, sq_qbuf *q)
+{
+    if (dtype != SQ_DTYPE_FP32 && dtype != SQ_DTYPE_BF16) return SQ_ERR_ARG;
+    return sq_encode_job(c, x, ref, ref != NULL, n, key, q, dtype == SQ_DTYPE_BF16);
+}
+
+int sq_decode(const sq_codec *c, sq_dtype dtype, const sq_qbuf *q, const float *ref, uint64_t n,
+              float *out)
+{
+    if (dtype != SQ_DTYPE_FP32 && dtype != SQ_DTYPE_BF16) return SQ_ERR_ARG;
+    return sq_decode_job(c, q, ref, ref != NULL, n, out, dtype == SQ_DTYPE_BF16);
+}
+
+/* The names of the releases before sq_encode and sq_decode (shardq/codec.h). */
+
 int sq_quantize(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key *key,
                 sq_qbuf *q)
 {
-    return quantize_job(c, x, NULL, 0, n, key, q, 0);
+    return sq_encode_job(c, x, NULL, 0, n, key, q, 0);
 }
 
 int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64_t n,
                      const sq_rng_key *key, sq_qbuf *q)
 {
-    return quantize_job(c, x, ref, 1, n, key, q, 0);
+    return sq_encode_job(c, x, ref, 1, n, key, q, 0);
 }
 
 int sq_dequantize(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out)
 {
-    return dequantize_job(c, q, NULL, 0, n, out, 0);
+    return sq_decode_job(c, q, NULL, 0, n, out, 0);
 }
 
 int sq_dequantize_add(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
                       float *out)
 {
-    return dequantize_job(c, q, ref, 1, n, out, 0);
+    return sq_decode_job(c, q, ref, 1, n, out, 0);
 }
 
 int sq_quantize_bf16(const sq_codec *c, const float *x, uint64_t n, const sq_rng_key *key,
                      sq_qbuf *q)
 {
-    return quantize_job(c, x, NULL, 0, n, key, q, 1);
+    return sq_encode_job(c, x, NULL, 0, n, key, q, 1);
 }
 
 int sq_quantize_diff_bf16(const sq_codec *c, const float *x, const float *ref, uint64_t n,
                           const sq_rng_key *key, sq_qbuf *q)
 {
-    return quantize_job(c, x, ref, 1, n, key, q, 1);
+    return sq_encode_job(c, x, ref, 1, n, key, q, 1);
 }
 
 int sq_dequantize_bf16(const sq_codec *c, const sq_qbuf *q, uint64_t n, float *out)
 {
-    return dequantize_job(c, q, NULL, 0, n, out, 1);
+    return sq_decode_job(c, q, NULL, 0, n, out, 1);
 }
 
 int sq_dequantize_add_bf16(const sq_codec *c, const sq_qbuf *q, const float *ref, uint64_t n,
                            float *out)
 {
-    return dequantize_job(c, q, ref, 1, n, out, 1);
+    return sq_decode_job(c, q, ref, 1, n, out, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sums with a kind of the table (plug-ins)                                 */
+/* ------------------------------------------------------------------------ */
+/*
+** The generic rule of shardq/plugin.h: whole buffers, each chunk decoded
+** (by the kind's decode, or as a built-in one without its Hadamard field),
+** summed in fp32 in chunk order, checked, and encoded with the output codec
+** -- unless that codec's kind sums the packed chunks itself (combine).
+** The fp16 arithmetic of qgZ is the built-in kinds'.
+*/
+
+static float *floats(uint64_t n) { return malloc(n ? (size_t)n * sizeof(float) : 1); }
+
+/* out = the sum of the k decoded chunks of c; tmp holds n floats. */
+static int table_sum_into(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n,
+                          float *out, float *tmp)
+{
+    const sq_kind_ops *ops = sq_kind_ops_of(c->kind);
+    sq_codec plain = *c;
+    plain.hadamard = 0;
+    for (int i = 0; i < k; i++) {
+        float *dst = i ? tmp : out;
+        int rc = ops ? ops->decode(c, &chunks[i], n, dst)
+                     : sq_decode_job(&plain, &chunks[i], NULL, 0, n, dst, 0);
+        /* a built-in chunk past fp32 surfaces in the sum's check below */
+        if (rc != SQ_OK && !(rc == SQ_ERR_RANGE && !ops)) return rc;
+        if (i)
+            for (uint64_t j = 0; j < n; j++) out[j] = out[j] + tmp[j];
+    }
+    return any_nonfinite(out, n) ? SQ_ERR_RANGE : SQ_OK;
+}
+
+static int table_sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, float *out,
+                     int f16)
+{
+    if (f16) return SQ_ERR_SPEC;
+    if (n == 0) return SQ_OK;
+    float *tmp = k > 1 ? floats(n) : NULL;
+    if (k > 1 && !tmp) return SQ_ERR_NOMEM;
+    int rc = table_sum_into(c, chunks, k, n, out, tmp);
+    free(tmp);
+    return rc;
+}
+
+static int table_sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
+                             const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *out,
+                             int f16)
+{
+    if (f16) return SQ_ERR_SPEC;
+    if (n == 0) return SQ_OK;
+    const sq_kind_ops *ops = sq_kind_ops_of(c_out->kind);
+    int rc = ops ? ops->combine(c_in, chunks, k, n, c_out, key, out) : SQ_ERR_UNSUPPORTED;
+    if (rc != SQ_ERR_UNSUPPORTED) return rc;
+    float *sum = floats(n), *tmp = k > 1 ? floats(n) : NULL;
+    rc = !sum || (k > 1 && !tmp) ? SQ_ERR_NOMEM : table_sum_into(c_in, chunks, k, n, sum, tmp);
+    if (rc == SQ_OK) {
+        if (ops) {
+            rc = ops->encode(c_out, sum, n, key, out);
+        } else {
+            sq_codec plain = *c_out;
+            plain.hadamard = 0;
+            rc = sq_encode_job(&plain, sum, NULL, 0, n, key, out, 0);
+            if (rc == SQ_ERR_NONFINITE) rc = SQ_ERR_RANGE;
+        }
+    }
+    free(sum);
+    free(tmp);
+    return rc;
 }
 
 static int sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint64_t n,
@@ -865,8 +940,8 @@ static int sum_requant(const sq_codec *c_in, const sq_qbuf *chunks, int k, uint6
         (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
         (rc = sq_check_key(c_out, key)))
         return rc;
-    if (c_in->kind == SQ_KIND_PLUGIN || c_out->kind == SQ_KIND_PLUGIN)
-        return sq_plugin_sum_requant(c_in, chunks, k, n, c_out, key, out, f16);
+    if (sq_kind_ops_of(c_in->kind) || sq_kind_ops_of(c_out->kind))
+        return table_sum_requant(c_in, chunks, k, n, c_out, key, out, f16);
     /* The Hadamard fields are ignored here; the tile length must not depend
     ** on them, so use copies without. */
     sq_codec ci = *c_in, co = *c_out;
@@ -884,7 +959,7 @@ static int sum(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t n, floa
     int rc;
     if ((rc = sq_check_codec(c, n)) || (rc = sq_check_chunks(c, chunks, k, n))) return rc;
     if (n && !out) return SQ_ERR_ARG;
-    if (c->kind == SQ_KIND_PLUGIN) return sq_plugin_sum(c, chunks, k, n, out, f16);
+    if (sq_kind_ops_of(c->kind)) return table_sum(c, chunks, k, n, out, f16);
     job jb = {.op = OP_SUM, .c = c, .in = chunks, .k = k, .f16 = f16, .out = out};
     return run_job(&jb, n);
 }
@@ -914,4 +989,16 @@ int sq_dequant_sum_f16(const sq_codec *c, const sq_qbuf *chunks, int k, uint64_t
     if (c && sq_sparse_kind(c->kind)) return SQ_ERR_SPEC; /* as above */
     if (c && c->hadamard) return SQ_ERR_SPEC;
     return sum(c, chunks, k, n, out, 1);
+}
+
+int sq_reduce(const sq_codec *c_in, sq_dtype acc, const sq_qbuf *chunks, int k, uint64_t n,
+              const sq_codec *c_out, const sq_rng_key *key, sq_qbuf *qout, float *out)
+{
+    if (acc != SQ_DTYPE_FP32 && acc != SQ_DTYPE_FP16) return SQ_ERR_ARG;
+    const int f16 = acc == SQ_DTYPE_FP16;
+    if (c_out)
+        return f16 ? sq_dequant_sum_requant_f16(c_in, chunks, k, n, c_out, key, qout)
+                   : sq_dequant_sum_requant(c_in, chunks, k, n, c_out, key, qout);
+    return f16 ? sq_dequant_sum_f16(c_in, chunks, k, n, out)
+               : sq_dequant_sum(c_in, chunks, k, n, out);
 }

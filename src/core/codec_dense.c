@@ -14,8 +14,6 @@
 #include "sq_hd.h"
 #include "sq_internal.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 
 /* ------------------------------------------------------------------------ */
 /* Specs                                                                    */
@@ -28,34 +26,26 @@ void sq_dense_defaults(sq_codec *c, int bits_given, int round_given)
     if (sq_kind_fp8(c->kind) && !bits_given) c->bits = 8;
 }
 
-/* Writes the sentence (if err) and returns SQ_ERR_SPEC. */
-static int refuse(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return SQ_ERR_SPEC;
-}
-
-int sq_dense_check(const sq_codec *c, char *err, size_t errlen)
+int sq_dense_check(const sq_codec *c, sq_error *err)
 {
     if (c->levels != SQ_LEVELS_SDP4BIT)
-        return refuse(err, errlen, "levels=deepspeed: applies to kind=sym only");
+        return sq_error_set(err, SQ_ERR_SPEC, "levels=deepspeed: applies to kind=sym only");
     if (c->kind == SQ_KIND_QSGD && c->bits < 2)
-        return refuse(err, errlen, "bits=%d: kind=qsgd has s = 2^(b-1) - 1 levels, none at 1 "
-                                   "bit; use bits 2 to 8 (or kind=sign)", c->bits);
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "bits=%d: kind=qsgd has s = 2^(b-1) - 1 levels, none at 1 "
+                            "bit; use bits 2 to 8 (or kind=sign)",
+                            c->bits);
     if (c->kind == SQ_KIND_SIGN && c->bits != 1)
-        return refuse(err, errlen, "bits=%d: kind=sign codes one bit per element (bits=1)",
-                      c->bits);
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "bits=%d: kind=sign codes one bit per element (bits=1)", c->bits);
     if (c->kind == SQ_KIND_SIGN && c->round != SQ_ROUND_RTN)
-        return refuse(err, errlen, "round=sr: kind=sign rounds nothing (the code is the sign "
-                                   "of x): use round=rtn");
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "round=sr: kind=sign rounds nothing (the code is the sign "
+                            "of x): use round=rtn");
     if (sq_kind_fp8(c->kind) && c->bits != 8)
-        return refuse(err, errlen, "bits=%d: kind=%s codes one byte per element (bits=8)", c->bits,
-                      c->kind == SQ_KIND_FP8E4M3 ? "fp8e4m3" : "fp8e5m2");
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "bits=%d: kind=%s codes one byte per element (bits=8)", c->bits,
+                            sq_codec_kind_name(c->kind));
     return SQ_OK;
 }
 

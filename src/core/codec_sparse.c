@@ -28,28 +28,6 @@
 /* Spec rules                                                               */
 /* ------------------------------------------------------------------------ */
 
-static const char *kind_name(sq_kind k)
-{
-    switch (k) {
-    case SQ_KIND_TOPK: return "topk";
-    case SQ_KIND_RANDK: return "randk";
-    case SQ_KIND_BF16: return "bf16";
-    case SQ_KIND_FP16: return "fp16";
-    default: return "?";
-    }
-}
-
-static void say(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 sq_codec sq_sparse_canonical(const sq_codec *c)
 {
     sq_codec k = *c;
@@ -68,38 +46,31 @@ sq_codec sq_sparse_canonical(const sq_codec *c)
     return k;
 }
 
-int sq_sparse_check(const sq_codec *c, char *err, size_t errlen)
+int sq_sparse_check(const sq_codec *c, sq_error *err)
 {
-    const char *name = kind_name(c->kind);
+    const char *name = sq_codec_kind_name(c->kind);
     if (c->hadamard != 0 && (c->hadamard < 2 || c->hadamard > SQ_HADAMARD_MAX ||
-                             (c->hadamard & (c->hadamard - 1)) != 0)) {
-        say(err, errlen, "hadamard=%d: must be 0 (off) or a power of two from 2 to 1024",
-            c->hadamard);
-        return SQ_ERR_SPEC;
-    }
+                             (c->hadamard & (c->hadamard - 1)) != 0))
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "hadamard=%d: must be 0 (off) or a power of two from 2 to 1024",
+                            c->hadamard);
     if (sq_kind_cast(c->kind)) {
-        if (c->hadamard) {
-            say(err, errlen,
-                "hadamard=%d: kind=%s is a cast of each value, with no groups for a transform "
-                "to spread outliers over (hadamard=0)",
-                c->hadamard, name);
-            return SQ_ERR_SPEC;
-        }
+        if (c->hadamard)
+            return sq_error_set(err, SQ_ERR_SPEC,
+                                "hadamard=%d: kind=%s is a cast of each value, with no groups "
+                                "for a transform to spread outliers over (hadamard=0)",
+                                c->hadamard, name);
         return SQ_OK;
     }
-    if (c->group < 1 || c->group > SQ_GROUP_MAX) {
-        say(err, errlen, "group=%llu: must be 1 to 2^40", (unsigned long long)c->group);
-        return SQ_ERR_SPEC;
-    }
-    if (c->keep < 1 || c->keep > c->group) {
-        say(err, errlen, "keep=%llu: kind=%s keeps 1 to group (%llu) elements of each group",
-            (unsigned long long)c->keep, name, (unsigned long long)c->group);
-        return SQ_ERR_SPEC;
-    }
-    if (c->scale != SQ_SCALE_FP32 && c->scale != SQ_SCALE_BF16 && c->scale != SQ_SCALE_FP16) {
-        say(err, errlen, "scale: must be fp32, bf16 or fp16");
-        return SQ_ERR_SPEC;
-    }
+    if (c->group < 1 || c->group > SQ_GROUP_MAX)
+        return sq_error_set(err, SQ_ERR_SPEC, "group=%llu: must be 1 to 2^40",
+                            (unsigned long long)c->group);
+    if (c->keep < 1 || c->keep > c->group)
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "keep=%llu: kind=%s keeps 1 to group (%llu) elements of each group",
+                            (unsigned long long)c->keep, name, (unsigned long long)c->group);
+    if (c->scale != SQ_SCALE_FP32 && c->scale != SQ_SCALE_BF16 && c->scale != SQ_SCALE_FP16)
+        return sq_error_set(err, SQ_ERR_SPEC, "scale: must be fp32, bf16 or fp16");
     return SQ_OK;
 }
 
@@ -110,58 +81,50 @@ static const char *const round_text[] = {"rtn", "sr"};
 static const char *const levels_text[] = {"sdp4bit", "deepspeed"};
 static const char *const scale_text[] = {"fp32", "bf16", "fp16"};
 
-int sq_sparse_settle(sq_codec *c, unsigned given, char *err, size_t errlen)
+int sq_sparse_settle(sq_codec *c, unsigned given, sq_error *err)
 {
     if (!sq_sparse_kind(c->kind)) {
-        if (given & (1u << K_KEEP)) {
-            say(err, errlen, "keep=%llu: applies to kind=topk and kind=randk only",
-                (unsigned long long)c->keep);
-            return SQ_ERR_SPEC;
-        }
+        if (given & (1u << K_KEEP))
+            return sq_error_set(err, SQ_ERR_SPEC,
+                                "keep=%llu: applies to kind=topk and kind=randk only",
+                                (unsigned long long)c->keep);
         return SQ_OK;
     }
-    const char *name = kind_name(c->kind);
+    const char *name = sq_codec_kind_name(c->kind);
     const sq_codec k = sq_sparse_canonical(c);
     const int cast = sq_kind_cast(c->kind);
     if ((given & (1u << K_BITS)) && c->bits != k.bits) {
         if (cast)
-            say(err, errlen, "bits=%d: kind=%s has 16-bit codes (leave bits out)", c->bits, name);
-        else
-            say(err, errlen,
-                "bits=%d: kind=%s's codes are indices of %d bits for group=%llu (leave bits out)",
-                c->bits, name, k.bits, (unsigned long long)c->group);
-        return SQ_ERR_SPEC;
+            return sq_error_set(err, SQ_ERR_SPEC,
+                                "bits=%d: kind=%s has 16-bit codes (leave bits out)", c->bits,
+                                name);
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "bits=%d: kind=%s's codes are indices of %d bits for group=%llu "
+                            "(leave bits out)",
+                            c->bits, name, k.bits, (unsigned long long)c->group);
     }
-    if ((given & (1u << K_ROUND)) && c->round != k.round) {
-        say(err, errlen, "round=%s: kind=%s %s (leave round out)", round_text[c->round & 1], name,
-            c->kind == SQ_KIND_RANDK ? "selects at random: round=sr"
-            : cast                   ? "rounds to nearest even: round=rtn"
-                                     : "selects deterministically: round=rtn");
-        return SQ_ERR_SPEC;
-    }
-    if ((given & (1u << K_LEVELS)) && c->levels != k.levels) {
-        say(err, errlen, "levels=%s: applies to kind=sym only", levels_text[c->levels & 1]);
-        return SQ_ERR_SPEC;
-    }
-    if (cast && (given & (1u << K_GROUP)) && c->group != 1) {
-        say(err, errlen, "group=%llu: kind=%s casts each value on its own (leave group out)",
-            (unsigned long long)c->group, name);
-        return SQ_ERR_SPEC;
-    }
-    if (cast && (given & (1u << K_SCALE)) && c->scale != SQ_SCALE_FP32) {
-        say(err, errlen, "scale=%s: kind=%s has no scales (leave scale out)",
-            scale_text[c->scale % 3], name);
-        return SQ_ERR_SPEC;
-    }
-    if (cast && (given & (1u << K_KEEP))) {
-        say(err, errlen, "keep=%llu: applies to kind=topk and kind=randk only",
-            (unsigned long long)c->keep);
-        return SQ_ERR_SPEC;
-    }
-    if (!cast && !(given & (1u << K_KEEP))) {
-        say(err, errlen, "kind=%s: needs keep= (elements kept per group, 1 to the group)", name);
-        return SQ_ERR_SPEC;
-    }
+    if ((given & (1u << K_ROUND)) && c->round != k.round)
+        return sq_error_set(err, SQ_ERR_SPEC, "round=%s: kind=%s %s (leave round out)",
+                            round_text[c->round & 1], name,
+                            c->kind == SQ_KIND_RANDK ? "selects at random: round=sr"
+                            : cast                   ? "rounds to nearest even: round=rtn"
+                                                     : "selects deterministically: round=rtn");
+    if ((given & (1u << K_LEVELS)) && c->levels != k.levels)
+        return sq_error_set(err, SQ_ERR_SPEC, "levels=%s: applies to kind=sym only",
+                            levels_text[c->levels & 1]);
+    if (cast && (given & (1u << K_GROUP)) && c->group != 1)
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "group=%llu: kind=%s casts each value on its own (leave group out)",
+                            (unsigned long long)c->group, name);
+    if (cast && (given & (1u << K_SCALE)) && c->scale != SQ_SCALE_FP32)
+        return sq_error_set(err, SQ_ERR_SPEC, "scale=%s: kind=%s has no scales (leave scale out)",
+                            scale_text[c->scale % 3], name);
+    if (cast && (given & (1u << K_KEEP)))
+        return sq_error_set(err, SQ_ERR_SPEC, "keep=%llu: applies to kind=topk and kind=randk only",
+                            (unsigned long long)c->keep);
+    if (!cast && !(given & (1u << K_KEEP)))
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "kind=%s: needs keep= (elements kept per group, 1 to the group)", name);
     *c = k;
     return SQ_OK;
 }

@@ -67,12 +67,3 @@ const char *sq_error_message(const sq_error *e)
     if (!e) return sq_strerror(SQ_ERR_ARG);
     return e->msg[0] ? e->msg : sq_strerror(e->status);
 }
-
-void sq_errbuf_printf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}

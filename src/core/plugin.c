@@ -1,6 +1,7 @@
 /*
 ** plugin.c -- the registry of plug-in codecs (shardq/plugin.h), and what
-** spec.c asks of a kind=plugin codec: its checks, its text, its sizes.
+** spec.c asks of a kind=plugin codec through the table of kinds
+** (sq_kinds.h, filled by codec_plugin.c): its checks, its text, its sizes.
 **
 ** The registry is an array that only grows: an entry is written whole
 ** before the count that makes it visible is raised (release), and readers
@@ -13,10 +14,8 @@
 ** remainder, so the callback is only called for a partial unit.
 */
 #include "sq_plugin.h"
-#include "sq_internal.h"
 #include "sq_hd.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +38,6 @@ static const entry *entry_of(int id)
     int n = atomic_load_explicit(&registered, memory_order_acquire);
     return id >= 1 && id <= n ? &registry[id - 1] : NULL;
 }
-
-#define set_err sq_errbuf_printf
 
 /* ------------------------------------------------------------------------ */
 /* Registering                                                              */
@@ -66,62 +63,68 @@ static char *dup_or_null(const char *s, int *oom)
 /* The checks that need the configured copy: the group, the flags, and the
 ** sizes' additivity over whole units (which the world's addressing of a
 ** packed buffer by prefix sizes relies on). */
-static int check_entry(entry *e, char *err, size_t errlen)
+static int check_entry(entry *e, sq_error *err)
 {
     sq_plugin_codec *d = &e->d;
-    if (d->group < 1 || d->group > SQ_GROUP_MAX) {
-        set_err(err, errlen, "plug-in codec %s: group=%llu: must be 1 to 2^40", e->name,
-                (unsigned long long)d->group);
-        return SQ_ERR_SPEC;
-    }
+    if (d->group < 1 || d->group > SQ_GROUP_MAX)
+        return sq_error_set(err, SQ_ERR_SPEC, "plug-in codec %s: group=%llu: must be 1 to 2^40",
+                            e->name, (unsigned long long)d->group);
     if ((d->stochastic != 0 && d->stochastic != 1) ||
-        (d->sum_composes != 0 && d->sum_composes != 1)) {
-        set_err(err, errlen, "plug-in codec %s: stochastic and sum_composes must be 0 or 1", e->name);
-        return SQ_ERR_SPEC;
-    }
-    if (d->sum_composes && !d->combine) {
-        set_err(err, errlen, "plug-in codec %s: sum_composes=1 needs a combine callback", e->name);
-        return SQ_ERR_SPEC;
-    }
+        (d->sum_composes != 0 && d->sum_composes != 1))
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "plug-in codec %s: stochastic and sum_composes must be 0 or 1",
+                            e->name);
+    if (d->sum_composes && !d->combine)
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "plug-in codec %s: sum_composes=1 needs a combine callback", e->name);
     e->unit = sq_hd_lcm_u64(d->group, 8, NULL);
     uint64_t zero[3] = {1, 1, 1};
     d->sizes(d->ctx, 0, zero);
     d->sizes(d->ctx, e->unit, e->unit_bytes);
-    if (zero[0] || zero[1] || zero[2]) {
-        set_err(err, errlen, "plug-in codec %s: sizes of 0 elements are %llu, %llu, %llu bytes "
-                "(must be 0)", e->name, (unsigned long long)zero[0],
-                (unsigned long long)zero[1], (unsigned long long)zero[2]);
-        return SQ_ERR_SPEC;
-    }
-    if (!(e->unit_bytes[0] | e->unit_bytes[1] | e->unit_bytes[2])) {
-        set_err(err, errlen, "plug-in codec %s: sizes of %llu elements are all 0 bytes", e->name,
-                (unsigned long long)e->unit);
-        return SQ_ERR_SPEC;
-    }
+    if (zero[0] || zero[1] || zero[2])
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "plug-in codec %s: sizes of 0 elements are %llu, %llu, %llu bytes "
+                            "(must be 0)",
+                            e->name, (unsigned long long)zero[0], (unsigned long long)zero[1],
+                            (unsigned long long)zero[2]);
+    if (!(e->unit_bytes[0] | e->unit_bytes[1] | e->unit_bytes[2]))
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "plug-in codec %s: sizes of %llu elements are all 0 bytes", e->name,
+                            (unsigned long long)e->unit);
     static const uint64_t ks[] = {2, 3, 5};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         uint64_t b[3], n = ks[i] * e->unit;
         d->sizes(d->ctx, n, b);
         for (int p = 0; p < 3; p++)
-            if (b[p] != ks[i] * e->unit_bytes[p]) {
-                set_err(err, errlen,
-                        "plug-in codec %s: sizes are not additive over whole units of "
-                        "lcm(group, 8) = %llu elements: %s of %llu elements are %llu bytes, "
-                        "%llu times those of %llu",
-                        e->name, (unsigned long long)e->unit,
-                        p == 0 ? "codes" : p == 1 ? "scales" : "offsets", (unsigned long long)n,
-                        (unsigned long long)b[p], (unsigned long long)ks[i],
-                        (unsigned long long)e->unit);
-                return SQ_ERR_SPEC;
-            }
+            if (b[p] != ks[i] * e->unit_bytes[p])
+                return sq_error_set(
+                    err, SQ_ERR_SPEC,
+                    "plug-in codec %s: sizes are not additive over whole units of "
+                    "lcm(group, 8) = %llu elements: %s of %llu elements are %llu bytes, "
+                    "%llu times those of %llu",
+                    e->name, (unsigned long long)e->unit,
+                    p == 0 ? "codes" : p == 1 ? "scales" : "offsets", (unsigned long long)n,
+                    (unsigned long long)b[p], (unsigned long long)ks[i],
+                    (unsigned long long)e->unit);
     }
     return SQ_OK;
+}
+
+/* The descriptor's configure, called the way its version says. */
+static int configure(entry *e, sq_error *ce)
+{
+    if (e->d.abi == SQ_PLUGIN_ABI_V1) {
+        int rc = e->d.configure_v1(&e->d, e->params, ce->msg, sizeof ce->msg);
+        ce->msg[sizeof ce->msg - 1] = '\0';
+        return rc;
+    }
+    ce->status = SQ_OK;
+    return e->d.configure(&e->d, e->params, ce);
 }
 
 /* Fills the entry after the last from codec, under the lock. */
 static int add_entry(const sq_plugin_codec *codec, const char *source, sq_error *err)
 {
-    char msg[SQ_ERROR_MSG];
     const char *name = codec->name;
     int n = atomic_load_explicit(&registered, memory_order_acquire);
     for (int i = 0; i < n; i++)
@@ -146,19 +149,20 @@ static int add_entry(const sq_plugin_codec *codec, const char *source, sq_error 
     e->d.about = e->about;
     e->d.params = e->params;
     int rc = SQ_OK;
-    msg[0] = '\0';
+    sq_error ce = {0};
     if (oom) {
         rc = sq_error_set(err, SQ_ERR_NOMEM, "plug-in codec %s: out of memory", name);
-    } else if (e->d.configure && (rc = e->d.configure(&e->d, e->params, msg, sizeof msg)) != 0) {
+    } else if (e->d.configure && (rc = configure(e, &ce)) != 0) {
         if (rc > 0 || rc < SQ_ERR_INTERRUPTED) rc = SQ_ERR_SPEC;
         rc = sq_error_set(err, rc, "plug-in codec %s: params '%s': %s", name,
-                          e->params ? e->params : "", msg[0] ? msg : sq_strerror(rc));
-    } else if ((rc = check_entry(e, msg, sizeof msg)) != SQ_OK) {
-        rc = sq_error_set(err, rc, "%s", msg);
+                          e->params ? e->params : "", ce.msg[0] ? ce.msg : sq_strerror(rc));
+    } else {
+        rc = check_entry(e, err);
     }
-    /* configure may not rename the codec nor drop a callback */
+    /* configure may not rename the codec, change its version nor drop a
+    ** callback */
     e->d.name = e->name;
-    e->d.abi = SQ_PLUGIN_ABI;
+    e->d.abi = codec->abi;
     if (rc == SQ_OK && (!e->d.encode || !e->d.decode || !e->d.sizes))
         rc = sq_error_set(err, SQ_ERR_SPEC, "plug-in codec %s: configure removed a callback", name);
     if (rc != SQ_OK) {
@@ -170,12 +174,12 @@ static int add_entry(const sq_plugin_codec *codec, const char *source, sq_error 
     return n + 1;
 }
 
-int sq_plugin_register_from(const sq_plugin_codec *codec, const char *source, sq_error *err)
+int sq_plugin_add(const sq_plugin_codec *codec, const char *source, sq_error *err)
 {
     sq_error_clear(err);
     if (!codec) return sq_error_set(err, SQ_ERR_ARG, "no plug-in codec given");
     const char *name = codec->name ? codec->name : "(unnamed)";
-    if (codec->abi != SQ_PLUGIN_ABI)
+    if (codec->abi != SQ_PLUGIN_ABI && codec->abi != SQ_PLUGIN_ABI_V1)
         return sq_error_set(err, SQ_ERR_SPEC,
                             "plug-in codec %s%s%s: interface version %u, this libshardq speaks "
                             "version %d (rebuild it against this shardq/plugin.h)",
@@ -195,11 +199,6 @@ int sq_plugin_register_from(const sq_plugin_codec *codec, const char *source, sq
     int rc = add_entry(codec, source, err);
     atomic_flag_clear_explicit(&registering, memory_order_release);
     return rc;
-}
-
-int sq_plugin_register(const sq_plugin_codec *codec, sq_error *err)
-{
-    return sq_plugin_register_from(codec, NULL, err);
 }
 
 int sq_plugin_find(const char *name)
@@ -249,32 +248,44 @@ const sq_plugin_codec *sq_plugin_of(const sq_codec *c)
 }
 
 /* ------------------------------------------------------------------------ */
-/* What spec.c asks                                                         */
+/* What spec.c asks (through the table of kinds)                            */
 /* ------------------------------------------------------------------------ */
 
-int sq_plugin_check(const sq_codec *c, char *err, size_t errlen)
+int sq_plugin_check(const sq_codec *c, sq_error *err)
 {
     const entry *e = entry_of(c->plugin);
-    if (!e) {
-        set_err(err, errlen, "kind=plugin: no plug-in codec has id %d (%d registered)", c->plugin,
-                sq_plugin_count());
-        return SQ_ERR_SPEC;
-    }
-    if (c->group != e->d.group) {
-        set_err(err, errlen, "group=%llu: plug-in codec %s has group %llu (set when it is "
-                "registered)", (unsigned long long)c->group, e->name,
-                (unsigned long long)e->d.group);
-        return SQ_ERR_SPEC;
-    }
-    if (c->hadamard) {
-        set_err(err, errlen, "hadamard=%d: kind=plugin:%s takes no Hadamard transform",
-                c->hadamard, e->name);
-        return SQ_ERR_SPEC;
-    }
+    if (!e)
+        return sq_error_set(err, SQ_ERR_SPEC, "kind=plugin: no plug-in codec has id %d (%d "
+                            "registered)", c->plugin, sq_plugin_count());
+    if (c->group != e->d.group)
+        return sq_error_set(err, SQ_ERR_SPEC, "group=%llu: plug-in codec %s has group %llu (set "
+                            "when it is registered)", (unsigned long long)c->group, e->name,
+                            (unsigned long long)e->d.group);
+    if (c->hadamard)
+        return sq_error_set(err, SQ_ERR_SPEC, "hadamard=%d: kind=plugin:%s takes no Hadamard "
+                            "transform", c->hadamard, e->name);
     return SQ_OK;
 }
 
-int sq_plugin_parse_kind(const char *name, sq_codec *c, char *err, size_t errlen)
+/* kind=plugin:NAME takes group (the plug-in's own, given in any order)
+** and no other key: a plug-in's settings are its registration parameters. */
+int sq_plugin_settle(sq_codec *c, unsigned seen, sq_error *err)
+{
+    static const char *const keys[] = {"kind",     "bits",   "group", "round",
+                                       "hadamard", "levels", "scale", "keep"};
+    const entry *e = entry_of(c->plugin);
+    for (int k = 0; k < 8; k++)
+        if ((seen & (1u << k)) && strcmp(keys[k], "kind") && strcmp(keys[k], "group"))
+            return sq_error_set(err, SQ_ERR_SPEC, "%s: kind=plugin:%s takes no %s (a plug-in "
+                                "codec's settings are the parameters it is registered with)",
+                                keys[k], e ? e->name : "?", keys[k]);
+    uint64_t group = c->group;
+    sq_codec_from_plugin(c->plugin, c);
+    if (seen & (1u << 2)) c->group = group; /* checked against the plug-in's */
+    return SQ_OK;
+}
+
+int sq_plugin_parse_kind(const char *name, sq_codec *c, sq_error *err)
 {
     int id = sq_plugin_find(name);
     if (id < 0) {
@@ -284,11 +295,11 @@ int sq_plugin_parse_kind(const char *name, sq_codec *c, char *err, size_t errlen
         for (int i = 0; i < n && used < sizeof known; i++)
             used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
                                      registry[i].name);
-        set_err(err, errlen,
-                "kind=plugin:%s: no plug-in codec of that name is registered (%s%s); load the "
-                "shared object that defines it first (SHARDQ_PLUGINS=FILE.so, or sq_plugin_load)",
-                name, n ? "registered: " : "there are none", known);
-        return SQ_ERR_SPEC;
+        return sq_error_set(err, SQ_ERR_SPEC,
+                            "kind=plugin:%s: no plug-in codec of that name is registered (%s%s); "
+                            "load the shared object that defines it first "
+                            "(SHARDQ_PLUGINS=FILE.so, or sq_plugin_load)",
+                            name, n ? "registered: " : "there are none", known);
     }
     plugin_codec(entry_of(id), id, c);
     return SQ_OK;

@@ -36,26 +36,26 @@ static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
 /* The name path has once symbolic links are followed, into out[PATH_MAX]:
 ** realpath of the file when it exists; for a dangling link, that of what
 ** the link names (a write through it creates that file); otherwise realpath
-** of its directory and its last component. -1 when there is none (a
-** missing directory, a name that ends in '/', a loop of links). */
+** of its directory and its last component. SQ_ERR_IO when there is none
+** (a missing directory, a name that ends in '/', a loop of links). */
 static int canonical(const char *path, char *out)
 {
     char cur[PATH_MAX], link[PATH_MAX];
-    if (snprintf(cur, sizeof cur, "%s", path) >= (int)sizeof cur) return -1;
+    if (snprintf(cur, sizeof cur, "%s", path) >= (int)sizeof cur) return SQ_ERR_IO;
     for (int hops = 0;; hops++) {
-        if (realpath(cur, out)) return 0;
+        if (realpath(cur, out)) return SQ_OK;
         struct stat lst;
         if (lstat(cur, &lst) != 0 || !S_ISLNK(lst.st_mode)) break;
-        if (hops == 40) return -1; /* the kernel's own limit of links in a row */
+        if (hops == 40) return SQ_ERR_IO; /* the kernel's own limit of links in a row */
         ssize_t n = readlink(cur, link, sizeof link - 1);
-        if (n < 0) return -1;
+        if (n < 0) return SQ_ERR_IO;
         link[n] = '\0';
         const char *slash = strrchr(cur, '/');
         if (link[0] != '/' && slash) { /* relative to the directory of the link */
             char joined[PATH_MAX];
             if (snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - cur), cur, link) >=
                 (int)sizeof joined)
-                return -1;
+                return SQ_ERR_IO;
             memcpy(cur, joined, sizeof cur);
         } else {
             memcpy(cur, link, (size_t)n + 1);
@@ -63,7 +63,7 @@ static int canonical(const char *path, char *out)
     }
     const char *slash = strrchr(cur, '/');
     const char *base = slash ? slash + 1 : cur;
-    if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) return -1;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) return SQ_ERR_IO;
     char dir[PATH_MAX], rdir[PATH_MAX];
     if (!slash)
         snprintf(dir, sizeof dir, ".");
@@ -71,9 +71,9 @@ static int canonical(const char *path, char *out)
         snprintf(dir, sizeof dir, "/");
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - cur), cur);
-    if (!realpath(dir, rdir)) return -1;
+    if (!realpath(dir, rdir)) return SQ_ERR_IO;
     int w = snprintf(out, PATH_MAX, "%s/%s", strcmp(rdir, "/") ? rdir : "", base);
-    return w < 0 || w >= PATH_MAX ? -1 : 0;
+    return w < 0 || w >= PATH_MAX ? SQ_ERR_IO : SQ_OK;
 }
 
 int sq_protect_path(const char *db)

@@ -31,9 +31,9 @@ SQ_BEGIN_DECLS
 
 /* spec.c: the bits and round a spec takes for these kinds when it does not
 ** give them (sign: 1 bit, rtn; fp8: 8 bits), and the checks of the kinds,
-** with a sentence in err like the parser's. */
+** with a sentence in err (which may be NULL) like the parser's. */
 void sq_dense_defaults(sq_codec *c, int bits_given, int round_given);
-int sq_dense_check(const sq_codec *c, char *err, size_t errlen);
+int sq_dense_check(const sq_codec *c, sq_error *err);
 
 /* codec.c: quantize val[0..len), the elements [start, start + len) of the
 ** buffer (start a multiple of the group and of 8), into q, with u the

@@ -73,14 +73,8 @@ void sq_sr_halves(uint32_t key_lo, uint32_t key_hi, uint32_t step, uint32_t ws, 
                   uint64_t len, uint16_t *h);
 
 /* x'[j] = code[j] * sc for one group of symmetric codes (sym, qsgd);
-** returns whether any value written is a NaN or an Inf. */
+** returns whether any value written is a NaN or an Inf (codec_group.c,
+** below both codec.c and codec_dense.c). */
 int sq_decode_sym_group(const int8_t *restrict code, uint64_t n, float sc, float *restrict out);
-
-/* printf into a caller's error buffer (err may be NULL, errlen 0). */
-void sq_errbuf_printf(char *err, size_t errlen, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
 
 #endif

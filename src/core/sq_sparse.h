@@ -37,13 +37,13 @@ sq_codec sq_sparse_canonical(const sq_codec *c);
 
 /* The checks of sq_codec_validate for these kinds: SQ_OK or SQ_ERR_SPEC
 ** with a sentence in err (which may be NULL). */
-int sq_sparse_check(const sq_codec *c, char *err, size_t errlen);
+int sq_sparse_check(const sq_codec *c, sq_error *err);
 
 /* After sq_codec_parse has read every key: refuses a key the kind fixes
 ** given with another value, or keep= given to a kind without it, and sets
 ** the ignored fields to their fixed values. given has a bit per key in the
 ** parser's order (kind, bits, group, round, hadamard, levels, scale, keep). */
-int sq_sparse_settle(sq_codec *c, unsigned given, char *err, size_t errlen);
+int sq_sparse_settle(sq_codec *c, unsigned given, sq_error *err);
 
 /* sq_codec_groups, _code_bytes and _scale_bytes of these kinds. */
 uint64_t sq_sparse_groups(const sq_codec *c, uint64_t n);

@@ -41,8 +41,8 @@ typedef struct load_state {
     sq_error first;     /* the first registration refused */
 } load_state;
 
-static int host_register(const sq_plugin_host *host, const sq_plugin_codec *codec, char *err,
-                         size_t errlen)
+static int host_register(const sq_plugin_host *host, const sq_plugin_codec *codec,
+                         sq_error *err)
 {
     load_state *ls = host->loader;
     sq_error e;
@@ -51,9 +51,39 @@ static int host_register(const sq_plugin_host *host, const sq_plugin_codec *code
         ls->registered++;
     } else {
         if (ls->first.status == SQ_OK) ls->first = e;
-        if (err && errlen) snprintf(err, errlen, "%s", sq_error_message(&e));
+        if (err) *err = e;
     }
     return rc;
+}
+
+/* The same for a file of version 1 (deprecated): the sentence into a
+** buffer. */
+static int host_register_v1(const sq_plugin_host *host, const sq_plugin_codec *codec, char *err,
+                            size_t errlen)
+{
+    sq_error e;
+    int rc = host_register(host, codec, &e);
+    if (rc <= 0 && err && errlen) snprintf(err, errlen, "%s", sq_error_message(&e));
+    return rc;
+}
+
+/* Calls the file's shardq_plugin_init the way its version says, the
+** sentence of a failure into msg. */
+static int call_init(uint32_t version, void *init_sym, sq_plugin_host *host, sq_error *msg)
+{
+    sq_error_clear(msg);
+    if (version == SQ_PLUGIN_ABI_V1) {
+        int (*init)(const sq_plugin_host *, char *, size_t);
+        memcpy(&init, &init_sym, sizeof init); /* POSIX: a data pointer to a function's */
+        host->register_codec_v1 = host_register_v1;
+        int rc = init(host, msg->msg, sizeof msg->msg);
+        msg->msg[sizeof msg->msg - 1] = '\0';
+        return rc;
+    }
+    int (*init)(const sq_plugin_host *, sq_error *);
+    memcpy(&init, &init_sym, sizeof init);
+    host->register_codec = host_register;
+    return init(host, msg);
 }
 
 static int is_loaded(const struct stat *st)
@@ -109,7 +139,7 @@ static int load_file(const char *path, sq_error *err)
     }
     uint32_t version;
     memcpy(&version, abi, sizeof version);
-    if (version != SQ_PLUGIN_ABI) {
+    if (version != SQ_PLUGIN_ABI && version != SQ_PLUGIN_ABI_V1) {
         rc = sq_error_set(err, SQ_ERR_SPEC,
                           "plug-in %s: built for plug-in interface version %u, this shardq speaks "
                           "version %d (rebuild it against this shardq/plugin.h)",
@@ -117,18 +147,16 @@ static int load_file(const char *path, sq_error *err)
         dlclose(h);
         goto done;
     }
-    int (*init)(const sq_plugin_host *, char *, size_t);
-    memcpy(&init, &init_sym, sizeof init); /* POSIX: a data pointer to a function's */
     load_state ls = {.source = real};
-    sq_plugin_host host = {.abi = SQ_PLUGIN_ABI, .path = path, .register_codec = host_register,
-                           .uniform = sq_uniform, .uniform_n = sq_uniform_n, .loader = &ls};
-    char msg[SQ_ERROR_MSG] = "";
-    rc = init(&host, msg, sizeof msg);
+    sq_plugin_host host = {.abi = version, .path = path, .uniform = sq_uniform,
+                           .uniform_n = sq_uniform_n, .loader = &ls};
+    sq_error msg;
+    rc = call_init(version, init_sym, &host, &msg);
     /* from here the file stays: codecs it registered point into it */
     loaded[nloaded++] = (loaded_file){st.st_dev, st.st_ino};
     if (rc < 0) {
         if (rc < SQ_ERR_INTERRUPTED) rc = SQ_ERR_SPEC;
-        const char *why = msg[0] ? msg : ls.first.status ? ls.first.msg : sq_strerror(rc);
+        const char *why = msg.msg[0] ? msg.msg : ls.first.status ? ls.first.msg : sq_strerror(rc);
         rc = sq_error_set(err, rc, "plug-in %s: shardq_plugin_init failed: %s", path, why);
     } else if (ls.first.status != SQ_OK) {
         /* init went on past a refusal: the refusal is the answer */

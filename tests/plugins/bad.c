@@ -13,9 +13,9 @@ const uint32_t shardq_plugin_abi = SQ_PLUGIN_ABI;
 #endif
 
 #ifndef NO_INIT
-int shardq_plugin_init(const sq_plugin_host *host, char *err, size_t errlen)
+int shardq_plugin_init(const sq_plugin_host *host, sq_error *err)
 {
-    (void)host, (void)err, (void)errlen;
+    (void)host, (void)err;
     return SQ_ERR_SPEC; /* never called: the version is checked first */
 }
 #endif

@@ -44,6 +44,9 @@ typedef struct sq_codec {
 } sq_codec;
 sq_codec sq_codec_default(void);
 int sq_codec_validate(const sq_codec *c);
+const char *sq_codec_kind_name(int kind);
+const char *sq_version(void);
+int sq_codec_parse_v2(const char *text, sq_codec *out, sq_error *err);
 int sq_codec_parse(const char *text, sq_codec *out, char *err, size_t errlen);
 int sq_codec_format(const sq_codec *c, char *buf, size_t len);
 #define SQ_CODEC_STRLEN 128

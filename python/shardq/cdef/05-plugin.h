@@ -1,6 +1,7 @@
 /* shardq/plugin.h: plug-in codecs -- the registry, shared objects, and the
 ** callbacks of a codec written in Python (cffi's extern "Python"). */
-#define SQ_PLUGIN_ABI 1
+#define SQ_PLUGIN_ABI 2
+#define SQ_PLUGIN_ABI_V1 1
 #define SQ_PLUGIN_NAME_MAX 31
 #define SQ_PLUGIN_MAX 64
 typedef struct sq_plugin_codec sq_plugin_codec;
@@ -13,7 +14,10 @@ struct sq_plugin_codec {
     int sum_composes;
     const char *params;
     void *ctx;
-    int (*configure)(sq_plugin_codec *self, const char *params, char *err, size_t errlen);
+    union {
+        int (*configure)(sq_plugin_codec *self, const char *params, sq_error *err);
+        int (*configure_v1)(sq_plugin_codec *self, const char *params, char *err, size_t errlen);
+    };
     void (*sizes)(void *ctx, uint64_t n, uint64_t bytes[3]);
     int (*encode)(void *ctx, const float *x, uint64_t n, const sq_rng_key *key, const float *u,
                   uint8_t *codes, void *scales, void *offsets);
