@@ -6,6 +6,7 @@
 ** back into a command.
 */
 #include "cli.h"
+#include "sq_json.h"
 #include "trace/wfile.h"
 #include "backend/device.h"
 #include "shardq/codec.h"
@@ -117,38 +118,9 @@ int cli_write_file(const char *cmd, const char *path, const void *data, size_t l
     return -1;
 }
 
-void cli_json_str(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", stdout);
-        else if (*p == '\t')
-            fputs("\\t", stdout);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
+void cli_json_str(const char *s) { sq_json_str(stdout, s); }
 
-void cli_json_num(double v)
-{
-    if (!isfinite(v)) {
-        fputs("null", stdout);
-        return;
-    }
-    /* The shortest of %.15g .. %.17g that reads back as v. */
-    char buf[32];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    fputs(buf, stdout);
-}
+void cli_json_num(double v) { sq_json_num(stdout, v); }
 
 int cli_parse_double(const char *cmd, const char *opt, const char *text, double min, double max,
                      double *out)
