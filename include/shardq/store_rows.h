@@ -22,6 +22,7 @@
 #include "shardq/store.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 SQ_BEGIN_DECLS
@@ -268,6 +269,56 @@ typedef struct sq_store_running {
 int sq_store_sweep_running(sq_store *s, const char *sweep,
                            int (*fn)(void *ctx, const sq_store_running *run), void *ctx,
                            sq_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Writing a cursor's rows (cursor_write.c)                                 */
+/* ------------------------------------------------------------------------ */
+
+/* The rows of c from its next one on, under its column names. Each
+** returns SQ_OK or the failure of a step in err (SQ_ERR_NOMEM for a
+** table that cannot grow); a failed write to f is the caller's to see
+** (ferror). */
+
+/* As CSV (RFC 4180): lines end in CRLF, a field holding a comma, a quote
+** or a line break is quoted with its quotes doubled, NULL is empty, a
+** real has 17 significant digits, a blob is hexadecimal digits. _to gives
+** the bytes to fn(ctx, bytes, n) instead of a stream. */
+typedef void sq_store_put_fn(void *ctx, const void *bytes, size_t n);
+int sq_store_cursor_write_csv(sq_store_cursor *c, FILE *f, sq_error *err);
+int sq_store_cursor_write_csv_to(sq_store_cursor *c, sq_store_put_fn *fn, void *ctx,
+                                 sq_error *err);
+
+/* As a JSON array of objects keyed by the column names: an integer, a
+** real (%.17g; null for +-Inf and NaN), a string (sq_json_str), or null
+** for NULL and a blob. _row writes the current row alone. */
+int sq_store_cursor_write_json(sq_store_cursor *c, FILE *f, sq_error *err);
+void sq_store_cursor_write_json_row(const sq_store_cursor *c, FILE *f);
+/* A real as those rows write it. */
+void sq_store_json_real(FILE *f, double v);
+
+/* As an aligned text table (sq_text_table_print), each line after indent,
+** printed only when there is a row; *rows gets their count. */
+int sq_store_cursor_write_table(sq_store_cursor *c, FILE *f, const char *indent, int *rows,
+                                sq_error *err);
+/* Column i of the current row as a table shows it: '-' for NULL, reals
+** with four significant digits, text and blobs as they are. */
+void sq_store_cursor_cell(const sq_store_cursor *c, int i, char *buf, size_t len);
+
+/* A text table whose rows are kept until printed, to size the columns:
+** cells row-major, row 0 the header; a column whose numeric[] is set
+** aligns right. Zero-initialise it and set ncols (<= SQ_TEXT_TABLE_COLS);
+** _add appends the next cell (SQ_ERR_NOMEM), _print separates columns by
+** two blanks with no trailing blanks after the last, _free frees the cells. */
+#define SQ_TEXT_TABLE_COLS 24
+typedef struct sq_text_table {
+    int ncols;
+    char **cell;
+    size_t n, cap;
+    int numeric[SQ_TEXT_TABLE_COLS];
+} sq_text_table;
+int sq_text_table_add(sq_text_table *t, const char *text, sq_error *err);
+void sq_text_table_print(const sq_text_table *t, FILE *f, const char *indent);
+void sq_text_table_free(sq_text_table *t);
 
 SQ_END_DECLS
 #endif /* SHARDQ_STORE_ROWS_H */

@@ -205,150 +205,10 @@ static int finish_stdout(const char *cmd)
     return CLI_OK;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Text tables and JSON                                                     */
-/* ------------------------------------------------------------------------ */
-
-/* A cell as text: NULL is '-', reals have four significant digits. */
-static void cell_text(const sq_store_cursor *c, int i, char *buf, size_t len)
-{
-    switch (sq_store_cursor_type(c, i)) {
-    case SQ_STORE_NULL: snprintf(buf, len, "-"); break;
-    case SQ_STORE_INTEGER: snprintf(buf, len, "%lld", (long long)sq_store_cursor_int(c, i)); break;
-    case SQ_STORE_REAL: snprintf(buf, len, "%.4g", sq_store_cursor_double(c, i)); break;
-    default: snprintf(buf, len, "%s", sq_store_cursor_text(c, i, NULL)); break;
-    }
-}
-
-#define MAX_COLS 24
-
-/* A text table: its rows are kept until printed, to size the columns. */
-typedef struct table {
-    int ncols;
-    char **cell; /* row-major; row 0 is the header */
-    size_t n, cap;
-    int numeric[MAX_COLS]; /* every value of the column is a number: align right */
-} table;
-
-static int table_add(table *t, const char *text)
-{
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 64;
-        char **c = realloc(t->cell, cap * sizeof *c);
-        if (!c) return -1;
-        t->cell = c;
-        t->cap = cap;
-    }
-    if (!(t->cell[t->n] = strdup(text))) return -1;
-    t->n++;
-    return 0;
-}
-
-static void table_free(table *t)
-{
-    for (size_t i = 0; i < t->n; i++) free(t->cell[i]);
-    free(t->cell);
-}
-
-/* Columns are separated by two blanks; numbers align right, the last
-** column carries no trailing blanks. */
-static void table_print(const table *t, const char *indent)
-{
-    size_t w[MAX_COLS] = {0};
-    for (size_t i = 0; i < t->n; i++) {
-        size_t l = strlen(t->cell[i]);
-        if (l > w[i % t->ncols]) w[i % t->ncols] = l;
-    }
-    for (size_t r = 0; r < t->n / t->ncols; r++) {
-        fputs(indent, stdout);
-        for (int c = 0; c < t->ncols; c++) {
-            const char *v = t->cell[r * t->ncols + c];
-            int last = c == t->ncols - 1;
-            if (t->numeric[c])
-                printf("%*s", (int)w[c], v);
-            else
-                printf("%-*s", last ? 0 : (int)w[c], v);
-            fputs(last ? "\n" : "  ", stdout);
-        }
-    }
-}
-
 static int out_of_memory(sq_error *err) { return sq_error_set(err, SQ_ERR_NOMEM, "out of memory"); }
 
-/* Reads c and prints its rows as a table under its column names; *rows
-** gets the row count. Returns SQ_OK or the failure in err. */
-static int print_table(sq_store_cursor *c, const char *indent, int *rows, sq_error *err)
-{
-    table t = {0};
-    int ncols = sq_store_cursor_columns(c), rc = SQ_OK;
-    if (ncols > MAX_COLS) ncols = MAX_COLS;
-    t.ncols = ncols;
-    for (int i = 0; i < ncols && !rc; i++) {
-        t.numeric[i] = 1;
-        if (table_add(&t, sq_store_cursor_name(c, i))) rc = out_of_memory(err);
-    }
-    *rows = 0;
-    char buf[4096];
-    while (!rc && (rc = sq_store_cursor_step(c, err)) == 1) {
-        rc = SQ_OK;
-        for (int i = 0; i < ncols && !rc; i++) {
-            int type = sq_store_cursor_type(c, i);
-            if (type == SQ_STORE_TEXT || type == SQ_STORE_BLOB) t.numeric[i] = 0;
-            cell_text(c, i, buf, sizeof buf);
-            if (table_add(&t, buf)) rc = out_of_memory(err);
-        }
-        (*rows)++;
-    }
-    if (!rc && *rows) table_print(&t, indent);
-    table_free(&t);
-    return rc;
-}
-
-/* A real as JSON: null for +-Inf, which JSON cannot say. */
-static void json_real(double v)
-{
-    if (isfinite(v))
-        printf("%.17g", v);
-    else
-        fputs("null", stdout);
-}
-
-/* A value as JSON: a number, a string, or null (for NULL and a blob). */
-static void json_value(const sq_store_cursor *c, int i)
-{
-    switch (sq_store_cursor_type(c, i)) {
-    case SQ_STORE_INTEGER: printf("%lld", (long long)sq_store_cursor_int(c, i)); break;
-    case SQ_STORE_REAL: json_real(sq_store_cursor_double(c, i)); break;
-    case SQ_STORE_TEXT: cli_json_str(sq_store_cursor_text(c, i, NULL)); break;
-    default: fputs("null", stdout); break;
-    }
-}
-
-/* The current row as a JSON object, keyed by the column names. */
-static void json_row(const sq_store_cursor *c)
-{
-    putchar('{');
-    for (int i = 0; i < sq_store_cursor_columns(c); i++) {
-        if (i) putchar(',');
-        cli_json_str(sq_store_cursor_name(c, i));
-        putchar(':');
-        json_value(c, i);
-    }
-    putchar('}');
-}
-
-/* Reads c and prints its rows as a JSON array of objects. */
-static int print_json_rows(sq_store_cursor *c, sq_error *err)
-{
-    int rc, n = 0;
-    putchar('[');
-    while ((rc = sq_store_cursor_step(c, err)) == 1) {
-        if (n++) putchar(',');
-        json_row(c);
-    }
-    putchar(']');
-    return rc;
-}
+/* A cell of a text table (store_rows.h); nonzero when out of memory. */
+static int table_add(sq_text_table *t, const char *text) { return sq_text_table_add(t, text, NULL); }
 
 /* ------------------------------------------------------------------------ */
 /* db list                                                                  */
@@ -356,13 +216,13 @@ static int print_json_rows(sq_store_cursor *c, sq_error *err)
 
 /* A text or real cell of the list: '-' where the run has none, a text
 ** making its column align left. */
-static int add_text(table *t, int col, const char *v)
+static int add_text(sq_text_table *t, int col, const char *v)
 {
     if (v) t->numeric[col] = 0;
     return table_add(t, v ? v : "-");
 }
 
-static int add_real(table *t, double v)
+static int add_real(sq_text_table *t, double v)
 {
     char buf[64];
     if (isnan(v)) return table_add(t, "-");
@@ -370,7 +230,7 @@ static int add_real(table *t, double v)
     return table_add(t, buf);
 }
 
-static int add_run(table *t, const sq_run_summary *r)
+static int add_run(sq_text_table *t, const sq_run_summary *r)
 {
     char id[24], seed[24];
     snprintf(id, sizeof id, "%lld", (long long)r->id);
@@ -388,7 +248,7 @@ static int list_table(sq_store_cursor *c, int *rows, sq_error *err)
     static const char *const head[] = {"id",      "status",  "kind",     "preset",
                                        "topo",    "seed",    "trace",    "started",
                                        "duration", "grad_rel_l2", "weight_rel_l2"};
-    table t = {.ncols = 11};
+    sq_text_table t = {.ncols = 11};
     int rc = SQ_OK;
     for (int i = 0; i < t.ncols && !rc; i++) {
         t.numeric[i] = 1;
@@ -400,8 +260,8 @@ static int list_table(sq_store_cursor *c, int *rows, sq_error *err)
         rc = add_run(&t, &r) ? out_of_memory(err) : SQ_OK;
         (*rows)++;
     }
-    if (!rc && *rows) table_print(&t, "");
-    table_free(&t);
+    if (!rc && *rows) sq_text_table_print(&t, stdout, "");
+    sq_text_table_free(&t);
     return rc;
 }
 
@@ -418,7 +278,7 @@ static void json_text(const char *key, const char *v, int first)
 static void json_number(const char *key, double v)
 {
     printf(",\"%s\":", key);
-    json_real(v);
+    sq_store_json_real(stdout, v);
 }
 
 /* The runs as a JSON array of objects. */
@@ -514,7 +374,7 @@ static int show_run(sq_store *s, int64_t id, int json, sq_error *err)
     rc = sq_store_cursor_step(c, err);
     if (rc == 1 && json) {
         printf("{\"run\":");
-        json_row(c);
+        sq_store_cursor_write_json_row(c, stdout);
     } else if (rc == 1) {
         printf("run %lld in %s\n", (long long)id, sq_store_path(s));
         char buf[64];
@@ -527,7 +387,7 @@ static int show_run(sq_store *s, int64_t id, int json, sq_error *err)
             } else if (type == SQ_STORE_TEXT) {
                 printf("  %-9s %s\n", name, sq_store_cursor_text(c, i, NULL));
             } else {
-                cell_text(c, i, buf, sizeof buf);
+                sq_store_cursor_cell(c, i, buf, sizeof buf);
                 printf("  %-9s %s\n", name, buf);
             }
         }
@@ -549,10 +409,10 @@ static int show_section(sq_store *s, int64_t id, const char *query, const char *
     if (rc) return rc;
     if (json) {
         printf(",\"%s\":", key);
-        rc = print_json_rows(c, err);
+        rc = sq_store_cursor_write_json(c, stdout, err);
     } else {
         printf("\n%s:\n", title);
-        rc = print_table(c, "  ", &rows, err);
+        rc = sq_store_cursor_write_table(c, stdout, "  ", &rows, err);
         if (!rc && rows == 0) printf("  (none)\n");
     }
     sq_store_cursor_close(c);
@@ -580,7 +440,7 @@ static int show_params(sq_store *s, int64_t id, int json, sq_error *err)
         putchar('}');
     } else {
         printf("\nparams:\n");
-        table t = {.ncols = 2, .numeric = {0, 1}};
+        sq_text_table t = {.ncols = 2, .numeric = {0, 1}};
         int bad = table_add(&t, "key") || table_add(&t, "value");
         for (size_t i = 0; i < n && !bad; i++) {
             if (p[i].value) t.numeric[1] = 0; /* a NULL alone stays a number */
@@ -589,10 +449,10 @@ static int show_params(sq_store *s, int64_t id, int json, sq_error *err)
         if (bad)
             rc = out_of_memory(err);
         else if (n)
-            table_print(&t, "  ");
+            sq_text_table_print(&t, stdout, "  ");
         else
             printf("  (none)\n");
-        table_free(&t);
+        sq_text_table_free(&t);
     }
     sq_store_params_free(p, n);
     return rc;
@@ -630,11 +490,11 @@ static int show_netbench(sq_store *s, int64_t id, int json, sq_error *err)
             printf(",\"bytes\":%llu,\"count\":%llu,\"ranks\":%d,\"comms\":%d,\"iters\":%d,"
                    "\"seconds\":", (unsigned long long)r[i].bytes,
                    (unsigned long long)r[i].count, r[i].ranks, r[i].comms, r[i].iters);
-            json_real(r[i].seconds);
+            sq_store_json_real(stdout, r[i].seconds);
             printf(",\"algbw_gb_s\":");
-            json_real(r[i].algbw_gb_s);
+            sq_store_json_real(stdout, r[i].algbw_gb_s);
             printf(",\"busbw_gb_s\":");
-            json_real(r[i].busbw_gb_s);
+            sq_store_json_real(stdout, r[i].busbw_gb_s);
             putchar('}');
         }
         putchar(']');
@@ -690,82 +550,8 @@ static int db_show(const char *path, int argc, char **argv)
 /* db export                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Where the CSV goes: a file through the safe writer, or standard output. */
-typedef struct sink {
-    sq_wfile w;
-    int file;
-} sink;
-
-static void put(sink *o, const char *p, size_t n)
-{
-    if (o->file)
-        sq_wfile_write(&o->w, p, n);
-    else
-        fwrite(p, 1, n, stdout);
-}
-
-/* One field: quoted when it holds a comma, a quote or a line break, with
-** its quotes doubled (RFC 4180). */
-static void put_field(sink *o, const char *v, size_t n)
-{
-    if (strcspn(v, ",\"\r\n") >= n) {
-        put(o, v, n);
-        return;
-    }
-    put(o, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] == '"') put(o, "\"", 1);
-        put(o, v + i, 1);
-    }
-    put(o, "\"", 1);
-}
-
-static void put_value(sink *o, const sq_store_cursor *c, int i)
-{
-    char buf[64];
-    size_t n;
-    switch (sq_store_cursor_type(c, i)) {
-    case SQ_STORE_NULL: break;
-    case SQ_STORE_INTEGER:
-        put(o, buf,
-            (size_t)snprintf(buf, sizeof buf, "%lld", (long long)sq_store_cursor_int(c, i)));
-        break;
-    case SQ_STORE_REAL:
-        put(o, buf, (size_t)snprintf(buf, sizeof buf, "%.17g", sq_store_cursor_double(c, i)));
-        break;
-    case SQ_STORE_BLOB: { /* as hexadecimal digits */
-        const unsigned char *b = sq_store_cursor_blob(c, i, &n);
-        for (size_t k = 0; k < n; k++)
-            put(o, buf, (size_t)snprintf(buf, sizeof buf, "%02x", b[k]));
-        break;
-    }
-    default: {
-        const char *t = sq_store_cursor_text(c, i, &n);
-        put_field(o, t, n);
-        break;
-    }
-    }
-}
-
-/* Writes the rows of c as CSV; SQ_OK, or the failure in err. */
-static int write_csv(sink *o, sq_store_cursor *c, sq_error *err)
-{
-    int ncols = sq_store_cursor_columns(c), rc;
-    for (int i = 0; i < ncols; i++) {
-        const char *name = sq_store_cursor_name(c, i);
-        if (i) put(o, ",", 1);
-        put_field(o, name, strlen(name));
-    }
-    put(o, "\r\n", 2);
-    while ((rc = sq_store_cursor_step(c, err)) == 1) {
-        for (int i = 0; i < ncols; i++) {
-            if (i) put(o, ",", 1);
-            put_value(o, c, i);
-        }
-        put(o, "\r\n", 2);
-    }
-    return rc;
-}
+/* The safe writer as the CSV's sink. */
+static void put_wfile(void *w, const void *bytes, size_t n) { sq_wfile_write(w, bytes, n); }
 
 /* Whether name is a table of the schema. */
 static int is_table(const char *name)
@@ -840,24 +626,26 @@ static int db_export(const char *path, int argc, char **argv)
         sq_store_close(s);
         return rc;
     }
-    sink out = {.file = o.output && strcmp(o.output, "-") != 0};
+    sq_wfile w;
+    const int file = o.output && strcmp(o.output, "-") != 0;
     sq_error err = {0};
-    if (out.file && sq_wfile_open(&out.w, o.output, &err)) {
+    if (file && sq_wfile_open(&w, o.output, &err)) {
         fprintf(stderr, "shardq db export: %s\n", sq_error_message(&err));
         sq_store_cursor_close(c);
         sq_store_close(s);
         return CLI_RUNTIME;
     }
-    if (write_csv(&out, c, &err)) {
+    if (file ? sq_store_cursor_write_csv_to(c, put_wfile, &w, &err)
+             : sq_store_cursor_write_csv(c, stdout, &err)) {
         char what[512];
         snprintf(what, sizeof what, "QUERY '%s'", query);
         rc = read_failed("db export", s, &err, what, o.timeout);
-        if (out.file) sq_wfile_abort(&out.w);
-    } else if (out.file && sq_wfile_commit(&out.w, &err)) {
+        if (file) sq_wfile_abort(&w);
+    } else if (file && sq_wfile_commit(&w, &err)) {
         fprintf(stderr, "shardq db export: %s\n", sq_error_message(&err));
         rc = CLI_RUNTIME;
     } else {
-        rc = out.file ? CLI_OK : finish_stdout("db export");
+        rc = file ? CLI_OK : finish_stdout("db export");
     }
     sq_store_cursor_close(c);
     sq_store_close(s);
