@@ -320,5 +320,25 @@ int sq_text_table_add(sq_text_table *t, const char *text, sq_error *err);
 void sq_text_table_print(const sq_text_table *t, FILE *f, const char *indent);
 void sq_text_table_free(sq_text_table *t);
 
+/* ------------------------------------------------------------------------ */
+/* The runs and one run as `db list` and `db show` print them (run_write.c) */
+/* ------------------------------------------------------------------------ */
+
+/* The runs of c (sq_store_runs_open) from the next on: a table with one
+** line each under a header (id, status, kind, preset, topo, seed, trace,
+** started, duration, grad_rel_l2, weight_rel_l2), printed only when there
+** is a run, *rows getting their count; or a JSON array of objects with
+** every member of sq_run_summary but trace_name, started_text and
+** duration. SQ_OK or the failure in err. */
+int sq_store_runs_write_table(sq_store_cursor *c, FILE *f, int *rows, sq_error *err);
+int sq_store_runs_write_json(sq_store_cursor *c, FILE *f, sq_error *err);
+
+/* Run id (it must exist: sq_store_run_exists) in full: its row, params,
+** error statistics, tensor stats, bytes, timings and, where it has any,
+** netbench rows, as sections of text or one JSON object with its line
+** break. Call it inside sq_store_read_begin so that every section sees the
+** same state. SQ_ERR_NOTFOUND when there is no such run. */
+int sq_store_run_write(sq_store *s, int64_t id, int json, FILE *f, sq_error *err);
+
 SQ_END_DECLS
 #endif /* SHARDQ_STORE_ROWS_H */

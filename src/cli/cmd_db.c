@@ -4,11 +4,10 @@
 ** a table or a SELECT as CSV; and `db init`, which creates or migrates a
 ** store file.
 **
-** The store's readers (store_rows.h) give the rows: the runs of `db list`
-** and a run's params and netbench rows as structs, the other sections of
-** `db show` and every export through cursors whose column names are the
-** queries', so that what is shown is what the file holds. This file only
-** parses, calls and prints.
+** The store's readers and writers (store_rows.h) give the rows and print
+** them: the runs of `db list` and a run in full (run_write.c), an export's
+** cursor as CSV (cursor_write.c), so that what is shown is what the file
+** holds. This file only parses options, calls them and says failures.
 */
 #include "cli.h"
 #include "shardq/store_rows.h"
@@ -17,23 +16,15 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define db_usage cli_help("shardq-db")
-
-/* the --where rule (src/cli/where.h), the same in report, list and export */
-
-
 #define list_usage cli_help("shardq-db-list")
-
 #define show_usage cli_help("shardq-db-show")
-
 #define export_usage cli_help("shardq-db-export")
-
 #define init_usage cli_help("shardq-db-init")
 
 /* ------------------------------------------------------------------------ */
@@ -205,111 +196,9 @@ static int finish_stdout(const char *cmd)
     return CLI_OK;
 }
 
-static int out_of_memory(sq_error *err) { return sq_error_set(err, SQ_ERR_NOMEM, "out of memory"); }
-
-/* A cell of a text table (store_rows.h); nonzero when out of memory. */
-static int table_add(sq_text_table *t, const char *text) { return sq_text_table_add(t, text, NULL); }
-
 /* ------------------------------------------------------------------------ */
 /* db list                                                                  */
 /* ------------------------------------------------------------------------ */
-
-/* A text or real cell of the list: '-' where the run has none, a text
-** making its column align left. */
-static int add_text(sq_text_table *t, int col, const char *v)
-{
-    if (v) t->numeric[col] = 0;
-    return table_add(t, v ? v : "-");
-}
-
-static int add_real(sq_text_table *t, double v)
-{
-    char buf[64];
-    if (isnan(v)) return table_add(t, "-");
-    snprintf(buf, sizeof buf, "%.4g", v);
-    return table_add(t, buf);
-}
-
-static int add_run(sq_text_table *t, const sq_run_summary *r)
-{
-    char id[24], seed[24];
-    snprintf(id, sizeof id, "%lld", (long long)r->id);
-    snprintf(seed, sizeof seed, "%lld", (long long)r->seed);
-    return table_add(t, id) || add_text(t, 1, r->status) || add_text(t, 2, r->kind) ||
-           add_text(t, 3, r->preset) || add_text(t, 4, r->topo) || table_add(t, seed) ||
-           add_text(t, 6, r->trace_name) || add_text(t, 7, r->started_text) ||
-           add_text(t, 8, r->duration) || add_real(t, r->grad_rel_l2) ||
-           add_real(t, r->weight_rel_l2);
-}
-
-/* The runs as a table, one line each; *rows gets their count. */
-static int list_table(sq_store_cursor *c, int *rows, sq_error *err)
-{
-    static const char *const head[] = {"id",      "status",  "kind",     "preset",
-                                       "topo",    "seed",    "trace",    "started",
-                                       "duration", "grad_rel_l2", "weight_rel_l2"};
-    sq_text_table t = {.ncols = 11};
-    int rc = SQ_OK;
-    for (int i = 0; i < t.ncols && !rc; i++) {
-        t.numeric[i] = 1;
-        if (table_add(&t, head[i])) rc = out_of_memory(err);
-    }
-    sq_run_summary r;
-    *rows = 0;
-    while (!rc && (rc = sq_store_runs_next(c, &r, err)) == 1) {
-        rc = add_run(&t, &r) ? out_of_memory(err) : SQ_OK;
-        (*rows)++;
-    }
-    if (!rc && *rows) sq_text_table_print(&t, stdout, "");
-    sq_text_table_free(&t);
-    return rc;
-}
-
-/* A string member of a JSON object ("key":value or null). */
-static void json_text(const char *key, const char *v, int first)
-{
-    printf("%s\"%s\":", first ? "" : ",", key);
-    if (v)
-        cli_json_str(v);
-    else
-        fputs("null", stdout);
-}
-
-static void json_number(const char *key, double v)
-{
-    printf(",\"%s\":", key);
-    sq_store_json_real(stdout, v);
-}
-
-/* The runs as a JSON array of objects. */
-static int list_json(sq_store_cursor *c, sq_error *err)
-{
-    sq_run_summary r;
-    int rc, n = 0;
-    putchar('[');
-    while ((rc = sq_store_runs_next(c, &r, err)) == 1) {
-        printf("%s{\"id\":%lld", n++ ? "," : "", (long long)r.id);
-        json_text("status", r.status, 0);
-        json_text("kind", r.kind, 0);
-        json_text("key", r.key, 0);
-        json_text("sweep", r.sweep, 0);
-        json_text("preset", r.preset, 0);
-        json_text("scheme", r.scheme, 0);
-        json_text("topo", r.topo, 0);
-        json_text("device", r.device, 0);
-        json_text("trace", r.trace, 0);
-        printf(",\"seed\":%lld", (long long)r.seed);
-        json_text("started", r.started, 0);
-        json_text("ended", r.ended, 0);
-        json_number("seconds", r.seconds);
-        json_number("grad_rel_l2", r.grad_rel_l2);
-        json_number("weight_rel_l2", r.weight_rel_l2);
-        json_text("error", r.error, 0);
-        putchar('}');
-    }
-    putchar(']');
-    return rc;
-}
 
 static int db_list(const char *path, int argc, char **argv)
 {
@@ -339,10 +228,10 @@ static int db_list(const char *path, int argc, char **argv)
     }
     int rows = 0;
     if (o.json) {
-        rc = list_json(c, &err);
+        rc = sq_store_runs_write_json(c, stdout, &err);
         putchar('\n');
     } else {
-        rc = list_table(c, &rows, &err);
+        rc = sq_store_runs_write_table(c, stdout, &rows, &err);
         if (!rc && rows == 0)
             printf("no runs%s in %s\n", o.status || o.kind || o.sweep || o.nwhere ? " match" : "",
                    o.db);
@@ -356,156 +245,6 @@ static int db_list(const char *path, int argc, char **argv)
 /* ------------------------------------------------------------------------ */
 /* db show                                                                  */
 /* ------------------------------------------------------------------------ */
-
-/* The named query of one run (store_rows.h) into *c. */
-static int open_run_query(sq_store *s, const char *name, int64_t id, sq_store_cursor **c,
-                          sq_error *err)
-{
-    const sq_store_value run = {.type = SQ_STORE_INTEGER, .i = id};
-    return sq_store_query(s, name, &run, 1, c, err);
-}
-
-/* The run's row: one "name value" line per column, or an object. */
-static int show_run(sq_store *s, int64_t id, int json, sq_error *err)
-{
-    sq_store_cursor *c;
-    int rc = open_run_query(s, "run", id, &c, err);
-    if (rc) return rc;
-    rc = sq_store_cursor_step(c, err);
-    if (rc == 1 && json) {
-        printf("{\"run\":");
-        sq_store_cursor_write_json_row(c, stdout);
-    } else if (rc == 1) {
-        printf("run %lld in %s\n", (long long)id, sq_store_path(s));
-        char buf[64];
-        for (int i = 0; i < sq_store_cursor_columns(c); i++) {
-            const char *name = sq_store_cursor_name(c, i);
-            int type = sq_store_cursor_type(c, i);
-            if (strcmp(name, "seconds") == 0) {
-                if (type == SQ_STORE_NULL) continue;
-                printf("  %-9s %.3f s\n", "duration", sq_store_cursor_double(c, i));
-            } else if (type == SQ_STORE_TEXT) {
-                printf("  %-9s %s\n", name, sq_store_cursor_text(c, i, NULL));
-            } else {
-                sq_store_cursor_cell(c, i, buf, sizeof buf);
-                printf("  %-9s %s\n", name, buf);
-            }
-        }
-    } else if (rc == 0) {
-        rc = sq_error_set(err, SQ_ERR_NOTFOUND, "%s: no run %lld", sq_store_path(s),
-                          (long long)id);
-    }
-    sq_store_cursor_close(c);
-    return rc == 1 ? SQ_OK : rc;
-}
-
-/* One section of `db show`: the rows of the named query as a table under
-** a title, or as the JSON array "key". */
-static int show_section(sq_store *s, int64_t id, const char *query, const char *title,
-                        const char *key, int json, sq_error *err)
-{
-    sq_store_cursor *c;
-    int rc = open_run_query(s, query, id, &c, err), rows = 0;
-    if (rc) return rc;
-    if (json) {
-        printf(",\"%s\":", key);
-        rc = sq_store_cursor_write_json(c, stdout, err);
-    } else {
-        printf("\n%s:\n", title);
-        rc = sq_store_cursor_write_table(c, stdout, "  ", &rows, err);
-        if (!rc && rows == 0) printf("  (none)\n");
-    }
-    sq_store_cursor_close(c);
-    return rc;
-}
-
-/* The params: a table of key and value, or one JSON object. */
-static int show_params(sq_store *s, int64_t id, int json, sq_error *err)
-{
-    sq_store_param *p;
-    size_t n;
-    int rc = sq_store_run_params(s, id, &p, &n, err);
-    if (rc) return rc;
-    if (json) {
-        printf(",\"params\":{");
-        for (size_t i = 0; i < n; i++) {
-            if (i) putchar(',');
-            cli_json_str(p[i].key);
-            putchar(':');
-            if (p[i].value)
-                cli_json_str(p[i].value);
-            else
-                fputs("null", stdout);
-        }
-        putchar('}');
-    } else {
-        printf("\nparams:\n");
-        sq_text_table t = {.ncols = 2, .numeric = {0, 1}};
-        int bad = table_add(&t, "key") || table_add(&t, "value");
-        for (size_t i = 0; i < n && !bad; i++) {
-            if (p[i].value) t.numeric[1] = 0; /* a NULL alone stays a number */
-            bad = table_add(&t, p[i].key) || table_add(&t, p[i].value ? p[i].value : "-");
-        }
-        if (bad)
-            rc = out_of_memory(err);
-        else if (n)
-            sq_text_table_print(&t, stdout, "  ");
-        else
-            printf("  (none)\n");
-        sq_text_table_free(&t);
-    }
-    sq_store_params_free(p, n);
-    return rc;
-}
-
-static int show_tensors(sq_store *s, int64_t id, int json, sq_error *err)
-{
-    sq_store_tensor_count t;
-    int rc = sq_store_run_tensor_count(s, id, &t, err);
-    if (rc) return rc;
-    if (json)
-        printf(",\"tensor_stats\":{\"rows\":%lld,\"tensors\":%lld}", (long long)t.rows,
-               (long long)t.tensors);
-    else if (t.rows > 0)
-        printf("\ntensor stats: %lld rows over %lld tensors (db export tensor_stats)\n",
-               (long long)t.rows, (long long)t.tensors);
-    return SQ_OK;
-}
-
-/* The netbench section, only where the run has netbench rows: other runs
-** show what they always showed. */
-static int show_netbench(sq_store *s, int64_t id, int json, sq_error *err)
-{
-    sq_netbench_row *r;
-    size_t n;
-    int rc = sq_store_run_netbench(s, id, &r, &n, err);
-    if (rc || !n) return rc;
-    if (json) {
-        printf(",\"netbench\":[");
-        for (size_t i = 0; i < n; i++) {
-            printf("%s{\"op\":", i ? "," : "");
-            cli_json_str(r[i].op);
-            printf(",\"level\":");
-            cli_json_str(r[i].level);
-            printf(",\"bytes\":%llu,\"count\":%llu,\"ranks\":%d,\"comms\":%d,\"iters\":%d,"
-                   "\"seconds\":", (unsigned long long)r[i].bytes,
-                   (unsigned long long)r[i].count, r[i].ranks, r[i].comms, r[i].iters);
-            sq_store_json_real(stdout, r[i].seconds);
-            printf(",\"algbw_gb_s\":");
-            sq_store_json_real(stdout, r[i].algbw_gb_s);
-            printf(",\"busbw_gb_s\":");
-            sq_store_json_real(stdout, r[i].busbw_gb_s);
-            putchar('}');
-        }
-        putchar(']');
-    } else {
-        rc = show_section(s, id, "run.netbench",
-                          "netbench per level and collective (every size: db export "
-                          "netbench_results)", "netbench", 0, err);
-    }
-    sq_store_netbench_free(r, n);
-    return rc;
-}
 
 static int db_show(const char *path, int argc, char **argv)
 {
@@ -528,19 +267,7 @@ static int db_show(const char *path, int argc, char **argv)
         sq_store_close(s);
         return CLI_RUNTIME;
     }
-    if (!rc) rc = show_run(s, run, o.json, &err);
-    if (!rc) rc = show_params(s, run, o.json, &err);
-    if (!rc)
-        rc = show_section(s, run, "run.metrics", "error statistics per path (means over the steps)",
-                          "metrics", o.json, &err);
-    if (!rc) rc = show_tensors(s, run, o.json, &err);
-    if (!rc)
-        rc = show_section(s, run, "run.bytes",
-                          "bytes per collective and link (bits_per_elem, bits_per_param: sent)",
-                          "bytes", o.json, &err);
-    if (!rc) rc = show_section(s, run, "run.timings", "timings", "timings", o.json, &err);
-    if (!rc) rc = show_netbench(s, run, o.json, &err);
-    if (!rc && o.json) printf("}\n");
+    if (!rc) rc = sq_store_run_write(s, run, o.json, stdout, &err);
     rc = rc ? read_failed("db show", s, &err, NULL, 0) : CLI_OK;
     sq_store_close(s); /* ends the read transaction */
     return rc ? rc : finish_stdout("db show");
@@ -651,6 +378,7 @@ static int db_export(const char *path, int argc, char **argv)
     sq_store_close(s);
     return rc;
 }
+
 /* ------------------------------------------------------------------------ */
 /* db init                                                                  */
 /* ------------------------------------------------------------------------ */
