@@ -362,6 +362,21 @@ int sq_backend_dequantize_add_bf16(sq_backend *be, const sq_codec *c, const sq_q
     return decode_on(be, c, q, ref, 1, n, out, 1);
 }
 
+/* The arguments of a sum requantized on a GPU: both codecs, the chunks, the
+** output and its key. */
+static int check_requant(sq_backend *be, const sq_codec *c_in, const sq_qbuf *chunks, int k,
+                         uint64_t n, const sq_codec *c_out, const sq_rng_key *key,
+                         const sq_qbuf *out)
+{
+    int rc;
+    if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
+        (rc = cuda_refuses(be, c_in)) || (rc = cuda_refuses(be, c_out)) ||
+        (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
+        (rc = sq_check_key(c_out, key)))
+        return rc;
+    return SQ_OK;
+}
+
 int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const sq_qbuf *chunks,
                                    int k, uint64_t n, const sq_codec *c_out,
                                    const sq_rng_key *key, sq_qbuf *out)
@@ -371,12 +386,8 @@ int sq_backend_dequant_sum_requant(sq_backend *be, const sq_codec *c_in, const s
     sq_codec cci, cco;
     c_in = settled(c_in, &cci);
     c_out = settled(c_out, &cco);
-    int rc;
-    if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
-        (rc = cuda_refuses(be, c_in)) || (rc = cuda_refuses(be, c_out)) ||
-        (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
-        (rc = sq_check_key(c_out, key)))
-        return rc;
+    int rc = check_requant(be, c_in, chunks, k, n, c_out, key, out);
+    if (rc) return rc;
     return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out, 0));
 }
 
@@ -400,12 +411,8 @@ int sq_backend_dequant_sum_requant_f16(sq_backend *be, const sq_codec *c_in,
 {
     if (be->kind == SQ_BACKEND_CPU)
         return sq_dequant_sum_requant_f16(c_in, chunks, k, n, c_out, key, out);
-    int rc;
-    if ((rc = sq_check_codec(c_in, n)) || (rc = sq_check_codec(c_out, n)) ||
-        (rc = cuda_refuses(be, c_in)) || (rc = cuda_refuses(be, c_out)) ||
-        (rc = sq_check_chunks(c_in, chunks, k, n)) || (rc = sq_check_qbuf(c_out, out, n)) ||
-        (rc = sq_check_key(c_out, key)))
-        return rc;
+    int rc = check_requant(be, c_in, chunks, k, n, c_out, key, out);
+    if (rc) return rc;
     if (sq_sparse_kind(c_in->kind) || sq_sparse_kind(c_out->kind)) return SQ_ERR_SPEC;
     if (c_in->hadamard || c_out->hadamard) return SQ_ERR_SPEC;
     return cuda_status(be, sq_cuda_sum_requant(be->cuda, c_in, chunks, k, n, c_out, key, out, 1));

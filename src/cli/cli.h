@@ -116,6 +116,12 @@ const char *cli_default_db(void);
 /* Exit status of a run whose --key another live process is running. */
 #define CLI_BUSY 75
 
+/* The exit status of a library status (sq_status), the one table of the
+** command: SQ_OK 0; SQ_ERR_SPEC, a setting or filter the user gave that the
+** library refused, 2 (CLI_USAGE); SQ_ERR_BUSY, a file another process
+** holds, 75 (CLI_BUSY); any other failure 1 (CLI_RUNTIME). */
+int cli_exit_status(int status);
+
 /* A job of the sweep library (sweep.h) run from a command: its progress
 ** bar on stderr, its notices, and the exit status of how it ended. */
 struct sq_sweep_outcome;

@@ -86,8 +86,8 @@ static void model_table(void *ctx, const sq_app_demo_model *m)
 ** and the exit status. */
 static int failed(const sq_error *e)
 {
-    if (sq_error_message(e)[0]) fprintf(stderr, "shardq demo: %s\n", sq_error_message(e));
-    return e->status == SQ_ERR_BUSY ? CLI_BUSY : CLI_RUNTIME;
+    if (e->msg[0]) fprintf(stderr, "shardq demo: %s\n", e->msg);
+    return cli_exit_status(e->status ? e->status : SQ_ERR_IO);
 }
 
 int cmd_demo(int argc, char **argv)

@@ -70,5 +70,5 @@ int cmd_report(int argc, char **argv)
     /* an empty sentence: the report said what failed as it went */
     if (err.msg[0]) fprintf(stderr, "shardq report: %s\n", err.msg);
     /* an option it could not use (--runs, --where, --format, --style) */
-    return rc == SQ_ERR_SPEC ? CLI_USAGE : CLI_RUNTIME;
+    return cli_exit_status(rc);
 }

@@ -167,6 +167,16 @@ static void job_train_step(void *ctx, const sq_train_row *row)
     fflush(stdout);
 }
 
+int cli_exit_status(int status)
+{
+    switch (status) {
+    case SQ_OK: return CLI_OK;
+    case SQ_ERR_SPEC: return CLI_USAGE;
+    case SQ_ERR_BUSY: return CLI_BUSY;
+    default: return CLI_RUNTIME;
+    }
+}
+
 void cli_job_hooks(cli_job *j, sq_sweep_hooks *h)
 {
     *h = (sq_sweep_hooks){.ctx = j, .start = job_start, .progress = job_progress,
