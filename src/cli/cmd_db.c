@@ -181,7 +181,7 @@ static int select_runs(const char *cmd, sq_store *s, const db_opts *o, char **id
     int rc = sq_store_select_runs(s, NULL, o->where, o->nwhere, ids, &err);
     if (!rc) return -1;
     fprintf(stderr, "shardq %s: %s\n", cmd, sq_error_message(&err));
-    return rc == SQ_ERR_SPEC ? CLI_USAGE : CLI_RUNTIME;
+    return cli_exit_status(rc);
 }
 
 /* Standard output must have been written: a full disk or a closed pipe is
