@@ -388,4 +388,37 @@ int sq_cost_calibrate(const sq_cost_measurements *ms, const char *file,
 int sq_cost_builtin_name(sq_cost_file_kind kind, size_t i, char *name, size_t len);
 
 SQ_END_DECLS
+/* ------------------------------------------------------------------------ */
+/* Writers of the results (print.c): what `shardq model` prints.           */
+/* ------------------------------------------------------------------------ */
+
+#include <stdio.h>
+
+/* One prediction as a table, a sweep as speedups by GPU count, or either as
+** JSON; quant names where the quantization throughput came from. */
+void sq_cost_print_point(FILE *f, const sq_cost_study *st, const char *quant,
+                         const sq_cost_point *pt);
+void sq_cost_print_sweep(FILE *f, const sq_cost_study *st, const char *quant,
+                         const sq_cost_point *pts, int n);
+void sq_cost_print_json(FILE *f, const sq_cost_study *st, const char *quant,
+                        const sq_cost_point *pts, int n);
+
+/* A validation: its head, its rows beside the published ones, its tally. */
+void sq_cost_print_validation_head(FILE *f, const char *table, const sq_cost_validation *v,
+                                   const sq_cost_platform *p, int json);
+void sq_cost_print_validation_rows(FILE *f, const sq_cost_validation *v,
+                                   const sq_cost_validation_report *rep, int json);
+void sq_cost_print_validation_tail(FILE *f, const sq_cost_validation_report *rep,
+                                   const sq_cost_platform *p, int json);
+
+/* A calibration from the measurements in file, written to out. */
+void sq_cost_print_calibration(FILE *f, const sq_cost_calibration *cal,
+                               const sq_cost_measurements *ms, const char *file,
+                               const char *out);
+void sq_cost_print_calibration_json(FILE *f, const sq_cost_calibration *cal,
+                                    const sq_cost_measurements *ms, const char *out);
+
+/* The built-in platforms and models, one line each. */
+void sq_cost_print_builtins(FILE *f);
+
 #endif /* SHARDQ_COST_H */

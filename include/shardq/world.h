@@ -485,4 +485,26 @@ typedef struct sq_output_digest {
 int sq_world_output_digests(sq_world *w, sq_output_digest *d, sq_error *err);
 
 SQ_END_DECLS
+/* ------------------------------------------------------------------------ */
+/* Writers of the results (print.c): what `shardq world` and `shardq       */
+/* schemes` print.                                                          */
+/* ------------------------------------------------------------------------ */
+
+#include <stdio.h>
+
+/* The world's topology, scheme (preset: the name it was given), sizes and
+** seed: lines of text, or the opening members of a JSON object. */
+void sq_world_print(FILE *f, const sq_world *w, const sq_world_config *cfg,
+                    const char *preset, int json);
+
+/* The iteration's bytes by collective and link: a table, or JSON members
+** "traffic" and "per_worker" (with dg, each worker's output digests). */
+void sq_world_print_traffic(FILE *f, const sq_world *w, const sq_output_digest *dg, int json);
+
+/* The collectives' calls and wall time: lines, or JSON members. */
+void sq_world_print_times(FILE *f, const sq_world *w, int json);
+
+/* The scheme presets, their knob values and the knobs (text or JSON). */
+void sq_scheme_print(FILE *f, int json);
+
 #endif /* SHARDQ_WORLD_H */

@@ -76,207 +76,8 @@ static int quant_from_db(const char *path, model_opts *o, sq_error *err)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Output                                                                   */
-/* ------------------------------------------------------------------------ */
-
-static void print_header(const model_opts *o, const sq_cost_point *pt)
-{
-    const sq_cost_result *b = &pt->base;
-    int G = o->plat.gpus_per_node;
-    printf("%s on %s: %d GPUs (%d node%s x %d), TP %d, PP %d, DP %d; micro-batch %d, "
-           "accumulation %d (global batch %d sequences of %d); %s; overlap %s\n",
-           o->model.name, o->plat.name, pt->gpus, (pt->gpus + G - 1) / G,
-           (pt->gpus + G - 1) / G == 1 ? "" : "s", pt->gpus < G ? pt->gpus : G, o->par.tp,
-           o->par.pp, b->dp, o->par.micro_batch, o->par.accum,
-           b->dp * o->par.micro_batch * o->par.accum, o->model.seq,
-           o->par.system == SQ_COST_ZERO3 ? (o->par.hpz ? "ZeRO-3, hpZ for the schemes" : "ZeRO-3")
-                                          : "Megatron distributed optimizer",
-           o->par.overlap ? "on" : "off");
-    printf("  %.4g parameters, %.4g per rank (the largest stage); a data-parallel group spans "
-           "%d node%s x %d GPU%s, %d group%s per node\n",
-           (double)b->params, (double)b->params_per_rank, b->dp_nodes, b->dp_nodes == 1 ? "" : "s",
-           b->dp_per_node, b->dp_per_node == 1 ? "" : "s", b->groups_per_node,
-           b->groups_per_node == 1 ? "" : "s");
-    printf("  %.3g TFLOP/s achieved per GPU; quantization kernels %.4g GB/s (%s)\n",
-           o->plat.achieved_flops / 1e12, o->plat.quant_bw / 1e9, o->quant_text);
-}
-
-static void print_row(const char *name, const sq_cost_result *c, const sq_cost_result *base)
-{
-    printf("  %-10s %8.1f %9.1f %9.1f %8.1f %7.1f %6.1f %10.1f %8.1f %7.2fx %12.3f\n", name,
-           1e3 * c->compute, 1e3 * (c->tp + c->bubble), 1e3 * c->weight, 1e3 * c->grad,
-           1e3 * c->quant, 1e3 * c->optimizer, 1e3 * c->iteration, c->tflops,
-           sq_cost_speedup(base, c), (double)c->inter_bytes_per_node / 1e9);
-}
-
-static void print_point(const model_opts *o, const sq_cost_point *pt)
-{
-    print_header(o, pt);
-    printf("\n  %-10s %8s %9s %9s %8s %7s %6s %10s %8s %8s %12s\n", "scheme", "compute",
-           "TP+bubble", "weight AG", "grad RS", "quant", "optim", "iteration", "TFLOP/s",
-           "speedup", "network/node");
-    printf("  %-10s %8s %9s %9s %8s %7s %6s %10s %8s %8s %12s\n", "", "ms", "ms", "ms", "ms",
-           "ms", "ms", "ms", "per GPU", "", "GB/iter");
-    for (int i = 0; i < o->nschemes; i++) print_row(o->names[i], &pt->cost[i], &pt->base);
-}
-
-static void print_sweep(const model_opts *o, const sq_cost_point *pts, int n)
-{
-    print_header(o, &pts[n - 1]);
-    printf("\n  speedup over baseline by GPU count (baseline TFLOP/s per GPU beside):\n");
-    printf("  %6s %9s", "GPUs", "baseline");
-    for (int i = 0; i < o->nschemes; i++) printf(" %9s", o->names[i]);
-    printf("\n");
-    for (int k = 0; k < n; k++) {
-        printf("  %6d %7.1f  ", pts[k].gpus, pts[k].base.tflops);
-        for (int i = 0; i < o->nschemes; i++)
-            printf(" %8.2fx", sq_cost_speedup(&pts[k].base, &pts[k].cost[i]));
-        printf("\n");
-    }
-}
-
-static void json_cost(const char *name, const sq_cost_result *c, const sq_cost_result *base)
-{
-    static const char *const paths[] = {"ring", "a2a", "twolevel", "none", "powersgd"};
-    printf("{\"scheme\":");
-    cli_json_str(name);
-    const char *keys[] = {"compute_s", "tp_s", "bubble_s", "weight_s", "grad_s", "quant_s",
-                          "optimizer_s", "iteration_s", "weight_comm_s", "grad_comm_s",
-                          "quant_weight_s", "quant_grad_s", "tflops_per_gpu", "speedup"};
-    double vals[] = {c->compute, c->tp, c->bubble, c->weight, c->grad, c->quant, c->optimizer,
-                     c->iteration, c->weight_comm, c->grad_comm, c->quant_weight, c->quant_grad,
-                     c->tflops, sq_cost_speedup(base, c)};
-    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
-        printf(",\"%s\":", keys[i]);
-        cli_json_num(vals[i]);
-    }
-    printf(",\"grad_path\":\"%s\",\"inter_bytes_per_node\":%llu,\"intra_bytes_per_gpu\":%llu,"
-           "\"weight_inter_bytes_per_node\":%llu,\"weight_intra_bytes_per_gpu\":%llu,"
-           "\"quant_bytes_per_gpu\":%llu}",
-           paths[c->grad_path], (unsigned long long)c->inter_bytes_per_node,
-           (unsigned long long)c->intra_bytes_per_gpu,
-           (unsigned long long)c->weight_inter_bytes_per_node,
-           (unsigned long long)c->weight_intra_bytes_per_gpu,
-           (unsigned long long)c->quant_bytes_per_gpu);
-}
-
-static void print_json(const model_opts *o, const sq_cost_point *pts, int n)
-{
-    char cfg[2048];
-    sq_cost_study st = study_of(o, 0, 0);
-    sq_cost_study_config(&st, cfg, sizeof cfg);
-    printf("{\"config\":%s,\"quant_source\":", cfg);
-    cli_json_str(o->quant_text);
-    printf(",\"points\":[");
-    for (int k = 0; k < n; k++) {
-        const sq_cost_result *b = &pts[k].base;
-        printf("%s{\"gpus\":%d,\"dp\":%d,\"dp_nodes\":%d,\"dp_per_node\":%d,"
-               "\"groups_per_node\":%d,\"params\":%llu,\"params_per_rank\":%llu,"
-               "\"model_flops\":",
-               k ? "," : "", pts[k].gpus, b->dp, b->dp_nodes, b->dp_per_node, b->groups_per_node,
-               (unsigned long long)b->params, (unsigned long long)b->params_per_rank);
-        cli_json_num(b->model_flops);
-        printf(",\"baseline\":");
-        json_cost("baseline", b, b);
-        printf(",\"schemes\":[");
-        for (int i = 0; i < o->nschemes; i++) {
-            if (i) putchar(',');
-            json_cost(o->names[i], &pts[k].cost[i], b);
-        }
-        printf("]}");
-    }
-    printf("]}\n");
-}
-
-/* ------------------------------------------------------------------------ */
 /* --validate                                                               */
 /* ------------------------------------------------------------------------ */
-
-static void print_validated_json(const sq_cost_validation_row *row,
-                                 const sq_cost_validated_row *vr, int first)
-{
-    printf("%s{\"label\":", first ? "" : ",");
-    cli_json_str(row->label);
-    printf(",\"tp\":%d,\"pp\":%d,\"baseline_tflops\":", row->tp, row->pp);
-    cli_json_num(vr->base.tflops);
-    printf(",\"paper_baseline_tflops\":");
-    cli_json_num(row->baseline_tflops);
-    printf(",\"scheme_tflops\":");
-    cli_json_num(vr->scheme.tflops);
-    printf(",\"paper_scheme_tflops\":");
-    cli_json_num(row->scheme_tflops);
-    printf(",\"speedup\":");
-    cli_json_num(vr->speedup);
-    printf(",\"paper_speedup\":");
-    cli_json_num(row->speedup);
-    printf(",\"error\":");
-    cli_json_num(vr->error);
-    printf(",\"within\":%s,\"fitted_to_itself\":%s,\"fitted_figures\":",
-           vr->out_of_tolerance ? "false" : "true", vr->fitted[0] ? "true" : "false");
-    cli_json_str(vr->fitted);
-    printf("}");
-}
-
-static void print_validation_head(const char *table, const sq_cost_validation *v,
-                                  const sq_cost_platform *p, int json)
-{
-    if (json) {
-        printf("{\"table\":\"%s\",\"platform\":\"%s\",\"scheme\":\"%s\",\"rows\":[", table,
-               p->name, v->scheme);
-        return;
-    }
-    printf("%s: %s against baseline on %s, %d GPUs, micro-batch %d, accumulation %d, overlap "
-           "%s (tolerance %.0f%% on the speedup)\n\n  %-10s %5s  %17s  %17s  %17s  %7s\n",
-           table, v->scheme, p->name, v->gpus, v->micro_batch, v->accum,
-           v->overlap ? "on" : "off", 100 * v->tolerance, "model", "TP/PP",
-           "baseline TFLOP/s", "scheme TFLOP/s", "speedup", "error");
-    printf("  %-10s %5s  %8s %8s  %8s %8s  %8s %8s\n", "", "", "model", "paper", "model",
-           "paper", "model", "paper");
-}
-
-static void print_validated_rows(const sq_cost_validation *v,
-                                 const sq_cost_validation_report *rep, int json)
-{
-    for (int r = 0; r < rep->nrows; r++) {
-        const sq_cost_validation_row *row = &v->rows[r];
-        const sq_cost_validated_row *vr = &rep->rows[r];
-        if (json)
-            print_validated_json(row, vr, r == 0);
-        else
-            printf("  %-10s %2d/%-2d  %8.1f %8.1f  %8.1f %8.1f  %7.2fx %7.2fx  %+6.1f%%%s%s\n",
-                   row->label, row->tp, row->pp, vr->base.tflops, row->baseline_tflops,
-                   vr->scheme.tflops, row->scheme_tflops, vr->speedup, row->speedup,
-                   100 * vr->error, vr->out_of_tolerance ? "  OUT" : "",
-                   vr->fitted[0] ? "  (fitted to itself)" : "");
-    }
-}
-
-static void print_validation_tail(const sq_cost_validation_report *rep,
-                                  const sq_cost_platform *p, int json)
-{
-    const sq_cost_tally *pred = &rep->predicted, *self = &rep->self;
-    if (json) {
-        printf("],\"worst_error\":%.6f,\"out_of_tolerance\":%d,", fmax(pred->worst, self->worst),
-               pred->out + self->out);
-        printf("\"predicted\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f},"
-               "\"fitted_to_itself\":{\"rows\":%d,\"out_of_tolerance\":%d,\"worst_error\":%.6f}}\n",
-               pred->rows, pred->out, pred->worst, self->rows, self->out, self->worst);
-        return;
-    }
-    printf("\n  predicted rows: %d, worst speedup error %.1f%%, %d out of tolerance\n",
-           pred->rows, 100 * pred->worst, pred->out);
-    if (!self->rows) return;
-    printf("  rows that used a figure fitted to themselves: %d, worst speedup error %.1f%%, "
-           "%d out of tolerance; they match by construction, not by prediction:\n",
-           self->rows, 100 * self->worst, self->out);
-    for (int f = 0; f < SQ_COST_NFIGURES; f++) {
-        const sq_cost_source *src = &p->source[f];
-        if (src->kind == SQ_COST_SRC_FITTED && !strcmp(src->fitted_to, rep->table_name))
-            printf("    %s fitted to %s%s%s%s%s\n", sq_cost_figure_key((sq_cost_figure)f),
-                   src->fitted_to, src->rows[0] ? " rows " : " (every row)", src->rows,
-                   src->note[0] ? ": " : "", src->note);
-    }
-}
 
 /* --validate TABLE: the table's rows predicted (sq_cost_validate) and
 ** printed beside the published figures; CLI_RUNTIME when a row is out of
@@ -288,9 +89,9 @@ static int validate_table(const char *table, const sq_cost_validation *v, model_
     sq_scheme s;
     if (cli_scheme("model", v->scheme, NULL, 0, &s)) return CLI_USAGE;
     snprintf(o->quant_text, sizeof o->quant_text, "platform");
-    print_validation_head(table, v, &o->plat, json);
+    sq_cost_print_validation_head(stdout, table, v, &o->plat, json);
     int rc = sq_cost_validate(v, table, &o->plat, &o->baseline, &s, rep, &err);
-    print_validated_rows(v, rep, json);
+    sq_cost_print_validation_rows(stdout, v, rep, json);
     if (rc != SQ_OK) {
         if (json) printf("]}\n");
         const sq_cost_validation_row *row = &v->rows[rep->nrows];
@@ -299,7 +100,7 @@ static int validate_table(const char *table, const sq_cost_validation *v, model_
         load_failed(context, &err, row->model);
         return CLI_USAGE;
     }
-    print_validation_tail(rep, &o->plat, json);
+    sq_cost_print_validation_tail(stdout, rep, &o->plat, json);
     int out = rep->predicted.out + rep->self.out;
     if (out)
         fprintf(stderr, "shardq model: --validate %s: %d of %d rows out of tolerance (worst "
@@ -339,58 +140,6 @@ done:
 /* --calibrate                                                              */
 /* ------------------------------------------------------------------------ */
 
-static void print_calibration_json(const sq_cost_calibration *cal,
-                                   const sq_cost_measurements *ms, const char *out)
-{
-    printf("{\"platform\":");
-    cli_json_str(cal->start.name);
-    printf(",\"file\":");
-    cli_json_str(out);
-    printf(",\"fitted\":{\"inter_gb_s\":");
-    cli_json_num(cal->inter_bw / 1e9);
-    printf(",\"achieved_tflops\":");
-    cli_json_num(cal->nparams == 2 ? cal->achieved_flops / 1e12 : NAN);
-    printf("},\"line_rate_gb_s\":");
-    cli_json_num(cal->line_rate / 1e9);
-    printf(",\"iterations\":%d,\"rows\":[", cal->iterations);
-    for (int i = 0; i < cal->nrows; i++) {
-        printf("%s{\"label\":", i ? "," : "");
-        cli_json_str(ms->rows[i].label);
-        printf(",\"measured_s\":");
-        cli_json_num(cal->measured_s[i]);
-        printf(",\"fitted_s\":");
-        cli_json_num(cal->fitted_s[i]);
-        printf(",\"error\":");
-        cli_json_num(cal->fitted_s[i] / cal->measured_s[i] - 1);
-        printf("}");
-    }
-    printf("]}\n");
-}
-
-static void print_calibration(const sq_cost_calibration *cal, const sq_cost_measurements *ms,
-                              const char *file, const char *out)
-{
-    const sq_cost_platform *p0 = &cal->start;
-    const int n = cal->nrows, iters = cal->iterations;
-    const double E = cal->inter_bw, F = cal->achieved_flops, line = cal->line_rate;
-    printf("%s: %d measured baseline row%s on %s; fitted by least squares (%d Gauss-Newton "
-           "step%s):\n", file, n, n == 1 ? "" : "s", p0->name, iters, iters == 1 ? "" : "s");
-    printf("  inter-node bandwidth %.4g GB/s per node (%.0f%% of the %.4g GB/s line rate of "
-           "%d x %.4g GB/s cards)\n", E / 1e9, 100 * E / line, line / 1e9, p0->nics_per_node,
-           p0->nic_bw / 1e9);
-    if (cal->nparams == 2)
-        printf("  achieved compute   %.4g TFLOP/s per GPU (the platform said %.4g)\n",
-               F / 1e12, p0->achieved_flops / 1e12);
-    else
-        printf("  achieved compute   %.4g TFLOP/s per GPU, the platform's (one row fits the "
-               "bandwidth alone)\n", F / 1e12);
-    printf("\n  %-16s %12s %12s %8s\n", "row", "measured ms", "fitted ms", "error");
-    for (int i = 0; i < n; i++)
-        printf("  %-16s %12.1f %12.1f %+7.1f%%\n", ms->rows[i].label, 1e3 * cal->measured_s[i],
-               1e3 * cal->fitted_s[i], 100 * (cal->fitted_s[i] / cal->measured_s[i] - 1));
-    printf("\nwrote %s (shardq model --platform %s)\n", out, out);
-}
-
 /* The fit's failures: rows the hardware or the fit cannot explain are the
 ** run's (exit 1), files and rows that do not read are the options' (2). */
 static int calibrate_status(int st)
@@ -424,37 +173,14 @@ static int calibrate(const char *file, const char *platform, const char *out,
     } else if (sq_cost_platform_format(&cal->platform, cal->comment, &text, &err) != SQ_OK) {
         fprintf(stderr, "%s: %s\n", cmd, sq_error_message(&err));
     } else if (!cli_write_file("model", out, text, strlen(text))) {
-        if (json) print_calibration_json(cal, ms, out);
-        else print_calibration(cal, ms, file, out);
+        if (json) sq_cost_print_calibration_json(stdout, cal, ms, out);
+        else sq_cost_print_calibration(stdout, cal, ms, file, out);
         rc = CLI_OK;
     }
     free(text);
     free(ms);
     free(cal);
     return rc;
-}
-
-/* --list: the built-in platforms and models, one line each. */
-static void print_builtins(void)
-{
-    char name[128];
-    printf("platforms:\n");
-    for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_PLATFORM, i, name, sizeof name); i++) {
-        sq_cost_platform p;
-        if (sq_cost_platform_read(name, &p, NULL) == SQ_OK)
-            printf("  %-20s %d GPUs per node, %d nodes; %g TFLOP/s achieved; NVLink "
-                   "%g GB/s; %d x %g GB/s network per node\n", name, p.gpus_per_node,
-                   p.nodes, p.achieved_flops / 1e12, p.intra_bw / 1e9, p.nics_per_node,
-                   p.nic_bw / 1e9);
-    }
-    printf("models:\n");
-    for (size_t i = 0; !sq_cost_builtin_name(SQ_COST_MODEL, i, name, sizeof name); i++) {
-        sq_cost_model_shape m;
-        if (sq_cost_model_read(name, &m, NULL) == SQ_OK)
-            printf("  %-20s %-9s %d layers, hidden %d, %d heads, vocabulary %d, sequence "
-                   "%d (%.3g parameters)\n", name, m.name, m.layers, m.hidden, m.heads,
-                   m.vocab, m.seq, (double)sq_cost_model_params(&m, 1));
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -675,9 +401,9 @@ static int predict(const model_args *a, model_opts *o, sq_cost_point *pts)
         }
         return CLI_USAGE;
     }
-    if (a->json) print_json(o, pts, n);
-    else if (a->sweep) print_sweep(o, pts, n);
-    else print_point(o, &pts[0]);
+    if (a->json) sq_cost_print_json(stdout, &st, o->quant_text, pts, n);
+    else if (a->sweep) sq_cost_print_sweep(stdout, &st, o->quant_text, pts, n);
+    else sq_cost_print_point(stdout, &st, o->quant_text, &pts[0]);
     if (stored != SQ_OK) {
         fprintf(stderr, "shardq model: %s\n", sq_error_message(&err));
         return CLI_RUNTIME;
@@ -712,7 +438,7 @@ static int calibrate_or_validate(const model_args *a, model_opts *o)
 static int model_main(const model_args *a, model_opts *o, sq_cost_point *pts)
 {
     if (a->list) {
-        print_builtins();
+        sq_cost_print_builtins(stdout);
         printf("validation tables:\n  sdp4bit-a100         SDP4Bit Table 2, the A100 rows\n");
         return CLI_OK;
     }

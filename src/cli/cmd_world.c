@@ -24,37 +24,6 @@
 
 #define schemes_usage cli_help("shardq-schemes")
 
-static const char *const preset_help[] = {
-    "bf16 weight all-gather, fp32 ring reduce-scatter (Megatron, FSDP)",
-    "4-bit weights (group 2048, SR), baseline gradients (SDP4Bit's qW)",
-    "4-bit weight differences (group 2048, SR), baseline gradients (SDP4Bit qWD)",
-    "baseline weights, 4/4-bit two-level all-to-all, SR, 15 levels (SDP4Bit's public ULq)",
-    "baseline weights, 8-bit intra / 4-bit inter, group 128, SR (SDP4Bit TLq)",
-    "as tlq with a 32-point Hadamard (SDP4Bit TLq-HS)",
-    "qwd weights and tlqhs gradients (SDP4Bit)",
-    "qw weights and ulq gradients (the paper's ZeRO++ baseline)",
-    "qwz weights and qgz gradients, per tensor (DeepSpeed's ZeRO++ as shipped)",
-    "8-bit stochastic min-max per bucket of 1024, both paths (QSDP)",
-    "baseline weights, DeepSpeed qgZ gradients (per tensor: group rule, fp16 sums, fallbacks)",
-    "DeepSpeed qwZ weights (int8 RTN, per-partition blocks), baseline gradients",
-    "PowerSGD rank 1, warm start, error feedback, per tensor (PyTorch powerSGD_hook defaults)",
-    "PowerSGD rank 4 (the paper's LSTM setting), otherwise as powersgd",
-    "QSGD 4-bit (7 levels of the L2 norm), buckets of 128, SR, a2a (GRACE's QSGDCompressor)",
-    "scaled sign (mean |x| per 128) with error feedback, a2a (EF-SignSGD, GRACE)",
-    "top-10 of each 1024 (about 1%) with error feedback, a2a (GRACE's TopKCompressor)",
-};
-
-static const char *path_name(sq_grad_mode m)
-{
-    switch (m) {
-    case SQ_GRAD_RING: return "ring";
-    case SQ_GRAD_A2A: return "a2a";
-    case SQ_GRAD_TWOLEVEL: return "twolevel";
-    case SQ_GRAD_POWERSGD: return "powersgd";
-    default: return "none";
-    }
-}
-
 /* ------------------------------------------------------------------------ */
 /* shardq schemes                                                           */
 /* ------------------------------------------------------------------------ */
@@ -73,77 +42,8 @@ int cmd_schemes(int argc, char **argv)
             return CLI_USAGE;
         }
     }
-    sq_scheme s;
-    char buf[SQ_SCHEME_STRLEN];
-    if (json) {
-        printf("{\"presets\":[");
-        for (size_t p = 0; p < sq_scheme_npresets; p++) {
-            sq_scheme_preset(sq_scheme_presets[p], &s, NULL);
-            printf("%s{\"name\":\"%s\",\"help\":\"%s\",\"knobs\":{", p ? "," : "",
-                   sq_scheme_presets[p], preset_help[p]);
-            for (size_t k = 0; k < sq_scheme_nknobs; k++) {
-                sq_scheme_get(&s, sq_scheme_knobs[k].key, buf, sizeof buf);
-                printf("%s\"%s\":\"%s\"", k ? "," : "", sq_scheme_knobs[k].key, buf);
-            }
-            printf("}}");
-        }
-        printf("],\"knobs\":[");
-        for (size_t k = 0; k < sq_scheme_nknobs; k++)
-            printf("%s{\"key\":\"%s\",\"values\":\"%s\",\"help\":\"%s\"}", k ? "," : "",
-                   sq_scheme_knobs[k].key, sq_scheme_knobs[k].values, sq_scheme_knobs[k].help);
-        printf("]}\n");
-        return CLI_OK;
-    }
-    printf("presets:\n");
-    for (size_t p = 0; p < sq_scheme_npresets; p++)
-        printf("  %-9s %s\n", sq_scheme_presets[p], preset_help[p]);
-    int kw = 20; /* the longest key */
-    for (size_t k = 0; k < sq_scheme_nknobs; k++)
-        if ((int)strlen(sq_scheme_knobs[k].key) > kw) kw = (int)strlen(sq_scheme_knobs[k].key);
-    printf("\nknob values of each preset (- : the value of baseline):\n%-*s", kw, "");
-    for (size_t p = 0; p < sq_scheme_npresets; p++) printf(" %-9s", sq_scheme_presets[p]);
-    printf("\n");
-    sq_scheme base;
-    sq_scheme_preset("baseline", &base, NULL);
-    for (size_t k = 0; k < sq_scheme_nknobs; k++) {
-        printf("%-*s", kw, sq_scheme_knobs[k].key);
-        char b0[64];
-        sq_scheme_get(&base, sq_scheme_knobs[k].key, b0, sizeof b0);
-        for (size_t p = 0; p < sq_scheme_npresets; p++) {
-            sq_scheme_preset(sq_scheme_presets[p], &s, NULL);
-            sq_scheme_get(&s, sq_scheme_knobs[k].key, buf, sizeof buf);
-            printf(" %-9s", p && !strcmp(buf, b0) ? "-" : buf);
-        }
-        printf("\n");
-    }
-    printf("\nknobs (grad.KEY sets grad.intra.KEY and grad.inter.KEY at once):\n");
-    for (size_t k = 0; k < sq_scheme_nknobs; k++)
-        printf("  %-*s %-28s %s\n", kw, sq_scheme_knobs[k].key, sq_scheme_knobs[k].values,
-               sq_scheme_knobs[k].help);
-    printf("\nA wire of 16 or 32 bits is unquantized bf16 or fp32; the other knobs of\n"
-           "that wire are then ignored. On one node (K = 1) or one worker per node\n"
-           "(G = 1) the two-level path falls back to one all-to-all with the intra\n"
-           "(K = 1) or inter (G = 1) wire, as SDP4Bit does; one worker communicates\n"
-           "nothing. The grad.powersgd.* knobs act under grad.mode=powersgd only.\n");
+    sq_scheme_print(stdout, json);
     return CLI_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Synthetic data                                                           */
-/* ------------------------------------------------------------------------ */
-
-
-/* ------------------------------------------------------------------------ */
-/* Printing                                                                 */
-/* ------------------------------------------------------------------------ */
-
-static const char *human(double bytes, char *buf, size_t len)
-{
-    const char *u[] = {"B", "KB", "MB", "GB", "TB"};
-    int i = 0;
-    while (bytes >= 1000 && i < 4) bytes /= 1000, i++;
-    snprintf(buf, len, i ? "%.3g %s" : "%.0f %s", bytes, u[i]);
-    return buf;
 }
 
 static void json_stats(const char *name, const sq_errstats *s, double clipped, int last)
@@ -153,91 +53,6 @@ static void json_stats(const char *name, const sq_errstats *s, double clipped, i
            name, (unsigned long long)s->n, s->rel_l2, s->mse, s->max_abs,
            isfinite(s->snr_db) ? s->snr_db : 999.0, s->cosine, s->mean_signed, s->frac_zeroed,
            clipped, last ? "" : ",");
-}
-
-static void print_times(const sq_world *w, int json)
-{
-    for (int c = 0; c < SQ_NCOLL; c++) {
-        sq_coll_time t = sq_world_times(w, c);
-        if (json)
-            printf("%s\"%s\":{\"calls\":%llu,\"seconds\":%.6f,\"intra_seconds\":%.6f,"
-                   "\"inter_seconds\":%.6f}", c ? "," : "", sq_coll_name(c),
-                   (unsigned long long)t.calls, t.seconds, t.link_seconds[SQ_LINK_INTRA],
-                   t.link_seconds[SQ_LINK_INTER]);
-        else if (t.calls)
-            printf("  %-19s %4llu calls %10.4f s  in the transport: intra %.4f s, inter %.4f s\n",
-                   sq_coll_name(c), (unsigned long long)t.calls, t.seconds,
-                   t.link_seconds[SQ_LINK_INTRA], t.link_seconds[SQ_LINK_INTER]);
-    }
-}
-
-static void print_traffic_json(const sq_world *w, const sq_output_digest *dg)
-{
-    printf("\"traffic\":{");
-    for (int c = 0; c < SQ_NCOLL; c++) {
-        printf("%s\"%s\":{", c ? "," : "", sq_coll_name(c));
-        for (int l = 0; l < SQ_NLINK; l++) {
-            sq_level_traffic s = sq_world_level_traffic(w, c, l);
-            printf("%s\"%s\":{\"sent_codes\":%llu,\"sent_meta\":%llu,\"sent_bytes\":%llu,"
-                   "\"recv_bytes\":%llu,\"max_sent_per_worker\":%llu,\"elements\":%llu,"
-                   "\"messages\":%llu,\"bits_per_element\":%.6f",
-                   l ? "," : "", sq_link_name(l), (unsigned long long)s.codes,
-                   (unsigned long long)s.meta, (unsigned long long)(s.codes + s.meta),
-                   (unsigned long long)s.recv, (unsigned long long)s.max_sent,
-                   (unsigned long long)s.elems, (unsigned long long)s.messages, sq_level_bits_per_elem(&s));
-            printf(",\"real_elements\":%llu,\"bits_per_param\":", (unsigned long long)s.params);
-            cli_json_num(sq_level_bits_per_param(&s));
-            printf(",\"padding_overhead\":");
-            cli_json_num(sq_level_padding_overhead(&s));
-            printf("}");
-        }
-        printf("}");
-    }
-    printf("},\"per_worker\":[");
-    for (int r = 0; r < sq_world_workers(w); r++) {
-        const sq_traffic *t = sq_world_traffic(w, r);
-        printf("%s{\"worker\":%d,\"node\":%d", r ? "," : "", r, r / sq_world_topo(w)->per_node);
-        if (dg)
-            printf(",\"wire_digest\":\"%016llx\",\"grad_digest\":\"%016llx\","
-                   "\"weight_digest\":\"%016llx\"", (unsigned long long)sq_world_wire_digest(w, r),
-                   (unsigned long long)dg[r].grad, (unsigned long long)dg[r].weight);
-        for (int c = 0; c < SQ_NCOLL; c++) {
-            printf(",\"%s\":{", sq_coll_name(c));
-            for (int l = 0; l < SQ_NLINK; l++) {
-                const sq_link_traffic *x = &t->t[c][l];
-                printf("%s\"%s\":{\"sent_codes\":%llu,\"sent_meta\":%llu,\"recv_codes\":%llu,"
-                       "\"recv_meta\":%llu}",
-                       l ? "," : "", sq_link_name(l), (unsigned long long)x->sent_codes,
-                       (unsigned long long)x->sent_meta, (unsigned long long)x->recv_codes,
-                       (unsigned long long)x->recv_meta);
-            }
-            printf("}");
-        }
-        printf("}");
-    }
-    printf("]");
-}
-
-static void print_traffic_table(const sq_world *w)
-{
-    char a[32], b[32], c[32], d[32];
-    printf("\nbytes of one iteration, sent, all workers together:\n");
-    printf("  %-19s %-6s %11s %11s %11s %14s %10s %10s\n", "collective", "link", "codes", "meta",
-           "total", "max per worker", "bits/elem", "bits/param");
-    for (int col = 0; col < SQ_NCOLL; col++)
-        for (int l = 0; l < SQ_NLINK; l++) {
-            sq_level_traffic s = sq_world_level_traffic(w, col, l);
-            char e[32];
-            printf("  %-19s %-6s %11s %11s %11s %14s %10.4f %10s\n", sq_coll_name(col),
-                   sq_link_name(l), human((double)s.codes, a, sizeof a),
-                   human((double)s.meta, b, sizeof b), human((double)(s.codes + s.meta), c, sizeof c),
-                   human((double)s.max_sent, d, sizeof d), sq_level_bits_per_elem(&s),
-                   cli_bits_text(sq_level_bits_per_param(&s), e, sizeof e));
-        }
-    sq_level_traffic inter = sq_world_level_traffic(w, 0, SQ_LINK_INTER), ginter = sq_world_level_traffic(w, 1, SQ_LINK_INTER);
-    int K = sq_world_topo(w)->nodes;
-    printf("  inter-node bytes per node: %s\n",
-           human((double)(inter.codes + inter.meta + ginter.codes + ginter.meta) / K, a, sizeof a));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -474,37 +289,8 @@ static int resolve_model(world_args *a, sq_world_config *cfg)
 static void print_world(const world_args *a, sq_world *w, const sq_world_config *cfg,
                         const cli_ranks *R)
 {
-    char canon[SQ_SCHEME_STRLEN];
-    sq_scheme_format(&cfg->scheme, canon, sizeof canon);
-    const sq_topo *tp = sq_world_topo(w);
-    const uint64_t elements = a->elements;
-    if (a->json) {
-        printf("{\"topology\":{\"nodes\":%d,\"per_node\":%d,\"workers\":%d},"
-               "\"scheme\":{\"preset\":\"%s\",\"canonical\":\"%s\"},\"grad_path\":\"%s\","
-               "\"elements\":%llu,\"padded\":%llu,\"pad_unit\":%llu,\"shard\":%llu,"
-               "\"data_moved\":%s,\"seed\":%llu,\"device\":\"%s\",\"padding_overhead\":%.6f",
-               tp->nodes, tp->per_node, sq_world_workers(w), a->scheme, canon,
-               path_name(sq_world_grad_path(w)), (unsigned long long)elements,
-               (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
-               (unsigned long long)sq_world_shard(w), a->run ? "true" : "false",
-               (unsigned long long)a->seed, a->run ? a->device : "none",
-               (double)sq_world_padded(w) / (double)elements);
-        if (sq_world_residual_bytes(w)) /* only with error feedback */
-            printf(",\"residual_bytes_per_worker\":%llu",
-                   (unsigned long long)sq_world_residual_bytes(w));
-        return;
-    }
-    printf("world %dx%d (%d workers), scheme %s, gradient path %s\n  %s\n"
-           "elements %llu, padded to %llu (unit %llu, x%.4f), shard %llu per worker\n",
-           tp->nodes, tp->per_node, sq_world_workers(w), a->scheme,
-           path_name(sq_world_grad_path(w)), canon, (unsigned long long)elements,
-           (unsigned long long)sq_world_padded(w), (unsigned long long)sq_world_pad_unit(w),
-           (double)sq_world_padded(w) / (double)elements, (unsigned long long)sq_world_shard(w));
-    if (sq_world_residual_bytes(w)) {
-        char hb[32];
-        printf("error feedback: %s of residuals per worker\n",
-               human((double)sq_world_residual_bytes(w), hb, sizeof hb));
-    }
+    sq_world_print(stdout, w, cfg, a->scheme, a->json);
+    if (a->json) return;
     if (a->run) {
         sq_backend *be = sq_world_backend(w, R->on ? R->rank : 0);
         printf("running %d steps on %s, %s gradients, seed %llu\n", a->o.steps,
@@ -525,19 +311,19 @@ static void print_report(const world_args *a, sq_world *w, const cli_ranks *R,
                R->on ? R->size : 1);
         if (R->on && a->run) {
             printf("\"times\":{");
-            print_times(w, 1);
+            sq_world_print_times(stdout, w, 1);
             printf("},");
         }
-        print_traffic_json(w, dg);
+        sq_world_print_traffic(stdout, w, dg, 1);
         printf("}\n");
         return;
     }
-    print_traffic_table(w);
+    sq_world_print_traffic(stdout, w, NULL, 0);
     if (a->run) {
         printf("\nwall time of the collectives (%s, the slowest rank):\n",
                R->kind == CLI_TRANSPORT_NCCL ? "NCCL ranks" : R->on ? "MPI ranks"
                : "in process, every worker in turn");
-        print_times(w, 0);
+        sq_world_print_times(stdout, w, 0);
     }
 }
 
