@@ -195,22 +195,10 @@ static int trace_synth(int argc, char **argv)
                 "none\n");
         return CLI_USAGE;
     }
-    /* the trace's owner: every option that decides its bytes, so that the
-    ** same command run again (after a kill) takes up its unfinished trace,
-    ** and writes the same bytes as into any other directory */
-    /* only a cadence other than every step is named: the owners (and ids)
-    ** of the traces written before it existed stay what they were */
-    char every_text[48] = "";
-    if (every > 1) snprintf(every_text, sizeof every_text, " --weights-every %llu",
-                            (unsigned long long)every);
+    sq_synth_trace st = {NULL, 0, steps, (uint32_t)first, (int)workers, topo,
+                         (sq_st_dtype)dtype, kind, weights ? (int)every : 0, lr, seed};
     char owner[sizeof spec_buf + 512];
-    snprintf(owner, sizeof owner,
-             "trace synth --params %s --steps %llu --first %llu "
-             "--workers %llu --topology %s --dtype %s --data %s%s%s --lr %.17g --seed %llu",
-             spec_buf, (unsigned long long)steps, (unsigned long long)first,
-             (unsigned long long)workers, topo ? topo : "-", sq_st_dtype_name((sq_st_dtype)dtype),
-             sq_synth_kind_name(kind), weights ? "" : " --no-weights", every_text, lr,
-             (unsigned long long)seed);
+    sq_synth_trace_owner(&st, spec_buf, owner, sizeof owner);
     enum { MAXP = 256 };
     sq_trace_param params[MAXP];
     size_t np;
@@ -230,9 +218,7 @@ static int trace_synth(int argc, char **argv)
         }
     }
     const char *dir = argv[optind];
-    sq_synth_trace st = {
-        params,  np, steps, (uint32_t)first, (int)workers, topo, (sq_st_dtype)dtype, kind,
-        weights ? (int)every : 0, lr, seed};
+    st.params = params, st.nparams = np;
     uint64_t wsteps = weights ? (steps + every - 1) / every : 0;
     sq_progress *bar = sq_progress_start("files", (size_t)(steps * workers + wsteps));
     sq_error err = {0};
