@@ -21,16 +21,10 @@
 #define DEFAULT_INFO_N ((uint64_t)1 << 20)
 #define MAX_INFO_N ((uint64_t)1 << 60)
 
-
-
 #define codec_usage cli_help("shardq-codec")
-
 #define encode_usage cli_help("shardq-codec-encode")
-
 #define decode_usage cli_help("shardq-codec-decode")
-
 #define stats_usage cli_help("shardq-codec-stats")
-
 #define info_usage cli_help("shardq-codec-info")
 
 /* ------------------------------------------------------------------------ */

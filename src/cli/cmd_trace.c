@@ -17,9 +17,7 @@
 #include <string.h>
 
 #define trace_usage cli_help("shardq-trace")
-
 #define info_usage cli_help("shardq-trace-info")
-
 #define synth_usage cli_help("shardq-trace-synth")
 
 static const char *const trace_cmds[] = {"info", "synth"};
