@@ -12,6 +12,7 @@
 #include "shardq/store.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 SQ_BEGIN_DECLS
@@ -205,6 +206,23 @@ int sq_bench_peer_check(const char *python, sq_error *err);
 ** when it printed no timings. */
 int sq_bench_peer_time(const char *python, const char *op, uint64_t n, int threads,
                        double min_time, double *plain, double *chunked, sq_error *err);
+
+/* ---- printing (print.c): what `shardq bench` prints, to a stream ---- */
+
+/* The text table's header: where it runs (threads: those available on a
+** CPU), what GB/s and copy mean, the column names. */
+void sq_bench_print_header(FILE *f, int gpu, const char *where, int threads);
+/* One figure: a text row, or a JSON line (run > 0: its stored run). */
+void sq_bench_print_row(FILE *f, const sq_bench_result *r, const char *device, int json,
+                        int64_t run);
+/* SDP4Bit's Table 5 form of one pass (rows: nsizes x nops), for each bit
+** width whose four rows ran at every size. */
+void sq_bench_print_table5(FILE *f, const sq_bench_result *rows, int nsizes, int nops,
+                           const int *sizes);
+/* The torch peer's two rows after shardq's row r, timed by python:
+** SQ_OK, or sq_bench_peer_time's failure (err says why). */
+int sq_bench_print_peer(FILE *f, const sq_bench_result *r, const char *python, double min_time,
+                        int json, sq_error *err);
 
 SQ_END_DECLS
 #endif /* SHARDQ_BENCH_H */

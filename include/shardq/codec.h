@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Every public header wraps its declarations in SQ_BEGIN_DECLS and
 ** SQ_END_DECLS (C linkage for C++). libshardq.so exports what these headers
@@ -487,6 +488,10 @@ double sq_clock_s(void);
 ** from a thread of a team (the trainer's lanes) runs on that thread. */
 int sq_set_threads(int n);
 int sq_get_threads(void);
+
+/* What c makes of n elements, as `shardq codec info` prints it: aligned
+** text, or one JSON object (json nonzero), on f (codec_info.c). */
+void sq_codec_info_print(FILE *f, const sq_codec *c, uint64_t n, int json);
 
 SQ_END_DECLS
 #endif /* SHARDQ_CODEC_H */

@@ -11,6 +11,7 @@
 #include "shardq/world.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 SQ_BEGIN_DECLS
 
@@ -153,6 +154,12 @@ typedef struct sq_roundtrip {
 typedef void (*sq_roundtrip_progress)(void *ctx, uint64_t done, uint64_t total);
 void sq_roundtrip_stats(const float *x, const float *y, uint64_t n, sq_roundtrip_progress progress,
                         void *ctx, sq_roundtrip *out);
+/* A round trip's statistics with the input (its path, dtype and shape
+** text), the codec, its key and n, as `shardq codec stats` prints them:
+** aligned text, or one JSON object (json nonzero), on f (roundtrip_print.c). */
+void sq_roundtrip_print(FILE *f, const char *input, const char *dtype, const char *shape,
+                        const sq_codec *c, const sq_rng_key *key, uint64_t n,
+                        const sq_roundtrip *rt, int json);
 
 SQ_END_DECLS
 #endif /* SHARDQ_METRICS_H */

@@ -13,6 +13,7 @@
 #include "shardq/sweep.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include <stddef.h>
@@ -456,6 +457,42 @@ int sq_mpi_schedule(const void *comm, const sq_sweep *sw, const sq_mpi_schedule_
 ** every rank must agree on (each loaded the recipe). A failed call is
 ** SQ_ERR_IO, *all 0. */
 int sq_mpi_all_ok(const void *comm, int ok, int *all, sq_error *err);
+
+/* ---- netbench: printing (netbench_print.c) ----------------------------
+** What `shardq netbench` prints, to a stream: nccl-tests' table as the
+** results come, a summary per level, or the whole run as one JSON object. */
+
+/* The table being printed: give sq_netbench_print_result as the config's
+** progress and a printer as its user ({out, json, leader, -1, -1}); only a
+** leader's text is printed, nothing with json. */
+typedef struct sq_netbench_printer {
+    FILE *out;
+    int json, leader;
+    int op, level; /* of the block being printed; -1: none yet */
+    double busbw_sum;
+    int rows;
+} sq_netbench_printer;
+
+/* One result (user: a sq_netbench_printer): a header at each new level and
+** collective, then its row. */
+void sq_netbench_print_result(void *user, const sq_netbench_result *r);
+/* The average bus bandwidth of the block printed last, if any. */
+void sq_netbench_print_block_end(sq_netbench_printer *p);
+/* The table's header: ranks, hosts, sizes, and the levels skipped. */
+void sq_netbench_print_header(FILE *f, const sq_mpi *m, const sq_netbench_config *cfg,
+                              int ranks, const sq_topo *topo, const char *hosts);
+/* The plateau busbw and latency per level (json: as a ",\"levels\":[...]"
+** member). */
+void sq_netbench_print_summary(FILE *f, const sq_mpi *m, const sq_netbench_config *cfg,
+                               const sq_netbench_result *r, size_t n, int json);
+/* When no level has ranks to measure between: why, and how to launch it. */
+void sq_netbench_print_nothing(FILE *f, const sq_mpi *m, const sq_netbench_config *cfg,
+                               int ranks, const sq_topo *topo, int json);
+/* The whole run as one JSON object: db and platform_file may be NULL (null),
+** run -1 when not stored. */
+void sq_netbench_print_json(FILE *f, const sq_mpi *m, const sq_netbench_config *cfg, int ranks,
+                            const sq_topo *topo, const char *hosts, const sq_netbench_result *res,
+                            size_t n, const char *db, int64_t run, const char *platform_file);
 
 SQ_END_DECLS
 #endif /* SHARDQ_MPI_H */

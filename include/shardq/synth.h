@@ -79,5 +79,10 @@ typedef void (*sq_synth_progress)(void *ctx, size_t files);
 int sq_synth_trace_write(const char *dir, const sq_synth_trace *s, const char *owner,
                          sq_synth_progress progress, void *ctx, sq_error *err);
 
+/* The owner text of st (params: its --params text) into buf: every option
+** that decides the trace's bytes, as a command line, so that the same
+** command run again takes up its unfinished trace (owner.c). */
+void sq_synth_trace_owner(const sq_synth_trace *st, const char *params, char *buf, size_t len);
+
 SQ_END_DECLS
 #endif /* SHARDQ_SYNTH_H */

@@ -551,5 +551,16 @@ int sq_container_read(const char *path, sq_container *out, sq_error *err);
 /* Frees out->q and zeroes *out; safe on a zeroed struct. */
 void sq_container_free(sq_container *c);
 
+/* ---- info (info.c) ----------------------------------------------------- */
+
+/* Reads every value of every file of t, step by step (memory: one step's
+** mapping and the largest tensor), with replay's own loader, so that what
+** it accepts replay accepts: SQ_OK, *files the number of files read. */
+int sq_trace_check_values(const sq_trace *t, size_t *files, sq_error *err);
+/* What t holds, as `shardq trace info` prints it: aligned text, or one JSON
+** object (json nonzero); checked: the files sq_trace_check_values read, or
+** -1 when the values were not checked. */
+void sq_trace_print_info(FILE *f, const sq_trace *t, int json, long long checked);
+
 SQ_END_DECLS
 #endif /* SHARDQ_TRACE_H */

@@ -34,7 +34,6 @@
 ** and copy buffers beside it, is more than any device here holds. */
 #define MAX_SIZE_MB 65536
 
-
 /* ------------------------------------------------------------------------ */
 /* Options                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -49,35 +48,6 @@ static const char *peer_python(void)
 {
     const char *p = getenv("SHARDQ_PYTHON");
     return p && *p ? p : SQ_PYTHON;
-}
-
-/* The peer's two rows after shardq's row r: GB/s over the same bytes, so
-** that the ratio is shardq's speedup. */
-static int print_peer(const sq_bench_result *r, const char *python, double min_time, int json)
-{
-    double sec[2];
-    sq_error err = {0};
-    if (sq_bench_peer_time(python, r->op->name, r->elements, r->threads, min_time, &sec[0],
-                           &sec[1], &err) != SQ_OK) {
-        fprintf(stderr, "shardq bench: --peer torch: %s\n", sq_error_message(&err));
-        return CLI_RUNTIME;
-    }
-    static const char *const style[2] = {"plain", "chunked"};
-    static const char *const what[2] = {"PyTorch as usually written", "PyTorch, cache-chunked"};
-    for (int k = 0; k < 2; k++) {
-        double gbs = r->bytes / sec[k] / 1e9, ratio = r->gbs / gbs;
-        if (json)
-            printf("{\"peer\":\"torch\",\"style\":\"%s\",\"op\":\"%s\",\"bytes_in\":%llu,"
-                   "\"threads\":%d,\"gbps\":%.4f,\"shardq_gbps\":%.4f,\"speedup\":%.3f}\n",
-                   style[k], r->op->name, (unsigned long long)r->size_mb << 20, r->threads, gbs,
-                   r->gbs, ratio);
-        else
-            printf("  torch-%-8s %8d %7d %9.3f %10.2f %7.1f%% %8s  %s: shardq %.1fx\n", style[k],
-                   r->size_mb, r->threads, gbs, r->copy_gbs, 100.0 * gbs / r->copy_gbs, "",
-                   what[k], ratio);
-    }
-    fflush(stdout);
-    return 0;
 }
 
 /* Parses "a,b,c" of integers from 1 to top (or 'all' -> all_value) into
@@ -137,86 +107,6 @@ static int check_device_name(const char *name)
 /* The command                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Why a row stayed noisy, in front of what its op is: the op's own figure
-** first, else its copy's; "" when steady. */
-static const char *noisy_text(const sq_bench_result *r)
-{
-    static const char *const op[4] = {
-        "", "NOISY (spread > 25% after 3 tries) ",
-        "NOISY (under half of 1 thread's after 3 tries) ",
-        "NOISY (spread > 25%, under half of 1 thread's after 3 tries) "};
-    static const char *const copy[4] = {
-        "", "NOISY copy (spread > 25% after 3 tries) ",
-        "NOISY copy (under half of 1 thread's after 3 tries) ",
-        "NOISY copy (spread > 25%, under half of 1 thread's after 3 tries) "};
-    return r->noisy ? op[r->noisy & 3] : copy[r->copy_noisy & 3];
-}
-
-static void print_row(const sq_bench_result *r, const char *device, int json, int64_t run)
-{
-    if (json) {
-        printf("{\"op\":\"%s\",\"codec\":\"%s\",\"bytes_in\":%llu,\"threads\":%d,"
-               "\"gbps\":%.4f,\"gbps_std\":%.4f,\"copy_gbps\":%.4f,\"percent_of_copy\":%.2f,",
-               r->op->name, r->codec, (unsigned long long)r->size_mb << 20, r->threads, r->gbs,
-               r->gbs_std, r->copy_gbs, 100.0 * r->gbs / r->copy_gbs);
-        if (r->twin_ratio >= 0)
-            printf("\"vs_without_hadamard\":%.4f,", r->twin_ratio);
-        if (run > 0) printf("\"run\":%lld,", (long long)run);
-        printf("\"noisy\":%s,\"copy_noisy\":%s,", r->noisy ? "true" : "false",
-               r->copy_noisy ? "true" : "false");
-        /* which of them by the 1-thread rule (SQ_BENCH_SLOW) */
-        printf("\"slow_vs_1_thread\":%s,\"copy_slow_vs_1_thread\":%s,",
-               r->noisy & SQ_BENCH_NOISY_THREADS ? "true" : "false",
-               r->copy_noisy & SQ_BENCH_NOISY_THREADS ? "true" : "false");
-        printf("\"device\":\"%s\"}\n", device);
-    } else {
-        char twin[16] = "", th[16] = "-";
-        if (r->twin_ratio >= 0) snprintf(twin, sizeof twin, "%.1f%%", 100.0 * r->twin_ratio);
-        if (r->threads > 0) snprintf(th, sizeof th, "%d", r->threads);
-        /* a figure that stayed noisy says so, in front of what the op is */
-        printf("%-15s %8d %7s %9.2f %10.2f %7.1f%% %8s  %s%s\n", r->op->name, r->size_mb, th, r->gbs,
-               r->copy_gbs, 100.0 * r->gbs / r->copy_gbs, twin,
-               noisy_text(r), r->op->what);
-    }
-    fflush(stdout);
-}
-
-/* SDP4Bit's Table 5 form: one line per input size, quantize and dequantize
-** without and with the fused Hadamard, GB/s +- std, here beside the copy.
-** Printed for each bit width whose four rows ran at every size. */
-static void print_table5(const sq_bench_result *rows, int nsizes, int nops, const int *sizes)
-{
-    static const char *const cols[2][4] = {
-        {"quantize-nh", "quantize", "dequantize-nh", "dequantize"},
-        {"quantize-8-nh", "quantize-8", "dequantize-8-nh", "dequantize-8"}};
-    for (int w = 0; w < 2; w++) {
-        const sq_bench_result *cell[16][4];
-        int complete = 1;
-        for (int si = 0; si < nsizes; si++)
-            for (int c = 0; c < 4; c++) {
-                cell[si][c] = NULL;
-                for (int oi = 0; oi < nops; oi++) {
-                    const sq_bench_result *r = &rows[si * nops + oi];
-                    if (r->op && strcmp(r->op->name, cols[w][c]) == 0) cell[si][c] = r;
-                }
-                complete &= cell[si][c] != NULL;
-            }
-        if (!complete) continue;
-        printf("\nSDP4Bit Table 5 form, %d-bit, group 128, SR, Hadamard 32 (GB/s, median +- std):\n",
-               w ? 8 : 4);
-        printf("%9s %16s %16s %16s %16s %16s\n", "input MB", "copy", "quant w/o HT", "quant w/ HT",
-               "dequant w/o HT", "dequant w/ HT");
-        for (int si = 0; si < nsizes; si++) {
-            char f[5][32];
-            snprintf(f[0], sizeof f[0], "%.1f+-%.1f", cell[si][0]->copy_gbs, cell[si][0]->copy_std);
-            for (int c = 0; c < 4; c++)
-                snprintf(f[c + 1], sizeof f[c + 1], "%.1f+-%.1f", cell[si][c]->gbs,
-                         cell[si][c]->gbs_std);
-            printf("%9d %16s %16s %16s %16s %16s\n", sizes[si], f[0], f[1], f[2], f[3], f[4]);
-        }
-    }
-}
-
 /* ------------------------------------------------------------------------ */
 /* The store                                                                */
 /* ------------------------------------------------------------------------ */
@@ -260,19 +150,7 @@ static void start(bench_out *o)
 {
     if (o->started) return;
     o->started = 1;
-    if (!o->json) {
-        if (o->gpu)
-            printf("shardq bench: CUDA kernels on %s\n", o->where);
-        else
-            printf("shardq bench: C reference on %s, %d threads available\n", o->where, o->all);
-        printf("GB/s = (bytes read + bytes written) / time, the median of timed batches.\n"
-               "copy: the input size copied %s,\n"
-               "measured in the same run. vs no-H: a Hadamard kernel's throughput as a\n"
-               "fraction of the same kernel without the transform.\n\n",
-               o->gpu ? "device to device (cudaMemcpyAsync)" : "by memcpy with the same threads");
-        printf("%-15s %8s %7s %9s %10s %8s %8s  %s\n", "op", "size MB", "threads", "GB/s", "copy",
-               "% copy", "vs no-H", "what");
-    }
+    if (!o->json) sq_bench_print_header(stdout, o->gpu, o->where, o->all);
     o->bar = sq_progress_start("bench", (size_t)o->nsizes * (size_t)o->nthreads *
                                             (size_t)(o->nops + 1));
 }
@@ -285,11 +163,15 @@ static int on_bench(void *user, const sq_bench_event *ev)
     case SQ_BENCH_COPY: sq_progress_update(o->bar, ev->done); break;
     case SQ_BENCH_ROW:
         sq_progress_pause(o->bar);
-        print_row(ev->row, o->where, o->json, ev->run);
-        if (o->peer_python && sq_bench_peer_has_op(ev->row->op->name) &&
-            print_peer(ev->row, o->peer_python, o->min_time, o->json) != 0) {
-            o->peer_failed = 1;
-            return 1; /* stop the run */
+        sq_bench_print_row(stdout, ev->row, o->where, o->json, ev->run);
+        if (o->peer_python && sq_bench_peer_has_op(ev->row->op->name)) {
+            sq_error err = {0};
+            if (sq_bench_print_peer(stdout, ev->row, o->peer_python, o->min_time, o->json,
+                                    &err) != SQ_OK) {
+                fprintf(stderr, "shardq bench: --peer torch: %s\n", sq_error_message(&err));
+                o->peer_failed = 1;
+                return 1; /* stop the run */
+            }
         }
         sq_progress_update(o->bar, ev->done);
         break;
@@ -297,7 +179,7 @@ static int on_bench(void *user, const sq_bench_event *ev)
     case SQ_BENCH_PASS:
         if (o->table5) {
             sq_progress_pause(o->bar);
-            print_table5(ev->rows, o->nsizes, o->nops, o->sizes);
+            sq_bench_print_table5(stdout, ev->rows, o->nsizes, o->nops, o->sizes);
         }
         break;
     }

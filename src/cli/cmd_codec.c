@@ -21,16 +21,10 @@
 #define DEFAULT_INFO_N ((uint64_t)1 << 20)
 #define MAX_INFO_N ((uint64_t)1 << 60)
 
-
-
 #define codec_usage cli_help("shardq-codec")
-
 #define encode_usage cli_help("shardq-codec-encode")
-
 #define decode_usage cli_help("shardq-codec-decode")
-
 #define stats_usage cli_help("shardq-codec-stats")
-
 #define info_usage cli_help("shardq-codec-info")
 
 /* ------------------------------------------------------------------------ */
@@ -333,55 +327,13 @@ static int codec_stats(int argc, char **argv)
     sq_roundtrip_stats(a.data, y, n, stats_progress, &bar, &rt);
     sq_progress_finish(bar);
     free(y);
-    const double rel = rt.rel_l2, mse = rt.mse, snr = rt.snr_db, cosv = rt.cosine;
-    const double mean = rt.mean_error;
-    double bpe = sq_codec_bits_per_element(c, n);
-    uint64_t bytes = sq_codec_bytes(c, n), groups = sq_codec_groups(c, n);
-    uint64_t cbytes = sq_codec_code_bytes(c, n);
-    char spec[SQ_CODEC_STRLEN], shape[SQ_NPY_MAXDIM * 24 + 8];
-    sq_codec_format(c, spec, sizeof spec);
+    char shape[SQ_NPY_MAXDIM * 24 + 8];
     sq_npy_shape_str(a.shape, a.ndim, shape, sizeof shape);
     const char *dtype = sq_npy_dtype_name(a.dtype);
     sq_npy_free(&a);
 
-    if (o.json) {
-        fputs("{\"input\":", stdout);
-        cli_json_str(in);
-        printf(",\"dtype\":\"%s\",\"shape\":%s,\"codec\":\"%s\",\"seed\":%llu,\"step\":%llu,"
-               "\"worker\":%llu,\"site\":%llu,\"n\":%llu,\"groups\":%llu,\"bytes\":%llu,"
-               "\"bits_per_element\":",
-               dtype, shape, spec, (unsigned long long)o.seed, (unsigned long long)o.step,
-               (unsigned long long)o.worker, (unsigned long long)o.site, (unsigned long long)n,
-               (unsigned long long)groups, (unsigned long long)bytes);
-        cli_json_num(bpe);
-        fputs(",\"rel_l2\":", stdout);
-        cli_json_num(rel);
-        fputs(",\"mse\":", stdout);
-        cli_json_num(mse);
-        fputs(",\"max_abs_error\":", stdout);
-        cli_json_num(rt.max_abs);
-        fputs(",\"snr_db\":", stdout);
-        cli_json_num(snr);
-        fputs(",\"cosine\":", stdout);
-        cli_json_num(cosv);
-        fputs(",\"mean_error\":", stdout);
-        cli_json_num(mean);
-        fputs("}\n", stdout);
-    } else {
-        printf("%-19s %s (%s %s)\n", "input", in, dtype, shape);
-        printf("%-19s %s\n", "codec", spec);
-        printf("%-19s %llu\n", "n", (unsigned long long)n);
-        printf("%-19s %llu\n", "groups", (unsigned long long)groups);
-        printf("%-19s %llu (codes %llu, metadata %llu)\n", "bytes", (unsigned long long)bytes,
-               (unsigned long long)cbytes, (unsigned long long)(bytes - cbytes));
-        printf("%-19s %.6g\n", "bits per element", bpe);
-        printf("%-19s %.6g\n", "relative L2 error", rel);
-        printf("%-19s %.6g\n", "MSE", mse);
-        printf("%-19s %.6g\n", "max abs error", rt.max_abs);
-        printf("%-19s %.6g dB\n", "SNR", snr);
-        printf("%-19s %.9g\n", "cosine similarity", cosv);
-        printf("%-19s %.6g\n", "mean signed error", mean);
-    }
+    sq_rng_key key = {o.seed, (uint32_t)o.step, (uint32_t)o.worker, (uint32_t)o.site};
+    sq_roundtrip_print(stdout, in, dtype, shape, c, &key, n, &rt, o.json);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "shardq %s: cannot write the output\n", cmd);
         return CLI_RUNTIME;
@@ -400,40 +352,7 @@ static int codec_info(int argc, char **argv)
     int rc = parse_opts(cmd, argc, argv, O_CODEC | O_N | O_JSON, info_usage, 0, "no arguments",
                         &o);
     if (rc >= 0) return rc;
-    const sq_codec *c = &o.codec;
-    uint64_t n = o.n;
-    char spec[SQ_CODEC_STRLEN];
-    sq_codec_format(c, spec, sizeof spec);
-    uint64_t groups = sq_codec_groups(c, n), cb = sq_codec_code_bytes(c, n);
-    uint64_t sb = sq_codec_scale_bytes(c, n), ob = sq_codec_offset_bytes(c, n);
-    uint64_t tb = sq_codec_bytes(c, n);
-    double bpe = sq_codec_bits_per_element(c, n);
-    double ratio = tb ? 4.0 * (double)n / (double)tb : 0.0;
-    if (o.json) {
-        printf("{\"codec\":\"%s\",\"n\":%llu,\"groups\":%llu,\"code_bytes\":%llu,"
-               "\"scale_bytes\":%llu,\"offset_bytes\":%llu,\"metadata_bytes\":%llu,"
-               "\"bytes\":%llu,\"bits_per_element\":",
-               spec, (unsigned long long)n, (unsigned long long)groups, (unsigned long long)cb,
-               (unsigned long long)sb, (unsigned long long)ob, (unsigned long long)(sb + ob),
-               (unsigned long long)tb);
-        cli_json_num(bpe);
-        fputs(",\"ratio_to_fp32\":", stdout);
-        cli_json_num(ratio);
-        fputs("}\n", stdout);
-    } else {
-        printf("%-17s %s\n", "codec", spec);
-        printf("%-17s %llu\n", "n", (unsigned long long)n);
-        printf("%-17s %llu\n", "groups", (unsigned long long)groups);
-        printf("%-17s %llu\n", "code bytes", (unsigned long long)cb);
-        printf("%-17s %llu (scales %llu, offsets %llu)\n", "metadata bytes",
-               (unsigned long long)(sb + ob), (unsigned long long)sb, (unsigned long long)ob);
-        printf("%-17s %llu\n", "total bytes", (unsigned long long)tb);
-        printf("%-17s %.6g\n", "bits per element", bpe);
-        if (tb)
-            printf("%-17s %.4g x smaller than fp32\n", "ratio", ratio);
-        else
-            printf("%-17s -\n", "ratio");
-    }
+    sq_codec_info_print(stdout, &o.codec, o.n, o.json);
     return CLI_OK;
 }
 

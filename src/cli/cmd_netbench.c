@@ -81,106 +81,6 @@ static int parse_names(const char *opt, const char *text, int (*parse)(const cha
 }
 
 /* ------------------------------------------------------------------------ */
-/* Printing                                                                 */
-/* ------------------------------------------------------------------------ */
-
-typedef struct printer {
-    int json, leader;
-    int op, level; /* of the block being printed; -1: none yet */
-    double busbw_sum;
-    int rows;
-} printer;
-
-static void end_block(printer *p)
-{
-    if (p->rows)
-        printf("# Avg bus bandwidth    : %.4f GB/s\n#\n", p->busbw_sum / p->rows / 1e9);
-    p->rows = 0;
-    p->busbw_sum = 0;
-}
-
-/* Each result as it comes (every rank calls it; rank 0's stdout alone goes
-** anywhere): a header at each new level and collective, then its row. */
-static void on_result(void *user, const sq_netbench_result *r)
-{
-    printer *p = user;
-    if (p->json || !p->leader) return;
-    if (r->op != p->op || r->level != p->level) {
-        end_block(p);
-        p->op = r->op, p->level = r->level;
-        printf("# %s, %s level: %d communicator%s of %d ranks at once\n",
-               sq_netbench_op_name(r->op), sq_netbench_level_name(r->level), r->comms,
-               r->comms == 1 ? "" : "s", r->ranks);
-        printf("#%12s %13s %7s %12s %10s %10s %6s\n", "size", "count", "type", "time", "algbw",
-               "busbw", "iters");
-        printf("#%12s %13s %7s %12s %10s %10s %6s\n", "(B)", "(elements)", "", "(us)", "(GB/s)",
-               "(GB/s)", "");
-    }
-    printf(" %12llu %13llu %7s %12.2f %10.4f %10.4f %6d\n", (unsigned long long)r->bytes,
-           (unsigned long long)r->count, "float", r->seconds * 1e6, r->algbw / 1e9,
-           r->busbw / 1e9, r->iters);
-    p->busbw_sum += r->busbw;
-    p->rows++;
-    fflush(stdout);
-}
-
-static void summary(const sq_mpi *m, const sq_netbench_config *cfg, const sq_netbench_result *r,
-                    size_t n, int json)
-{
-    int first = 1;
-    if (json) printf(",\"levels\":[");
-    else
-        printf("# plateau busbw: the mean over the collectives of the mean busbw of their two\n"
-               "# largest sizes; latency: the shortest time at the smallest size, per ring\n"
-               "# step (over n - 1 steps), as the cost model's latency_us\n"
-               "#%-6s %6s %6s %14s %18s   per collective (GB/s)\n", "level", "ranks", "comms",
-               "busbw (GB/s)", "latency (us/step)");
-    for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++) {
-        if (!(cfg->levels & 1u << level)) continue;
-        int ranks, comms;
-        sq_netbench_level_shape(m, level, &ranks, &comms);
-        const char *why = sq_netbench_skip_reason(m, level);
-        sq_netbench_fit f;
-        sq_netbench_fit_level(r, n, level, &f);
-        if (json) {
-            printf("%s{\"level\":\"%s\",\"ranks\":%d,\"comms\":%d,\"measured\":%s", first ? "" : ",",
-                   sq_netbench_level_name(level), ranks, comms, f.measured ? "true" : "false");
-            if (f.measured) {
-                printf(",\"busbw_gb_s\":");
-                cli_json_num(f.busbw / 1e9);
-                printf(",\"latency_us\":");
-                cli_json_num(f.latency * 1e6);
-                printf(",\"plateau_from_bytes\":%llu,\"op_busbw_gb_s\":{",
-                       (unsigned long long)f.plateau_bytes);
-                int k = 0;
-                for (int op = 0; op < SQ_NETBENCH_NOPS; op++)
-                    if (f.op_busbw[op] > 0) {
-                        printf("%s\"%s\":", k++ ? "," : "", sq_netbench_op_name(op));
-                        cli_json_num(f.op_busbw[op] / 1e9);
-                    }
-                printf("}");
-            } else {
-                printf(",\"skipped\":");
-                cli_json_str(why ? why : "no results");
-            }
-            printf("}");
-        } else if (!f.measured) {
-            printf("#%-6s %6d %6d   skipped: %s\n", sq_netbench_level_name(level), ranks, comms,
-                   why ? why : "no results");
-        } else {
-            printf("#%-6s %6d %6d %14.4f %18.2f  ", sq_netbench_level_name(level), ranks, comms,
-                   f.busbw / 1e9, f.latency * 1e6);
-            for (int op = 0; op < SQ_NETBENCH_NOPS; op++)
-                if (f.op_busbw[op] > 0)
-                    printf(" %s %.4f", sq_netbench_op_name(op), f.op_busbw[op] / 1e9);
-            printf("\n");
-        }
-        first = 0;
-    }
-    if (json) printf("]");
-}
-
-/* ------------------------------------------------------------------------ */
 /* The store and the platform file (rank 0)                                 */
 /* ------------------------------------------------------------------------ */
 
@@ -268,75 +168,6 @@ static int agree(const cli_ranks *R, int rc)
     return v;
 }
 
-/* One rank, or levels with too few ranks: what there was not to measure. */
-static void print_nothing_measured(const opts *o, const sq_mpi *m, const cli_ranks *R,
-                                   const sq_topo *topo)
-{
-    char why[512] = "";
-    size_t used = 0;
-    for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++)
-        if (o->cfg.levels & 1u << level)
-            used += (size_t)snprintf(why + used, sizeof why - used, "%s%s: %s",
-                                     used ? "; " : "", sq_netbench_level_name(level),
-                                     sq_netbench_skip_reason(m, level));
-    if (o->json) {
-        printf("{\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"results\":[],"
-               "\"nothing_measured\":", R->size, topo->nodes, topo->per_node);
-        cli_json_str(why);
-        printf(",\"run\":null,\"platform_file\":null}\n");
-    } else {
-        printf("shardq netbench: %d rank%s (%dx%d): nothing to measure between ranks "
-               "(%s).\nRun it under an MPI launcher, one rank per worker, e.g.\n"
-               "  mpirun -np 4 shardq netbench --workers 2x2\n", R->size,
-               R->size == 1 ? "" : "s", topo->nodes, topo->per_node, why);
-    }
-    if (o->platform_out)
-        fprintf(stderr, "shardq netbench: --platform-out %s: not written: nothing was "
-                "measured\n", o->platform_out);
-}
-
-/* --json: the whole run as one object (run -1: not stored). */
-static void print_json(const opts *o, const sq_mpi *m, int ranks, const sq_topo *topo,
-                       const char *hosts, const sq_netbench_result *res, size_t n, int64_t run,
-                       int written)
-{
-    printf("{\"ranks\":%d,\"nodes\":%d,\"per_node\":%d,\"hosts\":", ranks, topo->nodes,
-           topo->per_node);
-    cli_json_str(hosts);
-    printf(",\"mpi_library\":");
-    cli_json_str(sq_mpi_library());
-    printf(",\"min_bytes\":%llu,\"max_bytes\":%llu,\"warmup\":%d,\"iters\":%d,"
-           "\"seconds\":", (unsigned long long)o->cfg.min_bytes,
-           (unsigned long long)o->cfg.max_bytes, o->cfg.warmup, o->cfg.iters);
-    cli_json_num(o->cfg.seconds);
-    printf(",\"results\":[");
-    for (size_t i = 0; i < n; i++) {
-        const sq_netbench_result *x = &res[i];
-        printf("%s{\"op\":\"%s\",\"level\":\"%s\",\"ranks\":%d,\"comms\":%d,"
-               "\"bytes\":%llu,\"count\":%llu,\"iters\":%d,\"time_us\":",
-               i ? "," : "", sq_netbench_op_name(x->op), sq_netbench_level_name(x->level),
-               x->ranks, x->comms, (unsigned long long)x->bytes,
-               (unsigned long long)x->count, x->iters);
-        cli_json_num(x->seconds * 1e6);
-        printf(",\"algbw_gb_s\":");
-        cli_json_num(x->algbw / 1e9);
-        printf(",\"busbw_gb_s\":");
-        cli_json_num(x->busbw / 1e9);
-        printf("}");
-    }
-    printf("]");
-    summary(m, &o->cfg, res, n, 1);
-    printf(",\"db\":");
-    if (o->db) cli_json_str(o->db);
-    else printf("null");
-    if (run >= 0) printf(",\"run\":%lld", (long long)run);
-    else printf(",\"run\":null");
-    printf(",\"platform_file\":");
-    if (written) cli_json_str(o->platform_out);
-    else printf("null");
-    printf("}\n");
-}
-
 static int measure(opts *o, sq_topo *topo, int has_topo)
 {
     sq_netbench_assumed a;
@@ -360,7 +191,12 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
         any |= (o->cfg.levels & 1u << level) && !sq_netbench_skip_reason(m, level);
     if (!any) {
         /* the same on every rank: no collective call to agree on */
-        if (leader) print_nothing_measured(o, m, &R, topo);
+        if (leader) {
+            sq_netbench_print_nothing(stdout, m, &o->cfg, R.size, topo, o->json);
+            if (o->platform_out)
+                fprintf(stderr, "shardq netbench: --platform-out %s: not written: nothing was "
+                        "measured\n", o->platform_out);
+        }
         rc = o->platform_out ? CLI_RUNTIME : CLI_OK;
         cli_ranks_end("netbench", &R, CLI_OK);
         return rc;
@@ -376,22 +212,10 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
         return rc;
     }
 
-    printer pr = {.json = o->json, .leader = leader, .op = -1, .level = -1};
-    if (leader && !o->json) {
-        printf("# shardq netbench: %d ranks, %d node%s x %d per node, hosts %s; %s\n", R.size,
-               topo->nodes, topo->nodes == 1 ? "" : "s", topo->per_node, hosts,
-               sq_mpi_library());
-        printf("# sizes %llu B .. %llu B (x2), warmup %d, iters <= %d, budget %g s per size\n"
-               "# time: the mean of one call, the slowest rank's; busbw = algbw x (n-1)/n\n#\n",
-               (unsigned long long)o->cfg.min_bytes, (unsigned long long)o->cfg.max_bytes,
-               o->cfg.warmup, o->cfg.iters, o->cfg.seconds);
-        for (int level = 0; level < SQ_NETBENCH_NLEVELS; level++)
-            if ((o->cfg.levels & 1u << level) && sq_netbench_skip_reason(m, level))
-                printf("# %s level: skipped (%s)\n#\n", sq_netbench_level_name(level),
-                       sq_netbench_skip_reason(m, level));
-        fflush(stdout);
-    }
-    o->cfg.progress = on_result;
+    sq_netbench_printer pr = {.out = stdout, .json = o->json, .leader = leader, .op = -1,
+                              .level = -1};
+    if (leader && !o->json) sq_netbench_print_header(stdout, m, &o->cfg, R.size, topo, hosts);
+    o->cfg.progress = sq_netbench_print_result;
     o->cfg.user = &pr;
     sq_netbench_result *res = NULL;
     size_t n = 0;
@@ -408,8 +232,8 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
     rc = CLI_OK;
     if (leader) {
         if (!o->json) {
-            end_block(&pr);
-            summary(m, &o->cfg, res, n, 0);
+            sq_netbench_print_block_end(&pr);
+            sq_netbench_print_summary(stdout, m, &o->cfg, res, n, 0);
         }
         if (s) {
             rc = store_end(s, run, res, n, NULL);
@@ -418,8 +242,9 @@ static int measure(opts *o, sq_topo *topo, int has_topo)
         if (rc == CLI_OK && o->platform_out)
             rc = write_platform(o, &a, topo, hosts, name, res, n);
         if (o->json) {
-            print_json(o, m, R.size, topo, hosts, res, n, s && rc == CLI_OK ? run : -1,
-                       o->platform_out && rc == CLI_OK);
+            sq_netbench_print_json(stdout, m, &o->cfg, R.size, topo, hosts, res, n, o->db,
+                                   s && rc == CLI_OK ? run : -1,
+                                   rc == CLI_OK ? o->platform_out : NULL);
         } else {
             if (s && rc == CLI_OK)
                 printf("stored as run %lld in %s (shardq db show %lld)\n", (long long)run,

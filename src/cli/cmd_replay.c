@@ -193,6 +193,27 @@ static int time_reader(const char *trace, const char *topo, const sq_replay_resu
     return CLI_OK;
 }
 
+/* A replay across ranks: --key, --sweep and --bound are not for it, the
+** ranks' topology is the one, and rank 0 alone writes the store. CLI_OK,
+** or CLI_USAGE (said why). */
+static int across_ranks(const cli_ranks *R, const char *key, const char *sweep, int bound,
+                        sq_sweep_config *cfg, int *nodb)
+{
+    if (key || sweep) {
+        fprintf(stderr, "shardq replay: --key and --sweep are for the children of a sweep; "
+                "across ranks run `mpirun shardq sweep RECIPE`\n");
+        return CLI_USAGE;
+    }
+    if (bound) {
+        fprintf(stderr, "shardq replay: --bound times the reader in this process; it is "
+                "not for a replay across ranks\n");
+        return CLI_USAGE;
+    }
+    cfg->has_topo = 1;
+    if (!cli_ranks_leader(R)) *nodb = 1;
+    return CLI_OK;
+}
+
 int cmd_replay(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -290,20 +311,8 @@ int cmd_replay(int argc, char **argv)
     cli_ranks R;
     int rb = cli_ranks_begin("replay", transport, &cfg.topo, cfg.has_topo, &device, &R);
     if (rb) return rb;
-    if (R.on) {
-        if (key || sweep) {
-            fprintf(stderr, "shardq replay: --key and --sweep are for the children of a sweep; "
-                    "across ranks run `mpirun shardq sweep RECIPE`\n");
-            return cli_ranks_end("replay", &R, CLI_USAGE);
-        }
-        if (bound) {
-            fprintf(stderr, "shardq replay: --bound times the reader in this process; it is "
-                    "not for a replay across ranks\n");
-            return cli_ranks_end("replay", &R, CLI_USAGE);
-        }
-        cfg.has_topo = 1; /* the ranks' topology */
-        if (!cli_ranks_leader(&R)) nodb = 1; /* rank 0 alone writes the store */
-    }
+    if (R.on && (rb = across_ranks(&R, key, sweep, bound, &cfg, &nodb)) != CLI_OK)
+        return cli_ranks_end("replay", &R, rb);
     cfg.preset = (char *)preset;
     cfg.trace = argv[optind];
     cfg.seed = seed;

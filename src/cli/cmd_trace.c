@@ -17,52 +17,10 @@
 #include <string.h>
 
 #define trace_usage cli_help("shardq-trace")
-
 #define info_usage cli_help("shardq-trace-info")
-
 #define synth_usage cli_help("shardq-trace-synth")
 
 static const char *const trace_cmds[] = {"info", "synth"};
-
-static const char *kind_name(sq_trace_kind k)
-{
-    return k == SQ_TRACE_DIR ? "directory" : k == SQ_TRACE_NPY ? "npy" : "safetensors";
-}
-
-static void dtype_list(unsigned mask, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    size_t used = 0;
-    for (int d = 0; d < SQ_ST_NDTYPES; d++)
-        if (mask & (1u << d))
-            used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
-                                     used ? "," : "", sq_st_dtype_name((sq_st_dtype)d));
-}
-
-/* Reads every value of every file of t, step by step (so memory stays one
-** step's mapping and the largest tensor): replay's own loader, so what it
-** accepts replay accepts. *files gets the number of files read. */
-static int check_values(const sq_trace *t, size_t *files, sq_error *err)
-{
-    uint64_t max = sq_trace_max_param(t);
-    float *buf = malloc((max ? max : 1) * sizeof *buf);
-    if (!buf) return sq_error_set(err, SQ_ERR_NOMEM, "%s: out of memory", t->path);
-    int rc = 0;
-    *files = 0;
-    for (size_t i = 0; i < t->nsteps && rc == 0; i++) {
-        sq_trace_step s;
-        if ((rc = sq_trace_step_open(t, i, 1, t->workers, &s, err)) != 0) break;
-        int first = s.has_weights ? -1 : 0, last = t->kind == SQ_TRACE_NPY ? 1 : s.ngrads;
-        for (int w = first; w < last && rc == 0; w++) {
-            for (size_t p = 0; p < t->nparams && rc == 0; p++)
-                rc = sq_trace_load(&s, w, p, buf, NULL, err);
-            ++*files;
-        }
-        sq_trace_step_close(&s);
-    }
-    free(buf);
-    return rc;
-}
 
 static int trace_info(int argc, char **argv)
 {
@@ -91,82 +49,12 @@ static int trace_info(int argc, char **argv)
         return CLI_RUNTIME;
     }
     size_t checked = 0;
-    if (values && check_values(&t, &checked, &err)) {
+    if (values && sq_trace_check_values(&t, &checked, &err)) {
         fprintf(stderr, "shardq trace info: %s\n", sq_error_message(&err));
         sq_trace_close(&t);
         return CLI_RUNTIME;
     }
-    char dt[128];
-    dtype_list(t.dtypes, dt, sizeof dt);
-    int consecutive = 1;
-    for (size_t s = 1; s < t.nsteps; s++)
-        if (t.steps[s] != t.steps[s - 1] + 1) consecutive = 0;
-    if (json) {
-        printf("{\"path\":");
-        cli_json_str(t.path);
-        printf(",\"kind\":\"%s\",\"steps\":[", kind_name(t.kind));
-        for (size_t s = 0; s < t.nsteps; s++) printf("%s%u", s ? "," : "", (unsigned)t.steps[s]);
-        printf("],");
-        if (values) printf("\"values_checked\":%zu,", checked);
-        printf("\"consecutive\":%s,\"workers\":%d,\"weights\":%s,\"weight_steps\":[",
-               consecutive ? "true" : "false", t.workers, t.has_weights ? "true" : "false");
-        for (size_t s = 0, k = 0; s < t.nsteps; s++)
-            if (sq_trace_step_has_weights(&t, s)) printf("%s%u", k++ ? "," : "", t.steps[s]);
-        printf("],\"id\":");
-        if (t.id[0]) cli_json_str(t.id);
-        else printf("null");
-        printf(",\"topology\":");
-        if (t.topo[0]) cli_json_str(t.topo);
-        else printf("null");
-        printf(",\"model\":%s,\"dtypes\":\"%s\",\"elements\":%llu,\"bytes\":%llu,"
-               "\"ignored\":%zu,\"tensors\":[",
-               t.model ? t.model : "null", dt, (unsigned long long)t.elements,
-               (unsigned long long)t.bytes, t.nignored);
-        for (size_t p = 0; p < t.nparams; p++) {
-            printf("%s{\"name\":", p ? "," : "");
-            cli_json_str(t.params[p].name);
-            printf(",\"shape\":[");
-            for (int d = 0; d < t.params[p].ndim; d++)
-                printf("%s%llu", d ? "," : "", (unsigned long long)t.params[p].shape[d]);
-            printf("],\"elements\":%llu}", (unsigned long long)t.params[p].n);
-        }
-        printf("]}\n");
-    } else {
-        printf("trace      %s (%s)\n", t.path, kind_name(t.kind));
-        printf("steps      %zu:", t.nsteps);
-        for (size_t s = 0; s < t.nsteps && s < 12; s++) printf(" %u", (unsigned)t.steps[s]);
-        printf("%s%s\n", t.nsteps > 12 ? " ..." : "",
-               consecutive ? "" : "  (not consecutive)");
-        printf("workers    %d gradient file%s per step%s%s\n", t.workers,
-               t.workers == 1 ? "" : "s", t.topo[0] ? ", captured on " : "", t.topo);
-        if (t.nweights == t.nsteps || !t.has_weights) {
-            printf("weights    %s\n", t.has_weights ? "yes" : "no");
-        } else {
-            /* a cadence of their own: which steps have them */
-            printf("weights    at %zu of %zu steps:", t.nweights, t.nsteps);
-            for (size_t s = 0, k = 0; s < t.nsteps && k < 12; s++)
-                if (sq_trace_step_has_weights(&t, s)) printf(" %u", t.steps[s]), k++;
-            printf("%s\n", t.nweights > 12 ? " ..." : "");
-        }
-        if (t.id[0]) printf("id         %s\n", t.id);
-        if (t.model) printf("model      %s\n", t.model);
-        printf("dtypes     %s\n", dt);
-        printf("elements   %llu per file\n", (unsigned long long)t.elements);
-        printf("data       %llu bytes (%.3f GB)\n", (unsigned long long)t.bytes,
-               (double)t.bytes / 1e9);
-        if (t.nignored) printf("ignored    %zu tensor%s that %s not parameters (buffers: README, \"Traces\")\n",
-                   t.nignored, t.nignored == 1 ? "" : "s", t.nignored == 1 ? "is" : "are");
-        if (values)
-            printf("values     all finite and within their dtypes' range (%zu files read)\n",
-                   checked);
-        printf("tensors    %zu:\n", t.nparams);
-        for (size_t p = 0; p < t.nparams; p++) {
-            char sh[256];
-            sq_npy_shape_str(t.params[p].shape, t.params[p].ndim, sh, sizeof sh);
-            printf("  %-32s %-20s %llu\n", t.params[p].name, sh,
-                   (unsigned long long)t.params[p].n);
-        }
-    }
+    sq_trace_print_info(stdout, &t, json, values ? (long long)checked : -1);
     sq_trace_close(&t);
     return CLI_OK;
 }
@@ -305,22 +193,10 @@ static int trace_synth(int argc, char **argv)
                 "none\n");
         return CLI_USAGE;
     }
-    /* the trace's owner: every option that decides its bytes, so that the
-    ** same command run again (after a kill) takes up its unfinished trace,
-    ** and writes the same bytes as into any other directory */
-    /* only a cadence other than every step is named: the owners (and ids)
-    ** of the traces written before it existed stay what they were */
-    char every_text[48] = "";
-    if (every > 1) snprintf(every_text, sizeof every_text, " --weights-every %llu",
-                            (unsigned long long)every);
+    sq_synth_trace st = {NULL, 0, steps, (uint32_t)first, (int)workers, topo,
+                         (sq_st_dtype)dtype, kind, weights ? (int)every : 0, lr, seed};
     char owner[sizeof spec_buf + 512];
-    snprintf(owner, sizeof owner,
-             "trace synth --params %s --steps %llu --first %llu "
-             "--workers %llu --topology %s --dtype %s --data %s%s%s --lr %.17g --seed %llu",
-             spec_buf, (unsigned long long)steps, (unsigned long long)first,
-             (unsigned long long)workers, topo ? topo : "-", sq_st_dtype_name((sq_st_dtype)dtype),
-             sq_synth_kind_name(kind), weights ? "" : " --no-weights", every_text, lr,
-             (unsigned long long)seed);
+    sq_synth_trace_owner(&st, spec_buf, owner, sizeof owner);
     enum { MAXP = 256 };
     sq_trace_param params[MAXP];
     size_t np;
@@ -340,9 +216,7 @@ static int trace_synth(int argc, char **argv)
         }
     }
     const char *dir = argv[optind];
-    sq_synth_trace st = {
-        params,  np, steps, (uint32_t)first, (int)workers, topo, (sq_st_dtype)dtype, kind,
-        weights ? (int)every : 0, lr, seed};
+    st.params = params, st.nparams = np;
     uint64_t wsteps = weights ? (steps + every - 1) / every : 0;
     sq_progress *bar = sq_progress_start("files", (size_t)(steps * workers + wsteps));
     sq_error err = {0};
