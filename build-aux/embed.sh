@@ -30,10 +30,14 @@ tmp=$out.tmp
   echo "const $type $sym[] = {"
   for f in "$@"; do
     echo "    {\"$f\","
-    # backslashes, quotes and '?' (no trigraphs) escaped, each line a string
-    # literal ending in \n
-    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/     "/' -e 's/$/\\n"/' \
-      "$srcdir/$f" || exit 1
+    [ -r "$srcdir/$f" ] || { echo "embed.sh: cannot read $srcdir/$f" >&2; exit 1; }
+    # backslashes, quotes and '?' (no trigraphs) escaped; sixteen lines to a
+    # string literal, each line ending in \n (a generated file is not read,
+    # but it need not be longer than its sources' count of lines)
+    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' "$srcdir/$f" |
+      awk '{ buf = buf $0 "\\n" }
+           NR % 16 == 0 { print "     \"" buf "\""; buf = "" }
+           END { if (buf != "" || NR == 0) print "     \"" buf "\"" }' || exit 1
     echo "    },"
   done
   echo "    {0, 0}};"
