@@ -1,6 +1,6 @@
 /*
-** terngrad.c -- TernGrad as a shardq plug-in codec: the example of README
-** "Plug-in codecs", loaded with `shardq --plugin terngrad.so` and used as
+** terngrad.c -- TernGrad as a shardq plug-in codec: the example of docs/plugins.md,
+** loaded with `shardq --plugin terngrad.so` and used as
 ** kind=plugin:terngrad (a codec spec) or grad.inter.kind=plugin:terngrad (a
 ** scheme knob).
 **
@@ -12,8 +12,8 @@
 **     paper's s is per layer; its Section 4 scales per layer and clips):
 **     one fp32 scale per group, no offsets;
 **   - element i is sent as +-1 iff u_i < |x_i| / s (fp32 division), else
-**     0, with u_i = sq_uniform(key, i), the uniform of README
-**     "Conventions" that the library hands stochastic plug-ins; a group
+**     0, with u_i = sq_uniform(key, i), the uniform of docs/conventions.md
+**     that the library hands stochastic plug-ins; a group
 **     of zeros has s = 0 and decodes to zeros;
 **   - no gradient clipping (the paper's 2.5 sigma clip is left out);
 **   - codes are 2-bit two's complement (+1 = 01, -1 = 11, 0 = 00), packed

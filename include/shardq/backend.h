@@ -1,7 +1,7 @@
 /*
 ** shardq/backend.h -- backends: the codec operations on the CPU or a CUDA device, memory, placement.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_BACKEND_H

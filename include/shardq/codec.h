@@ -11,7 +11,7 @@
 ** libc and the Random123 headers. The CUDA backend implements the same calls
 ** over device memory and produces the same bytes: the per-element arithmetic
 ** of both lives in "sq_hd.h". The conventions (what a code, a scale, a random
-** number and a packed byte are) are documented in README.md, "Formats".
+** number and a packed byte are) are documented in docs/conventions.md.
 **
 ** Errors: functions that can fail return an sq_status; SQ_OK is zero and every
 ** failure is negative (see "Status codes and errors" below). On failure the
@@ -221,7 +221,7 @@ typedef enum sq_scale_dtype { SQ_SCALE_FP32 = 0, SQ_SCALE_BF16 = 1, SQ_SCALE_FP1
 ** them at the kind's fixed values (topk/randk: bits = the index width,
 ** round rtn for topk and sr for randk, whose selection is random; casts:
 ** bits 16, group 1, round rtn, scale fp32), and sq_codec_parse refuses
-** any other value for them. README.md, "Conventions", gives the rules. */
+** any other value for them. docs/conventions.md, gives the rules. */
 typedef struct sq_codec {
     sq_kind kind;         /* sym (absmax), minmax (asymmetric), or a compressor (sq_kind) */
     int bits;             /* 1..8; sym with sdp4bit levels needs >= 2; qsgd 2..8,
@@ -409,8 +409,8 @@ int sq_quantize_diff(const sq_codec *c, const float *x, const float *ref, uint64
 int sq_dequantize_add(const sq_codec *c, const sq_qbuf *q, const float *ref,
                       uint64_t n, float *out);
 
-/* The bf16 weight reconstruction (scheme knob weight.recon=bf16, README
-** "The sharded world"): the model weights w-hat are bf16 numbers (held as
+/* The bf16 weight reconstruction (scheme knob weight.recon=bf16,
+** docs/schemes.md): the model weights w-hat are bf16 numbers (held as
 ** fp32 values), as in Megatron's distributed optimizer and DeepSpeed.
 ** Rounding is to nearest, ties to even (sq_f32_to_bf16). A finite input
 ** that bf16 rounding takes to +-Inf is SQ_ERR_RANGE, as is an output past

@@ -1,7 +1,7 @@
 /*
 ** shardq/cost.h -- the cost model: platforms, model shapes, iteration times, validation tables.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_COST_H
@@ -19,7 +19,7 @@ SQ_BEGIN_DECLS
 ** cost -- the cost model: one training iteration of sharded data-parallel training at
 ** cluster scale: how long it takes under each quantization scheme, phase by
 ** phase, from the model's FLOPs, the platform's rates and the bytes the
-** emulated world counts (README, "The cost model", explains every formula).
+** emulated world counts (docs/cost-model.md, explains every formula).
 **
 ** A platform is a handful of hardware figures (GPUs per node, link
 ** bandwidths and latencies, the achieved FLOP/s of one GPU, the
@@ -114,7 +114,7 @@ typedef struct sq_cost_parallel {
 } sq_cost_parallel;
 
 /* The training system, which fixes how many collectives a step runs and
-** what can hide behind what (README, "Overlap"). */
+** what can hide behind what (docs/cost-model.md). */
 typedef enum sq_cost_system {
     SQ_COST_MEGATRON = 0, /* Megatron's distributed optimizer: one weight all-gather
                           ** after the optimizer step, one gradient reduce-scatter
@@ -136,8 +136,8 @@ typedef struct sq_cost_kernels {
 } sq_cost_kernels;
 
 /* The kernels of scheme s (per-tensor rules already resolved) on topology
-** topo for `elements` parameters, from the per-scheme counts of README
-** "Quantization kernels". SQ_OK, or the plan layout's kind and sentence. */
+** topo for `elements` parameters, from the per-scheme counts of
+** docs/cost-model.md. SQ_OK, or the plan layout's kind and sentence. */
 int sq_cost_quant_kernels(const sq_topo *topo, const sq_scheme *s, uint64_t elements,
                           sq_cost_kernels *out, sq_error *err);
 

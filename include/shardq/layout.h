@@ -2,7 +2,7 @@
 ** shardq/layout.h -- how a model's parameters are laid out in the buffers
 ** that the collectives move: flat buckets, or one buffer per parameter.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_LAYOUT_H
@@ -24,7 +24,7 @@ SQ_BEGIN_DECLS
 ** per-parameter mode, DeepSpeed's ZeRO++). The difference is not
 ** cosmetic: quantization groups run across parameter boundaries in a flat
 ** buffer, and padding to whole groups per worker is paid once per bucket
-** instead of once per parameter (README, "Layout of the parameters").
+** instead of once per parameter (docs/schemes.md).
 **
 ** SQ_LAYOUT_BUCKET follows Megatron-LM's grad buffer (core 0.4, as SDP4Bit
 ** ships it): the parameters are taken in REVERSE order (the order in which

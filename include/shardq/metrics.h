@@ -1,7 +1,7 @@
 /*
 ** shardq/metrics.h -- error statistics in fp64 and the measured step.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_METRICS_H

@@ -260,7 +260,7 @@ int sq_netbench_run(const sq_mpi *m, const sq_netbench_config *cfg, sq_netbench_
                     size_t *n, sq_error *err);
 
 /* What one level's results say about its link, in the cost model's terms
-** (README, "The cost model"): busbw, the plateau -- for each collective,
+** (docs/cost-model.md): busbw, the plateau -- for each collective,
 ** the mean busbw of its two largest sizes; then the mean over the
 ** collectives; latency, seconds per step -- the shortest time of a
 ** collective at its smallest size, over its n - 1 steps, so that the

@@ -1,7 +1,7 @@
 /*
 ** shardq/plan.h -- one rank's plan of the collectives and the transport that carries it.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_PLAN_H
@@ -21,7 +21,7 @@ SQ_BEGIN_DECLS
 ** does -- which buffer it encodes with which wire and Philox key, which
 ** packed region it sends to which rank and where that rank keeps it, what it
 ** receives from whom into where, and how it decodes and sums, in the fixed
-** summation orders of README "The sharded world". A plan depends only on
+** summation orders of docs/schemes.md. A plan depends only on
 ** (topology, scheme, elements, seed, rank, collective); the training step is
 ** given when an op runs (it is word 2 of the Philox counter). The plan of
 ** one rank is complete on its own: a runner with one rank per process (MPI,
@@ -37,7 +37,7 @@ SQ_BEGIN_DECLS
 ** multiple of the wire's group and of 8 (the padding rule guarantees it),
 ** but in PowerSGD's all-reduces, whose fp32 values need no alignment.
 **
-** PowerSGD (grad path SQ_GRAD_POWERSGD, README "PowerSGD") is a plan too:
+** PowerSGD (grad path SQ_GRAD_POWERSGD, docs/schemes.md) is a plan too:
 ** a compute op (PSGD_PROJECT), a ring all-reduce of P (reduce-scatter
 ** phases that move and ACCUM, then all-gather phases), PSGD_BACK, the
 ** all-reduce of Q, and PSGD_OUT. Its state (PSGD_M's residual, PSGD_Q,
@@ -113,7 +113,7 @@ int sq_plan_layout_init(const sq_world_config *cfg, sq_plan_layout *L, sq_error 
 
 /* The path the gradient really takes on topo (SDP4Bit's fallbacks). */
 sq_grad_mode sq_plan_grad_path(const sq_topo *topo, const sq_scheme *s);
-/* The padding unit (README, "Padding"): SQ_OK and *unit, or SQ_ERR_SPEC
+/* The padding unit (docs/conventions.md): SQ_OK and *unit, or SQ_ERR_SPEC
 ** when the lcm of the groups, Hadamard sizes, pipe and N overflows. */
 int sq_plan_pad_unit(const sq_topo *topo, const sq_scheme *s, uint64_t *unit, sq_error *err);
 /* n rounded up to the padding unit, or 0 when that overflows 2^52. */
@@ -183,7 +183,7 @@ typedef struct sq_plan_mem {
 ** (sq_quantize_bf16, sq_quantize_diff_bf16, sq_dequantize_bf16,
 ** sq_dequantize_add_bf16).
 **
-** Error feedback (README "Error feedback"): an ENCODE or SUM_REQUANT of
+** Error feedback (docs/schemes.md): an ENCODE or SUM_REQUANT of
 ** the gradient with ref >= 0 keeps its residual e in f[ref] (SQ_PLAN_EF or
 ** SQ_PLAN_EF2) from step to step. ENCODE then runs, in fp32 on the rank's
 ** backend: e := x + e (x = f[src]@src_off, e = f[ref]@ref_off, n elements);
@@ -230,7 +230,7 @@ typedef struct sq_plan_op {
                                    ** PowerSGD's factors are no model elements: a message
                                    ** of the reduce-scatter half of P's all-reduce counts
                                    ** those of the partition the ring reduce-scatter would
-                                   ** send in its place, the others none (README) */
+                                   ** send in its place, the others none (docs/schemes.md) */
     int k;                         /* SUM*: chunks */
     uint64_t stride;               /* SUM*: elements between chunks */
     const char *what;              /* what the op does, for messages */

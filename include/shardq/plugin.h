@@ -2,7 +2,7 @@
 ** shardq/plugin.h -- codecs from outside the library: the interface of a new
 ** wire codec, registered at run time.
 **
-** Part of the public API of libshardq (README, "Plug-in codecs"). A plug-in
+** Part of the public API of libshardq (docs/plugins.md). A plug-in
 ** codec is a descriptor (sq_plugin_codec) of callbacks that turn n fp32
 ** values into the three byte arrays of an sq_qbuf -- codes, scales, offsets,
 ** whatever the codec keeps in each -- and back. Registered, it has an id and
@@ -34,7 +34,7 @@
 **     (what "composes with summation" changes, and all it changes);
 **   - the _f16 sums refuse plug-in kinds (SQ_ERR_SPEC); so does the CUDA
 **     backend (SQ_ERR_UNSUPPORTED): plug-ins run on the CPU only;
-**   - a stochastic codec gets the uniforms of README "Conventions":
+**   - a stochastic codec gets the uniforms of docs/conventions.md:
 **     u[i] = sq_uniform(key, i) for each element i of the buffer, the ones
 **     stochastic rounding of the built-in kinds draws; the key is there too
 **     for a codec that wants other draws (from sq_uniform / Philox only,

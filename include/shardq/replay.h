@@ -1,7 +1,7 @@
 /*
 ** shardq/replay.h -- a scheme over a captured trace.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_REPLAY_H
@@ -23,7 +23,7 @@ SQ_BEGIN_DECLS
 ** (shardq/layout.h): flat buckets as Megatron's distributed optimizer
 ** builds them (the default), or one world per param (ZeRO-3, FSDP). Each
 ** unit -- a bucket, or a param -- is one emulated world of K x G workers that
-** replays every step of the trace in order (README, "Replay"):
+** replays every step of the trace in order (docs/replay.md):
 **
 **   gradient path  worker r gets the gradient of trace worker r mod W (W the
 **                  trace's gradient files per step); the reduce-scatter runs;
@@ -124,7 +124,7 @@ typedef struct sq_replay_result {
     sq_timing_row timings[SQ_REPLAY_NTIMINGS];
     sq_coll_time coll[SQ_NCOLL]; /* the collectives' wall time over every unit (sq_world_times) */
     size_t weight_steps;   /* steps of the weight path (the first initialises); 0 without it */
-    /* error feedback (grad.ef; README "Error feedback"): the bytes one worker
+    /* error feedback (grad.ef; docs/schemes.md): the bytes one worker
     ** keeps for its residuals, summed over the units (what training this
     ** model would add to each worker's memory), and the residual's norm
     ** relative to the gradient's (the step rows' ef_residual) after the last

@@ -1,7 +1,7 @@
 /*
 ** shardq/store.h -- the SQLite store of runs and their rows.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_STORE_H
@@ -18,7 +18,7 @@ SQ_BEGIN_DECLS
 /*
 ** store -- every run of shardq in one SQLite file (default shardq.db).
 **
-** The schema (README, "The store") lives in STRICT tables; its version is
+** The schema (docs/reports.md) lives in STRICT tables; its version is
 ** PRAGMA user_version, and opening an older file migrates it forward one
 ** version at a time, each step in its own transaction. The file is in WAL
 ** mode with a busy timeout, so several processes (the workers of a sweep,

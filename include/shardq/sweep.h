@@ -2,7 +2,7 @@
 ** shardq/sweep.h -- sweeps: recipes into configurations, run keys, the job
 ** runner, and the process pool that runs a whole sweep.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_SWEEP_H
@@ -21,7 +21,7 @@
 SQ_BEGIN_DECLS
 
 /*
-** sweep -- sweeps as a library: the INI recipes (README, "Sweeps") read
+** sweep -- sweeps as a library: the INI recipes (docs/replay.md) read
 ** and expanded into structured configurations, the job runner that runs
 ** one configuration -- a replay or a training run -- into the store, and
 ** the process pool that runs every configuration of a sweep in children of

@@ -1,7 +1,7 @@
 /*
 ** shardq/synth.h -- synthetic weights, gradients and traces from Philox.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_SYNTH_H

@@ -1,7 +1,7 @@
 /*
 ** shardq/trace.h -- traces and their files: safetensors, .npy, trace directories, the codec container.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_TRACE_H
@@ -275,7 +275,7 @@ int sq_npy_shape_str(const uint64_t *shape, int ndim, char *buf, size_t len);
 /*
 ** tracedir -- traces: what a training job captured, step by step.
 **
-** A trace is a directory (README, "Traces"):
+** A trace is a directory (docs/traces.md):
 **
 **   manifest.json                     format, version, workers, steps, params
 **   step-000010/weights.safetensors   the full model weights of step 10 (every
@@ -506,7 +506,7 @@ int sq_trace_file_adopt(sq_trace_writer *w, uint32_t step, int worker, sq_error 
 
 /*
 ** container -- the shardq.codec/1 container: one quantized array in a
-** safetensors file (README, "Formats").
+** safetensors file (docs/conventions.md).
 **
 ** The file holds the tensors "codes" (U8), "scales" and, for min-max codecs,
 ** "offsets" (F32, BF16 or F16 as the codec's scale dtype), and __metadata__

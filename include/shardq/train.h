@@ -1,7 +1,7 @@
 /*
 ** shardq/train.h -- training a byte-level GPT under a scheme: the model, the corpus, AdamW, the loop.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_TRAIN_H
@@ -18,7 +18,7 @@ SQ_BEGIN_DECLS
 
 /*
 ** adamw -- the optimizer of a worker's shard: AdamW and the learning-rate
-** schedule (README, "Training").
+** schedule (docs/training.md).
 **
 ** As in Megatron's distributed optimizer, every worker updates only its own
 ** shard of the fp32 master weights with its own shard of the Adam moments,
@@ -50,7 +50,7 @@ float sq_lr_at(const sq_lr_schedule *s, uint32_t step);
 
 /*
 ** corpus -- the text a model trains on, as bytes, split once into a
-** training and a validation part (README, "Training").
+** training and a validation part (docs/training.md).
 **
 ** A corpus is a text file or a directory of them. A directory is walked in
 ** name order (subdirectories too); symbolic links inside it and files that
@@ -100,7 +100,7 @@ void sq_corpus_val_seq(const sq_corpus *c, int k, int total, int T, uint8_t *inp
 
 /*
 ** gpt -- a byte-level GPT-2-style language model, forward and backward
-** written out in C (README, "Training").
+** written out in C (docs/training.md).
 **
 **   tokens (bytes) -> token embedding wte + position embedding wpe
 **   L blocks, each:  x += proj(attention(ln1(x)))   causal, `heads` heads
@@ -185,7 +185,7 @@ double sq_gpt_flops(const sq_gpt_config *c, int B, int T);
 
 /*
 ** trainer -- training the GPT under emulated sharded data parallelism
-** (README, "Training").
+** (docs/training.md).
 **
 ** One step t, as Megatron's distributed optimizer runs it and SDP4Bit
 ** quantizes it, on K x G emulated workers:

@@ -1,7 +1,7 @@
 /*
 ** shardq/world.h -- the sharded world: topology, wires, schemes, the two collectives, traffic.
 **
-** Part of the public API of libshardq (README, "Using the library"); every
+** Part of the public API of libshardq (docs/library.md); every
 ** declaration below is exported, everything else in the library is hidden.
 */
 #ifndef SHARDQ_WORLD_H
@@ -19,7 +19,7 @@ SQ_BEGIN_DECLS
 ** own buffers on a backend, and the two collectives of sharded
 ** data-parallel training between them, under a quantization scheme.
 **
-** One training step moves data twice (README, "The sharded world"):
+** One training step moves data twice (docs/schemes.md):
 **
 **   weight all-gather      every worker owns 1/N of the fp32 master weights;
 **                          afterwards every worker holds the full model
@@ -37,7 +37,7 @@ SQ_BEGIN_DECLS
 ** Worker r = k * G + l sits on node k at local index l. Buffers hold
 ** sq_world_padded() elements: the tail past the user's n is zero, and the
 ** padding makes every shard, partition and pipeline slice hold whole
-** groups (README, "Padding").
+** groups (docs/conventions.md).
 **
 ** The collectives are executed as per-rank plans (world/plan.h) through
 ** an in-process transport: every rank's ops of one phase, then the next
@@ -85,7 +85,7 @@ typedef struct sq_wire {
     sq_codec codec;     /* codec.bits == bits when bits <= 8 */
     sq_group_rule rule; /* SQ_GROUP_FIXED unless a per-tensor rule sizes the groups */
     int ef;             /* 1: error feedback at this hop's encode (gradient wires only;
-                        ** README "Error feedback"); 0: off */
+                        ** docs/schemes.md); 0: off */
 } sq_wire;
 
 /* Unquantized: the bits 16 (bf16) and 32 (fp32) wires of the sym and minmax
@@ -111,8 +111,8 @@ typedef enum sq_weight_mode {
     SQ_WEIGHT_DIFF = 1    /* w - w-hat travels, w-hat += D(q) everywhere (qWD) */
 } sq_weight_mode;
 
-/* How a quantized weight wire (bits 1..8) rebuilds w-hat (README, "The
-** sharded world"). An unquantized wire ignores it: its dtype is the
+/* How a quantized weight wire (bits 1..8) rebuilds w-hat (docs/schemes.md).
+** An unquantized wire ignores it: its dtype is the
 ** precision. */
 typedef enum sq_weight_recon {
     SQ_RECON_BF16 = 0, /* the reference systems: the bf16 master copy is
@@ -155,7 +155,7 @@ typedef struct sq_scheme {
     uint64_t bucket;         /* elements per bucket (layout.h), 0: one bucket */
     sq_grad_dtype grad_dtype; /* what the gradient path computes in */
     sq_grad_fallback grad_fallback; /* per-tensor fallbacks to the fp32 ring */
-    /* grad.mode=powersgd (README, "PowerSGD"): the knobs of PyTorch's
+    /* grad.mode=powersgd (docs/schemes.md): the knobs of PyTorch's
     ** PowerSGDState, and the matrix view of the world's buffer */
     int psgd_rank;           /* grad.powersgd.rank: matrix_approximation_rank */
     int psgd_warm;           /* grad.powersgd.warm: warm_start (reuse last step's Q) */
@@ -411,8 +411,8 @@ uint64_t sq_world_wire_digest(const sq_world *w, int r);
 
 /*
 ** A gradient hop whose wire has ef = 1 (the knobs grad.intra.ef,
-** grad.inter.ef, grad.ef) feeds its encoding error back (README, "Error
-** feedback"): the worker that encodes at that hop keeps a residual e, fp32,
+** grad.inter.ef, grad.ef) feeds its encoding error back (docs/schemes.md,
+** error feedback): the worker that encodes at that hop keeps a residual e, fp32,
 ** as long as what it encodes there -- hop 0, the worker's own padded
 ** gradient (the first hop of the two-level path, the single level of a2a),
 ** P elements; hop 1, the node-local sum it requantizes on the two-level

@@ -1,5 +1,5 @@
 """Capturing a trace from a PyTorch training loop, in the two ways people
-train data-parallel (README, "Traces"; the writer is trace.TraceWriter):
+train data-parallel (docs/traces.md; the writer is trace.TraceWriter):
 
   MicroBatchCapture  one process: each step's W micro-batches stand for the
                      W workers of a data-parallel job; worker w's file is

@@ -69,8 +69,8 @@ class Codec:
     canonical spec (`.spec`), and have the keys as attributes (kind, bits,
     group, round, hadamard, levels, scale, keep). kind="topk" or "randk"
     (with keep=) sends the indices and values of keep elements per group;
-    kind="bf16" or "fp16" is a 16-bit cast without scales (README.md,
-    "Conventions").
+    kind="bf16" or "fp16" is a 16-bit cast without scales
+    (docs/conventions.md).
 
     A plug-in codec (shardq.codec.register, shardq.load_plugin) is
     Codec("kind=plugin:NAME"): its spec is "kind=plugin:NAME,group=G", its

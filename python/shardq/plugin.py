@@ -16,8 +16,8 @@ codecs of shared objects.
     s = shardq.Scheme("sdp4bit", set=["grad.inter.kind=plugin:mine", "grad.hadamard=0"])
     w = shardq.World("2x2", s, elements=n)
 
-The library does what it does for a C plug-in around these (README,
-"Plug-in codecs"): NaN and Inf never reach encode, a decoded value that is
+The library does what it does for a C plug-in around these
+(docs/plugins.md): NaN and Inf never reach encode, a decoded value that is
 not finite is RangeError, sums are decoded and added in fp32 in chunk order,
 and a stochastic codec's uniforms are key.uniform(0, len(x)) (the ones the
 built-in kinds' stochastic rounding draws). An exception raised in a
@@ -146,7 +146,7 @@ def register(name, encode, decode, sizes, group=1, stochastic=False, about=None)
     name: 1 to 31 of a-z, 0-9 and _, starting with a letter, not taken.
     encode(x, key) -> (codes, scales, offsets): x the n float32 values to
     encode (read-only), key a shardq.Key when stochastic (its
-    key.uniform(0, n) are the uniforms of README "Conventions"), else None;
+    key.uniform(0, n) are the uniforms of docs/conventions.md), else None;
     each part bytes-like (bytes, or a NumPy array of any dtype, read as its
     bytes; None for an empty one) of exactly the size sizes(n) gives.
     decode(codes, scales, offsets, n) -> n float32 values (any array-like),

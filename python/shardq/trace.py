@@ -1,4 +1,4 @@
-"""Writing traces (README, "Traces"): the C trace writer of libshardq, so a
+"""Writing traces (docs/traces.md): the C trace writer of libshardq, so a
 trace written from Python is byte for byte what `shardq train --capture`
 and `shardq trace synth` write, and `shardq trace info` and `shardq replay`
 read it as theirs.

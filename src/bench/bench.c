@@ -182,7 +182,7 @@ static const op_impl ops[] = {
 
 #define N_OPS (sizeof ops / sizeof ops[0])
 
-/* The CPU's default rows (what the C reference's figures in README are). */
+/* The CPU's default rows (what the C reference's figures in docs/results.md are). */
 static const char *const cpu_default_ops[] = {
     "quantize", "quantize-rtn", "quantize-8", "dequantize", "quantize-diff",
     "dequantize-add", "sum-requant", "sum", "hadamard", "rng"};

@@ -7,7 +7,7 @@
 ** scale, code its elements, pack. The arithmetic is sq_hd.h's, shared with
 ** the CUDA kernels; what this file adds is the order of the loops, the
 ** same as the kernels' where the order matters (the lane sums of
-** sq_hd_norm_term). README "Conventions" gives the rules.
+** sq_hd_norm_term). docs/conventions.md gives the rules.
 */
 #include "shardq/codec.h"
 #include "sq_dense.h"

@@ -12,7 +12,7 @@
 **
 ** topk keeps the k largest |x|, ties to the lower index. randk keeps k
 ** indices drawn uniformly without replacement by a partial Fisher-Yates
-** shuffle driven by Philox (sq_uniform24, README "Conventions") and sends
+** shuffle driven by Philox (sq_uniform24, docs/conventions.md) and sends
 ** the values unscaled, as GRACE's RandomK does.
 */
 #include "shardq/codec.h"

@@ -193,7 +193,7 @@ SQ_HD float sq_hd_acc_f16(float acc, float d) { return sq_hd_round_f16(acc + sq_
 ** u = (h + 1/2) * 2^-16 with h that half. Rounding up iff u < r, for a
 ** fraction r = v - floor(v) in [0, 1), then happens with probability
 ** ceil(r * 2^16 - 1/2) / 2^16, within 2^-17 of r: the expected code is
-** within 2^-17 of a step of v (README, Conventions). h + 1/2 needs 17 bits:
+** within 2^-17 of a step of v (docs/conventions.md). h + 1/2 needs 17 bits:
 ** exact in fp32. */
 SQ_HD float sq_hd_sr_uniform16(uint32_t half16)
 {
@@ -238,7 +238,7 @@ SQ_HD uint64_t sq_hd_randk_offset(float u_hi, float u_lo, uint64_t m)
     return a * mh + ((a * ml + b * mh + ((b * ml) >> 24)) >> 24);
 }
 
-/* The sparse kinds' index codes (README "Conventions"): slot `slot` of a
+/* The sparse kinds' index codes (docs/conventions.md): slot `slot` of a
 ** code array holds an index j in `width` bytes, least significant first. */
 SQ_HD void sq_hd_put_index(uint8_t *codes, uint64_t slot, uint64_t width, uint64_t j)
 {
@@ -428,7 +428,7 @@ SQ_HD int sq_hd_sign_extend(uint32_t field, int bits)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Compressors: QSGD, scaled sign, FP8 (README "Conventions")               */
+/* Compressors: QSGD, scaled sign, FP8 (docs/conventions.md)               */
 /* ------------------------------------------------------------------------ */
 
 /* QSGD and the scaled sign need a sum over the group (of x^2, of |x|), and

@@ -6,7 +6,7 @@
 ** These kinds reuse codec.c's tiles (staging, Hadamard, sums, requant):
 ** only what one tile becomes on the wire differs, so codec.c hands a tile
 ** to sq_sparse_encode_tile / sq_sparse_decode_tile when sq_sparse_kind()
-** says the codec is one of them. README.md, "Conventions", has the rules.
+** says the codec is one of them. docs/conventions.md, has the rules.
 */
 #ifndef SQ_SPARSE_H
 #define SQ_SPARSE_H

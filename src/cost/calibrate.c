@@ -2,7 +2,7 @@
 ** calibrate.c -- the calibration of a platform (cost.h, sq_cost_calibrate):
 ** its effective inter-node bandwidth (one measured row), or that and the
 ** achieved compute rate (two rows or more), fitted by least squares to
-** measured baseline runs (README, "Calibration"); `shardq model --calibrate`
+** measured baseline runs (docs/cost-model.md); `shardq model --calibrate`
 ** prints the fit and writes the calibrated platform file.
 **
 ** Why a fit at all: a cluster rarely delivers its cards' line rate to one

@@ -1,6 +1,6 @@
 /*
 ** cost.c -- the iteration time of sharded data-parallel training under a
-** quantization scheme (cost.h; README, "The cost model").
+** quantization scheme (cost.h; docs/cost-model.md).
 **
 ** The collectives are priced with the alpha-beta model NCCL's own tuner uses:
 ** a latency per step plus bytes over the bottleneck link's bandwidth. The
@@ -178,7 +178,7 @@ int sq_cost_quant_kernels(const sq_topo *topo, const sq_scheme *s, uint64_t elem
         break;
     }
     case SQ_GRAD_POWERSGD: {
-        /* PowerSGD's passes over the matrix (README, "PowerSGD"): M = grad
+        /* PowerSGD's passes over the matrix (docs/schemes.md): M = grad
         ** (+ residual) written and read for P = M Q, read for Q = M^T P;
         ** the own partition of P Q^T written, and with error feedback the
         ** residual M - P Q^T / N read and written over the whole tensor.
@@ -575,7 +575,7 @@ int sq_cost_iteration(const sq_cost_platform *p, const sq_cost_model_shape *m,
     } else {
         out->grad_path = SQ_GRAD_NONE;
     }
-    /* Exposed time (README, "Overlap"). A collective and its quantization
+    /* Exposed time (docs/cost-model.md). A collective and its quantization
     ** kernels run together on the communication stream, bucket after
     ** bucket, so they hide together behind the compute that runs meanwhile;
     ** what cannot hide is the work beyond that window, and never less than

@@ -62,7 +62,7 @@ void sq_roundtrip_stats(const float *x, const float *y, uint64_t n, sq_roundtrip
         for (uint64_t b = 0; b < b1 - b0; b++) add(&tot, &part[b]);
         if (progress) progress(ctx, b1, nblocks);
     }
-    /* The degenerate cases (README.md, "shardq codec stats"): an exact round
+    /* The degenerate cases (docs/codecs.md): an exact round
     ** trip has infinite SNR; a zero signal has relative error 0 when exact,
     ** inf otherwise; cosine is 1 when both are zero, 0 when only one is. */
     out->rel_l2 = tot.sxx > 0 ? sqrt(tot.see) / sqrt(tot.sxx) : tot.see > 0 ? INFINITY : 0.0;

@@ -446,7 +446,7 @@ int sq_netbench_platform(const sq_netbench_result *r, size_t n,
     put(&t, "# %s -- a platform measured by %s\n"
             "# (%d node%s x %d rank%s per node; %s).\n"
             "# The links are what MPI's collectives reached between the job's processes in\n"
-            "# host memory (nccl-tests' busbw, README \"shardq netbench\"); every figure below\n"
+            "# host memory (nccl-tests' busbw, docs/real-ranks.md); every figure below\n"
             "# says whether it is measured or assumed, and where it comes from.\n\n",
         info->name, src, K, K == 1 ? "" : "s", G, G == 1 ? "" : "s", lib);
 
@@ -561,8 +561,8 @@ int sq_netbench_platform(const sq_netbench_result *r, size_t n,
         out->inter_latency = figure(b1, sizeof b1, a->inter_latency * 1e6, 1e-6);
         put(&t, "# assumed, not measured: %s\nlatency_us = %s\n", links_from, b1);
     }
-    /* Every figure's source, as the cost model reads it ([sources], README
-    ** "Platforms and models are files"): what the comments above say, short
+    /* Every figure's source, as the cost model reads it ([sources],
+    ** docs/cost-model.md): what the comments above say, short
     ** enough for the reader's lines. */
     put(&t, "\n[sources]\n");
     source(&t, out, SQ_COST_FIG_ACHIEVED_TFLOPS, SQ_COST_SRC_ASSUMED, info->flops_from);

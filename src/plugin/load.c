@@ -132,7 +132,7 @@ static int load_file(const char *path, sq_error *err)
     if (!abi || !init_sym) {
         rc = sq_error_set(err, SQ_ERR_FORMAT,
                           "plug-in %s: not a shardq plug-in: no symbol %s (a plug-in exports "
-                          "shardq_plugin_abi and shardq_plugin_init, README \"Plug-in codecs\")",
+                          "shardq_plugin_abi and shardq_plugin_init, docs/plugins.md)",
                           path, !abi ? "shardq_plugin_abi" : "shardq_plugin_init");
         dlclose(h);
         goto done;

@@ -1,6 +1,6 @@
 /*
 ** store.c -- every run of shardq in one SQLite file. See store.h and the
-** README section "The store".
+** docs/reports.md, the store.
 **
 ** Each write is one BEGIN IMMEDIATE ... COMMIT: IMMEDIATE takes the write
 ** lock up front (waiting up to the busy timeout), so a transaction never
@@ -199,7 +199,7 @@ static const char schema_v4[] =
     "ALTER TABLE runs ADD COLUMN heartbeat TEXT;\n";
 
 /* Version 4 -> 5: the cost per real parameter. sent_elems counts the
-** padding a world adds to its n elements (README, "Padding");
+** padding a world adds to its n elements (docs/conventions.md);
 ** sent_params counts the model's own elements among them
 ** (sq_link_traffic), and bits_per_param = 8 x bytes / sent_params is
 ** what a link costs per parameter of the model. NULL: a row written before

@@ -111,7 +111,7 @@ void sq_trace_print_info(FILE *f, const sq_trace *t, int json, long long checked
         fprintf(f, "elements   %llu per file\n", (unsigned long long)t->elements);
         fprintf(f, "data       %llu bytes (%.3f GB)\n", (unsigned long long)t->bytes,
                (double)t->bytes / 1e9);
-        if (t->nignored) fprintf(f, "ignored    %zu tensor%s that %s not parameters (buffers: README, \"Traces\")\n",
+        if (t->nignored) fprintf(f, "ignored    %zu tensor%s that %s not parameters (buffers: docs/traces.md)\n",
                    t->nignored, t->nignored == 1 ? "" : "s", t->nignored == 1 ? "is" : "are");
         if (checked >= 0)
             fprintf(f, "values     all finite and within their dtypes' range (%lld files read)\n",

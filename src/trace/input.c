@@ -327,7 +327,7 @@ int sq_input_foreign(const char *path, const unsigned char *buf, size_t len, int
     const char *hint;
     if (expected == SQ_INPUT_SAFETENSORS) {
         hint = kind == 1 ? "load it and save with safetensors.torch.save_file(state_dict, "
-                           "PATH), or capture with shardq's Python package (README, \"Traces\")"
+                           "PATH), or capture with shardq's Python package (docs/traces.md)"
                : kind == 2 ? "give each array as a .npy file (numpy.save), or write "
                              "safetensors with safetensors.numpy.save_file(dict(numpy.load(PATH)), "
                              "OUT)"

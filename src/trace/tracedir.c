@@ -223,7 +223,7 @@ static const char *unknown_key(const cJSON *o, const char *const *known)
 /* The manifest's "weights" (v, NULL when absent: true), after its steps:
 ** true (every step has weights.safetensors), false (none), or the list of
 ** the steps that have it, strictly increasing, each one of "steps" (a
-** weight cadence of its own: README, "Traces"). Fills t->has_weights,
+** weight cadence of its own: docs/traces.md). Fills t->has_weights,
 ** t->weighted and t->nweights. */
 static int parse_weights(const char *mpath, const cJSON *v, sq_trace *t, sq_error *err)
 {
@@ -546,7 +546,7 @@ static int check_file(sq_trace *t, const char *fname, const sq_st_file *f, sq_er
     }
     /* Tensors beyond the manifest's are buffers (a state_dict's running
     ** statistics, step counters): skipped, as in a single file, and counted
-    ** (README, "Traces": one rule for both). */
+    ** (docs/traces.md: one rule for both). */
     if (f->ntensors > t->nparams && f->ntensors - t->nparams > t->nignored)
         t->nignored = f->ntensors - t->nparams;
     return 0;

@@ -8,7 +8,7 @@
 ** its weight blocks from the partition's length. A scheme with such rules
 ** names the rule; sq_scheme_for_tensor turns it into the concrete scheme of
 ** one tensor that is its own world. The rules are transcribed from the
-** reference (README, "Schemes", the source column). PowerSGD's matrix view
+** reference (docs/schemes.md, the source column). PowerSGD's matrix view
 ** of a tensor (shape[0] x numel / shape[0], as PyTorch's hook) is set here
 ** too.
 */

@@ -5,7 +5,7 @@
 ** Each collective is written once here, as the ops of one rank in one
 ** phase (phase_ops); a whole plan is those phases laid end to end, and the
 ** in-process world asks for the same ops phase by phase. The algorithms
-** and summation orders are those of README "The sharded world":
+** and summation orders are those of docs/schemes.md:
 **   weight all-gather: encode the own slot, N - 1 ring steps forwarding
 **     slot r - s to r + 1, decode all of w-hat from the encoded bytes;
 **   ring reduce-scatter: partition c is summed along the ring starting at
@@ -58,7 +58,7 @@ static const sq_wire *single_wire(const sq_topo *topo, const sq_scheme *s)
     return topo->nodes > 1 ? &s->grad_inter : &s->grad_intra;
 }
 
-/* The padding rule (README, "Padding"): every weight shard holds whole
+/* The padding rule (docs/conventions.md): every weight shard holds whole
 ** weight groups; every gradient partition -- and, on the two-level path,
 ** every pipeline slice of it -- holds whole groups of both hops. */
 int sq_plan_pad_unit(const sq_topo *topo, const sq_scheme *s, uint64_t *unit, sq_error *err)
@@ -787,7 +787,7 @@ static int backend_fail(int r, const sq_plan_op *op, sq_backend *be, int rc, sq_
 /* Whether op rebuilds bf16 weights (weight.recon=bf16): the weight
 ** all-gather over a quantized wire. The sender quantizes its master
 ** rounded to bf16 (or the bf16 difference to w-hat), the receivers keep
-** bf16(D(q)) (or bf16(bf16(D(q)) + w-hat)): README, "The sharded world". */
+** bf16(D(q)) (or bf16(bf16(D(q)) + w-hat)): docs/schemes.md. */
 static int bf16_weights(const sq_plan_layout *L, const sq_plan_op *op, const sq_wire *wr)
 {
     return op->coll == SQ_COLL_WEIGHT && wr && !sq_wire_raw(wr) &&

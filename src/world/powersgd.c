@@ -15,7 +15,7 @@
 ** PyTorch computes the residual against the decompressed all-reduced
 ** result too (input_tensor_cp - input_tensor): with its undivided inputs
 ** and its Q divided by N, its residual is N times this one, and the A it
-** returns is this A (README, "PowerSGD"). Without error feedback e stays 0.
+** returns is this A (docs/schemes.md). Without error feedback e stays 0.
 **
 ** Why plain loops and not BLAS: OpenBLAS picks its kernel per CPU (FMA or
 ** not, blocking), so its bytes differ between machines even on one thread;

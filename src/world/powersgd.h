@@ -5,7 +5,7 @@
 ** powerSGD_hook runs it: a worker's gradient plus its error-feedback
 ** residual, viewed as an m x c matrix M, is approximated by P Q^T with
 ** P = M Q (all-reduced, then orthonormalized) and Q = M^T P (all-reduced).
-** The rules of every sum below are fixed (README, "PowerSGD"), so the bytes
+** The rules of every sum below are fixed (docs/schemes.md), so the bytes
 ** depend neither on the thread count nor on the machine:
 **   products     each output element is a sum of fp32 x fp32 products,
 **                exact in double, added in double in index order and
@@ -25,7 +25,7 @@
 
 #include "shardq/plan.h"
 
-/* The Philox site of PowerSGD's random Q (README, "Conventions"). */
+/* The Philox site of PowerSGD's random Q (docs/conventions.md). */
 #define SQ_SITE_POWERSGD_Q 16
 
 /* The matrix view of a world of n elements under scheme s: cols =

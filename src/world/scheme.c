@@ -159,7 +159,7 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
     s->grad_dtype = SQ_GRAD_FP32;
     s->grad_fallback = SQ_FALLBACK_NONE;
     /* PyTorch's PowerSGDState defaults, but start_powerSGD_iter = 1000:
-    ** here 0, so that short runs compress at all (README, "PowerSGD") */
+    ** here 0, so that short runs compress at all (docs/schemes.md) */
     s->psgd_rank = 1;
     s->psgd_warm = 1;
     s->psgd_ef = 1;
@@ -222,13 +222,13 @@ int sq_scheme_preset(const char *name, sq_scheme *s, sq_error *err)
         /* EF-SignSGD (Karimireddy et al. 2019; GRACE's EFSignSGDCompressor
         ** with residual memory): the sign scaled by the mean |x|, error
         ** feedback; one scale per 128 elements, where both take one per
-        ** tensor (README, "Schemes") */
+        ** tensor (docs/schemes.md) */
         set_single(s, codec_wire(SQ_KIND_SIGN, 1, 128, SQ_ROUND_RTN, 0, SQ_LEVELS_SDP4BIT), 1);
     } else if (!strcmp(name, "topk")) {
         /* GRACE's TopKCompressor at compress_ratio 0.01 with residual
         ** memory: the 10 largest |x| of each 1024 (0.98%), 16-bit indices,
         ** fp32 values (bits: the index width), error feedback; per group where GRACE selects per
-        ** tensor (README, "Schemes") */
+        ** tensor (docs/schemes.md) */
         sq_wire w = codec_wire(SQ_KIND_TOPK, 16, 1024, SQ_ROUND_RTN, 0, SQ_LEVELS_SDP4BIT);
         w.codec.keep = 10;
         set_single(s, w, 1);

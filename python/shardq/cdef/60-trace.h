@@ -1,4 +1,4 @@
-/* shardq/trace.h: the trace writer (README, "Traces"), the dtypes of its
+/* shardq/trace.h: the trace writer (docs/traces.md), the dtypes of its
 ** files, and the writers of a trace that several processes write. */
 typedef enum sq_st_dtype {
     SQ_ST_BOOL, SQ_ST_U8, SQ_ST_I8, SQ_ST_F8_E5M2, SQ_ST_F8_E4M3,
