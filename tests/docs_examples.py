@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Run every example of the manual (README.md and docs/*.md) as a test.
+"""Run every example of the manual (README.md, python/README.md and
+docs/*.md) as a test.
 
 Each fenced block must say what it is, by the first word of its info string:
 
@@ -362,10 +363,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--srcdir", default=os.environ.get("SHARDQ_SRCDIR", "."))
     ap.add_argument("--build", default=os.environ.get("SHARDQ_BUILDDIR", "."))
-    ap.add_argument("files", nargs="*", help="default: README.md and docs/*.md of --srcdir")
+    ap.add_argument("files", nargs="*",
+                    help="default: README.md, python/README.md and docs/*.md of --srcdir")
     a = ap.parse_args()
     r = Runner(a.srcdir, a.build)
-    files = a.files or [os.path.join(r.srcdir, "README.md")] + sorted(
+    files = a.files or [os.path.join(r.srcdir, "README.md"),
+                        os.path.join(r.srcdir, "python", "README.md")] + sorted(
         glob.glob(os.path.join(r.srcdir, "docs", "*.md")))
     root = tempfile.mkdtemp(prefix="shardq-docs.")
     try:
