@@ -74,7 +74,9 @@ n=$(find "$T/root" -path '*/share/man/man1/shardq*.1' | wc -l)
 ok "... installs the $(echo $pages | wc -w) pages under share/man/man1 ($n)" test "$n" -eq "$(echo $pages | wc -w)"
 ok "make install-data installs the manual" make -C "$SHARDQ_BUILDDIR" install-dist_docDATA \
   install-dist_manualDATA DESTDIR="$T/root"
-ok "... README.md, NEWS and docs/index.md under share/doc/shardq" sh -c '
+ok "... README.md, NEWS and every chapter of docs/ under share/doc/shardq" sh -c '
   d=$(find "$1" -type d -path "*/share/doc/shardq" | head -1)
-  test -n "$d" && test -s "$d/README.md" && test -s "$d/NEWS" && test -s "$d/docs/index.md"' sh "$T/root"
+  test -n "$d" && test -s "$d/README.md" && test -s "$d/NEWS" || exit 1
+  test "$(cd "$2/docs" && ls *.md | sort | tr "\n" " ")" = "$(cd "$d/docs" && ls *.md | sort | tr "\n" " ")"' \
+  sh "$T/root" "$SHARDQ_SRCDIR"
 finish
