@@ -3,7 +3,7 @@
 ** sign and FP8 (E4M3, E5M2).
 **
 ** Every kind is checked against a straight-line reference written here from
-** README "Conventions" (plain loops, libm's rintf, floorf, sqrtf and ldexpf,
+** docs/conventions.md (plain loops, libm's rintf, floorf, sqrtf and ldexpf,
 ** a packer of its own, FP8 values from the format's definition), byte for
 ** byte over codes and scales and bit for bit over the decoded values; for
 ** several sizes with a short last group, bits, scale dtypes and Hadamard
@@ -12,7 +12,7 @@
 ** the nearest of them (a brute-force search), saturation, FP8 denormals,
 ** sizes equal their closed forms, non-finite input is refused, the thread
 ** count changes no byte, and the specs parse, print and refuse as the
-** README says.
+** manual says (docs/codecs.md).
 */
 #include "shardq/codec.h"
 #include "check_util.h"
@@ -84,7 +84,7 @@ static unsigned fp8_round(float v, int e5m2, int sr, float u)
     return sign | ((lo & 1u) ? hi : lo);
 }
 
-/* The lane sum of README "Conventions": element j into partial j % 32 in
+/* The lane sum of docs/conventions.md: element j into partial j % 32 in
 ** increasing j, then the partials folded in halves. */
 static float lane_sum(const float *y, uint64_t n)
 {
@@ -366,7 +366,7 @@ static void sr_steps(const sq_codec *c, const float *x, double *step)
 ** resolution of the seeds (a fraction v - floor(v) of 10^-5 rounds up once
 ** in 10^5 draws: over 1000 seeds it is seen as sd = 0 and an error of
 ** 10^-5 steps). 2^-17 of a step is the resolution of the 16-bit uniforms
-** (README, Rounding: a smaller fraction never rounds up), 2^-20 |x_i| the
+** (docs/conventions.md, Rounding: a smaller fraction never rounds up), 2^-20 |x_i| the
 ** fp32 rounding of the multiplier and the scale -- biases of the
 ** arithmetic, not of the rounding. So RTN, which has sd = 0, fails wherever
 ** it is off by more than 0.5% of a step. Returns the failing elements. */

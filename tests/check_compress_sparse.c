@@ -76,7 +76,7 @@ static void ref_select_top(const float *x, uint64_t len, uint64_t k, uint64_t *p
     free(taken);
 }
 
-/* random-k as README "Conventions" writes it: a partial Fisher-Yates
+/* random-k as docs/conventions.md writes it: a partial Fisher-Yates
 ** shuffle of the group starting at element s, step j drawing 48 bits from
 ** sq_uniform24 at 2 (s + j) and 2 (s + j) + 1, the product taken in 128 bits. */
 static void ref_select_random(const sq_rng_key *key, uint64_t s, uint64_t len, uint64_t k,

@@ -1,6 +1,6 @@
 /*
-** check_ef.c -- error feedback on the gradient wires (README, "Error
-** feedback"): the residual identity over many steps, exactly where the
+** check_ef.c -- error feedback on the gradient wires (docs/schemes.md,
+** error feedback): the residual identity over many steps, exactly where the
 ** arithmetic is exact and within a derived fp32 bound where it is not; the
 ** residual persists from reduce to reduce, per worker, and is reset only
 ** when asked; a lossless wire keeps it at zero and its bytes unchanged; EF
@@ -87,7 +87,7 @@ static void make_grad(float *x, uint64_t n, uint64_t group, int N, int r, int ow
 ** identity.
 */
 
-/* Element index of e2[j] of worker r (two-level, README "Error feedback"). */
+/* Element index of e2[j] of worker r (two-level, docs/schemes.md). */
 static uint64_t e2_element(sq_world *w, int r, uint64_t j)
 {
     const sq_topo *t = sq_world_topo(w);
@@ -116,7 +116,7 @@ static const ident_case ident_cases[] = {
      FILL_DYADIC, 1, 1, 4096, 40},
     /* 1-bit min-max, K > 1: the single wire is grad.inter (round to nearest:
     ** stochastic rounding at one bit is not contractive, and its residual
-    ** grows without bound -- README, "Error feedback") */
+    ** grows without bound -- docs/schemes.md, error feedback) */
     {2, 2, "qsdp", {"grad.bits=1", "grad.round=rtn", "grad.group=32", "grad.inter.ef=1",
                     "grad.mean=0", NULL}, FILL_DYADIC, 1, 1, 3000, 40},
     /* both hops of the two-level path, with pipelining, every worker everywhere */

@@ -634,7 +634,7 @@ START_TEST(test_status)
                      SQ_ERR_NONFINITE);
     ck_assert_int_eq(sim_quantize(&d, x.data(), ref.data(), n, &key, &qd, 1), SQ_ERR_NONFINITE);
 
-    /* a grid past fp32 (README: sym bits=6 on {FLT_MAX, 1}) */
+    /* a grid past fp32 (docs/conventions.md: sym bits=6 on {FLT_MAX, 1}) */
     sq_codec g = codec("bits=6,group=2,round=rtn");
     sq_qbuf qg;
     sq_qbuf_alloc(&g, 2, &qg);

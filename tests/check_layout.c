@@ -156,7 +156,7 @@ static uint64_t group_lcm(const sq_scheme *s, const sq_topo *t)
 }
 
 /* What the collectives of one iteration of unit worlds of padded sizes
-** P_b send, summed over workers: README's closed forms. */
+** P_b send, summed over workers: the closed forms of docs/schemes.md. */
 static void closed_forms(const sq_scheme *s, const sq_topo *t, uint64_t P, uint64_t *want)
 {
     const uint64_t N = (uint64_t)sq_topo_workers(t), K = (uint64_t)t->nodes,

@@ -156,7 +156,7 @@ START_TEST(test_powersgd_bytes)
     p.intra_latency = 1e-3, p.inter_latency = 5e-3;
     sq_cost_result d = predict(&p, &m, par, "powersgd");
     close_rel(d.grad_comm - c.grad_comm, 5 * (2 * 1e-3 + 5e-3), 1e-6);
-    /* its kernels: passes over every matrix (README "Quantization kernels") */
+    /* its kernels: passes over every matrix (docs/cost-model.md, quantization kernels) */
     ck_assert(c.quant_grad > 0);
 }
 END_TEST
@@ -407,7 +407,7 @@ static double wire_c(const sq_wire *w, uint64_t n)
 
 /* What rank r's plans execute: every ENCODE, DECODE and SUM over a
 ** quantized wire, and PowerSGD's passes over its matrix, with the bytes
-** README "Quantization kernels" gives each. */
+** docs/cost-model.md (quantization kernels) gives each. */
 static void count_plan(const sq_world_config *cfg, int r, sq_cost_kernels *k)
 {
     memset(k, 0, sizeof *k);

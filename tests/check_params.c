@@ -17,7 +17,7 @@
 **   - per message, the overlap of the padded-buffer ranges it carries with
 **     [0, n), the two-level sub-chunks through the swizzle read backwards
 **     by search (sq_plan_swizzle_index);
-**   - the bytes: the closed forms of README on the padded count;
+**   - the bytes: the closed forms of docs/schemes.md on the padded count;
 **   - sent_params <= sent_elems on every link, equal when n is a multiple
 **     of the padding unit (bits per parameter = bits per element);
 **   - sums over several worlds (one per tensor) add up exactly;
@@ -143,7 +143,7 @@ static void check_world(int K, int G, const char *preset, const char *set, uint6
     if (N > 1 && n % L.unit != 0)
         ck_assert_msg(wi->sent_params + wx->sent_params < wi->sent_elems + wx->sent_elems, "%s", what);
 
-    /* per worker: the partitions it sends, and the bytes of README's closed forms */
+    /* per worker: the partitions it sends, and the bytes of the closed forms (docs/schemes.md) */
     const sq_wire *ww = &L.wires[SQ_PLAN_WIRE_WEIGHT];
     for (int r = 0; r < N; r++) {
         const sq_traffic *t = sq_world_traffic(w, r);

@@ -6,7 +6,7 @@
 **
 ** The codecs registered here are straight-line references written in this
 ** file: "sym8ref" is the built-in kind=sym,bits=8,round=rtn with fp32 scales
-** written out from README "Conventions", so that a world running it as a
+** written out from docs/conventions.md, so that a world running it as a
 ** plug-in must move the same bytes and compute the same values as the
 ** world running the built-in codec; the others exercise one path each.
 */
@@ -796,7 +796,7 @@ START_TEST(test_load_terngrad)
     ck_assert_ptr_nonnull(strstr(sq_plugin_source(id), "terngrad"));
     ck_assert_uint_eq(sq_plugin_get(id)->group, 128);
 
-    /* its bytes against a straight-line TernGrad (README, the module's header) */
+    /* its bytes against a straight-line TernGrad (docs/plugins.md, the module's header) */
     sq_codec c;
     char e[256];
     ck_assert_int_eq(sq_codec_parse("kind=plugin:terngrad", &c, e, sizeof e), SQ_OK);

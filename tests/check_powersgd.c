@@ -3,7 +3,7 @@
 ** the sharded world, against a straight-line reference written here.
 **
 **   - the world's reduced partitions and each worker's residual equal, byte
-**     for byte, a scalar transcription of the rules of README "PowerSGD"
+**     for byte, a scalar transcription of the rules of docs/schemes.md (PowerSGD)
 **     (normals by Box-Muller on sq_uniform24, Gram-Schmidt, products summed
 **     in double in index order, P and Q summed in the ring's order per
 **     chunk, A = P Q^T, e = M - A / N) over three steps, with and without

@@ -3,7 +3,7 @@
 ** transcriptions of the rules they follow.
 **
 ** Each reference below is written here as plain scalar loops from the
-** reference's description (README, "Schemes", the source column), not from
+** reference's description (docs/schemes.md, the source column), not from
 ** the library's codec: SDP4Bit's ULq two-level reduce (stochastic rounding,
 ** 15 levels, fp32 sums), DeepSpeed's qgZ (its group rule, RTN with
 ** DeepSpeed levels, fp16 sums, its fallbacks) and qwZ (CUDAQuantizer's block
@@ -408,7 +408,7 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 
 /* The block count of CUDAQuantizer.quantize, transcribed line by line
-** (target 8000; the partition rounded up to a multiple of 8, see README). */
+** (target 8000; the partition rounded up to a multiple of 8, see docs/schemes.md). */
 static uint64_t ref_qwz_groups(uint64_t numel)
 {
     uint64_t groups = (numel + 7999) / 8000;

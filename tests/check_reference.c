@@ -3,7 +3,7 @@
 **
 ** The library quantizes in tiles, vectorised, over threads, with its own
 ** batched Philox and integer min/max scans. This suite re-states the
-** conventions of README.md ("Conventions") as the plainest loop it can:
+** conventions (docs/conventions.md) as the plainest loop it can:
 ** libm floorf/rintf, float comparisons, Random123's philox4x32_R one block at
 ** a time, the bit stream written bit by bit, and demands the same bytes for
 ** many codecs, sizes and thread counts.

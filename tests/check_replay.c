@@ -137,7 +137,7 @@ static void add(sums *s, float y, double x)
     s->n++;
 }
 
-/* Each figure as its definition reads (README, "Error statistics"). */
+/* Each figure as its definition reads (docs/replay.md, the error statistics). */
 static void expect_row(const sq_stat_row *r, const sums *s, const char *what)
 {
     ck_assert_msg(r != NULL, "%s: no row", what);

@@ -1,5 +1,5 @@
 /*
-** check_store.c -- the SQLite store: the schema as the README describes it
+** check_store.c -- the SQLite store: the schema as docs/reports.md describes it
 ** (STRICT tables, user_version), refusal of newer and foreign files, a run
 ** written and read back with plain SQL, the resumption rules of keyed runs,
 ** and the file staying consistent whatever happens to the writers: several

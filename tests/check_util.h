@@ -226,8 +226,8 @@ typedef struct sqt_levels {
     float qhi; /* largest code */
 } sqt_levels;
 
-/* Straight from the README's table of level conventions, independently of
-** sq_hd_code_range (which the code under test uses). */
+/* Straight from the table of level conventions (docs/conventions.md),
+** independently of sq_hd_code_range (which the code under test uses). */
 static inline sqt_levels sqt_levels_of(const sq_codec *c)
 {
     const double p = ldexp(1.0, c->bits - 1); /* 2^(b-1) */

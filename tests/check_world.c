@@ -5,7 +5,7 @@
 ** qWD's identical replicas, and the same bytes whatever the thread count.
 **
 ** The references here are written from the algorithm's description (spec
-** section 2.3, README "The sharded world") with the core's codec calls and
+** section 2.3, docs/schemes.md) with the core's codec calls and
 ** loops over single groups; they share no code with src/world.
 */
 #include "check_util.h"

@@ -213,7 +213,7 @@ head -c 512 "$T/b.st" >"$T/hdr"
 ok "tensors: bf16 scales are BF16" file_has "$T/hdr" '"scales":{"dtype":"BF16","shape":[24]'
 ok "metadata: defaults of the key" file_has "$T/hdr" '"seed":"0","step":"0","worker":"0","site":"0"'
 
-# The compressors (README "Conventions"): the same round trip, the sizes of
+# The compressors (docs/conventions.md): the same round trip, the sizes of
 # their files, and their own spec rules.
 ok "round trip qsgd 4-bit SR (7 levels of the group's norm)" roundtrip "kind=qsgd" 1.2
 ok "round trip qsgd 8-bit RTN Hadamard 32" roundtrip "kind=qsgd,bits=8,round=rtn,hadamard=32" 0.1
@@ -281,7 +281,7 @@ ok "encode IN - >FILE" sh -c '"$1" codec encode --seed 1 "$2" - >"$3" && cmp "$3
   - "$SHARDQ" "$T/x.npy" "$T/stdout.st" "$T/s1.st"
 
 # ---------------------------------------------------------------------------
-# Sparse kinds and casts (README, "Conventions"): the sizes are closed forms
+# Sparse kinds and casts (docs/conventions.md): the sizes are closed forms
 # (topk: keep indices and fp32 values per group; a cast: 2 bytes an element,
 # no scales); top-k keeps the largest magnitudes exactly; an fp16 cast of
 # values of 11 significant bits is exact.

@@ -5,8 +5,8 @@
 # second run resumes without running anything again, and bad options fail.
 # Then paths the recipe reader would cut (" ;", 300 characters), a second
 # demo into the same directory, and a bench run of other options already in
-# the database. The full-size demo takes minutes; the README gives its output
-# and time. tests/cli_demo_resume.sh kills demos and changes their options.
+# the database. The full-size demo takes minutes; docs/demo.md describes its
+# output. tests/cli_demo_resume.sh kills demos and changes their options.
 
 : "${SHARDQ_SRCDIR:=${srcdir:-$(dirname "$0")/..}}"
 : "${SHARDQ:=${SHARDQ_BUILDDIR:-$SHARDQ_SRCDIR}/src/shardq}"

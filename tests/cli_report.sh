@@ -47,7 +47,9 @@ for b in 2 8; do
   done
 done
 replay --scheme qwd --set weight.group=512 --paths weight
-cp "$SHARDQ_SRCDIR/README.md" "$T/corpus.txt"
+# a corpus of English prose that does not change with the manual: the
+# commands' --help texts
+cat "$SHARDQ_SRCDIR"/src/cli/help/*.txt >"$T/corpus.txt"
 for p in baseline sdp4bit; do
   "$SHARDQ" train --db "$DB" -q --corpus "$T/corpus.txt" --scheme $p --layers 1 --channels 32 \
     --heads 2 --context 32 --seq 32 --batch 2 --steps 10 --eval-every 5 --eval-seqs 4 \

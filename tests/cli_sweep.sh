@@ -311,7 +311,8 @@ expect_fail_with 2 "big3.ini: line 1: [sweep]: 1000000 configurations, more than
   timeout 120 "$SHARDQ" sweep --list "$T/big3.ini"
 
 # --- a training sweep (command = train) --------------------------------------
-cp "$SHARDQ_SRCDIR/README.md" "$T/text.md"
+# the corpus: the commands' --help texts (English prose, fixed by the tree)
+cat "$SHARDQ_SRCDIR"/src/cli/help/*.txt >"$T/text.md"
 cat >"$T/train.ini" <<'INI'
 [sweep]
 name = tr

@@ -41,7 +41,7 @@ expect_fail_with 1 "$T/missing.txt: No such file or directory (--corpus)" \
 mkdir "$T/binary"
 printf 'a\000b' >"$T/binary/x.dat"
 expect_fail_with 1 "too little to train on" "$SHARDQ" train --corpus "$T/binary" --no-db
-head -c 300 "$SHARDQ_SRCDIR/README.md" >"$T/small.txt"
+cat "$SHARDQ_SRCDIR"/src/cli/help/*.txt | head -c 300 >"$T/small.txt"
 # shellcheck disable=SC2086 # TINY is meant to split into words
 expect_fail_with 1 "each must exceed --seq 32" \
   "$SHARDQ" train --corpus "$T/small.txt" $TINY --no-db
@@ -177,7 +177,7 @@ expect_fail_with 1 "$T/cap" \
 # refused before training, its run kept
 # shellcheck disable=SC2086
 "$SHARDQ" train $TINY --steps 2 --db "$T/ro.db" -q
-cp "$SHARDQ_SRCDIR/README.md" "$T/corpus.txt"
+cat "$SHARDQ_SRCDIR"/src/cli/help/*.txt >"$T/corpus.txt"
 chmod 0444 "$T/ro.db" "$T/corpus.txt"
 chmod 0555 "$T"
 chmod o+rx "$T/.." 2>/dev/null

@@ -397,7 +397,7 @@ else
   expect_fail_with 1 "cuda" "$SHARDQ" world --workers 1x2 --elements 1000 --run --steps 1 --device cuda
 fi
 
-# Sparse and cast wires (README, "Conventions"): top-k with 8 of 256 kept
+# Sparse and cast wires (docs/conventions.md): top-k with 8 of 256 kept
 # sends keep (8 + 32) / 256 = 1.25 bits per element on each hop; an fp16
 # cast 16. They run with data, the replicas identical.
 ok "world with top-k gradient hops" "$SHARDQ" world --workers 2x4 --scheme ulq --set grad.kind=topk \

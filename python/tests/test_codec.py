@@ -46,7 +46,7 @@ def _pairwise_specs():
 
 
 SPECS = _pairwise_specs()
-# the compressors (README "Conventions"): QSGD, scaled sign, FP8
+# the compressors (docs/conventions.md): QSGD, scaled sign, FP8
 COMPRESSOR_SPECS = ["kind=qsgd,bits=3,group=32", "kind=qsgd,bits=8,round=rtn,hadamard=32",
                     "kind=sign,group=100,scale=bf16", "kind=fp8e4m3,round=rtn,hadamard=32",
                     "kind=fp8e5m2,group=32,scale=fp16"]
@@ -119,7 +119,7 @@ def test_shapes_keys_and_empty_input_equal_the_command(shardq_cli, tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# The sparse kinds and the casts (README, "Conventions")
+# The sparse kinds and the casts (docs/conventions.md)
 # ---------------------------------------------------------------------------
 
 SPARSE = ["kind=topk,keep=5,group=64", "kind=randk,keep=3,group=300,scale=bf16",

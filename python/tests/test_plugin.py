@@ -329,19 +329,3 @@ def test_load_plugin_errors(tmp_path):
     with pytest.raises(shardq.IOFailure, match="text.so: cannot load it"):
         shardq.load_plugin(tmp_path / "text.so")
 
-
-def test_readme_example(tmp_path):
-    """README "Plug-in codecs": the Python example runs as printed and
-    prints what the README says."""
-    import re
-    import subprocess
-    import sys
-    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
-    m = re.search(r"<!-- example: plugin.py -->\n```python\n(.*?)\n```", open(readme).read(), re.S)
-    assert m, "README has no example plugin.py"
-    (tmp_path / "plugin.py").write_text(m.group(1))
-    p = subprocess.run([sys.executable, str(tmp_path / "plugin.py")], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "kind=plugin:int8g,group=256 rel. L2 0.0066" in p.stdout, p.stdout
-    assert "inter-node hop: 8192 code bytes, 128 scale bytes" in p.stdout, p.stdout

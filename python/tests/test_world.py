@@ -25,7 +25,7 @@ BYTES = ("sent_codes", "sent_meta", "recv_codes", "recv_meta", "sent_elems", "me
 # -- a trace, and reading it with numpy alone ---------------------------------
 
 def read_safetensors(path):
-    """{name: array} of an F32 or F64 safetensors file (README, "Formats"),
+    """{name: array} of an F32 or F64 safetensors file (docs/traces.md, formats),
     float32 or float64 as stored."""
     with open(path, "rb") as f:
         raw = f.read()
