@@ -17,9 +17,9 @@ scratch directory instead of being run, for a later block to use. Other
 attributes: needs=mpi|root|gpu|torch (a block whose need is not met is
 reported as skipped, with the reason; under needs=mpi, mpirun may run as
 root and oversubscribe the cores, as the tests' own mpirun does), timeout=SECONDS (default 300), and
-`install` on an sh block: a line that installs or builds (./bootstrap, apt,
-make install), checked for syntax with `bash -n` and not run here (.ci/run
-runs the test line itself).
+`install` on an sh block: a line that installs, builds or runs the suite
+itself (./bootstrap, make install, make check), checked for syntax with
+`bash -n` and not run here (.ci/run runs the README's test line as it is).
 
 The blocks of one document run in order in one scratch directory, which
 holds `experiments`, `analysis` and `python` (links into the source tree)
