@@ -1,6 +1,6 @@
 #!/bin/bash
 # compressors.sh -- the gradient compressors researchers compare against,
-# side by side on the default GPT (README "Compressors compared"):
+# side by side on the default GPT (docs/training.md; the figures in docs/results.md):
 #   1. the default GPT's baseline trace, captured in process;
 #   2. every configuration below replayed over it (gradient path only): the
 #      relative L2 error of the reduced gradient against the exact mean,

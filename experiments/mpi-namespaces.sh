@@ -1,5 +1,5 @@
 #!/bin/bash
-# mpi-namespaces.sh -- the measured experiment of README "Real ranks: MPI":
+# mpi-namespaces.sh -- the measured experiment of docs/real-ranks.md:
 # 2 nodes x 4 ranks in network namespaces on this machine, the inter-node
 # link shaped with tc, and on it
 #   1. shardq netbench: the links' bus bandwidth and latency, written as a
@@ -15,7 +15,7 @@
 # The measured step is what a rank of the job spends per optimizer step in
 # its own forward and backward pass, the two collectives (their measured
 # wall time, the slowest rank's) and its AdamW on its shard; the broadcasts
-# that keep every rank's statistics in step (README) are left out, as they
+# that keep every rank's statistics in step (docs/real-ranks.md) are left out, as they
 # are no part of a training step of the real systems. The model's compute
 # rate and quantization throughput are the only figures netbench cannot
 # measure: they are fitted to the baseline run (its per-rank GFLOP/s) and
@@ -127,7 +127,7 @@ echo "== $(date +%T) the cost model on the netbench platform"
   --scheme "$schemes" --json >"$out/model.json"
 
 # The same platform with its network calibrated from the baseline's measured
-# step alone (one row: the inter-node rate is fitted, README "Calibration"),
+# step alone (one row: the inter-node rate is fitted, docs/cost-model.md),
 # so the baseline is fitted to itself and every other scheme is predicted.
 python3 - "$out/train-${list[0]}.json" >"$out/measured.ini" <<'PY'
 import json, sys

@@ -67,7 +67,7 @@ k=${workers%x*} g=${workers#*x}
 case "$k$g" in *[!0-9]*|'') die "--workers: KxG, got '$workers'" ;; esac
 sequences=$((k * g * batch))
 # one wait policy for both: shardq train takes passive unless one is set
-# (README, Sweeps), and PyTorch's OpenMP threads left spinning at their
+# (docs/replay.md, sweeps), and PyTorch's OpenMP threads left spinning at their
 # barriers on a busy machine run several times slower than passive ones
 : "${OMP_WAIT_POLICY:=passive}"
 export OMP_WAIT_POLICY
