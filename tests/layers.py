@@ -30,8 +30,9 @@ import sys
 import tempfile
 
 # The modules, lowest first: a file may include or call only its own
-# module or lower ones. This list is the one statement of the order (the
-# README and the manual point here). kernels/ is part of backend.
+# module or lower ones. This list is the one statement of the order
+# (README.md and docs/layout.md repeat it; tests/layers.sh checks that
+# they do, word for word). kernels/ is part of backend.
 MODULES = ['core', 'plugin', 'backend', 'trace', 'synth', 'world', 'metrics', 'store', 'replay',
            'train', 'cost', 'bench', 'sweep', 'mpi', 'report', 'app', 'cli']
 

@@ -21,4 +21,11 @@ ok "src/cli is at most 15% of the src C lines (wc -l)" python3 "$L" --check shar
 python3 "$L" --check cli-fn "$S" | tail -n 1 | sed 's/^/# /'
 ok "no function in src/cli is longer than 150 lines" python3 "$L" --check cli-fn "$S"
 ok "no import cycle among python/shardq/*.py" python3 "$L" --check python "$S"
+# The manual's statements of the order are MODULES's, word for word.
+order=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import layers; print(" < ".join(layers.MODULES))' \
+  "$SHARDQ_SRCDIR/tests")
+for doc in README.md docs/layout.md; do
+  ok "$doc states the module order of MODULES ($order)" sh -c '
+    tr "\n\`" "  " <"$1" | tr -s " " | grep -qF -e "$2"' sh "$S/$doc" "$order"
+done
 finish
