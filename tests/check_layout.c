@@ -315,7 +315,7 @@ static void write_trace(const char *dir)
     sq_trace_param tp[NP];
     static char names[NP][8];
     for (int p = 0; p < NP; p++) {
-        snprintf(names[p], sizeof names[p], "p%d", p);
+        snprintf(names[p], sizeof names[p], "p%d", p % 1000);
         tp[p] = (sq_trace_param){.name = names[p], .ndim = 1, .shape = {SZ[p]}, .n = SZ[p]};
     }
     sq_trace_writer *w;

@@ -51,7 +51,14 @@ int sq_error_prefix(sq_error *e, const char *fmt, ...)
     va_end(ap);
     memcpy(old, e->msg, sizeof old);
     old[sizeof old - 1] = '\0';
-    snprintf(e->msg, sizeof e->msg, "%s%s", head, old[0] ? old : sq_strerror(e->status));
+    /* head, then the old sentence, cut at the buffer's end: the truncation
+    ** is meant (the head says where the failure was, the tail what it was) */
+    const char *tail = old[0] ? old : sq_strerror(e->status);
+    size_t hl = strlen(head), tl = strlen(tail), room = sizeof e->msg - 1 - hl;
+    if (tl > room) tl = room;
+    memcpy(e->msg, head, hl);
+    memcpy(e->msg + hl, tail, tl);
+    e->msg[hl + tl] = '\0';
     return e->status;
 }
 
