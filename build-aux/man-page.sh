@@ -138,7 +138,6 @@ END {
         u = line; sub(/^usage: +|^ +/, "", u); usage[++nusage] = u; continue
       }
       mode = "text"
-      desc_first = ""
     }
     if (line ~ /^[a-z][^.]*:$/ && next_ ~ /^  / && (prev == "" || prev ~ /^  /)) {
       if (cur == "") head(line)

@@ -138,15 +138,11 @@ t_demo() {
     "$((t1 - t0))" "$cores"
 }
 
-t_kernels() {
-  header "shardq bench --sizes 16,64 --threads 1,$cores --json"
-  "$shardq" bench --sizes 16,64 --threads "1,$cores" --json >"$work/bench.json"
-  "$python" - "$work/bench.json" <<'EOF'
+# bench_table FILE: the rows of `shardq bench --json` as a Markdown table
+bench_table() {
+  "$python" - "$1" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print("GB/s = (bytes read + bytes written) / time, the median of timed batches, beside memcpy of the")
-print("same size with the same threads measured in the same run; **% of copy** is the figure that")
-print("carries from machine to machine. A figure marked noisy spread over 25% in three tries.\n")
 print("| op | MB | threads | GB/s | +- | copy GB/s | % of copy | noisy |")
 print("|---|---:|---:|---:|---:|---:|---:|---|")
 for r in rows:
@@ -154,6 +150,15 @@ for r in rows:
         r["op"], r["bytes_in"] // (1 << 20), r["threads"], r["gbps"], r["gbps_std"],
         r["copy_gbps"], r["percent_of_copy"], "yes" if r["noisy"] or r["copy_noisy"] else ""))
 EOF
+}
+
+t_kernels() {
+  header "shardq bench --sizes 16,64 --threads 1,$cores --json"
+  "$shardq" bench --sizes 16,64 --threads "1,$cores" --json >"$work/bench.json"
+  printf 'GB/s = (bytes read + bytes written) / time, the median of timed batches, beside memcpy of the\n'
+  printf 'same size with the same threads measured in the same run; **%% of copy** is the figure that\n'
+  printf 'carries from machine to machine. A figure marked noisy spread over 25%% in three tries.\n\n'
+  bench_table "$work/bench.json"
 }
 
 t_replay() {
@@ -292,15 +297,8 @@ t_cuda() {
     return 0
   fi
   "$shardq" bench --device cuda --json >"$work/cuda.json"
-  "$python" - "$work/cuda.json" <<'EOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print("| op | MB | GB/s | device copy GB/s | % of copy |")
-print("|---|---:|---:|---:|---:|")
-for r in rows:
-    print("| %s | %d | %.1f | %.1f | %.1f%% |" % (r["op"], r["bytes_in"] // (1 << 20), r["gbps"],
-                                                r["copy_gbps"], r["percent_of_copy"]))
-EOF
+  printf 'The CUDA kernels beside a device-to-device copy of the same size (the copy column).\n\n'
+  bench_table "$work/cuda.json"
 }
 
 # ------------------------------------------------------------ the file --

@@ -32,6 +32,7 @@ Prints one TAP-like line per check (`ok N - docs/replay.md:40 sh`), which
 tests/docs.sh passes on, and a summary of what ran.
 """
 import argparse
+import functools
 import glob
 import os
 import re
@@ -96,6 +97,7 @@ def slug(heading):
     return h.replace(" ", "-")
 
 
+@functools.lru_cache(maxsize=None)   # a chapter is linked to many times
 def anchors(path):
     seen, out, in_fence = {}, set(), False
     for line in open(path, encoding="utf-8"):
